@@ -1,0 +1,184 @@
+"""Core figures, all measured in one run on this machine:
+
+- on_llm_request latency (p50/p99) for a member of a warm group of 1,000 members x 20 memories, through the
+  real plugin adapter (real AstrBot event and ProviderRequest), and through `memory_block` alone;
+- cold load time of that group's file;
+- durable saves per second with 100 concurrent savers in one group: group commit against a baseline that
+  rewrites the whole file for every save.
+
+Run: .venv/bin/python bench/bench_core.py [--members 1000] [--per-member 20] [--saves 300]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests"))
+os.environ.setdefault("ASTRBOT_ROOT", tempfile.mkdtemp(prefix="bench-astrbot-"))
+
+from memory import GroupDocument, GroupKey, MemberKey, Memory, MemoryType, Settings, UserMemoryStore, memory_block  # noqa: E402
+from memory._files import write_atomic  # noqa: E402
+from memory._models import UserMemories  # noqa: E402
+from memory._operations import save  # noqa: E402
+
+GROUP = GroupKey("lark", "oc_busy_group")
+TYPES = list(MemoryType)
+
+
+def build_group(directory: Path, members: int, per_member: int) -> Path:
+    doc = GroupDocument(platform=GROUP.platform, group_id=GROUP.group_id)
+    t = 1_700_000_000.0
+    for u in range(members):
+        doc.users[f"ou_{u:05d}"] = UserMemories(memories=[
+            Memory(id=f"{u:08x}-0000-4000-8000-{i:012x}", type=TYPES[i % 3],
+                   content=f"成员{u}的第{i}条记忆：负责模块{i}，喜欢简洁直接的回复风格", created_at=t + i, updated_at=t + i)
+            for i in range(per_member)
+        ])
+    path = UserMemoryStore(directory).path_for(GROUP)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(doc.model_dump_json(indent=1).encode())
+    return path
+
+
+def percentiles(samples_ns: list[int]) -> tuple[float, float, float]:
+    samples = sorted(samples_ns)
+    p = lambda q: samples[min(len(samples) - 1, int(q * len(samples)))] / 1000  # noqa: E731
+    return p(0.50), p(0.99), statistics.fmean(samples) / 1000
+
+
+async def bench_cold_load(directory: Path, runs: int = 5) -> float:
+    times = []
+    for _ in range(runs):
+        store = UserMemoryStore(directory)
+        t0 = time.perf_counter()
+        await store.memories(GROUP, "ou_00000")
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1000
+
+
+async def bench_injection(directory: Path, iterations: int) -> dict[str, tuple[float, float, float]]:
+    from astrbot.core.provider.entities import ProviderRequest
+
+    from conftest import load_plugin_package, make_event
+
+    results = {}
+    store = UserMemoryStore(directory)
+    member = MemberKey(GROUP, "ou_00500")
+    settings = Settings()
+    await store.memories(GROUP, member.user_id)  # warm
+    samples = []
+    for _ in range(iterations):
+        t0 = time.perf_counter_ns()
+        await memory_block(store, member, settings, "老王")
+        samples.append(time.perf_counter_ns() - t0)
+    results["memory_block()"] = percentiles(samples)
+
+    main = load_plugin_package()
+    from astrbot.api import AstrBotConfig
+    from astrbot.core.star.context import Context
+
+    config = AstrBotConfig(config_path=str(directory / "bench_config.json"), schema={})
+    plugin = main.UserMemoryPlugin(Context(asyncio.Queue(), config, *([None] * 9)), config)
+    plugin.store = store
+    event = make_event("帮我看看这个代码", group=GROUP.group_id, user=member.user_id)
+    samples = []
+    for _ in range(iterations):
+        req = ProviderRequest(prompt=event.message_str, system_prompt="你是群聊助手。")
+        t0 = time.perf_counter_ns()
+        await plugin.inject_memories(event, req)
+        samples.append(time.perf_counter_ns() - t0)
+    assert "[关于当前用户的记忆]" in req.system_prompt
+    results["on_llm_request (adapter)"] = percentiles(samples)
+    return results
+
+
+class RewriteEverySaveStore:
+    """Baseline: the obvious design. Each save takes the group lock, changes the document and rewrites the whole
+    file (temp file, fsync, rename) before returning."""
+
+    def __init__(self, directory: Path) -> None:
+        self.inner = UserMemoryStore(directory)
+        self.lock = asyncio.Lock()
+
+    async def save(self, user: str, content: str) -> None:
+        async with self.lock:
+            doc = self.inner._group(GROUP).doc or await self.inner._load(self.inner._group(GROUP))
+            entry = doc.users.get(user)
+            current = list(entry.memories) if entry else []
+            updated, _ = save(current, memory_type="fact", content=content, now=time.time(), max_count=10**6,
+                              max_length=200)
+            doc.users[user] = UserMemories(memories=updated)
+            await write_atomic(self.inner.path_for(GROUP), doc.model_dump_json(indent=1).encode())
+
+
+async def bench_saves(directory: Path, saves: int, savers: int, baseline: bool) -> float:
+    store = UserMemoryStore(directory)
+    naive = RewriteEverySaveStore(directory)
+    await store.memories(GROUP, "ou_00000")
+    await naive.save("warmup", "warmup")
+    queue = list(range(saves))
+
+    async def saver(worker: int) -> None:
+        while queue:
+            n = queue.pop()
+            user, content = f"ou_{n % 1000:05d}", f"并发保存的第 {n} 条（worker {worker}）"
+            if baseline:
+                await naive.save(user, content)
+            else:
+                await store.change(GROUP, user, lambda m: save(m, memory_type="fact", content=content,
+                                                               now=time.time(), max_count=10**6, max_length=200))
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(saver(w) for w in range(savers)))
+    return saves / (time.perf_counter() - t0)
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--members", type=int, default=1000)
+    parser.add_argument("--per-member", type=int, default=20)
+    parser.add_argument("--iterations", type=int, default=20000)
+    parser.add_argument("--saves", type=int, default=400)
+    parser.add_argument("--savers", type=int, default=100)
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="bench-core-") as tmp:
+        directory = Path(tmp)
+        path = build_group(directory, args.members, args.per_member)
+        size_mb = path.stat().st_size / 1e6
+        print(f"group: {args.members} members x {args.per_member} memories, file {size_mb:.1f} MB")
+
+        print(f"cold load of the group file: {await bench_cold_load(directory):.1f} ms (median of 5)")
+
+        print(f"\ninjection latency, warm group, {args.iterations} calls (microseconds):")
+        print(f"  {'path':<28}{'p50':>8}{'p99':>8}{'mean':>8}")
+        for name, (p50, p99, mean) in (await bench_injection(directory, args.iterations)).items():
+            print(f"  {name:<28}{p50:>8.1f}{p99:>8.1f}{mean:>8.1f}")
+
+        print(f"\ndurable saves/s, {args.savers} concurrent savers, {args.saves} saves, into this group:")
+        naive = await bench_saves(directory, max(args.saves // 4, 50), args.savers, baseline=True)
+        grouped = await bench_saves(directory, args.saves, args.savers, baseline=False)
+        print(f"  baseline (rewrite file per save): {naive:8.1f} saves/s")
+        print(f"  group commit:                     {grouped:8.1f} saves/s  ({grouped / naive:.1f}x)")
+
+    with tempfile.TemporaryDirectory(prefix="bench-core-small-") as tmp:
+        directory = Path(tmp)
+        build_group(directory, 20, 5)
+        naive = await bench_saves(directory, args.saves, args.savers, baseline=True)
+        grouped = await bench_saves(directory, args.saves, args.savers, baseline=False)
+        print(f"\nsame, small group (20 members x 5 memories):")
+        print(f"  baseline (rewrite file per save): {naive:8.1f} saves/s")
+        print(f"  group commit:                     {grouped:8.1f} saves/s  ({grouped / naive:.1f}x)")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,170 @@
+"""AstrBot adapter: turns events into calls on the `memory` package. All memory logic lives there."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from astrbot.api import AstrBotConfig, logger
+from astrbot.api.event import AstrMessageEvent, filter
+from astrbot.api.provider import ProviderRequest
+from astrbot.api.star import Context, Star, StarTools
+
+from .memory import (
+    DISABLED,
+    NOT_IN_GROUP,
+    GroupKey,
+    MemberKey,
+    MemoryPluginError,
+    Settings,
+    UserMemoryStore,
+    forget_memory,
+    list_memory,
+    memory_block,
+    save_memory,
+)
+
+PLUGIN_NAME = "astrbot_plugin_user_memory"
+INTERNAL_ERROR = "记忆工具内部出错，没有做任何更改。请直接回复用户，不要重试。"
+CLEAR_CONFIRM_WORDS = ("confirm", "确认", "yes")
+
+
+def member_of(event: AstrMessageEvent) -> MemberKey | None:
+    """The sender in the current group, from the event alone; None outside group chats."""
+    group_id = event.get_group_id()
+    user_id = event.get_sender_id()
+    if not group_id or not user_id or event.is_private_chat():
+        return None
+    return MemberKey(GroupKey(event.get_platform_name() or "unknown", str(group_id)), str(user_id))
+
+
+class UserMemoryPlugin(Star):
+    def __init__(self, context: Context, config: AstrBotConfig | None = None) -> None:
+        super().__init__(context)
+        self.settings, warnings = Settings.from_mapping(config)
+        for warning in warnings:
+            logger.warning(f"[{PLUGIN_NAME}] {warning}")
+        data_dir = Path(StarTools.get_data_dir(PLUGIN_NAME))
+        self.store = UserMemoryStore(data_dir / "groups")
+
+    async def terminate(self) -> None:
+        await self.store.close()
+
+    def _tool_target(self, event: AstrMessageEvent) -> MemberKey | str:
+        """The member a tool acts on, or the text to return when it cannot act."""
+        if not self.settings.enable_user_memory:
+            return DISABLED
+        return member_of(event) or NOT_IN_GROUP
+
+    @filter.on_llm_request()
+    async def inject_memories(self, event: AstrMessageEvent, req: ProviderRequest) -> None:
+        if not self.settings.enable_user_memory:
+            return
+        member = member_of(event)
+        if member is None:
+            return
+        try:
+            block = await memory_block(self.store, member, self.settings, event.get_sender_name() or member.user_id)
+        except MemoryPluginError as exc:
+            logger.warning(f"[{PLUGIN_NAME}] memories of {member.group} not injected: {exc}")
+            return
+        if block:
+            req.system_prompt = f"{req.system_prompt}\n\n{block}" if req.system_prompt else block
+
+    @filter.llm_tool(name="lark_save_memory")
+    async def lark_save_memory(
+        self,
+        event: AstrMessageEvent,
+        memory_type: str = "",
+        content: str = "",
+        replace_id: str = "",
+        **_ignored: Any,
+    ) -> str:
+        """保存当前群内用户的记忆。当用户明确要求记住某些信息时使用。注意：记忆仅在当前群生效，不会影响用户在其他群的交互。用户改变已有的偏好（如换了称呼）时，把旧记忆的 id 作为 replace_id 传入，原地更新而不是新增。
+
+        Args:
+            memory_type(string): 记忆类型。preference：用户偏好（称呼、回复风格等）；fact：用户事实（职业、项目、技能等）；instruction：持久指令（总是用英文回复、不要用表情等）
+            content(string): 要记住的内容，用简洁的陈述句描述
+            replace_id(string): 可选。要替换的已有记忆的 id；新增记忆时留空
+        """
+        target = self._tool_target(event)
+        if isinstance(target, str):
+            return target
+        return await self._guarded(
+            save_memory(
+                self.store, target, self.settings, memory_type=memory_type, content=content, replace_id=replace_id
+            )
+        )
+
+    @filter.llm_tool(name="lark_list_memory")
+    async def lark_list_memory(self, event: AstrMessageEvent, **_ignored: Any) -> str:
+        """查询用户在当前群的所有记忆。当用户询问"你记得我什么"时使用。返回该用户在当前群的所有记忆列表，每条带有可用于替换或删除的 id。"""
+        target = self._tool_target(event)
+        if isinstance(target, str):
+            return target
+        return await self._guarded(list_memory(self.store, target))
+
+    @filter.llm_tool(name="lark_forget_memory")
+    async def lark_forget_memory(self, event: AstrMessageEvent, target: str = "all", **_ignored: Any) -> str:
+        """删除用户在当前群的记忆。只删除明确匹配的记忆；描述有歧义时不会删除，而是返回候选记忆及其 id。
+
+        Args:
+            target(string): 删除目标。"all"：一键清除该用户在本群的所有记忆；记忆 id：删除这一条；具体描述：删除匹配的记忆（如"关于称呼的"、"关于职业的"）
+        """
+        member = self._tool_target(event)
+        if isinstance(member, str):
+            return member
+        return await self._guarded(forget_memory(self.store, member, target))
+
+    @filter.command_group("memory")
+    def memory_command(self) -> None:
+        """查看或清除你在本群的记忆"""
+
+    @memory_command.command("list")
+    async def memory_list_command(self, event: AstrMessageEvent):
+        """列出机器人在本群记得的关于你的信息"""
+        member = self._tool_target(event)
+        if isinstance(member, str):
+            yield event.plain_result(member)
+            return
+        memories = await self._read(member)
+        if memories is None:
+            yield event.plain_result("暂时无法读取记忆，请稍后再试。")
+        elif not memories:
+            yield event.plain_result("在本群我还没有记住关于你的任何信息。")
+        else:
+            lines = "\n".join(f"{i}. {m.content}（{m.type.label}）" for i, m in enumerate(memories, 1))
+            yield event.plain_result(f"在本群我记得关于你的 {len(memories)} 条信息：\n{lines}")
+
+    @memory_command.command("clear")
+    async def memory_clear_command(self, event: AstrMessageEvent, confirm: str = ""):
+        """清除机器人在本群记得的关于你的所有信息（需确认：/memory clear confirm）"""
+        member = self._tool_target(event)
+        if isinstance(member, str):
+            yield event.plain_result(member)
+            return
+        if str(confirm).strip().lower() not in CLEAR_CONFIRM_WORDS:
+            memories = await self._read(member)
+            count = len(memories) if memories is not None else "若干"
+            yield event.plain_result(
+                f"这会删除我在本群记得的关于你的全部 {count} 条信息，且无法恢复。确认请发送：/memory clear confirm"
+            )
+            return
+        result = await self._guarded(forget_memory(self.store, member, "all"))
+        yield event.plain_result(result)
+
+    async def _read(self, member: MemberKey):
+        try:
+            return await self.store.memories(member.group, member.user_id)
+        except MemoryPluginError as exc:
+            logger.warning(f"[{PLUGIN_NAME}] cannot read memories of {member.group}: {exc}")
+            return None
+
+    @staticmethod
+    async def _guarded(call) -> str:
+        """Run a tool's logic; any unexpected error becomes a short text for the model instead of a crash."""
+        try:
+            return await call
+        except Exception:
+            logger.exception(f"[{PLUGIN_NAME}] memory tool failed")
+            return INTERNAL_ERROR

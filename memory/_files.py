@@ -1,0 +1,86 @@
+"""File-level persistence: safe file names, atomic durable writes, moving bad files aside."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import re
+import time
+from pathlib import Path
+
+import aiofiles
+import aiofiles.os
+
+from ._models import GroupKey
+
+_SAFE = re.compile(r"[^A-Za-z0-9_-]")
+_MAX_READABLE = 80
+
+
+def _safe_part(raw: str) -> str:
+    """A name that is safe on every filesystem: ASCII letters, digits, `_` and `-`.
+
+    Ids that are already safe keep their readable name (`oc_abc123`); anything else (slashes, dots, unicode,
+    very long ids) keeps a readable prefix and gets a hash of the full id, so distinct ids never collide.
+    """
+    safe = _SAFE.sub("_", raw)[:_MAX_READABLE]
+    if safe == raw and safe:
+        return safe
+    digest = hashlib.sha256(raw.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"{safe}~{digest}" if safe else f"~{digest}"
+
+
+def group_file_path(directory: Path, key: GroupKey) -> Path:
+    """`<directory>/<platform>/<group>.json`, always inside `directory`."""
+    return directory / _safe_part(key.platform) / f"{_safe_part(key.group_id)}.json"
+
+
+async def read_bytes(path: Path) -> bytes | None:
+    """The file's bytes, or None when it does not exist. Other OS errors propagate."""
+    try:
+        async with aiofiles.open(path, "rb") as f:
+            return await f.read()
+    except FileNotFoundError:
+        return None
+
+
+async def write_atomic(path: Path, data: bytes, *, durable: bool = True) -> None:
+    """Replace `path` with `data` so a crash leaves either the old or the new file, never a mix.
+
+    Writes a temp file in the same directory, fsyncs it, renames it over the target, then fsyncs the directory so
+    the rename itself survives power loss.
+    """
+    await aiofiles.os.makedirs(path.parent, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
+    try:
+        async with aiofiles.open(tmp, "wb") as f:
+            await f.write(data)
+            await f.flush()
+            if durable:
+                await asyncio.to_thread(os.fsync, f.fileno())
+        await aiofiles.os.replace(tmp, path)
+    except BaseException:
+        try:
+            await aiofiles.os.remove(tmp)
+        except OSError:
+            pass
+        raise
+    if durable:
+        await asyncio.to_thread(_fsync_directory, path.parent)
+
+
+def _fsync_directory(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+async def move_aside(path: Path, reason: str) -> Path:
+    """Rename a bad file to `<name>.<reason>-<timestamp>.json` next to it and return the new path."""
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    target = path.with_name(f"{path.stem}.{reason}-{stamp}-{time.monotonic_ns() % 1_000_000}{path.suffix}")
+    await aiofiles.os.rename(path, target)
+    return target

@@ -1,0 +1,152 @@
+"""The rules for changing one member's memories, as pure functions over a list (no I/O, no clock of their own).
+
+Each returns the new list and an outcome; invalid input raises `InvalidMemoryInput` and changes nothing.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from ._errors import InvalidMemoryInput, MemoryLimitReached
+from ._matching import match_description, same_slot
+from ._models import Memory, MemoryType
+from ._text import clean_content, dedupe_key
+
+ALL = "all"
+_ALL_WORDS = frozenset({"all", "全部", "所有", "一切", "*"})
+MIN_ID_PREFIX = 4
+_ID_LIKE = re.compile(r"[0-9a-fA-F-]{4,}")
+
+
+class SaveKind(Enum):
+    ADDED = "added"
+    REPLACED = "replaced"  # the caller named the memory to replace
+    SLOT_REPLACED = "slot_replaced"  # a new value for a single-valued slot, such as the nickname
+    DUPLICATE = "duplicate"  # same content already there: its timestamp is refreshed
+
+
+@dataclass(frozen=True)
+class SaveOutcome:
+    kind: SaveKind
+    memory: Memory
+    previous: Memory | None = None
+
+
+@dataclass(frozen=True)
+class ForgetOutcome:
+    deleted: list[Memory]
+    ambiguous: list[Memory]  # non-empty only when nothing was deleted because the target was ambiguous
+
+
+def parse_memory_type(value: Any) -> MemoryType:
+    if not isinstance(value, str) or value.strip().lower() not in MemoryType._value2member_map_:
+        allowed = "、".join(t.value for t in MemoryType)
+        raise InvalidMemoryInput(f"memory_type 必须是 {allowed} 之一，收到 {value!r}")
+    return MemoryType(value.strip().lower())
+
+
+def parse_content(value: Any, max_length: int) -> str:
+    if not isinstance(value, str):
+        raise InvalidMemoryInput(f"content 必须是文本，收到 {type(value).__name__}")
+    content = clean_content(value)
+    if not content:
+        raise InvalidMemoryInput("content 不能为空：请用一句简洁的陈述句描述要记住的内容")
+    if len(content) > max_length:
+        raise InvalidMemoryInput(f"content 过长（{len(content)} 字），最多 {max_length} 字：请精简后再保存")
+    return content
+
+
+def find_by_id(memories: Sequence[Memory], raw_id: Any) -> Memory:
+    """The memory whose id (full, or a unique prefix of at least 4 characters, dashes ignored) is `raw_id`."""
+    if not isinstance(raw_id, str) or not raw_id.strip():
+        raise InvalidMemoryInput(f"记忆 id 必须是非空文本，收到 {raw_id!r}")
+    wanted = raw_id.strip().strip("[]").replace("-", "").lower()
+    if len(wanted) < MIN_ID_PREFIX:
+        raise InvalidMemoryInput(f"记忆 id {raw_id!r} 太短：请使用列表中显示的完整短 id")
+    hits = [m for m in memories if m.id.replace("-", "").lower().startswith(wanted)]
+    if not hits:
+        raise InvalidMemoryInput(f"没有 id 为 {raw_id!r} 的记忆：请先用 lark_list_memory 查看当前记忆及其 id")
+    if len(hits) > 1:
+        raise InvalidMemoryInput(f"id {raw_id!r} 对应多条记忆：请使用更长的 id")
+    return hits[0]
+
+
+def save(
+    memories: list[Memory],
+    *,
+    memory_type: Any,
+    content: Any,
+    replace_id: Any = "",
+    now: float,
+    max_count: int,
+    max_length: int,
+) -> tuple[list[Memory], SaveOutcome]:
+    kind = parse_memory_type(memory_type)
+    text = parse_content(content, max_length)
+    key = dedupe_key(text)
+
+    if replace_id not in ("", None):
+        target = find_by_id(memories, replace_id)
+        twin = next((m for m in memories if m.id != target.id and dedupe_key(m.content) == key), None)
+        if twin is not None:  # the new text already exists elsewhere: keep one copy
+            memories = [m for m in memories if m.id != twin.id]
+        updated = target.model_copy(update={"type": kind, "content": text, "updated_at": now})
+        return _put(memories, updated), SaveOutcome(SaveKind.REPLACED, updated, target)
+
+    duplicate = next((m for m in memories if dedupe_key(m.content) == key), None)
+    if duplicate is not None:
+        updated = duplicate.model_copy(update={"type": kind, "content": text, "updated_at": now})
+        return _put(memories, updated), SaveOutcome(SaveKind.DUPLICATE, updated, duplicate)
+
+    previous = same_slot(kind, text, memories)
+    if previous is not None:
+        updated = previous.model_copy(update={"content": text, "updated_at": now})
+        return _put(memories, updated), SaveOutcome(SaveKind.SLOT_REPLACED, updated, previous)
+
+    if len(memories) >= max_count:
+        raise MemoryLimitReached(f"该成员在本群的记忆已达上限（{max_count} 条），没有保存")
+    created = Memory(id=str(uuid.uuid4()), type=kind, content=text, created_at=now, updated_at=now)
+    return [*memories, created], SaveOutcome(SaveKind.ADDED, created)
+
+
+def forget(memories: list[Memory], target: Any = ALL) -> tuple[list[Memory], ForgetOutcome]:
+    """Delete all memories, one by id, or those a description clearly matches."""
+    if target is None:
+        target = ALL
+    if not isinstance(target, str):
+        raise InvalidMemoryInput(f"target 必须是文本（\"all\"、记忆 id 或描述），收到 {type(target).__name__}")
+    wanted = clean_content(target)
+    if not wanted or wanted.lower() in _ALL_WORDS:
+        return [], ForgetOutcome(list(memories), [])
+    by_id = _lookup_id(memories, wanted)
+    if by_id is not None:
+        return [m for m in memories if m.id != by_id.id], ForgetOutcome([by_id], [])
+    match = match_description(wanted, memories)
+    doomed = {m.id for m in match.to_delete}
+    return [m for m in memories if m.id not in doomed], ForgetOutcome(match.to_delete, match.ambiguous)
+
+
+def _lookup_id(memories: Sequence[Memory], text: str) -> Memory | None:
+    """The memory a target written as an id refers to ("3fa2c1d0", "[3fa2c1d0]").
+
+    Hex of six characters or more can only be an id, so an unknown one is an error; a shorter hex word
+    ("cafe") may be a description and falls through to description matching.
+    """
+    candidate = text.strip("[] ")
+    if not _ID_LIKE.fullmatch(candidate):
+        return None
+    if len(candidate.replace("-", "")) >= 6:
+        return find_by_id(memories, candidate)
+    try:
+        return find_by_id(memories, candidate)
+    except InvalidMemoryInput:
+        return None
+
+
+def _put(memories: list[Memory], updated: Memory) -> list[Memory]:
+    return [updated if m.id == updated.id else m for m in memories]

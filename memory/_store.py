@@ -1,0 +1,213 @@
+"""UserMemoryStore: per-group JSON documents behind an in-memory cache, with durable group commit."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar
+
+import aiofiles.os
+from pydantic import ValidationError
+
+from ._errors import StorageUnavailable
+from ._files import group_file_path, move_aside, read_bytes, write_atomic
+from ._models import SCHEMA_VERSION, GroupDocument, GroupKey, Memory, UserMemories
+
+log = logging.getLogger("astrbot_plugin_user_memory")
+
+R = TypeVar("R")
+# A change function receives the member's current memories and returns (their new memories, a result).
+# It runs under the group's lock and must not await; raising leaves everything unchanged.
+Change = Callable[[list[Memory]], tuple[list[Memory], R]]
+
+
+@dataclass(eq=False)
+class _Group:
+    key: GroupKey
+    path: Path
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    doc: GroupDocument | None = None
+    version: int = 0  # bumped by every change held in memory
+    durable_version: int = 0  # the version known to be on disk
+    waiters: list[tuple[int, asyncio.Future[None]]] = field(default_factory=list)
+    flusher: asyncio.Task[None] | None = None
+
+
+class UserMemoryStore:
+    """Memories of members, one JSON file per group under `directory`.
+
+    Reads are served from memory once a group is loaded (`peek` never touches the disk). A change is applied in
+    memory under the group's lock and the caller then waits until a write containing it is on disk: concurrent
+    changes in one group share one write (group commit). If that write fails, the group is reloaded from disk and
+    every waiting caller gets `StorageUnavailable`, so nothing is acknowledged that is not durable.
+    """
+
+    def __init__(
+        self, directory: Path, *, clock: Callable[[], float] = time.time, durable: bool = True
+    ) -> None:
+        self._directory = Path(directory)
+        self._clock = clock
+        self._durable = durable
+        self._groups: dict[GroupKey, _Group] = {}
+
+    @property
+    def directory(self) -> Path:
+        return self._directory
+
+    def path_for(self, key: GroupKey) -> Path:
+        return group_file_path(self._directory, key)
+
+    def peek(self, key: GroupKey, user_id: str) -> Sequence[Memory] | None:
+        """The member's memories if the group is already in memory, else None. Never does I/O."""
+        group = self._groups.get(key)
+        if group is None or group.doc is None:
+            return None
+        entry = group.doc.users.get(user_id)
+        return entry.memories if entry else ()
+
+    async def memories(self, key: GroupKey, user_id: str) -> list[Memory]:
+        """The member's memories, loading the group's file on first use."""
+        cached = self.peek(key, user_id)
+        if cached is not None:
+            return list(cached)
+        group = self._group(key)
+        async with group.lock:
+            doc = await self._load(group)
+        entry = doc.users.get(user_id)
+        return list(entry.memories) if entry else []
+
+    async def change(self, key: GroupKey, user_id: str, change: Change[R]) -> R:
+        """Apply `change` to the member's memories and return its result once the change is on disk."""
+        group = self._group(key)
+        async with group.lock:
+            doc = await self._load(group)
+            entry = doc.users.get(user_id)
+            current = list(entry.memories) if entry else []
+            updated, result = change(list(current))
+            if updated == current:
+                return result
+            if updated:
+                doc.users[user_id] = UserMemories(memories=updated)
+            else:
+                doc.users.pop(user_id, None)
+            doc.updated_at = self._clock()
+            group.version += 1
+            done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            group.waiters.append((group.version, done))
+            if group.flusher is None:
+                group.flusher = asyncio.create_task(self._flush(group), name=f"memory-flush:{key}")
+        await asyncio.shield(done)
+        return result
+
+    async def close(self) -> None:
+        """Wait for every write in flight. Safe to call more than once."""
+        flushers = [g.flusher for g in self._groups.values() if g.flusher is not None]
+        if flushers:
+            await asyncio.gather(*flushers, return_exceptions=True)
+
+    def _group(self, key: GroupKey) -> _Group:
+        group = self._groups.get(key)
+        if group is None:
+            group = self._groups[key] = _Group(key, self.path_for(key))
+        return group
+
+    async def _load(self, group: _Group) -> GroupDocument:
+        """Load the group's document (caller holds the lock). Unreadable files raise and are retried next time."""
+        if group.doc is not None:
+            return group.doc
+        try:
+            raw = await read_bytes(group.path)
+        except OSError as exc:
+            log.error("memory file %s of group %s cannot be read: %s", group.path, group.key, exc)
+            raise StorageUnavailable(f"群 {group.key} 的记忆文件无法读取（{exc.strerror or exc}）") from exc
+        if raw is None:
+            group.doc = GroupDocument(platform=group.key.platform, group_id=group.key.group_id)
+            return group.doc
+        await self._remove_stale_temp_files(group.path)
+        try:
+            doc = parse_document(raw, group.key)
+        except _NewerSchema as exc:
+            log.error("memory file %s was written by a newer plugin version (%s); leaving it alone", group.path, exc)
+            raise StorageUnavailable(f"群 {group.key} 的记忆文件来自更新版本的插件，请升级插件") from exc
+        except ValueError as exc:
+            try:
+                moved = await move_aside(group.path, "corrupt")
+            except OSError as move_exc:
+                log.error("memory file %s is corrupt (%s) and cannot be moved aside: %s", group.path, exc, move_exc)
+                raise StorageUnavailable(f"群 {group.key} 的记忆文件已损坏且无法移走") from move_exc
+            log.error(
+                "memory file %s of group %s is corrupt (%s); moved it to %s and started an empty one",
+                group.path, group.key, exc, moved.name,
+            )
+            doc = GroupDocument(platform=group.key.platform, group_id=group.key.group_id)
+        group.doc = doc
+        return doc
+
+    async def _flush(self, group: _Group) -> None:
+        """Write the group's document until everything changed so far is on disk (group commit)."""
+        try:
+            while group.durable_version < group.version:
+                target = group.version
+                assert group.doc is not None
+                data = group.doc.model_dump_json(indent=1, exclude_none=True).encode("utf-8")
+                try:
+                    await write_atomic(group.path, data, durable=self._durable)
+                except OSError as exc:
+                    await self._roll_back(group, exc)
+                    return
+                group.durable_version = target
+                still_waiting = []
+                for version, done in group.waiters:
+                    if version <= target:
+                        if not done.done():
+                            done.set_result(None)
+                    else:
+                        still_waiting.append((version, done))
+                group.waiters = still_waiting
+        finally:
+            group.flusher = None
+
+    async def _roll_back(self, group: _Group, exc: OSError) -> None:
+        """A write failed: fail every pending change and go back to what is on disk."""
+        log.error("cannot write memory file %s of group %s: %s", group.path, group.key, exc)
+        error = StorageUnavailable(f"记忆没有保存：无法写入存储（{exc.strerror or exc}）")
+        async with group.lock:
+            waiters, group.waiters = group.waiters, []
+            group.doc = None
+            group.version = group.durable_version = 0
+            for _, done in waiters:
+                if not done.done():
+                    done.set_exception(error)
+
+    @staticmethod
+    async def _remove_stale_temp_files(path: Path) -> None:
+        # Only this process writes these files; a temp file found at load time is left over from a crash.
+        try:
+            for stale in path.parent.glob(f".{path.name}.*.tmp"):
+                await aiofiles.os.remove(stale)
+        except OSError:
+            pass
+
+
+class _NewerSchema(ValueError):
+    pass
+
+
+def parse_document(raw: bytes, key: GroupKey) -> GroupDocument:
+    """Parse and migrate a group file. Raises ValueError when it is not a valid document for `key`."""
+    try:
+        doc = GroupDocument.model_validate_json(raw)
+    except ValidationError as exc:
+        raise ValueError(f"invalid group file: {exc.error_count()} error(s), first: {exc.errors()[0]['msg']}") from exc
+    if doc.schema_version > SCHEMA_VERSION:
+        raise _NewerSchema(f"schema_version {doc.schema_version} > {SCHEMA_VERSION}")
+    if doc.group_id != key.group_id or (doc.platform and doc.platform != key.platform):
+        raise ValueError(f"file belongs to group {doc.platform}:{doc.group_id}, not {key}")
+    if doc.schema_version < SCHEMA_VERSION:  # version 0: the design's format, missing only these two fields
+        doc.schema_version = SCHEMA_VERSION
+    doc.platform = key.platform
+    return doc

@@ -1,0 +1,35 @@
+"""Text normalisation shared by saving, dedupe, matching and prompt rendering."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+# Control, format, line/paragraph separators: anything that could start a new line or hide text in the prompt.
+_BREAKING_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Zs"})
+_SPACES = re.compile(r"\s+")
+
+
+def clean_content(text: str) -> str:
+    """Collapse every run of whitespace and control characters to one space, so content stays on one line."""
+    # str.isprintable() is False exactly for "Other" and "Separator" characters except the ASCII space, so text
+    # that passes needs no per-character work (the common case, and the one on the injection hot path).
+    if text.isprintable() and "  " not in text:
+        return text.strip()
+    chars = [" " if unicodedata.category(ch) in _BREAKING_CATEGORIES else ch for ch in text]
+    return _SPACES.sub(" ", "".join(chars)).strip()
+
+
+def dedupe_key(text: str) -> str:
+    """Comparison key: NFKC (full/half width), case-folded, without whitespace or punctuation.
+
+    "希望被称呼为「老王」" and "希望被称呼为 “老王”。" share a key; so do "Use English" and "ＵＳＥ english!".
+    """
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    return "".join(ch for ch in folded if not ch.isspace() and not unicodedata.category(ch).startswith("P"))
+
+
+def neutralize_for_prompt(text: str) -> str:
+    """Make stored text safe to place inside the injected block: one line, and no square brackets that could
+    imitate the block's own markers."""
+    return clean_content(text).replace("[", "［").replace("]", "］")

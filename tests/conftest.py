@@ -1,0 +1,93 @@
+"""Shared fixtures: the plugin loaded as AstrBot loads it (a package named after the plugin), real AstrBot events."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+import os
+import sys
+import tempfile
+import types
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+PLUGIN_NAME = "astrbot_plugin_user_memory"
+
+# Importing astrbot writes data/cmd_config.json under ASTRBOT_ROOT: keep that out of the repository.
+os.environ.setdefault("ASTRBOT_ROOT", tempfile.mkdtemp(prefix="astrbot-test-root-"))
+sys.path.insert(0, str(REPO))  # `import memory` for the AstrBot-free unit tests
+
+
+def load_plugin_package():
+    """Import the repository as the package `astrbot_plugin_user_memory`, as AstrBot's loader does."""
+    if PLUGIN_NAME in sys.modules:
+        return importlib.import_module(f"{PLUGIN_NAME}.main")
+    package = types.ModuleType(PLUGIN_NAME)
+    package.__path__ = [str(REPO)]
+    sys.modules[PLUGIN_NAME] = package
+    return importlib.import_module(f"{PLUGIN_NAME}.main")
+
+
+@pytest.fixture
+def astrbot_root(tmp_path, monkeypatch):
+    root = tmp_path / "astrbot"
+    root.mkdir()
+    monkeypatch.setenv("ASTRBOT_ROOT", str(root))
+    return root
+
+
+@pytest.fixture
+def plugin_main():
+    return load_plugin_package()
+
+
+@pytest.fixture
+def make_plugin(astrbot_root, plugin_main):
+    """Build the real Star subclass with a real AstrBotConfig, as the loader does."""
+    from astrbot.api import AstrBotConfig
+    from astrbot.core.star.context import Context
+
+    schema = json.loads((REPO / "_conf_schema.json").read_text(encoding="utf-8"))
+    made = []
+
+    def build(**overrides):
+        config_dir = astrbot_root / "data" / "config"
+        config_dir.mkdir(parents=True, exist_ok=True)
+        config = AstrBotConfig(config_path=str(config_dir / f"{PLUGIN_NAME}_config.json"), schema=schema)
+        config.update(overrides)
+        context = Context(asyncio.Queue(), config, *([None] * 9))
+        plugin = plugin_main.UserMemoryPlugin(context, config)
+        made.append(plugin)
+        return plugin
+
+    yield build
+
+
+def make_event(text="", *, group="oc_group1", user="ou_userA", name=None, platform="lark", private=False):
+    """A real AstrMessageEvent as a platform adapter builds it."""
+    from astrbot.core.platform.astr_message_event import AstrMessageEvent
+    from astrbot.core.platform.astrbot_message import AstrBotMessage, MessageMember
+    from astrbot.core.platform.message_type import MessageType
+    from astrbot.core.platform.platform_metadata import PlatformMetadata
+
+    message = AstrBotMessage()
+    message.type = MessageType.FRIEND_MESSAGE if private else MessageType.GROUP_MESSAGE
+    message.self_id = "bot"
+    message.session_id = user if private else group
+    message.message_id = "m1"
+    message.sender = MessageMember(user_id=user, nickname=name or user[:8])
+    message.message = []
+    message.message_str = text
+    message.raw_message = None
+    if not private:
+        message.group_id = group
+    meta = PlatformMetadata(name=platform, description=platform, id=f"{platform}_bot")
+    return AstrMessageEvent(text, message, meta, message.session_id)
+
+
+@pytest.fixture
+def event():
+    return make_event

@@ -1,0 +1,33 @@
+"""Child process for the crash test: saves memories in one group as fast as it can and prints `ACK <n>` after each
+save the store has acknowledged. The parent kills it with SIGKILL at random moments."""
+
+import asyncio
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from memory import GroupKey, UserMemoryStore  # noqa: E402
+from memory._operations import save  # noqa: E402
+
+GROUP = GroupKey("lark", "oc_crash")
+
+
+async def main(directory: str, start: int) -> None:
+    store = UserMemoryStore(Path(directory))
+
+    async def one(n: int) -> None:
+        change = lambda memories: save(memories, memory_type="fact", content=f"save {n}", now=float(n),  # noqa: E731
+                                       max_count=1_000_000, max_length=200)
+        await store.change(GROUP, f"u{n % 7}", change)
+        sys.stdout.write(f"ACK {n}\n")
+        sys.stdout.flush()
+
+    n = start
+    while True:
+        await asyncio.gather(*(one(n + k) for k in range(8)))
+        n += 8
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1], int(sys.argv[2])))

@@ -1,0 +1,123 @@
+"""Crashes, corrupt files, a read-only disk, and many concurrent savers."""
+
+import asyncio
+import contextlib
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import make_event
+from memory import GroupKey, UserMemoryStore
+from test_plugin import call_tool, system_prompt_for
+
+SAVER = Path(__file__).with_name("saver_process.py")
+
+
+@pytest.mark.slow
+def test_sigkill_never_loses_an_acknowledged_save(tmp_path):
+    rng = random.Random(1234)
+    acked: set[int] = set()
+    start = 0
+    for _ in range(25):
+        proc = subprocess.Popen([sys.executable, str(SAVER), str(tmp_path), str(start)], stdout=subprocess.PIPE,
+                                text=True)
+        deadline = time.monotonic() + 10
+        # Kill at a random moment after the child has started acknowledging saves.
+        first = proc.stdout.readline()
+        assert first.startswith("ACK"), first
+        time.sleep(rng.uniform(0.0, 0.15))
+        proc.send_signal(signal.SIGKILL)
+        out, _ = proc.communicate(timeout=max(1, deadline - time.monotonic()))
+        got = {int(line.split()[1]) for line in (first + out).splitlines() if line.startswith("ACK")}
+        acked |= got
+        start = max(got) + 100
+
+        path = UserMemoryStore(tmp_path).path_for(GroupKey("lark", "oc_crash"))
+        doc = json.loads(path.read_text(encoding="utf-8"))  # always parses
+        on_disk = {int(m["content"].split()[1]) for u in doc["users"].values() for m in u["memories"]}
+        missing = acked - on_disk
+        assert not missing, f"acknowledged but lost: {sorted(missing)[:10]}"
+    assert len(acked) > 100
+    assert not [p for p in tmp_path.rglob("*") if ".corrupt-" in p.name]
+
+
+@contextlib.contextmanager
+def read_only(directory: Path):
+    """Make a directory unwritable, also for root (immutable attribute); restore afterwards."""
+    if os.geteuid() == 0:
+        subprocess.run(["chattr", "+i", str(directory)], check=True)
+        try:
+            yield
+        finally:
+            subprocess.run(["chattr", "-i", str(directory)], check=True)
+    else:
+        directory.chmod(0o555)
+        try:
+            yield
+        finally:
+            directory.chmod(0o755)
+
+
+async def test_read_only_data_dir_gives_a_clear_error_and_loses_nothing(make_plugin):
+    plugin = make_plugin()
+    me = make_event()
+    await call_tool(plugin, "lark_save_memory", me, memory_type="preference", content="希望被称呼为「老王」")
+    group_dir = plugin.store.path_for(GroupKey("lark", "oc_group1")).parent
+    with read_only(group_dir):
+        result = await call_tool(plugin, "lark_save_memory", me, memory_type="fact", content="是产品经理")
+        assert "保存失败" in result and "无法写入" in result
+        assert "老王" in await call_tool(plugin, "lark_list_memory", me)
+        assert "产品经理" not in await call_tool(plugin, "lark_list_memory", me)
+        assert "老王" in await system_prompt_for(plugin, me)
+        assert "删除失败" in await call_tool(plugin, "lark_forget_memory", me, target="all")
+    assert "老王" in await call_tool(plugin, "lark_list_memory", me)
+    assert "已保存" in await call_tool(plugin, "lark_save_memory", me, memory_type="fact", content="是产品经理")
+    fresh = make_plugin()
+    listed = await call_tool(fresh, "lark_list_memory", me)
+    assert "老王" in listed and "产品经理" in listed
+
+
+async def test_corrupt_group_file_does_not_take_down_other_groups(make_plugin, caplog):
+    plugin = make_plugin()
+    await call_tool(plugin, "lark_save_memory", make_event(group="oc_ok"), memory_type="fact", content="正常群的记忆")
+    await call_tool(plugin, "lark_save_memory", make_event(group="oc_bad"), memory_type="fact", content="会被损坏")
+    bad = plugin.store.path_for(GroupKey("lark", "oc_bad"))
+    bad.write_bytes(b"\x00\xff not json")
+
+    fresh = make_plugin()
+    assert "还没有" in await call_tool(fresh, "lark_list_memory", make_event(group="oc_bad"))
+    assert "正常群的记忆" in await system_prompt_for(fresh, make_event(group="oc_ok"))
+    moved = [p for p in bad.parent.iterdir() if ".corrupt-" in p.name]
+    assert len(moved) == 1 and moved[0].read_bytes() == b"\x00\xff not json"
+    assert "已保存" in await call_tool(fresh, "lark_save_memory", make_event(group="oc_bad"), memory_type="fact", content="新的开始")
+
+
+async def test_unreadable_group_file_is_reported_not_replaced(make_plugin):
+    plugin = make_plugin()
+    path = plugin.store.path_for(GroupKey("lark", "oc_group1"))
+    path.mkdir(parents=True)  # a directory where the file should be: reading fails for root too
+    result = await call_tool(plugin, "lark_save_memory", make_event(), memory_type="fact", content="x")
+    assert "保存失败" in result and "无法读取" in result
+    assert path.is_dir()
+    assert await system_prompt_for(plugin, make_event()) == "你是群聊助手。"
+
+
+async def test_200_concurrent_saves_in_one_group(make_plugin):
+    plugin = make_plugin()
+    events = [make_event(user=f"ou_{i % 20}") for i in range(200)]
+    results = await asyncio.gather(*(
+        call_tool(plugin, "lark_save_memory", e, memory_type="fact", content=f"第 {i} 条事实")
+        for i, e in enumerate(events)
+    ))
+    assert all("已保存" in r for r in results)
+    fresh = make_plugin()
+    group = GroupKey("lark", "oc_group1")
+    total = [m.content for i in range(20) for m in await fresh.store.memories(group, f"ou_{i}")]
+    assert sorted(total) == sorted(f"第 {i} 条事实" for i in range(200))

@@ -1,0 +1,295 @@
+import asyncio
+import json
+import os
+
+import pytest
+from hypothesis import settings as hyp_settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from memory import GroupKey, InvalidMemoryInput, MemoryLimitReached, MemoryType, StorageUnavailable, UserMemoryStore
+from memory._operations import forget, save
+
+G1 = GroupKey("lark", "oc_group1")
+G2 = GroupKey("lark", "oc_group2")
+
+
+def add(memory_type, content, max_count=20):
+    return lambda memories: save(memories, memory_type=memory_type, content=content, now=1.0, max_count=max_count,
+                                 max_length=200)
+
+
+async def test_change_is_durable_and_readable_by_a_new_store(tmp_path):
+    store = UserMemoryStore(tmp_path)
+    await store.change(G1, "u1", add("preference", "希望被称呼为「小王」"))
+    doc = json.loads(store.path_for(G1).read_text(encoding="utf-8"))
+    assert doc["group_id"] == "oc_group1" and doc["platform"] == "lark" and doc["schema_version"] == 1
+    assert doc["users"]["u1"]["memories"][0]["content"] == "希望被称呼为「小王」"
+    fresh = UserMemoryStore(tmp_path)
+    assert [m.content for m in await fresh.memories(G1, "u1")] == ["希望被称呼为「小王」"]
+
+
+async def test_peek_needs_a_loaded_group_and_never_does_io(tmp_path):
+    store = UserMemoryStore(tmp_path)
+    assert store.peek(G1, "u1") is None
+    assert await store.memories(G1, "u1") == []
+    assert store.peek(G1, "u1") == ()
+    await store.change(G1, "u1", add("fact", "是产品经理"))
+    assert [m.content for m in store.peek(G1, "u1")] == ["是产品经理"]
+
+
+async def test_groups_and_members_are_separate(tmp_path):
+    store = UserMemoryStore(tmp_path)
+    await store.change(G1, "u1", add("preference", "叫我小王"))
+    await store.change(G2, "u1", add("preference", "叫我王总"))
+    await store.change(GroupKey("aiocqhttp", "oc_group1"), "u1", add("fact", "QQ 群里的事实"))
+    assert [m.content for m in await store.memories(G1, "u1")] == ["叫我小王"]
+    assert [m.content for m in await store.memories(G2, "u1")] == ["叫我王总"]
+    assert await store.memories(G1, "u2") == []
+    assert len(list(tmp_path.rglob("*.json"))) == 3
+
+
+async def test_rejected_change_writes_nothing(tmp_path):
+    store = UserMemoryStore(tmp_path)
+    with pytest.raises(InvalidMemoryInput):
+        await store.change(G1, "u1", add("bogus", "x"))
+    assert not store.path_for(G1).exists()
+
+
+async def test_no_op_change_does_not_rewrite(tmp_path):
+    store = UserMemoryStore(tmp_path)
+    await store.change(G1, "u1", add("fact", "a"))
+    before = store.path_for(G1).stat().st_mtime_ns
+    await store.change(G1, "u1", lambda memories: (memories, None))
+    assert store.path_for(G1).stat().st_mtime_ns == before
+
+
+async def test_forgetting_everything_removes_the_member(tmp_path):
+    store = UserMemoryStore(tmp_path)
+    await store.change(G1, "u1", add("fact", "a"))
+    await store.change(G1, "u1", lambda memories: forget(memories, "all"))
+    assert json.loads(store.path_for(G1).read_text())["users"] == {}
+
+
+async def test_reads_the_design_format_without_schema_version(tmp_path):
+    path = UserMemoryStore(tmp_path).path_for(G1)
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"group_id": "oc_group1", "users": {"ou_userA": {"memories": [
+        {"id": "uuid-1", "type": "preference", "content": "希望被称呼为「小王」", "created_at": 1700000000,
+         "updated_at": 1700000000}]}}, "updated_at": 1700000000}), encoding="utf-8")
+    memories = await UserMemoryStore(tmp_path).memories(G1, "ou_userA")
+    assert memories[0].content == "希望被称呼为「小王」" and memories[0].type is MemoryType.PREFERENCE
+
+
+async def test_unknown_fields_survive_a_round_trip(tmp_path):
+    store = UserMemoryStore(tmp_path)
+    await store.change(G1, "u1", add("fact", "a"))
+    path = store.path_for(G1)
+    doc = json.loads(path.read_text())
+    doc["users"]["u1"]["memories"][0]["importance"] = 0.9
+    doc["future_field"] = {"x": 1}
+    path.write_text(json.dumps(doc))
+    store = UserMemoryStore(tmp_path)
+    await store.change(G1, "u1", add("fact", "b"))
+    doc = json.loads(path.read_text())
+    assert doc["future_field"] == {"x": 1} and doc["users"]["u1"]["memories"][0]["importance"] == 0.9
+
+
+async def test_corrupt_file_is_moved_aside_and_other_groups_work(tmp_path, caplog):
+    store = UserMemoryStore(tmp_path)
+    await store.change(G2, "u1", add("fact", "group two is fine"))
+    path = store.path_for(G1)
+    path.write_bytes(b'{"group_id": "oc_group1", "users": {"u1": {"memories": [ {"id": ')
+    store = UserMemoryStore(tmp_path)
+    assert await store.memories(G1, "u1") == []
+    aside = [p for p in path.parent.iterdir() if ".corrupt-" in p.name]
+    assert len(aside) == 1 and aside[0].read_bytes().startswith(b'{"group_id"')
+    assert "corrupt" in caplog.text
+    assert [m.content for m in await store.memories(G2, "u1")] == ["group two is fine"]
+    await store.change(G1, "u1", add("fact", "fresh start"))
+    assert aside[0].exists()
+
+
+async def test_file_of_another_group_is_not_adopted(tmp_path):
+    store = UserMemoryStore(tmp_path)
+    await store.change(G2, "u1", add("fact", "g2"))
+    store.path_for(G1).write_bytes(store.path_for(G2).read_bytes())
+    assert await UserMemoryStore(tmp_path).memories(G1, "u1") == []
+
+
+async def test_newer_schema_is_left_alone(tmp_path):
+    store = UserMemoryStore(tmp_path)
+    path = store.path_for(G1)
+    path.parent.mkdir(parents=True)
+    original = json.dumps({"schema_version": 99, "group_id": "oc_group1", "users": {}}).encode()
+    path.write_bytes(original)
+    with pytest.raises(StorageUnavailable, match="更新版本"):
+        await store.change(G1, "u1", add("fact", "x"))
+    assert path.read_bytes() == original
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root ignores file permissions")
+async def test_unreadable_file_is_reported_and_never_overwritten(tmp_path):
+    store = UserMemoryStore(tmp_path)
+    await store.change(G1, "u1", add("fact", "x"))
+    path = store.path_for(G1)
+    path.chmod(0)
+    try:
+        with pytest.raises(StorageUnavailable):
+            await UserMemoryStore(tmp_path).change(G1, "u1", add("fact", "y"))
+    finally:
+        path.chmod(0o644)
+    assert "x" in path.read_text()
+
+
+async def test_failed_write_rolls_back_and_reports(tmp_path, monkeypatch):
+    store = UserMemoryStore(tmp_path)
+    await store.change(G1, "u1", add("fact", "kept"))
+
+    async def broken_write(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr("memory._store.write_atomic", broken_write)
+    results = await asyncio.gather(*(store.change(G1, "u1", add("fact", f"lost {i}")) for i in range(5)),
+                                   return_exceptions=True)
+    assert all(isinstance(r, StorageUnavailable) for r in results)
+    assert [m.content for m in await store.memories(G1, "u1")] == ["kept"]
+    monkeypatch.undo()
+    await store.change(G1, "u1", add("fact", "after recovery"))
+    assert [m.content for m in await UserMemoryStore(tmp_path).memories(G1, "u1")] == ["kept", "after recovery"]
+
+
+async def test_concurrent_saves_share_writes(tmp_path, monkeypatch):
+    writes = 0
+    from memory import _store
+
+    real = _store.write_atomic
+
+    async def counting(*args, **kwargs):
+        nonlocal writes
+        writes += 1
+        await real(*args, **kwargs)
+
+    monkeypatch.setattr("memory._store.write_atomic", counting)
+    store = UserMemoryStore(tmp_path)
+    await asyncio.gather(*(store.change(G1, f"u{i}", add("fact", f"fact {i}")) for i in range(200)))
+    assert writes < 20
+    fresh = UserMemoryStore(tmp_path)
+    for i in range(200):
+        assert [m.content for m in await fresh.memories(G1, f"u{i}")] == [f"fact {i}"]
+
+
+async def test_limit_through_the_store(tmp_path):
+    store = UserMemoryStore(tmp_path)
+    for i in range(2):
+        await store.change(G1, "u1", add("fact", f"f{i}", max_count=2))
+    with pytest.raises(MemoryLimitReached):
+        await store.change(G1, "u1", add("fact", "f2", max_count=2))
+
+
+# --- stateful: random sequences against a plain dict model -------------------------------------------------------
+
+GROUPS = [GroupKey("lark", "oc_1"), GroupKey("aiocqhttp", "oc_1"), GroupKey("lark", "../../x"), GroupKey("lark", "群/二")]
+USERS = ["ou_a", "ou_b"]
+PHRASES = ["喜欢猫", "是后端负责人", "Prefers short answers", "周末去爬山", "住在杭州", "用 Rust 写代码"]
+MAX = 3
+
+
+def variant(phrase: str, style: int) -> str:
+    return [phrase, f"  {phrase}。", phrase.upper(), f"{phrase}\n"][style]
+
+
+class StoreMachine(RuleBasedStateMachine):
+    """Model: {(group, user): [[id, type, phrase]]}. Phrases have no nickname/language words, so the only rules
+    in play are dedupe (same phrase in any variant), the limit, replace by id and forget."""
+
+    @initialize(directory=st.builds(lambda: None))
+    def setup(self, directory):
+        import tempfile
+
+        self.dir = tempfile.mkdtemp(prefix="store-machine-")
+        self.loop = asyncio.new_event_loop()
+        self.store = UserMemoryStore(self.dir, durable=False)
+        self.model: dict[tuple[GroupKey, str], list[list[str]]] = {}
+        self.clock = 0.0
+
+    def teardown(self):
+        if hasattr(self, "loop"):
+            self.loop.run_until_complete(self.store.close())
+            self.loop.close()
+
+    def run(self, coro):
+        return self.loop.run_until_complete(coro)
+
+    def _save(self, group, user, memory_type, phrase, style, replace_id=""):
+        self.clock += 1
+
+        def change(memories):
+            return save(memories, memory_type=memory_type, content=variant(phrase, style), replace_id=replace_id,
+                        now=self.clock, max_count=MAX, max_length=200)
+
+        return self.run(self.store.change(group, user, change))
+
+    @rule(group=st.sampled_from(GROUPS), user=st.sampled_from(USERS), memory_type=st.sampled_from(list(MemoryType)),
+          phrase=st.sampled_from(PHRASES), style=st.integers(0, 3))
+    def save_new(self, group, user, memory_type, phrase, style):
+        mine = self.model.setdefault((group, user), [])
+        existing = next((m for m in mine if m[2] == phrase), None)
+        if existing is None and len(mine) >= MAX:
+            with pytest.raises(MemoryLimitReached):
+                self._save(group, user, memory_type, phrase, style)
+            return
+        outcome = self._save(group, user, memory_type, phrase, style)
+        if existing is None:
+            mine.append([outcome.memory.id, memory_type.value, phrase])
+        else:
+            existing[1] = memory_type.value
+
+    @precondition(lambda self: any(self.model.values()))
+    @rule(data=st.data(), memory_type=st.sampled_from(list(MemoryType)), phrase=st.sampled_from(PHRASES))
+    def replace(self, data, memory_type, phrase):
+        group, user = data.draw(st.sampled_from(sorted((k for k, v in self.model.items() if v), key=str)))
+        mine = self.model[(group, user)]
+        target = data.draw(st.sampled_from(mine))
+        self._save(group, user, memory_type, phrase, 0, replace_id=target[0][:8])
+        mine[:] = [m for m in mine if m is target or m[2] != phrase]
+        target[1], target[2] = memory_type.value, phrase
+
+    @rule(group=st.sampled_from(GROUPS), user=st.sampled_from(USERS))
+    def replace_unknown_id(self, group, user):
+        with pytest.raises(InvalidMemoryInput):
+            self._save(group, user, "fact", PHRASES[0], 0, replace_id="ffffffff")
+
+    @precondition(lambda self: any(self.model.values()))
+    @rule(data=st.data())
+    def forget_one(self, data):
+        group, user = data.draw(st.sampled_from(sorted((k for k, v in self.model.items() if v), key=str)))
+        mine = self.model[(group, user)]
+        target = data.draw(st.sampled_from(mine))
+        self.run(self.store.change(group, user, lambda memories: forget(memories, target[0])))
+        mine.remove(target)
+
+    @rule(group=st.sampled_from(GROUPS), user=st.sampled_from(USERS))
+    def forget_all(self, group, user):
+        self.run(self.store.change(group, user, lambda memories: forget(memories, "all")))
+        self.model[(group, user)] = []
+
+    @rule()
+    def reload(self):
+        self.run(self.store.close())
+        self.store = UserMemoryStore(self.dir, durable=False)
+
+    @invariant()
+    def store_agrees_with_model(self):
+        if not hasattr(self, "store"):
+            return
+        for group in GROUPS:
+            for user in USERS:
+                got = self.run(self.store.memories(group, user))
+                want = self.model.get((group, user), [])
+                assert [(m.id, m.type.value) for m in got] == [(w[0], w[1]) for w in want]
+                assert [m.content.strip(" 。").casefold() for m in got] == [w[2].casefold() for w in want]
+
+
+StoreMachine.TestCase.settings = hyp_settings(max_examples=60, stateful_step_count=30, deadline=None)
+test_store_matches_model = StoreMachine.TestCase
