@@ -13,15 +13,18 @@ from astrbot.api.star import Context, Star, StarTools
 from .memory import (
     DISABLED,
     NOT_IN_GROUP,
+    Caller,
     GroupKey,
     MemberKey,
     MemoryPluginError,
+    Scope,
     Settings,
     UserMemoryStore,
     forget_memory,
     list_memory,
     memory_block,
     save_memory,
+    visible_memories,
 )
 
 PLUGIN_NAME = "astrbot_plugin_user_memory"
@@ -50,11 +53,14 @@ class UserMemoryPlugin(Star):
     async def terminate(self) -> None:
         await self.store.close()
 
-    def _tool_target(self, event: AstrMessageEvent) -> MemberKey | str:
-        """The member a tool acts on, or the text to return when it cannot act."""
+    def _caller(self, event: AstrMessageEvent) -> Caller | str:
+        """Who a tool acts for, from the event alone, or the text to return when it cannot act."""
         if not self.settings.enable_user_memory:
             return DISABLED
-        return member_of(event) or NOT_IN_GROUP
+        member = member_of(event)
+        if member is None:
+            return NOT_IN_GROUP
+        return Caller(member, is_admin=event.is_admin())
 
     @filter.on_llm_request()
     async def inject_memories(self, event: AstrMessageEvent, req: ProviderRequest) -> None:
@@ -63,8 +69,9 @@ class UserMemoryPlugin(Star):
         member = member_of(event)
         if member is None:
             return
+        caller = Caller(member, is_admin=event.is_admin())
         try:
-            block = await memory_block(self.store, member, self.settings, event.get_sender_name() or member.user_id)
+            block = await memory_block(self.store, caller, self.settings, event.get_sender_name() or member.user_id)
         except MemoryPluginError as exc:
             logger.warning(f"[{PLUGIN_NAME}] memories of {member.group} not injected: {exc}")
             return
@@ -78,43 +85,49 @@ class UserMemoryPlugin(Star):
         memory_type: str = "",
         content: str = "",
         replace_id: str = "",
+        scope: str = "member",
         **_ignored: Any,
     ) -> str:
-        """保存当前群内用户的记忆。当用户明确要求记住某些信息时使用。注意：记忆仅在当前群生效，不会影响用户在其他群的交互。用户改变已有的偏好（如换了称呼）时，把旧记忆的 id 作为 replace_id 传入，原地更新而不是新增。
+        """保存当前群内用户的记忆。当用户明确要求记住某些信息时使用。注意：记忆默认仅在当前群生效，不会影响用户在其他群的交互。用户改变已有的偏好（如换了称呼）时，把旧记忆的 id 作为 replace_id 传入，原地更新而不是新增。
 
         Args:
             memory_type(string): 记忆类型。preference：用户偏好（称呼、回复风格等）；fact：用户事实（职业、项目、技能等）；instruction：持久指令（总是用英文回复、不要用表情等）
             content(string): 要记住的内容，用简洁的陈述句描述
             replace_id(string): 可选。要替换的已有记忆的 id；新增记忆时留空
+            scope(string): 可选，默认 member（该成员在本群的记忆）。group：整个群的公共信息（如群规、项目日程），对本群所有成员生效；global：该成员在所有群通用的信息，只在成员明确要求“在所有群都记住”时使用
         """
-        target = self._tool_target(event)
-        if isinstance(target, str):
-            return target
+        caller = self._caller(event)
+        if isinstance(caller, str):
+            return caller
         return await self._guarded(
             save_memory(
-                self.store, target, self.settings, memory_type=memory_type, content=content, replace_id=replace_id
+                self.store, caller, self.settings,
+                memory_type=memory_type, content=content, replace_id=replace_id, scope=scope,
             )
         )
 
     @filter.llm_tool(name="lark_list_memory")
     async def lark_list_memory(self, event: AstrMessageEvent, **_ignored: Any) -> str:
-        """查询用户在当前群的所有记忆。当用户询问"你记得我什么"时使用。返回该用户在当前群的所有记忆列表，每条带有可用于替换或删除的 id。"""
-        target = self._tool_target(event)
-        if isinstance(target, str):
-            return target
-        return await self._guarded(list_memory(self.store, target))
+        """查询用户在当前群的所有记忆。当用户询问"你记得我什么"时使用。返回该用户在当前群的所有记忆列表（另含本群公共记忆和已开启时的全局记忆，均标明范围），每条带有可用于替换或删除的 id。"""
+        caller = self._caller(event)
+        if isinstance(caller, str):
+            return caller
+        return await self._guarded(list_memory(self.store, caller, self.settings))
 
     @filter.llm_tool(name="lark_forget_memory")
-    async def lark_forget_memory(self, event: AstrMessageEvent, target: str = "all", **_ignored: Any) -> str:
+    async def lark_forget_memory(
+        self, event: AstrMessageEvent, target: str = "all", scope: str = "", **_ignored: Any
+    ) -> str:
         """删除用户在当前群的记忆。只删除明确匹配的记忆；描述有歧义时不会删除，而是返回候选记忆及其 id。
 
         Args:
             target(string): 删除目标。"all"：一键清除该用户在本群的所有记忆；记忆 id：删除这一条；具体描述：删除匹配的记忆（如"关于称呼的"、"关于职业的"）
+            scope(string): 可选。留空表示该成员自己的记忆；group 表示本群公共记忆（成员只能删除自己添加的，管理员可删除任意一条）
         """
-        member = self._tool_target(event)
-        if isinstance(member, str):
-            return member
-        return await self._guarded(forget_memory(self.store, member, target))
+        caller = self._caller(event)
+        if isinstance(caller, str):
+            return caller
+        return await self._guarded(forget_memory(self.store, caller, self.settings, target, scope))
 
     @filter.command_group("memory")
     def memory_command(self) -> None:
@@ -123,41 +136,44 @@ class UserMemoryPlugin(Star):
     @memory_command.command("list")
     async def memory_list_command(self, event: AstrMessageEvent):
         """列出机器人在本群记得的关于你的信息"""
-        member = self._tool_target(event)
-        if isinstance(member, str):
-            yield event.plain_result(member)
+        caller = self._caller(event)
+        if isinstance(caller, str):
+            yield event.plain_result(caller)
             return
-        memories = await self._read(member)
-        if memories is None:
+        items = await self._read(caller)
+        if items is None:
             yield event.plain_result("暂时无法读取记忆，请稍后再试。")
-        elif not memories:
+        elif not items:
             yield event.plain_result("在本群我还没有记住关于你的任何信息。")
         else:
-            lines = "\n".join(f"{i}. {m.content}（{m.type.label}）" for i, m in enumerate(memories, 1))
-            yield event.plain_result(f"在本群我记得关于你的 {len(memories)} 条信息：\n{lines}")
+            lines = "\n".join(
+                f"{i}. {m.content}（{m.type.label}{'' if s is Scope.MEMBER else '，' + s.label}）"
+                for i, (s, m) in enumerate(items, 1)
+            )
+            yield event.plain_result(f"在本群我记得的 {len(items)} 条信息：\n{lines}")
 
     @memory_command.command("clear")
     async def memory_clear_command(self, event: AstrMessageEvent, confirm: str = ""):
         """清除机器人在本群记得的关于你的所有信息（需确认：/memory clear confirm）"""
-        member = self._tool_target(event)
-        if isinstance(member, str):
-            yield event.plain_result(member)
+        caller = self._caller(event)
+        if isinstance(caller, str):
+            yield event.plain_result(caller)
             return
         if str(confirm).strip().lower() not in CLEAR_CONFIRM_WORDS:
-            memories = await self._read(member)
-            count = len(memories) if memories is not None else "若干"
+            items = await self._read(caller)
+            count = sum(s is not Scope.GROUP for s, _ in items) if items is not None else "若干"
             yield event.plain_result(
-                f"这会删除我在本群记得的关于你的全部 {count} 条信息，且无法恢复。确认请发送：/memory clear confirm"
+                f"这会删除我记得的关于你的全部 {count} 条信息，且无法恢复。确认请发送：/memory clear confirm"
             )
             return
-        result = await self._guarded(forget_memory(self.store, member, "all"))
+        result = await self._guarded(forget_memory(self.store, caller, self.settings, "all"))
         yield event.plain_result(result)
 
-    async def _read(self, member: MemberKey):
+    async def _read(self, caller: Caller):
         try:
-            return await self.store.memories(member.group, member.user_id)
+            return await visible_memories(self.store, caller, self.settings)
         except MemoryPluginError as exc:
-            logger.warning(f"[{PLUGIN_NAME}] cannot read memories of {member.group}: {exc}")
+            logger.warning(f"[{PLUGIN_NAME}] cannot read memories of {caller.member.group}: {exc}")
             return None
 
     @staticmethod

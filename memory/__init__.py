@@ -1,22 +1,24 @@
 """Long-term memory of group members, independent of AstrBot.
 
-The adapter (main.py) turns AstrBot events into a `MemberKey` and calls the functions exported here.
+The adapter (main.py) turns AstrBot events into a `Caller` and calls the functions exported here.
 """
 
 from ._errors import InvalidMemoryInput, MemoryLimitReached, MemoryPluginError, StorageUnavailable
-from ._models import SCHEMA_VERSION, GroupDocument, GroupKey, MemberKey, Memory, MemoryType
-from ._prompt import DISABLED, MEMORY_BLOCK_END, MEMORY_BLOCK_START, NOT_IN_GROUP, memory_lines
+from ._models import SCHEMA_VERSION, Caller, GroupDocument, GroupKey, MemberKey, Memory, MemoryType, Scope, Source
+from ._prompt import DISABLED, MEMORY_BLOCK_END, MEMORY_BLOCK_START, NOT_IN_GROUP
 from ._recall import memory_block
 from ._settings import Settings
-from ._store import UserMemoryStore
-from ._tools import forget_memory, list_memory, save_memory
+from ._store import GROUP_OWNER, UserMemoryStore
+from ._tools import forget_memory, list_memory, save_memory, visible_memories
 
 __all__ = [
     "DISABLED",
+    "GROUP_OWNER",
     "MEMORY_BLOCK_END",
     "MEMORY_BLOCK_START",
     "NOT_IN_GROUP",
     "SCHEMA_VERSION",
+    "Caller",
     "GroupDocument",
     "GroupKey",
     "InvalidMemoryInput",
@@ -25,12 +27,14 @@ __all__ = [
     "MemoryLimitReached",
     "MemoryPluginError",
     "MemoryType",
+    "Scope",
     "Settings",
+    "Source",
     "StorageUnavailable",
     "UserMemoryStore",
     "forget_memory",
     "list_memory",
     "memory_block",
-    "memory_lines",
     "save_memory",
+    "visible_memories",
 ]

@@ -32,8 +32,10 @@ def _safe_part(raw: str) -> str:
 
 
 def group_file_path(directory: Path, key: GroupKey) -> Path:
-    """`<directory>/<platform>/<group>.json`, always inside `directory`."""
-    return directory / _safe_part(key.platform) / f"{_safe_part(key.group_id)}.json"
+    """`<directory>/<platform>/<group>.json`, always inside `directory`; global memories in `@global.json`, a name
+    no group id can map to (safe names never contain `@`)."""
+    name = "@global" if key.is_global else _safe_part(key.group_id)
+    return directory / _safe_part(key.platform) / f"{name}.json"
 
 
 async def read_bytes(path: Path) -> bytes | None:

@@ -31,8 +31,28 @@ _LABELS = {MemoryType.INSTRUCTION: "指令", MemoryType.PREFERENCE: "偏好", Me
 _PRIORITY = {MemoryType.INSTRUCTION: 0, MemoryType.PREFERENCE: 1, MemoryType.FACT: 2}
 
 
+class Scope(StrEnum):
+    """Whom a memory is about and where it is visible."""
+
+    MEMBER = "member"  # one member in one group (the default, fully isolated per group)
+    GROUP = "group"  # the whole group: injected for every member of that group
+    GLOBAL = "global"  # one member across all groups of a platform (off unless enabled)
+
+    @property
+    def label(self) -> str:
+        return _SCOPE_LABELS[self]
+
+
+_SCOPE_LABELS = {Scope.MEMBER: "本群个人", Scope.GROUP: "本群公共", Scope.GLOBAL: "全局个人"}
+
+
+class Source(StrEnum):
+    EXPLICIT = "explicit"  # the member asked for it (through the model's tool call or a command)
+    EXTRACTION = "extraction"  # background extraction noticed it in the conversation
+
+
 class Memory(BaseModel):
-    """One thing the bot remembers about one member in one group."""
+    """One thing the bot remembers: about one member in one group, about a group, or about a member everywhere."""
 
     # Unknown fields are kept so a file written by a newer version survives a round trip through this one.
     model_config = ConfigDict(frozen=True, extra="allow")
@@ -42,6 +62,9 @@ class Memory(BaseModel):
     content: str
     created_at: float
     updated_at: float
+    source: Source = Source.EXPLICIT
+    importance: float = 0.5
+    added_by: str | None = None  # who added a group memory
 
     @property
     def short_id(self) -> str:
@@ -63,6 +86,7 @@ class GroupDocument(BaseModel):
     platform: str = ""
     group_id: str
     users: dict[str, UserMemories] = Field(default_factory=dict)
+    group_memories: list[Memory] = Field(default_factory=list)
     updated_at: float = 0.0
 
 
@@ -74,7 +98,16 @@ class GroupKey:
     group_id: str
 
     def __str__(self) -> str:
-        return f"{self.platform}:{self.group_id}"
+        return f"{self.platform}:{self.group_id}" if self.group_id else f"{self.platform}:(global)"
+
+    @classmethod
+    def global_for(cls, platform: str) -> GroupKey:
+        """The document that holds members' global memories on a platform (no real group has an empty id)."""
+        return cls(platform, "")
+
+    @property
+    def is_global(self) -> bool:
+        return not self.group_id
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,3 +116,11 @@ class MemberKey:
 
     group: GroupKey
     user_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who is asking, as the platform event tells it (never as the model's arguments tell it)."""
+
+    member: MemberKey
+    is_admin: bool = False

@@ -14,7 +14,7 @@ from typing import Any
 
 from ._errors import InvalidMemoryInput, MemoryLimitReached
 from ._matching import match_description, same_slot
-from ._models import Memory, MemoryType
+from ._models import Memory, MemoryType, Source
 from ._text import clean_content, dedupe_key
 
 ALL = "all"
@@ -85,32 +85,43 @@ def save(
     now: float,
     max_count: int,
     max_length: int,
+    source: Source = Source.EXPLICIT,
+    importance: float | None = None,
+    added_by: str | None = None,
 ) -> tuple[list[Memory], SaveOutcome]:
     kind = parse_memory_type(memory_type)
     text = parse_content(content, max_length)
     key = dedupe_key(text)
+    # Any save is the latest word on the memory it touches: it takes this save's source (an explicit save makes an
+    # extracted memory explicit) and, when given, its importance.
+    changes: dict[str, Any] = {"type": kind, "content": text, "updated_at": now, "source": source}
+    if importance is not None:
+        changes["importance"] = importance
 
     if replace_id not in ("", None):
         target = find_by_id(memories, replace_id)
         twin = next((m for m in memories if m.id != target.id and dedupe_key(m.content) == key), None)
         if twin is not None:  # the new text already exists elsewhere: keep one copy
             memories = [m for m in memories if m.id != twin.id]
-        updated = target.model_copy(update={"type": kind, "content": text, "updated_at": now})
+        updated = target.model_copy(update=changes)
         return _put(memories, updated), SaveOutcome(SaveKind.REPLACED, updated, target)
 
     duplicate = next((m for m in memories if dedupe_key(m.content) == key), None)
     if duplicate is not None:
-        updated = duplicate.model_copy(update={"type": kind, "content": text, "updated_at": now})
+        updated = duplicate.model_copy(update=changes)
         return _put(memories, updated), SaveOutcome(SaveKind.DUPLICATE, updated, duplicate)
 
     previous = same_slot(kind, text, memories)
     if previous is not None:
-        updated = previous.model_copy(update={"content": text, "updated_at": now})
+        updated = previous.model_copy(update=changes)
         return _put(memories, updated), SaveOutcome(SaveKind.SLOT_REPLACED, updated, previous)
 
     if len(memories) >= max_count:
-        raise MemoryLimitReached(f"该成员在本群的记忆已达上限（{max_count} 条），没有保存")
-    created = Memory(id=str(uuid.uuid4()), type=kind, content=text, created_at=now, updated_at=now)
+        raise MemoryLimitReached(f"记忆已达上限（{max_count} 条），没有保存")
+    created = Memory(
+        id=str(uuid.uuid4()), type=kind, content=text, created_at=now, updated_at=now, source=source,
+        importance=0.5 if importance is None else importance, added_by=added_by,
+    )
     return [*memories, created], SaveOutcome(SaveKind.ADDED, created)
 
 
@@ -146,6 +157,11 @@ def _lookup_id(memories: Sequence[Memory], text: str) -> Memory | None:
         return find_by_id(memories, candidate)
     except InvalidMemoryInput:
         return None
+
+
+def without(memories: list[Memory], ids: set[str]) -> tuple[list[Memory], list[Memory]]:
+    """(the memories not in `ids`, the ones removed)."""
+    return [m for m in memories if m.id not in ids], [m for m in memories if m.id in ids]
 
 
 def _put(memories: list[Memory], updated: Memory) -> list[Memory]:

@@ -20,9 +20,12 @@ from ._models import SCHEMA_VERSION, GroupDocument, GroupKey, Memory, UserMemori
 log = logging.getLogger("astrbot_plugin_user_memory")
 
 R = TypeVar("R")
-# A change function receives the member's current memories and returns (their new memories, a result).
+# A change function receives one owner's current memories and returns (their new memories, a result).
 # It runs under the group's lock and must not await; raising leaves everything unchanged.
 Change = Callable[[list[Memory]], tuple[list[Memory], R]]
+# Whose memories in a document: a member's user id, or GROUP_OWNER for the group's shared memories.
+GROUP_OWNER = None
+Owner = str | None
 
 
 @dataclass(eq=False)
@@ -61,39 +64,46 @@ class UserMemoryStore:
     def path_for(self, key: GroupKey) -> Path:
         return group_file_path(self._directory, key)
 
-    def peek(self, key: GroupKey, user_id: str) -> Sequence[Memory] | None:
-        """The member's memories if the group is already in memory, else None. Never does I/O."""
+    def peek(self, key: GroupKey, owner: Owner) -> Sequence[Memory] | None:
+        """The owner's memories if the document is already in memory, else None. Never does I/O."""
         group = self._groups.get(key)
         if group is None or group.doc is None:
             return None
-        entry = group.doc.users.get(user_id)
-        return entry.memories if entry else ()
+        return _memories_of(group.doc, owner)
 
-    async def memories(self, key: GroupKey, user_id: str) -> list[Memory]:
-        """The member's memories, loading the group's file on first use."""
-        cached = self.peek(key, user_id)
+    async def memories(self, key: GroupKey, owner: Owner) -> list[Memory]:
+        """The owner's memories (a member's, or the group's with GROUP_OWNER), loading the file on first use."""
+        cached = self.peek(key, owner)
         if cached is not None:
             return list(cached)
         group = self._group(key)
         async with group.lock:
             doc = await self._load(group)
-        entry = doc.users.get(user_id)
-        return list(entry.memories) if entry else []
+        return list(_memories_of(doc, owner))
 
-    async def change(self, key: GroupKey, user_id: str, change: Change[R]) -> R:
-        """Apply `change` to the member's memories and return its result once the change is on disk."""
+    async def document(self, key: GroupKey) -> GroupDocument:
+        """The whole document, loaded if needed. Callers must treat it as read-only."""
+        group = self._group(key)
+        if group.doc is not None:
+            return group.doc
+        async with group.lock:
+            return await self._load(group)
+
+    async def change(self, key: GroupKey, owner: Owner, change: Change[R]) -> R:
+        """Apply `change` to the owner's memories and return its result once the change is on disk."""
         group = self._group(key)
         async with group.lock:
             doc = await self._load(group)
-            entry = doc.users.get(user_id)
-            current = list(entry.memories) if entry else []
+            current = list(_memories_of(doc, owner))
             updated, result = change(list(current))
             if updated == current:
                 return result
-            if updated:
-                doc.users[user_id] = UserMemories(memories=updated)
+            if owner is GROUP_OWNER:
+                doc.group_memories = updated
+            elif updated:
+                doc.users[owner] = UserMemories(memories=updated)
             else:
-                doc.users.pop(user_id, None)
+                doc.users.pop(owner, None)
             doc.updated_at = self._clock()
             group.version += 1
             done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -191,6 +201,13 @@ class UserMemoryStore:
                 await aiofiles.os.remove(stale)
         except OSError:
             pass
+
+
+def _memories_of(doc: GroupDocument, owner: Owner) -> Sequence[Memory]:
+    if owner is GROUP_OWNER:
+        return doc.group_memories
+    entry = doc.users.get(owner)
+    return entry.memories if entry else ()
 
 
 class _NewerSchema(ValueError):

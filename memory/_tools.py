@@ -4,88 +4,181 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from . import _operations as ops
 from ._errors import InvalidMemoryInput, MemoryLimitReached, StorageUnavailable
-from ._models import MemberKey
+from ._models import Caller, GroupKey, Memory, Scope
 from ._operations import SaveKind
-from ._prompt import memory_line, memory_lines
-from ._settings import Settings
-from ._store import UserMemoryStore
+from ._prompt import Scoped, memory_line, memory_lines, scoped_lines
+from ._settings import ADMINS, Settings
+from ._store import GROUP_OWNER, Owner, UserMemoryStore
 
 NOTHING_CHANGED = "没有做任何更改。"
 
 
+@dataclass(frozen=True)
+class Location:
+    """Where one scope's memories live for a caller: a document and an owner inside it."""
+
+    scope: Scope
+    key: GroupKey
+    owner: Owner
+
+
+def location(caller: Caller, scope: Scope) -> Location:
+    member = caller.member
+    if scope is Scope.GROUP:
+        return Location(scope, member.group, GROUP_OWNER)
+    if scope is Scope.GLOBAL:
+        return Location(scope, GroupKey.global_for(member.group.platform), member.user_id)
+    return Location(scope, member.group, member.user_id)
+
+
+def visible_scopes(settings: Settings) -> list[Scope]:
+    """The scopes read for a member: their own, the group's, and global ones only when enabled."""
+    scopes = [Scope.MEMBER, Scope.GROUP]
+    if settings.enable_global_memory:
+        scopes.append(Scope.GLOBAL)
+    return scopes
+
+
+def parse_scope(value: Any, settings: Settings) -> Scope:
+    if value in ("", None):
+        return Scope.MEMBER
+    if not isinstance(value, str) or value.strip().lower() not in Scope._value2member_map_:
+        raise InvalidMemoryInput(f"scope 必须是 member、group 或 global 之一，收到 {value!r}")
+    scope = Scope(value.strip().lower())
+    if scope is Scope.GLOBAL and not settings.enable_global_memory:
+        raise InvalidMemoryInput("全局记忆未启用：请改用 scope=member（只在本群生效）")
+    return scope
+
+
+def _limit(scope: Scope, settings: Settings) -> int:
+    return settings.group_memory_max if scope is Scope.GROUP else settings.memory_max_per_user
+
+
+def _may_delete(caller: Caller, scope: Scope, memory: Memory) -> bool:
+    return scope is not Scope.GROUP or caller.is_admin or memory.added_by == caller.member.user_id
+
+
 async def save_memory(
     store: UserMemoryStore,
-    member: MemberKey,
+    caller: Caller,
     settings: Settings,
     *,
     memory_type: Any,
     content: Any,
     replace_id: Any = "",
+    scope: Any = "",
     clock: Callable[[], float] = time.time,
 ) -> str:
     try:
+        where = location(caller, parse_scope(scope, settings))
+        if where.scope is Scope.GROUP:
+            if settings.group_memory_max == 0:
+                raise InvalidMemoryInput("群公共记忆已被管理员关闭")
+            if settings.group_memory_writers == ADMINS and not caller.is_admin:
+                raise InvalidMemoryInput("只有管理员可以添加群公共记忆：请改用 scope=member 记在该成员名下")
+            if replace_id not in ("", None):
+                target = ops.find_by_id(await store.memories(where.key, where.owner), replace_id)
+                if not _may_delete(caller, where.scope, target):
+                    raise InvalidMemoryInput("只有管理员或添加者可以修改这条群公共记忆")
         outcome = await store.change(
-            member.group,
-            member.user_id,
+            where.key,
+            where.owner,
             lambda memories: ops.save(
                 memories,
                 memory_type=memory_type,
                 content=content,
                 replace_id=replace_id,
                 now=clock(),
-                max_count=settings.memory_max_per_user,
+                max_count=_limit(where.scope, settings),
                 max_length=settings.memory_max_content_length,
+                added_by=caller.member.user_id if where.scope is Scope.GROUP else None,
             ),
         )
     except MemoryLimitReached as exc:
-        current = await store.memories(member.group, member.user_id)
+        current = await store.memories(where.key, where.owner)
         return (
             f"保存失败：{exc}。请先用 lark_forget_memory 删除一条不再需要的，"
-            f"或用 replace_id 替换其中一条。当前记忆：\n{memory_lines(current)}"
+            f"或用 replace_id 替换其中一条。当前记忆：\n{memory_lines(current, where.scope)}"
         )
     except InvalidMemoryInput as exc:
         return f"保存失败：{exc}。{NOTHING_CHANGED}"
     except StorageUnavailable as exc:
         return f"保存失败：{exc}。请告诉用户稍后再试；已有记忆不受影响。"
-    line = memory_line(outcome.memory)
+    line = memory_line(outcome.memory, where.scope)
     if outcome.kind is SaveKind.ADDED:
-        return f"已保存（仅在本群对该成员生效）：\n{line}"
+        where_text = {Scope.MEMBER: "仅在本群对该成员生效", Scope.GROUP: "对本群所有成员生效",
+                      Scope.GLOBAL: "在所有群对该成员生效"}[where.scope]
+        return f"已保存（{where_text}）：\n{line}"
     if outcome.kind is SaveKind.DUPLICATE:
         return f"这条记忆已经存在，已刷新：\n{line}"
     assert outcome.previous is not None
     reason = "按 replace_id 替换" if outcome.kind is SaveKind.REPLACED else "同一项（如称呼）只保留最新的"
-    return f"已更新原有记忆（{reason}）：\n旧：{memory_line(outcome.previous)}\n新：{line}"
+    return f"已更新原有记忆（{reason}）：\n旧：{memory_line(outcome.previous, where.scope)}\n新：{line}"
 
 
-async def list_memory(store: UserMemoryStore, member: MemberKey) -> str:
+async def visible_memories(store: UserMemoryStore, caller: Caller, settings: Settings) -> list[Scoped]:
+    """Every memory the caller may see, with its scope: their own in this group, the group's, their global ones."""
+    items: list[Scoped] = []
+    for scope in visible_scopes(settings):
+        where = location(caller, scope)
+        items.extend((scope, m) for m in await store.memories(where.key, where.owner))
+    return items
+
+
+async def list_memory(store: UserMemoryStore, caller: Caller, settings: Settings) -> str:
     try:
-        memories = await store.memories(member.group, member.user_id)
+        items = await visible_memories(store, caller, settings)
     except StorageUnavailable as exc:
         return f"读取失败：{exc}。"
-    if not memories:
-        return "在本群还没有关于该成员的记忆。"
-    return f"该成员在本群的记忆（共 {len(memories)} 条，id 可用于替换或删除）：\n{memory_lines(memories)}"
+    if not items:
+        return "在本群还没有关于该成员的记忆，也没有本群公共记忆。"
+    return f"该成员能看到的记忆（共 {len(items)} 条，id 可用于替换或删除）：\n{scoped_lines(items)}"
 
 
-async def forget_memory(store: UserMemoryStore, member: MemberKey, target: Any = ops.ALL) -> str:
+async def forget_memory(
+    store: UserMemoryStore, caller: Caller, settings: Settings, target: Any = ops.ALL, scope: Any = ""
+) -> str:
+    """Delete from the scopes the caller may delete in: by default their own memories (this group's and, when
+    enabled, global ones); with scope=group the group's memories they added (admins: any)."""
+    candidates: list[Scoped] = []
+    deletable: list[Scoped] = []
     try:
-        outcome = await store.change(member.group, member.user_id, lambda memories: ops.forget(memories, target))
+        if scope in ("", None):
+            scopes = [s for s in visible_scopes(settings) if s is not Scope.GROUP]
+        else:
+            scopes = [parse_scope(scope, settings)]
+        for s in scopes:
+            where = location(caller, s)
+            candidates.extend((s, m) for m in await store.memories(where.key, where.owner))
+        deletable = [(s, m) for s, m in candidates if _may_delete(caller, s, m)]
+        _, outcome = ops.forget([m for _, m in deletable], target)
+        doomed = {m.id for m in outcome.deleted}
+        deleted: list[Scoped] = []
+        for s in scopes:
+            if not any(sc is s and m.id in doomed for sc, m in deletable):
+                continue
+            where = location(caller, s)
+            removed = await store.change(where.key, where.owner, lambda memories: ops.without(memories, doomed))
+            deleted.extend((s, m) for m in removed)
     except InvalidMemoryInput as exc:
+        if len(deletable) < len(candidates):
+            return f"删除失败：{exc}。非管理员只能删除自己添加的群公共记忆。{NOTHING_CHANGED}"
         return f"删除失败：{exc}。{NOTHING_CHANGED}"
     except StorageUnavailable as exc:
         return f"删除失败：{exc}。记忆仍然保留。"
-    if outcome.deleted:
-        return f"已删除该成员在本群的 {len(outcome.deleted)} 条记忆：\n{memory_lines(outcome.deleted)}"
+    if deleted:
+        return f"已删除 {len(deleted)} 条记忆：\n{scoped_lines(deleted)}"
     if outcome.ambiguous:
+        by_id = {m.id: s for s, m in deletable}
         return (
             f"描述「{target}」可能指以下多条记忆，为避免误删，{NOTHING_CHANGED}"
-            f"请向用户确认后用具体 id 再调用：\n{memory_lines(outcome.ambiguous)}"
+            f"请向用户确认后用具体 id 再调用：\n{scoped_lines([(by_id[m.id], m) for m in outcome.ambiguous])}"
         )
-    remaining = await store.memories(member.group, member.user_id)
-    if not remaining:
-        return "该成员在本群没有记忆，无需删除。"
-    return f"没有找到与「{target}」明确匹配的记忆，{NOTHING_CHANGED}当前记忆：\n{memory_lines(remaining)}"
+    if not deletable:
+        return "该成员没有可删除的记忆。"
+    return f"没有找到与「{target}」明确匹配的记忆，{NOTHING_CHANGED}当前记忆：\n{scoped_lines(deletable)}"

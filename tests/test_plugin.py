@@ -36,11 +36,11 @@ def test_tools_are_registered_with_the_design_schema(plugin_main):
     for name in TOOLS:
         assert llm_tools.get_func(name) is not None
     save = llm_tools.get_func("lark_save_memory")
-    assert set(save.parameters["properties"]) == {"memory_type", "content", "replace_id"}
+    assert set(save.parameters["properties"]) == {"memory_type", "content", "replace_id", "scope"}
     assert all(p["type"] == "string" for p in save.parameters["properties"].values())
     assert "保存当前群内用户的记忆" in save.description
     forget = llm_tools.get_func("lark_forget_memory")
-    assert set(forget.parameters["properties"]) == {"target"}
+    assert set(forget.parameters["properties"]) == {"target", "scope"}
     assert llm_tools.get_func("lark_list_memory").parameters["properties"] == {}
 
 

@@ -1,0 +1,118 @@
+"""Group and global scopes: who sees what, who may change what."""
+
+from conftest import make_event
+from memory import GroupKey, Scope
+from test_plugin import call_tool, system_prompt_for
+
+
+def admin_event(**kwargs):
+    event = make_event(**kwargs)
+    event.role = "admin"
+    return event
+
+
+async def test_group_memory_reaches_every_member_of_that_group_only(make_plugin):
+    plugin = make_plugin()
+    result = await call_tool(plugin, "lark_save_memory", make_event(user="ou_a"), memory_type="fact",
+                             content="群规禁止发广告", scope="group")
+    assert "对本群所有成员生效" in result
+    for user in ("ou_a", "ou_b", "ou_c"):
+        prompt = await system_prompt_for(plugin, make_event(user=user))
+        assert "群规禁止发广告（本群公共·事实" in prompt
+    assert "群规" not in await system_prompt_for(plugin, make_event(group="oc_other", user="ou_a"))
+    doc = await plugin.store.document(GroupKey("lark", "oc_group1"))
+    assert doc.group_memories[0].added_by == "ou_a" and doc.users == {}
+
+
+async def test_only_the_adder_or_an_admin_removes_a_group_memory(make_plugin):
+    plugin = make_plugin()
+    await call_tool(plugin, "lark_save_memory", make_event(user="ou_a"), memory_type="fact", content="项目 A 下周三上线",
+                    scope="group")
+    memory_id = (await plugin.store.document(GroupKey("lark", "oc_group1"))).group_memories[0].short_id
+
+    refused = await call_tool(plugin, "lark_forget_memory", make_event(user="ou_b"), target=memory_id, scope="group")
+    assert "删除失败" in refused and "管理员" in refused
+    assert "全部" not in await call_tool(plugin, "lark_forget_memory", make_event(user="ou_b"), target="all", scope="group")
+    assert "项目 A" in await system_prompt_for(plugin, make_event(user="ou_b"))
+
+    done = await call_tool(plugin, "lark_forget_memory", admin_event(user="ou_admin"), target=memory_id, scope="group")
+    assert "已删除 1 条" in done
+    assert "项目 A" not in await system_prompt_for(plugin, make_event(user="ou_b"))
+
+
+async def test_member_forget_all_leaves_group_memories(make_plugin):
+    plugin = make_plugin()
+    me = make_event(user="ou_a")
+    await call_tool(plugin, "lark_save_memory", me, memory_type="fact", content="群规禁止发广告", scope="group")
+    await call_tool(plugin, "lark_save_memory", me, memory_type="fact", content="是产品经理")
+    result = await call_tool(plugin, "lark_forget_memory", me, target="all")
+    assert "已删除 1 条" in result and "产品经理" in result
+    assert "群规" in await system_prompt_for(plugin, me)
+
+
+async def test_admins_only_setting_blocks_member_group_saves(make_plugin):
+    plugin = make_plugin(group_memory_writers="admins")
+    refused = await call_tool(plugin, "lark_save_memory", make_event(), memory_type="fact", content="群规", scope="group")
+    assert "只有管理员" in refused and "没有做任何更改" in refused
+    ok = await call_tool(plugin, "lark_save_memory", admin_event(), memory_type="fact", content="群规", scope="group")
+    assert "已保存" in ok
+
+
+async def test_global_is_off_by_default_and_nothing_global_is_read(make_plugin):
+    plugin = make_plugin()
+    refused = await call_tool(plugin, "lark_save_memory", make_event(), memory_type="instruction",
+                              content="回复我时用英文", scope="global")
+    assert "全局记忆未启用" in refused
+    on = make_plugin(enable_global_memory=True)
+    await call_tool(on, "lark_save_memory", make_event(), memory_type="instruction", content="回复我时用英文",
+                    scope="global")
+    off = make_plugin()
+    assert "英文" not in await system_prompt_for(off, make_event(group="oc_group2"))
+    assert "英文" not in await call_tool(off, "lark_list_memory", make_event(group="oc_group2"))
+    assert off.store.peek(GroupKey.global_for("lark"), "ou_userA") is None  # never even loaded
+
+
+async def test_global_memory_follows_the_member_across_groups_only(make_plugin):
+    plugin = make_plugin(enable_global_memory=True)
+    await call_tool(plugin, "lark_save_memory", make_event(group="oc_group1"), memory_type="instruction",
+                    content="回复我时用英文", scope="global")
+    assert "回复我时用英文（全局个人·指令" in await system_prompt_for(plugin, make_event(group="oc_group9"))
+    assert "英文" not in await system_prompt_for(plugin, make_event(group="oc_group9", user="ou_other"))
+    assert "英文" not in await system_prompt_for(plugin, make_event(group="oc_group9", platform="aiocqhttp"))
+    listed = await call_tool(plugin, "lark_list_memory", make_event(group="oc_group5"))
+    assert "全局个人" in listed
+    wiped = await call_tool(plugin, "lark_forget_memory", make_event(group="oc_group5"), target="all")
+    assert "已删除 1 条" in wiped
+    assert "英文" not in await system_prompt_for(plugin, make_event(group="oc_group1"))
+
+
+async def test_spoofed_scope_arguments_stay_inside_the_sender(make_plugin):
+    plugin = make_plugin(enable_global_memory=True)
+    victim = make_event(group="oc_group2", user="ou_victim")
+    await call_tool(plugin, "lark_save_memory", victim, memory_type="fact", content="受害者的全局事实", scope="global")
+    await call_tool(plugin, "lark_save_memory", victim, memory_type="fact", content="群二公共事实", scope="group")
+    attacker = make_event(group="oc_group1", user="ou_attacker")
+    spoof = {"group_id": "oc_group2", "user_id": "ou_victim"}
+    for scope in ("member", "group", "global", ""):
+        await call_tool(plugin, "lark_forget_memory", attacker, target="all", scope=scope, **spoof)
+        listed = await call_tool(plugin, "lark_list_memory", attacker, **spoof)
+        assert "受害者" not in listed and "群二" not in listed
+    assert "受害者的全局事实" in await system_prompt_for(plugin, make_event(group="oc_group7", user="ou_victim"))
+    assert "群二公共事实" in await system_prompt_for(plugin, make_event(group="oc_group2", user="ou_someone"))
+
+
+async def test_invalid_scope_is_an_error(make_plugin):
+    plugin = make_plugin()
+    result = await call_tool(plugin, "lark_save_memory", make_event(), memory_type="fact", content="x", scope="world")
+    assert "scope 必须是" in result
+    assert await plugin.store.memories(GroupKey("lark", "oc_group1"), "ou_userA") == []
+
+
+async def test_commands_show_scopes(make_plugin):
+    plugin = make_plugin()
+    me = make_event()
+    await call_tool(plugin, "lark_save_memory", me, memory_type="fact", content="群规禁止发广告", scope="group")
+    from test_plugin import command_text
+
+    assert "本群公共" in await command_text(plugin.memory_list_command(me))
+    assert Scope.GROUP.label == "本群公共"
