@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import time
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +13,9 @@ from astrbot.api.provider import ProviderRequest
 from astrbot.api.star import Context, Star, StarTools
 
 from .memory import (
+    ExtractionScheduler,
+    HistoryLog,
+    Utterance,
     DISABLED,
     NOT_IN_GROUP,
     Caller,
@@ -22,8 +27,12 @@ from .memory import (
     UserMemoryStore,
     forget_memory,
     list_memory,
+    history_text,
     memory_block,
+    revert_change,
+    run_extraction,
     save_memory,
+    stats_text,
     visible_memories,
 )
 
@@ -49,9 +58,50 @@ class UserMemoryPlugin(Star):
             logger.warning(f"[{PLUGIN_NAME}] {warning}")
         data_dir = Path(StarTools.get_data_dir(PLUGIN_NAME))
         self.store = UserMemoryStore(data_dir / "groups")
+        self.history = HistoryLog(data_dir / "groups")
+        self.extraction: ExtractionScheduler | None = None
+        if self.settings.enable_user_memory and self.settings.enable_background_extraction:
+            self.extraction = ExtractionScheduler(
+                self._extract,
+                every_n=self.settings.extraction_every_n_messages,
+                quiet_seconds=self.settings.extraction_quiet_seconds,
+                buffer_size=self.settings.extraction_buffer_size,
+            )
 
     async def terminate(self) -> None:
+        if self.extraction is not None:
+            await self.extraction.close()
         await self.store.close()
+
+    @filter.event_message_type(filter.EventMessageType.GROUP_MESSAGE)
+    async def observe_group_message(self, event: AstrMessageEvent) -> None:
+        """Feed every group message (addressed to the bot or not) to background extraction, when it is on."""
+        if self.extraction is None:
+            return
+        member = member_of(event)
+        text = (event.message_str or "").strip()
+        if member is None or not text or text.startswith("/") or member.user_id == event.get_self_id():
+            return
+        speaker = Utterance(member.user_id, event.get_sender_name() or member.user_id, text, time.time())
+        self.extraction.observe(member.group, speaker, event.unified_msg_origin)
+
+    async def _extract(self, key: GroupKey, batch: list[Utterance], origin: str) -> None:
+        report = await run_extraction(
+            self.store, self.history, key, batch, functools.partial(self._generate, origin), self.settings
+        )
+        logger.info(
+            f"[{PLUGIN_NAME}] extraction for {key}: {len(batch)} messages, {len(report.applied)} applied, "
+            f"{len(report.rejected)} rejected, {report.input_tokens}+{report.output_tokens} tokens"
+        )
+
+    async def _generate(self, origin: str, system_prompt: str, prompt: str) -> tuple[str, int, int]:
+        """One chat call through the provider the user configured (or the one the settings name)."""
+        provider_id = self.settings.extraction_provider_id or await self.context.get_current_chat_provider_id(origin)
+        response = await self.context.llm_generate(
+            chat_provider_id=provider_id, system_prompt=system_prompt, prompt=prompt
+        )
+        usage = response.usage
+        return response.completion_text or "", usage.input if usage else 0, usage.output if usage else 0
 
     def _caller(self, event: AstrMessageEvent) -> Caller | str:
         """Who a tool acts for, from the event alone, or the text to return when it cannot act."""
@@ -167,6 +217,40 @@ class UserMemoryPlugin(Star):
             )
             return
         result = await self._guarded(forget_memory(self.store, caller, self.settings, "all"))
+        yield event.plain_result(result)
+
+    @memory_command.command("stats")
+    async def memory_stats_command(self, event: AstrMessageEvent):
+        """本群后台记忆提取的调用次数与 token 用量"""
+        member = member_of(event)
+        if member is None:
+            yield event.plain_result(NOT_IN_GROUP)
+            return
+        pending = self.extraction.pending(member.group) if self.extraction else 0
+        text = await stats_text(self.history, member.group, pending)
+        if self.extraction is None:
+            text += "（后台提取当前未开启）"
+        yield event.plain_result(text)
+
+    @filter.permission_type(filter.PermissionType.ADMIN)
+    @memory_command.command("history")
+    async def memory_history_command(self, event: AstrMessageEvent, limit: int = 10):
+        """（管理员）查看本群最近的后台记忆变更"""
+        member = member_of(event)
+        if member is None:
+            yield event.plain_result(NOT_IN_GROUP)
+            return
+        yield event.plain_result(await history_text(self.history, member.group, max(1, min(int(limit), 50))))
+
+    @filter.permission_type(filter.PermissionType.ADMIN)
+    @memory_command.command("revert")
+    async def memory_revert_command(self, event: AstrMessageEvent, number: int = 0):
+        """（管理员）撤销一条后台记忆变更：/memory revert <编号>"""
+        member = member_of(event)
+        if member is None:
+            yield event.plain_result(NOT_IN_GROUP)
+            return
+        result = await self._guarded(revert_change(self.store, self.history, member.group, int(number)))
         yield event.plain_result(result)
 
     async def _read(self, caller: Caller):

@@ -3,8 +3,11 @@
 The adapter (main.py) turns AstrBot events into a `Caller` and calls the functions exported here.
 """
 
+from ._admin import history_text, revert_change, stats_text
 from ._errors import InvalidMemoryInput, MemoryLimitReached, MemoryPluginError, StorageUnavailable
 from ._models import SCHEMA_VERSION, Caller, GroupDocument, GroupKey, MemberKey, Memory, MemoryType, Scope, Source
+from ._extraction import ExtractionScheduler, Utterance, run_extraction
+from ._history import HistoryLog
 from ._prompt import DISABLED, MEMORY_BLOCK_END, MEMORY_BLOCK_START, NOT_IN_GROUP
 from ._recall import memory_block
 from ._settings import Settings
@@ -12,6 +15,13 @@ from ._store import GROUP_OWNER, UserMemoryStore
 from ._tools import forget_memory, list_memory, save_memory, visible_memories
 
 __all__ = [
+    "ExtractionScheduler",
+    "HistoryLog",
+    "Utterance",
+    "history_text",
+    "revert_change",
+    "run_extraction",
+    "stats_text",
     "DISABLED",
     "GROUP_OWNER",
     "MEMORY_BLOCK_END",

@@ -1,0 +1,455 @@
+"""Background extraction: reading a group's recent conversation and turning it into memory operations.
+
+The flow: the adapter feeds every group message to an `ExtractionScheduler`; every N messages, or once the group
+has been quiet for a while, it hands the batch to `run_extraction`, which shows a chat model the batch and the
+speakers' existing memories (with short integer ids), parses the JSON operations it answers with, validates each
+one, and applies the valid ones in one atomic write. Every applied change and every call's cost goes to the
+group's history log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import _operations as ops
+from ._errors import InvalidMemoryInput
+from ._history import CALL, CHANGE, HistoryLog
+from ._lexical import LexicalIndex
+from ._models import GroupKey, Memory, MemoryType, Scope, Source
+from ._settings import Settings
+from ._store import GROUP_OWNER, Owner, UserMemoryStore
+from ._text import clean_content, neutralize_for_prompt
+
+log = logging.getLogger("astrbot_plugin_user_memory")
+
+EXTRACTION_SYSTEM_PROMPT = """你是群聊的长期记忆管理员。根据最新的群聊记录，维护关于群成员和本群的长期记忆。
+
+只记录以后还有用的信息：成员的称呼、身份、职责、技能、偏好、对机器人回复方式的要求、计划，以及整个群的规则和安排。
+不要记录寒暄、临时情绪、玩笑、别人转述的未经确认的信息，也不要记录机器人自己说的话。
+
+输出一个 JSON 对象，不要输出其他内容：
+{"operations": [ ... ]}
+每个操作是以下之一：
+- {"op": "add", "scope": "member", "subject": "U1", "type": "preference|fact|instruction", "content": "...", "importance": 0.0-1.0}
+- {"op": "add", "scope": "group", "type": "fact|instruction", "content": "...", "importance": 0.0-1.0}
+- {"op": "update", "id": 3, "content": "...", "by_request": true|false}
+- {"op": "delete", "id": 3, "by_request": true|false}
+- {"op": "boost", "id": 3}
+- {"op": "skip"}
+规则：
+1. id 必须是【现有记忆】中列出的编号；与现有记忆冲突或是其更新时用 update（如换了称呼），取消或失效时用 delete，不要新增矛盾的记忆。
+2. 再次被提到但没有变化的记忆用 boost。
+3. subject 必须是【最近对话】中发过言的成员编号（U1、U2……）。
+4. content 是一句简洁的陈述句，使用对话所用的语言，写明是谁（例如“希望被称呼为王总”）。
+5. 当成员本人在对话中明确要求更改或删除关于自己的某条记忆时，by_request 为 true。
+6. 没有值得记录的内容时输出 {"operations": []}。"""
+
+EXTRACTION_PROMPT = """【现有记忆】
+{memories}
+
+【最近对话】
+{conversation}
+
+请输出 JSON。"""
+
+VALID_OPS = ("add", "update", "delete", "boost", "skip")
+MAX_SHOWN_MEMORIES = 40
+BOOST_STEP = 0.1
+
+
+@dataclass(frozen=True)
+class Utterance:
+    user_id: str
+    name: str
+    text: str
+    at: float
+
+
+@dataclass(frozen=True)
+class Shown:
+    """A memory shown to the extraction model under a short integer id."""
+
+    number: int
+    scope: Scope
+    owner: Owner
+    memory: Memory
+
+
+@dataclass(frozen=True)
+class Operation:
+    op: str
+    scope: Scope
+    owner: Owner
+    target: Shown | None = None
+    memory_type: MemoryType | None = None
+    content: str | None = None
+    importance: float | None = None
+
+
+@dataclass
+class ExtractionReport:
+    applied: list[Operation] = field(default_factory=list)
+    rejected: list[tuple[Any, str]] = field(default_factory=list)
+    parse_error: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+# The model call, supplied by the adapter: (system prompt, prompt) -> (reply text, input tokens, output tokens).
+Generate = Callable[[str, str], Awaitable[tuple[str, int, int]]]
+
+
+def speaker_labels(utterances: Sequence[Utterance]) -> dict[str, str]:
+    """U1, U2, ... in order of first message: the only way the model can name a subject."""
+    labels: dict[str, str] = {}
+    for u in utterances:
+        labels.setdefault(u.user_id, f"U{len(labels) + 1}")
+    return labels
+
+
+def build_prompt(utterances: Sequence[Utterance], shown: Sequence[Shown]) -> str:
+    labels = speaker_labels(utterances)
+    names = {u.user_id: neutralize_for_prompt(u.name)[:24] for u in utterances}
+    reverse = {user_id: label for user_id, label in labels.items()}
+    memory_lines = []
+    for s in shown:
+        whose = "本群公共" if s.scope is Scope.GROUP else f"{reverse.get(s.owner, '?')} {names.get(s.owner, '')}".strip()
+        memory_lines.append(
+            f"[{s.number}] ({whose}，{s.memory.type.value}) {neutralize_for_prompt(s.memory.content)}"
+        )
+    conversation = [f"{labels[u.user_id]} {names[u.user_id]}: {neutralize_for_prompt(u.text)}" for u in utterances]
+    return EXTRACTION_PROMPT.format(memories="\n".join(memory_lines) or "（无）", conversation="\n".join(conversation))
+
+
+def select_shown(
+    utterances: Sequence[Utterance], member_memories: dict[str, list[Memory]], group_memories: list[Memory]
+) -> list[Shown]:
+    """The speakers' and the group's memories most relevant to the batch, numbered from 1."""
+    pool: list[tuple[Scope, Owner, Memory]] = [(Scope.GROUP, GROUP_OWNER, m) for m in group_memories]
+    for user_id in speaker_labels(utterances):
+        pool.extend((Scope.MEMBER, user_id, m) for m in member_memories.get(user_id, []))
+    if len(pool) > MAX_SHOWN_MEMORIES:
+        index = LexicalIndex()
+        for i, (_, _, m) in enumerate(pool):
+            index.add(str(i), m.content)
+        scores = index.score(" ".join(u.text for u in utterances))
+        ranked = sorted(range(len(pool)), key=lambda i: (-scores.get(str(i), 0.0), -pool[i][2].updated_at))
+        pool = [pool[i] for i in sorted(ranked[:MAX_SHOWN_MEMORIES])]
+    return [Shown(n, scope, owner, m) for n, (scope, owner, m) in enumerate(pool, 1)]
+
+
+def parse_operations(text: str) -> list[Any]:
+    """The operations list from a model reply, tolerating code fences and prose around one JSON value.
+
+    Raises ValueError when there is no complete JSON value: a truncated reply is skipped whole, never applied in
+    part.
+    """
+    body = re.sub(r"```(?:json)?", "", text or "", flags=re.IGNORECASE).rstrip()
+    decoder = json.JSONDecoder()
+    for match in re.finditer(r"[\[{]", body):
+        try:
+            value, _ = decoder.raw_decode(body, match.start())
+        except json.JSONDecodeError as exc:
+            if _runs_off_the_end(body, match.start()):  # cut off: its inner parts must not be used
+                raise ValueError("the JSON in the reply is truncated") from exc
+            continue
+        if isinstance(value, dict) and isinstance(value.get("operations"), list):
+            return value["operations"]
+        if isinstance(value, list):
+            return value
+        if isinstance(value, dict) and "op" in value:
+            return [value]
+    raise ValueError("no complete JSON operations in the reply")
+
+
+def _runs_off_the_end(text: str, start: int) -> bool:
+    """Whether the bracket opened at `start` is still open (or a string still unterminated) at the end of text."""
+    depth = 0
+    in_string = escaped = False
+    for ch in text[start:]:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+        elif ch in "]}":
+            depth -= 1
+            if depth == 0:
+                return False
+    return True
+
+
+def validate(
+    raw_ops: Sequence[Any], utterances: Sequence[Utterance], shown: Sequence[Shown], settings: Settings
+) -> tuple[list[Operation], list[tuple[Any, str]]]:
+    """Turn raw operations into valid ones; everything else is rejected with a reason and has no effect."""
+    labels = speaker_labels(utterances)
+    by_label = {label: user_id for user_id, label in labels.items()}
+    by_number = {s.number: s for s in shown}
+    valid: list[Operation] = []
+    rejected: list[tuple[Any, str]] = []
+    touched: set[str] = set()
+    for raw in raw_ops:
+        try:
+            operation = _validate_one(raw, by_label, by_number, settings)
+        except InvalidMemoryInput as exc:
+            rejected.append((raw, str(exc)))
+            continue
+        if operation is None:
+            continue
+        if operation.target is not None:
+            if operation.target.memory.id in touched:
+                rejected.append((raw, "same memory changed twice in one batch"))
+                continue
+            touched.add(operation.target.memory.id)
+        if len(valid) >= settings.extraction_max_operations:
+            rejected.append((raw, f"more than {settings.extraction_max_operations} operations in one batch"))
+            continue
+        valid.append(operation)
+    return valid, rejected
+
+
+def _validate_one(
+    raw: Any, by_label: dict[str, str], by_number: dict[int, Shown], settings: Settings
+) -> Operation | None:
+    if not isinstance(raw, dict):
+        raise InvalidMemoryInput("operation is not an object")
+    op = str(raw.get("op", "")).strip().lower()
+    if op not in VALID_OPS:
+        raise InvalidMemoryInput(f"unknown op {raw.get('op')!r}")
+    if op == "skip":
+        return None
+    if op == "add":
+        scope_text = str(raw.get("scope", "member")).strip().lower()
+        if scope_text == Scope.GLOBAL.value:
+            raise InvalidMemoryInput("global memories are only created by the member's own explicit request")
+        if scope_text not in (Scope.MEMBER.value, Scope.GROUP.value):
+            raise InvalidMemoryInput(f"unknown scope {raw.get('scope')!r}")
+        scope = Scope(scope_text)
+        owner: Owner = GROUP_OWNER
+        if scope is Scope.MEMBER:
+            subject = str(raw.get("subject", "")).strip().upper()
+            if subject not in by_label:
+                raise InvalidMemoryInput(f"subject {raw.get('subject')!r} did not speak in this batch")
+            owner = by_label[subject]
+        elif settings.group_memory_max == 0:
+            raise InvalidMemoryInput("group memories are disabled")
+        return Operation(
+            "add", scope, owner, memory_type=ops.parse_memory_type(raw.get("type")),
+            content=ops.parse_content(raw.get("content"), settings.memory_max_content_length),
+            importance=_importance(raw.get("importance")),
+        )
+    number = raw.get("id")
+    if isinstance(number, str) and number.strip().lstrip("[").rstrip("]").isdigit():
+        number = int(number.strip().strip("[]"))
+    if isinstance(number, bool) or not isinstance(number, int) or number not in by_number:
+        raise InvalidMemoryInput(f"id {raw.get('id')!r} was not shown")
+    target = by_number[number]
+    if op in ("update", "delete") and target.memory.source is Source.EXPLICIT:
+        requester = target.owner if target.scope is Scope.MEMBER else target.memory.added_by
+        if raw.get("by_request") is not True or requester not in by_label.values():
+            raise InvalidMemoryInput("memory saved at the member's request; only that member's own request changes it")
+    if op == "update":
+        content = ops.parse_content(raw.get("content"), settings.memory_max_content_length)
+        memory_type = ops.parse_memory_type(raw["type"]) if raw.get("type") else target.memory.type
+        return Operation("update", target.scope, target.owner, target, memory_type, content,
+                         _importance(raw.get("importance")))
+    return Operation(op, target.scope, target.owner, target)
+
+
+def _importance(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return min(1.0, max(0.0, float(value)))
+
+
+def apply(
+    lists: dict[Owner, list[Memory]], operations: Sequence[Operation], settings: Settings, now: float
+) -> tuple[dict[Owner, list[Memory]], list[Operation], list[tuple[Operation, str]], list[dict[str, Any]]]:
+    """Apply validated operations to the owners' lists. Returns (new lists, applied, rejected, history entries).
+
+    An operation whose target changed since it was shown, or that would exceed a limit, is rejected alone.
+    """
+    applied: list[Operation] = []
+    rejected: list[tuple[Operation, str]] = []
+    history: list[dict[str, Any]] = []
+    for operation in operations:
+        memories = lists.setdefault(operation.owner, [])
+        old: Memory | None = None
+        new: Memory | None = None
+        if operation.target is not None:
+            current = next((m for m in memories if m.id == operation.target.memory.id), None)
+            if current is None or current.updated_at != operation.target.memory.updated_at:
+                rejected.append((operation, "memory changed since it was shown"))
+                continue
+            old = current
+        if operation.op == "add":
+            limit = settings.group_memory_max if operation.scope is Scope.GROUP else settings.memory_max_per_user
+            try:
+                memories, outcome = ops.save(
+                    memories, memory_type=operation.memory_type, content=operation.content, now=now,
+                    max_count=limit, max_length=settings.memory_max_content_length, source=Source.EXTRACTION,
+                    importance=operation.importance, added_by="extraction" if operation.scope is Scope.GROUP else None,
+                )
+            except InvalidMemoryInput as exc:
+                rejected.append((operation, str(exc)))
+                continue
+            if outcome.previous is not None and outcome.previous.source is Source.EXPLICIT:
+                rejected.append((operation, "would overwrite a memory the member saved"))
+                continue
+            old, new = outcome.previous, outcome.memory
+        elif operation.op == "update":
+            assert old is not None
+            changes: dict[str, Any] = {"content": operation.content, "type": operation.memory_type, "updated_at": now}
+            if operation.importance is not None:
+                changes["importance"] = operation.importance
+            new = old.model_copy(update=changes)
+            memories = [new if m.id == old.id else m for m in memories]
+        elif operation.op == "delete":
+            memories = [m for m in memories if m.id != old.id]
+        else:  # boost
+            assert old is not None
+            new = old.model_copy(update={"importance": min(1.0, old.importance + BOOST_STEP), "updated_at": now})
+            memories = [new if m.id == old.id else m for m in memories]
+        lists[operation.owner] = memories
+        applied.append(operation)
+        history.append({
+            "kind": CHANGE, "at": now, "op": operation.op, "scope": operation.scope.value, "owner": operation.owner,
+            "memory_id": (new or old).id, "old": old.model_dump(mode="json") if old else None,
+            "new": new.model_dump(mode="json") if new else None, "source": Source.EXTRACTION.value,
+        })
+    return lists, applied, rejected, history
+
+
+async def run_extraction(
+    store: UserMemoryStore,
+    history: HistoryLog,
+    key: GroupKey,
+    utterances: Sequence[Utterance],
+    generate: Generate,
+    settings: Settings,
+    clock: Callable[[], float] = time.time,
+) -> ExtractionReport:
+    """One extraction call over a batch of messages, applied atomically. Never raises for the model's output."""
+    report = ExtractionReport()
+    if not utterances:
+        return report
+    doc = await store.document(key)
+    speakers = list(speaker_labels(utterances))
+    member_memories = {u: list(doc.users[u].memories) for u in speakers if u in doc.users}
+    shown = select_shown(utterances, member_memories, list(doc.group_memories))
+    reply, report.input_tokens, report.output_tokens = await generate(EXTRACTION_SYSTEM_PROMPT, build_prompt(utterances, shown))
+    try:
+        raw_ops = parse_operations(reply)
+    except ValueError as exc:
+        report.parse_error = str(exc)
+        log.warning("extraction reply for %s skipped: %s; reply starts %r", key, exc, (reply or "")[:200])
+        raw_ops = []
+    valid, report.rejected = validate(raw_ops, utterances, shown, settings)
+    if valid:
+        owners: list[Owner] = list(dict.fromkeys(op.owner for op in valid))
+        entries: list[dict[str, Any]] = []
+
+        def change(lists: dict[Owner, list[Memory]]):
+            new_lists, applied, rejected, history_entries = apply(lists, valid, settings, clock())
+            entries.extend(history_entries)
+            return new_lists, (applied, rejected)
+
+        report.applied, late_rejections = await store.change_many(key, owners, change)
+        report.rejected.extend(late_rejections)
+        await history.append(key, entries)
+    await history.append(key, [{
+        "kind": CALL, "at": clock(), "messages": len(utterances), "input_tokens": report.input_tokens,
+        "output_tokens": report.output_tokens, "applied": len(report.applied), "rejected": len(report.rejected),
+        "parse_error": report.parse_error,
+    }])
+    for raw, reason in report.rejected:
+        log.info("extraction for %s rejected %s: %s", key, raw, reason)
+    return report
+
+
+class ExtractionScheduler:
+    """Buffers each group's messages and starts one background extraction per group at a time: after every
+    `every_n` messages, or once the group has been quiet for `quiet_seconds` with messages pending."""
+
+    def __init__(
+        self,
+        run: Callable[[GroupKey, list[Utterance], str], Awaitable[None]],
+        *,
+        every_n: int,
+        quiet_seconds: float,
+        buffer_size: int,
+    ) -> None:
+        self._run = run
+        self._every_n = every_n
+        self._quiet_seconds = quiet_seconds
+        self._buffer_size = buffer_size
+        self._pending: dict[GroupKey, deque[Utterance]] = {}
+        self._origin: dict[GroupKey, str] = {}
+        self._timers: dict[GroupKey, asyncio.TimerHandle] = {}
+        self._running: dict[GroupKey, asyncio.Task[None]] = {}
+
+    def observe(self, key: GroupKey, utterance: Utterance, origin: str) -> None:
+        """Record one group message. Cheap and synchronous: the work happens in a background task."""
+        if not clean_content(utterance.text):
+            return
+        pending = self._pending.setdefault(key, deque(maxlen=self._buffer_size))
+        pending.append(utterance)
+        self._origin[key] = origin
+        timer = self._timers.pop(key, None)
+        if timer is not None:
+            timer.cancel()
+        if len(pending) >= self._every_n:
+            self._start(key)
+        else:
+            self._timers[key] = asyncio.get_running_loop().call_later(self._quiet_seconds, self._start, key)
+
+    def pending(self, key: GroupKey) -> int:
+        return len(self._pending.get(key, ()))
+
+    def _start(self, key: GroupKey) -> None:
+        self._timers.pop(key, None)
+        if key in self._running or not self._pending.get(key):
+            return  # the running extraction picks up the rest when it finishes
+        batch = list(self._pending.pop(key))
+        self._running[key] = asyncio.create_task(self._guarded(key, batch), name=f"memory-extraction:{key}")
+
+    async def _guarded(self, key: GroupKey, batch: list[Utterance]) -> None:
+        try:
+            await self._run(key, batch, self._origin.get(key, ""))
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("background extraction for %s failed", key)
+        finally:
+            self._running.pop(key, None)
+        if len(self._pending.get(key, ())) >= self._every_n:
+            self._start(key)
+
+    async def drain(self) -> None:
+        """Wait for running extractions (tests and shutdown)."""
+        while self._running:
+            await asyncio.gather(*self._running.values(), return_exceptions=True)
+
+    async def close(self) -> None:
+        for timer in self._timers.values():
+            timer.cancel()
+        self._timers.clear()
+        for task in self._running.values():
+            task.cancel()
+        await asyncio.gather(*self._running.values(), return_exceptions=True)
+        self._running.clear()

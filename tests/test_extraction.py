@@ -1,0 +1,313 @@
+"""Background extraction against a scripted model: the design's example, validation, protection, history."""
+
+import asyncio
+import json
+import re
+
+import pytest
+
+from conftest import make_event
+from memory import GroupKey, HistoryLog, MemoryType, Settings, Source, UserMemoryStore, Utterance, run_extraction
+from memory._admin import history_text, revert_change, stats_text
+from memory._extraction import ExtractionScheduler, parse_operations
+from memory._operations import save
+
+G = GroupKey("lark", "oc_group1")
+OTHER = GroupKey("lark", "oc_group2")
+SETTINGS = Settings(enable_background_extraction=True)
+
+
+def said(user, text, name=None):
+    return Utterance(user, name or user, text, 0.0)
+
+
+def numbers_in(prompt: str) -> dict[str, int]:
+    """What a model reading the prompt sees: content -> the short integer id shown for it."""
+    return {m.group(2): int(m.group(1)) for m in re.finditer(r"^\[(\d+)\] \([^)]*\) (.+)$", prompt, re.M)}
+
+
+def scripted(reply):
+    """A model that answers with `reply(prompt)` and reports token usage; records its prompts."""
+    prompts = []
+
+    async def generate(system_prompt, prompt):
+        prompts.append((system_prompt, prompt))
+        text = reply(prompt)
+        return (text if isinstance(text, str) else json.dumps(text, ensure_ascii=False)), len(prompt), 20
+
+    generate.prompts = prompts
+    return generate
+
+
+async def seed(store, owner, content, memory_type="fact", source=Source.EXTRACTION, key=G):
+    def change(memories):
+        return save(memories, memory_type=memory_type, content=content, now=1.0, max_count=20, max_length=200,
+                    source=source)
+
+    return (await store.change(key, owner, change)).memory
+
+
+@pytest.fixture
+def store(tmp_path):
+    return UserMemoryStore(tmp_path)
+
+
+@pytest.fixture
+def history(tmp_path):
+    return HistoryLog(tmp_path)
+
+
+async def test_design_example_updates_nickname_and_drops_hiking(store, history):
+    await seed(store, "ou_a", "用户 A 的昵称是小王", "preference", Source.EXPLICIT)
+    await seed(store, "ou_a", "用户 A 计划下周去爬山", "fact", Source.EXPLICIT)
+
+    def model(prompt):
+        ids = numbers_in(prompt)
+        return {"operations": [
+            {"op": "update", "id": ids["用户 A 的昵称是小王"], "content": "用户 A 希望被称为王总", "by_request": True},
+            {"op": "delete", "id": ids["用户 A 计划下周去爬山"], "by_request": True},
+        ]}
+
+    generate = scripted(model)
+    report = await run_extraction(store, history, G, [said("ou_a", "别再叫我小王了，叫我王总。另外，我下周不去爬山了。")],
+                                  generate, SETTINGS)
+    assert len(report.applied) == 2 and report.rejected == []
+    memories = await store.memories(G, "ou_a")
+    assert [(m.content, m.type) for m in memories] == [("用户 A 希望被称为王总", MemoryType.PREFERENCE)]
+    system_prompt, prompt = generate.prompts[0]
+    assert "U1 ou_a: 别再叫我小王了" in prompt and '"operations"' in system_prompt
+
+    changes = await history.changes(G)
+    assert [(c["op"], c["old"]["content"], c["new"] and c["new"]["content"]) for c in changes] == [
+        ("update", "用户 A 的昵称是小王", "用户 A 希望被称为王总"), ("delete", "用户 A 计划下周去爬山", None)]
+    assert "#1" in await history_text(history, G) and "→" in await history_text(history, G)
+
+
+async def test_adds_member_and_group_memories_in_the_conversation_language(store, history):
+    generate = scripted(lambda prompt: {"operations": [
+        {"op": "add", "scope": "member", "subject": "U2", "type": "fact", "content": "负责支付服务的后端", "importance": 0.8},
+        {"op": "add", "scope": "group", "type": "fact", "content": "项目 A 下周三上线"},
+        {"op": "skip"},
+    ]})
+    batch = [said("ou_a", "项目 A 下周三上线，大家注意"), said("ou_b", "我来负责支付服务的后端")]
+    report = await run_extraction(store, history, G, batch, generate, SETTINGS)
+    assert len(report.applied) == 2
+    (b,) = await store.memories(G, "ou_b")
+    assert (b.content, b.source, b.importance) == ("负责支付服务的后端", Source.EXTRACTION, 0.8)
+    doc = await store.document(G)
+    assert [m.content for m in doc.group_memories] == ["项目 A 下周三上线"]
+    assert await store.memories(G, "ou_a") == []
+
+
+@pytest.mark.parametrize(
+    "bad_op",
+    [
+        {"op": "update", "id": 99, "content": "编造的 id"},
+        {"op": "delete", "id": "5f2c9a1e-0000-4000-8000-000000000000"},
+        {"op": "delete", "id": True},
+        {"op": "add", "scope": "member", "subject": "U7", "type": "fact", "content": "没说话的人"},
+        {"op": "add", "scope": "member", "subject": "ou_c", "type": "fact", "content": "用原始 id 指代"},
+        {"op": "add", "scope": "global", "subject": "U1", "type": "instruction", "content": "全局"},
+        {"op": "add", "scope": "member", "subject": "U1", "type": "hobby", "content": "坏类型"},
+        {"op": "add", "scope": "member", "subject": "U1", "type": "fact", "content": ""},
+        {"op": "add", "scope": "member", "subject": "U1", "type": "fact", "content": "长" * 500},
+        {"op": "explode"},
+        "not an object",
+    ],
+)
+async def test_invalid_operations_are_rejected_without_side_effects(store, history, tmp_path, bad_op):
+    await seed(store, "ou_a", "喜欢猫")
+    victim = await seed(store, "ou_v", "别的群的记忆", key=OTHER)
+    before = {p.name: p.read_bytes() for p in tmp_path.rglob("*.json")}
+    report = await run_extraction(store, history, G, [said("ou_a", "随便聊聊")], scripted(lambda p: {"operations": [bad_op]}),
+                                  SETTINGS)
+    assert report.applied == [] and len(report.rejected) == 1
+    assert {p.name: p.read_bytes() for p in tmp_path.rglob("*.json")} == before
+    assert (await store.memories(OTHER, "ou_v")) == [victim]
+
+
+async def test_other_groups_memories_are_never_shown(store, history):
+    await seed(store, "ou_a", "群二里的秘密", key=OTHER)
+    generate = scripted(lambda prompt: {"operations": []})
+    await run_extraction(store, history, G, [said("ou_a", "你好")], generate, SETTINGS)
+    assert "群二里的秘密" not in generate.prompts[0][1]
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "```json\n{\"operations\": [{\"op\": \"add\", \"scope\": \"member\", \"subject\": \"U1\", \"type\": \"fact\", \"content\": \"是设计师\"}]}\n```",
+        "好的，分析如下：\n{\"operations\": [{\"op\": \"add\", \"scope\": \"member\", \"subject\": \"U1\", \"type\": \"fact\", \"content\": \"是设计师\"}]}\n以上。",
+        "[{\"op\": \"add\", \"scope\": \"member\", \"subject\": \"u1\", \"type\": \"fact\", \"content\": \"是设计师\"}]",
+    ],
+)
+async def test_fences_and_prose_are_tolerated(store, history, reply):
+    report = await run_extraction(store, history, G, [said("ou_a", "我是设计师")], scripted(lambda p: reply), SETTINGS)
+    assert len(report.applied) == 1 and report.parse_error is None
+    assert [m.content for m in await store.memories(G, "ou_a")] == ["是设计师"]
+
+
+@pytest.mark.parametrize("reply", [
+    '{"operations": [{"op": "add", "scope": "member", "subject": "U1", "type": "fact", "content": "是设计师"}, {"op": "del',
+    "", "我觉得没什么要记的。", "null", '{"ops": 3}',
+])
+async def test_malformed_output_is_skipped_whole(store, history, reply):
+    report = await run_extraction(store, history, G, [said("ou_a", "我是设计师")], scripted(lambda p: reply), SETTINGS)
+    assert report.applied == [] and report.parse_error
+    assert await store.memories(G, "ou_a") == []
+    assert (await history.stats(G)).calls == 1
+
+
+async def test_explicit_memories_are_protected_unless_the_member_asked(store, history):
+    mine = await seed(store, "ou_a", "希望被称呼为「小王」", "preference", Source.EXPLICIT)
+
+    def change_it(by_request):
+        return scripted(lambda prompt: {"operations": [
+            {"op": "update", "id": numbers_in(prompt)["希望被称呼为「小王」"], "content": "希望被称呼为「大王」",
+             "by_request": by_request}]})
+
+    # Not marked as the member's request: protected.
+    report = await run_extraction(store, history, G, [said("ou_a", "大家好")], change_it(False), SETTINGS)
+    assert report.applied == [] and "request" in report.rejected[0][1]
+    # Someone else speaks: the member's memories are not even shown, so no id can reach them.
+    blind = scripted(lambda prompt: {"operations": [{"op": "delete", "id": 1, "by_request": True}]})
+    report = await run_extraction(store, history, G, [said("ou_b", "叫他大王吧")], blind, SETTINGS)
+    assert report.applied == [] and "not shown" in report.rejected[0][1]
+    # An add that would overwrite the explicit nickname through the same-slot rule: protected.
+    sneaky = scripted(lambda prompt: {"operations": [
+        {"op": "add", "scope": "member", "subject": "U1", "type": "preference", "content": "希望被称呼为「大王」"}]})
+    report = await run_extraction(store, history, G, [said("ou_a", "嗯")], sneaky, SETTINGS)
+    assert report.applied == []
+    assert await store.memories(G, "ou_a") == [mine]
+    # The member's own request in the batch: allowed.
+    report = await run_extraction(store, history, G, [said("ou_a", "以后叫我大王")], change_it(True), SETTINGS)
+    assert len(report.applied) == 1
+    assert [m.content for m in await store.memories(G, "ou_a")] == ["希望被称呼为「大王」"]
+
+
+async def test_explicit_group_memory_needs_its_adder(store, history):
+    rule = (await store.change(G, None, lambda m: save(m, memory_type="fact", content="群规禁止发广告", now=1.0,
+                                                          max_count=50, max_length=200, added_by="ou_admin"))).memory
+    drop = scripted(lambda prompt: {"operations": [
+        {"op": "delete", "id": numbers_in(prompt)["群规禁止发广告"], "by_request": True}]})
+    report = await run_extraction(store, history, G, [said("ou_b", "群规过时了吧")], drop, SETTINGS)
+    assert report.applied == [] and (await store.document(G)).group_memories == [rule]
+    report = await run_extraction(store, history, G, [said("ou_admin", "删掉那条群规")], drop, SETTINGS)
+    assert len(report.applied) == 1 and (await store.document(G)).group_memories == []
+
+
+async def test_operation_cap(store, history):
+    settings = Settings(enable_background_extraction=True, extraction_max_operations=2)
+    ops = [{"op": "add", "scope": "member", "subject": "U1", "type": "fact", "content": f"事实 {i}"} for i in range(5)]
+    report = await run_extraction(store, history, G, [said("ou_a", "很多事实")], scripted(lambda p: {"operations": ops}),
+                                  settings)
+    assert len(report.applied) == 2 and len(report.rejected) == 3
+    assert len(await store.memories(G, "ou_a")) == 2
+
+
+async def test_boost_and_stats(store, history):
+    await seed(store, "ou_a", "喜欢猫")
+    generate = scripted(lambda prompt: {"operations": [{"op": "boost", "id": numbers_in(prompt)["喜欢猫"]}]})
+    await run_extraction(store, history, G, [said("ou_a", "我家猫又胖了")], generate, SETTINGS)
+    (cat,) = await store.memories(G, "ou_a")
+    assert cat.importance == pytest.approx(0.6) and cat.updated_at > 1.0
+    stats = await history.stats(G)
+    assert stats.calls == 1 and stats.applied == 1 and stats.output_tokens == 20 and stats.input_tokens > 0
+    assert "调用 1 次" in await stats_text(history, G, pending=0)
+
+
+async def test_revert_undoes_an_update_a_delete_and_an_add(store, history):
+    await seed(store, "ou_a", "住在杭州")
+    await seed(store, "ou_a", "喜欢猫")
+
+    def model(prompt):
+        ids = numbers_in(prompt)
+        return {"operations": [
+            {"op": "update", "id": ids["住在杭州"], "content": "住在上海"},
+            {"op": "delete", "id": ids["喜欢猫"]},
+            {"op": "add", "scope": "member", "subject": "U1", "type": "fact", "content": "会弹吉他"},
+        ]}
+
+    await run_extraction(store, history, G, [said("ou_a", "搬到上海了")], scripted(model), SETTINGS)
+    assert sorted(m.content for m in await store.memories(G, "ou_a")) == ["会弹吉他", "住在上海"]
+    for number in (1, 2, 3):
+        assert "已撤销" in await revert_change(store, history, G, number)
+    assert sorted(m.content for m in await store.memories(G, "ou_a")) == ["住在杭州", "喜欢猫"]
+    assert "没有编号" in await revert_change(store, history, G, 42)
+
+
+def test_parse_operations_shapes():
+    assert parse_operations('{"operations": []}') == []
+    assert parse_operations('{"op": "skip"}') == [{"op": "skip"}]
+    with pytest.raises(ValueError):
+        parse_operations('[{"op": "add"')
+
+
+async def test_scheduler_batches_every_n_and_after_quiet():
+    batches = []
+    done = asyncio.Event()
+
+    async def run(key, batch, origin):
+        batches.append((key, [u.text for u in batch], origin))
+        done.set()
+
+    scheduler = ExtractionScheduler(run, every_n=3, quiet_seconds=0.05, buffer_size=10)
+    for i in range(3):
+        scheduler.observe(G, said("ou_a", f"m{i}"), "umo")
+    await scheduler.drain()
+    assert batches == [(G, ["m0", "m1", "m2"], "umo")]
+    scheduler.observe(G, said("ou_a", "quiet one"), "umo")
+    done.clear()
+    await asyncio.wait_for(done.wait(), 2)
+    await scheduler.drain()
+    assert batches[-1][1] == ["quiet one"]
+    await scheduler.close()
+
+
+async def test_scheduler_survives_a_failing_run():
+    calls = 0
+
+    async def run(key, batch, origin):
+        nonlocal calls
+        calls += 1
+        raise RuntimeError("provider down")
+
+    scheduler = ExtractionScheduler(run, every_n=1, quiet_seconds=60, buffer_size=5)
+    scheduler.observe(G, said("ou_a", "x"), "umo")
+    await scheduler.drain()
+    scheduler.observe(G, said("ou_a", "y"), "umo")
+    await scheduler.drain()
+    assert calls == 2
+    await scheduler.close()
+
+
+# --- through the plugin: the GROUP_MESSAGE handler feeds extraction, off the reply path -----------------------
+
+
+async def test_plugin_buffers_group_messages_and_extracts_in_background(make_plugin):
+    plugin = make_plugin(enable_background_extraction=True, extraction_every_n_messages=3)
+    calls = []
+
+    async def fake_generate(origin, system_prompt, prompt):
+        calls.append(prompt)
+        return json.dumps({"operations": [
+            {"op": "add", "scope": "member", "subject": "U1", "type": "preference", "content": "喜欢简洁的回复"}]}), 100, 10
+
+    plugin._generate = fake_generate
+    await plugin.observe_group_message(make_event("我喜欢简洁一点的回复", user="ou_a"))
+    await plugin.observe_group_message(make_event("/memory list", user="ou_a"))  # commands are not conversation
+    bot = make_event("我是机器人", user="bot")  # the bot's own message (self_id is "bot")
+    await plugin.observe_group_message(bot)
+    await plugin.observe_group_message(make_event("收到", user="ou_b"))
+    assert calls == []
+    await plugin.observe_group_message(make_event("好的", user="ou_c"))
+    await plugin.extraction.drain()
+    assert len(calls) == 1 and "/memory" not in calls[0] and "我是机器人" not in calls[0]
+    assert [m.content for m in await plugin.store.memories(G, "ou_a")] == ["喜欢简洁的回复"]
+    await plugin.terminate()
+
+
+async def test_extraction_is_off_by_default(make_plugin):
+    plugin = make_plugin()
+    assert plugin.extraction is None
+    await plugin.observe_group_message(make_event("记住我喜欢猫"))

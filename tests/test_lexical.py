@@ -1,0 +1,325 @@
+"""Unit tests for memory/_lexical.py (the built-in, dependency-free lexical scorer)."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+ROOT = Path(__file__).resolve().parents[1]
+LEXICAL_PATH = ROOT / "memory" / "_lexical.py"
+
+
+def _load():
+    # Loaded by path: the module must work on its own, without the plugin package (or AstrBot) importing.
+    spec = importlib.util.spec_from_file_location("_lexical_under_test", LEXICAL_PATH)
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+lexical = _load()
+LexicalIndex = lexical.LexicalIndex
+tokenize = lexical.tokenize
+
+
+# ------------------------------------------------------------------ tokenisation
+def test_chinese_unigrams_and_bigrams():
+    toks = tokenize("希望被称呼为「老王」")
+    assert "称呼" in toks and "老王" in toks
+    assert "称" in toks and "呼" in toks and "老" in toks
+    assert "「" not in "".join(toks) and "」" not in "".join(toks)
+    # function characters are not unigrams, but still form bigrams with content characters
+    assert "被" not in toks and "为" not in toks
+    assert "被称" in toks
+
+
+def test_chinese_stop_pairs_dropped():
+    toks = tokenize("我们的这个什么")
+    assert toks == []
+    assert tokenize("的了是") == []
+
+
+def test_english_words_stemming_and_stopwords():
+    toks = tokenize("She prefers concise answers and is running the tests")
+    assert "she" not in toks and "the" not in toks and "and" not in toks
+    assert tokenize("answers") == tokenize("answer")
+    assert tokenize("running") == tokenize("run") == tokenize("runs") == tokenize("ran")
+    assert tokenize("studies") == tokenize("studied") == tokenize("study")
+    assert tokenize("making") == tokenize("makes") == tokenize("made") == tokenize("make")
+    assert tokenize("went") == tokenize("go")
+    assert tokenize("Prefers") == tokenize("prefer")
+
+
+def test_word_bigrams_optional_and_stop_at_punctuation():
+    assert not any(" " in t for t in tokenize("support group meeting"))
+    toks = tokenize("support group, meeting notes", word_bigrams=True)
+    assert "support group" in toks
+    assert "meet not" in toks  # "meeting notes", stemmed
+    assert not any(t.startswith("group ") for t in toks)  # the comma ends the phrase
+    # stopwords in between do not break a phrase, CJK text does
+    assert "go lgbtq" in tokenize("went to the LGBTQ group", word_bigrams=True)
+    assert "web server" not in tokenize("web 和 server", word_bigrams=True)
+
+
+def test_mixed_script_and_numbers():
+    toks = tokenize("用Python3写后端，端口8080")
+    assert "python3" in toks and "8080" in toks
+    assert "后端" in toks and "端口" in toks
+    assert "用" in toks
+
+
+def test_nfkc_and_casefold():
+    assert tokenize("ＰＹＴＨＯＮ") == tokenize("python")
+    assert tokenize("Straße") == tokenize("STRASSE")
+    assert tokenize("１２３") == ["123"]
+    # full-width punctuation is dropped
+    assert tokenize("！？。，、；：") == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["", "   ", "\u200b\u200d", "😀🎉👍", "!!!???", "\x00\x01", "a", "I", "🇨🇳", "\ufeff", "é", "ヽ(・∀・)ﾉ"],
+)
+def test_edge_inputs_do_not_crash(text):
+    toks = tokenize(text)
+    assert isinstance(toks, list)
+    assert all(isinstance(t, str) and t and not t.isspace() for t in toks)
+
+
+def test_other_scripts():
+    assert "日本語" not in tokenize("日本語を勉強")  # kana/kanji runs are n-grammed
+    assert "日本" in tokenize("日本語を勉強")
+    assert "한국" in tokenize("한국어")
+    assert "привет" in tokenize("Привет мир")
+    assert "𠀀" in tokenize("𠀀")  # CJK extension B
+
+
+# ------------------------------------------------------------------ scoring basics
+MEMS = {
+    "nick": "希望被称呼为「老王」",
+    "role": "是这个项目的后端负责人",
+    "lang": "回复我时用英文",
+    "concise": "Prefers concise answers",
+    "pay": "负责支付服务的后端开发",
+    "fish": "周末喜欢去水库钓鱼",
+    "cat": "家里养了一只橘猫",
+}
+
+
+def _index(docs=MEMS, **kw):
+    ix = LexicalIndex(**kw)
+    for k, v in docs.items():
+        ix.add(k, v)
+    return ix
+
+
+def test_relevant_beats_irrelevant_chinese_paraphrase():
+    ix = _index()
+    s = ix.score("我该怎么称呼你")
+    assert max(s, key=s.get) == "nick"
+    assert ix.top("你回复的时候用什么语言", 1)[0][0] == "lang"
+    assert ix.top("支付这块谁负责", 1)[0][0] == "pay"
+    assert ix.top("周末钓鱼去不去", 1)[0][0] == "fish"
+
+
+def test_english_query():
+    ix = _index()
+    assert ix.top("please keep your answer concise", 1)[0][0] == "concise"
+
+
+def test_only_matching_docs_are_scored():
+    ix = _index()
+    s = ix.score("橘猫")
+    assert set(s) == {"cat"}
+    assert all(v > 0 for v in s.values())
+
+
+def test_empty_query_and_empty_index():
+    ix = _index()
+    assert ix.score("") == {}
+    assert ix.score("的了吗？！") == {}
+    assert ix.top("", 5) == []
+    assert ix.top("老王", 0) == []
+    empty = LexicalIndex()
+    assert len(empty) == 0
+    assert empty.score("老王") == {}
+    assert empty.top("老王", 3, normalized=True) == []
+
+
+def test_empty_document():
+    ix = LexicalIndex()
+    ix.add("e", "")
+    ix.add("p", "！！！")
+    ix.add("x", "老王")
+    assert len(ix) == 3
+    assert set(ix.score("老王")) == {"x"}
+    assert ix.remove("e") and ix.remove("p")
+    assert set(ix.score("老王")) == {"x"}
+
+
+def test_candidate_subset():
+    ix = _index()
+    full = ix.score("后端负责人")
+    assert {"role", "pay"} <= set(full)
+    sub = ix.score("后端负责人", ["pay", "cat", "missing"])
+    assert set(sub) == {"pay"}
+    assert sub["pay"] == pytest.approx(full["pay"])
+    for cand in ({"pay"}, frozenset({"pay"}), {"pay": 1}, iter(["pay"]), ("pay",)):
+        assert ix.score("后端负责人", cand) == sub
+    assert ix.top("后端负责人", 5, doc_ids=[]) == []
+
+
+def test_normalized_scores_in_unit_interval_and_monotone():
+    ix = _index()
+    for q in ["我该怎么称呼你", "老王", "后端负责人是谁", "Prefers concise answers", "unknown words only", "钓鱼"]:
+        raw = ix.score(q)
+        norm = ix.score(q, normalized=True)
+        assert set(raw) == set(norm)
+        assert all(0.0 <= v <= 1.0 for v in norm.values())
+        order_raw = sorted(raw, key=lambda d: (-raw[d], d))
+        order_norm = sorted(norm, key=lambda d: (-norm[d], d))
+        # monotone: (non-clipped) order is the same
+        assert [d for d in order_raw if norm[d] < 1.0] == [d for d in order_norm if norm[d] < 1.0]
+    # a document equal to the query gets a high normalised score, a partial match a lower one
+    full = ix.score("负责支付服务的后端开发", normalized=True)["pay"]
+    part = ix.score("支付宝余额怎么查询呢", normalized=True).get("pay", 0.0)
+    assert full > 0.8
+    assert part < full
+
+
+def test_top_ordering_and_ties():
+    ix = LexicalIndex()
+    for d in ["b", "a", "c"]:
+        ix.add(d, "同样的内容")
+    top = ix.top("内容", 3)
+    assert [d for d, _ in top] == ["a", "b", "c"]  # ties broken by id
+    ix.add("z", "内容 内容 内容 短")
+    assert ix.top("内容", 1)[0][0] == "z"
+    norm = ix.top("内容", 4, normalized=True)
+    assert [d for d, _ in norm] == [d for d, _ in ix.top("内容", 4)]
+    assert all(0 <= s <= 1 for _, s in norm)
+
+
+def test_add_existing_id_replaces():
+    ix = LexicalIndex()
+    ix.add("a", "喜欢猫")
+    ix.add("a", "喜欢狗")
+    assert len(ix) == 1
+    assert "a" not in ix.score("猫")
+    assert "a" in ix.score("狗")
+    assert ix.doc_freq("猫") == 0 and ix.doc_freq("狗") == 1
+
+
+def test_remove_and_contains():
+    ix = _index()
+    assert "cat" in ix
+    assert ix.remove("cat") is True
+    assert ix.remove("cat") is False
+    assert "cat" not in ix and len(ix) == len(MEMS) - 1
+    assert ix.score("橘猫") == {}
+    assert ix.doc_freq("橘猫") == 0
+    ix.clear()
+    assert len(ix) == 0 and ix.score("老王") == {}
+
+
+def test_idf_positive():
+    ix = LexicalIndex()
+    for i in range(10):
+        ix.add(str(i), "老王 说")
+    assert ix.idf("老王") > 0
+    assert ix.idf("没有的词") > ix.idf("老王")
+
+
+def test_no_non_stdlib_imports():
+    code = (
+        "import importlib.util, sys\n"
+        f"spec = importlib.util.spec_from_file_location('m', {str(LEXICAL_PATH)!r})\n"
+        "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n"
+        "std = set(sys.stdlib_module_names)\n"
+        "bad = sorted(n for n in sys.modules if n.split('.')[0] not in std and n not in ('m', '__main__'))\n"
+        "print(','.join(bad))\n"
+    )
+    out = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
+
+
+def test_speed_200_memories():
+    mems = [
+        f"{n}希望被称呼为「{n}」，负责{p}服务的后端开发，喜欢{h}，回复时用{lang}"
+        for n, p, h, lang in zip(
+            ["老王", "小林", "阿豪", "赵敏", "阿杰"] * 40,
+            ["支付", "订单", "库存", "会员", "搜索", "推荐", "风控", "消息"] * 25,
+            ["钓鱼", "跑步", "打游戏", "看书", "爬山"] * 40,
+            ["中文", "英文", "日语", "粤语"] * 50,
+        )
+    ]
+    ix = LexicalIndex()
+    for i, m in enumerate(mems):
+        ix.add(str(i), m + f" 编号{i}")
+    assert len(ix) == 200
+    queries = ["付款那块谁在管", "我该怎么称呼你", "谁喜欢爬山", "Prefers concise answers", "老王的订单服务怎么样了"]
+    ix.score(queries[0])  # warm caches
+    n = 200
+    t0 = time.perf_counter()
+    for i in range(n):
+        ix.score(queries[i % len(queries)], normalized=True)
+    per_query = (time.perf_counter() - t0) / n
+    assert per_query < 2e-3  # target is < 0.5 ms; generous bound for slow CI machines
+
+
+# ------------------------------------------------------------------ incremental == rebuilt
+_ALPHABET = "老王小林称呼后端支付负责人喜欢钓鱼猫的了是我你回复英文 abc runs running answer concise，。！「」🙂Ｘ"
+texts = st.text(alphabet=_ALPHABET, max_size=24)
+ops = st.lists(
+    st.tuples(st.sampled_from(["add", "update", "remove"]), st.sampled_from([f"d{i}" for i in range(6)]), texts),
+    max_size=30,
+)
+queries = st.lists(texts, min_size=1, max_size=4)
+
+
+def _assert_same(a, b, qs, cand=None):
+    for q in qs:
+        for norm in (False, True):
+            sa, sb = a.score(q, cand, normalized=norm), b.score(q, cand, normalized=norm)
+            assert set(sa) == set(sb)
+            for d in sa:
+                assert math.isclose(sa[d], sb[d], rel_tol=1e-9, abs_tol=1e-12)
+
+
+@settings(max_examples=150, deadline=None)
+@given(ops=ops, qs=queries)
+def test_incremental_equals_rebuilt(ops, qs):
+    inc = LexicalIndex()
+    live: dict[str, str] = {}
+    for op, doc_id, text in ops:
+        if op == "remove":
+            assert inc.remove(doc_id) == (doc_id in live)
+            live.pop(doc_id, None)
+        else:
+            getattr(inc, op)(doc_id, text)
+            live[doc_id] = text
+        inc.score(qs[0])  # interleave queries so that cached values are exercised between mutations
+    rebuilt = LexicalIndex()
+    for doc_id, text in live.items():
+        rebuilt.add(doc_id, text)
+    assert len(inc) == len(rebuilt) == len(live)
+    assert sorted(inc.ids()) == sorted(live)
+    assert inc._postings == rebuilt._postings
+    assert inc._total_len == rebuilt._total_len
+    _assert_same(inc, rebuilt, qs)
+    _assert_same(inc, rebuilt, qs, cand=["d0", "d2", "d4", "dx"])
+    for q in qs:
+        assert [d for d, _ in inc.top(q, 3)] == [d for d, _ in rebuilt.top(q, 3)]
+        full = sorted(inc.score(q).items(), key=lambda kv: (-kv[1], kv[0]))
+        for k in (1, 3, 10):
+            assert inc.top(q, k) == full[:k]
