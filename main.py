@@ -19,6 +19,7 @@ from .memory import (
     DISABLED,
     NOT_IN_GROUP,
     Caller,
+    RelevanceRanker,
     GroupKey,
     MemberKey,
     MemoryPluginError,
@@ -59,6 +60,7 @@ class UserMemoryPlugin(Star):
         data_dir = Path(StarTools.get_data_dir(PLUGIN_NAME))
         self.store = UserMemoryStore(data_dir / "groups")
         self.history = HistoryLog(data_dir / "groups")
+        self.ranker = RelevanceRanker()
         self.extraction: ExtractionScheduler | None = None
         if self.settings.enable_user_memory and self.settings.enable_background_extraction:
             self.extraction = ExtractionScheduler(
@@ -121,7 +123,10 @@ class UserMemoryPlugin(Star):
             return
         caller = Caller(member, is_admin=event.is_admin())
         try:
-            block = await memory_block(self.store, caller, self.settings, event.get_sender_name() or member.user_id)
+            block = await memory_block(
+                self.store, caller, self.settings, event.get_sender_name() or member.user_id,
+                message=event.message_str or req.prompt or "", ranker=self.ranker,
+            )
         except MemoryPluginError as exc:
             logger.warning(f"[{PLUGIN_NAME}] memories of {member.group} not injected: {exc}")
             return

@@ -22,7 +22,7 @@ class Settings:
     group_memory_max: int = 50
     enable_global_memory: bool = False
     # relevance recall
-    recall_relevance_threshold: float = 0.35
+    recall_relevance_threshold: float = 0.1
     recall_max_relevant: int = 5
     embedding_provider_id: str = ""
     embedding_timeout_ms: int = 300

@@ -1,0 +1,109 @@
+"""Relevance recall: what gets injected when a member has more memories than fit."""
+
+import asyncio
+
+from conftest import make_event
+from memory import Caller, GroupKey, MemberKey, Settings, UserMemoryStore
+from memory._operations import save
+from memory._recall import RelevanceRanker, memory_block
+from test_plugin import call_tool, system_prompt_for
+
+G = GroupKey("lark", "oc_group1")
+ME = Caller(MemberKey(G, "ou_a"))
+
+
+async def fill(store, items, owner="ou_a"):
+    for i, (memory_type, content) in enumerate(items):
+        await store.change(G, owner, lambda m, t=memory_type, c=content, n=i: save(
+            m, memory_type=t, content=c, now=float(n), max_count=100, max_length=200))
+
+
+def shown(block):
+    return [line[2:].split("（")[0] for line in block.splitlines() if line.startswith("- ")]
+
+
+FACTS = [("fact", "喜欢周末去爬山"), ("fact", "负责支付服务的后端"), ("fact", "养了一只叫团子的猫"),
+         ("fact", "住在杭州西湖区"), ("fact", "每天早上喝美式咖啡"), ("fact", "正在学日语"),
+         ("instruction", "回复我时不要用表情"), ("fact", "下个月去成都出差"), ("fact", "喜欢看科幻电影")]
+
+
+async def test_relevant_memory_outranks_recent_irrelevant_ones(tmp_path):
+    store = UserMemoryStore(tmp_path)
+    await fill(store, FACTS)
+    settings = Settings(memory_inject_limit=3)
+    plain = await memory_block(store, ME, settings, "A", message="")
+    assert "喜欢周末去爬山" not in shown(plain)  # oldest fact: recency alone drops it
+    block = await memory_block(store, ME, settings, "A", message="这周末去哪儿爬山比较好？", ranker=RelevanceRanker())
+    names = shown(block)
+    assert names[0] == "回复我时不要用表情"  # standing instructions always make it in
+    assert "喜欢周末去爬山" in names and len(names) == 3
+
+
+async def test_paraphrase_in_chinese_and_english(tmp_path):
+    store = UserMemoryStore(tmp_path)
+    await fill(store, FACTS + [("fact", "Works on the payment gateway"), ("fact", "Prefers Rust over Go")])
+    settings = Settings(memory_inject_limit=2)
+    ranker = RelevanceRanker()
+    assert "负责支付服务的后端" in shown(await memory_block(store, ME, settings, "A", message="支付那块后端谁负责？", ranker=ranker))
+    assert "Prefers Rust over Go" in shown(await memory_block(store, ME, settings, "A", message="should I use rust here?", ranker=ranker))
+
+
+async def test_relevance_plays_no_part_when_everything_fits(tmp_path):
+    store = UserMemoryStore(tmp_path)
+    await fill(store, FACTS[:3])
+    ranker = RelevanceRanker()
+    block = await memory_block(store, ME, Settings(), "A", message="猫", ranker=ranker)
+    assert shown(block) == ["养了一只叫团子的猫", "负责支付服务的后端", "喜欢周末去爬山"]
+    assert ranker._callers == {}  # no index was even built
+
+
+async def test_index_follows_changes(tmp_path):
+    store = UserMemoryStore(tmp_path)
+    await fill(store, FACTS)
+    ranker = RelevanceRanker()
+    settings = Settings(memory_inject_limit=2)
+    assert "养了一只叫团子的猫" in shown(await memory_block(store, ME, settings, "A", message="团子最近怎么样", ranker=ranker))
+    cat = next(m for m in await store.memories(G, "ou_a") if "团子" in m.content)
+    await store.change(G, "ou_a", lambda m: save(m, memory_type="fact", content="养了一只叫年糕的狗", replace_id=cat.id,
+                                                   now=50.0, max_count=100, max_length=200))
+    block = await memory_block(store, ME, settings, "A", message="团子最近怎么样", ranker=ranker)
+    assert not any("团子" in line for line in shown(block))
+    assert "养了一只叫年糕的狗" in shown(await memory_block(store, ME, settings, "A", message="年糕", ranker=ranker))
+    entry = next(iter(ranker._callers.values()))
+    assert set(entry.contents) == {m.id for m in await store.memories(G, "ou_a")}
+
+
+async def test_semantic_scores_are_combined_and_failures_fall_back(tmp_path):
+    store = UserMemoryStore(tmp_path)
+    await fill(store, FACTS)
+    movie = next(m for m in await store.memories(G, "ou_a") if "电影" in m.content)
+    settings = Settings(memory_inject_limit=2)
+
+    async def semantic(key, query, ids):
+        return {i: (1.0 if i == movie.id else 0.0) for i in ids}
+
+    ranker = RelevanceRanker(semantic, lambda lex, sem: {k: max(lex.get(k, 0), (sem or {}).get(k, 0)) for k in {*lex, *(sem or {})}})
+    assert "喜欢看科幻电影" in shown(await memory_block(store, ME, settings, "A", message="推荐点好片子", ranker=ranker))
+
+    async def broken(key, query, ids):
+        raise ConnectionError("provider down")
+
+    async def unavailable(key, query, ids):
+        return None
+
+    for failing in (broken, unavailable):
+        block = await memory_block(store, ME, settings, "A", message="这周末去哪儿爬山比较好？",
+                                   ranker=RelevanceRanker(failing))
+        assert "喜欢周末去爬山" in shown(block)
+
+
+async def test_group_and_member_candidates_compete_through_the_plugin(make_plugin):
+    plugin = make_plugin(memory_inject_limit=2)
+    me = make_event(user="ou_a")
+    for content in ("项目 A 下周三上线", "群规禁止发广告", "周五下午团建"):
+        await call_tool(plugin, "lark_save_memory", me, memory_type="fact", content=content, scope="group")
+    for content in ("喜欢猫", "住在杭州"):
+        await call_tool(plugin, "lark_save_memory", me, memory_type="fact", content=content)
+    prompt = await system_prompt_for(plugin, make_event("项目 A 什么时候上线？", user="ou_a"))
+    assert "项目 A 下周三上线" in prompt
+    assert sum(line.startswith("- ") for line in prompt.splitlines()) == 2
