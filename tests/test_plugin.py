@@ -62,6 +62,9 @@ def test_metadata_and_schema_are_valid():
 
     defaults, warnings = Settings.from_mapping({k: v["default"] for k, v in schema.items()})
     assert defaults == Settings() and warnings == []
+    from dataclasses import fields
+
+    assert set(schema) == {f.name for f in fields(Settings)}, "every setting is editable in the dashboard"
 
 
 async def test_design_walkthrough(make_plugin):
