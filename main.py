@@ -19,7 +19,7 @@ from .memory import (
     DISABLED,
     NOT_IN_GROUP,
     Caller,
-    RelevanceRanker,
+    Recall,
     GroupKey,
     MemberKey,
     MemoryPluginError,
@@ -29,7 +29,6 @@ from .memory import (
     forget_memory,
     list_memory,
     history_text,
-    memory_block,
     revert_change,
     run_extraction,
     save_memory,
@@ -60,7 +59,7 @@ class UserMemoryPlugin(Star):
         data_dir = Path(StarTools.get_data_dir(PLUGIN_NAME))
         self.store = UserMemoryStore(data_dir / "groups")
         self.history = HistoryLog(data_dir / "groups")
-        self.ranker = RelevanceRanker()
+        self.recall = Recall()
         self.extraction: ExtractionScheduler | None = None
         if self.settings.enable_user_memory and self.settings.enable_background_extraction:
             self.extraction = ExtractionScheduler(
@@ -123,9 +122,9 @@ class UserMemoryPlugin(Star):
             return
         caller = Caller(member, is_admin=event.is_admin())
         try:
-            block = await memory_block(
+            block = await self.recall.memory_block(
                 self.store, caller, self.settings, event.get_sender_name() or member.user_id,
-                message=event.message_str or req.prompt or "", ranker=self.ranker,
+                event.message_str or req.prompt or "",
             )
         except MemoryPluginError as exc:
             logger.warning(f"[{PLUGIN_NAME}] memories of {member.group} not injected: {exc}")

@@ -1,7 +1,7 @@
 """Core figures, all measured in one run on this machine:
 
 - on_llm_request latency (p50/p99) for a member of a warm group of 1,000 members x 20 memories, through the
-  real plugin adapter (real AstrBot event and ProviderRequest), and through `memory_block` alone;
+  real plugin adapter (real AstrBot event and ProviderRequest), and through `Recall.memory_block` alone;
 - cold load time of that group's file;
 - durable saves per second with 100 concurrent savers in one group: group commit against a baseline that
   rewrites the whole file for every save.
@@ -25,7 +25,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 os.environ.setdefault("ASTRBOT_ROOT", tempfile.mkdtemp(prefix="bench-astrbot-"))
 
-from memory import GroupDocument, GroupKey, MemberKey, Memory, MemoryType, Settings, UserMemoryStore, memory_block  # noqa: E402
+from memory import Caller, GroupDocument, GroupKey, MemberKey, Memory, MemoryType, Recall, Settings, UserMemoryStore  # noqa: E402
 from memory._files import write_atomic  # noqa: E402
 from memory._models import UserMemories  # noqa: E402
 from memory._operations import save  # noqa: E402
@@ -73,14 +73,14 @@ async def bench_injection(directory: Path, iterations: int) -> dict[str, tuple[f
     results = {}
     store = UserMemoryStore(directory)
     member = MemberKey(GROUP, "ou_00500")
-    settings = Settings()
+    caller, recall, settings = Caller(member), Recall(), Settings()
     await store.memories(GROUP, member.user_id)  # warm
     samples = []
     for _ in range(iterations):
         t0 = time.perf_counter_ns()
-        await memory_block(store, member, settings, "老王")
+        await recall.memory_block(store, caller, settings, "老王", "帮我看看这个代码")
         samples.append(time.perf_counter_ns() - t0)
-    results["memory_block()"] = percentiles(samples)
+    results["Recall.memory_block()"] = percentiles(samples)
 
     main = load_plugin_package()
     from astrbot.api import AstrBotConfig

@@ -9,7 +9,7 @@ from ._models import SCHEMA_VERSION, Caller, GroupDocument, GroupKey, MemberKey,
 from ._extraction import ExtractionScheduler, Utterance, run_extraction
 from ._history import HistoryLog
 from ._prompt import DISABLED, MEMORY_BLOCK_END, MEMORY_BLOCK_START, NOT_IN_GROUP
-from ._recall import RelevanceRanker, memory_block
+from ._recall import Recall
 from ._settings import Settings
 from ._store import GROUP_OWNER, UserMemoryStore
 from ._tools import forget_memory, list_memory, save_memory, visible_memories
@@ -17,7 +17,7 @@ from ._tools import forget_memory, list_memory, save_memory, visible_memories
 __all__ = [
     "ExtractionScheduler",
     "HistoryLog",
-    "RelevanceRanker",
+    "Recall",
     "Utterance",
     "history_text",
     "revert_change",
@@ -45,7 +45,6 @@ __all__ = [
     "UserMemoryStore",
     "forget_memory",
     "list_memory",
-    "memory_block",
     "save_memory",
     "visible_memories",
 ]

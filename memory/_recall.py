@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from ._lexical import LexicalIndex
 from ._models import Caller, GroupKey, Memory, Scope
 from ._prompt import Scoped, render_memory_block
-from ._ranking import select_for_injection
+from ._ranking import injection_order, select_for_injection
 from ._settings import Settings
 from ._store import UserMemoryStore
 from ._tools import location, visible_scopes
@@ -26,50 +26,67 @@ MAX_CACHED_CALLERS = 4096
 
 
 @dataclass
-class _CallerIndex:
-    """A lexical index over one caller's candidate memories, kept in step with the store's lists."""
+class _CallerView:
+    """One caller's candidate memories in injection order, and a lexical index over them built on first need.
+    Both are kept in step with the store's lists, which the store replaces on every change, so an unchanged
+    list is the same object and a warm view costs a few identity checks."""
 
     lists: list[Sequence[Memory]] = field(default_factory=list)
+    ordered: list[Scoped] = field(default_factory=list)
+    index: LexicalIndex | None = None
     contents: dict[str, str] = field(default_factory=dict)
-    index: LexicalIndex = field(default_factory=LexicalIndex)
 
-    def sync(self, lists: list[Sequence[Memory]]) -> None:
-        # The store replaces a list object on every change, so an unchanged list is the same object.
-        if len(lists) == len(self.lists) and all(a is b for a, b in zip(lists, self.lists, strict=True)):
+    def sync(self, lists: list[tuple[Scope, Sequence[Memory]]]) -> None:
+        raw = [memories for _, memories in lists]
+        if len(raw) == len(self.lists) and all(a is b for a, b in zip(raw, self.lists, strict=True)):
             return
-        wanted = {m.id: m.content for memories in lists for m in memories}
+        self.lists = raw
+        self.ordered = injection_order((scope, m) for scope, memories in lists for m in memories)
+        if self.index is not None:
+            self._update_index()
+
+    def lexical_scores(self, query: str) -> dict[str, float]:
+        if self.index is None:
+            self.index = LexicalIndex()
+            self._update_index()
+        return self.index.score(query, normalized=True)
+
+    def _update_index(self) -> None:
+        assert self.index is not None
+        wanted = {m.id: m.content for _, m in self.ordered}
         for memory_id in self.contents.keys() - wanted.keys():
             self.index.remove(memory_id)
         for memory_id, content in wanted.items():
             if self.contents.get(memory_id) != content:
                 self.index.add(memory_id, content)
         self.contents = wanted
-        self.lists = lists
 
 
-class RelevanceRanker:
-    """Scores a caller's candidate memories against the current message: lexical always, semantic when
-    configured. Indexes are per caller, built on first need and updated by diffing when memories change."""
+class Recall:
+    """Chooses a caller's memories for the prompt: type and recency, and when there are more candidates than
+    fit, relevance to the message (lexical always, semantic when configured). Per-caller views are cached."""
 
     def __init__(self, similarities: Similarities | None = None, combine: Combine | None = None) -> None:
         self._similarities = similarities
         self._combine = combine
-        self._callers: OrderedDict[tuple[GroupKey, str, bool], _CallerIndex] = OrderedDict()
+        self._views: OrderedDict[tuple[GroupKey, str, bool], _CallerView] = OrderedDict()
 
-    async def scores(
-        self, caller: Caller, lists: list[tuple[GroupKey, Sequence[Memory]]], query: str, global_on: bool
-    ) -> dict[str, float]:
+    def _view(self, caller: Caller, global_on: bool) -> _CallerView:
         cache_key = (caller.member.group, caller.member.user_id, global_on)
-        entry = self._callers.pop(cache_key, None) or _CallerIndex()
-        self._callers[cache_key] = entry
-        if len(self._callers) > MAX_CACHED_CALLERS:
-            self._callers.popitem(last=False)
-        entry.sync([memories for _, memories in lists])
-        lexical = entry.index.score(query, normalized=True)
+        view = self._views.pop(cache_key, None) or _CallerView()
+        self._views[cache_key] = view
+        if len(self._views) > MAX_CACHED_CALLERS:
+            self._views.popitem(last=False)
+        return view
+
+    async def relevance(
+        self, view: _CallerView, lists: list[tuple[Scope, GroupKey, Sequence[Memory]]], query: str
+    ) -> dict[str, float]:
+        lexical = view.lexical_scores(query)
         if self._similarities is None:
             return lexical
         semantic: dict[str, float] = {}
-        for key, memories in lists:
+        for _, key, memories in lists:
             if not memories:
                 continue
             try:
@@ -81,6 +98,31 @@ class RelevanceRanker:
                 return lexical
             semantic.update(found)
         return self._combine(lexical, semantic) if self._combine else {**lexical, **semantic}
+
+    async def memory_block(
+        self, store: UserMemoryStore, caller: Caller, settings: Settings, speaker: str, message: str = ""
+    ) -> str:
+        """The caller's memory block, or "" when there is nothing to add. Relevance to `message` is computed
+        only when there are more candidates than the injection limit."""
+        if settings.memory_inject_limit == 0:
+            return ""
+        lists = await candidate_lists(store, caller, settings)
+        view = self._view(caller, settings.enable_global_memory)
+        view.sync([(scope, memories) for scope, _, memories in lists])
+        if not view.ordered:
+            return ""
+        relevance = None
+        if message and settings.recall_max_relevant and len(view.ordered) > settings.memory_inject_limit:
+            relevance = await self.relevance(view, lists, message)
+        chosen = select_for_injection(
+            view.ordered,
+            limit=settings.memory_inject_limit,
+            char_budget=settings.memory_inject_char_budget,
+            relevance=relevance,
+            threshold=settings.recall_relevance_threshold,
+            max_relevant=settings.recall_max_relevant,
+        )
+        return render_memory_block(chosen, speaker)
 
 
 async def candidate_lists(
@@ -97,38 +139,3 @@ async def candidate_lists(
             memories = store.peek(where.key, where.owner) or ()
         lists.append((scope, where.key, memories))
     return lists
-
-
-async def memory_block(
-    store: UserMemoryStore,
-    caller: Caller,
-    settings: Settings,
-    speaker: str,
-    *,
-    message: str = "",
-    ranker: RelevanceRanker | None = None,
-) -> str:
-    """The caller's memory block, or "" when there is nothing to add.
-
-    Relevance to `message` is computed only when there are more candidates than the injection limit.
-    """
-    if settings.memory_inject_limit == 0:
-        return ""
-    lists = await candidate_lists(store, caller, settings)
-    items: list[Scoped] = [(scope, m) for scope, _, memories in lists for m in memories]
-    if not items:
-        return ""
-    relevance = None
-    if ranker is not None and message and len(items) > settings.memory_inject_limit:
-        relevance = await ranker.scores(
-            caller, [(key, memories) for _, key, memories in lists], message, settings.enable_global_memory
-        )
-    chosen = select_for_injection(
-        items,
-        limit=settings.memory_inject_limit,
-        char_budget=settings.memory_inject_char_budget,
-        relevance=relevance,
-        threshold=settings.recall_relevance_threshold,
-        max_relevant=settings.recall_max_relevant,
-    )
-    return render_memory_block(chosen, speaker)

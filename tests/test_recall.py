@@ -5,7 +5,7 @@ import asyncio
 from conftest import make_event
 from memory import Caller, GroupKey, MemberKey, Settings, UserMemoryStore
 from memory._operations import save
-from memory._recall import RelevanceRanker, memory_block
+from memory._recall import Recall
 from test_plugin import call_tool, system_prompt_for
 
 G = GroupKey("lark", "oc_group1")
@@ -31,9 +31,9 @@ async def test_relevant_memory_outranks_recent_irrelevant_ones(tmp_path):
     store = UserMemoryStore(tmp_path)
     await fill(store, FACTS)
     settings = Settings(memory_inject_limit=3)
-    plain = await memory_block(store, ME, settings, "A", message="")
+    plain = await Recall().memory_block(store, ME, settings, "A", "")
     assert "喜欢周末去爬山" not in shown(plain)  # oldest fact: recency alone drops it
-    block = await memory_block(store, ME, settings, "A", message="这周末去哪儿爬山比较好？", ranker=RelevanceRanker())
+    block = await Recall().memory_block(store, ME, settings, "A", "这周末去哪儿爬山比较好？")
     names = shown(block)
     assert names[0] == "回复我时不要用表情"  # standing instructions always make it in
     assert "喜欢周末去爬山" in names and len(names) == 3
@@ -43,33 +43,33 @@ async def test_paraphrase_in_chinese_and_english(tmp_path):
     store = UserMemoryStore(tmp_path)
     await fill(store, FACTS + [("fact", "Works on the payment gateway"), ("fact", "Prefers Rust over Go")])
     settings = Settings(memory_inject_limit=2)
-    ranker = RelevanceRanker()
-    assert "负责支付服务的后端" in shown(await memory_block(store, ME, settings, "A", message="支付那块后端谁负责？", ranker=ranker))
-    assert "Prefers Rust over Go" in shown(await memory_block(store, ME, settings, "A", message="should I use rust here?", ranker=ranker))
+    ranker = Recall()
+    assert "负责支付服务的后端" in shown(await ranker.memory_block(store, ME, settings, "A", "支付那块后端谁负责？"))
+    assert "Prefers Rust over Go" in shown(await ranker.memory_block(store, ME, settings, "A", "should I use rust here?"))
 
 
 async def test_relevance_plays_no_part_when_everything_fits(tmp_path):
     store = UserMemoryStore(tmp_path)
     await fill(store, FACTS[:3])
-    ranker = RelevanceRanker()
-    block = await memory_block(store, ME, Settings(), "A", message="猫", ranker=ranker)
+    ranker = Recall()
+    block = await ranker.memory_block(store, ME, Settings(), "A", "猫")
     assert shown(block) == ["养了一只叫团子的猫", "负责支付服务的后端", "喜欢周末去爬山"]
-    assert ranker._callers == {}  # no index was even built
+    assert all(view.index is None for view in ranker._views.values())  # no index was even built
 
 
 async def test_index_follows_changes(tmp_path):
     store = UserMemoryStore(tmp_path)
     await fill(store, FACTS)
-    ranker = RelevanceRanker()
+    ranker = Recall()
     settings = Settings(memory_inject_limit=2)
-    assert "养了一只叫团子的猫" in shown(await memory_block(store, ME, settings, "A", message="团子最近怎么样", ranker=ranker))
+    assert "养了一只叫团子的猫" in shown(await ranker.memory_block(store, ME, settings, "A", "团子最近怎么样"))
     cat = next(m for m in await store.memories(G, "ou_a") if "团子" in m.content)
     await store.change(G, "ou_a", lambda m: save(m, memory_type="fact", content="养了一只叫年糕的狗", replace_id=cat.id,
                                                    now=50.0, max_count=100, max_length=200))
-    block = await memory_block(store, ME, settings, "A", message="团子最近怎么样", ranker=ranker)
+    block = await ranker.memory_block(store, ME, settings, "A", "团子最近怎么样")
     assert not any("团子" in line for line in shown(block))
-    assert "养了一只叫年糕的狗" in shown(await memory_block(store, ME, settings, "A", message="年糕", ranker=ranker))
-    entry = next(iter(ranker._callers.values()))
+    assert "养了一只叫年糕的狗" in shown(await ranker.memory_block(store, ME, settings, "A", "年糕"))
+    entry = next(iter(ranker._views.values()))
     assert set(entry.contents) == {m.id for m in await store.memories(G, "ou_a")}
 
 
@@ -82,8 +82,8 @@ async def test_semantic_scores_are_combined_and_failures_fall_back(tmp_path):
     async def semantic(key, query, ids):
         return {i: (1.0 if i == movie.id else 0.0) for i in ids}
 
-    ranker = RelevanceRanker(semantic, lambda lex, sem: {k: max(lex.get(k, 0), (sem or {}).get(k, 0)) for k in {*lex, *(sem or {})}})
-    assert "喜欢看科幻电影" in shown(await memory_block(store, ME, settings, "A", message="推荐点好片子", ranker=ranker))
+    ranker = Recall(semantic, lambda lex, sem: {k: max(lex.get(k, 0), (sem or {}).get(k, 0)) for k in {*lex, *(sem or {})}})
+    assert "喜欢看科幻电影" in shown(await ranker.memory_block(store, ME, settings, "A", "推荐点好片子"))
 
     async def broken(key, query, ids):
         raise ConnectionError("provider down")
@@ -92,8 +92,7 @@ async def test_semantic_scores_are_combined_and_failures_fall_back(tmp_path):
         return None
 
     for failing in (broken, unavailable):
-        block = await memory_block(store, ME, settings, "A", message="这周末去哪儿爬山比较好？",
-                                   ranker=RelevanceRanker(failing))
+        block = await Recall(failing).memory_block(store, ME, settings, "A", "这周末去哪儿爬山比较好？")
         assert "喜欢周末去爬山" in shown(block)
 
 

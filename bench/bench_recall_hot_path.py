@@ -1,0 +1,140 @@
+"""on_llm_request latency with relevance ranking on: a member with 200 candidate memories (20 own + 180 group
+memories), through the real plugin adapter, for recency-only ranking (the baseline: the same hook when
+everything fits or no ranker is set), lexical relevance, and lexical + semantic with a local embedding
+provider that adds a fixed latency per call (so the figures show what the plugin adds around the provider).
+
+Run: .venv/bin/python bench/bench_recall_hot_path.py [--iterations 3000] [--provider-latency-ms 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests"))
+os.environ.setdefault("ASTRBOT_ROOT", tempfile.mkdtemp(prefix="bench-astrbot-"))
+
+from bench_core import percentiles  # noqa: E402
+from conftest import load_plugin_package  # noqa: E402
+
+load_plugin_package()
+# The plugin's own copy of the package (as AstrBot imports it), so its models are the ones its store expects.
+from astrbot_plugin_user_memory.memory import GroupKey  # noqa: E402
+from astrbot_plugin_user_memory.memory._operations import save  # noqa: E402
+
+GROUP = GroupKey("lark", "oc_hot_path")
+USER = "ou_member"
+TOPICS = ["支付服务", "前端构建", "数据库迁移", "周末爬山", "猫粮", "日语学习", "成都出差", "季度 OKR", "CI 流水线",
+          "代码评审", "咖啡", "健身", "团建", "发布计划", "监控告警", "Rust", "Kubernetes", "摄影", "租房", "年会"]
+QUERIES = ["支付那块最近谁在改？", "这周末去哪儿爬山", "CI 又挂了怎么办", "帮我看下数据库迁移脚本", "年会在哪天",
+           "what's our release plan", "推荐点日语教材", "监控告警太多了"]
+
+
+def memory_text(i: int, rng: random.Random) -> str:
+    a, b = rng.sample(TOPICS, 2)
+    return f"第{i}条：关于{a}的安排，和{b}有关，细节见群公告"
+
+
+class FakeEmbeddingProvider:
+    """Deterministic character-hash vectors, after a fixed sleep standing in for the network call."""
+
+    def __init__(self, latency_s: float, dim: int = 256) -> None:
+        self.latency_s, self.dim, self.calls = latency_s, dim, 0
+
+    async def get_embeddings(self, texts: list[str]) -> list[list[float]]:
+        self.calls += 1
+        await asyncio.sleep(self.latency_s)
+        out = []
+        for text in texts:
+            v = [0.0] * self.dim
+            for a, b in zip(text, text[1:]):
+                v[hash(a + b) % self.dim] += 1.0
+            out.append(v)
+        return out
+
+    async def get_embedding(self, text: str) -> list[float]:
+        return (await self.get_embeddings([text]))[0]
+
+
+async def build_plugin(directory: Path, **config):
+    from astrbot.api import AstrBotConfig
+    from astrbot.core.star.context import Context
+
+    main = load_plugin_package()
+    cfg = AstrBotConfig(config_path=str(directory / f"cfg-{len(config)}-{time.monotonic_ns()}.json"), schema={})
+    cfg.update({"memory_max_per_user": 1000, "group_memory_max": 1000, **config})
+    return main.UserMemoryPlugin(Context(asyncio.Queue(), cfg, *([None] * 9)), cfg)
+
+
+async def measure(plugin, iterations: int) -> tuple[float, float, float]:
+    from astrbot.core.provider.entities import ProviderRequest
+
+    from conftest import make_event
+
+    events = [make_event(q, group=GROUP.group_id, user=USER) for q in QUERIES]
+    for event in events:  # warm: documents loaded, indexes built, vectors synced
+        await plugin.inject_memories(event, ProviderRequest(prompt=event.message_str, system_prompt=""))
+    samples = []
+    for i in range(iterations):
+        event = events[i % len(events)]
+        req = ProviderRequest(prompt=event.message_str, system_prompt="")
+        t0 = time.perf_counter_ns()
+        await plugin.inject_memories(event, req)
+        samples.append(time.perf_counter_ns() - t0)
+    assert "[关于当前用户的记忆]" in req.system_prompt
+    return percentiles(samples)
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--iterations", type=int, default=3000)
+    parser.add_argument("--provider-latency-ms", type=float, default=5.0)
+    args = parser.parse_args()
+    rng = random.Random(3)
+    with tempfile.TemporaryDirectory(prefix="bench-hot-") as tmp:
+        directory = Path(tmp)
+        seeder = await build_plugin(directory)
+        for i in range(200):
+            owner = USER if i < 20 else None
+            await seeder.store.change(GROUP, owner, lambda m, i=i: save(
+                m, memory_type="fact" if i % 5 else "preference", content=memory_text(i, rng), now=float(i),
+                max_count=1000, max_length=200))
+        await seeder.terminate()
+
+        rows = []
+        recency = await build_plugin(directory, recall_max_relevant=0)
+        rows.append(("type + recency only (baseline)", await measure(recency, args.iterations)))
+        lexical = await build_plugin(directory)
+        rows.append(("lexical relevance", await measure(lexical, args.iterations)))
+        semantic = await build_with_semantic(directory, args.provider_latency_ms / 1000)
+        if semantic is not None:
+            plugin, provider = semantic
+            rows.append((f"lexical + semantic ({args.provider_latency_ms:g} ms provider)", await measure(plugin, args.iterations)))
+
+    print(f"on_llm_request with 200 candidate memories (20 own + 180 group), limit 10, {args.iterations} calls, µs:")
+    print(f"  {'ranking':<42}{'p50':>9}{'p99':>9}{'mean':>9}")
+    for name, (p50, p99, mean) in rows:
+        print(f"  {name:<42}{p50:>9.1f}{p99:>9.1f}{mean:>9.1f}")
+
+
+async def build_with_semantic(directory: Path, latency_s: float):
+    """The plugin with its semantic scorer wired to a fake provider, or None when the plugin has none yet."""
+    plugin = await build_plugin(directory, embedding_provider_id="bench-embedder")
+    attach = getattr(plugin, "attach_embedding_provider", None)
+    if attach is None:
+        return None
+    provider = FakeEmbeddingProvider(latency_s)
+    await attach(provider, "bench-embedder")
+    return plugin, provider
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
