@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import time
 from pathlib import Path
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from astrbot.api import AstrBotConfig, logger
@@ -226,36 +227,31 @@ class UserMemoryPlugin(Star):
     @memory_command.command("stats")
     async def memory_stats_command(self, event: AstrMessageEvent):
         """本群后台记忆提取的调用次数与 token 用量"""
-        member = member_of(event)
-        if member is None:
-            yield event.plain_result(NOT_IN_GROUP)
-            return
-        pending = self.extraction.pending(member.group) if self.extraction else 0
-        text = await stats_text(self.history, member.group, pending)
-        if self.extraction is None:
-            text += "（后台提取当前未开启）"
-        yield event.plain_result(text)
+        yield event.plain_result(await self._for_group(event, self._stats_text))
 
     @filter.permission_type(filter.PermissionType.ADMIN)
     @memory_command.command("history")
     async def memory_history_command(self, event: AstrMessageEvent, limit: int = 10):
         """（管理员）查看本群最近的后台记忆变更"""
-        member = member_of(event)
-        if member is None:
-            yield event.plain_result(NOT_IN_GROUP)
-            return
-        yield event.plain_result(await history_text(self.history, member.group, max(1, min(int(limit), 50))))
+        count = max(1, min(int(limit), 50))
+        yield event.plain_result(await self._for_group(event, lambda key: history_text(self.history, key, count)))
 
     @filter.permission_type(filter.PermissionType.ADMIN)
     @memory_command.command("revert")
     async def memory_revert_command(self, event: AstrMessageEvent, number: int = 0):
         """（管理员）撤销一条后台记忆变更：/memory revert <编号>"""
+        yield event.plain_result(await self._for_group(
+            event, lambda key: self._guarded(revert_change(self.store, self.history, key, int(number)))
+        ))
+
+    async def _stats_text(self, key: GroupKey) -> str:
+        text = await stats_text(self.history, key, self.extraction.pending(key) if self.extraction else 0)
+        return text if self.extraction else text + "（后台提取当前未开启）"
+
+    @staticmethod
+    async def _for_group(event: AstrMessageEvent, action: Callable[[GroupKey], Awaitable[str]]) -> str:
         member = member_of(event)
-        if member is None:
-            yield event.plain_result(NOT_IN_GROUP)
-            return
-        result = await self._guarded(revert_change(self.store, self.history, member.group, int(number)))
-        yield event.plain_result(result)
+        return NOT_IN_GROUP if member is None else await action(member.group)
 
     async def _read(self, caller: Caller):
         try:

@@ -311,3 +311,30 @@ async def test_extraction_is_off_by_default(make_plugin):
     plugin = make_plugin()
     assert plugin.extraction is None
     await plugin.observe_group_message(make_event("记住我喜欢猫"))
+
+
+async def test_admin_commands_show_and_revert_history(make_plugin):
+    from astrbot.core.star.filter.permission import PermissionTypeFilter
+    from astrbot.core.star.star_handler import star_handlers_registry
+    from test_plugin import command_text
+
+    plugin = make_plugin(enable_background_extraction=True, extraction_every_n_messages=1)
+
+    async def fake_generate(origin, system_prompt, prompt):
+        return '{"operations": [{"op": "add", "scope": "group", "type": "fact", "content": "周五下午团建"}]}', 50, 5
+
+    plugin._generate = fake_generate
+    await plugin.observe_group_message(make_event("周五下午团建，别忘了", user="ou_a"))
+    await plugin.extraction.drain()
+    admin = make_event(user="ou_admin")
+    admin.role = "admin"
+    assert "#1" in await command_text(plugin.memory_history_command(admin)) and "周五下午团建" in await command_text(
+        plugin.memory_history_command(admin))
+    assert "调用 1 次" in await command_text(plugin.memory_stats_command(make_event()))
+    assert "已撤销" in await command_text(plugin.memory_revert_command(admin, 1))
+    assert (await plugin.store.document(G)).group_memories == []
+    assert "只在群聊" in await command_text(plugin.memory_history_command(make_event(private=True)))
+    for name in ("memory_history_command", "memory_revert_command"):
+        handler = next(h for h in star_handlers_registry if h.handler_name == name)
+        assert any(isinstance(f, PermissionTypeFilter) for f in handler.event_filters), f"{name} must be admin-only"
+    await plugin.terminate()
