@@ -26,6 +26,7 @@ Change = Callable[[list[Memory]], tuple[list[Memory], R]]
 # Whose memories in a document: a member's user id, or GROUP_OWNER for the group's shared memories.
 GROUP_OWNER = None
 Owner = str | None
+ManyChange = Callable[[dict[Owner, list[Memory]]], tuple[dict[Owner, list[Memory]], R]]
 
 
 @dataclass(eq=False)
@@ -91,19 +92,31 @@ class UserMemoryStore:
 
     async def change(self, key: GroupKey, owner: Owner, change: Change[R]) -> R:
         """Apply `change` to the owner's memories and return its result once the change is on disk."""
+
+        def one(lists: dict[Owner, list[Memory]]) -> tuple[dict[Owner, list[Memory]], R]:
+            updated, result = change(lists[owner])
+            return {owner: updated}, result
+
+        return await self.change_many(key, [owner], one)
+
+    async def change_many(self, key: GroupKey, owners: Sequence[Owner], change: ManyChange[R]) -> R:
+        """Apply `change` to several owners' memories in one document at once: all of it reaches the disk in one
+        atomic write, or none of it does. `change` gets {owner: memories} and returns the lists it changed."""
         group = self._group(key)
         async with group.lock:
             doc = await self._load(group)
-            current = list(_memories_of(doc, owner))
-            updated, result = change(list(current))
-            if updated == current:
+            current = {owner: list(_memories_of(doc, owner)) for owner in owners}
+            updated, result = change({owner: list(memories) for owner, memories in current.items()})
+            updated = {owner: memories for owner, memories in updated.items() if memories != current.get(owner)}
+            if not updated:
                 return result
-            if owner is GROUP_OWNER:
-                doc.group_memories = updated
-            elif updated:
-                doc.users[owner] = UserMemories(memories=updated)
-            else:
-                doc.users.pop(owner, None)
+            for owner, memories in updated.items():
+                if owner is GROUP_OWNER:
+                    doc.group_memories = memories
+                elif memories:
+                    doc.users[owner] = UserMemories(memories=memories)
+                else:
+                    doc.users.pop(owner, None)
             doc.updated_at = self._clock()
             group.version += 1
             done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
