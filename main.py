@@ -21,6 +21,9 @@ from .memory import (
     NOT_IN_GROUP,
     Caller,
     Recall,
+    VectorStore,
+    combine,
+    semantic_similarities,
     GroupKey,
     MemberKey,
     MemoryPluginError,
@@ -57,10 +60,11 @@ class UserMemoryPlugin(Star):
         self.settings, warnings = Settings.from_mapping(config)
         for warning in warnings:
             logger.warning(f"[{PLUGIN_NAME}] {warning}")
-        data_dir = Path(StarTools.get_data_dir(PLUGIN_NAME))
-        self.store = UserMemoryStore(data_dir / "groups")
-        self.history = HistoryLog(data_dir / "groups")
+        self.data_dir = Path(StarTools.get_data_dir(PLUGIN_NAME))
+        self.store = UserMemoryStore(self.data_dir / "groups")
+        self.history = HistoryLog(self.data_dir / "groups")
         self.recall = Recall()
+        self.vectors: VectorStore | None = None
         self.extraction: ExtractionScheduler | None = None
         if self.settings.enable_user_memory and self.settings.enable_background_extraction:
             self.extraction = ExtractionScheduler(
@@ -70,10 +74,33 @@ class UserMemoryPlugin(Star):
                 buffer_size=self.settings.extraction_buffer_size,
             )
 
+    async def initialize(self) -> None:
+        provider_id = self.settings.embedding_provider_id
+        if not (self.settings.enable_user_memory and provider_id):
+            return
+        provider = self.context.get_provider_by_id(provider_id)
+        if provider is None or not hasattr(provider, "get_embeddings"):
+            logger.warning(f"[{PLUGIN_NAME}] embedding provider {provider_id!r} not found; using lexical recall only")
+            return
+        meta = provider.meta()
+        await self.attach_embedding_provider(provider, f"{meta.id}/{meta.model or ''}")
+
+    async def attach_embedding_provider(self, provider: Any, model_id: str) -> None:
+        """Turn on semantic recall with an embedding provider (anything with `async get_embeddings(texts)`)."""
+        self.vectors = VectorStore(
+            self.data_dir / "groups", provider, model_id, timeout=self.settings.embedding_timeout_ms / 1000
+        )
+        self.recall = Recall(
+            semantic_similarities(self.store, self.vectors),
+            functools.partial(combine, weight=self.settings.embedding_weight),
+        )
+
     async def terminate(self) -> None:
         if self.extraction is not None:
             await self.extraction.close()
         await self.store.close()
+        if self.vectors is not None:
+            await self.vectors.close()
 
     @filter.event_message_type(filter.EventMessageType.GROUP_MESSAGE)
     async def observe_group_message(self, event: AstrMessageEvent) -> None:

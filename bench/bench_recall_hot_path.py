@@ -74,14 +74,19 @@ async def build_plugin(directory: Path, **config):
     return main.UserMemoryPlugin(Context(asyncio.Queue(), cfg, *([None] * 9)), cfg)
 
 
-async def measure(plugin, iterations: int) -> tuple[float, float, float]:
+async def measure(plugin, iterations: int, unique_messages: bool = False) -> tuple[float, float, float]:
+    """Latency of the hook. With `unique_messages` every message is new, so a semantic scorer must call the
+    provider (no cached query embedding)."""
     from astrbot.core.provider.entities import ProviderRequest
 
     from conftest import make_event
 
-    events = [make_event(q, group=GROUP.group_id, user=USER) for q in QUERIES]
-    for event in events:  # warm: documents loaded, indexes built, vectors synced
+    texts = [f"{QUERIES[i % len(QUERIES)]} #{i}" for i in range(iterations)] if unique_messages else QUERIES
+    events = [make_event(q, group=GROUP.group_id, user=USER) for q in texts]
+    for event in events[:len(QUERIES)]:  # warm: documents loaded, indexes built, vectors synced
         await plugin.inject_memories(event, ProviderRequest(prompt=event.message_str, system_prompt=""))
+    if getattr(plugin, "vectors", None) is not None:
+        await plugin.vectors.wait_idle()
     samples = []
     for i in range(iterations):
         event = events[i % len(events)]
@@ -117,7 +122,11 @@ async def main() -> None:
         semantic = await build_with_semantic(directory, args.provider_latency_ms / 1000)
         if semantic is not None:
             plugin, provider = semantic
-            rows.append((f"lexical + semantic ({args.provider_latency_ms:g} ms provider)", await measure(plugin, args.iterations)))
+            rows.append(("lexical + semantic, repeated message", await measure(plugin, args.iterations)))
+            calls = provider.calls
+            rows.append((f"lexical + semantic, new message ({args.provider_latency_ms:g} ms provider)",
+                         await measure(plugin, args.iterations, unique_messages=True)))
+            assert provider.calls - calls >= args.iterations, "every new message must reach the provider"
 
     print(f"on_llm_request with 200 candidate memories (20 own + 180 group), limit 10, {args.iterations} calls, µs:")
     print(f"  {'ranking':<42}{'p50':>9}{'p99':>9}{'mean':>9}")

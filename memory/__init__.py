@@ -9,7 +9,8 @@ from ._models import SCHEMA_VERSION, Caller, GroupDocument, GroupKey, MemberKey,
 from ._extraction import ExtractionScheduler, Utterance, run_extraction
 from ._history import HistoryLog
 from ._prompt import DISABLED, MEMORY_BLOCK_END, MEMORY_BLOCK_START, NOT_IN_GROUP
-from ._recall import Recall
+from ._recall import Recall, semantic_similarities
+from ._semantic import VectorStore, combine
 from ._settings import Settings
 from ._store import GROUP_OWNER, UserMemoryStore
 from ._tools import forget_memory, list_memory, save_memory, visible_memories
@@ -18,6 +19,9 @@ __all__ = [
     "ExtractionScheduler",
     "HistoryLog",
     "Recall",
+    "VectorStore",
+    "combine",
+    "semantic_similarities",
     "Utterance",
     "history_text",
     "revert_change",

@@ -89,6 +89,9 @@ class GroupDocument(BaseModel):
     group_memories: list[Memory] = Field(default_factory=list)
     updated_at: float = 0.0
 
+    def all_memories(self) -> list[Memory]:
+        return [*self.group_memories, *(m for entry in self.users.values() for m in entry.memories)]
+
 
 @dataclass(frozen=True, slots=True)
 class GroupKey:

@@ -11,6 +11,7 @@ from ._lexical import LexicalIndex
 from ._models import Caller, GroupKey, Memory, Scope
 from ._prompt import Scoped, render_memory_block
 from ._ranking import injection_order, select_for_injection
+from ._semantic import VectorStore
 from ._settings import Settings
 from ._store import UserMemoryStore
 from ._tools import location, visible_scopes
@@ -85,12 +86,15 @@ class Recall:
         lexical = view.lexical_scores(query)
         if self._similarities is None:
             return lexical
-        semantic: dict[str, float] = {}
+        ids_by_document: dict[GroupKey, list[str]] = {}
         for _, key, memories in lists:
-            if not memories:
+            ids_by_document.setdefault(key, []).extend(m.id for m in memories)
+        semantic: dict[str, float] = {}
+        for key, ids in ids_by_document.items():
+            if not ids:
                 continue
             try:
-                found = await self._similarities(key, query, [m.id for m in memories])
+                found = await self._similarities(key, query, ids)
             except Exception:  # an optional scorer never breaks the reply
                 log.exception("semantic scoring failed; using lexical ranking")
                 found = None
@@ -123,6 +127,21 @@ class Recall:
             max_relevant=settings.recall_max_relevant,
         )
         return render_memory_block(chosen, speaker)
+
+
+def semantic_similarities(store: UserMemoryStore, vectors: VectorStore) -> Similarities:
+    """Similarities backed by `vectors`, kept in step with `store`: a document's vectors are (re)computed in
+    the background when it changes and the first time it is scored, never on the reply's path."""
+    seen: set[GroupKey] = set()
+    store.add_listener(lambda key, doc: vectors.schedule_sync(key, doc.all_memories()))
+
+    async def similarities(key: GroupKey, query: str, memory_ids: list[str]) -> Mapping[str, float] | None:
+        if key not in seen:
+            seen.add(key)
+            vectors.schedule_sync(key, (await store.document(key)).all_memories())
+        return await vectors.similarities(key, query, memory_ids)
+
+    return similarities
 
 
 async def candidate_lists(

@@ -26,6 +26,7 @@ class Settings:
     recall_max_relevant: int = 5
     embedding_provider_id: str = ""
     embedding_timeout_ms: int = 300
+    embedding_weight: float = 0.5
     # background extraction
     enable_background_extraction: bool = False
     extraction_every_n_messages: int = 10
@@ -61,6 +62,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "recall_relevance_threshold": (0.0, 1.0),
     "recall_max_relevant": (0, 100),
     "embedding_timeout_ms": (10, 10000),
+    "embedding_weight": (0.0, 1.0),
     "extraction_every_n_messages": (1, 1000),
     "extraction_quiet_seconds": (5, 86400),
     "extraction_buffer_size": (2, 500),

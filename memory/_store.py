@@ -57,6 +57,12 @@ class UserMemoryStore:
         self._clock = clock
         self._durable = durable
         self._groups: dict[GroupKey, _Group] = {}
+        self._listeners: list[Callable[[GroupKey, GroupDocument], None]] = []
+
+    def add_listener(self, listener: Callable[[GroupKey, GroupDocument], None]) -> None:
+        """Call `listener(key, document)` after every change is applied in memory (before it is durable). It must
+        be quick and not raise: derived data (such as vectors) hooks in here."""
+        self._listeners.append(listener)
 
     @property
     def directory(self) -> Path:
@@ -118,6 +124,8 @@ class UserMemoryStore:
                 else:
                     doc.users.pop(owner, None)
             doc.updated_at = self._clock()
+            for listener in self._listeners:
+                listener(key, doc)
             group.version += 1
             done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             group.waiters.append((group.version, done))

@@ -28,6 +28,14 @@ def load_plugin_package():
     package = types.ModuleType(PLUGIN_NAME)
     package.__path__ = [str(REPO)]
     sys.modules[PLUGIN_NAME] = package
+    # One copy of the memory package: the unit tests' `memory` is the plugin's `.memory`, so their models and
+    # keys are the very classes the plugin uses.
+    import memory
+
+    for name, module in list(sys.modules.items()):
+        if name == "memory" or name.startswith("memory."):
+            sys.modules[f"{PLUGIN_NAME}.{name}"] = module
+    package.memory = memory
     return importlib.import_module(f"{PLUGIN_NAME}.main")
 
 

@@ -106,3 +106,68 @@ async def test_group_and_member_candidates_compete_through_the_plugin(make_plugi
     prompt = await system_prompt_for(plugin, make_event("项目 A 什么时候上线？", user="ou_a"))
     assert "项目 A 下周三上线" in prompt
     assert sum(line.startswith("- ") for line in prompt.splitlines()) == 2
+
+
+# --- semantic recall through the plugin -----------------------------------------------------------------------
+
+
+class TopicEmbedder:
+    """A deterministic 'model' that knows a few synonyms: vectors are topic indicators."""
+
+    TOPICS = [("电影", "片子", "影院"), ("爬山", "徒步", "登山"), ("支付", "付款", "收款")]
+
+    def __init__(self, delay=0.0, fail=False):
+        self.delay, self.fail, self.calls = delay, fail, 0
+
+    async def get_embeddings(self, texts):
+        self.calls += 1
+        if self.fail:
+            raise ConnectionError("embedding service down")
+        await asyncio.sleep(self.delay)
+        return [[1.0 if any(w in t for w in words) else 0.0 for words in self.TOPICS] + [0.1] for t in texts]
+
+
+async def semantic_plugin(make_plugin, embedder, **config):
+    plugin = make_plugin(memory_inject_limit=2, embedding_provider_id="fake-embedder", **config)
+    await plugin.attach_embedding_provider(embedder, "fake-embedder/topic-v1")
+    me = make_event(user="ou_a")
+    for content in ("喜欢看科幻电影", "周末常去爬山", "养了一只猫", "住在杭州", "每天喝咖啡"):
+        await call_tool(plugin, "lark_save_memory", me, memory_type="fact", content=content)
+    await plugin.vectors.wait_idle()
+    return plugin
+
+
+async def test_semantic_recall_finds_synonyms_lexical_cannot(make_plugin):
+    plugin = await semantic_plugin(make_plugin, TopicEmbedder())
+    assert plugin.vectors.path_for(GroupKey("lark", "oc_group1")).exists()
+    prompt = await system_prompt_for(plugin, make_event("推荐几部好片子", user="ou_a"))
+    assert "喜欢看科幻电影" in prompt
+    lexical_only = make_plugin(memory_inject_limit=2)
+    assert "喜欢看科幻电影" not in await system_prompt_for(lexical_only, make_event("推荐几部好片子", user="ou_a"))
+
+
+async def test_failing_or_slow_embedder_falls_back_to_lexical_quickly(make_plugin):
+    import time
+
+    failing = await semantic_plugin(make_plugin, TopicEmbedder(fail=True))
+    prompt = await system_prompt_for(failing, make_event("这周末去哪儿爬山", user="ou_a"))
+    assert "周末常去爬山" in prompt  # lexical still works
+
+    slow = await semantic_plugin(make_plugin, TopicEmbedder(delay=0), embedding_timeout_ms=50)
+    slow.vectors._provider.delay = 5.0  # now every query embedding hangs
+    t0 = time.perf_counter()
+    prompt = await system_prompt_for(slow, make_event("这周末去哪儿爬山", user="ou_a"))
+    assert time.perf_counter() - t0 < 1.0 and "周末常去爬山" in prompt
+
+
+async def test_vectors_follow_changes_in_the_background(make_plugin):
+    embedder = TopicEmbedder()
+    plugin = await semantic_plugin(make_plugin, embedder)
+    calls = embedder.calls
+    me = make_event(user="ou_a")
+    await call_tool(plugin, "lark_save_memory", me, memory_type="fact", content="负责收款系统")
+    await plugin.vectors.wait_idle()
+    assert embedder.calls == calls + 1  # only the new memory was embedded, in one background call
+    memory = next(m for m in await plugin.store.memories(GroupKey("lark", "oc_group1"), "ou_a") if "收款" in m.content)
+    assert plugin.vectors.has_vector(GroupKey("lark", "oc_group1"), memory.id)
+    assert "负责收款系统" in await system_prompt_for(plugin, make_event("付款出问题找谁", user="ou_a"))

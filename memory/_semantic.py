@@ -1,0 +1,571 @@
+"""Optional semantic relevance: memory embeddings from an embedding provider, cosine similarity, score fusion.
+
+No AstrBot imports: the adapter passes any object with ``async get_embeddings(texts) -> list[list[float]]``
+(AstrBot's ``EmbeddingProvider`` satisfies :class:`EmbeddingProvider`). numpy is used when importable (AstrBot
+installs it), with a pure-Python fallback.
+
+* Vectors are computed off the hot path: :meth:`VectorStore.sync` (or the fire-and-forget
+  :meth:`VectorStore.schedule_sync`) after a memory is saved embeds only memories that are new or whose content
+  changed, in batches, and drops deleted ones. It never raises on a provider failure: the vectors stay missing
+  and a memory without a vector simply gets no semantic score.
+* Per group, the vectors live in ``<group file stem>.vectors.json`` beside the group file (derived data:
+  a corrupt file is discarded and rebuilt)::
+
+      {"format": 1, "model": "<model id>", "dim": 512, "encoding": "f32le-b64",
+       "vectors": {"<memory id>": {"h": "<content hash>", "v": "<base64 of little-endian float32>"}}}
+
+  Vectors are L2-normalised before they are stored (cosine = dot product); base64 float32 takes ~2.7 KB for
+  512 dimensions instead of ~10 KB as JSON numbers. A file written for another model id or dimension is
+  rebuilt on the next sync.
+* :meth:`VectorStore.similarities` embeds the current message with a hard timeout (it returns on time even when
+  the provider ignores cancellation), caches recent query embeddings, and has a circuit breaker: after
+  ``breaker_failures`` consecutive failures or timeouts the provider is skipped for ``breaker_cooldown``
+  seconds, then one trial call decides whether it is used again. Any failure gives ``None``: rank lexically.
+* :func:`combine` fuses lexical and semantic scores (see its docstring for the rule and how it was chosen).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import hashlib
+import json
+import logging
+import math
+import operator
+import struct
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import aiofiles.os
+
+from ._files import group_file_path, read_bytes, write_atomic
+from ._models import GroupKey, Memory
+
+try:  # AstrBot installs numpy; the plugin itself does not require it
+    import numpy as _np
+except ImportError:  # pragma: no cover - exercised by forcing _np = None in the tests
+    _np = None
+
+log = logging.getLogger("astrbot_plugin_user_memory")
+
+__all__ = [
+    "DEFAULT_SEMANTIC_WEIGHT",
+    "EmbeddingProvider",
+    "VectorStore",
+    "combine",
+    "content_hash",
+    "vectors_path",
+]
+
+FILE_FORMAT = 1
+_ENCODING = "f32le-b64"
+# Chosen on LoCoMo and the Chinese recall set (bench/RECALL.md): weighted sum, semantic weight 0.5.
+DEFAULT_SEMANTIC_WEIGHT = 0.5
+
+
+@runtime_checkable
+class EmbeddingProvider(Protocol):
+    """What the plugin needs from an embedding provider (AstrBot's ``EmbeddingProvider`` has it)."""
+
+    async def get_embeddings(self, texts: list[str]) -> list[list[float]]: ...
+
+
+class ProviderError(Exception):
+    """The provider failed, timed out or answered something unusable."""
+
+
+def vectors_path(directory: Path, key: GroupKey) -> Path:
+    """``<group file stem>.vectors.json`` beside the group file."""
+    path = group_file_path(directory, key)
+    return path.with_name(f"{path.stem}.vectors.json")
+
+
+def content_hash(text: str) -> str:
+    """A short, stable hash of a memory's content (a changed content means a new vector)."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+# --------------------------------------------------------------------------- vectors
+Vector = Any  # numpy float32 array when numpy is available, else a tuple of floats
+
+
+def _unit(values: Sequence[float]) -> Vector:
+    """The L2-normalised float32 vector (a zero vector stays zero). Raises ValueError on non-finite values."""
+    if _np is not None:
+        v = _np.asarray(values, dtype=_np.float32).reshape(-1)
+        if not _np.all(_np.isfinite(v)):
+            raise ValueError("non-finite value in embedding")
+        n = float(_np.linalg.norm(v))
+        return v / n if n > 0 else v
+    v32 = struct.unpack(f"<{len(values)}f", struct.pack(f"<{len(values)}f", *values))
+    if not all(math.isfinite(x) for x in v32):
+        raise ValueError("non-finite value in embedding")
+    n = math.sqrt(math.fsum(x * x for x in v32))
+    return tuple(x / n for x in v32) if n > 0 else v32
+
+
+def _encode(v: Vector) -> str:
+    if _np is not None:
+        raw = _np.asarray(v, dtype="<f4").tobytes()
+    else:
+        raw = struct.pack(f"<{len(v)}f", *v)
+    return base64.b64encode(raw).decode("ascii")
+
+
+def _decode(s: str, dim: int) -> Vector:
+    raw = base64.b64decode(s.encode("ascii"), validate=True)
+    if len(raw) != 4 * dim:
+        raise ValueError("wrong vector length")
+    if _np is not None:
+        v = _np.frombuffer(raw, dtype="<f4").astype(_np.float32)
+        if not _np.all(_np.isfinite(v)):
+            raise ValueError("non-finite value in stored vector")
+        return v
+    v32 = struct.unpack(f"<{dim}f", raw)
+    if not all(math.isfinite(x) for x in v32):
+        raise ValueError("non-finite value in stored vector")
+    return v32
+
+
+@dataclass(eq=False)
+class _Group:
+    """The vectors of one group in memory: memory id -> (content hash, unit vector)."""
+
+    path: Path
+    model: str
+    dim: int = 0  # 0: unknown yet (no vector)
+    entries: dict[str, tuple[str, Vector]] = field(default_factory=dict)
+    version: int = 0
+    sync_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    # numpy only: a matrix of all vectors and each id's row, rebuilt lazily when `version` changes
+    _matrix: Any = None
+    _rows: dict[str, int] = field(default_factory=dict)
+    _matrix_version: int = -1
+
+    def set(self, entries: dict[str, tuple[str, Vector]], dim: int) -> None:
+        self.entries = entries
+        self.dim = dim if entries else (dim or self.dim)
+        self.version += 1
+
+    def matrix(self) -> tuple[Any, dict[str, int]]:
+        if self._matrix_version != self.version:
+            ids = list(self.entries)
+            self._rows = {d: i for i, d in enumerate(ids)}
+            if ids:
+                self._matrix = _np.stack([self.entries[d][1] for d in ids]).astype(_np.float32, copy=False)
+            else:
+                self._matrix = _np.zeros((0, max(self.dim, 1)), dtype=_np.float32)
+            self._matrix_version = self.version
+        return self._matrix, self._rows
+
+    def to_json(self) -> bytes:
+        doc = {
+            "format": FILE_FORMAT,
+            "model": self.model,
+            "dim": self.dim,
+            "encoding": _ENCODING,
+            "vectors": {d: {"h": h, "v": _encode(v)} for d, (h, v) in self.entries.items()},
+        }
+        return json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def _parse(raw: bytes, model: str) -> tuple[int, dict[str, tuple[str, Vector]]] | None:
+    """(dim, entries) of a vectors file written for `model`; None when it is for another model or unreadable.
+
+    Entries that cannot be decoded are dropped one by one (they are re-embedded by the next sync).
+    """
+    doc = json.loads(raw)
+    if not isinstance(doc, dict) or doc.get("format") != FILE_FORMAT or doc.get("encoding") != _ENCODING:
+        raise ValueError("unknown vectors file format")
+    if doc.get("model") != model:
+        return None
+    dim = doc.get("dim")
+    vectors = doc.get("vectors")
+    if not isinstance(dim, int) or dim < 0 or not isinstance(vectors, dict):
+        raise ValueError("bad vectors file header")
+    entries: dict[str, tuple[str, Vector]] = {}
+    for mid, item in vectors.items():
+        try:
+            h, v = item["h"], item["v"]
+            if not isinstance(h, str) or not isinstance(v, str):
+                raise TypeError("bad entry")
+            entries[mid] = (h, _decode(v, dim))
+        except (KeyError, TypeError, ValueError, binascii.Error):
+            continue
+    return dim, entries
+
+
+# --------------------------------------------------------------------------- breaker
+class CircuitBreaker:
+    """Closed until `failures` consecutive failures, then open for `cooldown` seconds; then half-open: one trial
+    call at a time, whose success closes it and whose failure opens it again."""
+
+    def __init__(self, failures: int, cooldown: float, clock: Callable[[], float]) -> None:
+        self.failures = max(1, failures)
+        self.cooldown = cooldown
+        self._clock = clock
+        self._consecutive = 0
+        self._open_until: float | None = None
+        self._trial = False
+
+    @property
+    def is_open(self) -> bool:
+        return self._open_until is not None and self._clock() < self._open_until
+
+    def allow(self) -> bool:
+        """Whether a call may go to the provider now (claims the half-open trial slot)."""
+        if self._open_until is None:
+            return True
+        if self._clock() < self._open_until or self._trial:
+            return False
+        self._trial = True
+        return True
+
+    def abandon(self) -> None:
+        """A call ended without an answer for reasons of our own (cancelled): neither success nor failure."""
+        self._trial = False
+
+    def success(self) -> None:
+        if self._open_until is not None:
+            log.info("embedding provider answers again; semantic ranking resumed")
+        self._consecutive = 0
+        self._open_until = None
+        self._trial = False
+
+    def failure(self) -> None:
+        self._consecutive += 1
+        self._trial = False
+        if self._open_until is not None or self._consecutive >= self.failures:
+            if self._open_until is None:
+                log.warning(
+                    "embedding provider failed %d times in a row; skipping it for %.0f s", self._consecutive,
+                    self.cooldown,
+                )
+            self._open_until = self._clock() + self.cooldown
+
+
+# --------------------------------------------------------------------------- the store
+class VectorStore:
+    """Embeddings of memories, per group, persisted beside the group files under `directory`.
+
+    `model_id` names the model (e.g. ``"<provider id>/<model name>"``); files written for another model id, or
+    vectors of another dimension than the provider now returns, are rebuilt. `timeout` bounds the query
+    embedding in :meth:`similarities` (seconds); `sync_timeout` bounds one batch call in :meth:`sync`.
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        provider: EmbeddingProvider,
+        model_id: str,
+        *,
+        timeout: float = 1.5,
+        sync_timeout: float = 60.0,
+        batch_size: int = 32,
+        breaker_failures: int = 3,
+        breaker_cooldown: float = 60.0,
+        query_cache_size: int = 64,
+        durable: bool = True,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._directory = Path(directory)
+        self._provider = provider
+        self.model_id = model_id
+        self.timeout = timeout
+        self.sync_timeout = sync_timeout
+        self.batch_size = max(1, batch_size)
+        self._durable = durable
+        self.breaker = CircuitBreaker(breaker_failures, breaker_cooldown, clock)
+        self._query_cache: OrderedDict[str, Vector] = OrderedDict()
+        self._query_cache_size = query_cache_size
+        self._groups: dict[GroupKey, _Group] = {}
+        self._load_locks: dict[GroupKey, asyncio.Lock] = {}
+        self._pending: dict[GroupKey, list[Memory]] = {}
+        self._tasks: dict[GroupKey, asyncio.Task[None]] = {}
+        self.provider_calls = 0  # for tests and diagnostics
+
+    def path_for(self, key: GroupKey) -> Path:
+        return vectors_path(self._directory, key)
+
+    # ----------------------------------------------------------------- provider calls
+    async def _embed(self, texts: list[str], timeout: float) -> list[Vector]:
+        """Unit vectors of `texts` within `timeout` seconds, or ProviderError. Never waits past the timeout,
+        even for a provider that ignores cancellation (its task is cancelled and left to finish on its own)."""
+        self.provider_calls += 1
+        try:
+            task = asyncio.ensure_future(self._provider.get_embeddings(list(texts)))
+        except Exception as e:  # e.g. a provider whose get_embeddings is not a coroutine function
+            raise ProviderError(f"embedding failed: {type(e).__name__}: {e}") from e
+        try:
+            done, _ = await asyncio.wait({task}, timeout=timeout)
+        except asyncio.CancelledError:
+            task.cancel()
+            task.add_done_callback(_consume)
+            raise
+        if not done:
+            task.cancel()
+            task.add_done_callback(_consume)
+            raise ProviderError(f"embedding timed out after {timeout:.2f} s")
+        try:
+            result = task.result()
+        except asyncio.CancelledError as e:
+            raise ProviderError("embedding call was cancelled") from e
+        except Exception as e:  # any provider error: network, quota, bad config ...
+            raise ProviderError(f"embedding failed: {type(e).__name__}: {e}") from e
+        try:
+            if len(result) != len(texts):
+                raise ValueError(f"{len(result)} vectors for {len(texts)} texts")
+            vectors = [_unit(v) for v in result]
+        except (TypeError, ValueError, struct.error) as e:
+            raise ProviderError(f"unusable embeddings: {e}") from e
+        dims = {len(v) for v in vectors}
+        if len(dims) > 1 or 0 in dims:
+            raise ProviderError(f"inconsistent embedding dimensions {sorted(dims)}")
+        return vectors
+
+    async def _guarded(self, texts: list[str], timeout: float) -> list[Vector] | None:
+        if not self.breaker.allow():
+            return None
+        try:
+            vectors = await self._embed(texts, timeout)
+        except asyncio.CancelledError:  # our caller was cancelled: not the provider's fault, free the trial slot
+            self.breaker.abandon()
+            raise
+        except ProviderError as e:
+            self.breaker.failure()
+            log.warning("semantic ranking: %s", e)
+            return None
+        self.breaker.success()
+        return vectors
+
+    # ----------------------------------------------------------------- loading
+    async def _group(self, key: GroupKey) -> _Group:
+        group = self._groups.get(key)
+        if group is not None:
+            return group
+        lock = self._load_locks.setdefault(key, asyncio.Lock())
+        async with lock:
+            group = self._groups.get(key)
+            if group is None:
+                group = await self._load(key)
+                self._groups[key] = group
+        return group
+
+    async def _load(self, key: GroupKey) -> _Group:
+        path = self.path_for(key)
+        group = _Group(path, self.model_id)
+        try:
+            raw = await read_bytes(path)
+        except OSError as e:
+            log.warning("cannot read %s (%s); vectors will be rebuilt", path, e)
+            return group
+        if raw is None:
+            return group
+        try:
+            parsed = _parse(raw, self.model_id)
+        except (ValueError, TypeError, UnicodeDecodeError) as e:
+            log.warning("discarding unreadable vectors file %s (%s); it will be rebuilt", path, e)
+            return group
+        if parsed is None:
+            log.info("vectors in %s are for another model; they will be rebuilt for %s", path, self.model_id)
+            return group
+        dim, entries = parsed
+        group.set(entries, dim)
+        return group
+
+    # ----------------------------------------------------------------- sync
+    async def sync(self, key: GroupKey, memories: Iterable[Memory]) -> None:
+        """Make the group's vectors match `memories` (all of the group's memories, every owner): embed the new
+        and changed ones, drop the others, and save the file when something changed. Never raises because of
+        the provider (failures are logged; those memories stay without a vector until the next sync)."""
+        # Blank contents get no vector (some providers reject empty strings, failing the whole batch).
+        wanted = {m.id: (content_hash(m.content), m.content) for m in memories if m.content.strip()}
+        group = await self._group(key)
+        async with group.sync_lock:
+            kept = {d: e for d, e in group.entries.items() if d in wanted and e[0] == wanted[d][0]}
+            changed = len(kept) != len(group.entries)
+            fresh, dim = await self._embed_ids([d for d in wanted if d not in kept], wanted, 0)
+            if fresh and kept and dim != group.dim:
+                # Another model behind the same id: old and new vectors cannot be compared, so re-embed all.
+                log.warning("embedding dimension changed %d -> %d in %s; rebuilding its vectors", group.dim, dim, key)
+                kept, _ = await self._embed_ids(list(kept), wanted, dim)
+            if not fresh and not changed:
+                return
+            group.set(kept | fresh, dim or group.dim)
+            await self._save(key, group)
+
+    async def _embed_ids(
+        self, ids: list[str], wanted: Mapping[str, tuple[str, str]], dim: int
+    ) -> tuple[dict[str, tuple[str, Vector]], int]:
+        """Vectors of `ids` in batches; stops at the first failure, or at a batch whose dimension differs from
+        `dim` (or from the first batch's when `dim` is 0). Returns what was embedded and its dimension."""
+        out: dict[str, tuple[str, Vector]] = {}
+        for start in range(0, len(ids), self.batch_size):
+            chunk = ids[start : start + self.batch_size]
+            vectors = await self._guarded([wanted[d][1] for d in chunk], self.sync_timeout)
+            if vectors is None:
+                break
+            if dim and len(vectors[0]) != dim:
+                log.warning("embedding dimension changed during a sync (%d -> %d); stopping", dim, len(vectors[0]))
+                break
+            dim = len(vectors[0])
+            for d, v in zip(chunk, vectors, strict=True):
+                out[d] = (wanted[d][0], v)
+        return out, dim
+
+    async def _save(self, key: GroupKey, group: _Group) -> None:
+        try:
+            if not group.entries:
+                try:
+                    await aiofiles.os.remove(group.path)
+                except FileNotFoundError:
+                    pass
+                return
+            await write_atomic(group.path, group.to_json(), durable=self._durable)
+        except OSError as e:  # derived data: the vectors stay in memory and the file is rewritten next time
+            log.warning("cannot write %s: %s", group.path, e)
+
+    def schedule_sync(self, key: GroupKey, memories: Iterable[Memory]) -> asyncio.Task[None]:
+        """Run :meth:`sync` in the background (needs a running loop). Calls for a group while its sync runs are
+        coalesced: the latest memories are synced once the running sync ends."""
+        self._pending[key] = list(memories)
+        task = self._tasks.get(key)
+        if task is None or task.done():
+            task = asyncio.get_running_loop().create_task(self._drain(key))
+            self._tasks[key] = task
+        return task
+
+    async def _drain(self, key: GroupKey) -> None:
+        try:
+            while (memories := self._pending.pop(key, None)) is not None:
+                try:
+                    await self.sync(key, memories)
+                except Exception:  # never let a background sync die loudly (e.g. a disk error)
+                    log.exception("background vector sync of %s failed", key)
+        finally:
+            if self._tasks.get(key) is asyncio.current_task():
+                del self._tasks[key]
+
+    async def wait_idle(self) -> None:
+        """Wait until every scheduled sync has finished (for shutdown and tests)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks.values()), return_exceptions=True)
+
+    async def close(self) -> None:
+        """Cancel scheduled syncs (vectors already saved stay; missing ones are embedded next time)."""
+        self._pending.clear()
+        tasks = list(self._tasks.values())
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._tasks.clear()
+
+    def has_vector(self, key: GroupKey, memory_id: str) -> bool:
+        group = self._groups.get(key)
+        return group is not None and memory_id in group.entries
+
+    # ----------------------------------------------------------------- query
+    async def query_vector(self, query: str) -> Vector | None:
+        """The query's unit vector (cached for recent queries), or None on failure/timeout/open breaker."""
+        cached = self._query_cache.get(query)
+        if cached is not None:
+            self._query_cache.move_to_end(query)
+            return cached
+        vectors = await self._guarded([query], self.timeout)
+        if vectors is None:
+            return None
+        v = vectors[0]
+        self._query_cache[query] = v
+        while len(self._query_cache) > self._query_cache_size:
+            self._query_cache.popitem(last=False)
+        return v
+
+    async def similarities(self, key: GroupKey, query: str, memory_ids: Iterable[str]) -> dict[str, float] | None:
+        """Cosine similarity of `query` to each memory of `memory_ids` that has a vector, clipped to [0, 1]
+        (negative similarity counts as unrelated). None when the provider fails, times out, is skipped by the
+        breaker, or answers with another dimension than the stored vectors (those are rebuilt by the next
+        sync). Memories without a vector are absent from the result."""
+        if not query.strip():
+            return None
+        ids = list(memory_ids)
+        group = self._groups.get(key)
+        if group is None:  # first use of this group: read its file while the query is being embedded
+            group, qv = await asyncio.gather(self._group(key), self.query_vector(query))
+        else:
+            qv = await self.query_vector(query)
+        if qv is None:
+            return None
+        if not group.entries:
+            return {}
+        if len(qv) != group.dim:
+            log.warning(
+                "query embedding has %d dimensions, stored vectors of %s have %d; sync will rebuild them",
+                len(qv), key, group.dim,
+            )
+            group.set({}, 0)  # stale vectors of another model: drop them so the next sync re-embeds everything
+            return None
+        return _similarities(group, qv, ids)
+
+
+def _similarities(group: _Group, qv: Vector, ids: list[str]) -> dict[str, float]:
+    if _np is not None:
+        matrix, rows = group.matrix()
+        if 4 * len(ids) < len(rows):  # a few candidates: multiply only their rows
+            found = [d for d in ids if d in rows]
+            if not found:
+                return {}
+            sims = matrix[[rows[d] for d in found]] @ qv
+            _np.maximum(sims, 0.0, out=sims)
+            _np.minimum(sims, 1.0, out=sims)
+            return dict(zip(found, sims.tolist(), strict=True))
+        sims = matrix @ qv
+        _np.maximum(sims, 0.0, out=sims)
+        _np.minimum(sims, 1.0, out=sims)
+        values = sims.tolist()
+        return {d: values[r] for d in ids if (r := rows.get(d)) is not None}
+    out: dict[str, float] = {}
+    entries = group.entries
+    for d in ids:
+        e = entries.get(d)
+        if e is not None:
+            s = sum(map(operator.mul, qv, e[1]))
+            out[d] = 0.0 if s < 0.0 else (1.0 if s > 1.0 else s)
+    return out
+
+
+def _consume(task: asyncio.Future[Any]) -> None:
+    """Retrieve an abandoned call's outcome so asyncio does not log 'exception was never retrieved'."""
+    if not task.cancelled():
+        task.exception()
+
+
+# --------------------------------------------------------------------------- fusion
+def combine(
+    lexical: Mapping[str, float],
+    semantic: Mapping[str, float] | None,
+    weight: float = DEFAULT_SEMANTIC_WEIGHT,
+) -> dict[str, float]:
+    """Fuse lexical scores (normalised, [0, 1]) with semantic ones (clipped cosine, [0, 1]) into [0, 1].
+
+    ``(1 - weight) * lexical + weight * semantic`` over the ids of either mapping (a missing lexical score is 0).
+    An id without a semantic score (no vector yet) keeps its lexical score, so it is neither boosted nor
+    penalised; with ``semantic`` None (provider down) the result is the lexical scores unchanged.
+    """
+    if semantic is None or weight <= 0.0:
+        return dict(lexical)
+    w = min(1.0, weight)
+    lw = 1.0 - w
+    out: dict[str, float] = {}
+    for d, s in semantic.items():
+        out[d] = lw * lexical.get(d, 0.0) + w * s
+    for d, s in lexical.items():
+        if d not in out:
+            out[d] = s
+    return out
+
