@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import functools
 import time
-from pathlib import Path
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 from astrbot.api import AstrBotConfig, logger
@@ -14,28 +14,28 @@ from astrbot.api.provider import ProviderRequest
 from astrbot.api.star import Context, Star, StarTools
 
 from .memory import (
-    ExtractionScheduler,
-    HistoryLog,
-    Utterance,
     DISABLED,
     NOT_IN_GROUP,
     Caller,
-    Recall,
-    VectorStore,
-    combine,
-    semantic_similarities,
+    ExtractionScheduler,
     GroupKey,
+    HistoryLog,
     MemberKey,
     MemoryPluginError,
+    Recall,
     Scope,
     Settings,
     UserMemoryStore,
+    Utterance,
+    VectorStore,
+    combine,
     forget_memory,
-    list_memory,
     history_text,
+    list_memory,
     revert_change,
     run_extraction,
     save_memory,
+    semantic_similarities,
     stats_text,
     visible_memories,
 )
@@ -78,7 +78,11 @@ class UserMemoryPlugin(Star):
         provider_id = self.settings.embedding_provider_id
         if not (self.settings.enable_user_memory and provider_id):
             return
-        provider = self.context.get_provider_by_id(provider_id)
+        try:
+            provider = self.context.get_provider_by_id(provider_id)
+        except Exception:  # a half-started host must not stop the plugin from loading
+            logger.exception(f"[{PLUGIN_NAME}] cannot look up embedding provider {provider_id!r}")
+            provider = None
         if provider is None or not hasattr(provider, "get_embeddings"):
             logger.warning(f"[{PLUGIN_NAME}] embedding provider {provider_id!r} not found; using lexical recall only")
             return

@@ -171,3 +171,12 @@ async def test_vectors_follow_changes_in_the_background(make_plugin):
     memory = next(m for m in await plugin.store.memories(GroupKey("lark", "oc_group1"), "ou_a") if "收款" in m.content)
     assert plugin.vectors.has_vector(GroupKey("lark", "oc_group1"), memory.id)
     assert "负责收款系统" in await system_prompt_for(plugin, make_event("付款出问题找谁", user="ou_a"))
+
+
+async def test_unknown_embedding_provider_leaves_lexical_recall(make_plugin, caplog):
+    plugin = make_plugin(embedding_provider_id="no-such-provider")
+    await plugin.initialize()
+    assert plugin.vectors is None
+    assert "no-such-provider" in caplog.text
+    await call_tool(plugin, "lark_save_memory", make_event(), memory_type="fact", content="喜欢猫")
+    assert "喜欢猫" in await system_prompt_for(plugin, make_event("猫"))
