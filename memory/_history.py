@@ -12,13 +12,16 @@ from typing import Any
 import aiofiles
 import aiofiles.os
 
-from ._files import group_file_path
+from ._files import group_file_path, write_atomic
 from ._models import GroupKey
 
 log = logging.getLogger("astrbot_plugin_user_memory")
 
 CHANGE = "change"
 CALL = "extraction_call"
+CARRIED = "carried_totals"  # what trimmed-away call entries added up to, so stats survive trimming
+MAX_BYTES = 1_000_000
+KEEP_ENTRIES = 2_000
 
 
 @dataclass
@@ -31,7 +34,7 @@ class GroupStats:
     rejected: int = 0
 
     def add(self, entry: dict[str, Any]) -> None:
-        self.calls += 1
+        self.calls += int(entry.get("calls", 1))
         self.input_tokens += int(entry.get("input_tokens", 0))
         self.output_tokens += int(entry.get("output_tokens", 0))
         self.messages += int(entry.get("messages", 0))
@@ -56,11 +59,26 @@ class HistoryLog:
         data = "".join(json.dumps(e, ensure_ascii=False) + "\n" for e in entries)
         async with aiofiles.open(path, "a", encoding="utf-8") as f:
             await f.write(data)
+            size = await f.tell()
         stats = self._stats.get(key)
         if stats is not None:
             for entry in entries:
                 if entry.get("kind") == CALL:
                     stats.add(entry)
+        if size > MAX_BYTES:
+            await self._trim(key)
+
+    async def _trim(self, key: GroupKey) -> None:
+        """Keep the newest KEEP_ENTRIES entries; fold the calls dropped with the rest into one carried-totals entry."""
+        entries = await self.read(key)
+        dropped, kept = entries[:-KEEP_ENTRIES], entries[-KEEP_ENTRIES:]
+        carried = GroupStats()
+        for entry in dropped:
+            if entry.get("kind") in (CALL, CARRIED):
+                carried.add(entry)
+        head = [{"kind": CARRIED, **vars(carried)}] if carried.calls else []
+        data = "".join(json.dumps(e, ensure_ascii=False) + "\n" for e in head + kept)
+        await write_atomic(self.path_for(key), data.encode("utf-8"))
 
     async def read(self, key: GroupKey) -> list[dict[str, Any]]:
         """Every entry, oldest first. Lines that do not parse (a crash mid-append) are skipped."""
@@ -85,7 +103,7 @@ class HistoryLog:
         if stats is None:
             stats = GroupStats()
             for entry in await self.read(key):
-                if entry.get("kind") == CALL:
+                if entry.get("kind") in (CALL, CARRIED):
                     stats.add(entry)
             self._stats[key] = stats
         return stats

@@ -338,3 +338,17 @@ async def test_admin_commands_show_and_revert_history(make_plugin):
         handler = next(h for h in star_handlers_registry if h.handler_name == name)
         assert any(isinstance(f, PermissionTypeFilter) for f in handler.event_filters), f"{name} must be admin-only"
     await plugin.terminate()
+
+
+async def test_history_is_trimmed_but_totals_survive(tmp_path, monkeypatch):
+    from memory import _history
+
+    monkeypatch.setattr(_history, "MAX_BYTES", 2_000)
+    monkeypatch.setattr(_history, "KEEP_ENTRIES", 5)
+    log = HistoryLog(tmp_path)
+    for i in range(40):
+        await log.append(G, [{"kind": "extraction_call", "at": i, "messages": 10, "input_tokens": 100,
+                              "output_tokens": 7, "applied": 1, "rejected": 0}])
+    assert log.path_for(G).stat().st_size < 3_000
+    fresh = await HistoryLog(tmp_path).stats(G)
+    assert (fresh.calls, fresh.input_tokens, fresh.output_tokens, fresh.messages) == (40, 4000, 280, 400)
