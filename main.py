@@ -113,10 +113,20 @@ class UserMemoryPlugin(Star):
             return
         member = member_of(event)
         text = (event.message_str or "").strip()
-        if member is None or not text or text.startswith("/") or member.user_id == event.get_self_id():
+        if member is None or not text or member.user_id == event.get_self_id() or self._is_command(event):
             return
         speaker = Utterance(member.user_id, event.get_sender_name() or member.user_id, text, time.time())
         self.extraction.observe(member.group, speaker, event.unified_msg_origin)
+
+    def _is_command(self, event: AstrMessageEvent) -> bool:
+        """Whether the message starts with a wake prefix ("/memory list"). AstrBot strips the prefix from
+        `event.message_str` before plugins see it, so look at the text the platform delivered."""
+        original = (getattr(event.message_obj, "message_str", "") or event.message_str or "").lstrip()
+        try:
+            prefixes = self.context.get_config(event.unified_msg_origin).get("wake_prefix") or []
+        except Exception:  # no host config (tests, a half-started host): assume the default prefix
+            prefixes = []
+        return any(original.startswith(p) for p in {"/", *prefixes} if isinstance(p, str) and p)
 
     async def _extract(self, key: GroupKey, batch: list[Utterance], origin: str) -> None:
         report = await run_extraction(

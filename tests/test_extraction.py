@@ -295,14 +295,19 @@ async def test_plugin_buffers_group_messages_and_extracts_in_background(make_plu
 
     plugin._generate = fake_generate
     await plugin.observe_group_message(make_event("我喜欢简洁一点的回复", user="ou_a"))
-    await plugin.observe_group_message(make_event("/memory list", user="ou_a"))  # commands are not conversation
+    command = make_event("/memory list", user="ou_a")
+    command.message_str = "memory list"  # AstrBot's waking stage strips the wake prefix before plugins see it
+    await plugin.observe_group_message(command)  # commands are not conversation
     bot = make_event("我是机器人", user="bot")  # the bot's own message (self_id is "bot")
     await plugin.observe_group_message(bot)
     await plugin.observe_group_message(make_event("收到", user="ou_b"))
     assert calls == []
     await plugin.observe_group_message(make_event("好的", user="ou_c"))
     await plugin.extraction.drain()
-    assert len(calls) == 1 and "/memory" not in calls[0] and "我是机器人" not in calls[0]
+    assert len(calls) == 1 and "memory list" not in calls[0] and "我是机器人" not in calls[0]
+    conversation = calls[0].split("【最近对话】", 1)[1]
+    assert [line.split(": ", 1)[1] for line in conversation.strip().splitlines()[:-1] if ": " in line] == [
+        "我喜欢简洁一点的回复", "收到", "好的"]
     assert [m.content for m in await plugin.store.memories(G, "ou_a")] == ["喜欢简洁的回复"]
     await plugin.terminate()
 
