@@ -1,0 +1,469 @@
+#!/usr/bin/env python3
+"""Prepare, start and stop an AstrBot with this plugin installed, on 127.0.0.1, in a root of its own.
+
+Used by the end-to-end tests (tests/e2e: `prepare_root(...)`, then `AstrBot(root).start()` / `.stop()`) and by
+scripts/run.sh. Standard library only, run by an interpreter that has `astrbot` installed (its CLI does
+`init` and `run`).
+
+    python scripts/astrbot_sandbox.py run [--port 6185] [--demo]     # root .run/astrbot (.run/demo with --demo)
+    python scripts/astrbot_sandbox.py prepare --root DIR --lark-domain URL --model-base URL --offline
+
+A root is initialised once (`astrbot init -y` with ASTRBOT_DASHBOARD_INITIAL_PASSWORD), then cmd_config.json is
+edited and the plugin is copied into data/plugins/<name>/ (the repository minus .git, .venv, tests, bench,
+scripts, caches), the way a user installs it; its requirements.txt is pip-installed when something is missing.
+`offline` makes AstrBot's start-up calls to outside hosts (model catalogues, text-to-image, pip) fail at once by
+pointing its HTTP proxy and pip index at a dead loopback port; loopback stays reachable through no_proxy.
+`--demo` also starts the fake Lark and fake model servers of tests/e2e and prints a curl to talk to the bot.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+PLUGIN_NAME = "astrbot_plugin_user_memory"
+DEFAULT_PASSWORD = "TestPass123"
+USERNAME = "astrbot"
+PLATFORM_ID = "lark_e2e"
+WEBHOOK_UUID = "e2e-lark-webhook"
+PROVIDER_SOURCE_ID = "fake_openai"
+CHAT_PROVIDER_ID = "fake_openai/fake-model"
+EMBEDDING_PROVIDER_ID = "fake_embedding"
+DEAD_URL = "http://127.0.0.1:9"  # discard port: nothing listens, connections are refused at once
+
+# Copied into data/plugins/<name>/: everything in the repo except these.
+EXCLUDE = {".git", ".venv", "venv", "tests", "bench", "scripts", ".run", ".ci", ".github",
+           "__pycache__", ".pytest_cache", ".hypothesis", ".mypy_cache", ".ruff_cache", "node_modules"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def astrbot_cmd() -> list[str]:
+    """The `astrbot` CLI of the running interpreter (its venv's console script when present)."""
+    exe = Path(sys.executable).with_name("astrbot")
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "astrbot.cli"]
+
+
+def _die_with_parent() -> None:
+    """In the child before exec (Linux): get SIGTERM when the process that started us dies, so a killed test
+    run leaves no AstrBot behind. Elsewhere a no-op."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except Exception:
+        pass
+
+
+def _read_json(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8-sig"))  # AstrBot writes a UTF-8 BOM
+
+
+def _write_json(path: Path, data: dict) -> None:
+    path.write_text(json.dumps(data, ensure_ascii=False, indent=2), encoding="utf-8-sig")
+
+
+def copy_plugin(root: Path, src: Path = REPO_ROOT, name: str = PLUGIN_NAME) -> Path:
+    dest = root / "data" / "plugins" / name
+    if dest.exists():
+        shutil.rmtree(dest)
+    shutil.copytree(src, dest, ignore=lambda d, names: [
+        n for n in names if n in EXCLUDE or n.endswith((".pyc", ".log")) or n.startswith(".")])
+    return dest
+
+
+def install_requirements(plugin_dir: Path) -> None:
+    """Honour the plugin's requirements.txt: pip-install what the interpreter lacks.
+
+    AstrBot would install missing requirements itself at load time, but from its configured index,
+    which the sandbox points at a dead port; installing here uses the ordinary pip configuration.
+    """
+    req = plugin_dir / "requirements.txt"
+    if not req.exists():
+        return
+    lines = [ln.split("#", 1)[0].strip() for ln in req.read_text(encoding="utf-8").splitlines()]
+    lines = [ln for ln in lines if ln]
+    if not lines:
+        return
+    try:
+        from importlib.metadata import PackageNotFoundError, version
+
+        from packaging.requirements import Requirement
+        missing = []
+        for ln in lines:
+            r = Requirement(ln)
+            try:
+                if not r.specifier.contains(version(r.name), prereleases=True):
+                    missing.append(ln)
+            except PackageNotFoundError:
+                missing.append(ln)
+    except Exception:  # unparsable line or no `packaging`: let pip decide
+        missing = lines
+    if missing:
+        print(f"[sandbox] installing plugin requirements: {missing}", file=sys.stderr)
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", *missing], check=True)
+
+
+def prepare_root(
+    root: Path,
+    *,
+    lark_domain: str | None = None,
+    model_base: str | None = None,
+    offline: bool = True,
+    password: str = DEFAULT_PASSWORD,
+    admins: list[str] | None = None,
+    streaming: bool | None = None,
+    log_level: str | None = None,
+    plugin_src: Path | None = REPO_ROOT,
+) -> Path:
+    """Create (or update) an AstrBot root at `root` and install the plugin into it.
+
+    lark_domain: add the Lark webhook platform with this open-API base (a fake Lark server).
+    model_base:  add an OpenAI-compatible chat + embedding provider at this api_base, as the default chat model.
+    offline:     make start-up probes of outside hosts fail at once, turn metrics off, no rate limits.
+    Nothing else of an existing root's configuration is changed, so a root set up by hand in the dashboard keeps
+    its platforms and models when called with lark_domain/model_base None and offline False.
+    """
+    root = Path(root).resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    cfg_path = root / "data" / "cmd_config.json"
+    if not (root / ".astrbot").exists() or not cfg_path.exists():
+        env = {**os.environ, "ASTRBOT_ROOT": str(root), "ASTRBOT_DASHBOARD_INITIAL_PASSWORD": password}
+        subprocess.run([*astrbot_cmd(), "init", "-y"], cwd=root, env=env, check=True,
+                       stdout=subprocess.DEVNULL)
+    cfg = _read_json(cfg_path)
+    dash = cfg.setdefault("dashboard", {})
+    dash["host"] = "127.0.0.1"
+    dash["password_change_required"] = False  # the password was chosen by us; no forced change dialog
+    if offline:
+        cfg["disable_metrics"] = True
+        cfg["http_proxy"] = DEAD_URL  # model catalogues, update checks, ...: refused at once
+        cfg["no_proxy"] = ["localhost", "127.0.0.1", "::1"]  # the fakes stay reachable
+        cfg["pypi_index_url"] = DEAD_URL + "/simple"
+        cfg["t2i"] = False
+        cfg["t2i_endpoint"] = DEAD_URL
+        dash.setdefault("auth_rate_limit", {})["enable"] = False
+        # AstrBot stalls a session after 30 messages a minute; scripted conversations are faster.
+        cfg.setdefault("platform_settings", {}).setdefault("rate_limit", {})["count"] = 1000
+    if admins is not None:
+        cfg["admins_id"] = ["astrbot", *admins]
+    if lark_domain is not None:
+        cfg["platform"] = [p for p in cfg.get("platform", []) if p.get("id") != PLATFORM_ID] + [{
+            "id": PLATFORM_ID, "type": "lark", "enable": True,
+            "app_id": "cli_e2e_fake", "app_secret": "fake-secret", "domain": lark_domain,
+            "lark_connection_mode": "webhook", "webhook_uuid": WEBHOOK_UUID,
+            "lark_encrypt_key": "", "lark_verification_token": "",
+        }]
+    if model_base is not None:
+        cfg["provider_sources"] = [s for s in cfg.get("provider_sources", []) if s.get("id") != PROVIDER_SOURCE_ID] + [{
+            "id": PROVIDER_SOURCE_ID, "provider": "openai", "type": "openai_chat_completion",
+            "provider_type": "chat_completion", "enable": True, "key": ["sk-fake"],
+            "api_base": model_base, "timeout": 60, "proxy": "", "custom_headers": {},
+        }]
+        ours = {CHAT_PROVIDER_ID, EMBEDDING_PROVIDER_ID}
+        cfg["provider"] = [p for p in cfg.get("provider", []) if p.get("id") not in ours] + [
+            {"id": CHAT_PROVIDER_ID, "provider_source_id": PROVIDER_SOURCE_ID, "model": "fake-model",
+             "enable": True, "provider_type": "chat_completion", "type": "openai_chat_completion",
+             "modalities": ["text", "tool_use"]},
+            {"id": EMBEDDING_PROVIDER_ID, "type": "openai_embedding", "provider": "openai",
+             "provider_type": "embedding", "enable": True, "embedding_api_key": "sk-fake",
+             "embedding_api_base": model_base, "embedding_model": "fake-embedding",
+             "embedding_dimensions": 256, "timeout": 20, "proxy": ""},
+        ]
+        model_cfg = cfg.setdefault("agent_runner", {}).setdefault("config", {}).setdefault("model", {})
+        model_cfg["provider_id"] = CHAT_PROVIDER_ID
+        model_cfg["request_max_retries"] = 1  # a failing fake should fail the test fast
+    if streaming is not None:
+        cfg.setdefault("provider_settings", {})["streaming_response"] = streaming
+    if log_level is not None:
+        cfg["log_level"] = log_level
+    _write_json(cfg_path, cfg)
+    if plugin_src is not None:
+        install_requirements(copy_plugin(root, plugin_src))
+    return root
+
+
+class AstrBot:
+    """One `astrbot run` process on a prepared root; its output goes to <root>/astrbot.log."""
+
+    def __init__(self, root: Path, port: int | None = None, password: str = DEFAULT_PASSWORD,
+                 plugin: str | None = PLUGIN_NAME):
+        self.root = Path(root).resolve()
+        self._auto_port = not port
+        self.port = port or free_port()
+        self.password = password
+        self.plugin = plugin
+        self.log_path = self.root / "astrbot.log"
+        self.proc: subprocess.Popen | None = None
+        self._own_group = False
+        self._token: str | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def webhook_url(self) -> str:
+        return f"{self.base_url}/api/platform/webhook/{WEBHOOK_UUID}"
+
+    def start(self, timeout: float = 120, foreground: bool = False) -> AstrBot:
+        """Start `astrbot run` and wait until the dashboard answers and the plugin is loaded."""
+        for attempt in range(3):
+            self._spawn(foreground)
+            try:
+                self.wait_ready(timeout)
+                return self
+            except RuntimeError:  # exited during start-up
+                port_taken = f"{self.port} 已被占用" in self.log_tail(60)  # "port ... is taken"
+                self.stop()
+                if not (port_taken and self._auto_port and attempt < 2):
+                    raise
+                self.port = free_port()  # someone took the free port we picked: pick another
+            except BaseException:
+                self.stop()
+                raise
+        raise AssertionError("unreachable")
+
+    def _spawn(self, foreground: bool) -> None:
+        env = {**os.environ, "ASTRBOT_ROOT": str(self.root), "DASHBOARD_HOST": "127.0.0.1",
+               "DASHBOARD_PORT": str(self.port), "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+        self._token = None
+        self._own_group = not foreground
+        if foreground:  # scripts/run.sh: the user watches the log in the terminal
+            self.proc = subprocess.Popen([*astrbot_cmd(), "run"], cwd=self.root, env=env,
+                                         preexec_fn=_die_with_parent)
+            return
+        env["ASTRBOT_TEST_MODE"] = "true"  # no login rate limit
+        # loopback (the fakes) never through a proxy, whatever the environment says
+        for k in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
+            env.pop(k, None)
+        env["no_proxy"] = env["NO_PROXY"] = "localhost,127.0.0.1,::1"
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen([*astrbot_cmd(), "run"], cwd=self.root, env=env,
+                                         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         start_new_session=True, preexec_fn=_die_with_parent)
+
+    # -- readiness -------------------------------------------------------------------------
+    def wait_ready(self, timeout: float = 120) -> None:
+        """Wait until the dashboard answers a login and the plugin (if any) is loaded and active."""
+        deadline = time.monotonic() + timeout
+        last = "no answer yet"
+        while time.monotonic() < deadline:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise RuntimeError(f"astrbot exited with {self.proc.returncode} during start-up\n"
+                                   + self.log_tail())
+            try:
+                if self.plugin is None:
+                    self.login()
+                    return
+                info = self.plugin_info()
+                if info and info.get("activated", True):
+                    return
+                last = f"plugin {self.plugin} not loaded yet: {self.failed_plugins() or info}"
+            except (OSError, ValueError, KeyError) as e:  # URLError/HTTPError are OSErrors
+                if isinstance(e, urllib.error.HTTPError) and e.code == 401:
+                    self._token = None
+                last = repr(e)
+            time.sleep(0.3)
+        raise TimeoutError(f"AstrBot not ready after {timeout}s ({last})\n" + self.log_tail())
+
+    # -- dashboard API ---------------------------------------------------------------------
+    def api(self, method: str, path: str, body: dict | None = None, auth: bool = True,
+            timeout: float = 10) -> dict:
+        headers = {"Content-Type": "application/json"}
+        if auth:
+            headers["Authorization"] = f"Bearer {self.login()}"
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.base_url + path, data=data, method=method, headers=headers)
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return json.loads(resp.read() or b"{}")
+
+    def login(self) -> str:
+        if self._token is None:
+            res = self.api("POST", "/api/auth/login",
+                           {"username": USERNAME, "password": self.password}, auth=False)
+            if res.get("status") != "ok":
+                raise ValueError(f"login failed: {res}")
+            self._token = res["data"]["token"]
+        return self._token
+
+    def plugin_info(self) -> dict | None:
+        res = self.api("GET", "/api/plugin/get")
+        for p in res.get("data") or []:
+            if p.get("name") == self.plugin:
+                return p
+        return None
+
+    def failed_plugins(self) -> dict:
+        try:
+            return self.api("GET", "/api/v1/plugins/failed").get("data") or {}
+        except Exception:
+            return {}
+
+    def get_plugin_config(self, name: str = PLUGIN_NAME) -> dict:
+        return self.api("GET", f"/api/v1/plugins/config?plugin_id={name}")["data"]
+
+    def set_plugin_config(self, config: dict, name: str = PLUGIN_NAME) -> dict:
+        """Save plugin config the way the dashboard does (AstrBot then reloads the plugin)."""
+        res = self.api("PUT", "/api/v1/plugins/config", {"plugin_id": name, "config": config})
+        if res.get("status") != "ok":
+            raise RuntimeError(f"saving plugin config failed: {res}")
+        self.wait_ready(60)
+        return res
+
+    # -- stopping --------------------------------------------------------------------------
+    def stop(self, timeout: float = 15) -> int | None:
+        """SIGTERM, then SIGKILL after `timeout` seconds. Safe to call twice."""
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return None
+        if proc.poll() is None:
+            try:
+                proc.send_signal(signal.SIGTERM)
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+            except ProcessLookupError:
+                pass
+        if self._own_group:  # children it left behind (pip, helpers) are in its own process group
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        return proc.returncode
+
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log_tail(self, lines: int = 80) -> str:
+        try:
+            text = self.log_path.read_text(encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            return "(no AstrBot log)"
+        return "\n".join(text.splitlines()[-lines:])
+
+    def __enter__(self) -> AstrBot:
+        return self.start() if self.proc is None else self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def _stored_password(root: Path, wanted: str | None) -> str:
+    """The dashboard password of this root: set once at `astrbot init`, kept in <root>/.dashboard_password."""
+    path = root / ".dashboard_password"
+    if path.exists():
+        stored = path.read_text(encoding="utf-8").strip()
+        if wanted and wanted != stored:
+            print(f"[sandbox] {root} already has a password; ignoring ASTRBOT_PASSWORD (delete {root} to reset)",
+                  file=sys.stderr)
+        return stored
+    password = wanted or secrets.token_urlsafe(9)
+    root.mkdir(parents=True, exist_ok=True)
+    path.write_text(password + "\n", encoding="utf-8")
+    path.chmod(0o600)
+    return password
+
+
+def _start_demo_fakes():
+    """The fake Lark and the fake model of the e2e tests (tests/e2e), with a crude memory-minded script."""
+    sys.path.insert(0, str(REPO_ROOT / "tests" / "e2e"))
+    from fake_lark import BOT_NAME, BOT_OPEN_ID, FakeLark
+    from fake_model import DEMO_RULES, FakeModel
+
+    lark = FakeLark()
+    lark.on_reply = lambda r: print(f"\n[fake Lark] the bot replied to {r.in_reply_to or r.receive_id}:\n{r.text}\n",
+                                    flush=True)
+    model = FakeModel(DEMO_RULES)
+
+    def show_memory_block(req) -> None:
+        if not req.is_tool_followup and "[关于当前用户的记忆]" in req.system_prompt:
+            block = req.system_prompt[req.system_prompt.index("[关于当前用户的记忆]"):]
+            print("\n[fake model] the system prompt ends with:\n" + block[-1500:] + "\n", flush=True)
+
+    model.on_request = show_memory_block
+    return lark.start(), model.start(), BOT_OPEN_ID, BOT_NAME
+
+
+def demo_curl(webhook_url: str, text: str, bot_open_id: str, bot_name: str) -> str:
+    """A one-line curl posting a Lark group message that @-mentions the bot (no event_id: never deduplicated)."""
+    event = {"schema": "2.0", "header": {"event_type": "im.message.receive_v1"}, "event": {
+        "sender": {"sender_id": {"open_id": "ou_demo_user"}, "sender_type": "user"},
+        "message": {"message_id": "om_demo", "chat_id": "oc_demo_group", "chat_type": "group",
+                    "message_type": "text", "content": json.dumps({"text": f"@_user_1 {text}"}, ensure_ascii=False),
+                    "mentions": [{"key": "@_user_1", "id": {"open_id": bot_open_id}, "name": bot_name}]}}}
+    body = json.dumps(event, ensure_ascii=False).replace("'", "'\\''")
+    return f"curl -s {webhook_url} -H 'Content-Type: application/json' -d '{body}'"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    for name in ("prepare", "run"):
+        p = sub.add_parser(name)
+        p.add_argument("--root", type=Path, help="AstrBot root (default .run/astrbot, or .run/demo with --demo)")
+        p.add_argument("--port", type=int, default=int(os.environ.get("DASHBOARD_PORT", 6185)))
+        p.add_argument("--lark-domain", help="add a Lark webhook platform using this open-API base")
+        p.add_argument("--model-base", help="add an OpenAI-compatible provider at this api_base as default model")
+        p.add_argument("--offline", action="store_true", help="make AstrBot's calls to outside hosts fail at once")
+        p.add_argument("--admin", action="append", help="Lark open_id to make admin")
+        if name == "run":
+            p.add_argument("--demo", action="store_true",
+                           help="also start the fake Lark and fake model servers of tests/e2e (no accounts needed)")
+    args = ap.parse_args(argv)
+    args.demo = getattr(args, "demo", False)
+    root = (args.root or REPO_ROOT / ".run" / ("demo" if args.demo else "astrbot")).resolve()
+    password = _stored_password(root, os.environ.get("ASTRBOT_PASSWORD"))
+    fakes = _start_demo_fakes() if args.demo else None
+    if fakes:
+        args.lark_domain, args.model_base = fakes[0].url, fakes[1].api_base
+    bot = None
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    try:
+        prepare_root(root, lark_domain=args.lark_domain, model_base=args.model_base, password=password,
+                     admins=args.admin, offline=args.offline or args.demo, streaming=False if args.demo else None)
+        if args.cmd == "prepare":
+            print(root)
+            return 0
+        bot = AstrBot(root, port=args.port, password=password)
+        bot.start(foreground=True)
+        print(f"\nAstrBot is running with {PLUGIN_NAME}:\n  dashboard  {bot.base_url}\n"
+              f"  user       {USERNAME}\n  password   {password}", flush=True)
+        if args.lark_domain:
+            print(f"  Lark webhook (platform {PLATFORM_ID}) {bot.webhook_url}", flush=True)
+        if fakes:
+            print(f"\nDemo: fake Lark at {fakes[0].url}, fake model at {fakes[1].api_base}. "
+                  "Post a group message (try also 你记得我什么？ and 忘掉你记得的关于我的所有东西):\n"
+                  + demo_curl(bot.webhook_url, "记住，在这个群叫我老王", fakes[2], fakes[3]), flush=True)
+        print("\nCtrl+C stops it.", flush=True)
+        bot.proc.wait()
+        return bot.proc.returncode or 0
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        if bot is not None:
+            bot.stop()
+        if fakes:
+            fakes[0].stop()
+            fakes[1].stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,262 @@
+"""Fixtures for the end-to-end tests: fake Lark + fake model + a real AstrBot process with the plugin.
+
+    fake_lark, fake_model   session-wide fake servers on 127.0.0.1 (reset before every test)
+    astrbot                 one AstrBot for the whole session (tests use fresh group ids, see `ids`); `ADMIN` is
+                            the open_id of its one admin
+    start_astrbot           starts extra AstrBots on their own roots (persistence, dashboard), stopped after the test
+    lark                    `lark.say(text, group=..., user=...)` posts a Lark event and returns the Turn
+                            (the bot's reply and the model requests made while answering);
+                            `lark.say_unaddressed(...)` posts a group message that does not @-mention the bot
+
+When a test fails, the report shows the AstrBot log tail, the Lark replies and the model requests.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import sys
+import urllib.request
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from .fake_lark import FakeLark, Reply, message_event
+from .fake_model import FakeModel, ModelRequest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "scripts"))
+import astrbot_sandbox as sandbox  # noqa: E402
+
+ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
+BLOCK_START = "[关于当前用户的记忆]"
+ADMIN = "ou_e2e_admin"  # a Lark open_id in the session AstrBot's admins_id (admin-only commands)
+_LINE = re.compile(r"^- (?P<content>.*)（(?:(?P<scope>本群公共|全局个人)·)?(?P<label>指令|偏好|事实)(?:[，,][^）]*)?）\s*$")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+_live: dict[str, object] = {"bots": []}  # what the failure report looks at
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "e2e: end-to-end tests against a real AstrBot process")
+
+
+# -- what the model saw ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Injected:
+    content: str
+    label: str  # 指令 / 偏好 / 事实
+    scope: str = ""  # "" for the member's own memories; 本群公共 (group) / 全局个人 (global)
+
+
+def injected_memories(system_prompt: str) -> list[Injected] | None:
+    """The memory lines the plugin appended to a system prompt; None when there is no memory block."""
+    if BLOCK_START not in system_prompt:
+        return None
+    found: list[Injected] = []
+    for line in system_prompt.split(BLOCK_START, 1)[1].splitlines()[1:]:
+        m = _LINE.match(line.strip())
+        if m:
+            found.append(Injected(m["content"], m["label"], m["scope"] or ""))
+        elif found:
+            break
+    return found
+
+
+@dataclass
+class Turn:
+    """One user message and everything that happened while the bot answered it."""
+
+    message_id: str
+    reply: Reply
+    requests: list[ModelRequest] = field(default_factory=list, repr=False)
+
+    @property
+    def chat_requests(self) -> list[ModelRequest]:
+        """Requests of the agent loop (they offer tools), in order."""
+        return [r for r in self.requests if r.tool_names]
+
+    @property
+    def first(self) -> ModelRequest:
+        assert self.chat_requests, f"the model was not asked anything; reply was {self.reply}"
+        return self.chat_requests[0]
+
+    @property
+    def system_prompt(self) -> str:
+        return self.first.system_prompt
+
+    @property
+    def memories(self) -> list[Injected] | None:
+        return injected_memories(self.system_prompt)
+
+    def tool_result(self, name: str) -> str:
+        """The result of tool `name` as the model saw it in the follow-up request."""
+        for req in self.chat_requests:
+            for r in req.tool_results:
+                if r.name == name:
+                    return r.content
+        raise AssertionError(f"no result of {name} reached the model; requests:\n"
+                             + "\n".join(r.summary() for r in self.requests))
+
+
+class LarkDriver:
+    """Posts Lark events to one AstrBot's webhook and waits for the answers."""
+
+    def __init__(self, bot: sandbox.AstrBot, lark: FakeLark, model: FakeModel):
+        self.bot, self.fake_lark, self.model = bot, lark, model
+
+    def post(self, event: dict) -> None:
+        req = urllib.request.Request(self.bot.webhook_url, data=json.dumps(event).encode(),
+                                     headers={"Content-Type": "application/json"}, method="POST")
+        with urllib.request.urlopen(req, timeout=15) as resp:
+            assert resp.status == 200, resp.read()
+
+    def say(self, text: str, *, group: str | None = None, user: str, mention: bool = True,
+            timeout: float = 30) -> Turn:
+        """`user` writes `text` in `group` (@-mentioning the bot), or privately when group is None."""
+        mark = self.model.mark()
+        if group is None:
+            event = message_event(text, chat_id="oc_p2p_" + user[3:], sender=user, chat_type="p2p", mention_bot=False)
+        else:
+            event = message_event(text, chat_id=group, sender=user, mention_bot=mention)
+        message_id = event["event"]["message"]["message_id"]
+        self.post(event)
+        reply = self.fake_lark.wait_reply(message_id, timeout)
+        return Turn(message_id, reply, self.model.requests_since(mark))
+
+    def say_unaddressed(self, text: str, *, group: str, user: str) -> str:
+        """`user` writes `text` in `group` without @-mentioning the bot. Nobody answers (only plugins that watch
+        every group message see it), so nothing is waited for; returns the message_id."""
+        event = message_event(text, chat_id=group, sender=user, mention_bot=False)
+        self.post(event)
+        return event["event"]["message"]["message_id"]
+
+
+# -- fixtures ----------------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def fake_lark():
+    server = FakeLark().start()
+    _live["lark"] = server
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def fake_model():
+    server = FakeModel().start()
+    _live["model"] = server
+    yield server
+    server.stop()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_fakes(request):
+    """Every test starts with an unscripted model and empty recordings."""
+    for name in ("fake_lark", "fake_model"):
+        if name in request.fixturenames:
+            request.getfixturevalue(name).reset()
+
+
+def _prepare(root: Path, fake_lark: FakeLark, fake_model: FakeModel, **prepare) -> sandbox.AstrBot:
+    sandbox.prepare_root(root, lark_domain=fake_lark.url, model_base=fake_model.api_base, log_level="DEBUG",
+                         **prepare)
+    bot = sandbox.AstrBot(root)
+    _live["bots"].append(bot)  # in the failure report from now on, also if start-up fails
+    return bot
+
+
+def _forget(bot: sandbox.AstrBot) -> None:
+    bot.stop()
+    if bot in _live["bots"]:
+        _live["bots"].remove(bot)
+
+
+@pytest.fixture(scope="session")
+def astrbot(tmp_path_factory, fake_lark, fake_model):
+    bot = _prepare(tmp_path_factory.mktemp("astrbot-session"), fake_lark, fake_model, admins=[ADMIN])
+    try:
+        yield bot.start(timeout=180)
+    finally:
+        _forget(bot)
+
+
+@pytest.fixture
+def start_astrbot(tmp_path, fake_lark, fake_model):
+    """`start_astrbot(root=None, **prepare_root_kwargs)`: an AstrBot of this test's own, always stopped afterwards.
+
+    Calling it again with the same root restarts on that root (after stopping the previous process)."""
+    started: list[sandbox.AstrBot] = []
+
+    def start(root: Path | None = None, **prepare) -> sandbox.AstrBot:
+        for bot in started:
+            _forget(bot)
+        bot = _prepare(root or tmp_path / "astrbot", fake_lark, fake_model, **prepare)
+        started.append(bot)
+        return bot.start(timeout=180)
+
+    try:
+        yield start
+    finally:
+        for bot in started:
+            _forget(bot)
+
+
+@pytest.fixture
+def lark(astrbot, fake_lark, fake_model) -> LarkDriver:
+    return LarkDriver(astrbot, fake_lark, fake_model)
+
+
+class Ids:
+    """Fresh Lark ids per test, so tests sharing one AstrBot never see each other's groups."""
+
+    def __init__(self, tag: str):
+        self.tag = re.sub(r"[^a-z0-9]", "", tag.lower())[-12:] + uuid.uuid4().hex[:6]
+        self._n = itertools.count(1)
+
+    def group(self) -> str:
+        return f"oc_{self.tag}_{next(self._n)}"
+
+    def user(self) -> str:
+        return f"ou_{self.tag}_{next(self._n)}"
+
+
+@pytest.fixture
+def ids(request) -> Ids:
+    return Ids(request.node.name)
+
+
+def memory_files(bot: sandbox.AstrBot) -> dict[str, dict]:
+    """group_id -> parsed JSON of every memory file the plugin wrote under this AstrBot's data dir."""
+    base = bot.root / "data" / "plugin_data" / sandbox.PLUGIN_NAME
+    out = {}
+    for path in sorted(base.rglob("*.json")):
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8-sig"))
+        except ValueError:
+            continue
+        if isinstance(doc, dict) and "group_id" in doc:
+            out[doc["group_id"]] = doc
+    return out
+
+
+# -- failure report ----------------------------------------------------------------------------
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    if not rep.failed:
+        return
+    for bot in _live["bots"]:
+        tail = "\n".join(line[:400] for line in _ANSI.sub("", bot.log_tail(60)).splitlines())
+        rep.sections.append((f"AstrBot log tail ({bot.log_path})", tail))
+    if (model := _live.get("model")) is not None:
+        reqs = model.requests[-10:]
+        text = "\n".join(r.summary() for r in reqs) or "(no model requests)"
+        if model.errors:
+            text += "\nERRORS: " + "; ".join(model.errors)
+        rep.sections.append((f"fake model: last {len(reqs)} of {len(model.requests)} requests", text))
+    if (lark := _live.get("lark")) is not None:
+        rep.sections.append(("fake Lark replies", "\n".join(str(r) for r in lark.replies[-10:]) or "(none)"))

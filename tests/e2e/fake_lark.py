@@ -1,0 +1,255 @@
+"""A fake Lark (Feishu) open-API server, and builders for the events Lark would POST to AstrBot.
+
+AstrBot's Lark adapter is configured with `domain = fake.url`, so every API call it makes lands here:
+
+    POST /open-apis/auth/v3/tenant_access_token/internal   -> a fake tenant token
+    GET  /open-apis/bot/v3/info                            -> the bot's name and open_id
+    POST /open-apis/im/v1/messages/{message_id}/reply      -> recorded as a Reply  (normal answers)
+    POST /open-apis/im/v1/messages                         -> recorded as a Reply  (proactive sends)
+    POST /open-apis/cardkit/v1/cards ... (create/content/settings) -> streamed answers (CardKit cards)
+    GET  /open-apis/contact/v3/users/{open_id}             -> user name (private chats look it up)
+    GET  /open-apis/im/v1/chats/{chat_id}[/members]        -> chat info, if anything asks
+    anything else                                          -> {"code": 0} and recorded in `calls`
+
+Messages from users are built with `message_event(...)` and POSTed to AstrBot's webhook by the tests.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+
+from aiohttp import web
+
+try:
+    from ._server import ThreadedServer
+except ImportError:  # loaded as a plain module (scripts/astrbot_sandbox.py demo)
+    from _server import ThreadedServer
+
+BOT_OPEN_ID = "ou_e2e_bot"
+BOT_NAME = "MemoryBot"
+APP_ID = "cli_e2e_fake"
+
+
+@dataclass
+class Reply:
+    """One message the bot sent through the Lark API."""
+
+    in_reply_to: str | None  # the user's message_id (None for a proactive send)
+    receive_id: str | None  # chat_id / open_id of a proactive send
+    msg_type: str
+    content: dict
+    card_id: str | None = None
+    _lark: FakeLark | None = field(default=None, repr=False)
+
+    @property
+    def text(self) -> str:
+        if self.card_id and self._lark is not None:
+            return self._lark.cards.get(self.card_id, {}).get("text", "")
+        return post_text(self.content) if self.msg_type == "post" else json.dumps(self.content, ensure_ascii=False)
+
+    @property
+    def done(self) -> bool:
+        if self.card_id and self._lark is not None:
+            return self._lark.cards.get(self.card_id, {}).get("closed", False)
+        return True
+
+    def __str__(self) -> str:
+        return f"Reply(to={self.in_reply_to or self.receive_id}, {self.msg_type}, {self.text!r})"
+
+    __repr__ = __str__
+
+
+def post_text(content: dict) -> str:
+    """The plain text of a Lark `post` message body ({"zh_cn": {"content": [[{tag, text}]]}})."""
+    parts = []
+    for lang in content.values():
+        for para in lang.get("content", []):
+            parts.append("".join(el.get("text", "") for el in para if isinstance(el, dict)))
+    return "\n".join(parts)
+
+
+class FakeLark:
+    def __init__(self, bot_open_id: str = BOT_OPEN_ID, bot_name: str = BOT_NAME):
+        self.bot_open_id = bot_open_id
+        self.bot_name = bot_name
+        self.user_names: dict[str, str] = {}  # open_id -> name, for the contact lookup
+        self.replies: list[Reply] = []
+        self.calls: list[tuple[str, str, object]] = []  # (method, path, json body) of every API call
+        self.cards: dict[str, dict] = {}
+        self.on_reply = None  # optional callback(Reply) once a reply is complete (the demo prints them)
+        self._cond = threading.Condition()
+        self._ids = itertools.count(1)
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", self._handle)
+        self._server = ThreadedServer(app, "fake-lark")
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    @property
+    def url(self) -> str:
+        return self._server.url
+
+    def start(self, port: int = 0) -> FakeLark:
+        self._server.start(port)
+        return self
+
+    def stop(self) -> None:
+        self._server.stop()
+
+    def reset(self) -> None:
+        with self._cond:
+            self.replies.clear()
+            self.calls.clear()
+
+    # -- waiting -----------------------------------------------------------------------------
+    def wait_reply(self, message_id: str, timeout: float = 30) -> Reply:
+        """Wait until the bot has answered the user message `message_id` (and finished streaming)."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                done = [r for r in self.replies if r.in_reply_to == message_id and r.done]
+                if done:
+                    return done[0]
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"no Lark reply to {message_id} within {timeout}s; "
+                                       f"replies so far: {[str(r) for r in self.replies[-5:]]}")
+                self._cond.wait(min(left, 0.5))
+
+    def replies_to(self, message_id: str) -> list[Reply]:
+        with self._cond:
+            return [r for r in self.replies if r.in_reply_to == message_id]
+
+    # -- the API -----------------------------------------------------------------------------
+    async def _handle(self, request: web.Request) -> web.Response:
+        path = request.path
+        body = None
+        if request.can_read_body:
+            raw = await request.read()
+            try:
+                body = json.loads(raw) if raw else None
+            except ValueError:
+                body = raw[:200].decode(errors="replace")  # multipart uploads and the like
+        with self._cond:
+            self.calls.append((request.method, path, body))
+        result = self._route(request.method, path, body if isinstance(body, dict) else {}, request)
+        with self._cond:
+            self._cond.notify_all()
+        return web.json_response(result)
+
+    def _route(self, method: str, path: str, body: dict, request: web.Request) -> dict:
+        parts = path.strip("/").split("/")
+        ok = {"code": 0, "msg": "success"}
+        if path.endswith("/auth/v3/tenant_access_token/internal") or path.endswith("/auth/v3/app_access_token/internal"):
+            return {**ok, "tenant_access_token": "t-fake-tenant-token", "app_access_token": "a-fake", "expire": 7200}
+        if path == "/open-apis/bot/v3/info":
+            return {**ok, "bot": {"app_name": self.bot_name, "open_id": self.bot_open_id, "activate_status": 2}}
+        if path.startswith("/open-apis/contact/v3/users/"):
+            open_id = parts[-1]
+            return {**ok, "data": {"user": {"open_id": open_id, "name": self.user_names.get(open_id, f"用户{open_id[-4:]}")}}}
+        if method == "POST" and path.startswith("/open-apis/im/v1/messages"):
+            in_reply_to = parts[4] if len(parts) >= 6 and parts[5] == "reply" else None
+            receive_id = None if in_reply_to else body.get("receive_id")
+            self._record(in_reply_to, receive_id, body)
+            return {**ok, "data": {"message_id": f"om_bot_{next(self._ids)}", "msg_type": body.get("msg_type")}}
+        if path == "/open-apis/cardkit/v1/cards" and method == "POST":
+            card_id = f"card_{next(self._ids)}"
+            with self._cond:
+                self.cards[card_id] = {"text": "", "closed": False}
+            return {**ok, "data": {"card_id": card_id}}
+        if path.startswith("/open-apis/cardkit/v1/cards/"):
+            with self._cond:
+                card = self.cards.setdefault(parts[4], {"text": "", "closed": False})
+                if path.endswith("/content"):
+                    card["text"] = body.get("content", "")
+                elif path.endswith("/settings"):
+                    settings = json.loads(body.get("settings") or "{}")
+                    if settings.get("config", {}).get("streaming_mode") is False:
+                        card["closed"] = True
+                        self._announce(*[r for r in self.replies if r.card_id == parts[4]])
+            return {**ok, "data": {}}
+        if path.startswith("/open-apis/im/v1/chats/"):
+            chat_id = parts[4]
+            if path.endswith("/members"):
+                return {**ok, "data": {"items": [], "has_more": False, "member_total": 0}}
+            return {**ok, "data": {"name": f"群 {chat_id}", "chat_mode": "group"}}
+        return {**ok, "data": {}}
+
+    def _record(self, in_reply_to: str | None, receive_id: str | None, body: dict) -> None:
+        try:
+            content = json.loads(body.get("content") or "{}")
+        except ValueError:
+            content = {"raw": body.get("content")}
+        msg_type = body.get("msg_type", "")
+        card_id = None
+        if msg_type == "interactive" and content.get("type") == "card":
+            card_id = content.get("data", {}).get("card_id")
+        reply = Reply(in_reply_to, receive_id, msg_type, content, card_id, self)
+        with self._cond:
+            self.replies.append(reply)
+        if reply.done:
+            self._announce(reply)
+
+    def _announce(self, *replies: Reply) -> None:
+        if self.on_reply is not None:
+            for r in replies:
+                self.on_reply(r)
+
+
+# -- events Lark POSTs to the bot --------------------------------------------------------------
+def message_event(
+    text: str,
+    *,
+    chat_id: str,
+    sender: str,
+    chat_type: str = "group",
+    mention_bot: bool = True,
+    bot_open_id: str = BOT_OPEN_ID,
+    bot_name: str = BOT_NAME,
+    message_id: str | None = None,
+) -> dict:
+    """An `im.message.receive_v1` event (schema 2.0), as Lark sends it to a webhook.
+
+    In a group the bot only answers when @-mentioned: the text then starts with the mention key
+    `@_user_1`, and `mentions` maps that key to the bot's open_id.
+    """
+    now_ms = str(int(time.time() * 1000))
+    message_id = message_id or f"om_{uuid.uuid4().hex[:20]}"
+    mentions = []
+    if mention_bot:
+        text = f"@_user_1 {text}"
+        mentions = [{"key": "@_user_1", "id": {"open_id": bot_open_id, "union_id": "on_bot", "user_id": ""},
+                     "name": bot_name, "tenant_key": "tenant_e2e"}]
+    return {
+        "schema": "2.0",
+        "header": {"event_id": uuid.uuid4().hex, "event_type": "im.message.receive_v1", "create_time": now_ms,
+                   "token": "", "app_id": APP_ID, "tenant_key": "tenant_e2e"},
+        "event": {
+            "sender": {"sender_id": {"open_id": sender, "union_id": "on_" + sender[3:], "user_id": sender[3:]},
+                       "sender_type": "user", "tenant_key": "tenant_e2e"},
+            "message": {
+                "message_id": message_id, "root_id": "", "parent_id": "", "create_time": now_ms,
+                "update_time": now_ms, "chat_id": chat_id, "chat_type": chat_type, "message_type": "text",
+                "content": json.dumps({"text": text}, ensure_ascii=False), "mentions": mentions,
+                "user_agent": "e2e",
+            },
+        },
+    }
+
+
+if __name__ == "__main__":  # a standalone fake Lark for poking at by hand
+    import argparse
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--port", type=int, default=0)
+    lark = FakeLark().start(ap.parse_args().port)
+    print(f"fake Lark on {lark.url}", flush=True)
+    try:
+        while True:
+            time.sleep(1)
+    except KeyboardInterrupt:
+        lark.stop()
