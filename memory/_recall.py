@@ -80,7 +80,7 @@ class Recall:
             self._views.popitem(last=False)
         return view
 
-    async def relevance(
+    async def _relevance(
         self, view: _CallerView, lists: list[tuple[Scope, GroupKey, Sequence[Memory]]], query: str
     ) -> dict[str, float]:
         lexical = view.lexical_scores(query)
@@ -117,7 +117,7 @@ class Recall:
             return ""
         relevance = None
         if message and settings.recall_max_relevant and len(view.ordered) > settings.memory_inject_limit:
-            relevance = await self.relevance(view, lists, message)
+            relevance = await self._relevance(view, lists, message)
         chosen = select_for_injection(
             view.ordered,
             limit=settings.memory_inject_limit,
