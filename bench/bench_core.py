@@ -65,6 +65,30 @@ async def bench_cold_load(directory: Path, runs: int = 5) -> float:
     return statistics.median(times) * 1000
 
 
+def bench_serialization(directory: Path, runs: int = 20) -> tuple[float, float, float]:
+    """Event-loop time to serialize the group for one commit: the whole document from scratch, against the
+    store's serializer when one member changed since the last commit (ms, medians)."""
+    from memory._serialize import DocumentSerializer
+    from memory._store import parse_document
+
+    doc = parse_document(UserMemoryStore(directory).path_for(GROUP).read_bytes(), GROUP)
+    full, first, incremental = [], [], []
+    for i in range(runs):
+        t0 = time.perf_counter()
+        doc.model_dump_json(indent=1)
+        full.append(time.perf_counter() - t0)
+        serializer = DocumentSerializer()
+        t0 = time.perf_counter()
+        serializer.dumps(doc)
+        first.append(time.perf_counter() - t0)
+        user = f"ou_{i:05d}"
+        doc.users[user] = UserMemories(memories=list(doc.users[user].memories))
+        t0 = time.perf_counter()
+        serializer.dumps(doc)
+        incremental.append(time.perf_counter() - t0)
+    return tuple(statistics.median(x) * 1000 for x in (full, first, incremental))
+
+
 async def bench_injection(directory: Path, iterations: int) -> dict[str, tuple[float, float, float]]:
     from astrbot.core.provider.entities import ProviderRequest
 
@@ -158,6 +182,9 @@ async def main() -> None:
         print(f"group: {args.members} members x {args.per_member} memories, file {size_mb:.1f} MB")
 
         print(f"cold load of the group file: {await bench_cold_load(directory):.1f} ms (median of 5)")
+        full, first, incremental = bench_serialization(directory)
+        print(f"serializing the group for one commit (event-loop time): whole document {full:.1f} ms; store's "
+              f"serializer {first:.1f} ms on the first commit, {incremental:.1f} ms when one member changed")
 
         print(f"\ninjection latency, warm group, {args.iterations} calls (microseconds):")
         print(f"  {'path':<28}{'p50':>8}{'p99':>8}{'mean':>8}")

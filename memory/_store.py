@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from ._errors import StorageUnavailable
 from ._files import group_file_path, move_aside, read_bytes, write_atomic
 from ._models import SCHEMA_VERSION, GroupDocument, GroupKey, Memory, UserMemories
+from ._serialize import DocumentSerializer
 
 log = logging.getLogger("astrbot_plugin_user_memory")
 
@@ -39,6 +40,7 @@ class _Group:
     durable_version: int = 0  # the version known to be on disk
     waiters: list[tuple[int, asyncio.Future[None]]] = field(default_factory=list)
     flusher: asyncio.Task[None] | None = None
+    serializer: DocumentSerializer = field(default_factory=DocumentSerializer)
 
 
 class UserMemoryStore:
@@ -184,7 +186,7 @@ class UserMemoryStore:
             while group.durable_version < group.version:
                 target = group.version
                 assert group.doc is not None
-                data = group.doc.model_dump_json(indent=1, exclude_none=True).encode("utf-8")
+                data = group.serializer.dumps(group.doc)
                 try:
                     await write_atomic(group.path, data, durable=self._durable)
                 except OSError as exc:
