@@ -142,6 +142,11 @@ def forget(memories: list[Memory], target: Any = ALL) -> tuple[list[Memory], For
     return [m for m in memories if m.id not in doomed], ForgetOutcome(match.to_delete, match.ambiguous)
 
 
+def is_id_like(target: Any) -> bool:
+    """Whether a forget target is written as a memory id rather than as "all" or a description."""
+    return isinstance(target, str) and _ID_LIKE.fullmatch(clean_content(target).strip("[] ")) is not None
+
+
 def _lookup_id(memories: Sequence[Memory], text: str) -> Memory | None:
     """The memory a target written as an id refers to ("3fa2c1d0", "[3fa2c1d0]").
 

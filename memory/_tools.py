@@ -143,13 +143,14 @@ async def list_memory(store: UserMemoryStore, caller: Caller, settings: Settings
 async def forget_memory(
     store: UserMemoryStore, caller: Caller, settings: Settings, target: Any = ops.ALL, scope: Any = ""
 ) -> str:
-    """Delete from the scopes the caller may delete in: by default their own memories (this group's and, when
-    enabled, global ones); with scope=group the group's memories they added (admins: any)."""
+    """Delete from the scopes the caller may delete in. "all" and descriptions reach the caller's own memories
+    (this group's and, when enabled, global ones) unless scope=group is given; an id reaches every scope the
+    caller sees. Group memories can be deleted by whoever added them, and by admins."""
     candidates: list[Scoped] = []
     deletable: list[Scoped] = []
     try:
         if scope in ("", None):
-            scopes = [s for s in visible_scopes(settings) if s is not Scope.GROUP]
+            scopes = [s for s in visible_scopes(settings) if s is not Scope.GROUP or ops.is_id_like(target)]
         else:
             scopes = [parse_scope(scope, settings)]
         for s in scopes:

@@ -116,3 +116,18 @@ async def test_commands_show_scopes(make_plugin):
 
     assert "本群公共" in await command_text(plugin.memory_list_command(me))
     assert Scope.GROUP.label == "本群公共"
+
+
+async def test_forget_by_id_reaches_the_group_scope_without_naming_it(make_plugin):
+    plugin = make_plugin()
+    me = make_event(user="ou_a")
+    await call_tool(plugin, "lark_save_memory", me, memory_type="fact", content="周五下午团建", scope="group")
+    await call_tool(plugin, "lark_save_memory", me, memory_type="fact", content="喜欢猫")
+    group_id = (await plugin.store.document(GroupKey("lark", "oc_group1"))).group_memories[0].short_id
+    await call_tool(plugin, "lark_forget_memory", me, target="关于团建的")  # a description stays in one's own scopes
+    assert len((await plugin.store.document(GroupKey("lark", "oc_group1"))).group_memories) == 1
+    refused = await call_tool(plugin, "lark_forget_memory", make_event(user="ou_b"), target=group_id)
+    assert "删除失败" in refused
+    done = await call_tool(plugin, "lark_forget_memory", me, target=group_id)
+    assert "已删除 1 条" in done and "团建" in done
+    assert "喜欢猫" in await system_prompt_for(plugin, me)
