@@ -62,6 +62,7 @@ EXTRACTION_PROMPT = """【现有记忆】
 
 VALID_OPS = ("add", "update", "delete", "boost", "skip")
 MAX_SHOWN_MEMORIES = 40
+CALL_TIMEOUT_SECONDS = 120.0  # a hung provider must not keep the group's next batches waiting forever
 BOOST_STEP = 0.1
 
 
@@ -343,6 +344,7 @@ async def run_extraction(
     generate: Generate,
     settings: Settings,
     clock: Callable[[], float] = time.time,
+    call_timeout: float = CALL_TIMEOUT_SECONDS,
 ) -> ExtractionReport:
     """One extraction call over a batch of messages, applied atomically. Never raises for the model's output."""
     report = ExtractionReport()
@@ -352,7 +354,13 @@ async def run_extraction(
     speakers = list(speaker_labels(utterances))
     member_memories = {u: list(doc.users[u].memories) for u in speakers if u in doc.users}
     shown = select_shown(utterances, member_memories, list(doc.group_memories))
-    reply, report.input_tokens, report.output_tokens = await generate(EXTRACTION_SYSTEM_PROMPT, build_prompt(utterances, shown))
+    try:
+        reply, report.input_tokens, report.output_tokens = await asyncio.wait_for(
+            generate(EXTRACTION_SYSTEM_PROMPT, build_prompt(utterances, shown)), call_timeout
+        )
+    except TimeoutError:
+        reply = ""
+        log.warning("extraction call for %s timed out after %.0f s; batch skipped", key, call_timeout)
     try:
         raw_ops = parse_operations(reply)
     except ValueError as exc:

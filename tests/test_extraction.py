@@ -357,3 +357,12 @@ async def test_history_is_trimmed_but_totals_survive(tmp_path, monkeypatch):
     assert log.path_for(G).stat().st_size < 3_000
     fresh = await HistoryLog(tmp_path).stats(G)
     assert (fresh.calls, fresh.input_tokens, fresh.output_tokens, fresh.messages) == (40, 4000, 280, 400)
+
+
+async def test_a_hung_model_call_is_abandoned(store, history):
+    async def hang(system_prompt, prompt):
+        await asyncio.sleep(60)
+
+    report = await run_extraction(store, history, G, [said("ou_a", "我是设计师")], hang, SETTINGS, call_timeout=0.05)
+    assert report.applied == [] and report.parse_error
+    assert (await history.stats(G)).calls == 1
