@@ -158,8 +158,8 @@ async def bench_saves(directory: Path, saves: int, savers: int, baseline: bool) 
             if baseline:
                 await naive.save(user, content)
             else:
-                await store.change(GROUP, user, lambda m: save(m, memory_type="fact", content=content,
-                                                               now=time.time(), max_count=10**6, max_length=200))
+                await store.change(GROUP, user, lambda m, c=content: save(
+                    m, memory_type="fact", content=c, now=time.time(), max_count=10**6, max_length=200))
 
     t0 = time.perf_counter()
     await asyncio.gather(*(saver(w) for w in range(savers)))
@@ -202,7 +202,7 @@ async def main() -> None:
         build_group(directory, 20, 5)
         naive = await bench_saves(directory, args.saves, args.savers, baseline=True)
         grouped = await bench_saves(directory, args.saves, args.savers, baseline=False)
-        print(f"\nsame, small group (20 members x 5 memories):")
+        print("\nsame, small group (20 members x 5 memories):")
         print(f"  baseline (rewrite file per save): {naive:8.1f} saves/s")
         print(f"  group commit:                     {grouped:8.1f} saves/s  ({grouped / naive:.1f}x)")
 

@@ -55,7 +55,7 @@ class FakeEmbeddingProvider:
         out = []
         for text in texts:
             v = [0.0] * self.dim
-            for a, b in zip(text, text[1:]):
+            for a, b in zip(text, text[1:], strict=False):
                 v[hash(a + b) % self.dim] += 1.0
             out.append(v)
         return out

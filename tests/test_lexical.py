@@ -6,7 +6,6 @@ import importlib.util
 import math
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -251,30 +250,6 @@ def test_no_non_stdlib_imports():
     )
     out = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
-
-
-def test_speed_200_memories():
-    mems = [
-        f"{n}希望被称呼为「{n}」，负责{p}服务的后端开发，喜欢{h}，回复时用{lang}"
-        for n, p, h, lang in zip(
-            ["老王", "小林", "阿豪", "赵敏", "阿杰"] * 40,
-            ["支付", "订单", "库存", "会员", "搜索", "推荐", "风控", "消息"] * 25,
-            ["钓鱼", "跑步", "打游戏", "看书", "爬山"] * 40,
-            ["中文", "英文", "日语", "粤语"] * 50,
-        )
-    ]
-    ix = LexicalIndex()
-    for i, m in enumerate(mems):
-        ix.add(str(i), m + f" 编号{i}")
-    assert len(ix) == 200
-    queries = ["付款那块谁在管", "我该怎么称呼你", "谁喜欢爬山", "Prefers concise answers", "老王的订单服务怎么样了"]
-    ix.score(queries[0])  # warm caches
-    n = 200
-    t0 = time.perf_counter()
-    for i in range(n):
-        ix.score(queries[i % len(queries)], normalized=True)
-    per_query = (time.perf_counter() - t0) / n
-    assert per_query < 2e-3  # target is < 0.5 ms; generous bound for slow CI machines
 
 
 # ------------------------------------------------------------------ incremental == rebuilt
