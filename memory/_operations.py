@@ -153,9 +153,9 @@ def _lookup_id(memories: Sequence[Memory], text: str) -> Memory | None:
     Hex of six characters or more can only be an id, so an unknown one is an error; a shorter hex word
     ("cafe") may be a description and falls through to description matching.
     """
-    candidate = text.strip("[] ")
-    if not _ID_LIKE.fullmatch(candidate):
+    if not is_id_like(text):
         return None
+    candidate = text.strip("[] ")
     if len(candidate.replace("-", "")) >= 6:
         return find_by_id(memories, candidate)
     try:

@@ -11,10 +11,10 @@ from ._lexical import LexicalIndex
 from ._models import Caller, GroupKey, Memory, Scope
 from ._prompt import Scoped, render_memory_block
 from ._ranking import injection_order, select_for_injection
-from ._semantic import VectorStore
+from ._semantic import VectorStore, combine
 from ._settings import Settings
 from ._store import UserMemoryStore
-from ._tools import location, visible_scopes
+from ._tools import visible_lists
 
 log = logging.getLogger("astrbot_plugin_user_memory")
 
@@ -67,7 +67,7 @@ class Recall:
     """Chooses a caller's memories for the prompt: type and recency, and when there are more candidates than
     fit, relevance to the message (lexical always, semantic when configured). Per-caller views are cached."""
 
-    def __init__(self, similarities: Similarities | None = None, combine: Combine | None = None) -> None:
+    def __init__(self, similarities: Similarities | None = None, combine: Combine = combine) -> None:
         self._similarities = similarities
         self._combine = combine
         self._views: OrderedDict[tuple[GroupKey, str, bool], _CallerView] = OrderedDict()
@@ -101,7 +101,7 @@ class Recall:
             if found is None:
                 return lexical
             semantic.update(found)
-        return self._combine(lexical, semantic) if self._combine else {**lexical, **semantic}
+        return self._combine(lexical, semantic)
 
     async def memory_block(
         self, store: UserMemoryStore, caller: Caller, settings: Settings, speaker: str, message: str = ""
@@ -110,7 +110,7 @@ class Recall:
         only when there are more candidates than the injection limit."""
         if settings.memory_inject_limit == 0:
             return ""
-        lists = await candidate_lists(store, caller, settings)
+        lists = await visible_lists(store, caller, settings)
         view = self._view(caller, settings.enable_global_memory)
         view.sync([(scope, memories) for scope, _, memories in lists])
         if not view.ordered:
@@ -142,19 +142,3 @@ def semantic_similarities(store: UserMemoryStore, vectors: VectorStore) -> Simil
         return await vectors.similarities(key, query, memory_ids)
 
     return similarities
-
-
-async def candidate_lists(
-    store: UserMemoryStore, caller: Caller, settings: Settings
-) -> list[tuple[Scope, GroupKey, Sequence[Memory]]]:
-    """The store's own lists of every memory that may be injected for the caller, per scope. Served from memory
-    once the documents are warm."""
-    lists = []
-    for scope in visible_scopes(settings):
-        where = location(caller, scope)
-        memories = store.peek(where.key, where.owner)
-        if memories is None:
-            await store.memories(where.key, where.owner)  # loads the document
-            memories = store.peek(where.key, where.owner) or ()
-        lists.append((scope, where.key, memories))
-    return lists

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -121,13 +121,25 @@ async def save_memory(
     return f"已更新原有记忆（{reason}）：\n旧：{memory_line(outcome.previous, where.scope)}\n新：{line}"
 
 
-async def visible_memories(store: UserMemoryStore, caller: Caller, settings: Settings) -> list[Scoped]:
-    """Every memory the caller may see, with its scope: their own in this group, the group's, their global ones."""
-    items: list[Scoped] = []
+async def visible_lists(
+    store: UserMemoryStore, caller: Caller, settings: Settings
+) -> list[tuple[Scope, GroupKey, Sequence[Memory]]]:
+    """The store's own lists of every memory the caller may see, per scope: their own in this group, the
+    group's, and their global ones when enabled. Served from memory once the documents are warm."""
+    lists = []
     for scope in visible_scopes(settings):
         where = location(caller, scope)
-        items.extend((scope, m) for m in await store.memories(where.key, where.owner))
-    return items
+        memories = store.peek(where.key, where.owner)
+        if memories is None:
+            await store.memories(where.key, where.owner)  # loads the document
+            memories = store.peek(where.key, where.owner) or ()
+        lists.append((scope, where.key, memories))
+    return lists
+
+
+async def visible_memories(store: UserMemoryStore, caller: Caller, settings: Settings) -> list[Scoped]:
+    """Every memory the caller may see, with its scope."""
+    return [(scope, m) for scope, _, memories in await visible_lists(store, caller, settings) for m in memories]
 
 
 async def list_memory(store: UserMemoryStore, caller: Caller, settings: Settings) -> str:
