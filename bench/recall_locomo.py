@@ -619,16 +619,21 @@ def ablation_rankers() -> list[tuple[str, RankerFactory]]:
     ]
 
 
+def add_semantic_arguments(ap: argparse.ArgumentParser) -> None:
+    """The options both recall benches share for the embedding rankers."""
+    ap.add_argument("--no-semantic", action="store_true", help="skip the embedding rankers")
+    ap.add_argument("--models", default="use,minilm", help="embedding models for the semantic rankers")
+    ap.add_argument("--weights", default="", help="extra semantic weights to try, e.g. 0.3,0.4,0.6")
+    ap.add_argument("--rrf", action="store_true", help="also run reciprocal rank fusion")
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", default=None, help="path to locomo10.json")
     ap.add_argument("--split", action="store_true", help="also report conv 0-4 (dev) and 5-9 (held-out)")
     ap.add_argument("--by-category", action="store_true")
     ap.add_argument("--ablations", action="store_true", help="also run variants of the lexical ranker")
-    ap.add_argument("--no-semantic", action="store_true", help="skip the embedding rankers")
-    ap.add_argument("--models", default="use,minilm", help="embedding models for the semantic rankers")
-    ap.add_argument("--weights", default="", help="extra semantic weights to try, e.g. 0.3,0.4,0.6")
-    ap.add_argument("--rrf", action="store_true", help="also run reciprocal rank fusion")
+    add_semantic_arguments(ap)
     args = ap.parse_args(argv)
     pools = load_locomo(args.data)
     n_q = sum(len(p.questions) for p in pools)

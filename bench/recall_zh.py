@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -29,6 +30,7 @@ from recall_locomo import (  # noqa: E402
     Pool,
     RankerFactory,
     Result,
+    add_semantic_arguments,
     bench_provider,
     bm25_ranker,
     evaluate,
@@ -127,7 +129,6 @@ def tag_breakdown(results: Sequence[tuple[str, Result]]) -> None:
 
 def latency(path: Path | str = DATA, n_memories: int = 200, repeats: int = 30) -> None:
     """Median time of LexicalIndex.score / top over the set's questions against ``n_memories`` memories."""
-    import statistics
     import time
 
     from recall_locomo import load_lexical
@@ -170,7 +171,6 @@ def calibration(path: Path | str = DATA, render: str = "name") -> None:
     Per group: the normalised score of every answer memory of every question, against the best score any
     memory gets for a "negative" message (chit-chat that no memory answers).
     """
-    import statistics
 
     from recall_locomo import load_lexical
 
@@ -191,14 +191,19 @@ def calibration(path: Path | str = DATA, render: str = "name") -> None:
                 neg.append(max(index.score(n["message"], normalized=True).values(), default=0.0))
     if not neg:
         return
-    neg.sort()
+    print_calibration(f"normalised-score calibration (render={render})", gold, neg, (0.05, 0.1, 0.15, 0.2, 0.3))
+
+
+def print_calibration(title: str, gold: list[float], neg: list[float], thresholds: Sequence[float]) -> None:
+    """How well a score separates answer memories (`gold`) from the best match of chit-chat (`neg`)."""
+    neg = sorted(neg)
     auc = sum((g > x) + 0.5 * (g == x) for g in gold for x in neg) / (len(gold) * len(neg))
-    print(f"\nnormalised-score calibration (render={render}): {len(gold)} answer memories, {len(neg)} negatives")
+    print(f"\n{title}: {len(gold)} answer memories, {len(neg)} negatives")
     print(
         f"  answers: median {statistics.median(gold):.2f}, p25 {sorted(gold)[len(gold) // 4]:.2f}; "
         f"negatives' best match: median {statistics.median(neg):.2f}, max {neg[-1]:.2f}; AUC {auc:.3f}"
     )
-    for t in (0.05, 0.1, 0.15, 0.2, 0.3):
+    for t in thresholds:
         kept = sum(g >= t for g in gold) / len(gold)
         passed = sum(x >= t for x in neg) / len(neg)
         print(f"  threshold {t:.2f}: keeps {kept:.0%} of answer memories, {passed:.0%} of negatives inject something")
@@ -213,7 +218,6 @@ def semantic_latency(path: Path | str = DATA, n_memories: int = 200, repeats: in
     """
     import asyncio
     import random
-    import statistics
     import tempfile
     import time
 
@@ -289,7 +293,6 @@ def semantic_latency(path: Path | str = DATA, n_memories: int = 200, repeats: in
 def semantic_calibration(path: Path | str = DATA, render: str = "name", model: str = "use") -> None:
     """Like :func:`calibration`, for the semantic (clipped cosine) and combined scores of one bench model."""
     import asyncio
-    import statistics
 
     sem = load_semantic()
     provider = bench_provider(model)
@@ -333,19 +336,8 @@ def semantic_calibration(path: Path | str = DATA, render: str = "name", model: s
     for name, (gold, neg) in out.items():
         if not neg:
             continue
-        neg.sort()
-        auc = sum((g > x) + 0.5 * (g == x) for g in gold for x in neg) / (len(gold) * len(neg))
-        print(f"\n{name} scores ({MODEL_LABEL.get(model, model)}, render={render}): {len(gold)} answer memories, "
-              f"{len(neg)} negatives")
-        print(
-            f"  answers: median {statistics.median(gold):.2f}, p25 {sorted(gold)[len(gold) // 4]:.2f}; "
-            f"negatives' best match: median {statistics.median(neg):.2f}, max {neg[-1]:.2f}; AUC {auc:.3f}"
-        )
-        for t in (0.2, 0.3, 0.4, 0.5, 0.6):
-            kept = sum(g >= t for g in gold) / len(gold)
-            passed = sum(x >= t for x in neg) / len(neg)
-            print(f"  threshold {t:.2f}: keeps {kept:.0%} of answer memories, "
-                  f"{passed:.0%} of negatives inject something")
+        print_calibration(f"{name} scores ({MODEL_LABEL.get(model, model)}, render={render})", gold, neg,
+                          (0.2, 0.3, 0.4, 0.5, 0.6))
 
 
 MODEL_LABEL = {"use": "USE-m-v3", "minilm": "MiniLM-L6"}
@@ -359,10 +351,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--by-tag", action="store_true")
     ap.add_argument("--latency", action="store_true", help="also time the lexical index on 200 memories")
     ap.add_argument("--calibration", action="store_true", help="normalised scores of answers vs chit-chat")
-    ap.add_argument("--no-semantic", action="store_true", help="skip the embedding rankers")
-    ap.add_argument("--models", default="use,minilm", help="embedding models for the semantic rankers")
-    ap.add_argument("--weights", default="", help="extra semantic weights to try, e.g. 0.3,0.4,0.6")
-    ap.add_argument("--rrf", action="store_true", help="also run reciprocal rank fusion")
+    add_semantic_arguments(ap)
     args = ap.parse_args(argv)
     pools = load_zh(args.data, render=args.render, pool=args.pool)
     n_m = sum(len(p.memories) for p in pools)

@@ -239,17 +239,3 @@ def message_event(
             },
         },
     }
-
-
-if __name__ == "__main__":  # a standalone fake Lark for poking at by hand
-    import argparse
-
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--port", type=int, default=0)
-    lark = FakeLark().start(ap.parse_args().port)
-    print(f"fake Lark on {lark.url}", flush=True)
-    try:
-        while True:
-            time.sleep(1)
-    except KeyboardInterrupt:
-        lark.stop()

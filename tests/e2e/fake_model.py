@@ -435,17 +435,3 @@ def embed(text: str, dim: int = 256) -> list[float]:
         vec[h % dim] += 1.0 if (h >> 31) & 1 else -1.0
     norm = math.sqrt(sum(v * v for v in vec)) or 1.0
     return [v / norm for v in vec]
-
-
-if __name__ == "__main__":  # a standalone fake model with the demo rules
-    import argparse
-
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--port", type=int, default=0)
-    m = FakeModel(DEMO_RULES).start(ap.parse_args().port)
-    print(f"fake model on {m.api_base}", flush=True)
-    try:
-        while True:
-            time.sleep(1)
-    except KeyboardInterrupt:
-        m.stop()
