@@ -254,8 +254,8 @@ def print_stats(s: AssistantSet) -> None:
 
 
 # ----------------------------------------------------------------------------------------------- ranker
-def lexical_ranks(s: AssistantSet) -> dict[str, list[str]]:
-    """Question id → candidate memory ids ranked by memory/_lexical.py (only those sharing a term), best first.
+def lexical_scores(s: AssistantSet, messages: Sequence[Question | Negative]) -> dict[str, dict[str, float]]:
+    """Message id → normalised lexical score (memory/_lexical.py) of every candidate sharing a term with it.
 
     One LexicalIndex per (group, speaker) over the memory contents, as the plugin's per-caller view builds it.
     """
@@ -263,15 +263,23 @@ def lexical_ranks(s: AssistantSet) -> dict[str, list[str]]:
     from memory._lexical import LexicalIndex
 
     indexes: dict[tuple[str, str], LexicalIndex] = {}
-    ranks: dict[str, list[str]] = {}
-    for q in s.questions:
+    scores: dict[str, dict[str, float]] = {}
+    for q in messages:
         key = (q.group, q.speaker)
         if key not in indexes:
             index = indexes[key] = LexicalIndex()
             for m in s.candidates(q.group, q.speaker):
                 index.add(m.id, m.content)
-        ranks[q.id] = [i for i, _ in indexes[key].top(q.text, len(indexes[key]))]
-    return ranks
+        scores[q.id] = indexes[key].score(q.text, normalized=True)
+    return scores
+
+
+def lexical_ranks(s: AssistantSet) -> dict[str, list[str]]:
+    """Question id → candidate memory ids sharing a term with it, best first (ties by id, as LexicalIndex.top)."""
+    return {
+        qid: [i for i, _ in sorted(scores.items(), key=lambda item: (-item[1], item[0]))]
+        for qid, scores in lexical_scores(s, s.questions).items()
+    }
 
 
 def strict_at(ranks: list[str], gold: Sequence[str], k: int) -> bool:
@@ -296,6 +304,7 @@ def print_ranker(s: AssistantSet, *, by_tag: bool, misses: bool) -> None:
     print("  by group: " + "; ".join(
         f"{g.id} {rate(qs, 5):.2f}/{rate(qs, 10):.2f} (n={len(qs)})"
         for g in s.groups if (qs := [q for q in s.questions if q.group == g.id])))
+    print_calibration(s)
     if by_tag:
         print("  strict@5 / @10 by tag:")
         tags = sorted({t for q in s.questions for t in q.tags})
@@ -309,6 +318,21 @@ def print_ranker(s: AssistantSet, *, by_tag: bool, misses: bool) -> None:
                 where = ", ".join(
                     f"{g} {ranks[q.id].index(g) + 1 if g in ranks[q.id] else '-'}" for g in q.gold)
                 print(f"    {q.id} {q.speaker}: {q.text[:60]} → {where}")
+
+
+def print_calibration(s: AssistantSet) -> None:
+    """Normalised lexical scores of the gold memories against the best match of a chit-chat message: what a
+    fixed relevance threshold would keep and let through."""
+    scores = lexical_scores(s, [*s.questions, *s.negatives])
+    gold = [scores[q.id].get(g, 0.0) for q in s.questions for g in q.gold]
+    long_gold = [scores[q.id].get(g, 0.0) for q in s.questions if "long" in q.tags for g in q.gold]
+    neg = [max(scores[n.id].values(), default=0.0) for n in s.negatives]
+    print(f"  normalised score of gold memories: median {statistics.median(gold):.3f}, "
+          f"p25 {sorted(gold)[len(gold) // 4]:.3f} (long messages: median {statistics.median(long_gold):.3f}); "
+          f"chit-chat's best match: median {statistics.median(neg):.3f}, max {max(neg):.3f}")
+    print("  threshold → gold memories kept / chit-chat messages matching something: " + ", ".join(
+        f"{t:.2f} → {sum(g >= t for g in gold) / len(gold):.0%}/{sum(x >= t for x in neg) / len(neg):.0%}"
+        for t in (0.02, 0.05, 0.1, 0.15, 0.2)))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
