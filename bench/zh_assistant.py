@@ -144,8 +144,9 @@ def load(path: Path | str = DATA) -> AssistantSet:
 
     def memory(raw: dict, scope: str, owner: str | None) -> SetMemory:
         m = SetMemory(
-            id=raw["id"], uid=uid_of(raw["id"]), type=raw["type"], content=raw["content"], scope=scope, owner=owner,
-            created_at=float(raw["created_at"]), updated_at=float(raw["updated_at"]), added_by=raw.get("added_by"),
+            id=raw["id"], uid=uid_of(raw["id"]), type=raw["type"], content=raw["content"], scope=scope,
+            owner=owner, created_at=float(raw["created_at"]), updated_at=float(raw["updated_at"]),
+            added_by=raw.get("added_by"),
         )
         if m.id in by_id:
             raise ValueError(f"duplicate memory id {m.id!r}")
@@ -234,7 +235,8 @@ def print_stats(s: AssistantSet) -> None:
     types = Counter(m.type for m in all_memories)
     print(f"groups: {len(s.groups)}; members: {len(member_counts)} "
           f"({', '.join(f'{g.id} {len(g.members)}' for g in s.groups)})")
-    print(f"memories: {len(all_memories)} ({sum(member_counts)} member, {len(all_memories) - sum(member_counts)} group); "
+    n_member = sum(member_counts)
+    print(f"memories: {len(all_memories)} ({n_member} member, {len(all_memories) - n_member} group); "
           f"per member {_distribution(member_counts)}; group memories per group "
           f"{', '.join(str(len(g.memories)) for g in s.groups)}")
     print("types: " + ", ".join(f"{t} {types[t]} ({types[t] / len(all_memories):.0%})" for t in TYPES))
@@ -242,7 +244,8 @@ def print_stats(s: AssistantSet) -> None:
     print(f"age since last update, days: {_distribution(ages)}")
     print(f"memory length, characters: {_distribution([len(m.content) for m in all_memories])}")
     cands = [len(s.candidates(q.group, q.speaker)) for q in s.questions]
-    print(f"questions: {len(s.questions)}; negatives: {len(s.negatives)}; candidates per question {_distribution(cands)}")
+    print(f"questions: {len(s.questions)}; negatives: {len(s.negatives)}; "
+          f"candidates per question {_distribution(cands)}")
     gold = Counter(len(q.gold) for q in s.questions)
     print("gold memories per question: " + ", ".join(f"{k}: {gold[k]}" for k in sorted(gold))
           + f"; with a group memory: {sum('group' in q.tags for q in s.questions)}")
