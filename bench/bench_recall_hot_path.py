@@ -3,6 +3,10 @@ memories), through the real plugin adapter, for recency-only ranking (the baseli
 everything fits or no ranker is set), lexical relevance, and lexical + semantic with a local embedding
 provider that adds a fixed latency per call (so the figures show what the plugin adds around the provider).
 
+Then semantic scoring alone over 2,000 candidates x 512 dimensions: the previous implementation (`matrix @ q`,
+numpy's multi-threaded OpenBLAS GEMV) against the current one (`_similarities`), on an idle machine and with
+every core kept busy by another process (as on a loaded host, where the BLAS threads wait for a core).
+
 Run: .venv/bin/python bench/bench_recall_hot_path.py [--iterations 3000] [--provider-latency-ms 5]
 """
 
@@ -12,6 +16,7 @@ import argparse
 import asyncio
 import os
 import random
+import subprocess
 import sys
 import tempfile
 import time
@@ -132,6 +137,59 @@ async def main() -> None:
     print(f"  {'ranking':<42}{'p50':>9}{'p99':>9}{'mean':>9}")
     for name, (p50, p99, mean) in rows:
         print(f"  {name:<42}{p50:>9.1f}{p99:>9.1f}{mean:>9.1f}")
+
+    print("\nsemantic scoring of one query, 2,000 candidates x 512 dims, µs:")
+    print(f"  {'implementation':<42}{'p50':>9}{'p99':>9}{'mean':>9}")
+    for busy in (False, True):
+        for name, figures in bench_semantic_scoring(busy=busy):
+            print(f"  {name:<42}{figures[0]:>9.1f}{figures[1]:>9.1f}{figures[2]:>9.1f}")
+
+
+def previous_similarities(group, qv, ids):
+    """The previous implementation of `_semantic._similarities` (numpy path), kept as the baseline."""
+    import numpy as np
+
+    matrix, rows = group.matrix()
+    sims = matrix @ qv
+    np.maximum(sims, 0.0, out=sims)
+    np.minimum(sims, 1.0, out=sims)
+    values = sims.tolist()
+    return {d: values[r] for d in ids if (r := rows.get(d)) is not None}
+
+
+def bench_semantic_scoring(busy: bool, n: int = 2000, dim: int = 512, iterations: int = 500):
+    """p50/p99/mean of scoring one query against `n` stored vectors, before and after; with `busy`, one
+    spinning process per core runs meanwhile."""
+    import numpy as np
+
+    from astrbot_plugin_user_memory.memory import _semantic
+
+    rng = np.random.default_rng(5)
+    group = _semantic._Group(Path("unused"), "bench")
+    group.set({f"m{i}": ("h", _semantic._unit(rng.standard_normal(dim))) for i in range(n)}, dim)
+    ids = list(group.entries)
+    qv = _semantic._unit(rng.standard_normal(dim))
+    assert previous_similarities(group, qv, ids).keys() == _semantic._similarities(group, qv, ids).keys()
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 1)] \
+        if busy else []
+    try:
+        time.sleep(0.2 if busy else 0)
+        out = []
+        label = "all cores busy" if busy else "idle"
+        for name, fn in ((f"before: matrix @ q ({label})", previous_similarities),
+                         (f"after: _similarities ({label})", _semantic._similarities)):
+            fn(group, qv, ids)
+            samples = []
+            for _ in range(iterations):
+                t0 = time.perf_counter_ns()
+                fn(group, qv, ids)
+                samples.append(time.perf_counter_ns() - t0)
+            out.append((name, percentiles(samples)))
+        return out
+    finally:
+        for p in spinners:
+            p.kill()
+            p.wait()
 
 
 async def build_with_semantic(directory: Path, latency_s: float):

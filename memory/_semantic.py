@@ -520,11 +520,11 @@ def _similarities(group: _Group, qv: Vector, ids: list[str]) -> dict[str, float]
             found = [d for d in ids if d in rows]
             if not found:
                 return {}
-            sims = matrix[[rows[d] for d in found]] @ qv
+            sims = _dot_rows(matrix[[rows[d] for d in found]], qv)
             _np.maximum(sims, 0.0, out=sims)
             _np.minimum(sims, 1.0, out=sims)
             return dict(zip(found, sims.tolist(), strict=True))
-        sims = matrix @ qv
+        sims = _dot_rows(matrix, qv)
         _np.maximum(sims, 0.0, out=sims)
         _np.minimum(sims, 1.0, out=sims)
         values = sims.tolist()
@@ -537,6 +537,14 @@ def _similarities(group: _Group, qv: Vector, ids: list[str]) -> dict[str, float]
             s = sum(map(operator.mul, qv, e[1]))
             out[d] = 0.0 if s < 0.0 else (1.0 if s > 1.0 else s)
     return out
+
+
+def _dot_rows(matrix: Any, qv: Vector) -> Any:
+    """Each row of `matrix` dotted with `qv`, on this thread. `matrix @ qv` goes to OpenBLAS's multi-threaded
+    GEMV, which on a busy 2-core host waits for a second core (8-13 ms instead of 0.2 ms for 2,000 x 512,
+    bench/bench_recall_hot_path.py); an environment variable cannot help, as AstrBot imports numpy before
+    plugins load. einsum's own kernels never leave the calling thread."""
+    return _np.einsum("ij,j->i", matrix, qv)
 
 
 def _consume(task: asyncio.Future[Any]) -> None:
