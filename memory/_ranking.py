@@ -1,19 +1,78 @@
-"""Choosing which memories go into the prompt, and in what order."""
+"""Choosing which memories go into the prompt: the injection policy (README "注入策略").
+
+One budget (`limit` memories, `char_budget` characters of content) is filled section by section:
+
+1. the member's own standing instructions (member and global scope), newest first;
+2. group instructions, at most a bounded share of the slots and of the characters;
+3. every remaining slot by relevance to the message, with type, owner and recency as a prior;
+4. group instructions beyond their share, only into slots nobody else wanted.
+
+A later section type (todos, episodes) is one more entry in `SECTIONS` with its own small cap.
+"""
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
-from ._models import MemoryType
+from ._models import MemoryType, Scope
 from ._prompt import Scoped
 
 _PRIORITY = {t: t.priority for t in MemoryType}
+# How much the prior (type > owner > recency, as a rank in [0, 1]) weighs against relevance relative to the
+# best match (also in [0, 1]): a memory first in prior order beats a slightly better match last in prior order,
+# never a clearly better one. Chosen on the Chinese sets and LoCoMo (bench/RECALL.md, "At the prompt").
+PRIOR_WEIGHT = 0.1
 
 
 def injection_order(items: Iterable[Scoped]) -> list[Scoped]:
-    """Instruction > preference > fact; within a type, most recently updated first."""
-    return sorted(items, key=lambda item: (_PRIORITY[item[1].type], -item[1].updated_at))
+    """The prior order: instruction > preference > fact; within a type the member's own (member or global scope)
+    before the group's; then most recently updated first."""
+    return sorted(items, key=_prior_key)
+
+
+def _prior_key(item: Scoped) -> tuple[int, bool, float]:
+    scope, memory = item
+    return _PRIORITY[memory.type], scope is Scope.GROUP, -memory.updated_at
+
+
+def is_own_instruction(item: Scoped) -> bool:
+    return item[1].type is MemoryType.INSTRUCTION and item[0] is not Scope.GROUP
+
+
+def is_group_instruction(item: Scoped) -> bool:
+    return item[1].type is MemoryType.INSTRUCTION and item[0] is Scope.GROUP
+
+
+def group_instruction_slots(limit: int, share: float) -> int:
+    """Slots group instructions may take ahead of the member's memories: `share` of `limit`, rounded down, at
+    least 1 while the share is positive and there is more than one slot."""
+    if share <= 0 or limit <= 1:
+        return 0
+    return max(1, int(limit * share + 1e-9))
+
+
+@dataclass(frozen=True)
+class Section:
+    """One part of the block's budget. `accepts` picks its candidates; `slots(limit, share)` and
+    `chars(char_budget, share)` cap how much of the budget it may take (None: whatever is left); with
+    `ranked` its candidates are ordered by relevance and prior, else by the prior alone."""
+
+    name: str
+    accepts: Callable[[Scoped], bool]
+    ranked: bool = True
+    slots: Callable[[int, float], int] | None = None
+    chars: Callable[[int, float], int] | None = None
+
+
+SECTIONS: tuple[Section, ...] = (
+    Section("own_instructions", is_own_instruction, ranked=False),
+    Section("group_instructions", is_group_instruction, slots=group_instruction_slots,
+            chars=lambda budget, share: int(budget * share)),
+    Section("relevant", lambda item: not is_group_instruction(item)),
+    Section("group_instructions_leftover", is_group_instruction),
+)
 
 
 def select_for_injection(
@@ -22,53 +81,72 @@ def select_for_injection(
     limit: int,
     char_budget: int,
     relevance: Mapping[str, float] | None = None,
-    threshold: float = 1.0,
-    max_relevant: int = 0,
+    threshold: float = 0.1,
+    group_instruction_share: float = 0.3,
+    prior_weight: float = PRIOR_WEIGHT,
 ) -> list[Scoped]:
-    """At most `limit` memories whose contents fit in `char_budget` characters together, from `ordered` (which
-    is in injection order).
+    """At most `limit` memories whose contents fit in `char_budget` characters together, from `ordered` (in
+    prior order, see `injection_order`), chosen section by section (`SECTIONS`); the result is in prior order.
 
-    When everything fits, relevance plays no part. Otherwise: standing instructions first, then up to
-    `max_relevant` memories whose relevance to the current message (memory id -> score in [0, 1]) reaches
-    `threshold`, most relevant first, then the rest in injection order. A memory that does not fit in the
-    budget is skipped and a shorter one may take its place. The result is in injection order.
+    `relevance` maps memory ids to scores in [0, 1] for the current message (None: no message or relevance
+    off). A memory counts as relevant when its score reaches `threshold` times the best score; it is then
+    ranked by its score relative to the best plus `prior_weight` times its prior rank, so relevance decides and
+    the prior breaks near-ties and orders everything the message says nothing about. A memory that does not fit
+    in what is left of the budget is skipped and a shorter one may take its place.
     """
-    if len(ordered) <= limit or not relevance:
-        return _fill([], ordered, limit, char_budget)
-    instructions = []
-    for item in ordered:  # instructions come first in injection order
-        if item[1].type is not MemoryType.INSTRUCTION:
-            break
-        instructions.append(item)
-    chosen = _fill([], instructions, limit, char_budget)
-    if max_relevant > 0:
-        best = heapq.nlargest(max_relevant + len(instructions),
-                              ((score, memory_id) for memory_id, score in relevance.items() if score >= threshold))
-        wanted = [memory_id for _, memory_id in best]
-        by_id = {item[1].id: item for item in ordered if item[1].id in relevance}
-        relevant = [by_id[i] for i in wanted if i in by_id and by_id[i][1].type is not MemoryType.INSTRUCTION]
-        chosen = _fill(chosen, relevant[:max_relevant], limit, char_budget)
-    chosen = _fill(chosen, ordered, limit, char_budget)
+    if limit <= 0 or not ordered:
+        return []
+    ranked = _ranked(ordered, relevance, threshold, prior_weight)
+    chosen: list[Scoped] = []
+    taken: set[str] = set()
+    used = 0
+    for section in SECTIONS:
+        candidates = ranked if section.ranked else ordered
+        slots = limit - len(chosen)
+        if section.slots is not None:
+            slots = min(slots, section.slots(limit, group_instruction_share))
+        chars = char_budget - used
+        if section.chars is not None:
+            chars = min(chars, section.chars(char_budget, group_instruction_share))
+        spent = 0
+        for item in candidates:
+            if slots <= 0:
+                break
+            if item[1].id in taken or not section.accepts(item):
+                continue
+            cost = item_cost(item)
+            if cost > chars - spent:
+                continue
+            chosen.append(item)
+            taken.add(item[1].id)
+            spent += cost
+            slots -= 1
+        used += spent
     return injection_order(chosen)
 
 
-def _fill(chosen: list[Scoped], more: Iterable[Scoped], limit: int, char_budget: int) -> list[Scoped]:
-    """`chosen` plus items of `more` not yet in it, while they fit in the limit and the budget."""
-    taken = {item[1].id for item in chosen}
-    used = sum(_cost(item) for item in chosen)
-    for item in more:
-        if len(chosen) >= limit:
-            break
-        if item[1].id in taken:
-            continue
-        cost = _cost(item)
-        if used + cost > char_budget:
-            continue
-        chosen.append(item)
-        taken.add(item[1].id)
-        used += cost
-    return chosen
+def _ranked(
+    ordered: Sequence[Scoped], relevance: Mapping[str, float] | None, threshold: float, prior_weight: float
+) -> Sequence[Scoped]:
+    """`ordered` re-ranked by relevance plus the prior. Memories below the threshold keep their prior order,
+    so only the relevant few are sorted and the rest are merged in."""
+    best = max(relevance.values(), default=0.0) if relevance else 0.0
+    if best <= 0.0:
+        return ordered
+    floor = threshold * best
+    step = prior_weight / max(1, len(ordered) - 1)
+    relevant: list[tuple[float, int, Scoped]] = []
+    rest: list[tuple[float, int, Scoped]] = []
+    for position, item in enumerate(ordered):
+        prior = prior_weight - step * position
+        score = relevance.get(item[1].id, 0.0)
+        if score > 0.0 and score >= floor:
+            relevant.append((-(score / best + prior), position, item))
+        else:
+            rest.append((-prior, position, item))
+    relevant.sort()
+    return [item for _, _, item in heapq.merge(relevant, rest)]
 
 
-def _cost(item: Scoped) -> int:
+def item_cost(item: Scoped) -> int:
     return len(item[1].content) + 16  # the line's prefix, labels and id

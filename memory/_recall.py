@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from ._lexical import LexicalIndex
 from ._models import Caller, GroupKey, Memory, Scope
 from ._prompt import Scoped, render_memory_block
-from ._ranking import injection_order, select_for_injection
+from ._ranking import injection_order, item_cost, select_for_injection
 from ._semantic import VectorStore, combine
 from ._settings import Settings
 from ._store import UserMemoryStore
@@ -24,6 +24,8 @@ Similarities = Callable[[GroupKey, str, list[str]], Awaitable[Mapping[str, float
 Combine = Callable[[Mapping[str, float], Mapping[str, float] | None], dict[str, float]]
 
 MAX_CACHED_CALLERS = 4096
+# Longest query scored for relevance, in characters (bench/RECALL.md, "Long messages").
+MAX_QUERY_CHARS = 512
 
 
 @dataclass
@@ -36,6 +38,11 @@ class _CallerView:
     ordered: list[Scoped] = field(default_factory=list)
     index: LexicalIndex | None = None
     contents: dict[str, str] = field(default_factory=dict)
+    cost: int = 0  # characters the whole of `ordered` would take in the budget
+
+    def fits(self, settings: Settings) -> bool:
+        """Whether every candidate goes in without choosing."""
+        return len(self.ordered) <= settings.memory_inject_limit and self.cost <= settings.memory_inject_char_budget
 
     def sync(self, lists: list[tuple[Scope, Sequence[Memory]]]) -> None:
         raw = [memories for _, memories in lists]
@@ -43,6 +50,7 @@ class _CallerView:
             return
         self.lists = raw
         self.ordered = injection_order((scope, m) for scope, memories in lists for m in memories)
+        self.cost = sum(map(item_cost, self.ordered))
         if self.index is not None:
             self._update_index()
 
@@ -107,7 +115,7 @@ class Recall:
         self, store: UserMemoryStore, caller: Caller, settings: Settings, speaker: str, message: str = ""
     ) -> str:
         """The caller's memory block, or "" when there is nothing to add. Relevance to `message` is computed
-        only when there are more candidates than the injection limit."""
+        only when not everything fits in the limit and the character budget."""
         if settings.memory_inject_limit == 0:
             return ""
         lists = await visible_lists(store, caller, settings)
@@ -116,17 +124,26 @@ class Recall:
         if not view.ordered:
             return ""
         relevance = None
-        if message and settings.recall_max_relevant and len(view.ordered) > settings.memory_inject_limit:
-            relevance = await self._relevance(view, lists, message)
+        if message and settings.recall_max_relevant and not view.fits(settings):
+            relevance = await self._relevance(view, lists, relevance_query(message))
         chosen = select_for_injection(
             view.ordered,
             limit=settings.memory_inject_limit,
             char_budget=settings.memory_inject_char_budget,
             relevance=relevance,
             threshold=settings.recall_relevance_threshold,
-            max_relevant=settings.recall_max_relevant,
+            group_instruction_share=settings.recall_group_instruction_share,
         )
         return render_memory_block(chosen, speaker)
+
+
+def relevance_query(message: str) -> str:
+    """What relevance is scored against: the message, or for a long one its beginning and its end (where a
+    chatty message's question usually is), so a pasted megabyte costs what a paragraph does."""
+    if len(message) <= MAX_QUERY_CHARS:
+        return message
+    half = MAX_QUERY_CHARS // 2
+    return f"{message[:half]}\n{message[-half:]}"
 
 
 def semantic_similarities(store: UserMemoryStore, vectors: VectorStore) -> Similarities:

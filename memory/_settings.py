@@ -24,6 +24,7 @@ class Settings:
     # relevance recall
     recall_relevance_threshold: float = 0.1
     recall_max_relevant: int = 5
+    recall_group_instruction_share: float = 0.3
     embedding_provider_id: str = ""
     embedding_timeout_ms: int = 300
     embedding_weight: float = 0.5
@@ -61,6 +62,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "group_memory_max": (0, 1000),
     "recall_relevance_threshold": (0.0, 1.0),
     "recall_max_relevant": (0, 100),
+    "recall_group_instruction_share": (0.0, 1.0),
     "embedding_timeout_ms": (10, 10000),
     "embedding_weight": (0.0, 1.0),
     "extraction_every_n_messages": (1, 1000),

@@ -61,7 +61,7 @@ def injected_memories(system_prompt: str) -> list[Injected] | None:
         m = _LINE.match(line.strip())
         if m:
             found.append(Injected(m["content"], m["label"], m["scope"] or ""))
-        elif found:
+        elif found and not line.strip().endswith("："):  # a section header ends with "：", the block's end does not
             break
     return found
 
