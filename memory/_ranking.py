@@ -81,22 +81,22 @@ def select_for_injection(
     limit: int,
     char_budget: int,
     relevance: Mapping[str, float] | None = None,
-    threshold: float = 0.1,
+    threshold: float = 0.0,
     group_instruction_share: float = 0.3,
-    prior_weight: float = PRIOR_WEIGHT,
+    prior_weight: float | None = None,
 ) -> list[Scoped]:
     """At most `limit` memories whose contents fit in `char_budget` characters together, from `ordered` (in
     prior order, see `injection_order`), chosen section by section (`SECTIONS`); the result is in prior order.
 
     `relevance` maps memory ids to scores in [0, 1] for the current message (None: no message or relevance
     off). A memory counts as relevant when its score reaches `threshold` times the best score; it is then
-    ranked by its score relative to the best plus `prior_weight` times its prior rank, so relevance decides and
+    ranked by its score relative to the best plus `prior_weight` (default `PRIOR_WEIGHT`) times its prior rank, so relevance decides and
     the prior breaks near-ties and orders everything the message says nothing about. A memory that does not fit
     in what is left of the budget is skipped and a shorter one may take its place.
     """
     if limit <= 0 or not ordered:
         return []
-    ranked = _ranked(ordered, relevance, threshold, prior_weight)
+    ranked = _ranked(ordered, relevance, threshold, PRIOR_WEIGHT if prior_weight is None else prior_weight)
     chosen: list[Scoped] = []
     taken: set[str] = set()
     used = 0

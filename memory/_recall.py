@@ -25,7 +25,7 @@ Combine = Callable[[Mapping[str, float], Mapping[str, float] | None], dict[str, 
 
 MAX_CACHED_CALLERS = 4096
 # Longest query scored for relevance, in characters (bench/RECALL.md, "Long messages").
-MAX_QUERY_CHARS = 512
+MAX_QUERY_CHARS = 256
 
 
 @dataclass

@@ -14,7 +14,7 @@ ADMINS = "admins"
 class Settings:
     enable_user_memory: bool = True
     memory_max_per_user: int = 20
-    memory_inject_limit: int = 10
+    memory_inject_limit: int = 15
     memory_max_content_length: int = 200
     memory_inject_char_budget: int = 1500
     # scopes
@@ -22,7 +22,7 @@ class Settings:
     group_memory_max: int = 50
     enable_global_memory: bool = False
     # relevance recall
-    recall_relevance_threshold: float = 0.1
+    recall_relevance_threshold: float = 0.0
     recall_max_relevant: int = 5
     recall_group_instruction_share: float = 0.3
     embedding_provider_id: str = ""

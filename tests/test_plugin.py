@@ -212,7 +212,7 @@ async def test_private_chat_and_disabled_are_left_alone(make_plugin):
 
 async def test_bad_config_falls_back_to_defaults(make_plugin):
     plugin = make_plugin(memory_inject_limit="lots", memory_max_per_user=-3)
-    assert plugin.settings.memory_inject_limit == 10 and plugin.settings.memory_max_per_user == 20
+    assert plugin.settings.memory_inject_limit == 15 and plugin.settings.memory_max_per_user == 20
 
 
 async def test_nothing_injected_without_memories(make_plugin):

@@ -3,7 +3,7 @@ from memory import Settings
 
 def test_defaults_match_the_design():
     s, warnings = Settings.from_mapping({})
-    assert (s.enable_user_memory, s.memory_max_per_user, s.memory_inject_limit) == (True, 20, 10)
+    assert (s.enable_user_memory, s.memory_max_per_user, s.memory_inject_limit) == (True, 20, 15)
     assert warnings == []
 
 

@@ -1,0 +1,41 @@
+"""The plugin as it was before issue 7 (commit BASELINE), importable beside the current one, so a bench can
+print the previous implementation's figure next to the new one in the same run.
+
+The commit's tree is extracted with `git archive` into a temporary directory and imported as the package
+`astrbot_plugin_user_memory_previous` (its own `memory` subpackage, its own models), exactly as AstrBot would
+import it; nothing of the current checkout is shared with it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import io
+import subprocess
+import sys
+import tarfile
+import tempfile
+import types
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+BASELINE = "2c910c8"  # main when issue 7 was filed: the figures the issue quotes were measured on it
+PACKAGE = "astrbot_plugin_user_memory_previous"
+
+
+def load_previous(commit: str = BASELINE):
+    """The previous `main` module (its `memory` package is `sys.modules[PACKAGE + ".memory"]`)."""
+    if PACKAGE in sys.modules:
+        return importlib.import_module(f"{PACKAGE}.main")
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", commit], check=True, capture_output=True).stdout
+    root = Path(tempfile.mkdtemp(prefix="bench-previous-"))
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(root, filter="data")
+    package = types.ModuleType(PACKAGE)
+    package.__path__ = [str(root)]
+    sys.modules[PACKAGE] = package
+    return importlib.import_module(f"{PACKAGE}.main")
+
+
+def previous_memory():
+    load_previous()
+    return importlib.import_module(f"{PACKAGE}.memory")

@@ -1,0 +1,310 @@
+"""Recall measured at the prompt: what `on_llm_request` actually injects, against what the ranker finds.
+
+For every question of a data set, the asking member's candidate memories are written to a group file, the
+real plugin adapter (a real AstrBotConfig, AstrBot event and ProviderRequest) handles the message, and the
+memory ids in the injected block are read back from the system prompt. Printed per data set, in one run:
+
+* ranker strict@10 — the built-in lexical ranker (memory/_lexical.py) over the same candidates: every answer
+  memory among its 10 best;
+* injected strict recall with the previous policy — the plugin at commit `_previous.BASELINE`, imported beside
+  the current one (its own defaults: threshold 0.1, 5 relevance slots, the rest by recency);
+* injected strict recall with the current policy, at default settings.
+
+Data sets (bench/RECALL.md, "At the prompt"): `zh_recall` (bench/data/zh_recall.json re-shaped: each group's
+memories become the asking member's own, so every question has 41-61 candidates), `zh_recall_chatty` (the
+same questions inside chatty, partly long messages), `zh_assistant` (the personal-assistant set, when its file
+exists) and `locomo` (each conversation's observations as one member's memories; read from
+../shared/benchmarks, never copied here).
+
+Run: .venv/bin/python bench/recall_prompt.py [--datasets zh_recall,zh_recall_chatty,zh_assistant,locomo]
+         [--sweep]   # also the current policy with other thresholds / prior weights (tuning view)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import re
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+REPO = BENCH.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(BENCH))
+os.environ.setdefault("ASTRBOT_ROOT", tempfile.mkdtemp(prefix="bench-astrbot-"))
+
+from _previous import BASELINE, load_previous  # noqa: E402
+from conftest import load_plugin_package, make_event  # noqa: E402
+from recall_locomo import load_locomo  # noqa: E402
+
+ZH_RECALL = BENCH / "data" / "zh_recall.json"
+ZH_ASSISTANT = BENCH / "data" / "zh_assistant.json"
+_SHORT_ID = re.compile(r"id=([0-9a-f]{8})）")
+
+
+@dataclass
+class Spec:
+    """One memory as the bench stores it."""
+
+    key: str  # the data set's id of the memory
+    type: str
+    content: str
+    updated_at: float
+    added_by: str | None = None  # group memories only
+
+
+@dataclass
+class Group:
+    """One group file: the group's memories and each member's own."""
+
+    memories: list[Spec] = field(default_factory=list)
+    members: dict[str, list[Spec]] = field(default_factory=dict)
+
+
+@dataclass
+class Case:
+    group: int  # index into Dataset.groups
+    user: str
+    question: str
+    answers: frozenset[str]  # Spec.key of every answer memory (LoCoMo: evidence dia_ids)
+
+
+@dataclass
+class Dataset:
+    name: str
+    groups: list[Group] = field(default_factory=list)
+    cases: list[Case] = field(default_factory=list)
+    # LoCoMo: the evidence dia_ids each memory carries (answers are dia_ids, not memory keys)
+    covers: dict[str, frozenset[str]] | None = None
+
+    def candidates(self, case: Case) -> list[Spec]:
+        group = self.groups[case.group]
+        return [*group.members[case.user], *group.memories]
+
+
+# --------------------------------------------------------------------------- data sets
+ZH_TYPES = {"nick": "preference", "lang": "instruction"}  # the rest are facts
+
+
+def zh_recall(chatty: bool = False) -> Dataset:
+    data = json.loads(ZH_RECALL.read_text(encoding="utf-8"))
+    names = {(g["id"], m["id"]): (m["nick"] if m["nick"] == m["name"] else f"{m['nick']}（{m['name']}）")
+             for g in data["groups"] for m in g["members"]}
+    rng = random.Random(7)
+    ds = Dataset("zh_recall_chatty" if chatty else "zh_recall")
+    group_index: dict[str, int] = {}
+    for g in data["groups"]:
+        mems = [m for m in data["memories"] if m["group"] == g["id"]]
+        times = rng.sample(range(len(mems)), len(mems))  # recency unrelated to the file's order
+        group_index[g["id"]] = len(ds.groups)
+        ds.groups.append(Group(members={"ou_asker": [
+            Spec(m["id"], ZH_TYPES.get(m["id"].split(".")[1], "fact"), f"{names[(m['group'], m['member'])]}：{m['text']}",
+                 1_700_000_000.0 + 60 * t)
+            for m, t in zip(mems, times, strict=True)
+        ]}))
+    for i, q in enumerate(data["questions"]):
+        text = chatty_message(q["question"], i) if chatty else q["question"]
+        ds.cases.append(Case(group_index[q["group"]], "ou_asker", text, frozenset(q["answers"])))
+    return ds
+
+
+# Chatty wrappers: the question inside small talk, as members actually write; a third are long.
+_OPENERS = [
+    "哈哈哈刚开完一个超长的会，脑子都不转了。",
+    "早上好呀，今天地铁又挤爆了，差点没上去。",
+    "我跟你说，昨天晚上追剧追到两点，现在困死了。",
+    "在吗在吗？有个事想问一下。",
+    "唉，这周事情真的太多了，周报还没写完，老板又在群里催进度，中午饭都是在工位上随便扒了两口。",
+    "刚从外面回来，外面下好大的雨，伞都被吹翻了，鞋子全湿透了，现在坐在这里脚冰凉冰凉的。",
+]
+_CLOSERS = ["", "谢谢啦～", "不急，有空回我就行。", "我一会儿还得去接孩子，先这样。", "麻烦你了哈哈。"]
+_RAMBLE = ("说起来最近真的是忙得团团转，早上七点起床送孩子上学，到公司先回一堆消息，开两个会，下午再改方案，"
+           "晚上回家还要做饭收拾屋子，周末也没闲着，不是加班就是陪家里人出去转转，感觉一年到头都没有好好休息过。"
+           "有时候想想也挺好笑的，以前总觉得长大了就自由了，结果发现责任越来越多，时间越来越少。")
+
+
+def chatty_message(question: str, i: int) -> str:
+    """Short talk around the question; every third message long (about 600 characters of rambling), with the
+    question at its end or, every sixth, at its start."""
+    opener = _OPENERS[i % len(_OPENERS)]
+    closer = _CLOSERS[(i // len(_OPENERS)) % len(_CLOSERS)]
+    if i % 6 == 5:
+        return f"{question}{closer}{opener}{_RAMBLE * 3}"
+    if i % 3 == 2:
+        return f"{opener}{_RAMBLE * 3}好了不说这些了，{question}{closer}"
+    return f"{opener}对了，{question}{closer}"
+
+
+def locomo() -> Dataset:
+    ds = Dataset("locomo", covers={})
+    for pool in load_locomo():
+        specs = [Spec(f"{pool.name}#{i}", "fact", text, 1_600_000_000.0 + 60 * i) for i, text in enumerate(pool.memories)]
+        ds.covers.update({s.key: keys for s, keys in zip(specs, pool.keys, strict=True)})
+        ds.cases += [Case(len(ds.groups), "ou_asker", question, need) for question, need, _ in pool.questions]
+        ds.groups.append(Group(members={"ou_asker": specs}))
+    return ds
+
+
+def zh_assistant(path: Path = ZH_ASSISTANT) -> Dataset | None:
+    """The personal-assistant set (group memories and each member's own), through its loader, which lives
+    beside the data directory (bench/zh_assistant.py); None when the file is absent."""
+    if not path.exists():
+        return None
+    sys.path.insert(0, str(path.parent.parent))
+    import zh_assistant as loader
+
+    data = loader.load(path)
+    ds = Dataset("zh_assistant")
+    index: dict[str, int] = {}
+    for g in data.groups:
+        index[g.id] = len(ds.groups)
+        spec = lambda m: Spec(m.id, m.type, m.content, m.updated_at, m.added_by)  # noqa: E731
+        ds.groups.append(Group([spec(m) for m in g.memories],
+                               {member.id: [spec(m) for m in member.memories] for member in g.members}))
+    ds.cases = [Case(index[q.group], q.speaker, q.text, frozenset(q.gold)) for q in data.questions]
+    return ds
+
+
+# --------------------------------------------------------------------------- driving the adapter
+def covered(ds: Dataset, injected_keys: set[str], case: Case) -> bool:
+    """Strict: every answer is injected (LoCoMo: every evidence dia_id is carried by an injected memory)."""
+    if ds.covers is None:
+        return case.answers <= injected_keys
+    have: set[str] = set()
+    for k in injected_keys:
+        have |= ds.covers[k]
+    return case.answers <= have
+
+
+def write_groups(directory: Path, ds: Dataset) -> dict[str, str]:
+    """One file per group in the format both versions read; returns short id -> Spec.key."""
+    short: dict[str, str] = {}
+    n = 0
+
+    def stored(s: Spec) -> dict:
+        nonlocal n
+        n += 1
+        memory_id = f"{n:08x}-0000-4000-8000-{n:012x}"
+        short[memory_id[:8]] = s.key
+        out = {"id": memory_id, "type": s.type, "content": s.content, "created_at": s.updated_at,
+               "updated_at": s.updated_at, "source": "explicit", "importance": 0.5}
+        return out | ({"added_by": s.added_by} if s.added_by else {})
+
+    for g, group in enumerate(ds.groups):
+        doc = {
+            "schema_version": 1, "platform": "lark", "group_id": f"oc_bench_{g}", "updated_at": 0.0,
+            "group_memories": [stored(s) for s in group.memories],
+            "users": {user: {"memories": [stored(s) for s in specs]} for user, specs in group.members.items()},
+        }
+        path = directory / "lark" / f"oc_bench_{g}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(doc, ensure_ascii=False), encoding="utf-8")
+    return short
+
+
+def build_plugin(main, directory: Path, **settings):
+    from astrbot.api import AstrBotConfig
+    from astrbot.core.star.context import Context
+
+    config = AstrBotConfig(config_path=str(directory / f"config-{time.monotonic_ns()}.json"), schema={})
+    config.update(settings)
+    plugin = main.UserMemoryPlugin(Context(asyncio.Queue(), config, *([None] * 9)), config)
+    memory = sys.modules[f"{main.__package__}.memory"]
+    plugin.store = memory.UserMemoryStore(directory)
+    return plugin
+
+
+async def injected_recall(main, directory: Path, short: dict[str, str], ds: Dataset, **settings) -> float:
+    from astrbot.core.provider.entities import ProviderRequest
+
+    plugin = build_plugin(main, directory, **settings)
+    hits = 0
+    for case in ds.cases:
+        event = make_event(case.question, group=f"oc_bench_{case.group}", user=case.user, name="提问者")
+        req = ProviderRequest(prompt=case.question, system_prompt="你是群聊助手。")
+        await plugin.inject_memories(event, req)
+        injected = {short[s] for s in _SHORT_ID.findall(req.system_prompt)}
+        hits += covered(ds, injected, case)
+    await plugin.store.close()
+    return hits / len(ds.cases)
+
+
+def ranker_recall(ds: Dataset, k: int = 10) -> float:
+    from memory._lexical import LexicalIndex
+
+    indexes: dict[tuple[int, str], LexicalIndex] = {}
+    hits = 0
+    for case in ds.cases:
+        index = indexes.get((case.group, case.user))
+        if index is None:
+            index = indexes[(case.group, case.user)] = LexicalIndex()
+            for s in ds.candidates(case):
+                index.add(s.key, s.content)
+        top = {d for d, _ in index.top(case.question, k, normalized=True)}
+        hits += covered(ds, top, case)
+    return hits / len(ds.cases)
+
+
+DATASETS: dict[str, Callable[[], Dataset | None]] = {
+    "zh_recall": zh_recall,
+    "zh_recall_chatty": lambda: zh_recall(chatty=True),
+    "zh_assistant": zh_assistant,
+    "locomo": locomo,
+}
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--datasets", default=",".join(DATASETS))
+    parser.add_argument("--sweep", action="store_true")
+    parser.add_argument("--zh-assistant", type=Path, default=ZH_ASSISTANT, help="path of zh_assistant.json")
+    args = parser.parse_args()
+    DATASETS["zh_assistant"] = lambda: zh_assistant(args.zh_assistant)
+    current, previous = load_plugin_package(), load_previous()
+    print(f"strict recall at the prompt, default settings (limit 10, 1500 characters); previous = {BASELINE}")
+    print(f"{'data set':<18}{"members":>8}{'memories':>9}{'questions':>10}{'ranker@10':>10}{'previous':>9}"
+          f"{'current':>9}{'gap':>7}")
+    for name in args.datasets.split(","):
+        ds = DATASETS[name]()
+        if ds is None:
+            print(f"{name:<18}(no data file)")
+            continue
+        with tempfile.TemporaryDirectory(prefix="bench-prompt-") as tmp:
+            directory = Path(tmp)
+            short = write_groups(directory, ds)
+            ranker = ranker_recall(ds)
+            old = await injected_recall(previous, directory, short, ds)
+            old15 = await injected_recall(previous, directory, short, ds, memory_inject_limit=15)
+            new = await injected_recall(current, directory, short, ds)
+            n_members = sum(len(g.members) for g in ds.groups)
+            print(f"{name:<18}{n_members:>8}{len(short):>9}{len(ds.cases):>10}{ranker:>10.3f}{old:>9.3f}"
+                  f"{old15:>8.3f}{new:>9.3f}{new - ranker:>+15.3f}")
+            if args.sweep:
+                await sweep(current, directory, short, ds)
+
+
+async def sweep(current, directory: Path, short: dict[str, str], ds: Dataset) -> None:
+    ranking = sys.modules[f"{current.__package__}.memory._ranking"]
+    default_weight = ranking.PRIOR_WEIGHT
+    try:
+        for weight in (0.0, 0.05, 0.1, 0.2, 0.3):
+            ranking.PRIOR_WEIGHT = weight
+            row = []
+            for threshold in (0.0, 0.1, 0.2, 0.3):
+                row.append(await injected_recall(current, directory, short, ds, recall_relevance_threshold=threshold))
+            print(f"    prior weight {weight:<5} thresholds 0/0.1/0.2/0.3: " + " ".join(f"{r:.3f}" for r in row))
+    finally:
+        ranking.PRIOR_WEIGHT = default_weight
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
