@@ -1,0 +1,193 @@
+"""The injection policy (README "注入策略"): the member's own standing instructions, group instructions within
+their share, relevance with a prior for every other slot, all within the limit and the character budget; a long
+message's query is bounded; the block keeps group rules apart from the member's own requests."""
+
+from conftest import make_event
+from memory import Caller, GroupKey, MemberKey, Memory, MemoryType, Scope, Settings, UserMemoryStore
+from memory._operations import save
+from memory._prompt import GROUP_SECTION_HEADER, OWN_SECTION_HEADER, render_memory_block
+from memory._ranking import group_instruction_slots, injection_order, item_cost, select_for_injection
+from memory._recall import MAX_QUERY_CHARS, Recall, relevance_query
+from memory._store import GROUP_OWNER
+from test_plugin import call_tool, system_prompt_for
+
+G = GroupKey("lark", "oc_group1")
+ME = Caller(MemberKey(G, "ou_a"))
+
+
+def memory(n: int, kind: str, content: str, updated_at: float | None = None) -> Memory:
+    t = float(n) if updated_at is None else updated_at
+    return Memory(id=f"{n:08x}-0000-4000-8000-000000000000", type=MemoryType(kind), content=content, created_at=t,
+                  updated_at=t)
+
+
+def own(n, kind, content, t=None):
+    return Scope.MEMBER, memory(n, kind, content, t)
+
+
+def group(n, kind, content, t=None):
+    return Scope.GROUP, memory(n, kind, content, t)
+
+
+def contents(items):
+    return [m.content for _, m in items]
+
+
+GROUP_RULES = [group(100 + i, "instruction", f"群规第{i}条：讨论第{i}号议题时先看置顶公告") for i in range(12)]
+OWN_FACTS = [own(i, "fact", f"自己的第{i}件事：在做第{i}号实验") for i in range(20)]
+
+
+def test_group_instructions_never_take_more_than_their_share():
+    ordered = injection_order(GROUP_RULES + OWN_FACTS)
+    for limit in (2, 5, 10, 15, 20):
+        chosen = select_for_injection(ordered, limit=limit, char_budget=20000, group_instruction_share=0.3)
+        rules = [item for item in chosen if item[0] is Scope.GROUP]
+        assert len(chosen) == limit
+        assert len(rules) == group_instruction_slots(limit, 0.3) <= max(1, int(limit * 0.3))
+    # a message about the rules does not let them past their share either
+    relevance = {m.id: 1.0 for _, m in GROUP_RULES}
+    chosen = select_for_injection(ordered, limit=10, char_budget=20000, relevance=relevance)
+    assert sum(item[0] is Scope.GROUP for item in chosen) == 3
+
+
+def test_group_instructions_share_the_character_budget_too():
+    long_rules = [group(100 + i, "instruction", f"群规{i}" + "长" * 190) for i in range(5)]
+    chosen = select_for_injection(injection_order(long_rules + OWN_FACTS), limit=10, char_budget=1000,
+                                  group_instruction_share=0.3)
+    assert sum(item_cost(item) for item in chosen if item[0] is Scope.GROUP) <= 300
+    assert sum(item[0] is Scope.MEMBER for item in chosen) >= 5
+
+
+def test_group_instructions_past_their_share_fill_slots_nobody_wants():
+    chosen = select_for_injection(injection_order(GROUP_RULES + OWN_FACTS[:2]), limit=10, char_budget=20000)
+    assert len(chosen) == 10 and sum(item[0] is Scope.MEMBER for item in chosen) == 2
+
+
+def test_the_members_own_instructions_always_go_in():
+    instructions = [own(50, "instruction", "回复我时用英文", 0.0), own(51, "instruction", "不要用表情", 1.0)]
+    relevance = {m.id: 1.0 for _, m in OWN_FACTS + GROUP_RULES}  # everything else matches the message perfectly
+    chosen = select_for_injection(injection_order(instructions + OWN_FACTS + GROUP_RULES), limit=4,
+                                  char_budget=20000, relevance=relevance)
+    assert set(contents(instructions)) <= set(contents(chosen))
+
+
+def test_relevance_decides_the_other_slots_and_the_prior_breaks_ties():
+    old_relevant = own(1, "fact", "养了一只叫团子的猫", 1.0)
+    recent = [own(10 + i, "preference", f"最近的偏好{i}", 100.0 + i) for i in range(12)]
+    ordered = injection_order([old_relevant, *recent])
+    # no relevance: the prior (type, then recency) decides, so the old fact falls off
+    assert old_relevant not in select_for_injection(ordered, limit=5, char_budget=20000)
+    # relevance beats the prior, even a weak score: every slot is open to it (no fixed number of relevant slots)
+    weak = {old_relevant[1].id: 0.02}
+    assert old_relevant in select_for_injection(ordered, limit=5, char_budget=20000, relevance=weak)
+    many = {m.id: 0.5 for _, m in recent[:6]} | {old_relevant[1].id: 0.6}
+    chosen = select_for_injection(ordered, limit=7, char_budget=20000, relevance=many)
+    assert set(contents(chosen)) == set(contents([old_relevant, *recent[:6]]))
+    # near-ties go to the prior: a newer preference beats an older one of the same relevance
+    tie = {recent[0][1].id: 0.5, recent[11][1].id: 0.5}
+    chosen = select_for_injection(ordered, limit=1, char_budget=20000, relevance=tie)
+    assert chosen == [recent[11]]
+
+
+def test_the_prior_puts_the_members_own_before_the_groups():
+    group_fact = group(1, "fact", "本群周五团建", 999.0)
+    own_fact = own(2, "fact", "在做支付服务", 1.0)
+    assert select_for_injection(injection_order([group_fact, own_fact]), limit=1, char_budget=20000) == [own_fact]
+
+
+def test_the_threshold_is_relative_to_the_best_match():
+    strong = own(1, "fact", "强相关", 1.0)
+    weak = own(2, "fact", "弱相关", 2.0)
+    filler = [own(10 + i, "fact", f"无关{i}", 100.0 + i) for i in range(5)]
+    ordered = injection_order([strong, weak, *filler])
+    relevance = {strong[1].id: 0.04, weak[1].id: 0.01}  # a long message: every score is low
+    assert {strong, weak} <= set(select_for_injection(ordered, limit=2, char_budget=20000, relevance=relevance))
+    chosen = select_for_injection(ordered, limit=2, char_budget=20000, relevance=relevance, threshold=0.5)
+    assert strong in chosen and weak not in chosen
+
+
+def test_the_limit_and_the_budget_always_hold():
+    items = injection_order(GROUP_RULES + OWN_FACTS + [own(60, "instruction", "指" * 150)])
+    relevance = {m.id: (i % 7) / 7 for i, (_, m) in enumerate(items)}
+    for limit in (1, 3, 10, 40):
+        for budget in (100, 400, 2000):
+            chosen = select_for_injection(items, limit=limit, char_budget=budget, relevance=relevance)
+            assert len(chosen) <= limit and sum(map(item_cost, chosen)) <= budget
+            assert chosen == injection_order(chosen)
+
+
+async def test_twelve_group_instructions_leave_room_for_the_member(tmp_path):
+    """The issue's case: 12 group instructions pushed a member's own memories out of their prompt entirely."""
+    store = UserMemoryStore(tmp_path)
+    for i in range(12):
+        await store.change(G, GROUP_OWNER, lambda m, n=i: save(
+            m, memory_type="instruction", content=f"群规{n}：发言前先看置顶第{n}条", now=100.0 + n, max_count=100,
+            max_length=200))
+    for i, content in enumerate(["回复我时用英文", "希望被称呼为老王"]):
+        await store.change(G, "ou_a", lambda m, c=content, n=i, t=("instruction", "preference")[i]: save(
+            m, memory_type=t, content=c, now=float(n), max_count=100, max_length=200))
+    block = await Recall().memory_block(store, ME, Settings(memory_inject_limit=10), "老王", "今天吃什么")
+    assert "回复我时用英文" in block and "希望被称呼为老王" in block
+    own_part, group_part = block.split(GROUP_SECTION_HEADER)
+    assert OWN_SECTION_HEADER in own_part and "回复我时用英文" in own_part and "群规" not in own_part
+    assert group_part.count("- 群规") == 8  # 3 within the share, 5 more only because the slots were free
+
+
+def test_a_long_message_is_bounded():
+    message = "前言" * 300_000 + "中间的支付服务" + "后记" * 300_000
+    query = relevance_query(message)
+    assert len(query) <= MAX_QUERY_CHARS + 1
+    assert query.startswith("前言") and query.endswith("后记") and "支付" not in query
+    assert relevance_query("短消息") == "短消息"
+
+
+async def test_relevance_is_scored_on_the_bounded_query(tmp_path):
+    store = UserMemoryStore(tmp_path)
+    facts = ["负责支付服务的后端", "养了一只叫团子的猫", "喜欢周末去爬山"] + [f"杂事{i}" for i in range(5)]
+    for i, content in enumerate(facts):
+        await store.change(G, "ou_a", lambda m, c=content, n=i: save(
+            m, memory_type="fact", content=c, now=1000.0 - n, max_count=100, max_length=200))
+    seen = []
+
+    async def similarities(key, query, ids):
+        seen.append(query)
+        return {}
+
+    recall = Recall(similarities)
+    filler = "今天天气真好。" * 100_000
+    block = await recall.memory_block(store, ME, Settings(memory_inject_limit=2), "A", filler + "对了，我的猫叫什么？")
+    assert "养了一只叫团子的猫" in block  # the question at the end of a long message still counts
+    assert seen and all(len(q) <= MAX_QUERY_CHARS + 1 for q in seen)  # the semantic scorer got the bound too
+    block = await recall.memory_block(store, ME, Settings(memory_inject_limit=2), "A",
+                                      filler + "对了，爬山的事" + filler)  # only in the middle: not looked at
+    assert "喜欢周末去爬山" not in block
+
+
+def test_the_block_separates_group_rules_from_the_members_own_requests():
+    items = injection_order([own(1, "instruction", "回复我时用英文"), group(2, "instruction", "群里只讨论工作"),
+                             own(3, "fact", "是后端负责人"), (Scope.GLOBAL, memory(4, "preference", "喜欢简洁"))])
+    lines = render_memory_block(items, "老王").splitlines()
+    own_at, group_at = lines.index(OWN_SECTION_HEADER), lines.index(GROUP_SECTION_HEADER)
+    assert own_at < group_at
+    own_lines, group_lines = lines[own_at + 1:group_at], lines[group_at + 1:-1]
+    assert [line.split("（")[0] for line in own_lines] == ["- 回复我时用英文", "- 喜欢简洁", "- 是后端负责人"]
+    assert group_lines == [line for line in group_lines if "本群公共" in line] and "群里只讨论工作" in group_lines[0]
+    assert "不是该成员本人的要求" in GROUP_SECTION_HEADER
+    assert "群" not in "".join(own_lines)
+    # only the sections that have memories are shown
+    only_own = render_memory_block(items[:1], "老王")
+    assert OWN_SECTION_HEADER in only_own and GROUP_SECTION_HEADER not in only_own
+
+
+async def test_group_rules_are_not_presented_as_the_members_request_through_the_plugin(make_plugin):
+    plugin = make_plugin()
+    admin = make_event(user="ou_admin")
+    admin.is_admin = lambda: True
+    await call_tool(plugin, "lark_save_memory", admin, memory_type="instruction", content="本群回复一律用中文",
+                    scope="group")
+    await call_tool(plugin, "lark_save_memory", make_event(user="ou_a"), memory_type="instruction",
+                    content="回复我时先给结论")
+    prompt = await system_prompt_for(plugin, make_event("你好", user="ou_a"))
+    own_part, group_part = prompt.split(GROUP_SECTION_HEADER)
+    assert "回复我时先给结论" in own_part and "本群回复一律用中文" not in own_part
+    assert "本群回复一律用中文" in group_part
