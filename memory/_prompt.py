@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from ._models import Memory, Scope
 from ._text import neutralize_for_prompt
@@ -42,18 +42,20 @@ def scoped_lines(items: Sequence[Scoped]) -> str:
     return "\n".join(memory_line(memory, scope) for scope, memory in items)
 
 
-def render_memory_block(items: Sequence[Scoped], speaker: str) -> str:
+def render_memory_block(items: Sequence[Scoped], speaker: str, lines: Mapping[str, str] | None = None) -> str:
     """The block appended to the system prompt; empty when there is nothing to say. The member's own memories
-    (member and global scope) and the group's are in separate sections, each in the order given."""
+    (member and global scope) and the group's are in separate sections, each in the order given. `lines` may
+    hold each memory's line already rendered (memory id -> `memory_line`), as the hot path caches them."""
     if not items:
         return ""
     speaker_text = neutralize_for_prompt(speaker)[:32] or "未知成员"
-    own = [item for item in items if item[0] is not Scope.GROUP]
-    group = [item for item in items if item[0] is Scope.GROUP]
-    lines = [MEMORY_BLOCK_START, MEMORY_BLOCK_PREAMBLE.format(speaker=speaker_text)]
+    line = (lambda item: lines[item[1].id]) if lines is not None else (lambda item: memory_line(item[1], item[0]))
+    own = [line(item) for item in items if item[0] is not Scope.GROUP]
+    group = [line(item) for item in items if item[0] is Scope.GROUP]
+    out = [MEMORY_BLOCK_START, MEMORY_BLOCK_PREAMBLE.format(speaker=speaker_text)]
     if own:
-        lines += [OWN_SECTION_HEADER, scoped_lines(own)]
+        out += [OWN_SECTION_HEADER, *own]
     if group:
-        lines += [GROUP_SECTION_HEADER, scoped_lines(group)]
-    lines.append(MEMORY_BLOCK_END)
-    return "\n".join(lines)
+        out += [GROUP_SECTION_HEADER, *group]
+    out.append(MEMORY_BLOCK_END)
+    return "\n".join(out)

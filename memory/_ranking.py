@@ -37,12 +37,15 @@ def _prior_key(item: Scoped) -> tuple[int, bool, float]:
     return _PRIORITY[memory.type], scope is Scope.GROUP, -memory.updated_at
 
 
-def is_own_instruction(item: Scoped) -> bool:
-    return item[1].type is MemoryType.INSTRUCTION and item[0] is not Scope.GROUP
+OWN_INSTRUCTION = "own_instruction"
+GROUP_INSTRUCTION = "group_instruction"
+OTHER = "memory"
 
 
-def is_group_instruction(item: Scoped) -> bool:
-    return item[1].type is MemoryType.INSTRUCTION and item[0] is Scope.GROUP
+def kind_of(item: Scoped) -> str:
+    if item[1].type is not MemoryType.INSTRUCTION:
+        return OTHER
+    return GROUP_INSTRUCTION if item[0] is Scope.GROUP else OWN_INSTRUCTION
 
 
 def group_instruction_slots(limit: int, share: float) -> int:
@@ -55,23 +58,23 @@ def group_instruction_slots(limit: int, share: float) -> int:
 
 @dataclass(frozen=True)
 class Section:
-    """One part of the block's budget. `accepts` picks its candidates; `slots(limit, share)` and
-    `chars(char_budget, share)` cap how much of the budget it may take (None: whatever is left); with
-    `ranked` its candidates are ordered by relevance and prior, else by the prior alone."""
+    """One part of the block's budget. `kinds` are the candidates it takes (see `kind_of`); `slots(limit,
+    share)` and `chars(char_budget, share)` cap how much of the budget it may take (None: whatever is left);
+    with `ranked` its candidates are taken by relevance and prior, else by the prior alone."""
 
     name: str
-    accepts: Callable[[Scoped], bool]
+    kinds: frozenset[str]
     ranked: bool = True
     slots: Callable[[int, float], int] | None = None
     chars: Callable[[int, float], int] | None = None
 
 
 SECTIONS: tuple[Section, ...] = (
-    Section("own_instructions", is_own_instruction, ranked=False),
-    Section("group_instructions", is_group_instruction, slots=group_instruction_slots,
+    Section("own_instructions", frozenset({OWN_INSTRUCTION}), ranked=False),
+    Section("group_instructions", frozenset({GROUP_INSTRUCTION}), slots=group_instruction_slots,
             chars=lambda budget, share: int(budget * share)),
-    Section("relevant", lambda item: not is_group_instruction(item)),
-    Section("group_instructions_leftover", is_group_instruction),
+    Section("relevant", frozenset({OTHER})),
+    Section("group_instructions_leftover", frozenset({GROUP_INSTRUCTION})),
 )
 
 
@@ -89,63 +92,62 @@ def select_for_injection(
     prior order, see `injection_order`), chosen section by section (`SECTIONS`); the result is in prior order.
 
     `relevance` maps memory ids to scores in [0, 1] for the current message (None: no message or relevance
-    off). A memory counts as relevant when its score reaches `threshold` times the best score; it is then
-    ranked by its score relative to the best plus `prior_weight` (default `PRIOR_WEIGHT`) times its prior rank, so relevance decides and
-    the prior breaks near-ties and orders everything the message says nothing about. A memory that does not fit
-    in what is left of the budget is skipped and a shorter one may take its place.
+    off). A memory counts as relevant when its score is positive and reaches `threshold` times the best score;
+    it is then ranked by its score relative to the best plus `prior_weight` (default `PRIOR_WEIGHT`) times its
+    prior rank, so relevance decides and the prior breaks near-ties and orders everything the message says
+    nothing about. A memory that does not fit in what is left of the budget is skipped and a shorter one may
+    take its place.
     """
     if limit <= 0 or not ordered:
         return []
-    ranked = _ranked(ordered, relevance, threshold, PRIOR_WEIGHT if prior_weight is None else prior_weight)
-    chosen: list[Scoped] = []
-    taken: set[str] = set()
+    kinds = [kind_of(item) for item in ordered]
+    by_prior = range(len(ordered))
+    by_relevance = _ranked(ordered, relevance, threshold, PRIOR_WEIGHT if prior_weight is None else prior_weight)
+    taken: set[int] = set()
     used = 0
     for section in SECTIONS:
-        candidates = ranked if section.ranked else ordered
-        slots = limit - len(chosen)
+        slots = limit - len(taken)
         if section.slots is not None:
             slots = min(slots, section.slots(limit, group_instruction_share))
         chars = char_budget - used
         if section.chars is not None:
             chars = min(chars, section.chars(char_budget, group_instruction_share))
-        spent = 0
-        for item in candidates:
+        for position in by_relevance if section.ranked else by_prior:
             if slots <= 0:
                 break
-            if item[1].id in taken or not section.accepts(item):
+            if kinds[position] not in section.kinds or position in taken:
                 continue
-            cost = item_cost(item)
-            if cost > chars - spent:
+            cost = item_cost(ordered[position])
+            if cost > chars:
                 continue
-            chosen.append(item)
-            taken.add(item[1].id)
-            spent += cost
+            taken.add(position)
+            chars -= cost
+            used += cost
             slots -= 1
-        used += spent
-    return injection_order(chosen)
+    return [ordered[position] for position in sorted(taken)]
 
 
 def _ranked(
     ordered: Sequence[Scoped], relevance: Mapping[str, float] | None, threshold: float, prior_weight: float
-) -> Sequence[Scoped]:
-    """`ordered` re-ranked by relevance plus the prior. Memories below the threshold keep their prior order,
-    so only the relevant few are sorted and the rest are merged in."""
+) -> Sequence[int]:
+    """Positions in `ordered`, re-ranked by relevance plus the prior. Memories below the threshold keep their
+    prior order, so only the relevant few are sorted and the rest are merged in."""
     best = max(relevance.values(), default=0.0) if relevance else 0.0
     if best <= 0.0:
-        return ordered
+        return range(len(ordered))
     floor = threshold * best
     step = prior_weight / max(1, len(ordered) - 1)
-    relevant: list[tuple[float, int, Scoped]] = []
-    rest: list[tuple[float, int, Scoped]] = []
-    for position, item in enumerate(ordered):
+    relevant: list[tuple[float, int]] = []
+    rest: list[tuple[float, int]] = []
+    for position, (_, memory) in enumerate(ordered):
         prior = prior_weight - step * position
-        score = relevance.get(item[1].id, 0.0)
+        score = relevance.get(memory.id, 0.0)
         if score > 0.0 and score >= floor:
-            relevant.append((-(score / best + prior), position, item))
+            relevant.append((-(score / best + prior), position))
         else:
-            rest.append((-prior, position, item))
+            rest.append((-prior, position))
     relevant.sort()
-    return [item for _, _, item in heapq.merge(relevant, rest)]
+    return [position for _, position in heapq.merge(relevant, rest)]
 
 
 def item_cost(item: Scoped) -> int:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from ._lexical import LexicalIndex
 from ._models import Caller, GroupKey, Memory, Scope
-from ._prompt import Scoped, render_memory_block
+from ._prompt import Scoped, memory_line, render_memory_block
 from ._ranking import injection_order, item_cost, select_for_injection
 from ._semantic import VectorStore, combine
 from ._settings import Settings
@@ -39,6 +39,8 @@ class _CallerView:
     index: LexicalIndex | None = None
     contents: dict[str, str] = field(default_factory=dict)
     cost: int = 0  # characters the whole of `ordered` would take in the budget
+    lines: dict[str, str] = field(default_factory=dict)  # memory id -> its rendered line
+    _rendered: dict[str, tuple[Memory, str]] = field(default_factory=dict)
 
     def fits(self, settings: Settings) -> bool:
         """Whether every candidate goes in without choosing."""
@@ -51,6 +53,13 @@ class _CallerView:
         self.lists = raw
         self.ordered = injection_order((scope, m) for scope, memories in lists for m in memories)
         self.cost = sum(map(item_cost, self.ordered))
+        rendered = {}
+        for scope, memory in self.ordered:
+            cached = self._rendered.get(memory.id)
+            rendered[memory.id] = cached if cached is not None and cached[0] is memory else (
+                memory, memory_line(memory, scope))
+        self._rendered = rendered
+        self.lines = {memory_id: line for memory_id, (_, line) in rendered.items()}
         if self.index is not None:
             self._update_index()
 
@@ -134,7 +143,7 @@ class Recall:
             threshold=settings.recall_relevance_threshold,
             group_instruction_share=settings.recall_group_instruction_share,
         )
-        return render_memory_block(chosen, speaker)
+        return render_memory_block(chosen, speaker, view.lines)
 
 
 def relevance_query(message: str) -> str:
