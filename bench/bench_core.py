@@ -1,8 +1,9 @@
 """Core figures, all measured in one run on this machine:
 
 - on_llm_request latency (p50/p99) for a member of a warm group of 1,000 members x 20 memories, through the
-  real plugin adapter (real AstrBot event and ProviderRequest), and through `Recall.memory_block` alone;
-- cold load time of that group's file;
+  real plugin adapter (real AstrBot event and ProviderRequest), and through `Recall.memory_block` alone, for the
+  previous implementation (bench/_previous.py: the plugin at the commit issue 7 was filed on) and this one;
+- cold load time of that group's file, previous and current;
 - durable saves per second with 100 concurrent savers in one group: group commit against a baseline that
   rewrites the whole file for every save.
 
@@ -23,6 +24,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "bench"))
 os.environ.setdefault("ASTRBOT_ROOT", tempfile.mkdtemp(prefix="bench-astrbot-"))
 
 from memory import Caller, GroupDocument, GroupKey, MemberKey, Memory, MemoryType, Recall, Settings, UserMemoryStore  # noqa: E402
@@ -55,10 +57,12 @@ def percentiles(samples_ns: list[int]) -> tuple[float, float, float]:
     return p(0.50), p(0.99), statistics.fmean(samples) / 1000
 
 
-async def bench_cold_load(directory: Path, runs: int = 5) -> float:
+async def bench_cold_load(directory: Path, runs: int = 5, memory=None) -> float:
+    """Median time to load the group's file into a fresh store (`memory`: the package to use, default ours)."""
+    store_class = memory.UserMemoryStore if memory is not None else UserMemoryStore
     times = []
     for _ in range(runs):
-        store = UserMemoryStore(directory)
+        store = store_class(directory)
         t0 = time.perf_counter()
         await store.memories(GROUP, "ou_00000")
         times.append(time.perf_counter() - t0)
@@ -89,40 +93,51 @@ def bench_serialization(directory: Path, runs: int = 20) -> tuple[float, float, 
     return tuple(statistics.median(x) * 1000 for x in (full, first, incremental))
 
 
-async def bench_injection(directory: Path, iterations: int) -> dict[str, tuple[float, float, float]]:
-    from astrbot.core.provider.entities import ProviderRequest
-
-    from conftest import load_plugin_package, make_event
-
-    results = {}
-    store = UserMemoryStore(directory)
-    member = MemberKey(GROUP, "ou_00500")
-    caller, recall, settings = Caller(member), Recall(), Settings()
-    await store.memories(GROUP, member.user_id)  # warm
-    samples = []
-    for _ in range(iterations):
-        t0 = time.perf_counter_ns()
-        await recall.memory_block(store, caller, settings, "老王", "帮我看看这个代码")
-        samples.append(time.perf_counter_ns() - t0)
-    results["Recall.memory_block()"] = percentiles(samples)
-
-    main = load_plugin_package()
+async def bench_injection(directory: Path, iterations: int, rounds: int = 4) -> dict[str, tuple[float, float, float]]:
+    """Warm injection latency for a member of the group, for the previous implementation (`bench/_previous.py`)
+    and the current one, in alternating rounds so both see the same machine load. Each at its own defaults."""
     from astrbot.api import AstrBotConfig
+    from astrbot.core.provider.entities import ProviderRequest
     from astrbot.core.star.context import Context
 
-    config = AstrBotConfig(config_path=str(directory / "bench_config.json"), schema={})
-    plugin = main.UserMemoryPlugin(Context(asyncio.Queue(), config, *([None] * 9)), config)
-    plugin.store = store
-    event = make_event("帮我看看这个代码", group=GROUP.group_id, user=member.user_id)
-    samples = []
-    for _ in range(iterations):
-        req = ProviderRequest(prompt=event.message_str, system_prompt="你是群聊助手。")
-        t0 = time.perf_counter_ns()
-        await plugin.inject_memories(event, req)
-        samples.append(time.perf_counter_ns() - t0)
-    assert "[关于当前用户的记忆]" in req.system_prompt
-    results["on_llm_request (adapter)"] = percentiles(samples)
-    return results
+    from _previous import BASELINE, load_previous
+    from conftest import load_plugin_package, make_event
+
+    member = MemberKey(GROUP, "ou_00500")
+    message = "帮我看看这个代码"
+    runs = {}
+    for label, main in ((f"previous ({BASELINE})", load_previous()), ("current", load_plugin_package())):
+        memory = sys.modules[f"{main.__package__}.memory"]
+        store = memory.UserMemoryStore(directory)
+        key = memory.GroupKey(GROUP.platform, GROUP.group_id)
+        caller = memory.Caller(memory.MemberKey(key, member.user_id))
+        await store.memories(key, member.user_id)  # warm
+        recall, settings = memory.Recall(), memory.Settings()
+        config = AstrBotConfig(config_path=str(directory / f"bench_config_{len(runs)}.json"), schema={})
+        plugin = main.UserMemoryPlugin(Context(asyncio.Queue(), config, *([None] * 9)), config)
+        plugin.store = store
+        event = make_event(message, group=GROUP.group_id, user=member.user_id)
+
+        async def direct(recall=recall, store=store, caller=caller, settings=settings):
+            await recall.memory_block(store, caller, settings, "老王", message)
+
+        async def adapter(plugin=plugin, event=event):
+            req = ProviderRequest(prompt=event.message_str, system_prompt="你是群聊助手。")
+            await plugin.inject_memories(event, req)
+            assert "[关于当前用户的记忆]" in req.system_prompt
+
+        runs[label] = {"Recall.memory_block()": (direct, []), "on_llm_request (adapter)": (adapter, [])}
+    for _ in range(rounds):
+        for paths in runs.values():
+            for call, samples in paths.values():
+                for _ in range(200):  # warm this path again after the other one ran
+                    await call()
+                for _ in range(iterations // rounds):
+                    t0 = time.perf_counter_ns()
+                    await call()
+                    samples.append(time.perf_counter_ns() - t0)
+    return {f"{path}, {label}": percentiles(samples) for label, paths in runs.items()
+            for path, (_, samples) in paths.items()}
 
 
 class RewriteEverySaveStore:
@@ -181,15 +196,22 @@ async def main() -> None:
         size_mb = path.stat().st_size / 1e6
         print(f"group: {args.members} members x {args.per_member} memories, file {size_mb:.1f} MB")
 
-        print(f"cold load of the group file: {await bench_cold_load(directory):.1f} ms (median of 5)")
+        from _previous import BASELINE, previous_memory
+
+        old_memory = previous_memory()
+        cold = []
+        for _ in range(3):  # alternate, so both see the same machine load
+            cold.append((await bench_cold_load(directory, 3, old_memory), await bench_cold_load(directory, 3)))
+        print(f"cold load of the group file (median of 9, alternating): previous ({BASELINE}) "
+              f"{statistics.median(c[0] for c in cold):.1f} ms, current {statistics.median(c[1] for c in cold):.1f} ms")
         full, first, incremental = bench_serialization(directory)
         print(f"serializing the group for one commit (event-loop time): whole document {full:.1f} ms; store's "
               f"serializer {first:.1f} ms on the first commit, {incremental:.1f} ms when one member changed")
 
         print(f"\ninjection latency, warm group, {args.iterations} calls (microseconds):")
-        print(f"  {'path':<28}{'p50':>8}{'p99':>8}{'mean':>8}")
+        print(f"  {'path':<50}{'p50':>8}{'p99':>8}{'mean':>8}")
         for name, (p50, p99, mean) in (await bench_injection(directory, args.iterations)).items():
-            print(f"  {name:<28}{p50:>8.1f}{p99:>8.1f}{mean:>8.1f}")
+            print(f"  {name:<50}{p50:>8.1f}{p99:>8.1f}{mean:>8.1f}")
 
         print(f"\ndurable saves/s, {args.savers} concurrent savers, {args.saves} saves, into this group:")
         naive = await bench_saves(directory, max(args.saves // 4, 50), args.savers, baseline=True)
