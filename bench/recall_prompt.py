@@ -270,9 +270,10 @@ async def main() -> None:
     args = parser.parse_args()
     DATASETS["zh_assistant"] = lambda: zh_assistant(args.zh_assistant)
     current, previous = load_plugin_package(), load_previous()
-    print(f"strict recall at the prompt, default settings (limit 10, 1500 characters); previous = {BASELINE}")
-    print(f"{'data set':<18}{"members":>8}{'memories':>9}{'questions':>10}{'ranker@10':>10}{'previous':>9}"
-          f"{'current':>9}{'gap':>7}")
+    print(f"strict recall at the prompt; previous = the plugin at {BASELINE} with its defaults (limit 10, absolute "
+          f"threshold 0.1, 5 relevance slots) and with limit 15; current = this checkout at its defaults (limit 15)")
+    print(f"{'data set':<18}{'members':>8}{'memories':>9}{'questions':>10}{'ranker@10':>10}{'previous':>9}"
+          f"{'prev@15':>8}{'current':>9}{'current-ranker':>15}")
     for name in args.datasets.split(","):
         ds = DATASETS[name]()
         if ds is None:
