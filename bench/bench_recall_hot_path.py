@@ -7,6 +7,9 @@ Then semantic scoring alone over 2,000 candidates x 512 dimensions: the previous
 numpy's multi-threaded OpenBLAS GEMV) against the current one (`_similarities`), on an idle machine and with
 every core kept busy by another process (as on a loaded host, where the BLAS threads wait for a core).
 
+Last, one 1,000,000-character message through the adapter (the relevance query is bounded now): the previous
+plugin (bench/_previous.py) against the current one.
+
 Run: .venv/bin/python bench/bench_recall_hot_path.py [--iterations 3000] [--provider-latency-ms 5]
 """
 
@@ -25,6 +28,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "bench"))
 os.environ.setdefault("ASTRBOT_ROOT", tempfile.mkdtemp(prefix="bench-astrbot-"))
 
 from bench_core import percentiles  # noqa: E402
@@ -119,6 +123,7 @@ async def main() -> None:
                 max_count=1000, max_length=200))
         await seeder.terminate()
 
+        long_message = await bench_long_message(directory)
         rows = []
         recency = await build_plugin(directory, recall_max_relevant=0)
         rows.append(("type + recency only (baseline)", await measure(recency, args.iterations)))
@@ -133,16 +138,46 @@ async def main() -> None:
                          await measure(plugin, args.iterations, unique_messages=True)))
             assert provider.calls - calls >= args.iterations, "every new message must reach the provider"
 
-    print(f"on_llm_request with 200 candidate memories (20 own + 180 group), limit 10, {args.iterations} calls, µs:")
+    print(f"on_llm_request with 200 candidate memories (20 own + 180 group), default limit, {args.iterations} calls, µs:")
     print(f"  {'ranking':<42}{'p50':>9}{'p99':>9}{'mean':>9}")
     for name, (p50, p99, mean) in rows:
         print(f"  {name:<42}{p50:>9.1f}{p99:>9.1f}{mean:>9.1f}")
+
+    print("\none 1,000,000-character message through on_llm_request (ms, median of 3):")
+    for name, ms in long_message:
+        print(f"  {name:<42}{ms:>9.1f}")
 
     print("\nsemantic scoring of one query, 2,000 candidates x 512 dims, µs:")
     print(f"  {'implementation':<42}{'p50':>9}{'p99':>9}{'mean':>9}")
     for busy in (False, True):
         for name, figures in bench_semantic_scoring(busy=busy):
             print(f"  {name:<42}{figures[0]:>9.1f}{figures[1]:>9.1f}{figures[2]:>9.1f}")
+
+
+async def bench_long_message(directory: Path) -> list[tuple[str, float]]:
+    from astrbot.api import AstrBotConfig
+    from astrbot.core.provider.entities import ProviderRequest
+    from astrbot.core.star.context import Context
+
+    from _previous import BASELINE, load_previous
+    from conftest import make_event
+
+    message = ("今天天气不错，我们去公园散步吧。" * 62_500)[:999_990] + "支付那块最近谁在改？"
+    out = []
+    for name, main in ((f"previous ({BASELINE})", load_previous()), ("current", load_plugin_package())):
+        cfg = AstrBotConfig(config_path=str(directory / f"cfg-long-{len(out)}.json"), schema={})
+        cfg.update({"memory_max_per_user": 1000, "group_memory_max": 1000})
+        plugin = main.UserMemoryPlugin(Context(asyncio.Queue(), cfg, *([None] * 9)), cfg)
+        event = make_event(message, group=GROUP.group_id, user=USER)
+        times = []
+        for _ in range(3):
+            req = ProviderRequest(prompt=message, system_prompt="")
+            t0 = time.perf_counter()
+            await plugin.inject_memories(event, req)
+            times.append((time.perf_counter() - t0) * 1000)
+        await plugin.terminate()
+        out.append((name, sorted(times)[1]))
+    return out
 
 
 def previous_similarities(group, qv, ids):
