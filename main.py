@@ -16,6 +16,7 @@ from astrbot.api.star import Context, Star, StarTools
 from .memory import (
     DISABLED,
     NOT_IN_GROUP,
+    CallLimiter,
     Caller,
     ExtractionScheduler,
     GroupKey,
@@ -43,6 +44,7 @@ from .memory import (
 PLUGIN_NAME = "astrbot_plugin_user_memory"
 INTERNAL_ERROR = "记忆工具内部出错，没有做任何更改。请直接回复用户，不要重试。"
 CLEAR_CONFIRM_WORDS = ("confirm", "确认", "yes")
+FORGET_TARGET_HINT = '要删除全部记忆请传 "all"，删除一条请传它的 id，或传一句描述（如"关于称呼的"）。'
 
 
 def member_of(event: AstrMessageEvent) -> MemberKey | None:
@@ -52,6 +54,12 @@ def member_of(event: AstrMessageEvent) -> MemberKey | None:
     if not group_id or not user_id or event.is_private_chat():
         return None
     return MemberKey(GroupKey(event.get_platform_name() or "unknown", str(group_id)), str(user_id))
+
+
+def caller_of(event: AstrMessageEvent, member: MemberKey) -> Caller:
+    """The member with their rights, from the event: the one place that decides who counts as an admin, for tools
+    and for background extraction alike."""
+    return Caller(member, is_admin=event.is_admin())
 
 
 class UserMemoryPlugin(Star):
@@ -65,6 +73,8 @@ class UserMemoryPlugin(Star):
         self.history = HistoryLog(self.data_dir / "groups")
         self.recall = Recall()
         self.vectors: VectorStore | None = None
+        # every background model call, of every group, waits for a slot of this one limiter
+        self.background_calls = CallLimiter(self.settings.background_max_concurrent_calls)
         self.extraction: ExtractionScheduler | None = None
         if self.settings.enable_user_memory and self.settings.enable_background_extraction:
             self.extraction = ExtractionScheduler(
@@ -72,6 +82,7 @@ class UserMemoryPlugin(Star):
                 every_n=self.settings.extraction_every_n_messages,
                 quiet_seconds=self.settings.extraction_quiet_seconds,
                 buffer_size=self.settings.extraction_buffer_size,
+                limiter=self.background_calls,
             )
 
     async def initialize(self) -> None:
@@ -115,7 +126,10 @@ class UserMemoryPlugin(Star):
         text = (event.message_str or "").strip()
         if member is None or not text or member.user_id == event.get_self_id() or self._is_command(event):
             return
-        speaker = Utterance(member.user_id, event.get_sender_name() or member.user_id, text, time.time())
+        speaker = Utterance(
+            member.user_id, event.get_sender_name() or member.user_id, text, time.time(),
+            can_manage_group=caller_of(event, member).can_manage_group,
+        )
         self.extraction.observe(member.group, speaker, event.unified_msg_origin)
 
     def _is_command(self, event: AstrMessageEvent) -> bool:
@@ -153,7 +167,7 @@ class UserMemoryPlugin(Star):
         member = member_of(event)
         if member is None:
             return NOT_IN_GROUP
-        return Caller(member, is_admin=event.is_admin())
+        return caller_of(event, member)
 
     @filter.on_llm_request()
     async def inject_memories(self, event: AstrMessageEvent, req: ProviderRequest) -> None:
@@ -162,7 +176,7 @@ class UserMemoryPlugin(Star):
         member = member_of(event)
         if member is None:
             return
-        caller = Caller(member, is_admin=event.is_admin())
+        caller = caller_of(event, member)
         try:
             block = await self.recall.memory_block(
                 self.store, caller, self.settings, event.get_sender_name() or member.user_id,
@@ -212,17 +226,19 @@ class UserMemoryPlugin(Star):
 
     @filter.llm_tool(name="lark_forget_memory")
     async def lark_forget_memory(
-        self, event: AstrMessageEvent, target: str = "all", scope: str = "", **_ignored: Any
+        self, event: AstrMessageEvent, target: str | None = None, scope: str = "", **_ignored: Any
     ) -> str:
         """删除用户在当前群的记忆。只删除明确匹配的记忆；描述有歧义时不会删除，而是返回候选记忆及其 id。
 
         Args:
-            target(string): 删除目标。"all"：一键清除该用户在本群的所有记忆；记忆 id：删除这一条；具体描述：删除匹配的记忆（如"关于称呼的"、"关于职业的"）
+            target(string): 必填，删除目标。"all"：清除该用户在本群的所有记忆（只在用户明确要求全部忘掉时使用）；记忆 id：删除这一条；具体描述：删除匹配的记忆（如"关于称呼的"、"关于职业的"）
             scope(string): 可选。留空表示该成员自己的记忆；group 表示本群公共记忆（成员只能删除自己添加的，管理员可删除任意一条）
         """
         caller = self._caller(event)
         if isinstance(caller, str):
             return caller
+        if target is None:  # the schema cannot mark it required: a call without it must not wipe anything
+            return f"删除失败：缺少必填参数 target。{FORGET_TARGET_HINT}没有做任何更改。"
         return await self._guarded(forget_memory(self.store, caller, self.settings, target, scope))
 
     @filter.command_group("memory")

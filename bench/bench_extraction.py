@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from memory import GroupKey, HistoryLog, Settings, UserMemoryStore, Utterance, run_extraction  # noqa: E402
 from memory._extraction import ExtractionScheduler  # noqa: E402
+from memory._limiter import CallLimiter  # noqa: E402
 
 GROUP = GroupKey("lark", "oc_bench_group")
 MEMBERS = [("ou_wang", "王磊"), ("ou_li", "李娜"), ("ou_zhang", "张伟"), ("ou_liu", "刘洋"), ("ou_chen", "陈静"),
@@ -118,7 +119,8 @@ async def main() -> None:
             applied.update(op.op for op in report.applied)
             reasons.update(re.sub(r"\d+|'[^']*'", "…", reason) for _, reason in report.rejected)
 
-        scheduler = ExtractionScheduler(run, every_n=args.every, quiet_seconds=3600, buffer_size=settings.extraction_buffer_size)
+        scheduler = ExtractionScheduler(run, every_n=args.every, quiet_seconds=3600, buffer_size=settings.extraction_buffer_size,
+                                         limiter=CallLimiter(settings.background_max_concurrent_calls))
         for utterance in messages:
             scheduler.observe(GROUP, utterance, "bench")
             await scheduler.drain()  # real groups are slower than one extraction call

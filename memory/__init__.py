@@ -8,6 +8,7 @@ from ._errors import InvalidMemoryInput, MemoryLimitReached, MemoryPluginError, 
 from ._models import SCHEMA_VERSION, Caller, GroupDocument, GroupKey, MemberKey, Memory, MemoryType, Scope, Source
 from ._extraction import ExtractionScheduler, Utterance, run_extraction
 from ._history import HistoryLog
+from ._limiter import CallLimiter
 from ._prompt import DISABLED, MEMORY_BLOCK_END, MEMORY_BLOCK_START, NOT_IN_GROUP
 from ._recall import Recall, semantic_similarities
 from ._semantic import VectorStore, combine
@@ -16,6 +17,7 @@ from ._store import GROUP_OWNER, UserMemoryStore
 from ._tools import forget_memory, list_memory, save_memory, visible_memories
 
 __all__ = [
+    "CallLimiter",
     "ExtractionScheduler",
     "HistoryLog",
     "Recall",

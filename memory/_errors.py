@@ -14,6 +14,10 @@ class InvalidMemoryInput(MemoryPluginError):
     """
 
 
+class PermissionDenied(InvalidMemoryInput):
+    """The caller may not make this change (another member's group memory, an admin-only write); nothing changed."""
+
+
 class MemoryLimitReached(InvalidMemoryInput):
     """A new memory would exceed the per-user limit; nothing was changed."""
 

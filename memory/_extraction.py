@@ -10,6 +10,7 @@ group's history log.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import re
@@ -20,10 +21,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import _operations as ops
-from ._errors import InvalidMemoryInput
+from ._errors import InvalidMemoryInput, PermissionDenied
 from ._history import CALL, CHANGE, HistoryLog
 from ._lexical import LexicalIndex
+from ._limiter import CallLimiter
 from ._models import GroupKey, Memory, MemoryType, Scope, Source
+from ._permissions import check_group_write, may_change
 from ._settings import Settings
 from ._store import GROUP_OWNER, Owner, UserMemoryStore
 from ._text import clean_content, neutralize_for_prompt
@@ -39,15 +42,16 @@ EXTRACTION_SYSTEM_PROMPT = """你是群聊的长期记忆管理员。根据最�
 {"operations": [ ... ]}
 每个操作是以下之一：
 - {"op": "add", "scope": "member", "subject": "U1", "type": "preference|fact|instruction", "content": "...", "importance": 0.0-1.0}
-- {"op": "add", "scope": "group", "type": "fact|instruction", "content": "...", "importance": 0.0-1.0}
-- {"op": "update", "id": 3, "content": "...", "by_request": true|false}
-- {"op": "delete", "id": 3, "by_request": true|false}
+- {"op": "add", "scope": "group", "subject": "U1", "type": "fact|instruction", "content": "...", "importance": 0.0-1.0}
+- {"op": "update", "id": 3, "subject": "U1", "content": "...", "by_request": true|false}
+- {"op": "delete", "id": 3, "subject": "U1", "by_request": true|false}
 - {"op": "boost", "id": 3}
 - {"op": "skip"}
 规则：
 1. id 必须是【现有记忆】中列出的编号；与现有记忆冲突或是其更新时用 update（如换了称呼），取消或失效时用 delete，不要新增矛盾的记忆。
 2. 再次被提到但没有变化的记忆用 boost。
-3. subject 必须是【最近对话】中发过言的成员编号（U1、U2……）。
+3. subject 必须是【最近对话】中发过言的成员编号（U1、U2……）。成员记忆写它是关于谁的；群公共记忆（新增、修改、删除）写是谁在对话中提出的。
+   只有群管理员或该条群公共记忆的添加者能让它被修改或删除；新增群公共记忆（尤其是对全群生效的指令）也可能只允许管理员，不符合的操作会被拒绝。
 4. content 是一句简洁的陈述句，使用对话所用的语言，写明是谁（例如“希望被称呼为王总”）。
 5. 当成员本人在对话中明确要求更改或删除关于自己的某条记忆时，by_request 为 true。
 6. 没有值得记录的内容时输出 {"operations": []}。"""
@@ -72,6 +76,7 @@ class Utterance:
     name: str
     text: str
     at: float
+    can_manage_group: bool = False  # the speaker is an admin of this group (may write group instructions, ...)
 
 
 @dataclass(frozen=True)
@@ -93,6 +98,9 @@ class Operation:
     memory_type: MemoryType | None = None
     content: str | None = None
     importance: float | None = None
+    # who in the conversation asked for a group change, and whether they manage the group (permission checks)
+    actor: str | None = None
+    actor_can_manage_group: bool = False
 
 
 @dataclass
@@ -200,13 +208,14 @@ def validate(
     """Turn raw operations into valid ones; everything else is rejected with a reason and has no effect."""
     labels = speaker_labels(utterances)
     by_label = {label: user_id for user_id, label in labels.items()}
+    managers = {u.user_id for u in utterances if u.can_manage_group}
     by_number = {s.number: s for s in shown}
     valid: list[Operation] = []
     rejected: list[tuple[Any, str]] = []
     touched: set[str] = set()
     for raw in raw_ops:
         try:
-            operation = _validate_one(raw, by_label, by_number, settings)
+            operation = _validate_one(raw, by_label, managers, by_number, settings)
         except InvalidMemoryInput as exc:
             rejected.append((raw, str(exc)))
             continue
@@ -225,7 +234,7 @@ def validate(
 
 
 def _validate_one(
-    raw: Any, by_label: dict[str, str], by_number: dict[int, Shown], settings: Settings
+    raw: Any, by_label: dict[str, str], managers: set[str], by_number: dict[int, Shown], settings: Settings
 ) -> Operation | None:
     if not isinstance(raw, dict):
         raise InvalidMemoryInput("operation is not an object")
@@ -241,18 +250,14 @@ def _validate_one(
         if scope_text not in (Scope.MEMBER.value, Scope.GROUP.value):
             raise InvalidMemoryInput(f"unknown scope {raw.get('scope')!r}")
         scope = Scope(scope_text)
-        owner: Owner = GROUP_OWNER
-        if scope is Scope.MEMBER:
-            subject = str(raw.get("subject", "")).strip().upper()
-            if subject not in by_label:
-                raise InvalidMemoryInput(f"subject {raw.get('subject')!r} did not speak in this batch")
-            owner = by_label[subject]
-        elif settings.group_memory_max == 0:
-            raise InvalidMemoryInput("group memories are disabled")
+        speaker = _speaker(raw, by_label)
+        memory_type = ops.parse_memory_type(raw.get("type"))
+        if scope is Scope.GROUP:
+            check_group_write(speaker in managers, memory_type, settings)
         return Operation(
-            "add", scope, owner, memory_type=ops.parse_memory_type(raw.get("type")),
+            "add", scope, speaker if scope is Scope.MEMBER else GROUP_OWNER, memory_type=memory_type,
             content=ops.parse_content(raw.get("content"), settings.memory_max_content_length),
-            importance=_importance(raw.get("importance")),
+            importance=_importance(raw.get("importance")), actor=speaker, actor_can_manage_group=speaker in managers,
         )
     number = raw.get("id")
     if isinstance(number, str) and number.strip().lstrip("[").rstrip("]").isdigit():
@@ -260,16 +265,32 @@ def _validate_one(
     if isinstance(number, bool) or not isinstance(number, int) or number not in by_number:
         raise InvalidMemoryInput(f"id {raw.get('id')!r} was not shown")
     target = by_number[number]
+    actor: str | None = None
+    if op in ("update", "delete") and target.scope is Scope.GROUP:
+        # A group memory changes only at the word of someone who may change it: its adder or a group admin.
+        actor = _speaker(raw, by_label)
+        if not may_change(actor, actor in managers, Scope.GROUP, target.memory):
+            raise PermissionDenied(f"{raw.get('subject')!r} may not change a group memory someone else added")
     if op in ("update", "delete") and target.memory.source is Source.EXPLICIT:
-        requester = target.owner if target.scope is Scope.MEMBER else target.memory.added_by
+        requester = target.owner if target.scope is Scope.MEMBER else actor
         if raw.get("by_request") is not True or requester not in by_label.values():
             raise InvalidMemoryInput("memory saved at the member's request; only that member's own request changes it")
     if op == "update":
         content = ops.parse_content(raw.get("content"), settings.memory_max_content_length)
         memory_type = ops.parse_memory_type(raw["type"]) if raw.get("type") else target.memory.type
+        if target.scope is Scope.GROUP:
+            check_group_write(actor in managers, memory_type, settings)
         return Operation("update", target.scope, target.owner, target, memory_type, content,
-                         _importance(raw.get("importance")))
-    return Operation(op, target.scope, target.owner, target)
+                         _importance(raw.get("importance")), actor=actor)
+    return Operation(op, target.scope, target.owner, target, actor=actor)
+
+
+def _speaker(raw: dict[str, Any], by_label: dict[str, str]) -> str:
+    """The user id of the speaker an operation names as its `subject` (a label such as "U2")."""
+    subject = str(raw.get("subject", "")).strip().upper()
+    if subject not in by_label:
+        raise InvalidMemoryInput(f"subject {raw.get('subject')!r} did not speak in this batch")
+    return by_label[subject]
 
 
 def _importance(value: Any) -> float | None:
@@ -304,10 +325,18 @@ def apply(
                 memories, outcome = ops.save(
                     memories, memory_type=operation.memory_type, content=operation.content, now=now,
                     max_count=limit, max_length=settings.memory_max_content_length, source=Source.EXTRACTION,
-                    importance=operation.importance, added_by="extraction" if operation.scope is Scope.GROUP else None,
+                    importance=operation.importance,
+                    added_by=operation.actor if operation.scope is Scope.GROUP else None,
+                    may_change=functools.partial(
+                        may_change, operation.actor or "", operation.actor_can_manage_group, operation.scope
+                    ),
+                    single_value_slots=operation.scope is not Scope.GROUP,
                 )
             except InvalidMemoryInput as exc:
                 rejected.append((operation, str(exc)))
+                continue
+            if outcome.kind is ops.SaveKind.EXISTS:
+                rejected.append((operation, "the same group memory exists and was added by someone else"))
                 continue
             if outcome.previous is not None and outcome.previous.source is Source.EXPLICIT:
                 rejected.append((operation, "would overwrite a memory the member saved"))
@@ -392,7 +421,8 @@ async def run_extraction(
 
 class ExtractionScheduler:
     """Buffers each group's messages and starts one background extraction per group at a time: after every
-    `every_n` messages, or once the group has been quiet for `quiet_seconds` with messages pending."""
+    `every_n` messages, or once the group has been quiet for `quiet_seconds` with messages pending. Across groups,
+    extractions wait for a slot of the shared `limiter`; a waiting group keeps buffering (up to `buffer_size`)."""
 
     def __init__(
         self,
@@ -401,8 +431,10 @@ class ExtractionScheduler:
         every_n: int,
         quiet_seconds: float,
         buffer_size: int,
+        limiter: CallLimiter,
     ) -> None:
         self._run = run
+        self._limiter = limiter
         self._every_n = every_n
         self._quiet_seconds = quiet_seconds
         self._buffer_size = buffer_size
@@ -432,21 +464,27 @@ class ExtractionScheduler:
     def _start(self, key: GroupKey) -> None:
         self._timers.pop(key, None)
         if key in self._running or not self._pending.get(key):
-            return  # the running extraction picks up the rest when it finishes
-        batch = list(self._pending.pop(key))
-        self._running[key] = asyncio.create_task(self._guarded(key, batch), name=f"memory-extraction:{key}")
+            return  # the running (or queued) extraction picks up the rest when it gets to run
+        self._running[key] = asyncio.create_task(self._guarded(key), name=f"memory-extraction:{key}")
 
-    async def _guarded(self, key: GroupKey, batch: list[Utterance]) -> None:
+    async def _guarded(self, key: GroupKey) -> None:
         try:
-            await self._run(key, batch, self._origin.get(key, ""))
+            async with self._limiter.slot():
+                # Taken only once a slot is free: a group that waited in the queue sends everything it has so far.
+                batch = list(self._pending.pop(key, ()))
+                if batch:
+                    await self._run(key, batch, self._origin.get(key, ""))
         except asyncio.CancelledError:
             raise
         except Exception:
             log.exception("background extraction for %s failed", key)
         finally:
             self._running.pop(key, None)
-        if len(self._pending.get(key, ())) >= self._every_n:
+        pending = len(self._pending.get(key, ()))
+        if pending >= self._every_n:
             self._start(key)
+        elif pending and key not in self._timers:  # its quiet timer fired while this run held the group
+            self._timers[key] = asyncio.get_running_loop().call_later(self._quiet_seconds, self._start, key)
 
     async def drain(self) -> None:
         """Wait for running extractions (tests and shutdown)."""

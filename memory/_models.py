@@ -126,4 +126,9 @@ class Caller:
     """Who is asking, as the platform event tells it (never as the model's arguments tell it)."""
 
     member: MemberKey
-    is_admin: bool = False
+    is_admin: bool = False  # AstrBot admin (admins_id)
+    is_group_admin: bool = False  # the platform's group owner or a group admin (DECISIONS §4)
+
+    @property
+    def can_manage_group(self) -> bool:
+        return self.is_admin or self.is_group_admin

@@ -7,18 +7,21 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from ._errors import InvalidMemoryInput, MemoryLimitReached
+from ._errors import InvalidMemoryInput, MemoryLimitReached, PermissionDenied
 from ._matching import match_description, same_slot
 from ._models import Memory, MemoryType, Source
 from ._text import clean_content, dedupe_key
 
+ONLY_ADDER_OR_ADMIN = "群公共记忆只有添加者或群管理员可以修改"
 ALL = "all"
-_ALL_WORDS = frozenset({"all", "全部", "所有", "一切", "*"})
+# Only an explicit word for "everything" deletes everything; a blank or invisible target is an error.
+_ALL_WORDS = frozenset({"all", "everything", "全部", "所有", "一切", "*"})
+_QUOTES = "\"'“”‘’「」『』` "
 MIN_ID_PREFIX = 4
 _ID_LIKE = re.compile(r"[0-9a-fA-F-]{4,}")
 
@@ -28,6 +31,7 @@ class SaveKind(Enum):
     REPLACED = "replaced"  # the caller named the memory to replace
     SLOT_REPLACED = "slot_replaced"  # a new value for a single-valued slot, such as the nickname
     DUPLICATE = "duplicate"  # same content already there: its timestamp is refreshed
+    EXISTS = "exists"  # same content already there, and the caller may not change it: nothing changed
 
 
 @dataclass(frozen=True)
@@ -88,7 +92,13 @@ def save(
     source: Source = Source.EXPLICIT,
     importance: float | None = None,
     added_by: str | None = None,
+    may_change: Callable[[Memory], bool] = lambda memory: True,
+    single_value_slots: bool = True,
 ) -> tuple[list[Memory], SaveOutcome]:
+    """Add a memory, or change the one it replaces: the one named by `replace_id`, an existing one with the same
+    text, or (with `single_value_slots`) the one holding the same single value. Only memories `may_change`
+    allows are ever changed: a named one it refuses is an error, a same-text one it refuses is left as it is
+    (outcome EXISTS), and a slot holder it refuses is not replaced."""
     kind = parse_memory_type(memory_type)
     text = parse_content(content, max_length)
     key = dedupe_key(text)
@@ -100,19 +110,27 @@ def save(
 
     if replace_id not in ("", None):
         target = find_by_id(memories, replace_id)
+        if not may_change(target):
+            raise PermissionDenied(f"不能修改 id={target.short_id} 的记忆：{ONLY_ADDER_OR_ADMIN}")
         twin = next((m for m in memories if m.id != target.id and dedupe_key(m.content) == key), None)
         if twin is not None:  # the new text already exists elsewhere: keep one copy
+            if not may_change(twin):
+                raise PermissionDenied(
+                    f"同样的内容已作为 id={twin.short_id} 的记忆存在，它由别人添加，不能与之合并：{ONLY_ADDER_OR_ADMIN}"
+                )
             memories = [m for m in memories if m.id != twin.id]
         updated = target.model_copy(update=changes)
         return _put(memories, updated), SaveOutcome(SaveKind.REPLACED, updated, target)
 
     duplicate = next((m for m in memories if dedupe_key(m.content) == key), None)
     if duplicate is not None:
+        if not may_change(duplicate):
+            return memories, SaveOutcome(SaveKind.EXISTS, duplicate)
         updated = duplicate.model_copy(update=changes)
         return _put(memories, updated), SaveOutcome(SaveKind.DUPLICATE, updated, duplicate)
 
-    previous = same_slot(kind, text, memories)
-    if previous is not None:
+    previous = same_slot(kind, text, memories) if single_value_slots else None
+    if previous is not None and may_change(previous):
         updated = previous.model_copy(update=changes)
         return _put(memories, updated), SaveOutcome(SaveKind.SLOT_REPLACED, updated, previous)
 
@@ -125,14 +143,16 @@ def save(
     return [*memories, created], SaveOutcome(SaveKind.ADDED, created)
 
 
-def forget(memories: list[Memory], target: Any = ALL) -> tuple[list[Memory], ForgetOutcome]:
-    """Delete all memories, one by id, or those a description clearly matches."""
-    if target is None:
-        target = ALL
+def forget(memories: list[Memory], target: Any) -> tuple[list[Memory], ForgetOutcome]:
+    """Delete all memories (only for an explicit "all"), one by id, or those a description clearly matches."""
     if not isinstance(target, str):
         raise InvalidMemoryInput(f"target 必须是文本（\"all\"、记忆 id 或描述），收到 {type(target).__name__}")
     wanted = clean_content(target)
-    if not wanted or wanted.lower() in _ALL_WORDS:
+    if not wanted.strip(_QUOTES):
+        raise InvalidMemoryInput(
+            "target 不能为空：要删除全部记忆请传 \"all\"，删除一条请传它的 id，或用一句描述（如\"关于称呼的\"）"
+        )
+    if is_all(wanted):
         return [], ForgetOutcome(list(memories), [])
     by_id = _lookup_id(memories, wanted)
     if by_id is not None:
@@ -140,6 +160,11 @@ def forget(memories: list[Memory], target: Any = ALL) -> tuple[list[Memory], For
     match = match_description(wanted, memories)
     doomed = {m.id for m in match.to_delete}
     return [m for m in memories if m.id not in doomed], ForgetOutcome(match.to_delete, match.ambiguous)
+
+
+def is_all(target: Any) -> bool:
+    """Whether a forget target explicitly asks for everything ("all", "全部", "*", ...)."""
+    return isinstance(target, str) and clean_content(target).strip(_QUOTES).casefold() in _ALL_WORDS
 
 
 def is_id_like(target: Any) -> bool:

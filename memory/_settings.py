@@ -18,7 +18,8 @@ class Settings:
     memory_max_content_length: int = 200
     memory_inject_char_budget: int = 1500
     # scopes
-    group_memory_writers: str = EVERYONE
+    group_memory_writers: str = EVERYONE  # group facts and preferences
+    group_instruction_writers: str = ADMINS  # group instructions (injected for everyone, so admins by default)
     group_memory_max: int = 50
     enable_global_memory: bool = False
     # relevance recall
@@ -35,6 +36,8 @@ class Settings:
     extraction_provider_id: str = ""
     extraction_buffer_size: int = 40
     extraction_max_operations: int = 8
+    # every background model call (extraction now, later others) shares one limit
+    background_max_concurrent_calls: int = 4
 
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any] | None) -> tuple[Settings, list[str]]:
@@ -69,8 +72,12 @@ _RANGES: dict[str, tuple[float, float]] = {
     "extraction_quiet_seconds": (5, 86400),
     "extraction_buffer_size": (2, 500),
     "extraction_max_operations": (1, 50),
+    "background_max_concurrent_calls": (1, 64),
 }
-_CHOICES: dict[str, tuple[str, ...]] = {"group_memory_writers": (EVERYONE, ADMINS)}
+_CHOICES: dict[str, tuple[str, ...]] = {
+    "group_memory_writers": (EVERYONE, ADMINS),
+    "group_instruction_writers": (ADMINS, EVERYONE),
+}
 
 
 def _coerce(name: str, default: Any, value: Any) -> tuple[Any, str | None]:

@@ -11,8 +11,9 @@ from . import _operations as ops
 from ._errors import InvalidMemoryInput, MemoryLimitReached, StorageUnavailable
 from ._models import Caller, GroupKey, Memory, Scope
 from ._operations import SaveKind
+from ._permissions import check_group_write, may_change
 from ._prompt import Scoped, memory_line, memory_lines, scoped_lines
-from ._settings import ADMINS, Settings
+from ._settings import Settings
 from ._store import GROUP_OWNER, Owner, UserMemoryStore
 
 NOTHING_CHANGED = "没有做任何更改。"
@@ -59,8 +60,8 @@ def _limit(scope: Scope, settings: Settings) -> int:
     return settings.group_memory_max if scope is Scope.GROUP else settings.memory_max_per_user
 
 
-def _may_delete(caller: Caller, scope: Scope, memory: Memory) -> bool:
-    return scope is not Scope.GROUP or caller.is_admin or memory.added_by == caller.member.user_id
+def _may_change(caller: Caller, scope: Scope, memory: Memory) -> bool:
+    return may_change(caller.member.user_id, caller.can_manage_group, scope, memory)
 
 
 async def save_memory(
@@ -77,14 +78,7 @@ async def save_memory(
     try:
         where = location(caller, parse_scope(scope, settings))
         if where.scope is Scope.GROUP:
-            if settings.group_memory_max == 0:
-                raise InvalidMemoryInput("群公共记忆已被管理员关闭")
-            if settings.group_memory_writers == ADMINS and not caller.is_admin:
-                raise InvalidMemoryInput("只有管理员可以添加群公共记忆：请改用 scope=member 记在该成员名下")
-            if replace_id not in ("", None):
-                target = ops.find_by_id(await store.memories(where.key, where.owner), replace_id)
-                if not _may_delete(caller, where.scope, target):
-                    raise InvalidMemoryInput("只有管理员或添加者可以修改这条群公共记忆")
+            check_group_write(caller.can_manage_group, ops.parse_memory_type(memory_type), settings)
         outcome = await store.change(
             where.key,
             where.owner,
@@ -97,6 +91,9 @@ async def save_memory(
                 max_count=_limit(where.scope, settings),
                 max_length=settings.memory_max_content_length,
                 added_by=caller.member.user_id if where.scope is Scope.GROUP else None,
+                may_change=lambda memory: _may_change(caller, where.scope, memory),
+                # a single value (nickname, reply language) belongs to one member, never to the whole group
+                single_value_slots=where.scope is not Scope.GROUP,
             ),
         )
     except MemoryLimitReached as exc:
@@ -116,6 +113,8 @@ async def save_memory(
         return f"已保存（{where_text}）：\n{line}"
     if outcome.kind is SaveKind.DUPLICATE:
         return f"这条记忆已经存在，已刷新：\n{line}"
+    if outcome.kind is SaveKind.EXISTS:
+        return f"同样的内容已经作为群公共记忆存在（由别人添加），{NOTHING_CHANGED}\n{line}"
     assert outcome.previous is not None
     reason = "按 replace_id 替换" if outcome.kind is SaveKind.REPLACED else "同一项（如称呼）只保留最新的"
     return f"已更新原有记忆（{reason}）：\n旧：{memory_line(outcome.previous, where.scope)}\n新：{line}"
@@ -152,9 +151,7 @@ async def list_memory(store: UserMemoryStore, caller: Caller, settings: Settings
     return f"该成员能看到的记忆（共 {len(items)} 条，id 可用于替换或删除）：\n{scoped_lines(items)}"
 
 
-async def forget_memory(
-    store: UserMemoryStore, caller: Caller, settings: Settings, target: Any = ops.ALL, scope: Any = ""
-) -> str:
+async def forget_memory(store: UserMemoryStore, caller: Caller, settings: Settings, target: Any, scope: Any = "") -> str:
     """Delete from the scopes the caller may delete in. "all" and descriptions reach the caller's own memories
     (this group's and, when enabled, global ones) unless scope=group is given; an id reaches every scope the
     caller sees. Group memories can be deleted by whoever added them, and by admins."""
@@ -168,7 +165,7 @@ async def forget_memory(
         for s in scopes:
             where = location(caller, s)
             candidates.extend((s, m) for m in await store.memories(where.key, where.owner))
-        deletable = [(s, m) for s, m in candidates if _may_delete(caller, s, m)]
+        deletable = [(s, m) for s, m in candidates if _may_change(caller, s, m)]
         _, outcome = ops.forget([m for _, m in deletable], target)
         doomed = {m.id for m in outcome.deleted}
         deleted: list[Scoped] = []

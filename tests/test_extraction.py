@@ -10,6 +10,7 @@ from conftest import make_event
 from memory import GroupKey, HistoryLog, MemoryType, Settings, Source, UserMemoryStore, Utterance, run_extraction
 from memory._admin import history_text, revert_change, stats_text
 from memory._extraction import ExtractionScheduler, parse_operations
+from memory._limiter import CallLimiter
 from memory._operations import save
 
 G = GroupKey("lark", "oc_group1")
@@ -86,7 +87,7 @@ async def test_design_example_updates_nickname_and_drops_hiking(store, history):
 async def test_adds_member_and_group_memories_in_the_conversation_language(store, history):
     generate = scripted(lambda prompt: {"operations": [
         {"op": "add", "scope": "member", "subject": "U2", "type": "fact", "content": "负责支付服务的后端", "importance": 0.8},
-        {"op": "add", "scope": "group", "type": "fact", "content": "项目 A 下周三上线"},
+        {"op": "add", "scope": "group", "subject": "U1", "type": "fact", "content": "项目 A 下周三上线"},
         {"op": "skip"},
     ]})
     batch = [said("ou_a", "项目 A 下周三上线，大家注意"), said("ou_b", "我来负责支付服务的后端")]
@@ -95,7 +96,7 @@ async def test_adds_member_and_group_memories_in_the_conversation_language(store
     (b,) = await store.memories(G, "ou_b")
     assert (b.content, b.source, b.importance) == ("负责支付服务的后端", Source.EXTRACTION, 0.8)
     doc = await store.document(G)
-    assert [m.content for m in doc.group_memories] == ["项目 A 下周三上线"]
+    assert [(m.content, m.added_by) for m in doc.group_memories] == [("项目 A 下周三上线", "ou_a")]
     assert await store.memories(G, "ou_a") == []
 
 
@@ -189,11 +190,93 @@ async def test_explicit_group_memory_needs_its_adder(store, history):
     rule = (await store.change(G, None, lambda m: save(m, memory_type="fact", content="群规禁止发广告", now=1.0,
                                                           max_count=50, max_length=200, added_by="ou_admin"))).memory
     drop = scripted(lambda prompt: {"operations": [
-        {"op": "delete", "id": numbers_in(prompt)["群规禁止发广告"], "by_request": True}]})
+        {"op": "delete", "id": numbers_in(prompt)["群规禁止发广告"], "subject": "U1", "by_request": True}]})
     report = await run_extraction(store, history, G, [said("ou_b", "群规过时了吧")], drop, SETTINGS)
     assert report.applied == [] and (await store.document(G)).group_memories == [rule]
     report = await run_extraction(store, history, G, [said("ou_admin", "删掉那条群规")], drop, SETTINGS)
     assert len(report.applied) == 1 and (await store.document(G)).group_memories == []
+
+
+def admin_said(user, text):
+    return Utterance(user, user, text, 0.0, can_manage_group=True)
+
+
+async def group_memory(store, content, added_by, memory_type="fact", source=Source.EXTRACTION):
+    def change(memories):
+        return save(memories, memory_type=memory_type, content=content, now=1.0, max_count=50, max_length=200,
+                    source=source, added_by=added_by)
+
+    return (await store.change(G, None, change)).memory
+
+
+def group_add(memory_type, content, subject="U1"):
+    return scripted(lambda prompt: {"operations": [
+        {"op": "add", "scope": "group", "subject": subject, "type": memory_type, "content": content}]})
+
+
+async def test_group_writers_setting_governs_extraction(store, history):
+    admins_only = Settings(enable_background_extraction=True, group_memory_writers="admins")
+    report = await run_extraction(store, history, G, [said("ou_b", "周五下午团建")], group_add("fact", "周五下午团建"),
+                                  admins_only)
+    assert report.applied == [] and "管理员" in report.rejected[0][1]
+    unnamed = scripted(lambda p: {"operations": [{"op": "add", "scope": "group", "type": "fact", "content": "周五团建"}]})
+    report = await run_extraction(store, history, G, [admin_said("ou_admin", "周五团建")], unnamed, admins_only)
+    assert report.applied == [] and "subject" in report.rejected[0][1]
+    assert (await store.document(G)).group_memories == []
+    report = await run_extraction(store, history, G, [admin_said("ou_admin", "周五下午团建")],
+                                  group_add("fact", "周五下午团建"), admins_only)
+    assert len(report.applied) == 1
+    assert [m.added_by for m in (await store.document(G)).group_memories] == ["ou_admin"]
+
+
+async def test_group_instructions_from_extraction_are_admin_only_by_default(store, history):
+    rule = group_add("instruction", "所有回复都用英文")
+    report = await run_extraction(store, history, G, [said("ou_b", "以后大家都用英文回复")], rule, SETTINGS)
+    assert report.applied == [] and "指令" in report.rejected[0][1]
+    # speaking second does not help: the operation names the speaker, and U2 is not an admin either
+    report = await run_extraction(store, history, G, [admin_said("ou_admin", "嗯"), said("ou_b", "以后都用英文")],
+                                  group_add("instruction", "所有回复都用英文", "U2"), SETTINGS)
+    assert report.applied == [] and (await store.document(G)).group_memories == []
+    report = await run_extraction(store, history, G, [admin_said("ou_admin", "以后大家都用英文回复")], rule, SETTINGS)
+    assert len(report.applied) == 1
+    everyone = Settings(enable_background_extraction=True, group_instruction_writers="everyone")
+    report = await run_extraction(store, history, G, [said("ou_b", "回复都简短点")], group_add("instruction", "回复要简短"),
+                                  everyone)
+    assert len(report.applied) == 1
+
+
+async def test_extraction_changes_a_group_memory_only_for_its_adder_or_an_admin(store, history):
+    dinner = await group_memory(store, "周五聚餐", added_by="ou_a")
+
+    def change(op, subject="U1"):
+        return scripted(lambda prompt: {"operations": [
+            {"op": op, "id": numbers_in(prompt)["周五聚餐"], "subject": subject, "content": "周六聚餐"}]})
+
+    for op in ("update", "delete"):
+        report = await run_extraction(store, history, G, [said("ou_b", "聚餐改周六了")], change(op), SETTINGS)
+        assert report.applied == [] and "may not change" in report.rejected[0][1]
+    assert (await store.document(G)).group_memories == [dinner]
+    report = await run_extraction(store, history, G, [said("ou_a", "聚餐改周六了")], change("update"), SETTINGS)
+    assert len(report.applied) == 1
+    await group_memory(store, "周五聚餐", added_by="ou_c")
+    report = await run_extraction(store, history, G, [admin_said("ou_admin", "周五聚餐取消")], change("delete"), SETTINGS)
+    assert len(report.applied) == 1
+    assert [m.content for m in (await store.document(G)).group_memories] == ["周六聚餐"]
+
+
+async def test_extraction_never_rewrites_another_members_group_memory_through_a_duplicate_or_a_slot(store, history):
+    everyone = Settings(enable_background_extraction=True, group_instruction_writers="everyone")
+    fact = await group_memory(store, "项目 A 下周三上线", added_by="ou_a")
+    nick = await group_memory(store, "新人入群请先改群昵称", added_by="ou_a", memory_type="preference")
+    report = await run_extraction(store, history, G, [said("ou_b", "项目A下周三上线！")],
+                                  group_add("instruction", "项目A 下周三上线！"), everyone)
+    assert report.applied == [] and "exists" in report.rejected[0][1]
+    report = await run_extraction(store, history, G, [said("ou_b", "群里外号统一叫做花名")],
+                                  group_add("preference", "群里的外号统一叫做花名"), everyone)
+    assert len(report.applied) == 1
+    assert [m.content for m in (await store.document(G)).group_memories] == [
+        fact.content, nick.content, "群里的外号统一叫做花名"]
+    assert (await store.document(G)).group_memories[:2] == [fact, nick]
 
 
 async def test_operation_cap(store, history):
@@ -251,7 +334,7 @@ async def test_scheduler_batches_every_n_and_after_quiet():
         batches.append((key, [u.text for u in batch], origin))
         done.set()
 
-    scheduler = ExtractionScheduler(run, every_n=3, quiet_seconds=0.05, buffer_size=10)
+    scheduler = ExtractionScheduler(run, every_n=3, quiet_seconds=0.05, buffer_size=10, limiter=CallLimiter(4))
     for i in range(3):
         scheduler.observe(G, said("ou_a", f"m{i}"), "umo")
     await scheduler.drain()
@@ -272,12 +355,45 @@ async def test_scheduler_survives_a_failing_run():
         calls += 1
         raise RuntimeError("provider down")
 
-    scheduler = ExtractionScheduler(run, every_n=1, quiet_seconds=60, buffer_size=5)
+    scheduler = ExtractionScheduler(run, every_n=1, quiet_seconds=60, buffer_size=5, limiter=CallLimiter(4))
     scheduler.observe(G, said("ou_a", "x"), "umo")
     await scheduler.drain()
     scheduler.observe(G, said("ou_a", "y"), "umo")
     await scheduler.drain()
     assert calls == 2
+    await scheduler.close()
+
+
+async def test_bursts_over_200_groups_never_exceed_the_global_limit_and_all_run():
+    limit, groups, rounds = 4, 200, 3
+    running = peak = 0
+    seen: dict[GroupKey, list[str]] = {}
+
+    async def run(key, batch, origin):
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        await asyncio.sleep(0.001)
+        seen.setdefault(key, []).extend(u.text for u in batch)
+        running -= 1
+
+    limiter = CallLimiter(limit)
+    scheduler = ExtractionScheduler(run, every_n=2, quiet_seconds=0.05, buffer_size=50, limiter=limiter)
+    keys = [GroupKey("lark", f"oc_burst{i}") for i in range(groups)]
+    sent: dict[GroupKey, list[str]] = {key: [] for key in keys}
+    for r in range(rounds):
+        for key in keys:
+            for j in range(3):
+                text = f"{key.group_id} r{r} m{j}"
+                sent[key].append(text)
+                scheduler.observe(key, said("ou_a", text), "umo")
+        await asyncio.sleep(0.002)
+        assert limiter.running <= limit
+    await asyncio.sleep(0.1)  # quiet timers fire for the leftovers
+    await scheduler.drain()
+    assert peak == limit
+    assert seen == sent, "every message of every group extracted once, in the group's order"
+    assert limiter.running == 0 and limiter.waiting == 0
     await scheduler.close()
 
 
@@ -326,7 +442,8 @@ async def test_admin_commands_show_and_revert_history(make_plugin):
     plugin = make_plugin(enable_background_extraction=True, extraction_every_n_messages=1)
 
     async def fake_generate(origin, system_prompt, prompt):
-        return '{"operations": [{"op": "add", "scope": "group", "type": "fact", "content": "周五下午团建"}]}', 50, 5
+        return ('{"operations": [{"op": "add", "scope": "group", "subject": "U1", "type": "fact", '
+                '"content": "周五下午团建"}]}', 50, 5)
 
     plugin._generate = fake_generate
     await plugin.observe_group_message(make_event("周五下午团建，别忘了", user="ou_a"))

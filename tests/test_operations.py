@@ -1,6 +1,7 @@
 import pytest
 
 from memory import InvalidMemoryInput, MemoryLimitReached, MemoryType
+from memory._errors import PermissionDenied
 from memory._operations import SaveKind, forget, save
 
 
@@ -108,8 +109,20 @@ def test_forget_all():
     memories = build(("fact", "a"), ("fact", "b"))
     left, outcome = forget(memories, "all")
     assert left == [] and len(outcome.deleted) == 2
-    for word in ("全部", "ALL", "", None):
+    for word in ("全部", "ALL", "所有", "一切", "everything", "*", "“all”"):
         assert forget(memories, word)[0] == []
+
+
+@pytest.mark.parametrize("blank", ["", " ", "\u200b", "\u3000", "\ufeff\u200d", "\n\t", '""', "「」"])
+def test_a_blank_or_invisible_target_deletes_nothing(blank):
+    memories = build(("fact", "a"), ("fact", "b"))
+    with pytest.raises(InvalidMemoryInput, match="target 不能为空"):
+        forget(memories, blank)
+
+
+def test_forget_has_no_default_target():
+    with pytest.raises(TypeError):
+        forget(build(("fact", "a")))  # type: ignore[call-arg]
 
 
 def test_forget_by_id_and_unknown_id():
@@ -163,3 +176,47 @@ def test_english_description():
 def test_forget_rejects_non_text_target():
     with pytest.raises(InvalidMemoryInput):
         forget(build(("fact", "a")), 5)
+
+
+# -- changing only what the caller may change -------------------------------------------------------
+def _others(memories):
+    """A `may_change` that refuses every memory already in `memories` (they were added by someone else)."""
+    theirs = {m.id for m in memories}
+    return lambda memory: memory.id not in theirs
+
+
+def test_a_duplicate_of_a_memory_the_caller_may_not_change_leaves_it_alone():
+    theirs = build(("fact", "项目 A 下周三上线"))
+    left, outcome = save(theirs, memory_type="instruction", content="项目A 下周三上线！", now=9.0, max_count=20,
+                         max_length=200, may_change=_others(theirs))
+    assert outcome.kind is SaveKind.EXISTS and left == theirs and outcome.memory == theirs[0]
+    assert left[0].type is MemoryType.FACT and left[0].updated_at == 0.0
+
+
+def test_replace_id_of_a_memory_the_caller_may_not_change_is_refused():
+    theirs = build(("fact", "群规禁止发广告"))
+    with pytest.raises(PermissionDenied, match="添加者"):
+        save(theirs, memory_type="fact", content="群规允许发广告", replace_id=theirs[0].id, now=9.0, max_count=20,
+             max_length=200, may_change=_others(theirs))
+
+
+def test_replace_never_removes_a_twin_the_caller_may_not_change():
+    theirs = build(("fact", "群规禁止发广告"))
+    mine, _ = save(theirs, memory_type="fact", content="周五聚餐", now=2.0, max_count=20, max_length=200)
+    may = _others(theirs)
+    with pytest.raises(PermissionDenied):
+        save(mine, memory_type="fact", content="群规禁止发广告", replace_id=mine[1].id, now=9.0, max_count=20,
+             max_length=200, may_change=may)
+
+
+def test_single_value_slots_can_be_turned_off_and_never_take_a_memory_the_caller_may_not_change():
+    group = build(("preference", "新人入群请先改群昵称"))
+    _, outcome = save(group, memory_type="preference", content="群里的外号统一叫做花名", now=9.0, max_count=20,
+                      max_length=200)
+    assert outcome.kind is SaveKind.SLOT_REPLACED  # the two share the 称呼 slot
+    off, outcome = save(group, memory_type="preference", content="群里的外号统一叫做花名", now=9.0, max_count=20,
+                        max_length=200, single_value_slots=False)
+    assert outcome.kind is SaveKind.ADDED and len(off) == 2
+    refused, outcome = save(group, memory_type="preference", content="群里的外号统一叫做花名", now=9.0, max_count=20,
+                            max_length=200, may_change=_others(group))
+    assert outcome.kind is SaveKind.ADDED and refused[0] == group[0]

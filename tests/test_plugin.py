@@ -175,6 +175,17 @@ async def test_unknown_forget_id_is_an_error(make_plugin):
     assert "没有 id" in result
 
 
+@pytest.mark.parametrize("target", [{}, {"target": ""}, {"target": " "}, {"target": "\u200b"}, {"target": None}])
+async def test_a_missing_or_blank_forget_target_deletes_nothing(make_plugin, target):
+    plugin = make_plugin()
+    me = make_event()
+    for content in ("喜欢猫", "住在杭州"):
+        await call_tool(plugin, "lark_save_memory", me, memory_type="fact", content=content)
+    result = await call_tool(plugin, "lark_forget_memory", me, **target)
+    assert "删除失败" in result and "target" in result and '"all"' in result and "没有做任何更改" in result
+    assert len(await plugin.store.memories(plugin_member(me), "ou_userA")) == 2
+
+
 async def test_content_cannot_break_out_of_the_block(make_plugin):
     plugin = make_plugin()
     me = make_event()
