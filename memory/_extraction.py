@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import _fence as fence
 from . import _operations as ops
 from ._errors import InvalidMemoryInput, PermissionDenied
 from ._history import CALL, CHANGE, HistoryLog
@@ -29,7 +30,7 @@ from ._models import GroupKey, Memory, MemoryType, Scope, Source
 from ._permissions import check_group_write, may_change
 from ._settings import Settings
 from ._store import GROUP_OWNER, Owner, UserMemoryStore
-from ._text import clean_content, neutralize_for_prompt
+from ._text import clean_content
 
 log = logging.getLogger("astrbot_plugin_user_memory")
 
@@ -56,13 +57,9 @@ EXTRACTION_SYSTEM_PROMPT = """你是群聊的长期记忆管理员。根据最�
 5. 当成员本人在对话中明确要求更改或删除关于自己的某条记忆时，by_request 为 true。
 6. 没有值得记录的内容时输出 {"operations": []}。"""
 
-EXTRACTION_PROMPT = """【现有记忆】
-{memories}
-
-【最近对话】
-{conversation}
-
-请输出 JSON。"""
+MEMORIES_HEADER = fence.marker("现有记忆", "【】")
+CONVERSATION_HEADER = fence.marker("最近对话", "【】")
+EXTRACTION_PROMPT = f"{MEMORIES_HEADER}\n{{memories}}\n\n{CONVERSATION_HEADER}\n{{conversation}}\n\n请输出 JSON。"
 
 VALID_OPS = ("add", "update", "delete", "boost", "skip")
 MAX_SHOWN_MEMORIES = 40
@@ -126,15 +123,13 @@ def speaker_labels(utterances: Sequence[Utterance]) -> dict[str, str]:
 
 def build_prompt(utterances: Sequence[Utterance], shown: Sequence[Shown]) -> str:
     labels = speaker_labels(utterances)
-    names = {u.user_id: neutralize_for_prompt(u.name)[:24] for u in utterances}
-    reverse = {user_id: label for user_id, label in labels.items()}
+    # "U1 「小李」": the label outside the quotes is ours; the quoted name cannot contain a label or close the quote
+    speakers = {u.user_id: f"{labels[u.user_id]} {fence.name(u.name)}" for u in utterances}
     memory_lines = []
     for s in shown:
-        whose = "本群公共" if s.scope is Scope.GROUP else f"{reverse.get(s.owner, '?')} {names.get(s.owner, '')}".strip()
-        memory_lines.append(
-            f"[{s.number}] ({whose}，{s.memory.type.value}) {neutralize_for_prompt(s.memory.content)}"
-        )
-    conversation = [f"{labels[u.user_id]} {names[u.user_id]}: {neutralize_for_prompt(u.text)}" for u in utterances]
+        whose = "本群公共" if s.scope is Scope.GROUP else speakers.get(s.owner or "", "?")
+        memory_lines.append(f"[{s.number}] ({whose}，{s.memory.type.value}) {fence.data(s.memory.content)}")
+    conversation = [f"{speakers[u.user_id]}: {fence.data(u.text)}" for u in utterances]
     return EXTRACTION_PROMPT.format(memories="\n".join(memory_lines) or "（无）", conversation="\n".join(conversation))
 
 

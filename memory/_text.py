@@ -27,9 +27,3 @@ def dedupe_key(text: str) -> str:
     """
     folded = unicodedata.normalize("NFKC", text).casefold()
     return "".join(ch for ch in folded if not ch.isspace() and not unicodedata.category(ch).startswith("P"))
-
-
-def neutralize_for_prompt(text: str) -> str:
-    """Make stored text safe to place inside the injected block: one line, and no square brackets that could
-    imitate the block's own markers."""
-    return clean_content(text).replace("[", "［").replace("]", "］")

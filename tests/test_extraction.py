@@ -76,7 +76,7 @@ async def test_design_example_updates_nickname_and_drops_hiking(store, history):
     memories = await store.memories(G, "ou_a")
     assert [(m.content, m.type) for m in memories] == [("用户 A 希望被称为王总", MemoryType.PREFERENCE)]
     system_prompt, prompt = generate.prompts[0]
-    assert "U1 ou_a: 别再叫我小王了" in prompt and '"operations"' in system_prompt
+    assert "U1 「ou_a」: 别再叫我小王了" in prompt and '"operations"' in system_prompt
 
     changes = await history.changes(G)
     assert [(c["op"], c["old"]["content"], c["new"] and c["new"]["content"]) for c in changes] == [
