@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections.abc import Sequence
@@ -42,10 +43,44 @@ _SINGULAR = re.compile(r"那条|这条|那一条|一条|那个|这个|\bthat one
 MATCH_THRESHOLD = 0.5
 
 
-def topics_of(text: str) -> set[str]:
+@dataclass(frozen=True)
+class _Words:
+    """A topic's marker words, prepared for case-folded text: Latin words match whole (one compiled alternation),
+    other words anywhere (plain substring tests, the fastest check Python has)."""
+
+    latin: re.Pattern[str] | None
+    other: tuple[str, ...]
+
+    @classmethod
+    def of(cls, words: Sequence[str]) -> _Words:
+        latin = [re.escape(w) for w in words if w.isascii()]
+        return cls(re.compile(rf"\b(?:{'|'.join(latin)})\b") if latin else None,
+                   tuple(w for w in words if not w.isascii()))
+
+    def found_in(self, folded: str) -> bool:
+        return any(w in folded for w in self.other) or (
+            self.latin is not None and self.latin.search(folded) is not None
+        )
+
+
+_TOPIC_WORDS = {topic: _Words.of(words) for topic, words in TOPICS.items()}
+_ALIAS_WORDS = {topic: _Words.of(words) for topic, words in _TOPIC_ALIASES.items()}
+MAX_CACHED_CONTENTS = 16384
+
+
+def topics_of(text: str) -> frozenset[str]:
     """The topics whose marker words appear in a memory's text."""
-    folded = unicodedata.normalize("NFKC", text).casefold()
-    return {topic for topic, words in TOPICS.items() if any(_contains_word(folded, w) for w in words)}
+    return _features(text)[0]
+
+
+@functools.lru_cache(maxsize=MAX_CACHED_CONTENTS)
+def _features(content: str) -> tuple[frozenset[str], str, frozenset[str]]:
+    """What matching needs of a memory's content, computed once per distinct content: its topics, its dedupe
+    key and the terms of that key."""
+    folded = unicodedata.normalize("NFKC", content).casefold()
+    topics = frozenset(topic for topic, words in _TOPIC_WORDS.items() if words.found_in(folded))
+    key = dedupe_key(content)
+    return topics, key, frozenset(_terms(key))
 
 
 def same_slot(new_type: MemoryType, new_content: str, memories: Sequence[Memory]) -> Memory | None:
@@ -76,7 +111,7 @@ def match_description(description: str, memories: Sequence[Memory]) -> Descripti
     nothing is deleted and the candidates are returned.
     """
     folded = unicodedata.normalize("NFKC", description).casefold()
-    named_topics = {t for t, aliases in _TOPIC_ALIASES.items() if any(_contains_word(folded, a) for a in aliases)}
+    named_topics = {t for t, words in _ALIAS_WORDS.items() if words.found_in(folded)}
     core = dedupe_key(_FILLER.sub(" ", folded))
     core_terms = _terms(core)
 
@@ -100,16 +135,15 @@ def match_description(description: str, memories: Sequence[Memory]) -> Descripti
 
 
 def _score(memory: Memory, named_topics: set[str], core: str, core_terms: set[str]) -> float:
-    if named_topics & topics_of(memory.content):
+    topics, content_key, content_terms = _features(memory.content)
+    if named_topics & topics:
         return 1.0
     if not core:
         return 0.0
-    content_key = dedupe_key(memory.content)
     if core in content_key:
         return 1.0
     if not core_terms:
         return 0.0
-    content_terms = _terms(content_key)
     return len(core_terms & content_terms) / len(core_terms)
 
 
@@ -122,9 +156,3 @@ def _terms(key: str) -> set[str]:
             words.add(run)
         words.update(run[i : i + 2] for i in range(len(run) - 1))
     return words
-
-
-def _contains_word(folded: str, word: str) -> bool:
-    if word.isascii():
-        return re.search(rf"\b{re.escape(word)}\b", folded) is not None
-    return word in folded
