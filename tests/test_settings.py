@@ -25,3 +25,18 @@ def test_invalid_values_fall_back_with_a_warning():
 
 def test_none_config_is_all_defaults():
     assert Settings.from_mapping(None) == (Settings(), [])
+
+
+def test_rule_and_limit_settings_have_defaults_choices_and_ranges():
+    settings, warnings = Settings.from_mapping({})
+    assert (settings.group_instruction_writers, settings.background_max_concurrent_calls) == ("admins", 4)
+    settings, warnings = Settings.from_mapping({"group_instruction_writers": "anyone", "background_max_concurrent_calls": 0})
+    assert settings.group_instruction_writers == "admins" and 1 <= settings.background_max_concurrent_calls <= 64
+    assert len(warnings) == 2
+    settings, _ = Settings.from_mapping({"group_instruction_writers": "everyone", "background_max_concurrent_calls": 64})
+    assert (settings.group_instruction_writers, settings.background_max_concurrent_calls) == ("everyone", 64)
+
+
+async def test_the_plugin_builds_one_limiter_from_the_setting(make_plugin):
+    plugin = make_plugin(background_max_concurrent_calls=2, enable_background_extraction=True)
+    assert plugin.background_calls.limit == 2 and plugin.extraction._limiter is plugin.background_calls
