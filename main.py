@@ -20,7 +20,6 @@ from .memory import (
     Caller,
     ExtractionScheduler,
     GroupKey,
-    HistoryLog,
     MemberKey,
     MemoryPluginError,
     Recall,
@@ -70,7 +69,6 @@ class UserMemoryPlugin(Star):
             logger.warning(f"[{PLUGIN_NAME}] {warning}")
         self.data_dir = Path(StarTools.get_data_dir(PLUGIN_NAME))
         self.store = UserMemoryStore(self.data_dir / "groups")
-        self.history = HistoryLog(self.data_dir / "groups")
         self.recall = Recall()
         self.vectors: VectorStore | None = None
         # every background model call, of every group, waits for a slot of this one limiter
@@ -144,7 +142,7 @@ class UserMemoryPlugin(Star):
 
     async def _extract(self, key: GroupKey, batch: list[Utterance], origin: str) -> None:
         report = await run_extraction(
-            self.store, self.history, key, batch, functools.partial(self._generate, origin), self.settings
+            self.store, key, batch, functools.partial(self._generate, origin), self.settings
         )
         logger.info(
             f"[{PLUGIN_NAME}] extraction for {key}: {len(batch)} messages, {len(report.applied)} applied, "
@@ -278,7 +276,9 @@ class UserMemoryPlugin(Star):
                 f"这会删除我记得的关于你的全部 {count} 条信息，且无法恢复。确认请发送：/memory clear confirm"
             )
             return
-        result = await self._guarded(forget_memory(self.store, caller, self.settings, "all"))
+        result = await self._guarded(
+            forget_memory(self.store, caller, self.settings, "all", actor=f"command:{caller.member.user_id}")
+        )
         yield event.plain_result(result)
 
     @memory_command.command("stats")
@@ -289,20 +289,21 @@ class UserMemoryPlugin(Star):
     @filter.permission_type(filter.PermissionType.ADMIN)
     @memory_command.command("history")
     async def memory_history_command(self, event: AstrMessageEvent, limit: int = 10):
-        """（管理员）查看本群最近的后台记忆变更"""
+        """（管理员）查看本群最近的记忆变更（所有来源，带编号）"""
         count = max(1, min(int(limit), 50))
-        yield event.plain_result(await self._for_group(event, lambda key: history_text(self.history, key, count)))
+        yield event.plain_result(await self._for_group(event, lambda key: history_text(self.store, key, count)))
 
     @filter.permission_type(filter.PermissionType.ADMIN)
     @memory_command.command("revert")
     async def memory_revert_command(self, event: AstrMessageEvent, number: int = 0):
-        """（管理员）撤销一条后台记忆变更：/memory revert <编号>"""
+        """（管理员）按编号撤销一条记忆变更（一次提交的多项一起撤销）：/memory revert <编号>"""
+        actor = f"admin:{event.get_sender_id()}"
         yield event.plain_result(await self._for_group(
-            event, lambda key: self._guarded(revert_change(self.store, self.history, key, int(number)))
+            event, lambda key: self._guarded(revert_change(self.store, key, int(number), actor=actor))
         ))
 
     async def _stats_text(self, key: GroupKey) -> str:
-        text = await stats_text(self.history, key, self.extraction.pending(key) if self.extraction else 0)
+        text = await stats_text(self.store, key, self.extraction.pending(key) if self.extraction else 0)
         return text if self.extraction else text + "（后台提取当前未开启）"
 
     @staticmethod

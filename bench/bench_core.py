@@ -174,7 +174,7 @@ async def bench_saves(directory: Path, saves: int, savers: int, baseline: bool) 
                 await naive.save(user, content)
             else:
                 await store.change(GROUP, user, lambda m, c=content: save(
-                    m, memory_type="fact", content=c, now=time.time(), max_count=10**6, max_length=200))
+                    m, memory_type="fact", content=c, now=time.time(), max_count=10**6, max_length=200), actor="test")
 
     t0 = time.perf_counter()
     await asyncio.gather(*(saver(w) for w in range(savers)))

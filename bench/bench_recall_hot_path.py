@@ -120,7 +120,7 @@ async def main() -> None:
             owner = USER if i < 20 else None
             await seeder.store.change(GROUP, owner, lambda m, i=i: save(
                 m, memory_type="fact" if i % 5 else "preference", content=memory_text(i, rng), now=float(i),
-                max_count=1000, max_length=200))
+                max_count=1000, max_length=200), actor="test")
         await seeder.terminate()
 
         long_message = await bench_long_message(directory)

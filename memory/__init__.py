@@ -7,7 +7,6 @@ from ._admin import history_text, revert_change, stats_text
 from ._errors import InvalidMemoryInput, MemoryLimitReached, MemoryPluginError, StorageUnavailable
 from ._models import SCHEMA_VERSION, Caller, GroupDocument, GroupKey, MemberKey, Memory, MemoryType, Scope, Source
 from ._extraction import ExtractionScheduler, Utterance, run_extraction
-from ._history import HistoryLog
 from ._limiter import CallLimiter
 from ._prompt import DISABLED, MEMORY_BLOCK_END, MEMORY_BLOCK_START, NOT_IN_GROUP
 from ._recall import Recall, semantic_similarities
@@ -19,7 +18,6 @@ from ._tools import forget_memory, list_memory, save_memory, visible_memories
 __all__ = [
     "CallLimiter",
     "ExtractionScheduler",
-    "HistoryLog",
     "Recall",
     "VectorStore",
     "combine",

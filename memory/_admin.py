@@ -1,75 +1,151 @@
-"""What group admins see and do about background changes: the history, reverting an entry, extraction cost."""
+"""What admins see and do about a group's changes: the change log, reverting an entry by id, extraction cost."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from ._history import CHANGE, HistoryLog
-from ._models import GroupKey, Memory, Scope
-from ._store import GROUP_OWNER, UserMemoryStore
+from pydantic import ValidationError
 
-_OP_LABELS = {"add": "新增", "update": "更新", "delete": "删除", "boost": "强化", "revert": "撤销"}
+from ._changelog import ERASE, MEMORY
+from ._errors import InvalidMemoryInput
+from ._models import GroupKey, Memory
+from ._store import UserMemoryStore
+
+_OP_LABELS = {"add": "新增", "update": "更新", "delete": "删除", "boost": "强化", "revert": "撤销", ERASE: "清除"}
 
 
 def _owner_text(entry: dict[str, Any]) -> str:
-    return "本群公共" if entry.get("scope") == Scope.GROUP.value else str(entry.get("owner"))
+    return "本群公共" if entry.get("scope") == "group" else str(entry.get("owner"))
 
 
-def _content(snapshot: dict[str, Any] | None) -> str:
-    return snapshot["content"] if snapshot else "（无）"
+def _content(snapshot: Any) -> str:
+    return str(snapshot.get("content", "?")) if isinstance(snapshot, dict) else "（无）"
 
 
-async def history_text(history: HistoryLog, key: GroupKey, limit: int = 10) -> str:
-    changes = await history.changes(key)
+def _is_memory_change(entry: dict[str, Any]) -> bool:
+    return entry.get("kind") == MEMORY and isinstance(entry.get("id"), int) and not isinstance(entry["id"], bool)
+
+
+def _line(entry: dict[str, Any]) -> str:
+    op = _OP_LABELS.get(entry.get("op"), str(entry.get("op")))
+    if entry.get("erased"):
+        return f"{op} [{_owner_text(entry)}]（内容已应成员要求清除）"
+    return f"{op} [{_owner_text(entry)}] {_content(entry.get('old'))} → {_content(entry.get('new'))}"
+
+
+def _stamp(entry: dict[str, Any]) -> str:
+    at = entry.get("at")
+    return time.strftime("%m-%d %H:%M", time.localtime(at)) if isinstance(at, (int, float)) else "?"
+
+
+def _units(changes: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """Entries grouped so that a transaction is one unit, in log order."""
+    units: list[list[dict[str, Any]]] = []
+    by_txn: dict[Any, list[dict[str, Any]]] = {}
+    for entry in changes:
+        txn = entry.get("txn")
+        if txn is not None and txn in by_txn:
+            by_txn[txn].append(entry)
+            continue
+        unit = [entry]
+        units.append(unit)
+        if txn is not None:
+            by_txn[txn] = unit
+    return units
+
+
+async def history_text(store: UserMemoryStore, key: GroupKey, limit: int = 10) -> str:
+    """The latest changes of the group (every writer), newest last; a transaction is shown as one item."""
+    changes = [e for e in await store.log_entries(key) if _is_memory_change(e)]
     if not changes:
-        return "本群还没有后台记忆变更记录。"
+        return "本群还没有记忆变更记录。"
+    units = _units(changes)
     lines = []
-    for number, entry in list(enumerate(changes, 1))[-limit:]:
-        stamp = time.strftime("%m-%d %H:%M", time.localtime(entry.get("at", 0)))
-        lines.append(
-            f"#{number} {stamp} {_OP_LABELS.get(entry.get('op'), entry.get('op'))} [{_owner_text(entry)}] "
-            f"{_content(entry.get('old'))} → {_content(entry.get('new'))}（{entry.get('source')}）"
-        )
-    return f"本群最近的记忆变更（共 {len(changes)} 条，/memory revert <编号> 撤销）：\n" + "\n".join(lines)
+    for unit in units[-limit:]:
+        head = unit[0]
+        if len(unit) == 1:
+            lines.append(f"#{head['id']} {_stamp(head)} {head.get('actor')} {_line(head)}")
+            continue
+        lines.append(f"#{head['id']} {_stamp(head)} {head.get('actor')} 一次提交 {len(unit)} 项：")
+        lines.extend(f"  #{e['id']} {_line(e)}" for e in unit)
+    return (
+        f"本群最近的记忆变更（共 {len(units)} 项；/memory revert <编号> 撤销，一次提交的多项一起撤销；"
+        f"清除的内容无法撤销）：\n" + "\n".join(lines)
+    )
 
 
 async def revert_change(
-    store: UserMemoryStore, history: HistoryLog, key: GroupKey, number: int, clock: Callable[[], float] = time.time
+    store: UserMemoryStore, key: GroupKey, entry_id: int, *, actor: str, clock: Callable[[], float] = time.time
 ) -> str:
-    """Undo history entry `number`: remove what it added, restore what it changed or deleted."""
-    changes = await history.changes(key)
-    if not 1 <= number <= len(changes):
-        return f"没有编号为 {number} 的变更记录（共 {len(changes)} 条）。"
-    entry = changes[number - 1]
-    owner = GROUP_OWNER if entry.get("scope") == Scope.GROUP.value else entry.get("owner")
-    old = Memory.model_validate(entry["old"]) if entry.get("old") else None
-    memory_id = entry.get("memory_id")
+    """Undo change-log entry `entry_id` (with the rest of its transaction): remove what it added, restore what it
+    changed or deleted. Only when every target still has the value the entry left; the revert is itself logged."""
+    entries = await store.log_entries(key)
+    entry = next((e for e in entries if _is_memory_change(e) and e["id"] == entry_id), None)
+    if entry is None:
+        return f"没有编号为 #{entry_id} 的记忆变更记录（可能已被裁剪）：请用 /memory history 查看。"
+    txn = entry.get("txn")
+    unit = [e for e in entries if _is_memory_change(e) and e.get("txn") == txn] if txn is not None else [entry]
+    if any(e.get("erased") or e.get("op") == ERASE for e in unit):
+        return f"#{entry_id} 的内容已应成员要求清除，无法撤销。"
+    try:
+        wanted = [(e, _memory(e.get("old")), _memory(e.get("new"))) for e in unit]
+    except ValidationError:
+        return f"#{entry_id} 的记录不完整，无法撤销。"
+    later = [e for e in entries if _is_memory_change(e) and e["id"] > max(u["id"] for u in unit)]
+    owners = list(dict.fromkeys(e.get("owner") for e in unit))
 
-    def undo(memories: list[Memory]) -> tuple[list[Memory], bool]:
-        rest = [m for m in memories if m.id != memory_id]
-        if old is None:  # it was added: remove it
-            return rest, len(rest) != len(memories)
-        restored = old.model_copy(update={"updated_at": clock()})
-        if len(rest) == len(memories):  # it was deleted: put it back
-            return [*memories, restored], True
-        return [restored if m.id == memory_id else m for m in memories], True
+    def undo(lists: dict[Any, list[Memory]]) -> tuple[dict[Any, list[Memory]], None]:
+        changed_since = []
+        for e, _, new in wanted:
+            current = next((m for m in lists[e.get("owner")] if m.id == e.get("target")), None)
+            if _dump(current) != _dump(new):
+                changed_since.append(_since(e, current, later))
+        if changed_since:
+            raise InvalidMemoryInput("；".join(changed_since))
+        now = clock()
+        for e, old, _ in sorted(wanted, key=lambda w: -w[0]["id"]):
+            memories = lists[e.get("owner")]
+            if old is None:
+                lists[e.get("owner")] = [m for m in memories if m.id != e.get("target")]
+            elif any(m.id == old.id for m in memories):
+                restored = old.model_copy(update={"updated_at": now})
+                lists[e.get("owner")] = [restored if m.id == old.id else m for m in memories]
+            else:
+                lists[e.get("owner")] = [*memories, old.model_copy(update={"updated_at": now})]
+        return lists, None
 
-    changed = await store.change(key, owner, undo)
-    if not changed:
-        return f"变更 #{number} 涉及的记忆已不存在，无需撤销。"
-    current = next((m for m in await store.memories(key, owner) if m.id == memory_id), None)
-    await history.append(key, [{
-        "kind": CHANGE, "at": clock(), "op": "revert", "scope": entry.get("scope"), "owner": entry.get("owner"),
-        "memory_id": memory_id, "old": entry.get("new"), "new": current.model_dump(mode="json") if current else None,
-        "source": "admin", "reverts": number,
-    }])
-    return f"已撤销变更 #{number}：[{_owner_text(entry)}] 现在为「{current.content if current else '（已删除）'}」。"
+    reverted = [e["id"] for e in unit]
+    try:
+        await store.change_many(key, owners, undo, actor=actor, label="revert", extra={"reverts": reverted})
+    except InvalidMemoryInput as exc:
+        return f"无法撤销 #{entry_id}：此后已有变化——{exc}。没有做任何更改。"
+    what = "、".join(f"#{i}" for i in reverted)
+    return f"已撤销 {what}：" + "；".join(
+        f"[{_owner_text(e)}] 恢复为「{old.content}」" if old else f"[{_owner_text(e)}] 已移除「{_content(e.get('new'))}」"
+        for e, old, _ in wanted
+    )
 
 
-async def stats_text(history: HistoryLog, key: GroupKey, pending: int) -> str:
-    stats = await history.stats(key)
+def _memory(snapshot: Any) -> Memory | None:
+    return Memory.model_validate(snapshot) if snapshot is not None else None
+
+
+def _dump(memory: Memory | None) -> dict[str, Any] | None:
+    return memory.model_dump(mode="json", exclude_none=True) if memory is not None else None
+
+
+def _since(entry: dict[str, Any], current: Memory | None, later: Sequence[dict[str, Any]]) -> str:
+    """What happened to the entry's target after it, for a refused revert."""
+    now = f"现在是「{current.content}」" if current else "现在已不存在"
+    last = next((e for e in reversed(later) if e.get("target") == entry.get("target")), None)
+    by = f"（#{last['id']} {last.get('actor')} {_OP_LABELS.get(last.get('op'), last.get('op'))}）" if last else ""
+    return f"[{_owner_text(entry)}] #{entry['id']} 涉及的记忆{now}{by}"
+
+
+async def stats_text(store: UserMemoryStore, key: GroupKey, pending: int) -> str:
+    stats = await store.call_totals(key)
     per_100 = (stats.input_tokens + stats.output_tokens) * 100 / stats.messages if stats.messages else 0
     return (
         f"本群后台记忆提取：调用 {stats.calls} 次，处理消息 {stats.messages} 条，"

@@ -3,8 +3,8 @@
 The flow: the adapter feeds every group message to an `ExtractionScheduler`; every N messages, or once the group
 has been quiet for a while, it hands the batch to `run_extraction`, which shows a chat model the batch and the
 speakers' existing memories (with short integer ids), parses the JSON operations it answers with, validates each
-one, and applies the valid ones in one atomic write. Every applied change and every call's cost goes to the
-group's history log.
+one, and applies the valid ones in one atomic write. The store logs every applied change in the group's change
+log (one transaction per batch, actor "extraction"); each call's cost is recorded there too.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from typing import Any
 
 from . import _fence as fence
 from . import _operations as ops
+from ._changelog import CALL
 from ._errors import InvalidMemoryInput, PermissionDenied
-from ._history import CALL, CHANGE, HistoryLog
 from ._lexical import LexicalIndex
 from ._limiter import CallLimiter
 from ._models import GroupKey, Memory, MemoryType, Scope, Source
@@ -65,6 +65,7 @@ VALID_OPS = ("add", "update", "delete", "boost", "skip")
 MAX_SHOWN_MEMORIES = 40
 CALL_TIMEOUT_SECONDS = 120.0  # a hung provider must not keep the group's next batches waiting forever
 BOOST_STEP = 0.1
+EXTRACTION_ACTOR = "extraction"
 
 
 @dataclass(frozen=True)
@@ -296,18 +297,16 @@ def _importance(value: Any) -> float | None:
 
 def apply(
     lists: dict[Owner, list[Memory]], operations: Sequence[Operation], settings: Settings, now: float
-) -> tuple[dict[Owner, list[Memory]], list[Operation], list[tuple[Operation, str]], list[dict[str, Any]]]:
-    """Apply validated operations to the owners' lists. Returns (new lists, applied, rejected, history entries).
+) -> tuple[dict[Owner, list[Memory]], list[Operation], list[tuple[Operation, str]]]:
+    """Apply validated operations to the owners' lists. Returns (new lists, applied, rejected).
 
     An operation whose target changed since it was shown, or that would exceed a limit, is rejected alone.
     """
     applied: list[Operation] = []
     rejected: list[tuple[Operation, str]] = []
-    history: list[dict[str, Any]] = []
     for operation in operations:
         memories = lists.setdefault(operation.owner, [])
         old: Memory | None = None
-        new: Memory | None = None
         if operation.target is not None:
             current = next((m for m in memories if m.id == operation.target.memory.id), None)
             if current is None or current.updated_at != operation.target.memory.updated_at:
@@ -336,7 +335,6 @@ def apply(
             if outcome.previous is not None and outcome.previous.source is Source.EXPLICIT:
                 rejected.append((operation, "would overwrite a memory the member saved"))
                 continue
-            old, new = outcome.previous, outcome.memory
         elif operation.op == "update":
             assert old is not None
             changes: dict[str, Any] = {"content": operation.content, "type": operation.memory_type, "updated_at": now}
@@ -352,17 +350,11 @@ def apply(
             memories = [new if m.id == old.id else m for m in memories]
         lists[operation.owner] = memories
         applied.append(operation)
-        history.append({
-            "kind": CHANGE, "at": now, "op": operation.op, "scope": operation.scope.value, "owner": operation.owner,
-            "memory_id": (new or old).id, "old": old.model_dump(mode="json") if old else None,
-            "new": new.model_dump(mode="json") if new else None, "source": Source.EXTRACTION.value,
-        })
-    return lists, applied, rejected, history
+    return lists, applied, rejected
 
 
 async def run_extraction(
     store: UserMemoryStore,
-    history: HistoryLog,
     key: GroupKey,
     utterances: Sequence[Utterance],
     generate: Generate,
@@ -394,21 +386,22 @@ async def run_extraction(
     valid, report.rejected = validate(raw_ops, utterances, shown, settings)
     if valid:
         owners: list[Owner] = list(dict.fromkeys(op.owner for op in valid))
-        entries: list[dict[str, Any]] = []
+        boosted: set[str] = set()
 
         def change(lists: dict[Owner, list[Memory]]):
-            new_lists, applied, rejected, history_entries = apply(lists, valid, settings, clock())
-            entries.extend(history_entries)
+            new_lists, applied, rejected = apply(lists, valid, settings, clock())
+            boosted.update(op.target.memory.id for op in applied if op.op == "boost" and op.target)
             return new_lists, (applied, rejected)
 
-        report.applied, late_rejections = await store.change_many(key, owners, change)
+        report.applied, late_rejections = await store.change_many(
+            key, owners, change, actor=EXTRACTION_ACTOR, label=lambda memory_id, op: "boost" if memory_id in boosted else op
+        )
         report.rejected.extend(late_rejections)
-        await history.append(key, entries)
-    await history.append(key, [{
-        "kind": CALL, "at": clock(), "messages": len(utterances), "input_tokens": report.input_tokens,
+    await store.record(key, {
+        "kind": CALL, "messages": len(utterances), "input_tokens": report.input_tokens,
         "output_tokens": report.output_tokens, "applied": len(report.applied), "rejected": len(report.rejected),
         "parse_error": report.parse_error,
-    }])
+    }, actor=EXTRACTION_ACTOR)
     for raw, reason in report.rejected:
         log.info("extraction for %s rejected %s: %s", key, raw, reason)
     return report

@@ -1,4 +1,5 @@
-"""File-level persistence: safe file names, atomic durable writes, moving bad files aside."""
+"""File-level persistence: safe file names, atomic durable writes, cleaning up after crashed writes, moving bad
+files aside."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import asyncio
 import hashlib
 import os
 import re
+import threading
 import time
 from pathlib import Path
 
@@ -54,7 +56,7 @@ async def write_atomic(path: Path, data: bytes, *, durable: bool = True) -> None
     the rename itself survives power loss.
     """
     await aiofiles.os.makedirs(path.parent, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
+    tmp = _temp_path(path)
     try:
         async with aiofiles.open(tmp, "wb") as f:
             await f.write(data)
@@ -70,6 +72,78 @@ async def write_atomic(path: Path, data: bytes, *, durable: bool = True) -> None
         raise
     if durable:
         await asyncio.to_thread(_fsync_directory, path.parent)
+
+
+def write_atomic_sync(path: Path, data: bytes, *, durable: bool = True) -> None:
+    """`write_atomic` for code already running in a worker thread."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _temp_path(path)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            if durable:
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.remove(tmp)
+        except OSError:
+            pass
+        raise
+    if durable:
+        _fsync_directory(path.parent)
+
+
+def _temp_path(path: Path) -> Path:
+    return path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}{_TEMP_SUFFIX}")
+
+
+_TEMP_SUFFIX = ".tmp"
+
+
+class LeftoverTempFiles:
+    """Removes the temp files `write_atomic` left behind when a process died mid-write (kill -9, power loss).
+
+    Each directory is listed once, the first time a file in it is opened; a file's leftovers are removed when its
+    owner opens it, before the owner writes it, so a temp file of a write in flight is never touched (it is not in
+    the listing, or belongs to a file its owner has already opened). One instance per owner of a set of files.
+    """
+
+    def __init__(self) -> None:
+        self._by_directory: dict[Path, dict[str, list[str]]] = {}
+        self._lock = threading.Lock()
+
+    def remove_for(self, path: Path) -> int:
+        """Remove `path`'s leftover temp files; returns how many. Blocking: call it from a worker thread."""
+        with self._lock:
+            listing = self._by_directory.get(path.parent)
+            if listing is None:
+                listing = self._by_directory[path.parent] = _temp_files_by_target(path.parent)
+            names = listing.pop(path.name, [])
+        removed = 0
+        for name in names:
+            try:
+                os.remove(path.parent / name)
+                removed += 1
+            except OSError:
+                pass
+        return removed
+
+
+def _temp_files_by_target(directory: Path) -> dict[str, list[str]]:
+    """{target file name: its temp files' names} for `.<target>.<pid>.<ns>.tmp` files in `directory`."""
+    found: dict[str, list[str]] = {}
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return found
+    for name in names:
+        if name.startswith(".") and name.endswith(_TEMP_SUFFIX):
+            parts = name[1 : -len(_TEMP_SUFFIX)].rsplit(".", 2)
+            if len(parts) == 3 and parts[1].isdigit() and parts[2].isdigit():
+                found.setdefault(parts[0], []).append(name)
+    return found
 
 
 def _fsync_directory(directory: Path) -> None:

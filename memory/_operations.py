@@ -15,7 +15,7 @@ from typing import Any
 from ._errors import InvalidMemoryInput, MemoryLimitReached, PermissionDenied
 from ._matching import match_description, same_slot
 from ._models import Memory, MemoryType, Source
-from ._text import clean_content, dedupe_key
+from ._text import clean_content, dedupe_key, require_encodable
 
 ONLY_ADDER_OR_ADMIN = "群公共记忆只有添加者或群管理员可以修改"
 ALL = "all"
@@ -45,6 +45,7 @@ class SaveOutcome:
 class ForgetOutcome:
     deleted: list[Memory]
     ambiguous: list[Memory]  # non-empty only when nothing was deleted because the target was ambiguous
+    everything: bool = False  # the target meant "all": an erasure (its content is purged from the change log)
 
 
 def parse_memory_type(value: Any) -> MemoryType:
@@ -57,7 +58,7 @@ def parse_memory_type(value: Any) -> MemoryType:
 def parse_content(value: Any, max_length: int) -> str:
     if not isinstance(value, str):
         raise InvalidMemoryInput(f"content 必须是文本，收到 {type(value).__name__}")
-    content = clean_content(value)
+    content = clean_content(require_encodable(value, "content"))
     if not content:
         raise InvalidMemoryInput("content 不能为空：请用一句简洁的陈述句描述要记住的内容")
     if len(content) > max_length:
@@ -69,6 +70,7 @@ def find_by_id(memories: Sequence[Memory], raw_id: Any) -> Memory:
     """The memory whose id (full, or a unique prefix of at least 4 characters, dashes ignored) is `raw_id`."""
     if not isinstance(raw_id, str) or not raw_id.strip():
         raise InvalidMemoryInput(f"记忆 id 必须是非空文本，收到 {raw_id!r}")
+    require_encodable(raw_id, "记忆 id")
     wanted = raw_id.strip().strip("[]").replace("-", "").lower()
     if len(wanted) < MIN_ID_PREFIX:
         raise InvalidMemoryInput(f"记忆 id {raw_id!r} 太短：请使用列表中显示的完整短 id")
@@ -147,13 +149,13 @@ def forget(memories: list[Memory], target: Any) -> tuple[list[Memory], ForgetOut
     """Delete all memories (only for an explicit "all"), one by id, or those a description clearly matches."""
     if not isinstance(target, str):
         raise InvalidMemoryInput(f"target 必须是文本（\"all\"、记忆 id 或描述），收到 {type(target).__name__}")
-    wanted = clean_content(target)
+    wanted = clean_content(require_encodable(target, "target"))
     if not wanted.strip(_QUOTES):
         raise InvalidMemoryInput(
             "target 不能为空：要删除全部记忆请传 \"all\"，删除一条请传它的 id，或用一句描述（如\"关于称呼的\"）"
         )
     if is_all(wanted):
-        return [], ForgetOutcome(list(memories), [])
+        return [], ForgetOutcome(list(memories), [], everything=True)
     by_id = _lookup_id(memories, wanted)
     if by_id is not None:
         return [m for m in memories if m.id != by_id.id], ForgetOutcome([by_id], [])

@@ -44,7 +44,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import aiofiles.os
 
-from ._files import group_file_path, read_bytes, write_atomic
+from ._files import LeftoverTempFiles, group_file_path, read_bytes, write_atomic
 from ._models import GroupKey, Memory
 
 try:  # AstrBot installs numpy; the plugin itself does not require it
@@ -288,6 +288,7 @@ class VectorStore:
         self._load_locks: dict[GroupKey, asyncio.Lock] = {}
         self._pending: dict[GroupKey, list[Memory]] = {}
         self._tasks: dict[GroupKey, asyncio.Task[None]] = {}
+        self._leftovers = LeftoverTempFiles()
         self.provider_calls = 0  # for tests and diagnostics
 
     def path_for(self, key: GroupKey) -> Path:
@@ -360,6 +361,7 @@ class VectorStore:
     async def _load(self, key: GroupKey) -> _Group:
         path = self.path_for(key)
         group = _Group(path, self.model_id)
+        await asyncio.to_thread(self._leftovers.remove_for, path)
         try:
             raw = await read_bytes(path)
         except OSError as e:

@@ -1,20 +1,22 @@
-"""UserMemoryStore: per-group JSON documents behind an in-memory cache, with durable group commit."""
+"""UserMemoryStore: per-group JSON documents behind an in-memory cache, with durable group commit and one change
+log per document written inside each commit."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
-import aiofiles.os
 from pydantic import ValidationError
 
+from . import _changelog as changelog
 from ._errors import StorageUnavailable
-from ._files import group_file_path, move_aside, read_bytes, write_atomic
+from ._files import LeftoverTempFiles, group_file_path, move_aside, read_bytes, write_atomic
 from ._models import SCHEMA_VERSION, GroupDocument, GroupKey, Memory, UserMemories
 from ._serialize import DocumentSerializer
 
@@ -28,6 +30,10 @@ Change = Callable[[list[Memory]], tuple[list[Memory], R]]
 GROUP_OWNER = None
 Owner = str | None
 ManyChange = Callable[[dict[Owner, list[Memory]]], tuple[dict[Owner, list[Memory]], R]]
+# How a writer names the operation of each log entry: one name for all ("revert", "erase"), or a function of
+# (memory id, the operation the store saw: "add" / "update" / "delete") such as extraction's "boost".
+Label = str | Callable[[str, str], str] | None
+UTF8_BOM = b"\xef\xbb\xbf"
 
 
 @dataclass(eq=False)
@@ -36,10 +42,16 @@ class _Group:
     path: Path
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     doc: GroupDocument | None = None
-    version: int = 0  # bumped by every change held in memory
+    log: changelog.LogState | None = None  # set with `doc`
+    version: int = 0  # bumped by every change or log record held in memory
     durable_version: int = 0  # the version known to be on disk
+    doc_version: int = 0  # bumped by changes to the document only
+    durable_doc_version: int = 0
+    pending: list[dict[str, Any]] = field(default_factory=list)  # log entries not yet written
+    erase_owners: set[str] = field(default_factory=set)  # members whose content the next write purges
     waiters: list[tuple[int, asyncio.Future[None]]] = field(default_factory=list)
     flusher: asyncio.Task[None] | None = None
+    io_lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # the flusher's writes vs. log readers
     serializer: DocumentSerializer = field(default_factory=DocumentSerializer)
 
 
@@ -49,15 +61,26 @@ class UserMemoryStore:
     Reads are served from memory once a group is loaded (`peek` never touches the disk). A change is applied in
     memory under the group's lock and the caller then waits until a write containing it is on disk: concurrent
     changes in one group share one write (group commit). If that write fails, the group is reloaded from disk and
-    every waiting caller gets `StorageUnavailable`, so nothing is acknowledged that is not durable.
+    every waiting caller gets `StorageUnavailable`, so nothing is acknowledged that is not durable. Any error of
+    a write (the disk, or data that cannot be serialized) is handled that way, and the group keeps being served.
+
+    Every change is logged in the document's change log (`_changelog.py`) by the same commit: the store compares
+    each owner's memories before and after and writes one entry per memory added, changed or deleted.
     """
 
     def __init__(
-        self, directory: Path, *, clock: Callable[[], float] = time.time, durable: bool = True
+        self,
+        directory: Path,
+        *,
+        clock: Callable[[], float] = time.time,
+        durable: bool = True,
+        log_max_bytes: int = changelog.MAX_BYTES,
     ) -> None:
         self._directory = Path(directory)
         self._clock = clock
         self._durable = durable
+        self._log_max_bytes = log_max_bytes
+        self._leftovers = LeftoverTempFiles()
         self._groups: dict[GroupKey, _Group] = {}
         self._listeners: list[Callable[[GroupKey, GroupDocument], None]] = []
 
@@ -98,43 +121,158 @@ class UserMemoryStore:
         async with group.lock:
             return await self._load(group)
 
-    async def change(self, key: GroupKey, owner: Owner, change: Change[R]) -> R:
-        """Apply `change` to the owner's memories and return its result once the change is on disk."""
+    async def change(
+        self, key: GroupKey, owner: Owner, change: Change[R], *, actor: str, label: Label = None,
+        extra: dict[str, Any] | None = None,
+    ) -> R:
+        """Apply `change` to the owner's memories and return its result once the change (and its log entries) is
+        on disk. `actor` says who changed it (a member's user id, "extraction", "admin:<id>", ...)."""
 
         def one(lists: dict[Owner, list[Memory]]) -> tuple[dict[Owner, list[Memory]], R]:
             updated, result = change(lists[owner])
             return {owner: updated}, result
 
-        return await self.change_many(key, [owner], one)
+        return await self.change_many(key, [owner], one, actor=actor, label=label, extra=extra)
 
-    async def change_many(self, key: GroupKey, owners: Sequence[Owner], change: ManyChange[R]) -> R:
+    async def change_many(
+        self, key: GroupKey, owners: Sequence[Owner], change: ManyChange[R], *, actor: str, label: Label = None,
+        extra: dict[str, Any] | None = None,
+    ) -> R:
         """Apply `change` to several owners' memories in one document at once: all of it reaches the disk in one
-        atomic write, or none of it does. `change` gets {owner: memories} and returns the lists it changed."""
+        atomic write, or none of it does. `change` gets {owner: memories} and returns the lists it changed.
+
+        The commit's log entries share a transaction id when there are several. With `label="erase"` the owners'
+        earlier entries in this document lose their content in the same commit, and these entries carry none."""
         group = self._group(key)
         async with group.lock:
             doc = await self._load(group)
             current = {owner: list(_memories_of(doc, owner)) for owner in owners}
             updated, result = change({owner: list(memories) for owner, memories in current.items()})
             updated = {owner: memories for owner, memories in updated.items() if memories != current.get(owner)}
-            if not updated:
+            erasing = label == changelog.ERASE
+            if not updated and not erasing:
                 return result
-            for owner, memories in updated.items():
-                if owner is GROUP_OWNER:
-                    doc.group_memories = memories
-                elif memories:
-                    doc.users[owner] = UserMemories(memories=memories)
-                else:
-                    doc.users.pop(owner, None)
-            doc.updated_at = self._clock()
-            for listener in self._listeners:
-                listener(key, doc)
-            group.version += 1
-            done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            group.waiters.append((group.version, done))
-            if group.flusher is None:
-                group.flusher = asyncio.create_task(self._flush(group), name=f"memory-flush:{key}")
+            if erasing:  # also when nothing is left to delete: what the log holds about them goes
+                group.erase_owners.update(o for o in owners if o is not GROUP_OWNER)
+            if updated:
+                self._apply(group, doc, current, updated, actor, label, extra or {})
+            done = self._enqueue(group)
         await asyncio.shield(done)
         return result
+
+    def _apply(
+        self,
+        group: _Group,
+        doc: GroupDocument,
+        current: dict[Owner, list[Memory]],
+        updated: dict[Owner, list[Memory]],
+        actor: str,
+        label: Label,
+        extra: dict[str, Any],
+    ) -> None:
+        """Put the changed lists into the document and queue their log entries (caller holds the lock)."""
+        now = self._clock()
+        entries = self._entries(group, current, updated, now, actor, label, extra)
+        for owner, memories in updated.items():
+            if owner is GROUP_OWNER:
+                doc.group_memories = memories
+            elif memories:
+                doc.users[owner] = UserMemories(memories=memories)
+            else:
+                doc.users.pop(owner, None)
+        doc.updated_at = now
+        if entries:
+            doc.change_log_id = entries[-1]["id"]
+            group.pending.extend(entries)
+        for listener in self._listeners:
+            listener(group.key, doc)
+        group.doc_version += 1
+
+    async def record(self, key: GroupKey, entry: dict[str, Any], *, actor: str) -> int:
+        """Append an entry that is not a change (a background model call, kind "call") to the document's log;
+        returns its id once it is on disk."""
+        group = self._group(key)
+        async with group.lock:
+            await self._load(group)
+            assert group.log is not None
+            logged = {"id": group.log.next_id, "at": self._clock(), "actor": actor, **entry}
+            group.log.next_id += 1
+            group.pending.append(logged)
+            done = self._enqueue(group)
+        await asyncio.shield(done)
+        return logged["id"]
+
+    async def log_entries(self, key: GroupKey) -> list[dict[str, Any]]:
+        """Every readable entry of the document's change log that is on disk, oldest first."""
+        group = self._group(key)
+        async with group.lock:
+            await self._load(group)
+            log_state = group.log
+        assert log_state is not None
+        async with group.io_lock:
+            return await asyncio.to_thread(changelog.read_entries, log_state.path, log_state.end)
+
+    async def call_totals(self, key: GroupKey) -> changelog.CallTotals:
+        """What the document's background model calls added up to, trimmed ones included."""
+        group = self._group(key)
+        async with group.lock:
+            await self._load(group)
+            log_state = group.log
+        assert log_state is not None
+        if log_state.totals is None:
+            async with group.io_lock:
+                entries = await asyncio.to_thread(changelog.read_entries, log_state.path, log_state.end)
+            if log_state.totals is None:
+                log_state.totals = changelog.totals(entries)
+        return log_state.totals
+
+    def _entries(
+        self,
+        group: _Group,
+        before: dict[Owner, list[Memory]],
+        after: dict[Owner, list[Memory]],
+        now: float,
+        actor: str,
+        label: Label,
+        extra: dict[str, Any],
+    ) -> list[dict[str, Any]]:
+        """One log entry per memory the change added, changed or deleted, with the next ids."""
+        assert group.log is not None
+        entries = []
+        for owner, memories in after.items():
+            scope = "group" if owner is GROUP_OWNER else "global" if group.key.is_global else "member"
+            old_by_id = {m.id: m for m in before.get(owner, [])}
+            new_ids = {m.id for m in memories}
+            diffs = [("delete", m, None) for m in before.get(owner, []) if m.id not in new_ids]
+            for m in memories:
+                old = old_by_id.get(m.id)
+                if old is None or old != m:
+                    diffs.append(("add" if old is None else "update", old, m))
+            for op, old, new in diffs:
+                target = (new or old).id  # type: ignore[union-attr]
+                name = label if isinstance(label, str) else label(target, op) if label else op
+                entry: dict[str, Any] = {
+                    "id": 0, "at": now, "actor": actor, "kind": changelog.MEMORY, "op": name, "scope": scope,
+                    "owner": owner, "target": target,
+                    "old": old.model_dump(mode="json", exclude_none=True) if old else None,
+                    "new": new.model_dump(mode="json", exclude_none=True) if new else None, **extra,
+                }
+                entries.append(changelog.erased(entry) if name == changelog.ERASE else entry)
+        for entry in entries:
+            entry["id"] = group.log.next_id
+            group.log.next_id += 1
+            if len(entries) > 1:
+                entry["txn"] = entries[0]["id"]
+        return entries
+
+    def _enqueue(self, group: _Group) -> asyncio.Future[None]:
+        """Register a waiter for what the group holds now and make sure a flusher will write it."""
+        group.version += 1
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        group.waiters.append((group.version, done))
+        if group.flusher is None:
+            group.flusher = asyncio.create_task(self._flush(group), name=f"memory-flush:{group.key}")
+        return done
 
     async def close(self) -> None:
         """Wait for every write in flight. Safe to call more than once."""
@@ -149,7 +287,8 @@ class UserMemoryStore:
         return group
 
     async def _load(self, group: _Group) -> GroupDocument:
-        """Load the group's document (caller holds the lock). Unreadable files raise and are retried next time."""
+        """Load the group's document and open its change log (caller holds the lock). Unreadable files raise and
+        are retried next time."""
         if group.doc is not None:
             return group.doc
         try:
@@ -158,72 +297,113 @@ class UserMemoryStore:
             log.error("memory file %s of group %s cannot be read: %s", group.path, group.key, exc)
             raise StorageUnavailable(f"群 {group.key} 的记忆文件无法读取（{exc.strerror or exc}）") from exc
         if raw is None:
-            group.doc = GroupDocument(platform=group.key.platform, group_id=group.key.group_id)
-            return group.doc
-        await self._remove_stale_temp_files(group.path)
-        try:
-            doc = parse_document(raw, group.key)
-        except _NewerSchema as exc:
-            log.error("memory file %s was written by a newer plugin version (%s); leaving it alone", group.path, exc)
-            raise StorageUnavailable(f"群 {group.key} 的记忆文件来自更新版本的插件，请升级插件") from exc
-        except ValueError as exc:
-            try:
-                moved = await move_aside(group.path, "corrupt")
-            except OSError as move_exc:
-                log.error("memory file %s is corrupt (%s) and cannot be moved aside: %s", group.path, exc, move_exc)
-                raise StorageUnavailable(f"群 {group.key} 的记忆文件已损坏且无法移走") from move_exc
-            log.error(
-                "memory file %s of group %s is corrupt (%s); moved it to %s and started an empty one",
-                group.path, group.key, exc, moved.name,
-            )
             doc = GroupDocument(platform=group.key.platform, group_id=group.key.group_id)
+        else:
+            try:
+                doc = parse_document(raw, group.key)
+            except _NewerSchema as exc:
+                log.error("memory file %s was written by a newer plugin version (%s); leaving it alone", group.path, exc)
+                raise StorageUnavailable(f"群 {group.key} 的记忆文件来自更新版本的插件，请升级插件") from exc
+            except ValueError as exc:
+                try:
+                    moved = await move_aside(group.path, "corrupt")
+                except OSError as move_exc:
+                    log.error("memory file %s is corrupt (%s) and cannot be moved aside: %s", group.path, exc, move_exc)
+                    raise StorageUnavailable(f"群 {group.key} 的记忆文件已损坏且无法移走") from move_exc
+                log.error(
+                    "memory file %s of group %s is corrupt (%s); moved it to %s and started an empty one",
+                    group.path, group.key, exc, moved.name,
+                )
+                doc = GroupDocument(platform=group.key.platform, group_id=group.key.group_id)
+        try:
+            group.log = await asyncio.to_thread(changelog.open_log, group.path, doc.change_log_id, self._leftovers)
+        except OSError as exc:
+            log.error("change log of group %s cannot be opened: %s", group.key, exc)
+            raise StorageUnavailable(f"群 {group.key} 的变更记录无法读取（{exc.strerror or exc}）") from exc
         group.doc = doc
         return doc
 
     async def _flush(self, group: _Group) -> None:
-        """Write the group's document until everything changed so far is on disk (group commit)."""
+        """Write the group's log entries and document until everything changed so far is on disk (group commit).
+
+        Any error fails every waiter and rolls the group back to what is on disk; it never ends the flusher
+        silently."""
         try:
             while group.durable_version < group.version:
-                target = group.version
-                assert group.doc is not None
-                data = group.serializer.dumps(group.doc)
-                try:
-                    await write_atomic(group.path, data, durable=self._durable)
-                except OSError as exc:
-                    await self._roll_back(group, exc)
-                    return
-                group.durable_version = target
-                still_waiting = []
-                for version, done in group.waiters:
-                    if version <= target:
-                        if not done.done():
-                            done.set_result(None)
-                    else:
-                        still_waiting.append((version, done))
-                group.waiters = still_waiting
+                async with group.io_lock:
+                    await self._write(group)
+        except BaseException as exc:
+            await self._roll_back(group, exc)
+            if isinstance(exc, asyncio.CancelledError):
+                raise
         finally:
             group.flusher = None
 
-    async def _roll_back(self, group: _Group, exc: OSError) -> None:
+    async def _write(self, group: _Group) -> None:
+        """One commit: the pending log entries (fsync), then the document that records the last of them."""
+        assert group.doc is not None and group.log is not None
+        target, doc_target = group.version, group.doc_version
+        entries, group.pending = group.pending, []
+        erase_owners, group.erase_owners = group.erase_owners, set()
+        # Serialize everything before the first write, so data that cannot be written fails the commit whole.
+        document = group.serializer.dumps(group.doc) if doc_target > group.durable_doc_version else None
+        lines = changelog.encode(entries)
+        log_state = group.log
+        start, end = log_state.end, log_state.end
+        if erase_owners or log_state.end + len(lines) > self._log_max_bytes:
+            start, end, trimmed = await asyncio.to_thread(
+                changelog.rewrite, log_state.path, log_state.end, lines, erase_owners=erase_owners,
+                max_bytes=self._log_max_bytes, durable=self._durable,
+            )
+            log_state.end = start  # the rewritten file is committed up to the new entries
+            log_state.trimmed |= trimmed
+        elif lines:
+            end = await asyncio.to_thread(
+                changelog.append, log_state.path, log_state.end, lines, durable=self._durable
+            )
+        if document is not None:
+            try:
+                await write_atomic(group.path, document, durable=self._durable)
+            except BaseException:
+                if end != start:
+                    try:
+                        await asyncio.to_thread(changelog.truncate, log_state.path, start)
+                    except OSError as exc:  # opening the log again cuts what the document does not include
+                        log.error("cannot cut the change log %s back: %s", log_state.path, exc)
+                raise
+        log_state.end = end
+        if log_state.totals is not None:
+            for entry in entries:
+                if entry.get("kind") == changelog.CALL:
+                    log_state.totals.add(entry)
+        group.durable_version, group.durable_doc_version = target, doc_target
+        still_waiting = []
+        for version, done in group.waiters:
+            if version <= target:
+                if not done.done():
+                    done.set_result(None)
+            else:
+                still_waiting.append((version, done))
+        group.waiters = still_waiting
+
+    async def _roll_back(self, group: _Group, exc: BaseException) -> None:
         """A write failed: fail every pending change and go back to what is on disk."""
-        log.error("cannot write memory file %s of group %s: %s", group.path, group.key, exc)
-        error = StorageUnavailable(f"记忆没有保存：无法写入存储（{exc.strerror or exc}）")
+        if isinstance(exc, OSError):
+            log.error("cannot write memory file %s of group %s: %s", group.path, group.key, exc)
+            reason = f"无法写入存储（{exc.strerror or exc}）"
+        else:
+            log.error("writing memory file %s of group %s failed", group.path, group.key, exc_info=exc)
+            reason = "写入时出错" if not isinstance(exc, asyncio.CancelledError) else "写入被中断"
+        error = StorageUnavailable(f"记忆没有保存：{reason}")
         async with group.lock:
             waiters, group.waiters = group.waiters, []
             group.doc = None
-            group.version = group.durable_version = 0
+            group.log = None
+            group.pending, group.erase_owners = [], set()
+            group.version = group.durable_version = group.doc_version = group.durable_doc_version = 0
             for _, done in waiters:
                 if not done.done():
                     done.set_exception(error)
-
-    @staticmethod
-    async def _remove_stale_temp_files(path: Path) -> None:
-        # Only this process writes these files; a temp file found at load time is left over from a crash.
-        try:
-            for stale in path.parent.glob(f".{path.name}.*.tmp"):
-                await aiofiles.os.remove(stale)
-        except OSError:
-            pass
 
 
 def _memories_of(doc: GroupDocument, owner: Owner) -> Sequence[Memory]:
@@ -238,10 +418,14 @@ class _NewerSchema(ValueError):
 
 
 def parse_document(raw: bytes, key: GroupKey) -> GroupDocument:
-    """Parse and migrate a group file. Raises ValueError when it is not a valid document for `key`."""
+    """Parse and migrate a group file. Raises _NewerSchema for a file of a newer version (whatever its shape),
+    ValueError when it is not a valid document for `key`. A UTF-8 byte order mark is accepted."""
+    raw = raw.removeprefix(UTF8_BOM)
     try:
         doc = GroupDocument.model_validate_json(raw)
     except ValidationError as exc:
+        # Not this version's shape: a newer version's file is left alone, only then is it corrupt.
+        _raise_if_newer(raw)
         raise ValueError(f"invalid group file: {exc.error_count()} error(s), first: {exc.errors()[0]['msg']}") from exc
     if doc.schema_version > SCHEMA_VERSION:
         raise _NewerSchema(f"schema_version {doc.schema_version} > {SCHEMA_VERSION}")
@@ -251,3 +435,13 @@ def parse_document(raw: bytes, key: GroupKey) -> GroupDocument:
         doc.schema_version = SCHEMA_VERSION
     doc.platform = key.platform
     return doc
+
+
+def _raise_if_newer(raw: bytes) -> None:
+    try:
+        value = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        return
+    version = value.get("schema_version") if isinstance(value, dict) else None
+    if isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION:
+        raise _NewerSchema(f"schema_version {version} > {SCHEMA_VERSION}")

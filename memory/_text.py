@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 import unicodedata
 
+from ._errors import InvalidMemoryInput
+
 # Control, format, line/paragraph separators: anything that could start a new line or hide text in the prompt.
 _BREAKING_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Zs"})
 _SPACES = re.compile(r"\s+")
@@ -40,3 +42,21 @@ def dedupe_key(text: str) -> str:
     "希望被称呼为「老王」" and "希望被称呼为 “老王”。" share a key; so do "Use English" and "ＵＳＥ english!".
     """
     return unicodedata.normalize("NFKC", text).casefold().translate(_DROPPED)
+
+
+def require_encodable(text: str, field: str) -> str:
+    """`text` unchanged, or InvalidMemoryInput when it cannot be written as UTF-8.
+
+    A model's JSON can carry an unpaired surrogate escape (`"\\ud83d"`); Python decodes it into a lone surrogate
+    that no file, log or prompt can hold, so it is refused where text enters, before anything changes.
+    """
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        bad = text[exc.start]
+        raise InvalidMemoryInput(
+            f"{field} 含有无法编码的字符（U+{ord(bad):04X}，不成对的代理项）：请去掉这个字符后重试"
+        ) from None
+    return text

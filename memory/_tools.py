@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import _operations as ops
+from ._changelog import ERASE
 from ._errors import InvalidMemoryInput, MemoryLimitReached, StorageUnavailable
 from ._models import Caller, GroupKey, Memory, Scope
 from ._operations import SaveKind
@@ -95,6 +96,7 @@ async def save_memory(
                 # a single value (nickname, reply language) belongs to one member, never to the whole group
                 single_value_slots=where.scope is not Scope.GROUP,
             ),
+            actor=caller.member.user_id,
         )
     except MemoryLimitReached as exc:
         current = await store.memories(where.key, where.owner)
@@ -151,10 +153,15 @@ async def list_memory(store: UserMemoryStore, caller: Caller, settings: Settings
     return f"该成员能看到的记忆（共 {len(items)} 条，id 可用于替换或删除）：\n{scoped_lines(items)}"
 
 
-async def forget_memory(store: UserMemoryStore, caller: Caller, settings: Settings, target: Any, scope: Any = "") -> str:
+async def forget_memory(
+    store: UserMemoryStore, caller: Caller, settings: Settings, target: Any, scope: Any = "", *, actor: str | None = None
+) -> str:
     """Delete from the scopes the caller may delete in. "all" and descriptions reach the caller's own memories
     (this group's and, when enabled, global ones) unless scope=group is given; an id reaches every scope the
-    caller sees. Group memories can be deleted by whoever added them, and by admins."""
+    caller sees. Group memories can be deleted by whoever added them, and by admins.
+
+    "all" over the caller's own memories is an erasure: their content is purged from the change log too, and it
+    cannot be reverted. `actor` defaults to the caller's user id."""
     candidates: list[Scoped] = []
     deletable: list[Scoped] = []
     try:
@@ -170,10 +177,14 @@ async def forget_memory(store: UserMemoryStore, caller: Caller, settings: Settin
         doomed = {m.id for m in outcome.deleted}
         deleted: list[Scoped] = []
         for s in scopes:
-            if not any(sc is s and m.id in doomed for sc, m in deletable):
+            erasing = outcome.everything and s is not Scope.GROUP  # also purges the log when nothing is left
+            if not erasing and not any(sc is s and m.id in doomed for sc, m in deletable):
                 continue
             where = location(caller, s)
-            removed = await store.change(where.key, where.owner, lambda memories: ops.without(memories, doomed))
+            removed = await store.change(
+                where.key, where.owner, lambda memories: ops.without(memories, doomed),
+                actor=actor or caller.member.user_id, label=ERASE if erasing else None,
+            )
             deleted.extend((s, m) for m in removed)
     except InvalidMemoryInput as exc:
         if len(deletable) < len(candidates):

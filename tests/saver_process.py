@@ -19,7 +19,7 @@ async def main(directory: str, start: int) -> None:
     async def one(n: int) -> None:
         change = lambda memories: save(memories, memory_type="fact", content=f"save {n}", now=float(n),  # noqa: E731
                                        max_count=1_000_000, max_length=200)
-        await store.change(GROUP, f"u{n % 7}", change)
+        await store.change(GROUP, f"u{n % 7}", change, actor="test")
         sys.stdout.write(f"ACK {n}\n")
         sys.stdout.flush()
 

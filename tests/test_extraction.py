@@ -7,7 +7,7 @@ import re
 import pytest
 
 from conftest import make_event
-from memory import GroupKey, HistoryLog, MemoryType, Settings, Source, UserMemoryStore, Utterance, run_extraction
+from memory import GroupKey, MemoryType, Settings, Source, UserMemoryStore, Utterance, run_extraction
 from memory._admin import history_text, revert_change, stats_text
 from memory._extraction import ExtractionScheduler, parse_operations
 from memory._limiter import CallLimiter
@@ -45,7 +45,7 @@ async def seed(store, owner, content, memory_type="fact", source=Source.EXTRACTI
         return save(memories, memory_type=memory_type, content=content, now=1.0, max_count=20, max_length=200,
                     source=source)
 
-    return (await store.change(key, owner, change)).memory
+    return (await store.change(key, owner, change, actor="test")).memory
 
 
 @pytest.fixture
@@ -53,12 +53,7 @@ def store(tmp_path):
     return UserMemoryStore(tmp_path)
 
 
-@pytest.fixture
-def history(tmp_path):
-    return HistoryLog(tmp_path)
-
-
-async def test_design_example_updates_nickname_and_drops_hiking(store, history):
+async def test_design_example_updates_nickname_and_drops_hiking(store):
     await seed(store, "ou_a", "用户 A 的昵称是小王", "preference", Source.EXPLICIT)
     await seed(store, "ou_a", "用户 A 计划下周去爬山", "fact", Source.EXPLICIT)
 
@@ -70,7 +65,7 @@ async def test_design_example_updates_nickname_and_drops_hiking(store, history):
         ]}
 
     generate = scripted(model)
-    report = await run_extraction(store, history, G, [said("ou_a", "别再叫我小王了，叫我王总。另外，我下周不去爬山了。")],
+    report = await run_extraction(store, G, [said("ou_a", "别再叫我小王了，叫我王总。另外，我下周不去爬山了。")],
                                   generate, SETTINGS)
     assert len(report.applied) == 2 and report.rejected == []
     memories = await store.memories(G, "ou_a")
@@ -78,20 +73,22 @@ async def test_design_example_updates_nickname_and_drops_hiking(store, history):
     system_prompt, prompt = generate.prompts[0]
     assert "U1 「ou_a」: 别再叫我小王了" in prompt and '"operations"' in system_prompt
 
-    changes = await history.changes(G)
-    assert [(c["op"], c["old"]["content"], c["new"] and c["new"]["content"]) for c in changes] == [
-        ("update", "用户 A 的昵称是小王", "用户 A 希望被称为王总"), ("delete", "用户 A 计划下周去爬山", None)]
-    assert "#1" in await history_text(history, G) and "→" in await history_text(history, G)
+    changes = [e for e in await store.log_entries(G) if e["actor"] == "extraction" and e["kind"] == "memory"]
+    assert sorted((c["op"], c["old"]["content"], c["new"] and c["new"]["content"]) for c in changes) == [
+        ("delete", "用户 A 计划下周去爬山", None), ("update", "用户 A 的昵称是小王", "用户 A 希望被称为王总")]
+    assert {c["txn"] for c in changes} == {min(c["id"] for c in changes)}, "one batch is one transaction"
+    text = await history_text(store, G)
+    assert f"#{changes[0]['txn']}" in text and "extraction" in text and "→" in text
 
 
-async def test_adds_member_and_group_memories_in_the_conversation_language(store, history):
+async def test_adds_member_and_group_memories_in_the_conversation_language(store):
     generate = scripted(lambda prompt: {"operations": [
         {"op": "add", "scope": "member", "subject": "U2", "type": "fact", "content": "负责支付服务的后端", "importance": 0.8},
         {"op": "add", "scope": "group", "subject": "U1", "type": "fact", "content": "项目 A 下周三上线"},
         {"op": "skip"},
     ]})
     batch = [said("ou_a", "项目 A 下周三上线，大家注意"), said("ou_b", "我来负责支付服务的后端")]
-    report = await run_extraction(store, history, G, batch, generate, SETTINGS)
+    report = await run_extraction(store, G, batch, generate, SETTINGS)
     assert len(report.applied) == 2
     (b,) = await store.memories(G, "ou_b")
     assert (b.content, b.source, b.importance) == ("负责支付服务的后端", Source.EXTRACTION, 0.8)
@@ -116,21 +113,21 @@ async def test_adds_member_and_group_memories_in_the_conversation_language(store
         "not an object",
     ],
 )
-async def test_invalid_operations_are_rejected_without_side_effects(store, history, tmp_path, bad_op):
+async def test_invalid_operations_are_rejected_without_side_effects(store, tmp_path, bad_op):
     await seed(store, "ou_a", "喜欢猫")
     victim = await seed(store, "ou_v", "别的群的记忆", key=OTHER)
     before = {p.name: p.read_bytes() for p in tmp_path.rglob("*.json")}
-    report = await run_extraction(store, history, G, [said("ou_a", "随便聊聊")], scripted(lambda p: {"operations": [bad_op]}),
+    report = await run_extraction(store, G, [said("ou_a", "随便聊聊")], scripted(lambda p: {"operations": [bad_op]}),
                                   SETTINGS)
     assert report.applied == [] and len(report.rejected) == 1
     assert {p.name: p.read_bytes() for p in tmp_path.rglob("*.json")} == before
     assert (await store.memories(OTHER, "ou_v")) == [victim]
 
 
-async def test_other_groups_memories_are_never_shown(store, history):
+async def test_other_groups_memories_are_never_shown(store):
     await seed(store, "ou_a", "群二里的秘密", key=OTHER)
     generate = scripted(lambda prompt: {"operations": []})
-    await run_extraction(store, history, G, [said("ou_a", "你好")], generate, SETTINGS)
+    await run_extraction(store, G, [said("ou_a", "你好")], generate, SETTINGS)
     assert "群二里的秘密" not in generate.prompts[0][1]
 
 
@@ -142,8 +139,8 @@ async def test_other_groups_memories_are_never_shown(store, history):
         "[{\"op\": \"add\", \"scope\": \"member\", \"subject\": \"u1\", \"type\": \"fact\", \"content\": \"是设计师\"}]",
     ],
 )
-async def test_fences_and_prose_are_tolerated(store, history, reply):
-    report = await run_extraction(store, history, G, [said("ou_a", "我是设计师")], scripted(lambda p: reply), SETTINGS)
+async def test_fences_and_prose_are_tolerated(store, reply):
+    report = await run_extraction(store, G, [said("ou_a", "我是设计师")], scripted(lambda p: reply), SETTINGS)
     assert len(report.applied) == 1 and report.parse_error is None
     assert [m.content for m in await store.memories(G, "ou_a")] == ["是设计师"]
 
@@ -152,14 +149,14 @@ async def test_fences_and_prose_are_tolerated(store, history, reply):
     '{"operations": [{"op": "add", "scope": "member", "subject": "U1", "type": "fact", "content": "是设计师"}, {"op": "del',
     "", "我觉得没什么要记的。", "null", '{"ops": 3}',
 ])
-async def test_malformed_output_is_skipped_whole(store, history, reply):
-    report = await run_extraction(store, history, G, [said("ou_a", "我是设计师")], scripted(lambda p: reply), SETTINGS)
+async def test_malformed_output_is_skipped_whole(store, reply):
+    report = await run_extraction(store, G, [said("ou_a", "我是设计师")], scripted(lambda p: reply), SETTINGS)
     assert report.applied == [] and report.parse_error
     assert await store.memories(G, "ou_a") == []
-    assert (await history.stats(G)).calls == 1
+    assert (await store.call_totals(G)).calls == 1
 
 
-async def test_explicit_memories_are_protected_unless_the_member_asked(store, history):
+async def test_explicit_memories_are_protected_unless_the_member_asked(store):
     mine = await seed(store, "ou_a", "希望被称呼为「小王」", "preference", Source.EXPLICIT)
 
     def change_it(by_request):
@@ -168,32 +165,32 @@ async def test_explicit_memories_are_protected_unless_the_member_asked(store, hi
              "by_request": by_request}]})
 
     # Not marked as the member's request: protected.
-    report = await run_extraction(store, history, G, [said("ou_a", "大家好")], change_it(False), SETTINGS)
+    report = await run_extraction(store, G, [said("ou_a", "大家好")], change_it(False), SETTINGS)
     assert report.applied == [] and "request" in report.rejected[0][1]
     # Someone else speaks: the member's memories are not even shown, so no id can reach them.
     blind = scripted(lambda prompt: {"operations": [{"op": "delete", "id": 1, "by_request": True}]})
-    report = await run_extraction(store, history, G, [said("ou_b", "叫他大王吧")], blind, SETTINGS)
+    report = await run_extraction(store, G, [said("ou_b", "叫他大王吧")], blind, SETTINGS)
     assert report.applied == [] and "not shown" in report.rejected[0][1]
     # An add that would overwrite the explicit nickname through the same-slot rule: protected.
     sneaky = scripted(lambda prompt: {"operations": [
         {"op": "add", "scope": "member", "subject": "U1", "type": "preference", "content": "希望被称呼为「大王」"}]})
-    report = await run_extraction(store, history, G, [said("ou_a", "嗯")], sneaky, SETTINGS)
+    report = await run_extraction(store, G, [said("ou_a", "嗯")], sneaky, SETTINGS)
     assert report.applied == []
     assert await store.memories(G, "ou_a") == [mine]
     # The member's own request in the batch: allowed.
-    report = await run_extraction(store, history, G, [said("ou_a", "以后叫我大王")], change_it(True), SETTINGS)
+    report = await run_extraction(store, G, [said("ou_a", "以后叫我大王")], change_it(True), SETTINGS)
     assert len(report.applied) == 1
     assert [m.content for m in await store.memories(G, "ou_a")] == ["希望被称呼为「大王」"]
 
 
-async def test_explicit_group_memory_needs_its_adder(store, history):
+async def test_explicit_group_memory_needs_its_adder(store):
     rule = (await store.change(G, None, lambda m: save(m, memory_type="fact", content="群规禁止发广告", now=1.0,
-                                                          max_count=50, max_length=200, added_by="ou_admin"))).memory
+                                                          max_count=50, max_length=200, added_by="ou_admin"), actor="test")).memory
     drop = scripted(lambda prompt: {"operations": [
         {"op": "delete", "id": numbers_in(prompt)["群规禁止发广告"], "subject": "U1", "by_request": True}]})
-    report = await run_extraction(store, history, G, [said("ou_b", "群规过时了吧")], drop, SETTINGS)
+    report = await run_extraction(store, G, [said("ou_b", "群规过时了吧")], drop, SETTINGS)
     assert report.applied == [] and (await store.document(G)).group_memories == [rule]
-    report = await run_extraction(store, history, G, [said("ou_admin", "删掉那条群规")], drop, SETTINGS)
+    report = await run_extraction(store, G, [said("ou_admin", "删掉那条群规")], drop, SETTINGS)
     assert len(report.applied) == 1 and (await store.document(G)).group_memories == []
 
 
@@ -206,7 +203,7 @@ async def group_memory(store, content, added_by, memory_type="fact", source=Sour
         return save(memories, memory_type=memory_type, content=content, now=1.0, max_count=50, max_length=200,
                     source=source, added_by=added_by)
 
-    return (await store.change(G, None, change)).memory
+    return (await store.change(G, None, change, actor="test")).memory
 
 
 def group_add(memory_type, content, subject="U1"):
@@ -214,38 +211,38 @@ def group_add(memory_type, content, subject="U1"):
         {"op": "add", "scope": "group", "subject": subject, "type": memory_type, "content": content}]})
 
 
-async def test_group_writers_setting_governs_extraction(store, history):
+async def test_group_writers_setting_governs_extraction(store):
     admins_only = Settings(enable_background_extraction=True, group_memory_writers="admins")
-    report = await run_extraction(store, history, G, [said("ou_b", "周五下午团建")], group_add("fact", "周五下午团建"),
+    report = await run_extraction(store, G, [said("ou_b", "周五下午团建")], group_add("fact", "周五下午团建"),
                                   admins_only)
     assert report.applied == [] and "管理员" in report.rejected[0][1]
     unnamed = scripted(lambda p: {"operations": [{"op": "add", "scope": "group", "type": "fact", "content": "周五团建"}]})
-    report = await run_extraction(store, history, G, [admin_said("ou_admin", "周五团建")], unnamed, admins_only)
+    report = await run_extraction(store, G, [admin_said("ou_admin", "周五团建")], unnamed, admins_only)
     assert report.applied == [] and "subject" in report.rejected[0][1]
     assert (await store.document(G)).group_memories == []
-    report = await run_extraction(store, history, G, [admin_said("ou_admin", "周五下午团建")],
+    report = await run_extraction(store, G, [admin_said("ou_admin", "周五下午团建")],
                                   group_add("fact", "周五下午团建"), admins_only)
     assert len(report.applied) == 1
     assert [m.added_by for m in (await store.document(G)).group_memories] == ["ou_admin"]
 
 
-async def test_group_instructions_from_extraction_are_admin_only_by_default(store, history):
+async def test_group_instructions_from_extraction_are_admin_only_by_default(store):
     rule = group_add("instruction", "所有回复都用英文")
-    report = await run_extraction(store, history, G, [said("ou_b", "以后大家都用英文回复")], rule, SETTINGS)
+    report = await run_extraction(store, G, [said("ou_b", "以后大家都用英文回复")], rule, SETTINGS)
     assert report.applied == [] and "指令" in report.rejected[0][1]
     # speaking second does not help: the operation names the speaker, and U2 is not an admin either
-    report = await run_extraction(store, history, G, [admin_said("ou_admin", "嗯"), said("ou_b", "以后都用英文")],
+    report = await run_extraction(store, G, [admin_said("ou_admin", "嗯"), said("ou_b", "以后都用英文")],
                                   group_add("instruction", "所有回复都用英文", "U2"), SETTINGS)
     assert report.applied == [] and (await store.document(G)).group_memories == []
-    report = await run_extraction(store, history, G, [admin_said("ou_admin", "以后大家都用英文回复")], rule, SETTINGS)
+    report = await run_extraction(store, G, [admin_said("ou_admin", "以后大家都用英文回复")], rule, SETTINGS)
     assert len(report.applied) == 1
     everyone = Settings(enable_background_extraction=True, group_instruction_writers="everyone")
-    report = await run_extraction(store, history, G, [said("ou_b", "回复都简短点")], group_add("instruction", "回复要简短"),
+    report = await run_extraction(store, G, [said("ou_b", "回复都简短点")], group_add("instruction", "回复要简短"),
                                   everyone)
     assert len(report.applied) == 1
 
 
-async def test_extraction_changes_a_group_memory_only_for_its_adder_or_an_admin(store, history):
+async def test_extraction_changes_a_group_memory_only_for_its_adder_or_an_admin(store):
     dinner = await group_memory(store, "周五聚餐", added_by="ou_a")
 
     def change(op, subject="U1"):
@@ -253,25 +250,25 @@ async def test_extraction_changes_a_group_memory_only_for_its_adder_or_an_admin(
             {"op": op, "id": numbers_in(prompt)["周五聚餐"], "subject": subject, "content": "周六聚餐"}]})
 
     for op in ("update", "delete"):
-        report = await run_extraction(store, history, G, [said("ou_b", "聚餐改周六了")], change(op), SETTINGS)
+        report = await run_extraction(store, G, [said("ou_b", "聚餐改周六了")], change(op), SETTINGS)
         assert report.applied == [] and "may not change" in report.rejected[0][1]
     assert (await store.document(G)).group_memories == [dinner]
-    report = await run_extraction(store, history, G, [said("ou_a", "聚餐改周六了")], change("update"), SETTINGS)
+    report = await run_extraction(store, G, [said("ou_a", "聚餐改周六了")], change("update"), SETTINGS)
     assert len(report.applied) == 1
     await group_memory(store, "周五聚餐", added_by="ou_c")
-    report = await run_extraction(store, history, G, [admin_said("ou_admin", "周五聚餐取消")], change("delete"), SETTINGS)
+    report = await run_extraction(store, G, [admin_said("ou_admin", "周五聚餐取消")], change("delete"), SETTINGS)
     assert len(report.applied) == 1
     assert [m.content for m in (await store.document(G)).group_memories] == ["周六聚餐"]
 
 
-async def test_extraction_never_rewrites_another_members_group_memory_through_a_duplicate_or_a_slot(store, history):
+async def test_extraction_never_rewrites_another_members_group_memory_through_a_duplicate_or_a_slot(store):
     everyone = Settings(enable_background_extraction=True, group_instruction_writers="everyone")
     fact = await group_memory(store, "项目 A 下周三上线", added_by="ou_a")
     nick = await group_memory(store, "新人入群请先改群昵称", added_by="ou_a", memory_type="preference")
-    report = await run_extraction(store, history, G, [said("ou_b", "项目A下周三上线！")],
+    report = await run_extraction(store, G, [said("ou_b", "项目A下周三上线！")],
                                   group_add("instruction", "项目A 下周三上线！"), everyone)
     assert report.applied == [] and "exists" in report.rejected[0][1]
-    report = await run_extraction(store, history, G, [said("ou_b", "群里外号统一叫做花名")],
+    report = await run_extraction(store, G, [said("ou_b", "群里外号统一叫做花名")],
                                   group_add("preference", "群里的外号统一叫做花名"), everyone)
     assert len(report.applied) == 1
     assert [m.content for m in (await store.document(G)).group_memories] == [
@@ -279,27 +276,29 @@ async def test_extraction_never_rewrites_another_members_group_memory_through_a_
     assert (await store.document(G)).group_memories[:2] == [fact, nick]
 
 
-async def test_operation_cap(store, history):
+async def test_operation_cap(store):
     settings = Settings(enable_background_extraction=True, extraction_max_operations=2)
     ops = [{"op": "add", "scope": "member", "subject": "U1", "type": "fact", "content": f"事实 {i}"} for i in range(5)]
-    report = await run_extraction(store, history, G, [said("ou_a", "很多事实")], scripted(lambda p: {"operations": ops}),
+    report = await run_extraction(store, G, [said("ou_a", "很多事实")], scripted(lambda p: {"operations": ops}),
                                   settings)
     assert len(report.applied) == 2 and len(report.rejected) == 3
     assert len(await store.memories(G, "ou_a")) == 2
 
 
-async def test_boost_and_stats(store, history):
+async def test_boost_and_stats(store):
     await seed(store, "ou_a", "喜欢猫")
     generate = scripted(lambda prompt: {"operations": [{"op": "boost", "id": numbers_in(prompt)["喜欢猫"]}]})
-    await run_extraction(store, history, G, [said("ou_a", "我家猫又胖了")], generate, SETTINGS)
+    await run_extraction(store, G, [said("ou_a", "我家猫又胖了")], generate, SETTINGS)
     (cat,) = await store.memories(G, "ou_a")
     assert cat.importance == pytest.approx(0.6) and cat.updated_at > 1.0
-    stats = await history.stats(G)
+    stats = await store.call_totals(G)
     assert stats.calls == 1 and stats.applied == 1 and stats.output_tokens == 20 and stats.input_tokens > 0
-    assert "调用 1 次" in await stats_text(history, G, pending=0)
+    assert "调用 1 次" in await stats_text(store, G, pending=0)
+    assert [e["op"] for e in await store.log_entries(G) if e["actor"] == "extraction" and e["kind"] == "memory"] == [
+        "boost"]
 
 
-async def test_revert_undoes_an_update_a_delete_and_an_add(store, history):
+async def test_revert_undoes_an_update_a_delete_and_an_add(store):
     await seed(store, "ou_a", "住在杭州")
     await seed(store, "ou_a", "喜欢猫")
 
@@ -311,12 +310,17 @@ async def test_revert_undoes_an_update_a_delete_and_an_add(store, history):
             {"op": "add", "scope": "member", "subject": "U1", "type": "fact", "content": "会弹吉他"},
         ]}
 
-    await run_extraction(store, history, G, [said("ou_a", "搬到上海了")], scripted(model), SETTINGS)
+    await run_extraction(store, G, [said("ou_a", "搬到上海了")], scripted(model), SETTINGS)
     assert sorted(m.content for m in await store.memories(G, "ou_a")) == ["会弹吉他", "住在上海"]
-    for number in (1, 2, 3):
-        assert "已撤销" in await revert_change(store, history, G, number)
+    batch = [e for e in await store.log_entries(G) if e["actor"] == "extraction" and e["kind"] == "memory"]
+    assert len(batch) == 3
+    # any entry of the batch reverts the whole transaction
+    assert "已撤销" in await revert_change(store, G, batch[1]["id"], actor="admin:ou_admin")
     assert sorted(m.content for m in await store.memories(G, "ou_a")) == ["住在杭州", "喜欢猫"]
-    assert "没有编号" in await revert_change(store, history, G, 42)
+    assert "没有编号" in await revert_change(store, G, 42, actor="admin:ou_admin")
+    revert = (await store.log_entries(G))[-1]
+    assert revert["actor"] == "admin:ou_admin" and revert["op"] == "revert"
+    assert revert["reverts"] == [e["id"] for e in batch]
 
 
 def test_parse_operations_shapes():
@@ -462,24 +466,10 @@ async def test_admin_commands_show_and_revert_history(make_plugin):
     await plugin.terminate()
 
 
-async def test_history_is_trimmed_but_totals_survive(tmp_path, monkeypatch):
-    from memory import _history
-
-    monkeypatch.setattr(_history, "MAX_BYTES", 2_000)
-    monkeypatch.setattr(_history, "KEEP_ENTRIES", 5)
-    log = HistoryLog(tmp_path)
-    for i in range(40):
-        await log.append(G, [{"kind": "extraction_call", "at": i, "messages": 10, "input_tokens": 100,
-                              "output_tokens": 7, "applied": 1, "rejected": 0}])
-    assert log.path_for(G).stat().st_size < 3_000
-    fresh = await HistoryLog(tmp_path).stats(G)
-    assert (fresh.calls, fresh.input_tokens, fresh.output_tokens, fresh.messages) == (40, 4000, 280, 400)
-
-
-async def test_a_hung_model_call_is_abandoned(store, history):
+async def test_a_hung_model_call_is_abandoned(store):
     async def hang(system_prompt, prompt):
         await asyncio.sleep(60)
 
-    report = await run_extraction(store, history, G, [said("ou_a", "我是设计师")], hang, SETTINGS, call_timeout=0.05)
+    report = await run_extraction(store, G, [said("ou_a", "我是设计师")], hang, SETTINGS, call_timeout=0.05)
     assert report.applied == [] and report.parse_error
-    assert (await history.stats(G)).calls == 1
+    assert (await store.call_totals(G)).calls == 1

@@ -15,7 +15,7 @@ ME = Caller(MemberKey(G, "ou_a"))
 async def fill(store, items, owner="ou_a"):
     for i, (memory_type, content) in enumerate(items):
         await store.change(G, owner, lambda m, t=memory_type, c=content, n=i: save(
-            m, memory_type=t, content=c, now=float(n), max_count=100, max_length=200))
+            m, memory_type=t, content=c, now=float(n), max_count=100, max_length=200), actor="test")
 
 
 def shown(block):
@@ -65,7 +65,7 @@ async def test_index_follows_changes(tmp_path):
     assert "养了一只叫团子的猫" in shown(await ranker.memory_block(store, ME, settings, "A", "团子最近怎么样"))
     cat = next(m for m in await store.memories(G, "ou_a") if "团子" in m.content)
     await store.change(G, "ou_a", lambda m: save(m, memory_type="fact", content="养了一只叫年糕的狗", replace_id=cat.id,
-                                                   now=50.0, max_count=100, max_length=200))
+                                                   now=50.0, max_count=100, max_length=200), actor="test")
     block = await ranker.memory_block(store, ME, settings, "A", "团子最近怎么样")
     assert not any("团子" in line for line in shown(block))
     assert "养了一只叫年糕的狗" in shown(await ranker.memory_block(store, ME, settings, "A", "年糕"))

@@ -21,7 +21,7 @@ def add(memory_type, content, max_count=20):
 
 async def test_change_is_durable_and_readable_by_a_new_store(tmp_path):
     store = UserMemoryStore(tmp_path)
-    await store.change(G1, "u1", add("preference", "希望被称呼为「小王」"))
+    await store.change(G1, "u1", add("preference", "希望被称呼为「小王」"), actor="test")
     doc = json.loads(store.path_for(G1).read_text(encoding="utf-8"))
     assert doc["group_id"] == "oc_group1" and doc["platform"] == "lark" and doc["schema_version"] == 1
     assert doc["users"]["u1"]["memories"][0]["content"] == "希望被称呼为「小王」"
@@ -34,15 +34,15 @@ async def test_peek_needs_a_loaded_group_and_never_does_io(tmp_path):
     assert store.peek(G1, "u1") is None
     assert await store.memories(G1, "u1") == []
     assert store.peek(G1, "u1") == ()
-    await store.change(G1, "u1", add("fact", "是产品经理"))
+    await store.change(G1, "u1", add("fact", "是产品经理"), actor="test")
     assert [m.content for m in store.peek(G1, "u1")] == ["是产品经理"]
 
 
 async def test_groups_and_members_are_separate(tmp_path):
     store = UserMemoryStore(tmp_path)
-    await store.change(G1, "u1", add("preference", "叫我小王"))
-    await store.change(G2, "u1", add("preference", "叫我王总"))
-    await store.change(GroupKey("aiocqhttp", "oc_group1"), "u1", add("fact", "QQ 群里的事实"))
+    await store.change(G1, "u1", add("preference", "叫我小王"), actor="test")
+    await store.change(G2, "u1", add("preference", "叫我王总"), actor="test")
+    await store.change(GroupKey("aiocqhttp", "oc_group1"), "u1", add("fact", "QQ 群里的事实"), actor="test")
     assert [m.content for m in await store.memories(G1, "u1")] == ["叫我小王"]
     assert [m.content for m in await store.memories(G2, "u1")] == ["叫我王总"]
     assert await store.memories(G1, "u2") == []
@@ -52,22 +52,22 @@ async def test_groups_and_members_are_separate(tmp_path):
 async def test_rejected_change_writes_nothing(tmp_path):
     store = UserMemoryStore(tmp_path)
     with pytest.raises(InvalidMemoryInput):
-        await store.change(G1, "u1", add("bogus", "x"))
+        await store.change(G1, "u1", add("bogus", "x"), actor="test")
     assert not store.path_for(G1).exists()
 
 
 async def test_no_op_change_does_not_rewrite(tmp_path):
     store = UserMemoryStore(tmp_path)
-    await store.change(G1, "u1", add("fact", "a"))
+    await store.change(G1, "u1", add("fact", "a"), actor="test")
     before = store.path_for(G1).stat().st_mtime_ns
-    await store.change(G1, "u1", lambda memories: (memories, None))
+    await store.change(G1, "u1", lambda memories: (memories, None), actor="test")
     assert store.path_for(G1).stat().st_mtime_ns == before
 
 
 async def test_forgetting_everything_removes_the_member(tmp_path):
     store = UserMemoryStore(tmp_path)
-    await store.change(G1, "u1", add("fact", "a"))
-    await store.change(G1, "u1", lambda memories: forget(memories, "all"))
+    await store.change(G1, "u1", add("fact", "a"), actor="test")
+    await store.change(G1, "u1", lambda memories: forget(memories, "all"), actor="test")
     assert json.loads(store.path_for(G1).read_text())["users"] == {}
 
 
@@ -83,21 +83,21 @@ async def test_reads_the_design_format_without_schema_version(tmp_path):
 
 async def test_unknown_fields_survive_a_round_trip(tmp_path):
     store = UserMemoryStore(tmp_path)
-    await store.change(G1, "u1", add("fact", "a"))
+    await store.change(G1, "u1", add("fact", "a"), actor="test")
     path = store.path_for(G1)
     doc = json.loads(path.read_text())
     doc["users"]["u1"]["memories"][0]["importance"] = 0.9
     doc["future_field"] = {"x": 1}
     path.write_text(json.dumps(doc))
     store = UserMemoryStore(tmp_path)
-    await store.change(G1, "u1", add("fact", "b"))
+    await store.change(G1, "u1", add("fact", "b"), actor="test")
     doc = json.loads(path.read_text())
     assert doc["future_field"] == {"x": 1} and doc["users"]["u1"]["memories"][0]["importance"] == 0.9
 
 
 async def test_corrupt_file_is_moved_aside_and_other_groups_work(tmp_path, caplog):
     store = UserMemoryStore(tmp_path)
-    await store.change(G2, "u1", add("fact", "group two is fine"))
+    await store.change(G2, "u1", add("fact", "group two is fine"), actor="test")
     path = store.path_for(G1)
     path.write_bytes(b'{"group_id": "oc_group1", "users": {"u1": {"memories": [ {"id": ')
     store = UserMemoryStore(tmp_path)
@@ -106,13 +106,13 @@ async def test_corrupt_file_is_moved_aside_and_other_groups_work(tmp_path, caplo
     assert len(aside) == 1 and aside[0].read_bytes().startswith(b'{"group_id"')
     assert "corrupt" in caplog.text
     assert [m.content for m in await store.memories(G2, "u1")] == ["group two is fine"]
-    await store.change(G1, "u1", add("fact", "fresh start"))
+    await store.change(G1, "u1", add("fact", "fresh start"), actor="test")
     assert aside[0].exists()
 
 
 async def test_file_of_another_group_is_not_adopted(tmp_path):
     store = UserMemoryStore(tmp_path)
-    await store.change(G2, "u1", add("fact", "g2"))
+    await store.change(G2, "u1", add("fact", "g2"), actor="test")
     store.path_for(G1).write_bytes(store.path_for(G2).read_bytes())
     assert await UserMemoryStore(tmp_path).memories(G1, "u1") == []
 
@@ -124,19 +124,19 @@ async def test_newer_schema_is_left_alone(tmp_path):
     original = json.dumps({"schema_version": 99, "group_id": "oc_group1", "users": {}}).encode()
     path.write_bytes(original)
     with pytest.raises(StorageUnavailable, match="更新版本"):
-        await store.change(G1, "u1", add("fact", "x"))
+        await store.change(G1, "u1", add("fact", "x"), actor="test")
     assert path.read_bytes() == original
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root ignores file permissions")
 async def test_unreadable_file_is_reported_and_never_overwritten(tmp_path):
     store = UserMemoryStore(tmp_path)
-    await store.change(G1, "u1", add("fact", "x"))
+    await store.change(G1, "u1", add("fact", "x"), actor="test")
     path = store.path_for(G1)
     path.chmod(0)
     try:
         with pytest.raises(StorageUnavailable):
-            await UserMemoryStore(tmp_path).change(G1, "u1", add("fact", "y"))
+            await UserMemoryStore(tmp_path).change(G1, "u1", add("fact", "y"), actor="test")
     finally:
         path.chmod(0o644)
     assert "x" in path.read_text()
@@ -144,18 +144,18 @@ async def test_unreadable_file_is_reported_and_never_overwritten(tmp_path):
 
 async def test_failed_write_rolls_back_and_reports(tmp_path, monkeypatch):
     store = UserMemoryStore(tmp_path)
-    await store.change(G1, "u1", add("fact", "kept"))
+    await store.change(G1, "u1", add("fact", "kept"), actor="test")
 
     async def broken_write(*args, **kwargs):
         raise PermissionError(13, "Permission denied")
 
     monkeypatch.setattr("memory._store.write_atomic", broken_write)
-    results = await asyncio.gather(*(store.change(G1, "u1", add("fact", f"lost {i}")) for i in range(5)),
+    results = await asyncio.gather(*(store.change(G1, "u1", add("fact", f"lost {i}"), actor="test") for i in range(5)),
                                    return_exceptions=True)
     assert all(isinstance(r, StorageUnavailable) for r in results)
     assert [m.content for m in await store.memories(G1, "u1")] == ["kept"]
     monkeypatch.undo()
-    await store.change(G1, "u1", add("fact", "after recovery"))
+    await store.change(G1, "u1", add("fact", "after recovery"), actor="test")
     assert [m.content for m in await UserMemoryStore(tmp_path).memories(G1, "u1")] == ["kept", "after recovery"]
 
 
@@ -172,7 +172,7 @@ async def test_concurrent_saves_share_writes(tmp_path, monkeypatch):
 
     monkeypatch.setattr("memory._store.write_atomic", counting)
     store = UserMemoryStore(tmp_path)
-    await asyncio.gather(*(store.change(G1, f"u{i}", add("fact", f"fact {i}")) for i in range(200)))
+    await asyncio.gather(*(store.change(G1, f"u{i}", add("fact", f"fact {i}"), actor="test") for i in range(200)))
     assert writes < 20
     fresh = UserMemoryStore(tmp_path)
     for i in range(200):
@@ -182,9 +182,9 @@ async def test_concurrent_saves_share_writes(tmp_path, monkeypatch):
 async def test_limit_through_the_store(tmp_path):
     store = UserMemoryStore(tmp_path)
     for i in range(2):
-        await store.change(G1, "u1", add("fact", f"f{i}", max_count=2))
+        await store.change(G1, "u1", add("fact", f"f{i}", max_count=2), actor="test")
     with pytest.raises(MemoryLimitReached):
-        await store.change(G1, "u1", add("fact", "f2", max_count=2))
+        await store.change(G1, "u1", add("fact", "f2", max_count=2), actor="test")
 
 
 # --- stateful: random sequences against a plain dict model -------------------------------------------------------
@@ -228,7 +228,7 @@ class StoreMachine(RuleBasedStateMachine):
             return save(memories, memory_type=memory_type, content=variant(phrase, style), replace_id=replace_id,
                         now=self.clock, max_count=MAX, max_length=200)
 
-        return self.run(self.store.change(group, user, change))
+        return self.run(self.store.change(group, user, change, actor="test"))
 
     @rule(group=st.sampled_from(GROUPS), user=st.sampled_from(USERS), memory_type=st.sampled_from(list(MemoryType)),
           phrase=st.sampled_from(PHRASES), style=st.integers(0, 3))
@@ -266,12 +266,12 @@ class StoreMachine(RuleBasedStateMachine):
         group, user = data.draw(st.sampled_from(sorted((k for k, v in self.model.items() if v), key=str)))
         mine = self.model[(group, user)]
         target = data.draw(st.sampled_from(mine))
-        self.run(self.store.change(group, user, lambda memories: forget(memories, target[0])))
+        self.run(self.store.change(group, user, lambda memories: forget(memories, target[0]), actor="test"))
         mine.remove(target)
 
     @rule(group=st.sampled_from(GROUPS), user=st.sampled_from(USERS))
     def forget_all(self, group, user):
-        self.run(self.store.change(group, user, lambda memories: forget(memories, "all")))
+        self.run(self.store.change(group, user, lambda memories: forget(memories, "all"), actor="test"))
         self.model[(group, user)] = []
 
     @rule()

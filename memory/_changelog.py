@@ -1,0 +1,322 @@
+"""The change log: one append-only JSON-lines file per document (`<group>.changes.jsonl` beside `<group>.json`),
+written by the store inside each commit, readable by a person.
+
+Entries (one JSON object a line):
+- a change: `{"id", "at", "actor", "kind": "memory", "op", "scope", "owner", "target", "old", "new"}`, plus
+  `"txn"` (the id of the first entry of a commit that made several) and fields a writer attaches (`"reverts"`).
+  After an erasure the member's entries keep their id, time, actor and op, lose `old`/`new`, and say `"erased"`.
+- a model call of background extraction: `{"id", "at", "actor", "kind": "call", "messages", "input_tokens", ...}`.
+- at most one head line `{"kind": "carried", ...}`: what the calls trimmed away added up to.
+
+Ids are monotonic per document and never reused or renumbered once committed. How a commit stays atomic: the
+store appends the commit's entries (fsync), then writes the document, which records the id of its last entry
+(`change_log_id`). If the document write fails the log is cut back to where the commit's entries began; if the
+process dies between the two writes, opening the log cuts off the change entries newer than the document's id.
+Readers only ever read up to the committed end. Every function here blocks: the store runs them in a worker thread.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from ._files import LeftoverTempFiles, write_atomic_sync
+
+log = logging.getLogger("astrbot_plugin_user_memory")
+
+MEMORY = "memory"  # target kind of a memory change; later: "todo", "episode"
+CALL = "call"
+CARRIED = "carried"
+ERASE = "erase"  # the op of an erasure: a member wiped their memories; their content leaves the log
+MAX_BYTES = 2_000_000
+TRIM_TO_FRACTION = 0.6  # a trim keeps the newest entries up to this share of MAX_BYTES, so it is rare
+_TAIL_CHUNK = 65_536
+_LEGACY_SUFFIX = ".history.jsonl"  # the extraction-only history of versions before the change log
+# What an erased entry keeps: enough to show that something happened, nothing of what it was.
+_KEPT_WHEN_ERASED = ("id", "at", "actor", "kind", "op", "scope", "owner", "target", "txn")
+
+
+def log_path(document_path: Path) -> Path:
+    return document_path.with_name(f"{document_path.stem}.changes.jsonl")
+
+
+def legacy_path(document_path: Path) -> Path:
+    return document_path.with_name(f"{document_path.stem}{_LEGACY_SUFFIX}")
+
+
+@dataclass
+class CallTotals:
+    """What background extraction calls added up to. Values that are not numbers count as 0."""
+
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    messages: int = 0
+    applied: int = 0
+    rejected: int = 0
+
+    def add(self, entry: dict[str, Any]) -> None:
+        self.calls += _count(entry.get("calls", 1))
+        for name in ("input_tokens", "output_tokens", "messages", "applied", "rejected"):
+            setattr(self, name, getattr(self, name) + _count(entry.get(name, 0)))
+
+    def as_entry(self) -> dict[str, Any]:
+        return {"kind": CARRIED, **{f.name: getattr(self, f.name) for f in fields(self)}}
+
+
+def _count(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return 0
+    return int(value)
+
+
+@dataclass
+class LogState:
+    """A document's log as the store knows it: where committed entries end, and the next id to give."""
+
+    path: Path
+    end: int
+    next_id: int
+    totals: CallTotals | None = None  # computed on first use, then kept up to date by the store
+    trimmed: bool = field(default=False)
+
+
+def encode(entries: Iterable[dict[str, Any]]) -> bytes:
+    """JSON lines. Raises (UnicodeEncodeError, TypeError) for what cannot be written: the commit then fails whole."""
+    return "".join(json.dumps(e, ensure_ascii=False) + "\n" for e in entries).encode("utf-8")
+
+
+def erased(entry: dict[str, Any]) -> dict[str, Any]:
+    return {**{k: entry[k] for k in _KEPT_WHEN_ERASED if k in entry}, "erased": True}
+
+
+def is_change(entry: dict[str, Any]) -> bool:
+    return entry.get("kind") not in (CALL, CARRIED)
+
+
+# ----------------------------------------------------------------------------------------------- opening
+def open_log(document_path: Path, committed_id: int | None, leftovers: LeftoverTempFiles) -> LogState:
+    """Make the log consistent with its document and say where it ends.
+
+    Removes temp files of crashed writes (document and log), migrates the old `<group>.history.jsonl`, cuts a torn
+    last line and the change entries newer than `committed_id` (a crash between the log append and the document
+    write). `committed_id` is None for a document that does not record one (new, or older than the change log).
+    """
+    path = log_path(document_path)
+    leftovers.remove_for(document_path)
+    leftovers.remove_for(path)
+    legacy = legacy_path(document_path)
+    if legacy.exists():
+        if not path.exists():
+            _migrate(legacy, path)
+        os.remove(legacy)  # migrated now or before a crash: keep no second copy (erasure must reach everything)
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return LogState(path, 0, (committed_id or 0) + 1)
+    end, last_id = _consistent_end(path, size, committed_id)
+    if end < size:
+        log.warning("change log %s: cut %d bytes not committed with the document", path, size - end)
+        os.truncate(path, end)
+    return LogState(path, end, max(last_id, committed_id or 0) + 1)
+
+
+def _consistent_end(path: Path, size: int, committed_id: int | None) -> tuple[int, int]:
+    """(where the consistent part ends, the last id in it), reading the file backwards from its end."""
+    cut = size
+    last_id = 0
+    with open(path, "rb") as f:
+        for start, line, complete in _lines_backwards(f, size):
+            if not complete:  # no newline after it: torn by a crash
+                cut = start
+                continue
+            entry = _parse(line)
+            if entry is None or isinstance(entry.get("id"), bool) or not isinstance(entry.get("id"), int):
+                continue
+            entry_id = entry["id"]
+            if committed_id is not None and entry_id > committed_id:
+                if is_change(entry):
+                    cut = start
+                    last_id = 0
+                else:
+                    last_id = max(last_id, entry_id)
+                continue
+            return cut, max(last_id, entry_id)
+    return cut, last_id
+
+
+def _lines_backwards(f: Any, size: int) -> Iterator[tuple[int, bytes, bool]]:
+    """(start offset, line, whether a newline ends it) for each line of the file, last line first."""
+    position = size
+    tail = b""  # the start of a line that began in an earlier chunk
+    complete = True
+    first = True
+    while position > 0:
+        step = min(_TAIL_CHUNK, position)
+        position -= step
+        f.seek(position)
+        parts = (f.read(step) + tail).split(b"\n")
+        if first:
+            complete = parts[-1] == b""
+            if complete:
+                parts.pop()
+            first = False
+        tail = parts.pop(0) if position > 0 else b""
+        offset = position + (len(tail) + 1 if position > 0 else 0)
+        starts = []
+        for part in parts:
+            starts.append((offset, part))
+            offset += len(part) + 1
+        for start, part in reversed(starts):
+            yield start, part, complete
+            complete = True
+
+
+# ----------------------------------------------------------------------------------------------- writing
+def append(path: Path, end: int, data: bytes, *, durable: bool) -> int:
+    """Write `data` at `end` (dropping anything after it: a torn or uncommitted tail); returns the new end."""
+    created = not path.exists()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        size = os.fstat(fd).st_size
+        if size != end:
+            os.ftruncate(fd, min(size, end))
+            end = min(size, end)
+        os.lseek(fd, end, os.SEEK_SET)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        if durable:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    if created and durable:
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    return end + len(data)
+
+
+def truncate(path: Path, end: int) -> None:
+    os.truncate(path, end)
+
+
+def rewrite(
+    path: Path, end: int, data: bytes, *, erase_owners: set[str], max_bytes: int, durable: bool
+) -> tuple[int, int, bool]:
+    """Rewrite the log in one atomic replace: purge erased members' content, trim the oldest entries when the log
+    would pass `max_bytes` (down to TRIM_TO_FRACTION of it, their call totals carried in the head line), then
+    `data` at the end. Returns (where `data` starts, the new end, whether entries were trimmed)."""
+    carried = CallTotals()
+    kept: list[bytes] = []
+    for line, entry in _lines(path, end):
+        if entry is None:
+            continue  # unreadable lines are not carried into a rewrite
+        if entry.get("kind") == CARRIED:
+            carried.add(entry)
+            continue
+        if erase_owners and entry.get("kind") == MEMORY and entry.get("owner") in erase_owners and entry.get(
+                "scope") != "group" and not entry.get("erased"):
+            line = json.dumps(erased(entry), ensure_ascii=False).encode("utf-8")
+        kept.append(line + b"\n")
+    trimmed = False
+    total = sum(map(len, kept)) + len(data)
+    if total > max_bytes:
+        budget = int(max_bytes * TRIM_TO_FRACTION) - len(data)
+        size = sum(map(len, kept))
+        drop = 0
+        while drop < len(kept) and size > budget:
+            size -= len(kept[drop])
+            entry = _parse(kept[drop].rstrip(b"\n"))
+            if entry is not None and entry.get("kind") == CALL:
+                carried.add(entry)
+            drop += 1
+        kept = kept[drop:]
+        trimmed = drop > 0
+    head = encode([carried.as_entry()]) if carried.calls else b""
+    body = head + b"".join(kept)
+    write_atomic_sync(path, body + data, durable=durable)
+    return len(body), len(body) + len(data), trimmed
+
+
+# ----------------------------------------------------------------------------------------------- reading
+def read_entries(path: Path, end: int) -> list[dict[str, Any]]:
+    """Every readable entry up to `end`, oldest first. Lines that are not a JSON object (a torn line, `5`,
+    `null`, invalid UTF-8) are skipped."""
+    return [entry for _, entry in _lines(path, end) if entry is not None]
+
+
+def totals(entries: Iterable[dict[str, Any]]) -> CallTotals:
+    result = CallTotals()
+    for entry in entries:
+        if entry.get("kind") in (CALL, CARRIED):
+            result.add(entry)
+    return result
+
+
+def _lines(path: Path, end: int) -> Iterator[tuple[bytes, dict[str, Any] | None]]:
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(end)
+    except FileNotFoundError:
+        return
+    bad = 0
+    for line in raw.split(b"\n"):
+        if not line.strip():
+            continue
+        entry = _parse(line)
+        bad += entry is None
+        yield line, entry
+    if bad:
+        log.warning("change log %s: skipped %d unreadable line(s)", path, bad)
+
+
+def _parse(line: bytes) -> dict[str, Any] | None:
+    try:
+        value = json.loads(line.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+# ----------------------------------------------------------------------------------------------- migration
+def _migrate(legacy: Path, path: Path) -> None:
+    """Turn the old extraction-only history into the change log: ids in file order, carried totals kept."""
+    carried = CallTotals()
+    converted: list[dict[str, Any]] = []
+    with open(legacy, "rb") as f:
+        raw = f.read()
+    skipped = 0
+    for line in raw.split(b"\n"):
+        if not line.strip():
+            continue
+        entry = _parse(line)
+        if entry is None:
+            skipped += 1
+            continue
+        kind = entry.get("kind")
+        if kind == "carried_totals":
+            carried.add(entry)
+            continue
+        entry = dict(entry)
+        if kind == "extraction_call":
+            entry.update(kind=CALL, actor="extraction")
+        elif kind == "change":
+            source = entry.pop("source", None)
+            entry.update(kind=MEMORY, actor=str(source or "extraction"), target=entry.pop("memory_id", None))
+            if "reverts" in entry:  # an old revert named its entry by position, which no longer means anything
+                entry["legacy_reverts_position"] = entry.pop("reverts")
+        converted.append({"id": len(converted) + 1, **{k: v for k, v in entry.items() if k != "id"}})
+    head = [carried.as_entry()] if carried.calls else []
+    write_atomic_sync(path, encode(head + converted))
+    log.info("migrated %s to %s (%d entries, %d unreadable line(s) skipped)", legacy.name, path.name,
+             len(converted), skipped)
