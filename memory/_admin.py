@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import ValidationError
@@ -76,11 +76,10 @@ async def history_text(store: UserMemoryStore, key: GroupKey, limit: int = 10) -
     )
 
 
-async def revert_change(
-    store: UserMemoryStore, key: GroupKey, entry_id: int, *, actor: str, clock: Callable[[], float] = time.time
-) -> str:
-    """Undo change-log entry `entry_id` (with the rest of its transaction): remove what it added, restore what it
-    changed or deleted. Only when every target still has the value the entry left; the revert is itself logged."""
+async def revert_change(store: UserMemoryStore, key: GroupKey, entry_id: int, *, actor: str) -> str:
+    """Undo change-log entry `entry_id` (with the rest of its transaction): remove what it added, restore exactly
+    what it changed or deleted. Only when every target still has the value the entry left (its time of last update
+    aside); the revert is itself logged."""
     entries = await store.log_entries(key)
     entry = next((e for e in entries if _is_memory_change(e) and e["id"] == entry_id), None)
     if entry is None:
@@ -104,16 +103,14 @@ async def revert_change(
                 changed_since.append(_since(e, current, later))
         if changed_since:
             raise InvalidMemoryInput("；".join(changed_since))
-        now = clock()
         for e, old, _ in sorted(wanted, key=lambda w: -w[0]["id"]):
             memories = lists[e.get("owner")]
             if old is None:
                 lists[e.get("owner")] = [m for m in memories if m.id != e.get("target")]
             elif any(m.id == old.id for m in memories):
-                restored = old.model_copy(update={"updated_at": now})
-                lists[e.get("owner")] = [restored if m.id == old.id else m for m in memories]
+                lists[e.get("owner")] = [old if m.id == old.id else m for m in memories]
             else:
-                lists[e.get("owner")] = [*memories, old.model_copy(update={"updated_at": now})]
+                lists[e.get("owner")] = [*memories, old]
         return lists, None
 
     reverted = [e["id"] for e in unit]
@@ -133,7 +130,8 @@ def _memory(snapshot: Any) -> Memory | None:
 
 
 def _dump(memory: Memory | None) -> dict[str, Any] | None:
-    return memory.model_dump(mode="json", exclude_none=True) if memory is not None else None
+    """A memory's value for comparison: a refreshed timestamp alone is not a change of value."""
+    return memory.model_dump(mode="json", exclude_none=True, exclude={"updated_at"}) if memory is not None else None
 
 
 def _since(entry: dict[str, Any], current: Memory | None, later: Sequence[dict[str, Any]]) -> str:

@@ -115,6 +115,7 @@ def open_log(document_path: Path, committed_id: int | None, leftovers: LeftoverT
     if legacy.exists():
         if not path.exists():
             _migrate(legacy, path)
+            committed_id = None  # the document's id, if any, does not count the migrated entries
         os.remove(legacy)  # migrated now or before a crash: keep no second copy (erasure must reach everything)
     try:
         size = path.stat().st_size
