@@ -7,7 +7,10 @@ from hypothesis import settings as hyp_settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
+from unittest import mock
+
 from memory import GroupKey, InvalidMemoryInput, MemoryLimitReached, MemoryType, StorageUnavailable, UserMemoryStore
+from memory._changelog import ERASE
 from memory._operations import forget, save
 
 G1 = GroupKey("lark", "oc_group1")
@@ -199,9 +202,32 @@ def variant(phrase: str, style: int) -> str:
     return [phrase, f"  {phrase}。", phrase.upper(), f"{phrase}\n"][style]
 
 
+async def _failing_write(*args, **kwargs):
+    raise OSError(28, "No space left on device")
+
+
+def replay(entries, user):
+    """A member's memories rebuilt from the change log alone: [(id, content or None if erased)] in list order."""
+    state: dict[str, str | None] = {}
+    for entry in entries:
+        if entry.get("kind") != "memory" or entry.get("owner") != user:
+            continue
+        if entry.get("erased"):
+            if entry["op"] in ("delete", ERASE):
+                state.pop(entry["target"], None)
+            else:
+                state[entry["target"]] = None
+        elif entry["new"] is None:
+            state.pop(entry["target"], None)
+        else:
+            state[entry["target"]] = entry["new"]["content"]
+    return list(state.items())
+
+
 class StoreMachine(RuleBasedStateMachine):
     """Model: {(group, user): [[id, type, phrase]]}. Phrases have no nickname/language words, so the only rules
-    in play are dedupe (same phrase in any variant), the limit, replace by id and forget."""
+    in play are dedupe (same phrase in any variant), the limit, replace by id and forget. The change log must
+    always replay to the store's state: an acknowledged change has its entries, a failed one has none."""
 
     @initialize(directory=st.builds(lambda: None))
     def setup(self, directory):
@@ -271,13 +297,26 @@ class StoreMachine(RuleBasedStateMachine):
 
     @rule(group=st.sampled_from(GROUPS), user=st.sampled_from(USERS))
     def forget_all(self, group, user):
-        self.run(self.store.change(group, user, lambda memories: forget(memories, "all"), actor="test"))
+        self.run(self.store.change(group, user, lambda memories: forget(memories, "all"), actor=user, label=ERASE))
         self.model[(group, user)] = []
+
+    @rule(group=st.sampled_from(GROUPS), user=st.sampled_from(USERS), phrase=st.sampled_from(PHRASES))
+    def failed_write(self, group, user, phrase):
+        with mock.patch("memory._store.write_atomic", _failing_write):
+            with pytest.raises((StorageUnavailable, MemoryLimitReached)):
+                self._save(group, user, "fact", phrase, 1)
 
     @rule()
     def reload(self):
         self.run(self.store.close())
         self.store = UserMemoryStore(self.dir, durable=False)
+        for group in GROUPS:
+            entries = self.run(self.store.log_entries(group))
+            ids = [e["id"] for e in entries]
+            assert ids == sorted(set(ids))
+            for user in USERS:
+                got = [(m.id, m.content) for m in self.run(self.store.memories(group, user))]
+                assert replay(entries, user) == got
 
     @invariant()
     def store_agrees_with_model(self):
