@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from memory import GroupKey, HistoryLog, Settings, UserMemoryStore, Utterance, run_extraction  # noqa: E402
+from memory import GroupKey, Settings, UserMemoryStore, Utterance, run_extraction  # noqa: E402
 from memory._extraction import ExtractionScheduler  # noqa: E402
 from memory._limiter import CallLimiter  # noqa: E402
 
@@ -110,11 +110,11 @@ async def main() -> None:
     parse_errors = 0
 
     with tempfile.TemporaryDirectory(prefix="bench-extraction-") as tmp:
-        store, history = UserMemoryStore(Path(tmp)), HistoryLog(Path(tmp))
+        store = UserMemoryStore(Path(tmp))
 
         async def run(key, batch, origin):
             nonlocal parse_errors
-            report = await run_extraction(store, history, key, batch, generate, settings)
+            report = await run_extraction(store, key, batch, generate, settings)
             parse_errors += report.parse_error is not None
             applied.update(op.op for op in report.applied)
             reasons.update(re.sub(r"\d+|'[^']*'", "…", reason) for _, reason in report.rejected)
@@ -126,7 +126,7 @@ async def main() -> None:
             await scheduler.drain()  # real groups are slower than one extraction call
         await scheduler.drain()
         await scheduler.close()
-        stats = await history.stats(GROUP)
+        stats = await store.call_totals(GROUP)
         doc = await store.document(GROUP)
         kept = sum(len(u.memories) for u in doc.users.values())
 

@@ -217,16 +217,17 @@ def rewrite(
     """Rewrite the log in one atomic replace: purge erased members' content, trim the oldest entries when the log
     would pass `max_bytes` (down to TRIM_TO_FRACTION of it, their call totals carried in the head line), then
     `data` at the end. Returns (where `data` starts, the new end, whether entries were trimmed)."""
+    # Only lines that can matter are parsed (this runs in a thread, but parsing holds the GIL the loop needs).
+    needles = [json.dumps(o, ensure_ascii=False).encode("utf-8") for o in erase_owners]
     carried = CallTotals()
     kept: list[bytes] = []
-    for line, entry in _lines(path, end):
-        if entry is None:
-            continue  # unreadable lines are not carried into a rewrite
-        if entry.get("kind") == CARRIED:
+    for line in _raw_lines(path, end):
+        if b'"carried"' in line and (entry := _parse(line)) is not None and entry.get("kind") == CARRIED:
             carried.add(entry)
             continue
-        if erase_owners and entry.get("kind") == MEMORY and entry.get("owner") in erase_owners and entry.get(
-                "scope") != "group" and not entry.get("erased"):
+        if needles and any(n in line for n in needles) and (entry := _parse(line)) is not None and entry.get(
+                "kind") == MEMORY and entry.get("owner") in erase_owners and entry.get("scope") != "group" and not entry.get(
+                "erased"):
             line = json.dumps(erased(entry), ensure_ascii=False).encode("utf-8")
         kept.append(line + b"\n")
     trimmed = False
@@ -237,8 +238,7 @@ def rewrite(
         drop = 0
         while drop < len(kept) and size > budget:
             size -= len(kept[drop])
-            entry = _parse(kept[drop].rstrip(b"\n"))
-            if entry is not None and entry.get("kind") == CALL:
+            if b'"call"' in kept[drop] and (entry := _parse(kept[drop])) is not None and entry.get("kind") == CALL:
                 carried.add(entry)
             drop += 1
         kept = kept[drop:]
@@ -265,20 +265,25 @@ def totals(entries: Iterable[dict[str, Any]]) -> CallTotals:
 
 
 def _lines(path: Path, end: int) -> Iterator[tuple[bytes, dict[str, Any] | None]]:
-    try:
-        with open(path, "rb") as f:
-            raw = f.read(end)
-    except FileNotFoundError:
-        return
     bad = 0
-    for line in raw.split(b"\n"):
-        if not line.strip():
-            continue
+    for line in _raw_lines(path, end):
         entry = _parse(line)
         bad += entry is None
         yield line, entry
     if bad:
         log.warning("change log %s: skipped %d unreadable line(s)", path, bad)
+
+
+def _raw_lines(path: Path, end: int) -> Iterator[bytes]:
+    """The non-blank lines up to `end`, without their newline."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(end)
+    except FileNotFoundError:
+        return
+    for line in raw.split(b"\n"):
+        if line.strip():
+            yield line
 
 
 def _parse(line: bytes) -> dict[str, Any] | None:
