@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ._changelog import ERASE, MEMORY
-from ._errors import InvalidMemoryInput
+from ._errors import InvalidMemoryInput, StorageUnavailable
 from ._models import GroupKey, Memory
 from ._store import UserMemoryStore
 
@@ -58,7 +58,10 @@ def _units(changes: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
 
 async def history_text(store: UserMemoryStore, key: GroupKey, limit: int = 10) -> str:
     """The latest changes of the group (every writer), newest last; a transaction is shown as one item."""
-    changes = [e for e in await store.log_entries(key) if _is_memory_change(e)]
+    try:
+        changes = [e for e in await store.log_entries(key) if _is_memory_change(e)]
+    except StorageUnavailable as exc:
+        return f"读取变更记录失败：{exc}"
     if not changes:
         return "本群还没有记忆变更记录。"
     units = _units(changes)
@@ -80,7 +83,10 @@ async def revert_change(store: UserMemoryStore, key: GroupKey, entry_id: int, *,
     """Undo change-log entry `entry_id` (with the rest of its transaction): remove what it added, restore exactly
     what it changed or deleted. Only when every target still has the value the entry left (its time of last update
     aside); the revert is itself logged."""
-    entries = await store.log_entries(key)
+    try:
+        entries = await store.log_entries(key)
+    except StorageUnavailable as exc:
+        return f"读取变更记录失败：{exc}"
     entry = next((e for e in entries if _is_memory_change(e) and e["id"] == entry_id), None)
     if entry is None:
         return f"没有编号为 #{entry_id} 的记忆变更记录（可能已被裁剪）：请用 /memory history 查看。"
@@ -118,6 +124,8 @@ async def revert_change(store: UserMemoryStore, key: GroupKey, entry_id: int, *,
         await store.change_many(key, owners, undo, actor=actor, label="revert", extra={"reverts": reverted})
     except InvalidMemoryInput as exc:
         return f"无法撤销 #{entry_id}：此后已有变化——{exc}。没有做任何更改。"
+    except StorageUnavailable as exc:
+        return f"撤销失败：{exc}"
     what = "、".join(f"#{i}" for i in reverted)
     return f"已撤销 {what}：" + "；".join(
         f"[{_owner_text(e)}] 恢复为「{old.content}」" if old else f"[{_owner_text(e)}] 已移除「{_content(e.get('new'))}」"
@@ -143,7 +151,10 @@ def _since(entry: dict[str, Any], current: Memory | None, later: Sequence[dict[s
 
 
 async def stats_text(store: UserMemoryStore, key: GroupKey, pending: int) -> str:
-    stats = await store.call_totals(key)
+    try:
+        stats = await store.call_totals(key)
+    except StorageUnavailable as exc:
+        return f"读取统计失败：{exc}"
     per_100 = (stats.input_tokens + stats.output_tokens) * 100 / stats.messages if stats.messages else 0
     return (
         f"本群后台记忆提取：调用 {stats.calls} 次，处理消息 {stats.messages} 条，"

@@ -22,7 +22,7 @@ import logging
 import math
 import os
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -84,7 +84,6 @@ class LogState:
     end: int
     next_id: int
     totals: CallTotals | None = None  # computed on first use, then kept up to date by the store
-    trimmed: bool = field(default=False)
 
 
 def encode(entries: Iterable[dict[str, Any]]) -> bytes:
@@ -213,10 +212,10 @@ def truncate(path: Path, end: int) -> None:
 
 def rewrite(
     path: Path, end: int, data: bytes, *, erase_owners: set[str], max_bytes: int, durable: bool
-) -> tuple[int, int, bool]:
+) -> tuple[int, int]:
     """Rewrite the log in one atomic replace: purge erased members' content, trim the oldest entries when the log
     would pass `max_bytes` (down to TRIM_TO_FRACTION of it, their call totals carried in the head line), then
-    `data` at the end. Returns (where `data` starts, the new end, whether entries were trimmed)."""
+    `data` at the end. Returns (where `data` starts, the new end)."""
     # Only lines that can matter are parsed (this runs in a thread, but parsing holds the GIL the loop needs).
     needles = [json.dumps(o, ensure_ascii=False).encode("utf-8") for o in erase_owners]
     carried = CallTotals()
@@ -230,7 +229,6 @@ def rewrite(
                 "erased"):
             line = json.dumps(erased(entry), ensure_ascii=False).encode("utf-8")
         kept.append(line + b"\n")
-    trimmed = False
     total = sum(map(len, kept)) + len(data)
     if total > max_bytes:
         budget = int(max_bytes * TRIM_TO_FRACTION) - len(data)
@@ -242,11 +240,10 @@ def rewrite(
                 carried.add(entry)
             drop += 1
         kept = kept[drop:]
-        trimmed = drop > 0
     head = encode([carried.as_entry()]) if carried.calls else b""
     body = head + b"".join(kept)
     write_atomic_sync(path, body + data, durable=durable)
-    return len(body), len(body) + len(data), trimmed
+    return len(body), len(body) + len(data)
 
 
 # ----------------------------------------------------------------------------------------------- reading

@@ -351,12 +351,11 @@ class UserMemoryStore:
         log_state = group.log
         start, end = log_state.end, log_state.end
         if erase_owners or log_state.end + len(lines) > self._log_max_bytes:
-            start, end, trimmed = await asyncio.to_thread(
+            start, end = await asyncio.to_thread(
                 changelog.rewrite, log_state.path, log_state.end, lines, erase_owners=erase_owners,
                 max_bytes=self._log_max_bytes, durable=self._durable,
             )
             log_state.end = start  # the rewritten file is committed up to the new entries
-            log_state.trimmed |= trimmed
         elif lines:
             end = await asyncio.to_thread(
                 changelog.append, log_state.path, log_state.end, lines, durable=self._durable

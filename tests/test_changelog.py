@@ -364,3 +364,13 @@ async def test_leftover_temp_files_of_every_atomically_written_file_are_removed(
     assert later in names and set(unrelated) <= names  # another group's are removed when that group opens
     await fresh.memories(other, "u1")
     assert later not in set(os.listdir(directory))
+
+
+async def test_admin_texts_report_an_unavailable_group_instead_of_raising(tmp_path):
+    store = UserMemoryStore(tmp_path)
+    path = store.path_for(G)
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"schema_version": 9, "group_id": "oc_group1", "users": 5}))
+    for text in (await history_text(store, G), await stats_text(store, G, 0),
+                 await revert_change(store, G, 1, actor="admin:a")):
+        assert "失败" in text and "更新版本" in text
