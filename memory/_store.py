@@ -241,13 +241,15 @@ class UserMemoryStore:
         entries = []
         for owner, memories in after.items():
             scope = "group" if owner is GROUP_OWNER else "global" if group.key.is_global else "member"
-            old_by_id = {m.id: m for m in before.get(owner, [])}
-            new_ids = {m.id for m in memories}
-            diffs = [("delete", m, None) for m in before.get(owner, []) if m.id not in new_ids]
-            for m in memories:
-                old = old_by_id.get(m.id)
-                if old is None or old != m:
-                    diffs.append(("add" if old is None else "update", old, m))
+            old_ids = {m.id for m in before.get(owner, [])}
+            new_by_id = {m.id: m for m in memories}
+            diffs: list[tuple[str, Memory | None, Memory | None]] = []
+            for m in before.get(owner, []):  # in list order: updates and deletes, then additions
+                if m.id not in new_by_id:
+                    diffs.append(("delete", m, None))
+                elif new_by_id[m.id] != m:
+                    diffs.append(("update", m, new_by_id[m.id]))
+            diffs.extend(("add", None, m) for m in memories if m.id not in old_ids)
             for op, old, new in diffs:
                 target = (new or old).id  # type: ignore[union-attr]
                 name = label if isinstance(label, str) else label(target, op) if label else op

@@ -57,9 +57,13 @@ def plugin_settings(bot: sandbox.AstrBot, **changes):
 
 
 def history(bot: sandbox.AstrBot, group: str) -> list[dict]:
-    """The entries of a Lark group's extraction history file (empty while there is none)."""
-    path = bot.root / "data" / "plugin_data" / sandbox.PLUGIN_NAME / "groups" / "lark" / f"{group}.history.jsonl"
+    """The entries of a Lark group's change log (empty while there is none)."""
+    path = bot.root / "data" / "plugin_data" / sandbox.PLUGIN_NAME / "groups" / "lark" / f"{group}.changes.jsonl"
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()] if path.exists() else []
+
+
+def calls(bot: sandbox.AstrBot, group: str) -> list[dict]:
+    return [e for e in history(bot, group) if e["kind"] == "call"]
 
 
 # -- scopes ------------------------------------------------------------------------------------
@@ -173,7 +177,7 @@ def test_background_extraction_applies_what_the_model_reads_in_the_conversation(
             turn = lark.say("帮我看看这个报错", group=group, user=wang)
             assert turn.reply.text == "收到：帮我看看这个报错"
             req = fake_model.wait_requests(extraction_request, since=mark, timeout=15)
-            assert not history(astrbot, group), "the reply came while the extraction answer was still held"
+            assert not calls(astrbot, group), "the reply came while the extraction answer was still held"
             assert lark.fake_lark.replies_to(said) == [] and lark.fake_lark.replies_to(heard) == []
 
             # what the extraction call was asked: the extraction prompt, no tools, the three messages by speaker
@@ -189,8 +193,7 @@ def test_background_extraction_applies_what_the_model_reads_in_the_conversation(
             assert [r for r in fake_model.requests_since(mark) if r.is_extraction] == [req], "exactly one call"
 
             release.set()
-            wait_until(lambda: any(e["kind"] == "extraction_call" for e in history(astrbot, group)),
-                       "the extraction call in the history file")
+            wait_until(lambda: calls(astrbot, group), "the extraction call in the change log")
 
             # wang's next reply sees the new nickname and no hiking plan
             assert lark.say("今天周几？", group=group, user=wang).memories == [WANGZONG]
@@ -199,11 +202,12 @@ def test_background_extraction_applies_what_the_model_reads_in_the_conversation(
     assert astrbot.get_plugin_config()["config"]["enable_background_extraction"] is False
 
     entries = history(astrbot, group)
-    changes = [(e["op"], e["owner"], e["source"], (e["old"] or {}).get("content"), (e["new"] or {}).get("content"))
-               for e in entries if e["kind"] == "change"]
-    assert changes == [("update", wang, "extraction", "希望被称呼为「小王」", "希望被称呼为「王总」"),
-                       ("delete", wang, "extraction", "下周去爬山", None)]
-    [call] = [e for e in entries if e["kind"] == "extraction_call"]
+    batch = [e for e in entries if e["kind"] == "memory" and e["actor"] == "extraction"]
+    changes = [(e["op"], e["owner"], (e["old"] or {}).get("content"), (e["new"] or {}).get("content")) for e in batch]
+    assert changes == [("update", wang, "希望被称呼为「小王」", "希望被称呼为「王总」"), ("delete", wang, "下周去爬山", None)]
+    assert [e["txn"] for e in batch] == [batch[0]["id"]] * 2, "one batch is one transaction"
+    assert [e["actor"] for e in entries if e["kind"] == "memory"][:2] == [wang, wang], "the tool saves are logged too"
+    [call] = [e for e in entries if e["kind"] == "call"]
     assert {k: call[k] for k in ("messages", "input_tokens", "output_tokens", "applied", "rejected")} == {
         "messages": 3, "input_tokens": 321, "output_tokens": 45, "applied": 2, "rejected": 1}
 
@@ -211,14 +215,16 @@ def test_background_extraction_applies_what_the_model_reads_in_the_conversation(
     assert "调用 1 次，处理消息 3 条，输入 321 / 输出 45 tokens" in stats, stats
     assert "应用 2 个操作，拒绝 1 个" in stats, stats
 
+    update, delete = batch
     shown = lark.say("/memory history", group=group, user=ADMIN).reply.text
-    assert "#1" in shown and "希望被称呼为「小王」 → 希望被称呼为「王总」" in shown, shown
-    assert "#2" in shown and "下周去爬山 → （无）" in shown, shown
+    assert f"#{update['id']}" in shown and "希望被称呼为「小王」 → 希望被称呼为「王总」" in shown, shown
+    assert f"#{delete['id']}" in shown and "下周去爬山 → （无）" in shown and "extraction" in shown, shown
 
-    reverted = lark.say("/memory revert 1", group=group, user=ADMIN).reply.text
-    assert "已撤销变更 #1" in reverted, reverted
-    assert lark.say("在吗", group=group, user=wang).memories == [XIAOWANG]
-    assert history(astrbot, group)[-1]["op"] == "revert"
+    reverted = lark.say(f"/memory revert {delete['id']}", group=group, user=ADMIN).reply.text
+    assert f"已撤销 #{update['id']}、#{delete['id']}" in reverted, reverted  # the whole batch
+    assert lark.say("在吗", group=group, user=wang).memories == [XIAOWANG, HIKING]
+    last = history(astrbot, group)[-1]
+    assert (last["op"], last["actor"], last["reverts"]) == ("revert", f"admin:{ADMIN}", [update["id"], delete["id"]])
 
 
 def test_commands_are_not_buffered_for_extraction(lark, fake_model, ids, astrbot):
