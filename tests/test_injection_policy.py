@@ -122,10 +122,10 @@ async def test_twelve_group_instructions_leave_room_for_the_member(tmp_path):
     for i in range(12):
         await store.change(G, GROUP_OWNER, lambda m, n=i: save(
             m, memory_type="instruction", content=f"群规{n}：发言前先看置顶第{n}条", now=100.0 + n, max_count=100,
-            max_length=200))
+            max_length=200), actor="test")
     for i, content in enumerate(["回复我时用英文", "希望被称呼为老王"]):
         await store.change(G, "ou_a", lambda m, c=content, n=i, t=("instruction", "preference")[i]: save(
-            m, memory_type=t, content=c, now=float(n), max_count=100, max_length=200))
+            m, memory_type=t, content=c, now=float(n), max_count=100, max_length=200), actor="test")
     block = await Recall().memory_block(store, ME, Settings(memory_inject_limit=10), "老王", "今天吃什么")
     assert "回复我时用英文" in block and "希望被称呼为老王" in block
     own_part, group_part = block.split(GROUP_SECTION_HEADER)
@@ -146,7 +146,7 @@ async def test_relevance_is_scored_on_the_bounded_query(tmp_path):
     facts = ["负责支付服务的后端", "养了一只叫团子的猫", "喜欢周末去爬山"] + [f"杂事{i}" for i in range(5)]
     for i, content in enumerate(facts):
         await store.change(G, "ou_a", lambda m, c=content, n=i: save(
-            m, memory_type="fact", content=c, now=1000.0 - n, max_count=100, max_length=200))
+            m, memory_type="fact", content=c, now=1000.0 - n, max_count=100, max_length=200), actor="test")
     seen = []
 
     async def similarities(key, query, ids):
