@@ -6,22 +6,29 @@ scripts/run.sh. Standard library only, run by an interpreter that has `astrbot` 
 `init` and `run`).
 
     python scripts/astrbot_sandbox.py run [--port 6185] [--demo]     # root .run/astrbot (.run/demo with --demo)
+    python scripts/astrbot_sandbox.py say "记住，在这个群叫我老王"      # talk to the --demo bot, print its reply
     python scripts/astrbot_sandbox.py prepare --root DIR --lark-domain URL --model-base URL --offline
 
-A root is initialised once (`astrbot init -y` with ASTRBOT_DASHBOARD_INITIAL_PASSWORD), then cmd_config.json is
+A root is initialised (`astrbot init -y` with ASTRBOT_DASHBOARD_INITIAL_PASSWORD) until cmd_config.json holds the
+hash of our password: a run that failed half-way (or a root whose password AstrBot generated itself because init
+had failed) is initialised again by simply running the same command. Then cmd_config.json is
 edited and the plugin is copied into data/plugins/<name>/ (the repository minus .git, .venv, tests, bench,
 scripts, caches), the way a user installs it; its requirements.txt is pip-installed when something is missing.
 `offline` makes AstrBot's start-up calls to outside hosts (model catalogues, text-to-image, pip) fail at once by
 pointing its HTTP proxy and pip index at a dead loopback port; loopback stays reachable through no_proxy.
-`--demo` also starts the fake Lark and fake model servers of tests/e2e and prints a curl to talk to the bot.
+`--demo` also starts the fake Lark and fake model servers of tests/e2e; `say` (scripts/say.sh) posts a Lark group
+message to that bot and prints the reply.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import hmac
 import json
 import os
 import secrets
+import string
 import shutil
 import signal
 import socket
@@ -41,6 +48,10 @@ WEBHOOK_UUID = "e2e-lark-webhook"
 PROVIDER_SOURCE_ID = "fake_openai"
 CHAT_PROVIDER_ID = "fake_openai/fake-model"
 EMBEDDING_PROVIDER_ID = "fake_embedding"
+DEMO_GROUP = "oc_demo_group"
+DEMO_USER = "ou_demo_user"
+DEMO_STATE = "demo.json"  # in the demo root: where `say` finds the running demo
+PASSWORD_LENGTH = 16
 DEAD_URL = "http://127.0.0.1:9"  # discard port: nothing listens, connections are refused at once
 
 # Copied into data/plugins/<name>/: everything in the repo except these.
@@ -77,6 +88,90 @@ def _read_json(path: Path) -> dict:
 
 def _write_json(path: Path, data: dict) -> None:
     path.write_text(json.dumps(data, ensure_ascii=False, indent=2), encoding="utf-8-sig")
+
+
+class SandboxError(RuntimeError):
+    """A problem the person running the sandbox has to act on; the message says what to do."""
+
+
+def password_problem(password: str) -> str | None:
+    """Why AstrBot 4.29.1 would refuse `password` as the dashboard password (its `validate_dashboard_password`:
+    at least 8 characters, an upper-case and a lower-case ASCII letter and a digit), or None."""
+    if len(password) < 8:
+        return "shorter than 8 characters"
+    for chars, what in ((string.ascii_uppercase, "an upper-case letter"), (string.ascii_lowercase,
+                        "a lower-case letter"), (string.digits, "a digit")):
+        if not any(c in chars for c in password):
+            return f"has no {what}"
+    return None
+
+
+def generate_password(length: int = PASSWORD_LENGTH) -> str:
+    """A random dashboard password that always passes AstrBot's rule (one of each required class, then random)."""
+    alphabet = string.ascii_letters + string.digits
+    chars = [secrets.choice(string.ascii_uppercase), secrets.choice(string.ascii_lowercase),
+             secrets.choice(string.digits), *(secrets.choice(alphabet) for _ in range(length - 3))]
+    secrets.SystemRandom().shuffle(chars)
+    return "".join(chars)
+
+
+def _hash_matches(stored: str, password: str) -> bool:
+    """AstrBot's `verify_dashboard_password` (PBKDF2-SHA256 `pbkdf2_sha256$iterations$salt$digest`, or legacy
+    MD5), without importing astrbot (that would create a config in whatever ASTRBOT_ROOT is set)."""
+    if len(stored) == 32 and all(c in string.hexdigits for c in stored):
+        return hmac.compare_digest(stored.lower(), hashlib.md5(password.encode()).hexdigest())
+    parts = stored.split("$")
+    if len(parts) != 4 or parts[0] != "pbkdf2_sha256":
+        return False
+    try:
+        key = hashlib.pbkdf2_hmac("sha256", password.encode(), bytes.fromhex(parts[2]), int(parts[1]))
+        return hmac.compare_digest(key, bytes.fromhex(parts[3]))
+    except ValueError:
+        return False
+
+
+def dashboard_password_state(root: Path, password: str) -> str:
+    """How the root's dashboard login relates to `password`:
+    "ok"         cmd_config.json holds its hash: the root is initialised with it;
+    "missing"    no root, no config, or no password in it (an `astrbot init` that failed half-way);
+    "generated"  another password AstrBot generated itself (shown once in its log, must be changed at first
+                 login): nobody relies on it, so it may be replaced;
+    "changed"    another password somebody chose in the dashboard: keep it.
+    """
+    cfg_path = Path(root) / "data" / "cmd_config.json"
+    if not (Path(root) / ".astrbot").exists() or not cfg_path.exists():
+        return "missing"
+    try:
+        dash = _read_json(cfg_path).get("dashboard") or {}
+    except ValueError:
+        return "missing"
+    stored = dash.get("pbkdf2_password") or dash.get("password") or ""
+    if not stored:
+        return "missing"
+    if _hash_matches(stored, password):
+        return "ok"
+    return "generated" if dash.get("password_change_required") else "changed"
+
+
+def init_root(root: Path, password: str) -> str:
+    """Make `root` an initialised AstrBot root whose dashboard password is `password`, redoing a failed or
+    half-finished earlier attempt. Returns the final state ("ok", or "changed" when the password was changed
+    in the dashboard and is left alone)."""
+    state = dashboard_password_state(root, password)
+    if state in ("ok", "changed"):
+        return state
+    if problem := password_problem(password):
+        raise SandboxError(f"the dashboard password {problem}; AstrBot needs at least 8 characters with an "
+                           "upper-case letter, a lower-case letter and a digit")
+    env = {**os.environ, "ASTRBOT_ROOT": str(root), "ASTRBOT_DASHBOARD_INITIAL_PASSWORD": password}
+    if state == "generated":
+        env["ASTRBOT_RESET_DASHBOARD_PASSWORD"] = "1"
+    done = subprocess.run([*astrbot_cmd(), "init", "-y"], cwd=root, env=env, capture_output=True, text=True)
+    state = dashboard_password_state(root, password)
+    if done.returncode != 0 or state != "ok":
+        raise SandboxError(f"`astrbot init` in {root} failed (exit {done.returncode}); running the same command "
+                           f"again retries it.\n{(done.stdout + done.stderr).strip()[-2000:]}")
+    return state
 
 
 def copy_plugin(root: Path, src: Path = REPO_ROOT, name: str = PLUGIN_NAME) -> Path:
@@ -143,14 +238,12 @@ def prepare_root(
     root = Path(root).resolve()
     root.mkdir(parents=True, exist_ok=True)
     cfg_path = root / "data" / "cmd_config.json"
-    if not (root / ".astrbot").exists() or not cfg_path.exists():
-        env = {**os.environ, "ASTRBOT_ROOT": str(root), "ASTRBOT_DASHBOARD_INITIAL_PASSWORD": password}
-        subprocess.run([*astrbot_cmd(), "init", "-y"], cwd=root, env=env, check=True,
-                       stdout=subprocess.DEVNULL)
+    password_state = init_root(root, password)
     cfg = _read_json(cfg_path)
     dash = cfg.setdefault("dashboard", {})
     dash["host"] = "127.0.0.1"
-    dash["password_change_required"] = False  # the password was chosen by us; no forced change dialog
+    if password_state == "ok":
+        dash["password_change_required"] = False  # the password was chosen by us; no forced change dialog
     if offline:
         cfg["disable_metrics"] = True
         cfg["http_proxy"] = DEAD_URL  # model catalogues, update checks, ...: refused at once
@@ -202,7 +295,7 @@ def prepare_root(
 class AstrBot:
     """One `astrbot run` process on a prepared root; its output goes to <root>/astrbot.log."""
 
-    def __init__(self, root: Path, port: int | None = None, password: str = DEFAULT_PASSWORD,
+    def __init__(self, root: Path, port: int | None = None, password: str | None = DEFAULT_PASSWORD,
                  plugin: str | None = PLUGIN_NAME):
         self.root = Path(root).resolve()
         self._auto_port = not port
@@ -269,6 +362,9 @@ class AstrBot:
                 raise RuntimeError(f"astrbot exited with {self.proc.returncode} during start-up\n"
                                    + self.log_tail())
             try:
+                if self.password is None:  # a password we do not know: the dashboard answering is all we can see
+                    urllib.request.urlopen(self.base_url + "/", timeout=5).close()
+                    return
                 if self.plugin is None:
                     self.login()
                     return
@@ -296,8 +392,14 @@ class AstrBot:
 
     def login(self) -> str:
         if self._token is None:
-            res = self.api("POST", "/api/auth/login",
-                           {"username": USERNAME, "password": self.password}, auth=False)
+            try:
+                res = self.api("POST", "/api/auth/login",
+                               {"username": USERNAME, "password": self.password}, auth=False)
+            except urllib.error.HTTPError as e:
+                if e.code == 401:  # waiting longer cannot help: say so at once instead of timing out
+                    raise SandboxError(f"the dashboard of {self.root} refuses the password; if it was changed in "
+                                       "the dashboard, log in with yours, or delete the root to start over") from e
+                raise
             if res.get("status") != "ok":
                 raise ValueError(f"login failed: {res}")
             self._token = res["data"]["token"]
@@ -366,20 +468,29 @@ class AstrBot:
         self.stop()
 
 
-def _stored_password(root: Path, wanted: str | None) -> str:
-    """The dashboard password of this root: set once at `astrbot init`, kept in <root>/.dashboard_password."""
+def _choose_password(root: Path, wanted: str | None) -> str:
+    """The dashboard password for `root`: the one recorded after its last successful initialisation (kept in
+    <root>/.dashboard_password), else ASTRBOT_PASSWORD, else a generated one. It is recorded only once the root
+    accepts it (`_record_password`), so a failed first run never leaves a password the root does not have."""
     path = root / ".dashboard_password"
-    if path.exists():
-        stored = path.read_text(encoding="utf-8").strip()
+    stored = path.read_text(encoding="utf-8").strip() if path.exists() else ""
+    if stored and password_problem(stored) is None:
         if wanted and wanted != stored:
             print(f"[sandbox] {root} already has a password; ignoring ASTRBOT_PASSWORD (delete {root} to reset)",
                   file=sys.stderr)
         return stored
-    password = wanted or secrets.token_urlsafe(9)
-    root.mkdir(parents=True, exist_ok=True)
+    if wanted:
+        if problem := password_problem(wanted):
+            raise SandboxError(f"ASTRBOT_PASSWORD {problem}; AstrBot needs at least 8 characters with an "
+                               "upper-case letter, a lower-case letter and a digit")
+        return wanted
+    return generate_password()
+
+
+def _record_password(root: Path, password: str) -> None:
+    path = root / ".dashboard_password"
     path.write_text(password + "\n", encoding="utf-8")
     path.chmod(0o600)
-    return password
 
 
 def _start_demo_fakes():
@@ -402,15 +513,56 @@ def _start_demo_fakes():
     return lark.start(), model.start(), BOT_OPEN_ID, BOT_NAME
 
 
-def demo_curl(webhook_url: str, text: str, bot_open_id: str, bot_name: str) -> str:
-    """A one-line curl posting a Lark group message that @-mentions the bot (no event_id: never deduplicated)."""
-    event = {"schema": "2.0", "header": {"event_type": "im.message.receive_v1"}, "event": {
-        "sender": {"sender_id": {"open_id": "ou_demo_user"}, "sender_type": "user"},
-        "message": {"message_id": "om_demo", "chat_id": "oc_demo_group", "chat_type": "group",
+def demo_event(text: str, bot_open_id: str, bot_name: str, *, user: str = DEMO_USER,
+               group: str = DEMO_GROUP) -> dict:
+    """A Lark `im.message.receive_v1` group message from `user` that @-mentions the bot (no event_id: never
+    deduplicated), with a fresh message_id to find the reply by."""
+    return {"schema": "2.0", "header": {"event_type": "im.message.receive_v1"}, "event": {
+        "sender": {"sender_id": {"open_id": user}, "sender_type": "user"},
+        "message": {"message_id": f"om_say_{secrets.token_hex(8)}", "chat_id": group, "chat_type": "group",
                     "message_type": "text", "content": json.dumps({"text": f"@_user_1 {text}"}, ensure_ascii=False),
                     "mentions": [{"key": "@_user_1", "id": {"open_id": bot_open_id}, "name": bot_name}]}}}
-    body = json.dumps(event, ensure_ascii=False).replace("'", "'\\''")
-    return f"curl -s {webhook_url} -H 'Content-Type: application/json' -d '{body}'"
+
+
+def say(root: Path, text: str, *, user: str = DEMO_USER, group: str = DEMO_GROUP, timeout: float = 60) -> str:
+    """Post `text` to the running demo bot (scripts/run.sh --demo) as a Lark group message; return its reply."""
+    try:
+        demo = _read_json(root / DEMO_STATE)
+    except FileNotFoundError:
+        raise SandboxError(f"no demo is running in {root}: start `scripts/run.sh --demo` first "
+                           "(in another terminal)") from None
+    event = demo_event(text, demo["bot_open_id"], demo["bot_name"], user=user, group=group)
+    message_id = event["event"]["message"]["message_id"]
+    post = urllib.request.Request(demo["webhook_url"], data=json.dumps(event).encode(), method="POST",
+                                  headers={"Content-Type": "application/json"})
+    try:
+        urllib.request.urlopen(post, timeout=15).close()
+    except OSError as e:
+        raise SandboxError(f"the demo bot at {demo['webhook_url']} does not answer ({e}); is run.sh --demo "
+                           "still running?") from None
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:  # the webhook answers before the message is processed: wait for the reply
+        with urllib.request.urlopen(f"{demo['lark_url']}/_fake/replies/{message_id}", timeout=10) as resp:
+            replies = json.loads(resp.read())
+        if replies["done"]:
+            return "\n".join(replies["texts"])
+        time.sleep(0.3)
+    raise SandboxError(f"no reply within {timeout:g} s; the run.sh --demo terminal shows AstrBot's log")
+
+
+def next_steps(root: Path, base_url: str) -> str:
+    """What a person who just started plain run.sh does next, from what the root's config still lacks."""
+    cfg = _read_json(root / "data" / "cmd_config.json")
+    steps = []
+    if not [p for p in cfg.get("platform", []) if p.get("enable", True)]:
+        steps.append("Add a messaging platform: 机器人 (Bots) → 创建机器人, e.g. Lark (飞书) or QQ (aiocqhttp).")
+    if not [p for p in cfg.get("provider", []) if p.get("provider_type", "chat_completion") == "chat_completion"]:
+        steps.append("Add a chat model: 模型提供商 (Providers) → add one with tool calling, and make it the default.")
+    steps.append(f"The plugin's settings: 插件 (Plugins) → {PLUGIN_NAME} → 插件配置 (Configure). In a group, an "
+                 "AstrBot admin sends /memory status to see the settings in effect.")
+    steps.append("Try it: in a group, @ the bot with 记住，在这个群叫我老王, then ask 你记得我什么？")
+    return f"Next steps (in the dashboard at {base_url}):\n" + "\n".join(
+        f"  {i}. {step}" for i, step in enumerate(steps, 1))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -427,10 +579,27 @@ def main(argv: list[str] | None = None) -> int:
         if name == "run":
             p.add_argument("--demo", action="store_true",
                            help="also start the fake Lark and fake model servers of tests/e2e (no accounts needed)")
+    p = sub.add_parser("say", help="post a group message to the running demo bot and print its reply")
+    p.add_argument("text", nargs="+", help="what the member says (the bot is @-mentioned for you)")
+    p.add_argument("--user", default=DEMO_USER, help=f"sender open_id (default {DEMO_USER})")
+    p.add_argument("--group", default=DEMO_GROUP, help=f"group chat_id (default {DEMO_GROUP})")
+    p.add_argument("--root", type=Path, help="the demo's AstrBot root (default .run/demo)")
     args = ap.parse_args(argv)
+    try:
+        if args.cmd == "say":
+            root = (args.root or REPO_ROOT / ".run" / "demo").resolve()
+            print(say(root, " ".join(args.text), user=args.user, group=args.group))
+            return 0
+        return _run(args)
+    except SandboxError as e:
+        print(f"[sandbox] {e}", file=sys.stderr)
+        return 1
+
+
+def _run(args: argparse.Namespace) -> int:
     args.demo = getattr(args, "demo", False)
     root = (args.root or REPO_ROOT / ".run" / ("demo" if args.demo else "astrbot")).resolve()
-    password = _stored_password(root, os.environ.get("ASTRBOT_PASSWORD"))
+    password = _choose_password(root, os.environ.get("ASTRBOT_PASSWORD"))
     fakes = _start_demo_fakes() if args.demo else None
     if fakes:
         args.lark_domain, args.model_base = fakes[0].url, fakes[1].api_base
@@ -439,19 +608,30 @@ def main(argv: list[str] | None = None) -> int:
     try:
         prepare_root(root, lark_domain=args.lark_domain, model_base=args.model_base, password=password,
                      admins=args.admin, offline=args.offline or args.demo, streaming=False if args.demo else None)
+        known = dashboard_password_state(root, password) == "ok"
+        if known:
+            _record_password(root, password)
         if args.cmd == "prepare":
             print(root)
             return 0
-        bot = AstrBot(root, port=args.port, password=password)
+        bot = AstrBot(root, port=args.port, password=password if known else None,
+                      plugin=PLUGIN_NAME if known else None)
         bot.start(foreground=True)
-        print(f"\nAstrBot is running with {PLUGIN_NAME}:\n  dashboard  {bot.base_url}\n"
-              f"  user       {USERNAME}\n  password   {password}", flush=True)
+        print(f"\nAstrBot is running with {PLUGIN_NAME}:\n  dashboard  {bot.base_url}\n  user       {USERNAME}\n"
+              f"  password   {password if known else '(the one you set in the dashboard)'}", flush=True)
         if args.lark_domain:
             print(f"  Lark webhook (platform {PLATFORM_ID}) {bot.webhook_url}", flush=True)
         if fakes:
-            print(f"\nDemo: fake Lark at {fakes[0].url}, fake model at {fakes[1].api_base}. "
-                  "Post a group message (try also 你记得我什么？ and 忘掉你记得的关于我的所有东西):\n"
-                  + demo_curl(bot.webhook_url, "记住，在这个群叫我老王", fakes[2], fakes[3]), flush=True)
+            _write_json(root / DEMO_STATE, {"webhook_url": bot.webhook_url, "lark_url": fakes[0].url,
+                                            "bot_open_id": fakes[2], "bot_name": fakes[3]})
+            print(f"\nDemo: fake Lark at {fakes[0].url}, fake model at {fakes[1].api_base}.\n"
+                  "In another terminal, talk to the bot as a group member (its reply is printed there):\n"
+                  "  scripts/say.sh 记住，在这个群叫我老王\n  scripts/say.sh 你记得我什么？\n"
+                  "  scripts/say.sh 忘掉你记得的关于我的所有东西\n  scripts/say.sh /memory list\n"
+                  "  scripts/say.sh --user ou_someone_else 你记得我什么？     # another member of the group",
+                  flush=True)
+        else:
+            print("\n" + next_steps(root, bot.base_url), flush=True)
         print("\nCtrl+C stops it.", flush=True)
         bot.proc.wait()
         return bot.proc.returncode or 0
@@ -461,9 +641,9 @@ def main(argv: list[str] | None = None) -> int:
         if bot is not None:
             bot.stop()
         if fakes:
+            (root / DEMO_STATE).unlink(missing_ok=True)
             fakes[0].stop()
             fakes[1].stop()
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -10,6 +10,7 @@ AstrBot's Lark adapter is configured with `domain = fake.url`, so every API call
     GET  /open-apis/contact/v3/users/{open_id}             -> user name (private chats look it up)
     GET  /open-apis/im/v1/chats/{chat_id}[/members]        -> chat info, if anything asks
     anything else                                          -> {"code": 0} and recorded in `calls`
+    GET  /_fake/replies/{message_id}                       -> the replies to a message (for scripts/say.sh)
 
 Messages from users are built with `message_event(...)` and POSTed to AstrBot's webhook by the tests.
 """
@@ -146,6 +147,10 @@ class FakeLark:
         ok = {"code": 0, "msg": "success"}
         if path.endswith("/auth/v3/tenant_access_token/internal") or path.endswith("/auth/v3/app_access_token/internal"):
             return {**ok, "tenant_access_token": "t-fake-tenant-token", "app_access_token": "a-fake", "expire": 7200}
+        if path.startswith("/_fake/replies/"):  # not Lark: `scripts/say.sh` waits here for the demo bot's reply
+            with self._cond:
+                done = [r for r in self.replies if r.in_reply_to == parts[-1] and r.done]
+            return {"done": bool(done), "texts": [r.text for r in done]}
         if path == "/open-apis/bot/v3/info":
             return {**ok, "bot": {"app_name": self.bot_name, "open_id": self.bot_open_id, "activate_status": 2}}
         if path.startswith("/open-apis/contact/v3/users/"):
