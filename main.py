@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from astrbot.api import AstrBotConfig, logger
+from astrbot.api import AstrBotConfig, ToolSet, logger
 from astrbot.api.event import AstrMessageEvent, filter
 from astrbot.api.provider import ProviderRequest
 from astrbot.api.star import Context, Star, StarTools
@@ -20,9 +20,12 @@ from .memory import (
     Caller,
     ExtractionScheduler,
     GroupKey,
+    Health,
+    MemberDirectory,
     MemberKey,
     MemoryPluginError,
     Recall,
+    Roster,
     Scope,
     Settings,
     UserMemoryStore,
@@ -33,17 +36,21 @@ from .memory import (
     history_text,
     list_memory,
     revert_change,
+    roster_from,
     run_extraction,
     save_memory,
     semantic_similarities,
     stats_text,
+    status_text,
     visible_memories,
 )
 
 PLUGIN_NAME = "astrbot_plugin_user_memory"
+MEMORY_TOOLS = ("lark_save_memory", "lark_list_memory", "lark_forget_memory")
 INTERNAL_ERROR = "记忆工具内部出错，没有做任何更改。请直接回复用户，不要重试。"
 CLEAR_CONFIRM_WORDS = ("confirm", "确认", "yes")
 FORGET_TARGET_HINT = '要删除全部记忆请传 "all"，删除一条请传它的 id，或传一句描述（如"关于称呼的"）。'
+READ_FAILED = "暂时无法读取记忆，请稍后再试。"
 
 
 def member_of(event: AstrMessageEvent) -> MemberKey | None:
@@ -55,18 +62,15 @@ def member_of(event: AstrMessageEvent) -> MemberKey | None:
     return MemberKey(GroupKey(event.get_platform_name() or "unknown", str(group_id)), str(user_id))
 
 
-def caller_of(event: AstrMessageEvent, member: MemberKey) -> Caller:
-    """The member with their rights, from the event: the one place that decides who counts as an admin, for tools
-    and for background extraction alike."""
-    return Caller(member, is_admin=event.is_admin())
-
-
 class UserMemoryPlugin(Star):
     def __init__(self, context: Context, config: AstrBotConfig | None = None) -> None:
         super().__init__(context)
-        self.settings, warnings = Settings.from_mapping(config)
-        for warning in warnings:
+        self.settings, self.setting_warnings = Settings.from_mapping(config)
+        for warning in self.setting_warnings:
             logger.warning(f"[{PLUGIN_NAME}] {warning}")
+        self._write_back_effective_settings(config)
+        self.members = MemberDirectory()
+        self.embedding_state = "未配置（仅词法召回）"
         self.data_dir = Path(StarTools.get_data_dir(PLUGIN_NAME))
         self.store = UserMemoryStore(self.data_dir / "groups")
         self.recall = Recall()
@@ -94,9 +98,21 @@ class UserMemoryPlugin(Star):
             provider = None
         if provider is None or not hasattr(provider, "get_embeddings"):
             logger.warning(f"[{PLUGIN_NAME}] embedding provider {provider_id!r} not found; using lexical recall only")
+            self.embedding_state = f"提供商 {provider_id!r} 未找到（仅词法召回）"
             return
         meta = provider.meta()
         await self.attach_embedding_provider(provider, f"{meta.id}/{meta.model or ''}")
+
+    def _write_back_effective_settings(self, config: AstrBotConfig | None) -> None:
+        """Show corrected values where the operator looks: in the plugin's config in the dashboard."""
+        changed = self.settings.changed_values(config)
+        if not changed or not hasattr(config, "save_config"):
+            return
+        try:
+            config.update(changed)
+            config.save_config()
+        except Exception:  # a read-only config must not stop the plugin from loading
+            logger.exception(f"[{PLUGIN_NAME}] cannot write corrected settings back to the config")
 
     async def attach_embedding_provider(self, provider: Any, model_id: str) -> None:
         """Turn on semantic recall with an embedding provider (anything with `async get_embeddings(texts)`)."""
@@ -107,8 +123,10 @@ class UserMemoryPlugin(Star):
             semantic_similarities(self.store, self.vectors),
             functools.partial(combine, weight=self.settings.embedding_weight),
         )
+        self.embedding_state = f"已启用 {model_id}"
 
     async def terminate(self) -> None:
+        await self.members.close()
         if self.extraction is not None:
             await self.extraction.close()
         await self.store.close()
@@ -125,8 +143,8 @@ class UserMemoryPlugin(Star):
         if member is None or not text or member.user_id == event.get_self_id() or self._is_command(event):
             return
         speaker = Utterance(
-            member.user_id, event.get_sender_name() or member.user_id, text, time.time(),
-            can_manage_group=caller_of(event, member).can_manage_group,
+            member.user_id, self._speaker_name(event, member), text, time.time(),
+            can_manage_group=self._caller_in_group(event, member).can_manage_group,
         )
         self.extraction.observe(member.group, speaker, event.unified_msg_origin)
 
@@ -165,7 +183,35 @@ class UserMemoryPlugin(Star):
         member = member_of(event)
         if member is None:
             return NOT_IN_GROUP
-        return caller_of(event, member)
+        return self._caller_in_group(event, member)
+
+    # -- members: names and the platform's group owner/admins (DECISIONS §4) --------------------------------------
+    def _caller_in_group(self, event: AstrMessageEvent, member: MemberKey) -> Caller:
+        """The member with their rights, from the event and the platform's group owner/admins: the one place that
+        decides who counts as an admin, for tools and for background extraction alike."""
+        self.members.lookup(member.group, member.user_id, functools.partial(self._fetch_roster, event))
+        return Caller(member, is_admin=event.is_admin(),
+                      is_group_admin=self.members.is_group_admin(member.group, member.user_id))
+
+    def _speaker_name(self, event: AstrMessageEvent, member: MemberKey) -> str:
+        """The member's display name. A platform that names senders by a piece of their id (Lark: open_id[:8])
+        is overruled by the group's member list once it is cached; until then (a cold cache never makes the
+        reply wait) the platform's name stands in."""
+        self.members.lookup(member.group, member.user_id, functools.partial(self._fetch_roster, event))
+        given = event.get_sender_name() or ""
+        if given and not member.user_id.startswith(given):
+            return given
+        return self.members.name(member.group, member.user_id) or given or member.user_id
+
+    @staticmethod
+    async def _fetch_roster(event: AstrMessageEvent) -> Roster | None:
+        """The platform's member list, owner and admins (Lark: chat info and the paged chat members API;
+        OneBot: group info and member list); None when the platform cannot tell."""
+        group = await event.get_group()
+        if group is None or (group.members is None and not group.group_owner and not group.group_admins):
+            return None
+        return roster_from({str(m.user_id): m.nickname for m in group.members or []},
+                           group.group_owner, group.group_admins)
 
     @filter.on_llm_request()
     async def inject_memories(self, event: AstrMessageEvent, req: ProviderRequest) -> None:
@@ -174,10 +220,11 @@ class UserMemoryPlugin(Star):
         member = member_of(event)
         if member is None:
             return
-        caller = caller_of(event, member)
+        await self._keep_memory_tools(event, req)
+        caller = self._caller_in_group(event, member)
         try:
             block = await self.recall.memory_block(
-                self.store, caller, self.settings, event.get_sender_name() or member.user_id,
+                self.store, caller, self.settings, self._speaker_name(event, member),
                 event.message_str or req.prompt or "",
             )
         except MemoryPluginError as exc:
@@ -185,6 +232,44 @@ class UserMemoryPlugin(Star):
             return
         if block:
             req.system_prompt = f"{req.system_prompt}\n\n{block}" if req.system_prompt else block
+
+    # -- personas with an explicit tool list ----------------------------------------------------------------------
+    async def _keep_memory_tools(self, event: AstrMessageEvent, req: ProviderRequest) -> None:
+        """A persona with an explicit tool list makes AstrBot drop every other tool (ours too) before this hook,
+        which would switch the plugin off without a word. Add the memory tools back when the active persona's
+        list is explicit, non-empty and names none of them (naming some is a choice to respect). Left alone: a
+        persona with `tools: []` (no tools at all), tools the operator deactivated, a plugin disabled for the
+        session, and anything else that removed them while the persona takes every tool."""
+        present = set(req.func_tool.names()) if req.func_tool else set()
+        missing = [name for name in MEMORY_TOOLS if name not in present]
+        if not missing or len(missing) < len(MEMORY_TOOLS) or req.conversation is None:
+            return  # the usual case: all there (a set lookup); some there: the persona chose them
+        if event.plugins_name is not None and PLUGIN_NAME not in event.plugins_name:
+            return
+        persona_tools = await self._persona_tools(event, req)
+        if not persona_tools or any(name in persona_tools for name in MEMORY_TOOLS):
+            return
+        manager = self.context.get_llm_tool_manager()
+        tools = [tool for tool in map(manager.get_func, MEMORY_TOOLS) if tool is not None and tool.active]
+        if tools and req.func_tool is None:
+            req.func_tool = ToolSet()
+        for tool in tools:
+            req.func_tool.add_tool(tool)
+
+    async def _persona_tools(self, event: AstrMessageEvent, req: ProviderRequest) -> list[str] | None:
+        """The tool list of the persona AstrBot applied to this request (resolved the way AstrBot resolves it);
+        None when the persona takes every tool or cannot be resolved."""
+        try:
+            config = self.context.get_config(umo=event.unified_msg_origin)
+            _, persona, _, _ = await self.context.persona_manager.resolve_selected_persona(
+                umo=event.unified_msg_origin, conversation_persona_id=req.conversation.persona_id,
+                platform_name=event.get_platform_name(), provider_settings=config.get("provider_settings"),
+            )
+        except Exception:  # an older or newer host: leave AstrBot's choice alone
+            logger.warning(f"[{PLUGIN_NAME}] cannot resolve the active persona", exc_info=True)
+            return None
+        tools = persona.get("tools") if persona else None
+        return list(tools) if isinstance(tools, list) else None
 
     @filter.llm_tool(name="lark_save_memory")
     async def lark_save_memory(
@@ -252,12 +337,13 @@ class UserMemoryPlugin(Star):
             return
         items = await self._read(caller)
         if items is None:
-            yield event.plain_result("暂时无法读取记忆，请稍后再试。")
+            yield event.plain_result(READ_FAILED)
         elif not items:
             yield event.plain_result("在本群我还没有记住关于你的任何信息。")
         else:
             lines = "\n".join(
-                f"{i}. {m.content}（{m.type.label}{'' if s is Scope.MEMBER else '，' + s.label}）"
+                f"{i}. {m.content}（{m.type.label}{'' if s is Scope.MEMBER else '，' + s.label}"
+                f"{self._added_by(caller.member.group, m.added_by) if s is Scope.GROUP else ''}）"
                 for i, (s, m) in enumerate(items, 1)
             )
             yield event.plain_result(f"在本群我记得的 {len(items)} 条信息：\n{lines}")
@@ -269,17 +355,26 @@ class UserMemoryPlugin(Star):
         if isinstance(caller, str):
             yield event.plain_result(caller)
             return
+        before = await self._read(caller)
+        if before is None:
+            yield event.plain_result(READ_FAILED)
+            return
+        own = sum(s is not Scope.GROUP for s, _ in before)
+        if not own:
+            yield event.plain_result("我在本群没有记住关于你的任何信息，没有需要清除的。")
+            return
         if str(confirm).strip().lower() not in CLEAR_CONFIRM_WORDS:
-            items = await self._read(caller)
-            count = sum(s is not Scope.GROUP for s, _ in items) if items is not None else "若干"
             yield event.plain_result(
-                f"这会删除我记得的关于你的全部 {count} 条信息，且无法恢复。确认请发送：/memory clear confirm"
+                f"这会删除我记得的关于你的全部 {own} 条信息，且无法恢复。确认请发送：/memory clear confirm"
             )
             return
-        result = await self._guarded(
-            forget_memory(self.store, caller, self.settings, "all", actor=f"command:{caller.member.user_id}")
-        )
-        yield event.plain_result(result)
+        await self._guarded(forget_memory(self.store, caller, self.settings, "all", actor=f"command:{caller.member.user_id}"))
+        after = await self._read(caller)
+        left = None if after is None else sum(s is not Scope.GROUP for s, _ in after)
+        if left == 0:
+            yield event.plain_result(f"已清除我在本群记得的关于你的全部 {own} 条信息。")
+        else:
+            yield event.plain_result("这次没能清除你的信息，请稍后再试。")
 
     @memory_command.command("stats")
     async def memory_stats_command(self, event: AstrMessageEvent):
@@ -301,6 +396,30 @@ class UserMemoryPlugin(Star):
         yield event.plain_result(await self._for_group(
             event, lambda key: self._guarded(revert_change(self.store, key, int(number), actor=actor))
         ))
+
+    def _added_by(self, key: GroupKey, user_id: str | None) -> str:
+        if not user_id:
+            return ""
+        return f"，{self.members.name(key, user_id) or user_id} 添加"
+
+    @filter.permission_type(filter.PermissionType.ADMIN)
+    @memory_command.command("status")
+    async def memory_status_command(self, event: AstrMessageEvent):
+        """（管理员）查看生效的配置、配置警告和运行状况"""
+        member = member_of(event)
+        key = member.group if member else None
+        pending_all, running = self.extraction.load() if self.extraction else (0, 0)
+        health = Health(
+            groups_loaded=self.store.loaded_groups,
+            extraction_on=self.extraction is not None,
+            pending_here=self.extraction.pending(key) if self.extraction and key else 0,
+            pending_all=pending_all,
+            extractions_running=running,
+            embedding=self.embedding_state,
+            rosters_cached=self.members.cached_groups(),
+            roster_here=self.members.roster(key) if key else None,
+        )
+        yield event.plain_result(status_text(self.settings, self.setting_warnings, health))
 
     async def _stats_text(self, key: GroupKey) -> str:
         text = await stats_text(self.store, key, self.extraction.pending(key) if self.extraction else 0)

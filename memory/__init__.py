@@ -8,15 +8,22 @@ from ._errors import InvalidMemoryInput, MemoryLimitReached, MemoryPluginError, 
 from ._models import SCHEMA_VERSION, Caller, GroupDocument, GroupKey, MemberKey, Memory, MemoryType, Scope, Source
 from ._extraction import ExtractionScheduler, Utterance, run_extraction
 from ._limiter import CallLimiter
+from ._members import MemberDirectory, Roster, roster_from
 from ._prompt import DISABLED, MEMORY_BLOCK_END, MEMORY_BLOCK_START, NOT_IN_GROUP
 from ._recall import Recall, semantic_similarities
 from ._semantic import VectorStore, combine
 from ._settings import Settings
+from ._status import Health, status_text
 from ._store import GROUP_OWNER, UserMemoryStore
 from ._tools import forget_memory, list_memory, save_memory, visible_memories
 
 __all__ = [
     "CallLimiter",
+    "Health",
+    "MemberDirectory",
+    "Roster",
+    "roster_from",
+    "status_text",
     "ExtractionScheduler",
     "Recall",
     "VectorStore",

@@ -449,6 +449,10 @@ class ExtractionScheduler:
     def pending(self, key: GroupKey) -> int:
         return len(self._pending.get(key, ()))
 
+    def load(self) -> tuple[int, int]:
+        """(messages waiting in all groups, extractions running now), for the status command."""
+        return sum(len(q) for q in self._pending.values()), len(self._running)
+
     def _start(self, key: GroupKey) -> None:
         self._timers.pop(key, None)
         if key in self._running or not self._pending.get(key):

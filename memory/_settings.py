@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 EVERYONE = "everyone"
@@ -41,8 +42,10 @@ class Settings:
 
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any] | None) -> tuple[Settings, list[str]]:
-        """Settings from a config mapping, plus a warning for every value that was invalid and fell back to its
-        default. Missing keys take their default silently (a host upgrade or hand edit can drop them)."""
+        """Settings from a config mapping, plus a warning for every value that was changed. A number outside its
+        range takes the nearest bound (a fraction for a whole-number setting is rounded); a value of the wrong
+        type or outside the choices takes the default. Missing keys take their default silently (a host upgrade
+        or hand edit can drop them). `extraction_every_n_messages` never exceeds `extraction_buffer_size`."""
         raw = raw or {}
         values: dict[str, Any] = {}
         warnings: list[str] = []
@@ -52,9 +55,39 @@ class Settings:
             value, problem = _coerce(f.name, f.default, raw[f.name])
             if problem is None:
                 values[f.name] = value
-            else:
+            elif value is None:
                 warnings.append(f"配置项 {f.name} 的值 {raw[f.name]!r} 无效（{problem}），已使用默认值 {f.default!r}")
-        return cls(**values), warnings
+            else:
+                values[f.name] = value
+                warnings.append(f"配置项 {f.name} 的值 {raw[f.name]!r} {problem}，已改为 {value!r}")
+        settings = cls(**values)
+        if settings.extraction_every_n_messages > settings.extraction_buffer_size:
+            settings, warning = settings._buffer_covers_every_n()
+            warnings.append(warning)
+        return settings, warnings
+
+    def _buffer_covers_every_n(self) -> tuple[Settings, str]:
+        """A buffer smaller than `every_n` never reaches the count, so count-triggered extraction would silently
+        never run. The cadence is what the operator asked for: raise the buffer to it (within its range), and
+        clamp `every_n` only when even the largest buffer is smaller."""
+        every_n, buffer = self.extraction_every_n_messages, self.extraction_buffer_size
+        new_buffer = min(every_n, int(_RANGES["extraction_buffer_size"][1]))
+        new_every_n = min(every_n, new_buffer)
+        text = (f"extraction_every_n_messages（{every_n}）大于 extraction_buffer_size（{buffer}），"
+                f"缓冲区永远攒不够，按条数的提取不会触发：已把 extraction_buffer_size 改为 {new_buffer}")
+        if new_every_n != every_n:
+            text += f"，extraction_every_n_messages 改为 {new_every_n}"
+        return replace(self, extraction_buffer_size=new_buffer, extraction_every_n_messages=new_every_n), text
+
+    def changed_values(self, raw: Mapping[str, Any] | None) -> dict[str, Any]:
+        """The settings whose effective value differs from what `raw` holds (to write back to the config)."""
+        raw = raw or {}
+        return {f.name: getattr(self, f.name) for f in fields(self)
+                if f.name in raw and not _same(raw[f.name], getattr(self, f.name))}
+
+
+def _same(raw: Any, effective: Any) -> bool:
+    return type(raw) is type(effective) and raw == effective if isinstance(effective, bool) else raw == effective
 
 
 _RANGES: dict[str, tuple[float, float]] = {
@@ -81,8 +114,10 @@ _CHOICES: dict[str, tuple[str, ...]] = {
 
 
 def _coerce(name: str, default: Any, value: Any) -> tuple[Any, str | None]:
+    """(value, None) when valid; (corrected value, what was wrong) for a number outside its range or a fraction
+    for a whole-number setting; (None, what was wrong) when only the default can stand in."""
     if isinstance(default, bool):
-        return value, None if isinstance(value, bool) else "应为 true 或 false"
+        return (value, None) if isinstance(value, bool) else (None, "应为 true 或 false")
     if isinstance(default, str):
         if not isinstance(value, str):
             return None, "应为文本"
@@ -91,11 +126,15 @@ def _coerce(name: str, default: Any, value: Any) -> tuple[Any, str | None]:
         if choices and value not in choices:
             return None, f"应为 {' / '.join(choices)} 之一"
         return value, None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
         return None, "应为数字"
-    if isinstance(default, int) and value != int(value):
-        return None, "应为整数"
     low, high = _RANGES[name]
+    problems = []
+    if isinstance(default, int) and math.isfinite(value) and value != int(value):
+        value = round(value)
+        problems.append("不是整数")
     if not low <= value <= high:
-        return None, f"应在 {low:g} 到 {high:g} 之间"
-    return (int(value) if isinstance(default, int) else float(value)), None
+        value = min(max(value, low), high)
+        problems.append(f"超出范围 {low:g}–{high:g}")
+    value = int(value) if isinstance(default, int) else float(value)
+    return value, "、".join(problems) or None

@@ -93,6 +93,11 @@ class UserMemoryStore:
     def directory(self) -> Path:
         return self._directory
 
+    @property
+    def loaded_groups(self) -> int:
+        """How many groups are held in memory (for the status command)."""
+        return len(self._groups)
+
     def path_for(self, key: GroupKey) -> Path:
         return group_file_path(self._directory, key)
 

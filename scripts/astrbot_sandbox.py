@@ -555,9 +555,9 @@ def next_steps(root: Path, base_url: str) -> str:
     cfg = _read_json(root / "data" / "cmd_config.json")
     steps = []
     if not [p for p in cfg.get("platform", []) if p.get("enable", True)]:
-        steps.append("Add a messaging platform: 机器人 (Bots) → 创建机器人, e.g. Lark (飞书) or QQ (aiocqhttp).")
+        steps.append("Add a messaging platform: 机器人 (Bots) → add one, e.g. Lark (飞书) or QQ (aiocqhttp).")
     if not [p for p in cfg.get("provider", []) if p.get("provider_type", "chat_completion") == "chat_completion"]:
-        steps.append("Add a chat model: 模型提供商 (Providers) → add one with tool calling, and make it the default.")
+        steps.append("Add a chat model: 模型提供商 (Providers) → 新增模型提供商, one that supports tool calling.")
     steps.append(f"The plugin's settings: 插件 (Plugins) → {PLUGIN_NAME} → 插件配置 (Configure). In a group, an "
                  "AstrBot admin sends /memory status to see the settings in effect.")
     steps.append("Try it: in a group, @ the bot with 记住，在这个群叫我老王, then ask 你记得我什么？")

@@ -224,9 +224,9 @@ async def test_private_chat_and_disabled_are_left_alone(make_plugin):
     assert "关闭" in await call_tool(off, "lark_list_memory", make_event())
 
 
-async def test_bad_config_falls_back_to_defaults(make_plugin):
+async def test_bad_config_is_corrected(make_plugin):
     plugin = make_plugin(memory_inject_limit="lots", memory_max_per_user=-3)
-    assert plugin.settings.memory_inject_limit == 15 and plugin.settings.memory_max_per_user == 20
+    assert plugin.settings.memory_inject_limit == 15 and plugin.settings.memory_max_per_user == 1
 
 
 async def test_nothing_injected_without_memories(make_plugin):
@@ -295,7 +295,7 @@ async def test_memory_commands(make_plugin):
     assert "/memory clear confirm" in asked and "1 条" in asked
     assert len(await plugin.store.memories(plugin_member(me), "ou_userA")) == 1
     done = await command_text(plugin.memory_clear_command(me, "confirm"))
-    assert "已删除" in done
+    assert "已清除" in done and "1 条" in done
     assert await plugin.store.memories(plugin_member(me), "ou_userA") == []
 
 

@@ -1,3 +1,5 @@
+import pytest
+
 from memory import Settings
 
 
@@ -13,14 +15,74 @@ def test_valid_values_are_taken():
     assert isinstance(s.memory_inject_limit, int) and warnings == []
 
 
-def test_invalid_values_fall_back_with_a_warning():
+def test_wrong_types_fall_back_to_the_default_with_a_warning():
     s, warnings = Settings.from_mapping(
-        {"enable_user_memory": "yes", "memory_max_per_user": -1, "memory_inject_limit": "ten",
-         "memory_max_content_length": 2.5, "memory_inject_char_budget": True}
+        {"enable_user_memory": "yes", "memory_inject_limit": "ten", "memory_inject_char_budget": True,
+         "recall_relevance_threshold": float("nan"), "group_memory_writers": "nobody"}
     )
     assert s == Settings()
     assert len(warnings) == 5
     assert all("已使用默认值" in w for w in warnings)
+
+
+@pytest.mark.parametrize("name, raw, effective", [
+    ("memory_max_per_user", -5, 1),
+    ("memory_max_per_user", 99999, 1000),
+    ("memory_inject_limit", -1, 0),
+    ("memory_max_content_length", 2.5, 10),
+    ("memory_inject_char_budget", 1500.6, 1501),
+    ("embedding_weight", 7, 1.0),
+    ("embedding_weight", float("-inf"), 0.0),
+    ("extraction_quiet_seconds", 1e12, 86400),
+])
+def test_out_of_range_numbers_take_the_nearest_bound(name, raw, effective):
+    s, warnings = Settings.from_mapping({name: raw})
+    assert getattr(s, name) == effective and type(getattr(s, name)) is type(effective)
+    assert len(warnings) == 1 and name in warnings[0] and f"已改为 {effective!r}" in warnings[0]
+    assert s.changed_values({name: raw}) == {name: effective}
+
+
+def test_valid_values_are_not_written_back():
+    raw = {"memory_max_per_user": 5, "embedding_weight": 0.5, "enable_user_memory": True}
+    s, _ = Settings.from_mapping(raw)
+    assert s.changed_values(raw) == {}
+
+
+def test_every_n_above_the_buffer_raises_the_buffer():
+    s, warnings = Settings.from_mapping({"extraction_every_n_messages": 100, "extraction_buffer_size": 40})
+    assert (s.extraction_every_n_messages, s.extraction_buffer_size) == (100, 100)
+    assert len(warnings) == 1 and "extraction_buffer_size 改为 100" in warnings[0]
+
+
+def test_every_n_beyond_the_largest_buffer_is_clamped_to_it():
+    s, warnings = Settings.from_mapping({"extraction_every_n_messages": 800})
+    assert (s.extraction_every_n_messages, s.extraction_buffer_size) == (500, 500)
+    assert "extraction_every_n_messages 改为 500" in warnings[0]
+
+
+def test_count_triggered_extraction_still_fires_with_a_large_every_n():
+    """The scheduler built from such settings reaches its count (it never could with a buffer of 40)."""
+    import asyncio
+
+    from memory import ExtractionScheduler, GroupKey, Utterance
+
+    s, _ = Settings.from_mapping({"extraction_every_n_messages": 60, "extraction_buffer_size": 40})
+    batches = []
+
+    async def extract(key, batch, origin):
+        batches.append(len(batch))
+
+    async def run():
+        scheduler = ExtractionScheduler(extract, every_n=s.extraction_every_n_messages, quiet_seconds=3600,
+                                        buffer_size=s.extraction_buffer_size)
+        for i in range(60):
+            scheduler.observe(GroupKey("lark", "g"), Utterance("u", "u", f"消息 {i}", 0.0), "o")
+        for _ in range(50):
+            await asyncio.sleep(0)
+        await scheduler.close()
+
+    asyncio.run(run())
+    assert batches == [60]
 
 
 def test_none_config_is_all_defaults():

@@ -1,0 +1,117 @@
+"""Who is in a group: members' display names and the platform's group owner and admins, cached per group.
+
+Some platforms name group senders by a piece of their id (Lark: `open_id[:8]`); the real names, and who owns or
+administers the group (DECISIONS §4), come from a slow platform call that pages through the member list. The
+directory keeps one roster per group, refreshes it rarely in the background, and never makes the reply path
+wait: a cold or stale group answers with what it has (maybe nothing) and starts a fetch for next time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+
+from ._models import GroupKey
+from ._text import clean_content
+
+log = logging.getLogger(__name__)
+
+NAME_MAX_CHARS = 64
+
+
+@dataclass(frozen=True)
+class Roster:
+    """What the platform said about one group at one time."""
+
+    names: Mapping[str, str] = field(default_factory=dict)  # user id -> display name
+    owner: str | None = None
+    admins: frozenset[str] = frozenset()
+    fetched_at: float = 0.0
+
+
+Fetch = Callable[[], Awaitable[Roster | None]]  # None: the platform could not tell (this time)
+
+
+def roster_from(names: Mapping[str, str | None], owner: str | None, admins: list[str] | None) -> Roster:
+    """A roster from raw platform data: blank names dropped, names cleaned to one short line."""
+    cleaned = {str(uid): clean_content(name)[:NAME_MAX_CHARS] for uid, name in names.items() if name}
+    return Roster({uid: name for uid, name in cleaned.items() if name}, str(owner) if owner else None,
+                  frozenset(str(a) for a in admins or ()))
+
+
+class MemberDirectory:
+    """Rosters per group. `lookup` is synchronous and cheap (the reply path calls it); fetches run as background
+    tasks, at most `max_concurrent_fetches` at once and, per group, at most once every `retry_seconds` (also
+    when a member the roster does not know speaks, or a fetch failed), and otherwise every `refresh_seconds`."""
+
+    def __init__(self, *, refresh_seconds: float = 6 * 3600, retry_seconds: float = 600,
+                 max_concurrent_fetches: int = 2, clock: Callable[[], float] = time.monotonic) -> None:
+        self._refresh_seconds = refresh_seconds
+        self._retry_seconds = retry_seconds
+        self._clock = clock
+        self._rosters: dict[GroupKey, Roster] = {}
+        self._last_attempt: dict[GroupKey, float] = {}
+        self._tasks: dict[GroupKey, asyncio.Task[None]] = {}
+        self._fetch_slots = asyncio.Semaphore(max_concurrent_fetches)
+
+    def roster(self, key: GroupKey) -> Roster | None:
+        return self._rosters.get(key)
+
+    def name(self, key: GroupKey, user_id: str) -> str | None:
+        roster = self._rosters.get(key)
+        return roster.names.get(user_id) if roster else None
+
+    def is_group_admin(self, key: GroupKey, user_id: str) -> bool:
+        """The platform's group owner or one of its group admins, as last fetched."""
+        roster = self._rosters.get(key)
+        return roster is not None and (user_id == roster.owner or user_id in roster.admins)
+
+    def lookup(self, key: GroupKey, user_id: str, fetch: Fetch) -> Roster | None:
+        """The group's roster as cached (None when cold), starting a background fetch when it is missing, old,
+        or does not know `user_id` - unless one ran for this group within `retry_seconds`. `fetch` is the
+        platform call; it is only called when a fetch starts."""
+        roster = self._rosters.get(key)
+        if key in self._tasks or not self._wants_fetch(key, roster, user_id):
+            return roster
+        now = self._clock()
+        self._last_attempt[key] = now
+        self._tasks[key] = asyncio.get_running_loop().create_task(
+            self._refresh(key, fetch), name=f"memory-members:{key}")
+        return roster
+
+    def _wants_fetch(self, key: GroupKey, roster: Roster | None, user_id: str) -> bool:
+        now = self._clock()
+        last = self._last_attempt.get(key)
+        if last is not None and now - last < self._retry_seconds:
+            return False
+        return roster is None or now - roster.fetched_at >= self._refresh_seconds or user_id not in roster.names
+
+    async def _refresh(self, key: GroupKey, fetch: Fetch) -> None:
+        try:
+            async with self._fetch_slots:
+                roster = await fetch()
+            if roster is not None:
+                self._rosters[key] = Roster(roster.names, roster.owner, roster.admins, self._clock())
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.warning("fetching the members of %s failed; trying again later", key, exc_info=True)
+        finally:
+            self._tasks.pop(key, None)
+
+    async def settle(self) -> None:
+        """Wait for running fetches (tests)."""
+        while self._tasks:
+            await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+
+    def cached_groups(self) -> int:
+        return len(self._rosters)
+
+    async def close(self) -> None:
+        for task in self._tasks.values():
+            task.cancel()
+        await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+        self._tasks.clear()
