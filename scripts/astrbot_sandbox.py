@@ -500,6 +500,7 @@ def _start_demo_fakes():
     from fake_model import DEMO_RULES, FakeModel
 
     lark = FakeLark()
+    lark.chat_members[DEMO_GROUP] = {DEMO_USER: "小王"}  # the member list gives the demo member a name
     lark.on_reply = lambda r: print(f"\n[fake Lark] the bot replied to {r.in_reply_to or r.receive_id}:\n{r.text}\n",
                                     flush=True)
     model = FakeModel(DEMO_RULES)

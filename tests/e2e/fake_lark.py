@@ -8,7 +8,8 @@ AstrBot's Lark adapter is configured with `domain = fake.url`, so every API call
     POST /open-apis/im/v1/messages                         -> recorded as a Reply  (proactive sends)
     POST /open-apis/cardkit/v1/cards ... (create/content/settings) -> streamed answers (CardKit cards)
     GET  /open-apis/contact/v3/users/{open_id}             -> user name (private chats look it up)
-    GET  /open-apis/im/v1/chats/{chat_id}[/members]        -> chat info, if anything asks
+    GET  /open-apis/im/v1/chats/{chat_id}                  -> chat info: owner and managers (`chat_owners`, ...)
+    GET  /open-apis/im/v1/chats/{chat_id}/members          -> members with names (`chat_members`), paged
     anything else                                          -> {"code": 0} and recorded in `calls`
     GET  /_fake/replies/{message_id}                       -> the replies to a message (for scripts/say.sh)
 
@@ -79,6 +80,10 @@ class FakeLark:
         self.bot_open_id = bot_open_id
         self.bot_name = bot_name
         self.user_names: dict[str, str] = {}  # open_id -> name, for the contact lookup
+        # per chat_id: the members API's open_id -> name, and the chat info's owner and managers
+        self.chat_members: dict[str, dict[str, str]] = {}
+        self.chat_owners: dict[str, str] = {}
+        self.chat_admins: dict[str, list[str]] = {}
         self.replies: list[Reply] = []
         self.calls: list[tuple[str, str, object]] = []  # (method, path, json body) of every API call
         self.cards: dict[str, dict] = {}
@@ -105,6 +110,9 @@ class FakeLark:
         with self._cond:
             self.replies.clear()
             self.calls.clear()
+            self.chat_members.clear()
+            self.chat_owners.clear()
+            self.chat_admins.clear()
 
     # -- waiting -----------------------------------------------------------------------------
     def wait_reply(self, message_id: str, timeout: float = 30) -> Reply:
@@ -180,9 +188,23 @@ class FakeLark:
         if path.startswith("/open-apis/im/v1/chats/"):
             chat_id = parts[4]
             if path.endswith("/members"):
-                return {**ok, "data": {"items": [], "has_more": False, "member_total": 0}}
-            return {**ok, "data": {"name": f"群 {chat_id}", "chat_mode": "group"}}
+                return {**ok, "data": self._members_page(chat_id, request.query)}
+            members = self.chat_members.get(chat_id, {})
+            return {**ok, "data": {"name": f"群 {chat_id}", "chat_mode": "group", "user_count": str(len(members)),
+                                   "owner_id_type": "open_id", "owner_id": self.chat_owners.get(chat_id, ""),
+                                   "user_manager_id_list": self.chat_admins.get(chat_id, [])}}
         return {**ok, "data": {}}
+
+    def _members_page(self, chat_id: str, query) -> dict:
+        """GET im/v1/chats/{chat_id}/members, paged like Lark (page_size, page_token, has_more)."""
+        members = list(self.chat_members.get(chat_id, {}).items())
+        size = max(1, int(query.get("page_size", 20)))
+        start = int(query.get("page_token") or 0)
+        page = members[start:start + size]
+        more = start + size < len(members)
+        return {"items": [{"member_id_type": "open_id", "member_id": uid, "name": name, "tenant_key": "tenant_e2e"}
+                          for uid, name in page],
+                "has_more": more, "page_token": str(start + size) if more else "", "member_total": len(members)}
 
     def _record(self, in_reply_to: str | None, receive_id: str | None, body: dict) -> None:
         try:
