@@ -250,3 +250,17 @@ async def test_list_command_names_who_added_a_group_memory(make_plugin):
     await call_tool(plugin, "lark_save_memory", author, memory_type="fact", content="项目 A 下周三上线", scope="group")
     await plugin.members.settle()
     assert "张三 添加" in await command_text(plugin.memory_list_command(lark_event(user="ou_reader")))
+
+
+async def test_extraction_hears_names_and_who_manages_the_group(make_plugin):
+    plugin = make_plugin(enable_background_extraction=True)
+    heard = []
+    plugin.extraction.observe = lambda key, utterance, origin: heard.append(utterance)
+    roster = {"members": {"ou_owner": "群主老板", "ou_member": "李雷"}, "owner": "ou_owner"}
+    await plugin.observe_group_message(lark_event("第一句", user="ou_owner", **roster))  # cold: platform's name
+    await plugin.members.settle()
+    await plugin.observe_group_message(lark_event("第二句", user="ou_owner", **roster))
+    await plugin.observe_group_message(lark_event("第三句", user="ou_member", **roster))
+    assert [(u.name, u.can_manage_group) for u in heard] == [
+        ("ou_owner", False), ("群主老板", True), ("李雷", False)]
+    await plugin.terminate()
