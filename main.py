@@ -142,9 +142,10 @@ class UserMemoryPlugin(Star):
         text = (event.message_str or "").strip()
         if member is None or not text or member.user_id == event.get_self_id() or self._is_command(event):
             return
+        caller = self._caller_in_group(event, member)
         speaker = Utterance(
             member.user_id, self._speaker_name(event, member), text, time.time(),
-            can_manage_group=self._caller_in_group(event, member).can_manage_group,
+            can_manage_group=caller.can_manage_group,
         )
         self.extraction.observe(member.group, speaker, event.unified_msg_origin)
 
@@ -188,8 +189,10 @@ class UserMemoryPlugin(Star):
     # -- members: names and the platform's group owner/admins (DECISIONS §4) --------------------------------------
     def _caller_in_group(self, event: AstrMessageEvent, member: MemberKey) -> Caller:
         """The member with their rights, from the event and the platform's group owner/admins: the one place that
-        decides who counts as an admin, for tools and for background extraction alike."""
-        self.members.lookup(member.group, member.user_id, functools.partial(self._fetch_roster, event))
+        decides who counts as an admin, for tools and for background extraction alike. Also where the group's
+        member list is looked up (and fetched in the background when missing or stale): call it before
+        `_speaker_name`."""
+        self.members.lookup(member.group, member.user_id, self._fetch_roster, event)
         return Caller(member, is_admin=event.is_admin(),
                       is_group_admin=self.members.is_group_admin(member.group, member.user_id))
 
@@ -197,7 +200,6 @@ class UserMemoryPlugin(Star):
         """The member's display name. A platform that names senders by a piece of their id (Lark: open_id[:8])
         is overruled by the group's member list once it is cached; until then (a cold cache never makes the
         reply wait) the platform's name stands in."""
-        self.members.lookup(member.group, member.user_id, functools.partial(self._fetch_roster, event))
         given = event.get_sender_name() or ""
         if given and not member.user_id.startswith(given):
             return given
@@ -206,7 +208,7 @@ class UserMemoryPlugin(Star):
     @staticmethod
     async def _fetch_roster(event: AstrMessageEvent) -> Roster | None:
         """The platform's member list, owner and admins (Lark: chat info and the paged chat members API;
-        OneBot: group info and member list); None when the platform cannot tell."""
+        OneBot: group info and member list); None when the platform cannot tell (this time)."""
         group = await event.get_group()
         if group is None or (group.members is None and not group.group_owner and not group.group_admins):
             return None
@@ -220,7 +222,8 @@ class UserMemoryPlugin(Star):
         member = member_of(event)
         if member is None:
             return
-        await self._keep_memory_tools(event, req)
+        if not (req.func_tool and any(tool.name in MEMORY_TOOLS for tool in req.func_tool.tools)):
+            await self._keep_memory_tools(event, req)  # rare: a persona's tool list, deactivated tools, ...
         caller = self._caller_in_group(event, member)
         try:
             block = await self.recall.memory_block(
@@ -236,22 +239,23 @@ class UserMemoryPlugin(Star):
     # -- personas with an explicit tool list ----------------------------------------------------------------------
     async def _keep_memory_tools(self, event: AstrMessageEvent, req: ProviderRequest) -> None:
         """A persona with an explicit tool list makes AstrBot drop every other tool (ours too) before this hook,
-        which would switch the plugin off without a word. Add the memory tools back when the active persona's
-        list is explicit, non-empty and names none of them (naming some is a choice to respect). Left alone: a
+        which would switch the plugin off without a word. Called when none of the memory tools is in the request.
+        Add them back when the active persona's list is explicit, non-empty and names none of them (naming some
+        is a choice to respect, and then some are present). Left alone: a
         persona with `tools: []` (no tools at all), tools the operator deactivated, a plugin disabled for the
         session, and anything else that removed them while the persona takes every tool."""
-        present = set(req.func_tool.names()) if req.func_tool else set()
-        missing = [name for name in MEMORY_TOOLS if name not in present]
-        if not missing or len(missing) < len(MEMORY_TOOLS) or req.conversation is None:
-            return  # the usual case: all there (a set lookup); some there: the persona chose them
+        if req.conversation is None:  # AstrBot applied no persona at all
+            return
         if event.plugins_name is not None and PLUGIN_NAME not in event.plugins_name:
+            return
+        manager = self.context.get_llm_tool_manager()
+        tools = [tool for tool in map(manager.get_func, MEMORY_TOOLS) if tool is not None and tool.active]
+        if not tools:
             return
         persona_tools = await self._persona_tools(event, req)
         if not persona_tools or any(name in persona_tools for name in MEMORY_TOOLS):
             return
-        manager = self.context.get_llm_tool_manager()
-        tools = [tool for tool in map(manager.get_func, MEMORY_TOOLS) if tool is not None and tool.active]
-        if tools and req.func_tool is None:
+        if req.func_tool is None:
             req.func_tool = ToolSet()
         for tool in tools:
             req.func_tool.add_tool(tool)

@@ -12,6 +12,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
 from dataclasses import dataclass, field
 
 from ._models import GroupKey
@@ -30,9 +31,6 @@ class Roster:
     owner: str | None = None
     admins: frozenset[str] = frozenset()
     fetched_at: float = 0.0
-
-
-Fetch = Callable[[], Awaitable[Roster | None]]  # None: the platform could not tell (this time)
 
 
 def roster_from(names: Mapping[str, str | None], owner: str | None, admins: list[str] | None) -> Roster:
@@ -69,17 +67,17 @@ class MemberDirectory:
         roster = self._rosters.get(key)
         return roster is not None and (user_id == roster.owner or user_id in roster.admins)
 
-    def lookup(self, key: GroupKey, user_id: str, fetch: Fetch) -> Roster | None:
+    def lookup(self, key: GroupKey, user_id: str, fetch: Callable[..., Awaitable[Roster | None]],
+               *fetch_args: Any) -> Roster | None:
         """The group's roster as cached (None when cold), starting a background fetch when it is missing, old,
-        or does not know `user_id` - unless one ran for this group within `retry_seconds`. `fetch` is the
-        platform call; it is only called when a fetch starts."""
+        or does not know `user_id` - unless one ran for this group within `retry_seconds`. `fetch(*fetch_args)`
+        is the platform call; it is only made when a fetch starts (no closure built on the hot path)."""
         roster = self._rosters.get(key)
         if key in self._tasks or not self._wants_fetch(key, roster, user_id):
             return roster
-        now = self._clock()
-        self._last_attempt[key] = now
+        self._last_attempt[key] = self._clock()
         self._tasks[key] = asyncio.get_running_loop().create_task(
-            self._refresh(key, fetch), name=f"memory-members:{key}")
+            self._refresh(key, fetch(*fetch_args)), name=f"memory-members:{key}")
         return roster
 
     def _wants_fetch(self, key: GroupKey, roster: Roster | None, user_id: str) -> bool:
@@ -89,13 +87,15 @@ class MemberDirectory:
             return False
         return roster is None or now - roster.fetched_at >= self._refresh_seconds or user_id not in roster.names
 
-    async def _refresh(self, key: GroupKey, fetch: Fetch) -> None:
+    async def _refresh(self, key: GroupKey, fetching: Awaitable[Roster | None]) -> None:
         try:
             async with self._fetch_slots:
-                roster = await fetch()
+                roster = await fetching
             if roster is not None:
                 self._rosters[key] = Roster(roster.names, roster.owner, roster.admins, self._clock())
         except asyncio.CancelledError:
+            if asyncio.iscoroutine(fetching):
+                fetching.close()  # cancelled while waiting for a slot: never started
             raise
         except Exception:
             log.warning("fetching the members of %s failed; trying again later", key, exc_info=True)
