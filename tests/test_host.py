@@ -184,7 +184,7 @@ async def test_the_preamble_names_a_lark_member_once_the_roster_is_cached(make_p
     await call_tool(plugin, "lark_save_memory", lark_event(members=members), memory_type="fact", content="是产品经理")
     await plugin.members.settle()
     prompt = await system_prompt_for(plugin, lark_event("你好", members=members))
-    assert "（王小明）" in prompt and "ou_1a2b3" not in prompt
+    assert "（「王小明」）" in prompt and "ou_1a2b3" not in prompt
 
 
 async def test_a_cold_roster_never_holds_up_the_reply(make_plugin):
@@ -199,10 +199,10 @@ async def test_a_cold_roster_never_holds_up_the_reply(make_plugin):
     event.get_group = slow_get_group
     await call_tool(plugin, "lark_save_memory", event, memory_type="fact", content="是产品经理")
     prompt = await asyncio.wait_for(system_prompt_for(plugin, event), 5)
-    assert "（ou_1a2b3）" in prompt  # the platform's fallback name, this once
+    assert "（「ou_1a2b3」）" in prompt  # the platform's fallback name, this once
     release.set()
     await plugin.members.settle()
-    assert "（王小明）" in await system_prompt_for(plugin, event)
+    assert "（「王小明」）" in await system_prompt_for(plugin, event)
 
 
 async def test_the_platforms_group_owner_counts_as_group_admin(make_plugin):
@@ -241,7 +241,7 @@ async def test_qq_names_from_the_event_are_kept(make_plugin):
 
     event.get_group = get_group
     await plugin.members.settle()
-    assert "（群名片老李）" in await system_prompt_for(plugin, event)
+    assert "（「群名片老李」）" in await system_prompt_for(plugin, event)
 
 
 async def test_list_command_names_who_added_a_group_memory(make_plugin):

@@ -64,7 +64,7 @@ def test_count_triggered_extraction_still_fires_with_a_large_every_n():
     """The scheduler built from such settings reaches its count (it never could with a buffer of 40)."""
     import asyncio
 
-    from memory import ExtractionScheduler, GroupKey, Utterance
+    from memory import CallLimiter, ExtractionScheduler, GroupKey, Utterance
 
     s, _ = Settings.from_mapping({"extraction_every_n_messages": 60, "extraction_buffer_size": 40})
     batches = []
@@ -74,7 +74,7 @@ def test_count_triggered_extraction_still_fires_with_a_large_every_n():
 
     async def run():
         scheduler = ExtractionScheduler(extract, every_n=s.extraction_every_n_messages, quiet_seconds=3600,
-                                        buffer_size=s.extraction_buffer_size)
+                                        buffer_size=s.extraction_buffer_size, limiter=CallLimiter(1))
         for i in range(60):
             scheduler.observe(GroupKey("lark", "g"), Utterance("u", "u", f"消息 {i}", 0.0), "o")
         for _ in range(50):
