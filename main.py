@@ -364,21 +364,23 @@ class UserMemoryPlugin(Star):
             yield event.plain_result(READ_FAILED)
             return
         own = sum(s is not Scope.GROUP for s, _ in before)
-        if not own:
-            yield event.plain_result("我在本群没有记住关于你的任何信息，没有需要清除的。")
-            return
-        if str(confirm).strip().lower() not in CLEAR_CONFIRM_WORDS:
+        confirmed = str(confirm).strip().lower() in CLEAR_CONFIRM_WORDS
+        if own and not confirmed:
             yield event.plain_result(
                 f"这会删除我记得的关于你的全部 {own} 条信息，且无法恢复。确认请发送：/memory clear confirm"
             )
             return
-        await self._guarded(forget_memory(self.store, caller, self.settings, "all", actor=f"command:{caller.member.user_id}"))
+        # Also with nothing stored: the erasure purges what the change log still holds of earlier deletions.
+        actor = f"command:{caller.member.user_id}"
+        await self._guarded(forget_memory(self.store, caller, self.settings, "all", actor=actor))
         after = await self._read(caller)
         left = None if after is None else sum(s is not Scope.GROUP for s, _ in after)
-        if left == 0:
+        if left != 0:
+            yield event.plain_result("这次没能清除你的信息，请稍后再试。")
+        elif own:
             yield event.plain_result(f"已清除我在本群记得的关于你的全部 {own} 条信息。")
         else:
-            yield event.plain_result("这次没能清除你的信息，请稍后再试。")
+            yield event.plain_result("我在本群没有记住关于你的任何信息，没有需要清除的。")
 
     @memory_command.command("stats")
     async def memory_stats_command(self, event: AstrMessageEvent):
