@@ -28,7 +28,7 @@ sys.path.insert(0, str(REPO / "bench"))
 os.environ.setdefault("ASTRBOT_ROOT", tempfile.mkdtemp(prefix="bench-astrbot-"))
 
 from memory import Caller, GroupDocument, GroupKey, MemberKey, Memory, MemoryType, Recall, Settings, UserMemoryStore  # noqa: E402
-from memory._files import write_atomic  # noqa: E402
+from memory._storage.files import write_atomic  # noqa: E402
 from memory._models import UserMemories  # noqa: E402
 from memory._operations import save  # noqa: E402
 
@@ -72,8 +72,8 @@ async def bench_cold_load(directory: Path, runs: int = 5, memory=None) -> float:
 def bench_serialization(directory: Path, runs: int = 20) -> tuple[float, float, float]:
     """Event-loop time to serialize the group for one commit: the whole document from scratch, against the
     store's serializer when one member changed since the last commit (ms, medians)."""
-    from memory._serialize import DocumentSerializer
-    from memory._store import parse_document
+    from memory._storage.serialize import DocumentSerializer
+    from memory._storage.store import parse_document
 
     doc = parse_document(UserMemoryStore(directory).path_for(GROUP).read_bytes(), GROUP)
     full, first, incremental = [], [], []

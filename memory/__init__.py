@@ -14,7 +14,7 @@ from ._recall import Recall, semantic_similarities
 from ._semantic import VectorStore, combine
 from ._settings import Settings
 from ._status import Health, status_text
-from ._store import GROUP_OWNER, UserMemoryStore
+from ._storage import GROUP_OWNER, UserMemoryStore
 from ._tools import forget_memory, list_memory, save_memory, visible_memories
 
 __all__ = [

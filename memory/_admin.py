@@ -8,10 +8,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ._changelog import ERASE, MEMORY
+from ._storage import ERASE, MEMORY, UserMemoryStore
 from ._errors import InvalidMemoryInput, StorageUnavailable
 from ._models import GroupKey, Memory
-from ._store import UserMemoryStore
 
 _OP_LABELS = {"add": "新增", "update": "更新", "delete": "删除", "boost": "强化", "revert": "撤销", ERASE: "清除"}
 

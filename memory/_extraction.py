@@ -22,14 +22,13 @@ from typing import Any
 
 from . import _fence as fence
 from . import _operations as ops
-from ._changelog import CALL
 from ._errors import InvalidMemoryInput, PermissionDenied
 from ._lexical import LexicalIndex
 from ._limiter import CallLimiter
 from ._models import GroupKey, Memory, MemoryType, Scope, Source
 from ._permissions import check_group_write, may_change
 from ._settings import Settings
-from ._store import GROUP_OWNER, Owner, UserMemoryStore
+from ._storage import CALL, GROUP_OWNER, Owner, UserMemoryStore
 from ._text import clean_content
 
 log = logging.getLogger("astrbot_plugin_user_memory")

@@ -13,7 +13,7 @@ from ._prompt import Scoped, memory_line, render_memory_block
 from ._ranking import injection_order, item_cost, select_for_injection
 from ._semantic import VectorStore, combine
 from ._settings import Settings
-from ._store import UserMemoryStore
+from ._storage import UserMemoryStore
 from ._tools import visible_lists
 
 log = logging.getLogger("astrbot_plugin_user_memory")

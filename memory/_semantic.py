@@ -44,7 +44,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import aiofiles.os
 
-from ._files import LeftoverTempFiles, group_file_path, read_bytes, write_atomic
+from ._storage import LeftoverTempFiles, group_file_path, read_bytes, write_atomic
 from ._models import GroupKey, Memory
 
 try:  # AstrBot installs numpy; the plugin itself does not require it

@@ -8,14 +8,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import _operations as ops
-from ._changelog import ERASE
 from ._errors import InvalidMemoryInput, MemoryLimitReached, StorageUnavailable
 from ._models import Caller, GroupKey, Memory, Scope
 from ._operations import SaveKind
 from ._permissions import check_group_write, may_change
 from ._prompt import Scoped, memory_line, memory_lines, scoped_lines
 from ._settings import Settings
-from ._store import GROUP_OWNER, Owner, UserMemoryStore
+from ._storage import ERASE, GROUP_OWNER, Owner, UserMemoryStore
 
 NOTHING_CHANGED = "没有做任何更改。"
 

@@ -9,11 +9,11 @@ import pytest
 
 from conftest import make_event
 from memory import GroupKey, InvalidMemoryInput, Memory, StorageUnavailable, UserMemoryStore
-from memory import _changelog as changelog
+from memory._storage import changelog
 from memory._admin import history_text, revert_change, stats_text
 from memory._operations import forget, parse_content, save
 from memory._semantic import VectorStore
-from memory._serialize import DocumentSerializer
+from memory._storage.serialize import DocumentSerializer
 from memory._text import require_encodable
 from test_plugin import call_tool, command_text
 
@@ -170,7 +170,7 @@ async def test_a_failed_document_write_leaves_no_log_entry(tmp_path, monkeypatch
     async def broken(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("memory._store.write_atomic", broken)
+    monkeypatch.setattr("memory._storage.store.write_atomic", broken)
     with pytest.raises(StorageUnavailable):
         await store.change(G, "u1", add("lost"), actor="u1")
     assert log_file(store).stat().st_size == size

@@ -2,7 +2,7 @@ import os
 
 import pytest
 
-from memory._files import group_file_path, write_atomic
+from memory._storage.files import group_file_path, write_atomic
 from memory._models import GroupKey
 
 HOSTILE_IDS = ["../../etc/passwd", "..", ".", "a/b\\c", "群聊一", "x" * 5000, "", "oc_a.b", "CON", "\x00nul", "a" * 80 + "b"]

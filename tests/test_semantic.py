@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from memory import _semantic as sem
-from memory._files import group_file_path
+from memory._storage.files import group_file_path
 from memory._models import GroupKey, Memory, MemoryType
 from memory._semantic import VectorStore, combine
 

@@ -5,7 +5,7 @@ from hypothesis import strategies as st
 
 from memory import GroupDocument, Memory
 from memory._models import UserMemories
-from memory._serialize import DocumentSerializer
+from memory._storage.serialize import DocumentSerializer
 
 texts = st.text(alphabet=st.characters(codec="utf-8"), max_size=30)
 memories = st.builds(

@@ -10,7 +10,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from unittest import mock
 
 from memory import GroupKey, InvalidMemoryInput, MemoryLimitReached, MemoryType, StorageUnavailable, UserMemoryStore
-from memory._changelog import ERASE
+from memory._storage.changelog import ERASE
 from memory._operations import forget, save
 
 G1 = GroupKey("lark", "oc_group1")
@@ -152,7 +152,7 @@ async def test_failed_write_rolls_back_and_reports(tmp_path, monkeypatch):
     async def broken_write(*args, **kwargs):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr("memory._store.write_atomic", broken_write)
+    monkeypatch.setattr("memory._storage.store.write_atomic", broken_write)
     results = await asyncio.gather(*(store.change(G1, "u1", add("fact", f"lost {i}"), actor="test") for i in range(5)),
                                    return_exceptions=True)
     assert all(isinstance(r, StorageUnavailable) for r in results)
@@ -164,7 +164,7 @@ async def test_failed_write_rolls_back_and_reports(tmp_path, monkeypatch):
 
 async def test_concurrent_saves_share_writes(tmp_path, monkeypatch):
     writes = 0
-    from memory import _store
+    from memory._storage import store as _store
 
     real = _store.write_atomic
 
@@ -173,7 +173,7 @@ async def test_concurrent_saves_share_writes(tmp_path, monkeypatch):
         writes += 1
         await real(*args, **kwargs)
 
-    monkeypatch.setattr("memory._store.write_atomic", counting)
+    monkeypatch.setattr("memory._storage.store.write_atomic", counting)
     store = UserMemoryStore(tmp_path)
     await asyncio.gather(*(store.change(G1, f"u{i}", add("fact", f"fact {i}"), actor="test") for i in range(200)))
     assert writes < 20
@@ -302,7 +302,7 @@ class StoreMachine(RuleBasedStateMachine):
 
     @rule(group=st.sampled_from(GROUPS), user=st.sampled_from(USERS), phrase=st.sampled_from(PHRASES))
     def failed_write(self, group, user, phrase):
-        with mock.patch("memory._store.write_atomic", _failing_write):
+        with mock.patch("memory._storage.store.write_atomic", _failing_write):
             with pytest.raises((StorageUnavailable, MemoryLimitReached)):
                 self._save(group, user, "fact", phrase, 1)
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from ._files import LeftoverTempFiles, write_atomic_sync
+from .files import LeftoverTempFiles, write_atomic_sync
 
 log = logging.getLogger("astrbot_plugin_user_memory")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from ._models import GroupDocument, Memory, UserMemories
+from .._models import GroupDocument, Memory, UserMemories
 
 
 class DocumentSerializer:

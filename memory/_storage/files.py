@@ -14,7 +14,7 @@ from pathlib import Path
 import aiofiles
 import aiofiles.os
 
-from ._models import GroupKey
+from .._models import GroupKey
 
 _SAFE = re.compile(r"[^A-Za-z0-9_-]")
 _MAX_READABLE = 80

@@ -14,11 +14,11 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
-from . import _changelog as changelog
-from ._errors import StorageUnavailable
-from ._files import LeftoverTempFiles, group_file_path, move_aside, read_bytes, write_atomic
-from ._models import SCHEMA_VERSION, GroupDocument, GroupKey, Memory, UserMemories
-from ._serialize import DocumentSerializer
+from .._errors import StorageUnavailable
+from .._models import SCHEMA_VERSION, GroupDocument, GroupKey, Memory, UserMemories
+from . import changelog
+from .files import LeftoverTempFiles, group_file_path, move_aside, read_bytes, write_atomic
+from .serialize import DocumentSerializer
 
 log = logging.getLogger("astrbot_plugin_user_memory")
 
@@ -64,7 +64,7 @@ class UserMemoryStore:
     every waiting caller gets `StorageUnavailable`, so nothing is acknowledged that is not durable. Any error of
     a write (the disk, or data that cannot be serialized) is handled that way, and the group keeps being served.
 
-    Every change is logged in the document's change log (`_changelog.py`) by the same commit: the store compares
+    Every change is logged in the document's change log (`changelog.py`) by the same commit: the store compares
     each owner's memories before and after and writes one entry per memory added, changed or deleted.
     """
 
