@@ -197,7 +197,7 @@ def bench_semantic_scoring(busy: bool, n: int = 2000, dim: int = 512, iterations
     spinning process per core runs meanwhile."""
     import numpy as np
 
-    from astrbot_plugin_user_memory.memory import _semantic
+    from astrbot_plugin_user_memory.memory._recall import semantic as _semantic
 
     rng = np.random.default_rng(5)
     group = _semantic._Group(Path("unused"), "bench")

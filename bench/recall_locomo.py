@@ -47,11 +47,11 @@ RankerFactory = Callable[[list[str]], "QueryFn | Awaitable[QueryFn]"]
 
 
 def load_lexical() -> Any:
-    """Import memory/_lexical.py by path (no package __init__, no AstrBot needed)."""
+    """Import memory/_recall/lexical.py by path (no package __init__, no AstrBot needed)."""
     name = "_bench_lexical"
     if name in sys.modules:
         return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, ROOT / "memory" / "_lexical.py")
+    spec = importlib.util.spec_from_file_location(name, ROOT / "memory" / "_recall" / "lexical.py")
     assert spec and spec.loader
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod
@@ -61,7 +61,7 @@ def load_lexical() -> Any:
 
 # --------------------------------------------------------------------------- rankers
 def lexical_ranker(**params: Any) -> RankerFactory:
-    """The built-in LexicalIndex (memory/_lexical.py); ``params`` go to its constructor."""
+    """The built-in LexicalIndex (memory/_recall/lexical.py); ``params`` go to its constructor."""
     lex = load_lexical()
 
     def factory(memories: list[str]) -> QueryFn:
@@ -339,10 +339,10 @@ class MiniLMProvider:
 
 
 def load_semantic() -> Any:
-    """memory/_semantic.py (imports the memory package: needs the venv's pydantic and aiofiles, not AstrBot)."""
+    """memory/_recall/semantic.py (imports the memory package: needs the venv's pydantic and aiofiles, not AstrBot)."""
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
-    import memory._semantic as sem
+    import memory._recall.semantic as sem
 
     return sem
 
@@ -404,7 +404,7 @@ def semantic_ranker(
 
 
 def combined_ranker(provider: EmbeddingProvider, weight: float | None = None) -> RankerFactory:
-    """Lexical + semantic through ``memory._semantic.combine`` (default weight when ``weight`` is None)."""
+    """Lexical + semantic through ``memory._recall.semantic.combine`` (default weight when ``weight`` is None)."""
     sem = load_semantic()
     w = sem.DEFAULT_SEMANTIC_WEIGHT if weight is None else weight
     model_id = getattr(provider, "model_id", "bench-model")
@@ -582,7 +582,7 @@ def load_locomo(path: Path | str | None = None) -> list[Pool]:
 def default_rankers() -> list[tuple[str, RankerFactory]]:
     return [
         ("BM25 baseline (rank_bm25, lower-cased \\w+ words)", bm25_ranker()),
-        ("lexical (memory/_lexical.py, defaults)", lexical_ranker()),
+        ("lexical (memory/_recall/lexical.py, defaults)", lexical_ranker()),
     ]
 
 

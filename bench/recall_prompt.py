@@ -4,7 +4,7 @@ For every question of a data set, the asking member's candidate memories are wri
 real plugin adapter (a real AstrBotConfig, AstrBot event and ProviderRequest) handles the message, and the
 memory ids in the injected block are read back from the system prompt. Printed per data set, in one run:
 
-* ranker strict@10 — the built-in lexical ranker (memory/_lexical.py) over the same candidates: every answer
+* ranker strict@10 — the built-in lexical ranker (memory/_recall/lexical.py) over the same candidates: every answer
   memory among its 10 best;
 * injected strict recall with the previous policy — the plugin at commit `_previous.BASELINE`, imported beside
   the current one (its own defaults: threshold 0.1, 5 relevance slots, the rest by recency);
@@ -239,7 +239,7 @@ async def injected_recall(main, directory: Path, short: dict[str, str], ds: Data
 
 
 def ranker_recall(ds: Dataset, k: int = 10) -> float:
-    from memory._lexical import LexicalIndex
+    from memory._recall.lexical import LexicalIndex
 
     indexes: dict[tuple[int, str], LexicalIndex] = {}
     hits = 0
@@ -294,7 +294,7 @@ async def main() -> None:
 
 
 async def sweep(current, directory: Path, short: dict[str, str], ds: Dataset) -> None:
-    ranking = sys.modules[f"{current.__package__}.memory._ranking"]
+    ranking = sys.modules[f"{current.__package__}.memory._recall.ranking"]
     default_weight = ranking.PRIOR_WEIGHT
     try:
         for weight in (0.0, 0.05, 0.1, 0.2, 0.3):

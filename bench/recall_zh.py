@@ -107,7 +107,7 @@ def default_rankers() -> list[tuple[str, RankerFactory]]:
     jt = jieba_tokens()
     if jt is not None:
         rankers.append(("BM25 jieba words (bench-only)", bm25_ranker(jt)))
-    rankers.append(("lexical (memory/_lexical.py)", lexical_ranker()))
+    rankers.append(("lexical (memory/_recall/lexical.py)", lexical_ranker()))
     return rankers
 
 

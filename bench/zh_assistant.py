@@ -6,7 +6,7 @@ rests on 2-4 of that member's memories (sometimes a group memory). Hand-written;
 bench/RECALL.md ("Personal-assistant set").
 
     .venv/bin/python bench/zh_assistant.py --check      # validate ids and counts, print the set's shape
-    .venv/bin/python bench/zh_assistant.py --ranker     # strict@5/@10 of memory/_lexical.py over the candidates
+    .venv/bin/python bench/zh_assistant.py --ranker     # strict@5/@10 of memory/_recall/lexical.py over the candidates
     .venv/bin/python bench/zh_assistant.py --ranker --by-tag --misses
 
 JSON format (one memory / question per line in the file)::
@@ -258,12 +258,12 @@ def print_stats(s: AssistantSet) -> None:
 
 # ----------------------------------------------------------------------------------------------- ranker
 def lexical_scores(s: AssistantSet, messages: Sequence[Question | Negative]) -> dict[str, dict[str, float]]:
-    """Message id → normalised lexical score (memory/_lexical.py) of every candidate sharing a term with it.
+    """Message id → normalised lexical score (memory/_recall/lexical.py) of every candidate sharing a term with it.
 
     One LexicalIndex per (group, speaker) over the memory contents, as the plugin's per-caller view builds it.
     """
     sys.path.insert(0, str(ROOT))
-    from memory._lexical import LexicalIndex
+    from memory._recall.lexical import LexicalIndex
 
     indexes: dict[tuple[str, str], LexicalIndex] = {}
     scores: dict[str, dict[str, float]] = {}
@@ -299,7 +299,7 @@ def print_ranker(s: AssistantSet, *, by_tag: bool, misses: bool) -> None:
 
     gold_rank = [ranks[q.id].index(g) + 1 if g in ranks[q.id] else None for q in s.questions for g in q.gold]
     found = [r for r in gold_rank if r is not None]
-    print(f"lexical ranker (memory/_lexical.py) over the speaker's + the group's memories, {n} questions:")
+    print(f"lexical ranker (memory/_recall/lexical.py) over the speaker's + the group's memories, {n} questions:")
     print(f"  strict@5 {rate(s.questions, 5):.3f}   strict@10 {rate(s.questions, 10):.3f}   "
           f"strict@15 {rate(s.questions, 15):.3f}")
     print(f"  gold memories: {len(gold_rank)}, {len(gold_rank) - len(found)} share no term with the question; "

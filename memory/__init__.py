@@ -10,8 +10,7 @@ from ._extraction import ExtractionScheduler, Utterance, run_extraction
 from ._limiter import CallLimiter
 from ._members import MemberDirectory, Roster, roster_from
 from ._prompt import DISABLED, MEMORY_BLOCK_END, MEMORY_BLOCK_START, NOT_IN_GROUP
-from ._recall import Recall, semantic_similarities
-from ._semantic import VectorStore, combine
+from ._recall import Recall, VectorStore, combine, semantic_similarities
 from ._settings import Settings
 from ._status import Health, status_text
 from ._storage import GROUP_OWNER, UserMemoryStore

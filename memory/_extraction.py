@@ -23,10 +23,10 @@ from typing import Any
 from . import _fence as fence
 from . import _operations as ops
 from ._errors import InvalidMemoryInput, PermissionDenied
-from ._lexical import LexicalIndex
 from ._limiter import CallLimiter
 from ._models import GroupKey, Memory, MemoryType, Scope, Source
 from ._permissions import check_group_write, may_change
+from ._recall import LexicalIndex
 from ._settings import Settings
 from ._storage import CALL, GROUP_OWNER, Owner, UserMemoryStore
 from ._text import clean_content

@@ -12,7 +12,7 @@ from memory import GroupKey, InvalidMemoryInput, Memory, StorageUnavailable, Use
 from memory._storage import changelog
 from memory._admin import history_text, revert_change, stats_text
 from memory._operations import forget, parse_content, save
-from memory._semantic import VectorStore
+from memory._recall.semantic import VectorStore
 from memory._storage.serialize import DocumentSerializer
 from memory._text import require_encodable
 from test_plugin import call_tool, command_text

@@ -6,8 +6,8 @@ from conftest import make_event
 from memory import Caller, GroupKey, MemberKey, Memory, MemoryType, Scope, Settings, UserMemoryStore
 from memory._operations import save
 from memory._prompt import GROUP_SECTION_HEADER, OWN_SECTION_HEADER, render_memory_block
-from memory._ranking import group_instruction_slots, injection_order, item_cost, select_for_injection
-from memory._recall import MAX_QUERY_CHARS, Recall, relevance_query
+from memory._recall.ranking import group_instruction_slots, injection_order, item_cost, select_for_injection
+from memory._recall.recall import MAX_QUERY_CHARS, Recall, relevance_query
 from memory._storage.store import GROUP_OWNER
 from test_plugin import call_tool, system_prompt_for
 

@@ -1,4 +1,4 @@
-"""Unit tests for memory/_lexical.py (the built-in, dependency-free lexical scorer)."""
+"""Unit tests for memory/_recall/lexical.py (the built-in, dependency-free lexical scorer)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 ROOT = Path(__file__).resolve().parents[1]
-LEXICAL_PATH = ROOT / "memory" / "_lexical.py"
+LEXICAL_PATH = ROOT / "memory" / "_recall" / "lexical.py"
 
 
 def _load():

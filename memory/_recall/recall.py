@@ -7,14 +7,14 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ._lexical import LexicalIndex
-from ._models import Caller, GroupKey, Memory, Scope
-from ._prompt import Scoped, memory_line, render_memory_block
-from ._ranking import injection_order, item_cost, select_for_injection
-from ._semantic import VectorStore, combine
-from ._settings import Settings
-from ._storage import UserMemoryStore
-from ._tools import visible_lists
+from .._models import Caller, GroupKey, Memory, Scope
+from .._prompt import Scoped, memory_line, render_memory_block
+from .._settings import Settings
+from .._storage import UserMemoryStore
+from .._tools import visible_lists
+from .lexical import LexicalIndex
+from .ranking import injection_order, item_cost, select_for_injection
+from .semantic import VectorStore, combine
 
 log = logging.getLogger("astrbot_plugin_user_memory")
 

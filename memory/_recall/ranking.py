@@ -16,8 +16,8 @@ import heapq
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from ._models import MemoryType, Scope
-from ._prompt import Scoped
+from .._models import MemoryType, Scope
+from .._prompt import Scoped
 
 _PRIORITY = {t: t.priority for t in MemoryType}
 # How much the prior (type > owner > recency, as a rank in [0, 1]) weighs against relevance relative to the

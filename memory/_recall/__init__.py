@@ -1,0 +1,8 @@
+"""Which memories go into a reply's prompt: lexical (`lexical.py`) and optional semantic (`semantic.py`) relevance,
+ranked within the prompt budget (`ranking.py`) by `Recall` (`recall.py`)."""
+
+from .lexical import LexicalIndex
+from .recall import Recall, semantic_similarities
+from .semantic import VectorStore, combine
+
+__all__ = ["LexicalIndex", "Recall", "VectorStore", "combine", "semantic_similarities"]
