@@ -36,7 +36,7 @@ from bench_core import GROUP, build_group  # noqa: E402
 from memory import GroupKey, UserMemoryStore  # noqa: E402
 from memory._storage import changelog  # noqa: E402
 from memory._storage.files import group_file_path, write_atomic  # noqa: E402
-from memory._operations import save  # noqa: E402
+from memory._rules.operations import save  # noqa: E402
 
 BASELINE = "2c910c8"  # the last commit before the change log
 LOG_GROUP = GroupKey("lark", "oc_history_group")

@@ -30,7 +30,7 @@ os.environ.setdefault("ASTRBOT_ROOT", tempfile.mkdtemp(prefix="bench-astrbot-"))
 from memory import Caller, GroupDocument, GroupKey, MemberKey, Memory, MemoryType, Recall, Settings, UserMemoryStore  # noqa: E402
 from memory._storage.files import write_atomic  # noqa: E402
 from memory._models import UserMemories  # noqa: E402
-from memory._operations import save  # noqa: E402
+from memory._rules.operations import save  # noqa: E402
 
 GROUP = GroupKey("lark", "oc_busy_group")
 TYPES = list(MemoryType)

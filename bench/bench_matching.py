@@ -1,5 +1,5 @@
 """Forget-by-description cost at 1,000 memories: the previous matcher (a regex search per topic word per memory,
-kept below as the baseline) against memory._matching (one compiled alternation per topic, features cached per
+kept below as the baseline) against memory._rules.matching (one compiled alternation per topic, features cached per
 memory content), in one run. Both must choose the same memories.
 
 Run: .venv/bin/python bench/bench_matching.py [--memories 1000] [--runs 20]
@@ -19,8 +19,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from memory import _matching as current  # noqa: E402
-from memory._matching import _FILLER, _PLURAL, _SINGULAR, _TOPIC_ALIASES, MATCH_THRESHOLD, TOPICS, _terms  # noqa: E402
+from memory._rules import matching as current  # noqa: E402
+from memory._rules.matching import (  # noqa: E402
+    _FILLER, _PLURAL, _SINGULAR, _TOPIC_ALIASES, MATCH_THRESHOLD, TOPICS, _terms,
+)
 from memory._models import Memory, MemoryType  # noqa: E402
 
 DESCRIPTIONS = ["关于称呼的", "爬山那件事", "the nickname", "所有关于上海的", "关于职业的", "会弹吉他那条"]

@@ -37,7 +37,7 @@ from conftest import load_plugin_package  # noqa: E402
 load_plugin_package()
 # The plugin's own copy of the package (as AstrBot imports it), so its models are the ones its store expects.
 from astrbot_plugin_user_memory.memory import GroupKey  # noqa: E402
-from astrbot_plugin_user_memory.memory._operations import save  # noqa: E402
+from astrbot_plugin_user_memory.memory._rules.operations import save  # noqa: E402
 
 GROUP = GroupKey("lark", "oc_hot_path")
 USER = "ou_member"

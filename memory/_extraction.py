@@ -21,12 +21,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import _fence as fence
-from . import _operations as ops
 from ._errors import InvalidMemoryInput, PermissionDenied
 from ._limiter import CallLimiter
 from ._models import GroupKey, Memory, MemoryType, Scope, Source
-from ._permissions import check_group_write, may_change
 from ._recall import LexicalIndex
+from ._rules import check_group_write, may_change
+from ._rules import operations as ops
 from ._settings import Settings
 from ._storage import CALL, GROUP_OWNER, Owner, UserMemoryStore
 from ._text import clean_content

@@ -7,12 +7,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from . import _operations as ops
 from ._errors import InvalidMemoryInput, MemoryLimitReached, StorageUnavailable
 from ._models import Caller, GroupKey, Memory, Scope
-from ._operations import SaveKind
-from ._permissions import check_group_write, may_change
 from ._prompt import Scoped, memory_line, memory_lines, scoped_lines
+from ._rules import SaveKind, check_group_write, may_change
+from ._rules import operations as ops
 from ._settings import Settings
 from ._storage import ERASE, GROUP_OWNER, Owner, UserMemoryStore
 

@@ -8,7 +8,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from memory import GroupKey, UserMemoryStore  # noqa: E402
-from memory._operations import save  # noqa: E402
+from memory._rules.operations import save  # noqa: E402
 
 GROUP = GroupKey("lark", "oc_crash")
 

@@ -11,7 +11,7 @@ from conftest import make_event
 from memory import GroupKey, InvalidMemoryInput, Memory, StorageUnavailable, UserMemoryStore
 from memory._storage import changelog
 from memory._admin import history_text, revert_change, stats_text
-from memory._operations import forget, parse_content, save
+from memory._rules.operations import forget, parse_content, save
 from memory._recall.semantic import VectorStore
 from memory._storage.serialize import DocumentSerializer
 from memory._text import require_encodable

@@ -11,7 +11,7 @@ from memory import GroupKey, MemoryType, Settings, Source, UserMemoryStore, Utte
 from memory._admin import history_text, revert_change, stats_text
 from memory._extraction import ExtractionScheduler, parse_operations
 from memory._limiter import CallLimiter
-from memory._operations import save
+from memory._rules.operations import save
 
 G = GroupKey("lark", "oc_group1")
 OTHER = GroupKey("lark", "oc_group2")

@@ -4,7 +4,7 @@ message's query is bounded; the block keeps group rules apart from the member's 
 
 from conftest import make_event
 from memory import Caller, GroupKey, MemberKey, Memory, MemoryType, Scope, Settings, UserMemoryStore
-from memory._operations import save
+from memory._rules.operations import save
 from memory._prompt import GROUP_SECTION_HEADER, OWN_SECTION_HEADER, render_memory_block
 from memory._recall.ranking import group_instruction_slots, injection_order, item_cost, select_for_injection
 from memory._recall.recall import MAX_QUERY_CHARS, Recall, relevance_query

@@ -2,7 +2,7 @@ import pytest
 
 from memory import InvalidMemoryInput, MemoryLimitReached, MemoryType
 from memory._errors import PermissionDenied
-from memory._operations import SaveKind, forget, save
+from memory._rules.operations import SaveKind, forget, save
 
 
 def _save(memories, memory_type, content, replace_id="", now=1.0, max_count=20, max_length=200):

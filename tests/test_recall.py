@@ -4,7 +4,7 @@ import asyncio
 
 from conftest import make_event
 from memory import Caller, GroupKey, MemberKey, Settings, UserMemoryStore
-from memory._operations import save
+from memory._rules.operations import save
 from memory._recall.recall import Recall
 from test_plugin import call_tool, system_prompt_for
 

@@ -11,7 +11,7 @@ from unittest import mock
 
 from memory import GroupKey, InvalidMemoryInput, MemoryLimitReached, MemoryType, StorageUnavailable, UserMemoryStore
 from memory._storage.changelog import ERASE
-from memory._operations import forget, save
+from memory._rules.operations import forget, save
 
 G1 = GroupKey("lark", "oc_group1")
 G2 = GroupKey("lark", "oc_group2")

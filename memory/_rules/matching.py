@@ -9,8 +9,8 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ._models import Memory, MemoryType
-from ._text import dedupe_key
+from .._models import Memory, MemoryType
+from .._text import dedupe_key
 
 # Topics people name when they ask to forget something, with the words that mark a memory as being about them.
 TOPICS: dict[str, tuple[str, ...]] = {

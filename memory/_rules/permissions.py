@@ -8,9 +8,9 @@ for facts and preferences, `group_instruction_writers` for instructions (injecte
 
 from __future__ import annotations
 
-from ._errors import PermissionDenied
-from ._models import Memory, MemoryType, Scope
-from ._settings import ADMINS, Settings
+from .._errors import PermissionDenied
+from .._models import Memory, MemoryType, Scope
+from .._settings import ADMINS, Settings
 
 
 def may_change(actor_id: str, can_manage_group: bool, scope: Scope, memory: Memory) -> bool:

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from ._errors import InvalidMemoryInput, MemoryLimitReached, PermissionDenied
-from ._matching import match_description, same_slot
-from ._models import Memory, MemoryType, Source
-from ._text import clean_content, dedupe_key, require_encodable
+from .._errors import InvalidMemoryInput, MemoryLimitReached, PermissionDenied
+from .._models import Memory, MemoryType, Source
+from .._text import clean_content, dedupe_key, require_encodable
+from .matching import match_description, same_slot
 
 ONLY_ADDER_OR_ADMIN = "群公共记忆只有添加者或群管理员可以修改"
 ALL = "all"

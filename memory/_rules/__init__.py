@@ -1,0 +1,9 @@
+"""The pure rules for changing memories, with no I/O: what a save, update or forget does to a list of memories
+(`operations.py`), which memory a description or a single-valued slot means (`matching.py`), and who may change
+what (`permissions.py`)."""
+
+from . import operations
+from .operations import SaveKind
+from .permissions import check_group_write, may_change
+
+__all__ = ["SaveKind", "check_group_write", "may_change", "operations"]
