@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ._storage import ERASE, MEMORY, UserMemoryStore
+from ._storage import ERASE, MEMORY, MemoryStore
 from ._errors import InvalidMemoryInput, StorageUnavailable
 from ._models import GroupKey, Memory
 
@@ -55,7 +55,7 @@ def _units(changes: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     return units
 
 
-async def history_text(store: UserMemoryStore, key: GroupKey, limit: int = 10) -> str:
+async def history_text(store: MemoryStore, key: GroupKey, limit: int = 10) -> str:
     """The latest changes of the group (every writer), newest last; a transaction is shown as one item."""
     try:
         changes = [e for e in await store.log_entries(key) if _is_memory_change(e)]
@@ -78,7 +78,7 @@ async def history_text(store: UserMemoryStore, key: GroupKey, limit: int = 10) -
     )
 
 
-async def revert_change(store: UserMemoryStore, key: GroupKey, entry_id: int, *, actor: str) -> str:
+async def revert_change(store: MemoryStore, key: GroupKey, entry_id: int, *, actor: str) -> str:
     """Undo change-log entry `entry_id` (with the rest of its transaction): remove what it added, restore exactly
     what it changed or deleted. Only when every target still has the value the entry left (its time of last update
     aside); the revert is itself logged."""
@@ -149,7 +149,7 @@ def _since(entry: dict[str, Any], current: Memory | None, later: Sequence[dict[s
     return f"[{_owner_text(entry)}] #{entry['id']} 涉及的记忆{now}{by}"
 
 
-async def stats_text(store: UserMemoryStore, key: GroupKey, pending: int) -> str:
+async def stats_text(store: MemoryStore, key: GroupKey, pending: int) -> str:
     try:
         stats = await store.call_totals(key)
     except StorageUnavailable as exc:

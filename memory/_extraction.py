@@ -28,7 +28,7 @@ from ._recall import LexicalIndex
 from ._rules import check_group_write, may_change
 from ._rules import operations as ops
 from ._settings import Settings
-from ._storage import CALL, GROUP_OWNER, Owner, UserMemoryStore
+from ._storage import CALL, GROUP_OWNER, MemoryStore, Owner
 from ._text import clean_content
 
 log = logging.getLogger("astrbot_plugin_user_memory")
@@ -353,7 +353,7 @@ def apply(
 
 
 async def run_extraction(
-    store: UserMemoryStore,
+    store: MemoryStore,
     key: GroupKey,
     utterances: Sequence[Utterance],
     generate: Generate,

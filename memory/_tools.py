@@ -13,7 +13,7 @@ from ._prompt import Scoped, memory_line, memory_lines, scoped_lines
 from ._rules import SaveKind, check_group_write, may_change
 from ._rules import operations as ops
 from ._settings import Settings
-from ._storage import ERASE, GROUP_OWNER, Owner, UserMemoryStore
+from ._storage import ERASE, GROUP_OWNER, MemoryStore, Owner
 
 NOTHING_CHANGED = "没有做任何更改。"
 
@@ -64,7 +64,7 @@ def _may_change(caller: Caller, scope: Scope, memory: Memory) -> bool:
 
 
 async def save_memory(
-    store: UserMemoryStore,
+    store: MemoryStore,
     caller: Caller,
     settings: Settings,
     *,
@@ -121,7 +121,7 @@ async def save_memory(
 
 
 async def visible_lists(
-    store: UserMemoryStore, caller: Caller, settings: Settings
+    store: MemoryStore, caller: Caller, settings: Settings
 ) -> list[tuple[Scope, GroupKey, Sequence[Memory]]]:
     """The store's own lists of every memory the caller may see, per scope: their own in this group, the
     group's, and their global ones when enabled. Served from memory once the documents are warm."""
@@ -136,12 +136,12 @@ async def visible_lists(
     return lists
 
 
-async def visible_memories(store: UserMemoryStore, caller: Caller, settings: Settings) -> list[Scoped]:
+async def visible_memories(store: MemoryStore, caller: Caller, settings: Settings) -> list[Scoped]:
     """Every memory the caller may see, with its scope."""
     return [(scope, m) for scope, _, memories in await visible_lists(store, caller, settings) for m in memories]
 
 
-async def list_memory(store: UserMemoryStore, caller: Caller, settings: Settings) -> str:
+async def list_memory(store: MemoryStore, caller: Caller, settings: Settings) -> str:
     try:
         items = await visible_memories(store, caller, settings)
     except StorageUnavailable as exc:
@@ -152,7 +152,7 @@ async def list_memory(store: UserMemoryStore, caller: Caller, settings: Settings
 
 
 async def forget_memory(
-    store: UserMemoryStore, caller: Caller, settings: Settings, target: Any, scope: Any = "", *, actor: str | None = None
+    store: MemoryStore, caller: Caller, settings: Settings, target: Any, scope: Any = "", *, actor: str | None = None
 ) -> str:
     """Delete from the scopes the caller may delete in. "all" and descriptions reach the caller's own memories
     (this group's and, when enabled, global ones) unless scope=group is given; an id reaches every scope the

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from .._models import Caller, GroupKey, Memory, Scope
 from .._prompt import Scoped, memory_line, render_memory_block
 from .._settings import Settings
-from .._storage import UserMemoryStore
+from .._storage import MemoryStore
 from .._tools import visible_lists
 from .lexical import LexicalIndex
 from .ranking import injection_order, item_cost, select_for_injection
@@ -121,7 +121,7 @@ class Recall:
         return self._combine(lexical, semantic)
 
     async def memory_block(
-        self, store: UserMemoryStore, caller: Caller, settings: Settings, speaker: str, message: str = ""
+        self, store: MemoryStore, caller: Caller, settings: Settings, speaker: str, message: str = ""
     ) -> str:
         """The caller's memory block, or "" when there is nothing to add. Relevance to `message` is computed
         only when not everything fits in the limit and the character budget."""
@@ -155,7 +155,7 @@ def relevance_query(message: str) -> str:
     return f"{message[:half]}\n{message[-half:]}"
 
 
-def semantic_similarities(store: UserMemoryStore, vectors: VectorStore) -> Similarities:
+def semantic_similarities(store: MemoryStore, vectors: VectorStore) -> Similarities:
     """Similarities backed by `vectors`, kept in step with `store`: a document's vectors are (re)computed in
     the background when it changes and the first time it is scored, never on the reply's path."""
     seen: set[GroupKey] = set()

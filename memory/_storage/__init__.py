@@ -1,9 +1,11 @@
-"""Where memories are kept: one JSON document per group (`store.py`) with its change log (`changelog.py`), written
-through the durable file helpers (`files.py`) that the vectors file beside it (`_recall/semantic.py`) uses too."""
+"""Where memories are kept. Callers type against `MemoryStore` (`base.py`); `UserMemoryStore` (`store.py`) keeps one
+JSON document per group with its change log (`changelog.py`), written through the durable file helpers (`files.py`)
+that the vectors file beside it (`_recall/semantic.py`) uses too."""
 
+from .base import GROUP_OWNER, MemoryStore, Owner
 from .changelog import CALL, ERASE, MEMORY
 from .files import LeftoverTempFiles, group_file_path, read_bytes, write_atomic
-from .store import GROUP_OWNER, Owner, UserMemoryStore
+from .store import UserMemoryStore
 
 __all__ = [
     "CALL",
@@ -11,6 +13,7 @@ __all__ = [
     "GROUP_OWNER",
     "MEMORY",
     "LeftoverTempFiles",
+    "MemoryStore",
     "Owner",
     "UserMemoryStore",
     "group_file_path",

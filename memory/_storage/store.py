@@ -10,29 +10,19 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from pydantic import ValidationError
 
 from .._errors import StorageUnavailable
 from .._models import SCHEMA_VERSION, GroupDocument, GroupKey, Memory, UserMemories
 from . import changelog
+from .base import GROUP_OWNER, Change, Label, ManyChange, MemoryStore, Owner, R
 from .files import LeftoverTempFiles, group_file_path, move_aside, read_bytes, write_atomic
 from .serialize import DocumentSerializer
 
 log = logging.getLogger("astrbot_plugin_user_memory")
 
-R = TypeVar("R")
-# A change function receives one owner's current memories and returns (their new memories, a result).
-# It runs under the group's lock and must not await; raising leaves everything unchanged.
-Change = Callable[[list[Memory]], tuple[list[Memory], R]]
-# Whose memories in a document: a member's user id, or GROUP_OWNER for the group's shared memories.
-GROUP_OWNER = None
-Owner = str | None
-ManyChange = Callable[[dict[Owner, list[Memory]]], tuple[dict[Owner, list[Memory]], R]]
-# How a writer names the operation of each log entry: one name for all ("revert", "erase"), or a function of
-# (memory id, the operation the store saw: "add" / "update" / "delete") such as extraction's "boost".
-Label = str | Callable[[str, str], str] | None
 UTF8_BOM = b"\xef\xbb\xbf"
 
 
@@ -55,8 +45,8 @@ class _Group:
     serializer: DocumentSerializer = field(default_factory=DocumentSerializer)
 
 
-class UserMemoryStore:
-    """Memories of members, one JSON file per group under `directory`.
+class UserMemoryStore(MemoryStore):
+    """Memories of members, one JSON file per group under `directory` (the `MemoryStore` of `base.py`).
 
     Reads are served from memory once a group is loaded (`peek` never touches the disk). A change is applied in
     memory under the group's lock and the caller then waits until a write containing it is on disk: concurrent

@@ -1,0 +1,79 @@
+"""MemoryStore: what the rest of `memory/` asks of a store of memories, whatever keeps them (today one JSON file
+per group, `store.py`). Only what callers use is here; how a store finds its data (paths, connections) is not."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from .._models import GroupDocument, GroupKey, Memory
+from .changelog import CallTotals
+
+R = TypeVar("R")
+# A change function receives one owner's current memories and returns (their new memories, a result).
+# It runs under the group's lock and must not await; raising leaves everything unchanged.
+Change = Callable[[list[Memory]], tuple[list[Memory], R]]
+# Whose memories in a document: a member's user id, or GROUP_OWNER for the group's shared memories.
+GROUP_OWNER = None
+Owner = str | None
+ManyChange = Callable[[dict[Owner, list[Memory]]], tuple[dict[Owner, list[Memory]], R]]
+# How a writer names the operation of each log entry: one name for all ("revert", "erase"), or a function of
+# (memory id, the operation the store saw: "add" / "update" / "delete") such as extraction's "boost".
+Label = str | Callable[[str, str], str] | None
+
+
+class MemoryStore(ABC):
+    """Memories of members per group document, each change logged in the document's change log by the same
+    commit. A change returns only once it (and its log entries) is durable, else raises `StorageUnavailable`."""
+
+    @abstractmethod
+    def add_listener(self, listener: Callable[[GroupKey, GroupDocument], None]) -> None:
+        """Call `listener(key, document)` after every change is applied in memory (before it is durable)."""
+
+    @property
+    @abstractmethod
+    def loaded_groups(self) -> int:
+        """How many groups are held in memory (for the status command)."""
+
+    @abstractmethod
+    def peek(self, key: GroupKey, owner: Owner) -> Sequence[Memory] | None:
+        """The owner's memories if the document is already in memory, else None. Never does I/O."""
+
+    @abstractmethod
+    async def memories(self, key: GroupKey, owner: Owner) -> list[Memory]:
+        """The owner's memories (a member's, or the group's with GROUP_OWNER), loading the document on first use."""
+
+    @abstractmethod
+    async def document(self, key: GroupKey) -> GroupDocument:
+        """The whole document, loaded if needed. Callers must treat it as read-only."""
+
+    @abstractmethod
+    async def change(
+        self, key: GroupKey, owner: Owner, change: Change[R], *, actor: str, label: Label = None,
+        extra: dict[str, Any] | None = None,
+    ) -> R:
+        """Apply `change` to the owner's memories and return its result once it is durable."""
+
+    @abstractmethod
+    async def change_many(
+        self, key: GroupKey, owners: Sequence[Owner], change: ManyChange[R], *, actor: str, label: Label = None,
+        extra: dict[str, Any] | None = None,
+    ) -> R:
+        """Apply `change` to several owners' memories in one document at once: all of it is durable, or none."""
+
+    @abstractmethod
+    async def record(self, key: GroupKey, entry: dict[str, Any], *, actor: str) -> int:
+        """Append an entry that is not a change (kind "call") to the document's log; its id once durable."""
+
+    @abstractmethod
+    async def log_entries(self, key: GroupKey) -> list[dict[str, Any]]:
+        """Every readable entry of the document's change log, oldest first."""
+
+    @abstractmethod
+    async def call_totals(self, key: GroupKey) -> CallTotals:
+        """What the document's background model calls added up to, trimmed ones included."""
+
+    @abstractmethod
+    async def close(self) -> None:
+        """Wait for every write in flight. Safe to call more than once."""
