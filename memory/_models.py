@@ -88,7 +88,7 @@ class GroupDocument(BaseModel):
     users: dict[str, UserMemories] = Field(default_factory=dict)
     group_memories: list[Memory] = Field(default_factory=list)
     updated_at: float = 0.0
-    # The id of the last change-log entry this document includes (see _changelog.py); None in files written
+    # The id of the last change-log entry this document includes (see _storage/changelog.py); None in files written
     # before the change log existed.
     change_log_id: int | None = None
 
