@@ -18,7 +18,6 @@ from .._text import clean_content, dedupe_key, require_encodable
 from .matching import match_description, same_slot
 
 ONLY_ADDER_OR_ADMIN = "群公共记忆只有添加者或群管理员可以修改"
-ALL = "all"
 # Only an explicit word for "everything" deletes everything; a blank or invisible target is an error.
 _ALL_WORDS = frozenset({"all", "everything", "全部", "所有", "一切", "*"})
 _QUOTES = "\"'“”‘’「」『』` "
