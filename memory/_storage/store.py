@@ -80,10 +80,6 @@ class UserMemoryStore(MemoryStore):
         self._listeners.append(listener)
 
     @property
-    def directory(self) -> Path:
-        return self._directory
-
-    @property
     def loaded_groups(self) -> int:
         """How many groups are held in memory (for the status command)."""
         return len(self._groups)
