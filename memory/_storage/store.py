@@ -195,27 +195,32 @@ class UserMemoryStore(MemoryStore):
 
     async def log_entries(self, key: GroupKey) -> list[dict[str, Any]]:
         """Every readable entry of the document's change log that is on disk, oldest first."""
-        group = self._group(key)
-        async with group.lock:
-            await self._load(group)
-            log_state = group.log
-        assert log_state is not None
-        async with group.io_lock:
-            return await asyncio.to_thread(changelog.read_entries, log_state.path, log_state.end)
+        group, log_state = await self._open_log(key)
+        return await self._read_log(group, log_state)
 
     async def call_totals(self, key: GroupKey) -> changelog.CallTotals:
         """What the document's background model calls added up to, trimmed ones included."""
+        group, log_state = await self._open_log(key)
+        if log_state.totals is None:
+            entries = await self._read_log(group, log_state)
+            if log_state.totals is None:
+                log_state.totals = changelog.totals(entries)
+        return log_state.totals
+
+    async def _open_log(self, key: GroupKey) -> tuple[_Group, changelog.LogState]:
+        """The group and its change log, loading the document (and opening the log) if needed."""
         group = self._group(key)
         async with group.lock:
             await self._load(group)
             log_state = group.log
         assert log_state is not None
-        if log_state.totals is None:
-            async with group.io_lock:
-                entries = await asyncio.to_thread(changelog.read_entries, log_state.path, log_state.end)
-            if log_state.totals is None:
-                log_state.totals = changelog.totals(entries)
-        return log_state.totals
+        return group, log_state
+
+    @staticmethod
+    async def _read_log(group: _Group, log_state: changelog.LogState) -> list[dict[str, Any]]:
+        """The log's readable entries on disk, never while the flusher is writing it."""
+        async with group.io_lock:
+            return await asyncio.to_thread(changelog.read_entries, log_state.path, log_state.end)
 
     def _entries(
         self,
