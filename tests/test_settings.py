@@ -102,3 +102,29 @@ def test_rule_and_limit_settings_have_defaults_choices_and_ranges():
 async def test_the_plugin_builds_one_limiter_from_the_setting(make_plugin):
     plugin = make_plugin(background_max_concurrent_calls=2, enable_background_extraction=True)
     assert plugin.background_calls.limit == 2 and plugin.extraction._limiter is plugin.background_calls
+
+
+def test_every_setting_is_in_the_schema_and_the_readme_with_its_default():
+    """The dashboard (_conf_schema.json) and the README's settings table describe exactly the settings the plugin
+    reads, with the defaults it uses: a key missing from the schema would be deleted by AstrBot."""
+    import dataclasses
+    import json
+    import re
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parent.parent
+    schema = json.loads((repo / "_conf_schema.json").read_text(encoding="utf-8"))
+    readme = (repo / "README.md").read_text(encoding="utf-8")
+    rows = dict(re.findall(r"^\| `(\w+)` \| ([^|]+) \|", readme, re.MULTILINE))
+    fields = {f.name: f.default for f in dataclasses.fields(Settings)}
+    assert set(schema) == set(fields)
+    for name, default in fields.items():
+        assert schema[name]["default"] == default, name
+        assert name in rows, f"{name} has no row in the README settings table"
+        shown = rows[name].strip()
+        if isinstance(default, bool):
+            assert shown == f"`{str(default).lower()}`", name
+        elif isinstance(default, str) and not default:
+            assert shown == "空", name
+        else:
+            assert shown.strip("`") == (f"{default:g}" if isinstance(default, float) else str(default)), name
