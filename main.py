@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import operator
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -47,6 +48,8 @@ from .memory import (
 
 PLUGIN_NAME = "astrbot_plugin_user_memory"
 MEMORY_TOOLS = ("lark_save_memory", "lark_list_memory", "lark_forget_memory")
+_MEMORY_TOOL_NAMES = frozenset(MEMORY_TOOLS)
+_tool_name = operator.attrgetter("name")
 INTERNAL_ERROR = "记忆工具内部出错，没有做任何更改。请直接回复用户，不要重试。"
 CLEAR_CONFIRM_WORDS = ("confirm", "确认", "yes")
 FORGET_TARGET_HINT = '要删除全部记忆请传 "all"，删除一条请传它的 id，或传一句描述（如"关于称呼的"）。'
@@ -59,7 +62,25 @@ def member_of(event: AstrMessageEvent) -> MemberKey | None:
     user_id = event.get_sender_id()
     if not group_id or not user_id or event.is_private_chat():
         return None
-    return MemberKey(GroupKey(event.get_platform_name() or "unknown", str(group_id)), str(user_id))
+    return _member_key(event.get_platform_name() or "unknown", str(group_id), str(user_id))
+
+
+# Keys and callers are immutable: the reply path reuses them instead of building them per request, and the
+# store's and recall's dictionaries then find them by identity.
+@functools.lru_cache(maxsize=4096)
+def _member_key(platform: str, group_id: str, user_id: str) -> MemberKey:
+    return MemberKey(GroupKey(platform, group_id), user_id)
+
+
+@functools.lru_cache(maxsize=4096)
+def _caller(member: MemberKey, is_admin: bool, is_group_admin: bool) -> Caller:
+    return Caller(member, is_admin=is_admin, is_group_admin=is_group_admin)
+
+
+def offers_memory_tools(req: ProviderRequest) -> bool:
+    """Whether the request carries any of the memory tools (one scan of the tool names, without Python-level
+    steps per tool)."""
+    return req.func_tool is not None and not _MEMORY_TOOL_NAMES.isdisjoint(map(_tool_name, req.func_tool.tools))
 
 
 class UserMemoryPlugin(Star):
@@ -193,8 +214,7 @@ class UserMemoryPlugin(Star):
         member list is looked up (and fetched in the background when missing or stale): call it before
         `_speaker_name`."""
         self.members.lookup(member.group, member.user_id, self._fetch_roster, event)
-        return Caller(member, is_admin=event.is_admin(),
-                      is_group_admin=self.members.is_group_admin(member.group, member.user_id))
+        return _caller(member, bool(event.is_admin()), self.members.is_group_admin(member.group, member.user_id))
 
     def _speaker_name(self, event: AstrMessageEvent, member: MemberKey) -> str:
         """The member's display name. A platform that names senders by a piece of their id (Lark: open_id[:8])
@@ -222,7 +242,7 @@ class UserMemoryPlugin(Star):
         member = member_of(event)
         if member is None:
             return
-        if not (req.func_tool and any(tool.name in MEMORY_TOOLS for tool in req.func_tool.tools)):
+        if not offers_memory_tools(req):
             await self._keep_memory_tools(event, req)  # rare: a persona's tool list, deactivated tools, ...
         caller = self._caller_in_group(event, member)
         try:

@@ -41,6 +41,7 @@ def marker(label: str, brackets: str = "[]") -> str:
     if folded not in _labels:
         _labels.add(folded)
         data.cache_clear()
+        name.cache_clear()
     return f"{brackets[0]}{label}{brackets[1]}"
 
 
@@ -66,6 +67,7 @@ _NAME_KEEPS = ("L", "M", "N", "Zs", "So", "Sk", "Pd", "Pc")  # letters, digits, 
 _SPEAKER_LABEL = re.compile(r"([uU])(\s*\d)")  # "U1" would look like the extraction prompt's speaker labels
 
 
+@functools.lru_cache(maxsize=8192)  # the reply path quotes the speaker's name on every request
 def name(raw: str, max_length: int = NAME_MAX_LENGTH) -> str:
     """A display name as it may appear in a prompt or a list: one line, quoted as 「…」, at most `max_length`
     characters inside the quotes; no controls, no lone surrogates (replaced), no brackets or other punctuation

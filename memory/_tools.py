@@ -120,19 +120,30 @@ async def save_memory(
     return f"已更新原有记忆（{reason}）：\n旧：{memory_line(outcome.previous, where.scope)}\n新：{line}"
 
 
+def visible_locations(caller: Caller, settings: Settings) -> list[Location]:
+    """Where every memory the caller may see lives, per scope (see `visible_scopes`)."""
+    return [location(caller, scope) for scope in visible_scopes(settings)]
+
+
 async def visible_lists(
     store: MemoryStore, caller: Caller, settings: Settings
 ) -> list[tuple[Scope, GroupKey, Sequence[Memory]]]:
     """The store's own lists of every memory the caller may see, per scope: their own in this group, the
     group's, and their global ones when enabled. Served from memory once the documents are warm."""
+    return await lists_at(store, visible_locations(caller, settings))
+
+
+async def lists_at(
+    store: MemoryStore, locations: Sequence[Location]
+) -> list[tuple[Scope, GroupKey, Sequence[Memory]]]:
+    """`visible_lists` for locations already known (the reply path keeps them per caller)."""
     lists = []
-    for scope in visible_scopes(settings):
-        where = location(caller, scope)
+    for where in locations:
         memories = store.peek(where.key, where.owner)
         if memories is None:
             await store.memories(where.key, where.owner)  # loads the document
             memories = store.peek(where.key, where.owner) or ()
-        lists.append((scope, where.key, memories))
+        lists.append((where.scope, where.key, memories))
     return lists
 
 

@@ -175,14 +175,6 @@ def tokenize(text: str, *, word_bigrams: bool = False) -> list[str]:
     return out
 
 
-def _term_kind_weight(term: str, cjk_unigram: float, word_bigram: float) -> float:
-    if len(term) == 1:
-        return cjk_unigram if not term.isascii() else 1.0
-    if " " in term:
-        return word_bigram
-    return 1.0
-
-
 def _rank_key(item: tuple[str, float]) -> tuple[float, str]:
     return (-item[1], item[0])
 
@@ -298,9 +290,12 @@ class LexicalIndex:
     def query_weights(self, query: str) -> dict[str, float]:
         """Query terms with their weights ``w(t)`` (term frequency × kind factor)."""
         w: dict[str, float] = {}
+        get = w.get
         cu, wb = self.cjk_unigram_weight, self.word_bigram_weight
         for t in tokenize(query, word_bigrams=self.word_bigrams):
-            w[t] = w.get(t, 0.0) + _term_kind_weight(t, cu, wb)
+            # a CJK character weighs cu, a word bigram wb, anything else 1
+            kind = (cu if not t.isascii() else 1.0) if len(t) == 1 else wb if " " in t else 1.0
+            w[t] = get(t, 0.0) + kind
         return w
 
     def _raw(self, query: str, doc_ids: Iterable[str] | None) -> tuple[dict[str, float], float]:
@@ -328,10 +323,11 @@ class LexicalIndex:
         postings = self._postings
         idf_cache = self._idf
         ref = 0.0
+        unknown_idf = math.log(1.0 + (n_docs + 0.5) / 0.5)
         for t, qt in qw.items():
             p = postings.get(t)
-            if p is None:  # unknown term: counts for the reference only (df = 0), not cached
-                ref += qt * math.log(1.0 + (n_docs + 0.5) / 0.5)
+            if p is None:  # unknown term: counts for the reference only (df = 0)
+                ref += qt * unknown_idf
                 continue
             idf = idf_cache.get(t)
             if idf is None:

@@ -98,33 +98,60 @@ def select_for_injection(
     nothing about. A memory that does not fit in what is left of the budget is skipped and a shorter one may
     take its place.
     """
+    positions = chosen_positions(
+        ordered, [kind_of(item) for item in ordered], [item_cost(item) for item in ordered], limit=limit,
+        char_budget=char_budget, relevance=relevance, threshold=threshold,
+        group_instruction_share=group_instruction_share, prior_weight=prior_weight,
+    )
+    return [ordered[position] for position in positions]
+
+
+def chosen_positions(
+    ordered: Sequence[Scoped],
+    kinds: Sequence[str],
+    costs: Sequence[int],
+    *,
+    limit: int,
+    char_budget: int,
+    relevance: Mapping[str, float] | None = None,
+    threshold: float = 0.0,
+    group_instruction_share: float = 0.3,
+    prior_weight: float | None = None,
+) -> tuple[int, ...]:
+    """`select_for_injection`'s choice as ascending positions in `ordered`, given each item's `kind_of` and
+    `item_cost` (the reply path keeps them per caller instead of recomputing them per message)."""
     if limit <= 0 or not ordered:
-        return []
-    kinds = [kind_of(item) for item in ordered]
+        return ()
+    present = set(kinds)
     by_prior = range(len(ordered))
     by_relevance = _ranked(ordered, relevance, threshold, PRIOR_WEIGHT if prior_weight is None else prior_weight)
     taken: set[int] = set()
     used = 0
     for section in SECTIONS:
         slots = limit - len(taken)
+        if slots <= 0:
+            break
+        if section.kinds.isdisjoint(present):
+            continue
         if section.slots is not None:
             slots = min(slots, section.slots(limit, group_instruction_share))
         chars = char_budget - used
         if section.chars is not None:
             chars = min(chars, section.chars(char_budget, group_instruction_share))
+        wanted = section.kinds
         for position in by_relevance if section.ranked else by_prior:
             if slots <= 0:
                 break
-            if kinds[position] not in section.kinds or position in taken:
+            if kinds[position] not in wanted or position in taken:
                 continue
-            cost = item_cost(ordered[position])
+            cost = costs[position]
             if cost > chars:
                 continue
             taken.add(position)
             chars -= cost
             used += cost
             slots -= 1
-    return [ordered[position] for position in sorted(taken)]
+    return tuple(sorted(taken))
 
 
 def _ranked(

@@ -11,9 +11,9 @@ from .._models import Caller, GroupKey, Memory, Scope
 from .._prompt import Scoped, memory_line, render_memory_block
 from .._settings import Settings
 from .._storage import MemoryStore
-from .._tools import visible_lists
+from .._tools import Location, lists_at, visible_locations
 from .lexical import LexicalIndex
-from .ranking import injection_order, item_cost, select_for_injection
+from .ranking import chosen_positions, injection_order, item_cost, kind_of
 from .semantic import VectorStore, combine
 
 log = logging.getLogger("astrbot_plugin_user_memory")
@@ -34,25 +34,35 @@ class _CallerView:
     Both are kept in step with the store's lists, which the store replaces on every change, so an unchanged
     list is the same object and a warm view costs a few identity checks."""
 
+    locations: list[Location]  # where the caller's candidates live (fixed for the view's cache key)
     lists: list[Sequence[Memory]] = field(default_factory=list)
     ordered: list[Scoped] = field(default_factory=list)
     index: LexicalIndex | None = None
     contents: dict[str, str] = field(default_factory=dict)
+    kinds: list[str] = field(default_factory=list)  # `kind_of` each of `ordered`
+    costs: list[int] = field(default_factory=list)  # `item_cost` of each of `ordered`
     cost: int = 0  # characters the whole of `ordered` would take in the budget
     lines: dict[str, str] = field(default_factory=dict)  # memory id -> its rendered line
     _rendered: dict[str, tuple[Memory, str]] = field(default_factory=dict)
+    # the last block rendered from `ordered`: (chosen positions, speaker) -> text; a member replying again with
+    # the same memories chosen gets it without rendering
+    _block_key: tuple[tuple[int, ...], str] | None = None
+    _block: str = ""
 
     def fits(self, settings: Settings) -> bool:
         """Whether every candidate goes in without choosing."""
         return len(self.ordered) <= settings.memory_inject_limit and self.cost <= settings.memory_inject_char_budget
 
-    def sync(self, lists: list[tuple[Scope, Sequence[Memory]]]) -> None:
-        raw = [memories for _, memories in lists]
+    def sync(self, lists: list[tuple[Scope, GroupKey, Sequence[Memory]]]) -> None:
+        raw = [memories for _, _, memories in lists]
         if len(raw) == len(self.lists) and all(a is b for a, b in zip(raw, self.lists, strict=True)):
             return
         self.lists = raw
-        self.ordered = injection_order((scope, m) for scope, memories in lists for m in memories)
-        self.cost = sum(map(item_cost, self.ordered))
+        self.ordered = injection_order((scope, m) for scope, _, memories in lists for m in memories)
+        self.kinds = [kind_of(item) for item in self.ordered]
+        self.costs = [item_cost(item) for item in self.ordered]
+        self.cost = sum(self.costs)
+        self._block_key = None
         rendered = {}
         for scope, memory in self.ordered:
             cached = self._rendered.get(memory.id)
@@ -62,6 +72,14 @@ class _CallerView:
         self.lines = {memory_id: line for memory_id, (_, line) in rendered.items()}
         if self.index is not None:
             self._update_index()
+
+    def block(self, positions: tuple[int, ...], speaker: str) -> str:
+        """The memory block of the memories at `positions` of `ordered`, for `speaker`."""
+        key = (positions, speaker)
+        if key != self._block_key:
+            self._block = render_memory_block([self.ordered[p] for p in positions], speaker, self.lines)
+            self._block_key = key
+        return self._block
 
     def lexical_scores(self, query: str) -> dict[str, float]:
         if self.index is None:
@@ -89,10 +107,13 @@ class Recall:
         self._combine = combine
         self._views: OrderedDict[tuple[GroupKey, str, bool], _CallerView] = OrderedDict()
 
-    def _view(self, caller: Caller, global_on: bool) -> _CallerView:
-        cache_key = (caller.member.group, caller.member.user_id, global_on)
-        view = self._views.pop(cache_key, None) or _CallerView()
-        self._views[cache_key] = view
+    def _view(self, caller: Caller, settings: Settings) -> _CallerView:
+        cache_key = (caller.member.group, caller.member.user_id, settings.enable_global_memory)
+        view = self._views.get(cache_key)
+        if view is not None:
+            self._views.move_to_end(cache_key)
+            return view
+        view = self._views[cache_key] = _CallerView(visible_locations(caller, settings))
         if len(self._views) > MAX_CACHED_CALLERS:
             self._views.popitem(last=False)
         return view
@@ -127,23 +148,25 @@ class Recall:
         only when not everything fits in the limit and the character budget."""
         if settings.memory_inject_limit == 0:
             return ""
-        lists = await visible_lists(store, caller, settings)
-        view = self._view(caller, settings.enable_global_memory)
-        view.sync([(scope, memories) for scope, _, memories in lists])
+        view = self._view(caller, settings)
+        lists = await lists_at(store, view.locations)
+        view.sync(lists)
         if not view.ordered:
             return ""
         relevance = None
         if message and settings.recall_max_relevant and not view.fits(settings):
             relevance = await self._relevance(view, lists, relevance_query(message))
-        chosen = select_for_injection(
+        chosen = chosen_positions(
             view.ordered,
+            view.kinds,
+            view.costs,
             limit=settings.memory_inject_limit,
             char_budget=settings.memory_inject_char_budget,
             relevance=relevance,
             threshold=settings.recall_relevance_threshold,
             group_instruction_share=settings.recall_group_instruction_share,
         )
-        return render_memory_block(chosen, speaker, view.lines)
+        return view.block(chosen, speaker)
 
 
 def relevance_query(message: str) -> str:
