@@ -3,6 +3,8 @@
 - on_llm_request latency (p50/p99) for a member of a warm group of 1,000 members x 20 memories, through the
   real plugin adapter (real AstrBot event and ProviderRequest), and through `Recall.memory_block` alone, for the
   previous implementation (bench/_previous.py: the plugin at the commit issue 7 was filed on) and this one;
+  with a message that shares no word with the member's memories (the prior alone chooses) and, through the
+  adapter, with one that does (relevance chooses, so the choice is computed for every message);
 - cold load time of that group's file, previous and current;
 - durable saves per second with 100 concurrent savers in one group: group commit against a baseline that
   rewrites the whole file for every save.
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import os
 import statistics
 import sys
@@ -104,7 +107,8 @@ async def bench_injection(directory: Path, iterations: int, rounds: int = 4) -> 
     from conftest import load_plugin_package, make_event
 
     member = MemberKey(GROUP, "ou_00500")
-    message = "帮我看看这个代码"
+    message = "帮我看看这个代码"  # shares no word with the member's memories
+    relevant_message = "模块3的回复风格是怎样的"  # shares words with some of them: relevance chooses
     runs = {}
     for label, main in ((f"previous ({BASELINE})", load_previous()), ("current", load_plugin_package())):
         memory = sys.modules[f"{main.__package__}.memory"]
@@ -117,6 +121,7 @@ async def bench_injection(directory: Path, iterations: int, rounds: int = 4) -> 
         plugin = main.UserMemoryPlugin(Context(asyncio.Queue(), config, *([None] * 9)), config)
         plugin.store = store
         event = make_event(message, group=GROUP.group_id, user=member.user_id)
+        relevant_event = make_event(relevant_message, group=GROUP.group_id, user=member.user_id)
 
         async def direct(recall=recall, store=store, caller=caller, settings=settings):
             await recall.memory_block(store, caller, settings, "老王", message)
@@ -126,7 +131,11 @@ async def bench_injection(directory: Path, iterations: int, rounds: int = 4) -> 
             await plugin.inject_memories(event, req)
             assert "[关于当前用户的记忆]" in req.system_prompt
 
-        runs[label] = {"Recall.memory_block()": (direct, []), "on_llm_request (adapter)": (adapter, [])}
+        runs[label] = {
+            "Recall.memory_block()": (direct, []),
+            "on_llm_request (adapter)": (adapter, []),
+            "on_llm_request, a message relevance acts on": (functools.partial(adapter, event=relevant_event), []),
+        }
     for _ in range(rounds):
         for paths in runs.values():
             for call, samples in paths.values():
@@ -209,9 +218,9 @@ async def main() -> None:
               f"serializer {first:.1f} ms on the first commit, {incremental:.1f} ms when one member changed")
 
         print(f"\ninjection latency, warm group, {args.iterations} calls (microseconds):")
-        print(f"  {'path':<50}{'p50':>8}{'p99':>8}{'mean':>8}")
+        print(f"  {'path':<62}{'p50':>8}{'p99':>8}{'mean':>8}")
         for name, (p50, p99, mean) in (await bench_injection(directory, args.iterations)).items():
-            print(f"  {name:<50}{p50:>8.1f}{p99:>8.1f}{mean:>8.1f}")
+            print(f"  {name:<62}{p50:>8.1f}{p99:>8.1f}{mean:>8.1f}")
 
         print(f"\ndurable saves/s, {args.savers} concurrent savers, {args.saves} saves, into this group:")
         naive = await bench_saves(directory, max(args.saves // 4, 50), args.savers, baseline=True)

@@ -191,6 +191,7 @@ class LexicalIndex:
         "_doc_len",
         "_doc_tf",
         "_idf",
+        "_impacts",
         "_postings",
         "_total_len",
         "b",
@@ -219,6 +220,8 @@ class LexicalIndex:
         self._postings: dict[str, dict[str, int]] = {}
         self._total_len = 0
         self._idf: dict[str, float] = {}  # term -> idf, filled lazily by queries, reset on every change
+        # term -> {doc id: the term's BM25 score in that document per unit of query weight}, like `_idf`
+        self._impacts: dict[str, dict[str, float]] = {}
 
     # ----------------------------------------------------------------- mutation
     def add(self, doc_id: str, text: str) -> None:
@@ -266,6 +269,8 @@ class LexicalIndex:
     def _invalidate(self) -> None:
         if self._idf:
             self._idf = {}
+        if self._impacts:
+            self._impacts = {}
 
     # ----------------------------------------------------------------- inspection
     def __len__(self) -> int:
@@ -322,6 +327,7 @@ class LexicalIndex:
         get = acc.get
         postings = self._postings
         idf_cache = self._idf
+        impact_cache = self._impacts
         ref = 0.0
         unknown_idf = math.log(1.0 + (n_docs + 0.5) / 0.5)
         for t, qt in qw.items():
@@ -335,9 +341,13 @@ class LexicalIndex:
             wt = qt * idf
             ref += wt
             wk = wt * k1p1
-            if cand is None:
-                for d, tf in p.items():
-                    acc[d] = get(d, 0.0) + wk * tf / (tf + c0 + c1 * dl[d])
+            if cand is None:  # every document (the reply path): per-document impacts kept until a change
+                impacts = impact_cache.get(t)
+                if impacts is None:
+                    unit = idf * k1p1
+                    impacts = impact_cache[t] = {d: unit * tf / (tf + c0 + c1 * dl[d]) for d, tf in p.items()}
+                for d, impact in impacts.items():
+                    acc[d] = get(d, 0.0) + qt * impact
             elif len(cand) < len(p):
                 for d in cand:
                     tf = p.get(d, 0)

@@ -12,7 +12,6 @@ A later section type (todos, episodes) is one more entry in `SECTIONS` with its 
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -174,7 +173,9 @@ def _ranked(
         else:
             rest.append((-prior, position))
     relevant.sort()
-    return [position for _, position in heapq.merge(relevant, rest)]
+    relevant += rest  # both sorted: sorting merges the two runs
+    relevant.sort()
+    return [position for _, position in relevant]
 
 
 def item_cost(item: Scoped) -> int:

@@ -48,6 +48,8 @@ class _CallerView:
     # the same memories chosen gets it without rendering
     _block_key: tuple[tuple[int, ...], str] | None = None
     _block: str = ""
+    # the choice by the prior alone (no relevance, or nothing relevant), with the settings it was made for
+    _prior_choice: tuple[tuple[int, int, float], tuple[int, ...]] | None = None
 
     def fits(self, settings: Settings) -> bool:
         """Whether every candidate goes in without choosing."""
@@ -62,7 +64,7 @@ class _CallerView:
         self.kinds = [kind_of(item) for item in self.ordered]
         self.costs = [item_cost(item) for item in self.ordered]
         self.cost = sum(self.costs)
-        self._block_key = None
+        self._block_key = self._prior_choice = None
         rendered = {}
         for scope, memory in self.ordered:
             cached = self._rendered.get(memory.id)
@@ -72,6 +74,28 @@ class _CallerView:
         self.lines = {memory_id: line for memory_id, (_, line) in rendered.items()}
         if self.index is not None:
             self._update_index()
+
+    def choose(self, settings: Settings, relevance: Mapping[str, float] | None) -> tuple[int, ...]:
+        """`chosen_positions` of `ordered`. Without any relevant memory the prior alone decides, and that choice
+        is kept until the candidates or the settings change."""
+        by_prior = not relevance or max(relevance.values()) <= 0.0
+        settings_key = (settings.memory_inject_limit, settings.memory_inject_char_budget,
+                        settings.recall_group_instruction_share)
+        if by_prior and self._prior_choice is not None and self._prior_choice[0] == settings_key:
+            return self._prior_choice[1]
+        chosen = chosen_positions(
+            self.ordered,
+            self.kinds,
+            self.costs,
+            limit=settings.memory_inject_limit,
+            char_budget=settings.memory_inject_char_budget,
+            relevance=None if by_prior else relevance,
+            threshold=settings.recall_relevance_threshold,
+            group_instruction_share=settings.recall_group_instruction_share,
+        )
+        if by_prior:
+            self._prior_choice = (settings_key, chosen)
+        return chosen
 
     def block(self, positions: tuple[int, ...], speaker: str) -> str:
         """The memory block of the memories at `positions` of `ordered`, for `speaker`."""
@@ -156,17 +180,7 @@ class Recall:
         relevance = None
         if message and settings.recall_max_relevant and not view.fits(settings):
             relevance = await self._relevance(view, lists, relevance_query(message))
-        chosen = chosen_positions(
-            view.ordered,
-            view.kinds,
-            view.costs,
-            limit=settings.memory_inject_limit,
-            char_budget=settings.memory_inject_char_budget,
-            relevance=relevance,
-            threshold=settings.recall_relevance_threshold,
-            group_instruction_share=settings.recall_group_instruction_share,
-        )
-        return view.block(chosen, speaker)
+        return view.block(view.choose(settings, relevance), speaker)
 
 
 def relevance_query(message: str) -> str:
