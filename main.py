@@ -13,6 +13,7 @@ from astrbot.api import AstrBotConfig, ToolSet, logger
 from astrbot.api.event import AstrMessageEvent, filter
 from astrbot.api.provider import ProviderRequest
 from astrbot.api.star import Context, Star, StarTools
+from astrbot.core.provider.register import llm_tools
 
 from .memory import (
     DISABLED,
@@ -471,3 +472,14 @@ class UserMemoryPlugin(Star):
         except Exception:
             logger.exception(f"[{PLUGIN_NAME}] memory tool failed")
             return INTERNAL_ERROR
+
+
+def _require(tool_name: str, *arguments: str) -> None:
+    """Mark arguments required in a registered tool's schema. AstrBot builds the schema from the docstring, which
+    has no way to say "required"; the handler still refuses a call without them, for models that ignore this."""
+    tool = llm_tools.get_func(tool_name)
+    if tool is not None and isinstance(tool.parameters, dict):
+        tool.parameters["required"] = list(arguments)
+
+
+_require("lark_forget_memory", "target")

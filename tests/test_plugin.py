@@ -41,6 +41,8 @@ def test_tools_are_registered_with_the_design_schema(plugin_main):
     assert "保存当前群内用户的记忆" in save.description
     forget = llm_tools.get_func("lark_forget_memory")
     assert set(forget.parameters["properties"]) == {"target", "scope"}
+    assert forget.parameters["required"] == ["target"]  # a call without a target can never mean "everything"
+    assert "required" not in save.parameters or save.parameters["required"] == []
     assert llm_tools.get_func("lark_list_memory").parameters["properties"] == {}
 
 

@@ -114,6 +114,8 @@ def test_a_blank_forget_target_deletes_nothing(arguments, lark, fake_model, ids)
     )
     lark.say("叫我阿杰", group=group, user=user)
     lark.say("记住我喜欢猫", group=group, user=user)
-    result = lark.say("忘掉那个", group=group, user=user).tool_result("lark_forget_memory")
+    turn = lark.say("忘掉那个", group=group, user=user)
+    assert turn.first.tool_schema("lark_forget_memory")["parameters"]["required"] == ["target"]
+    result = turn.tool_result("lark_forget_memory")
     assert "删除失败" in result and '"all"' in result and "没有做任何更改" in result, result
     assert lark.say("你好", group=group, user=user).memories == kept
