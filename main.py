@@ -74,7 +74,7 @@ def _member_key(platform: str, group_id: str, user_id: str) -> MemberKey:
 
 
 @functools.lru_cache(maxsize=4096)
-def _caller(member: MemberKey, is_admin: bool, is_group_admin: bool) -> Caller:
+def _shared_caller(member: MemberKey, is_admin: bool, is_group_admin: bool) -> Caller:
     return Caller(member, is_admin=is_admin, is_group_admin=is_group_admin)
 
 
@@ -215,7 +215,7 @@ class UserMemoryPlugin(Star):
         member list is looked up (and fetched in the background when missing or stale): call it before
         `_speaker_name`."""
         self.members.lookup(member.group, member.user_id, self._fetch_roster, event)
-        return _caller(member, bool(event.is_admin()), self.members.is_group_admin(member.group, member.user_id))
+        return _shared_caller(member, bool(event.is_admin()), self.members.is_group_admin(member.group, member.user_id))
 
     def _speaker_name(self, event: AstrMessageEvent, member: MemberKey) -> str:
         """The member's display name. A platform that names senders by a piece of their id (Lark: open_id[:8])
