@@ -49,6 +49,8 @@ from .._storage import LeftoverTempFiles, group_file_path, read_bytes, write_ato
 
 try:  # AstrBot installs numpy; the plugin itself does not require it
     import numpy as _np
+
+    from .onethread import dot_rows
 except ImportError:  # pragma: no cover - exercised by forcing _np = None in the tests
     _np = None
 
@@ -522,11 +524,11 @@ def _similarities(group: _Group, qv: Vector, ids: list[str]) -> dict[str, float]
             found = [d for d in ids if d in rows]
             if not found:
                 return {}
-            sims = _dot_rows(matrix[[rows[d] for d in found]], qv)
+            sims = dot_rows(matrix[[rows[d] for d in found]], qv)
             _np.maximum(sims, 0.0, out=sims)
             _np.minimum(sims, 1.0, out=sims)
             return dict(zip(found, sims.tolist(), strict=True))
-        sims = _dot_rows(matrix, qv)
+        sims = dot_rows(matrix, qv)
         _np.maximum(sims, 0.0, out=sims)
         _np.minimum(sims, 1.0, out=sims)
         values = sims.tolist()
@@ -539,14 +541,6 @@ def _similarities(group: _Group, qv: Vector, ids: list[str]) -> dict[str, float]
             s = sum(map(operator.mul, qv, e[1]))
             out[d] = 0.0 if s < 0.0 else (1.0 if s > 1.0 else s)
     return out
-
-
-def _dot_rows(matrix: Any, qv: Vector) -> Any:
-    """Each row of `matrix` dotted with `qv`, on this thread. `matrix @ qv` goes to OpenBLAS's multi-threaded
-    GEMV, which on a busy 2-core host waits for a second core (8-13 ms instead of 0.2 ms for 2,000 x 512,
-    bench/bench_recall_hot_path.py); an environment variable cannot help, as AstrBot imports numpy before
-    plugins load. einsum's own kernels never leave the calling thread."""
-    return _np.einsum("ij,j->i", matrix, qv)
 
 
 def _consume(task: asyncio.Future[Any]) -> None:
