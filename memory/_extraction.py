@@ -17,7 +17,7 @@ import re
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from . import _fence as fence
@@ -62,6 +62,8 @@ EXTRACTION_PROMPT = f"{MEMORIES_HEADER}\n{{memories}}\n\n{CONVERSATION_HEADER}\n
 
 VALID_OPS = ("add", "update", "delete", "boost", "skip")
 MAX_SHOWN_MEMORIES = 40
+# Longest message kept for extraction: a pasted megabyte must not reach the prompt or the loop-bound scoring.
+MAX_UTTERANCE_CHARS = 500
 CALL_TIMEOUT_SECONDS = 120.0  # a hung provider must not keep the group's next batches waiting forever
 BOOST_STEP = 0.1
 EXTRACTION_ACTOR = "extraction"
@@ -431,7 +433,10 @@ class ExtractionScheduler:
         self._running: dict[GroupKey, asyncio.Task[None]] = {}
 
     def observe(self, key: GroupKey, utterance: Utterance, origin: str) -> None:
-        """Record one group message. Cheap and synchronous: the work happens in a background task."""
+        """Record one group message (cut to MAX_UTTERANCE_CHARS). Cheap and synchronous: the work happens in a
+        background task."""
+        if len(utterance.text) > MAX_UTTERANCE_CHARS:
+            utterance = replace(utterance, text=utterance.text[:MAX_UTTERANCE_CHARS] + "…")
         if not clean_content(utterance.text):
             return
         pending = self._pending.setdefault(key, deque(maxlen=self._buffer_size))

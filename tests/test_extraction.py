@@ -351,6 +351,22 @@ async def test_scheduler_batches_every_n_and_after_quiet():
     await scheduler.close()
 
 
+async def test_a_pasted_megabyte_reaches_extraction_cut_to_a_paragraph():
+    from memory._extraction import MAX_UTTERANCE_CHARS
+
+    batches = []
+
+    async def run(key, batch, origin):
+        batches.append([u.text for u in batch])
+
+    scheduler = ExtractionScheduler(run, every_n=1, quiet_seconds=60, buffer_size=5, limiter=CallLimiter(1))
+    scheduler.observe(G, said("ou_a", "我叫老王" + "哈" * 1_000_000), "umo")
+    await scheduler.drain()
+    assert len(batches) == 1 and len(batches[0][0]) == MAX_UTTERANCE_CHARS + 1
+    assert batches[0][0].startswith("我叫老王") and batches[0][0].endswith("…")
+    await scheduler.close()
+
+
 async def test_scheduler_survives_a_failing_run():
     calls = 0
 
