@@ -12,13 +12,13 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
 from dataclasses import dataclass, field
+from typing import Any
 
 from ._models import GroupKey
 from ._text import clean_content
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("astrbot_plugin_user_memory")
 
 NAME_MAX_CHARS = 64
 
