@@ -85,22 +85,20 @@ def select_for_injection(
     relevance: Mapping[str, float] | None = None,
     threshold: float = 0.0,
     group_instruction_share: float = 0.3,
-    prior_weight: float | None = None,
 ) -> list[Scoped]:
     """At most `limit` memories whose contents fit in `char_budget` characters together, from `ordered` (in
     prior order, see `injection_order`), chosen section by section (`SECTIONS`); the result is in prior order.
 
     `relevance` maps memory ids to scores in [0, 1] for the current message (None: no message or relevance
     off). A memory counts as relevant when its score is positive and reaches `threshold` times the best score;
-    it is then ranked by its score relative to the best plus `prior_weight` (default `PRIOR_WEIGHT`) times its
-    prior rank, so relevance decides and the prior breaks near-ties and orders everything the message says
-    nothing about. A memory that does not fit in what is left of the budget is skipped and a shorter one may
+    it is then ranked by its score relative to the best plus `PRIOR_WEIGHT` times its prior rank, so relevance
+    decides and the prior breaks near-ties and orders everything the message says nothing about. A memory that does not fit in what is left of the budget is skipped and a shorter one may
     take its place.
     """
     positions = chosen_positions(
         ordered, [kind_of(item) for item in ordered], [item_cost(item) for item in ordered], limit=limit,
         char_budget=char_budget, relevance=relevance, threshold=threshold,
-        group_instruction_share=group_instruction_share, prior_weight=prior_weight,
+        group_instruction_share=group_instruction_share,
     )
     return [ordered[position] for position in positions]
 
@@ -115,7 +113,6 @@ def chosen_positions(
     relevance: Mapping[str, float] | None = None,
     threshold: float = 0.0,
     group_instruction_share: float = 0.3,
-    prior_weight: float | None = None,
 ) -> tuple[int, ...]:
     """`select_for_injection`'s choice as ascending positions in `ordered`, given each item's `kind_of` and
     `item_cost` (the reply path keeps them per caller instead of recomputing them per message)."""
@@ -123,7 +120,7 @@ def chosen_positions(
         return ()
     present = set(kinds)
     by_prior = range(len(ordered))
-    by_relevance = _ranked(ordered, relevance, threshold, PRIOR_WEIGHT if prior_weight is None else prior_weight)
+    by_relevance = _ranked(ordered, relevance, threshold, PRIOR_WEIGHT)
     taken: set[int] = set()
     used = 0
     for section in SECTIONS:
