@@ -374,3 +374,14 @@ async def test_admin_texts_report_an_unavailable_group_instead_of_raising(tmp_pa
     for text in (await history_text(store, G), await stats_text(store, G, 0),
                  await revert_change(store, G, 1, actor="admin:a")):
         assert "失败" in text and "更新版本" in text
+
+
+
+async def test_admin_texts_report_an_unreadable_change_log_instead_of_raising(tmp_path):
+    store = UserMemoryStore(tmp_path, durable=False)
+    await store.change(G, "u1", add("喜欢猫"), actor="u1")
+    log_file(store).unlink()
+    log_file(store).mkdir()  # reading it now fails with an OSError other than "not found"
+    for text in (await history_text(store, G), await stats_text(store, G, 0),
+                 await revert_change(store, G, 1, actor="admin:a")):
+        assert "失败" in text and "变更记录无法读取" in text

@@ -220,7 +220,11 @@ class UserMemoryStore(MemoryStore):
     async def _read_log(group: _Group, log_state: changelog.LogState) -> list[dict[str, Any]]:
         """The log's readable entries on disk, never while the flusher is writing it."""
         async with group.io_lock:
-            return await asyncio.to_thread(changelog.read_entries, log_state.path, log_state.end)
+            try:
+                return await asyncio.to_thread(changelog.read_entries, log_state.path, log_state.end)
+            except OSError as exc:  # like an unreadable document: the commands report it instead of crashing
+                log.error("change log %s of group %s cannot be read: %s", log_state.path, group.key, exc)
+                raise StorageUnavailable(f"群 {group.key} 的变更记录无法读取（{exc.strerror or exc}）") from exc
 
     def _entries(
         self,
