@@ -53,7 +53,6 @@ _MEMORY_TOOL_NAMES = frozenset(MEMORY_TOOLS)
 _tool_name = operator.attrgetter("name")
 INTERNAL_ERROR = "记忆工具内部出错，没有做任何更改。请直接回复用户，不要重试。"
 CLEAR_CONFIRM_WORDS = ("confirm", "确认", "yes")
-FORGET_TARGET_HINT = '要删除全部记忆请传 "all"，删除一条请传它的 id，或传一句描述（如"关于称呼的"）。'
 READ_FAILED = "暂时无法读取记忆，请稍后再试。"
 
 
@@ -345,8 +344,6 @@ class UserMemoryPlugin(Star):
         caller = self._caller(event)
         if isinstance(caller, str):
             return caller
-        if target is None:  # the schema cannot mark it required: a call without it must not wipe anything
-            return f"删除失败：缺少必填参数 target。{FORGET_TARGET_HINT}没有做任何更改。"
         return await self._guarded(forget_memory(self.store, caller, self.settings, target, scope))
 
     @filter.command_group("memory")

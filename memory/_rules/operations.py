@@ -145,10 +145,11 @@ def save(
 
 
 def forget(memories: list[Memory], target: Any) -> tuple[list[Memory], ForgetOutcome]:
-    """Delete all memories (only for an explicit "all"), one by id, or those a description clearly matches."""
-    if not isinstance(target, str):
+    """Delete all memories (only for an explicit "all"), one by id, or those a description clearly matches. A
+    missing (None), blank or invisible target is an error."""
+    if target is not None and not isinstance(target, str):
         raise InvalidMemoryInput(f"target 必须是文本（\"all\"、记忆 id 或描述），收到 {type(target).__name__}")
-    wanted = clean_content(require_encodable(target, "target"))
+    wanted = clean_content(require_encodable(target or "", "target"))
     if not wanted.strip(_QUOTES):
         raise InvalidMemoryInput(
             "target 不能为空：要删除全部记忆请传 \"all\"，删除一条请传它的 id，或用一句描述（如\"关于称呼的\"）"
