@@ -68,8 +68,8 @@ _SPEAKER_LABEL = re.compile(r"([uU])(\s*\d)")  # "U1" would look like the extrac
 
 
 @functools.lru_cache(maxsize=8192)  # the reply path quotes the speaker's name on every request
-def name(raw: str, max_length: int = NAME_MAX_LENGTH) -> str:
-    """A display name as it may appear in a prompt or a list: one line, quoted as 「…」, at most `max_length`
+def name(raw: str) -> str:
+    """A display name as it may appear in a prompt or a list: one line, quoted as 「…」, at most `NAME_MAX_LENGTH`
     characters inside the quotes; no controls, no lone surrogates (replaced), no brackets or other punctuation
     that could close the quote or imitate a marker, and no "U1"-like speaker labels."""
     text = "".join("\ufffd" if 0xD800 <= ord(ch) <= 0xDFFF else ch for ch in raw)
@@ -77,7 +77,7 @@ def name(raw: str, max_length: int = NAME_MAX_LENGTH) -> str:
     text = "".join(
         ch if unicodedata.category(ch).startswith(_NAME_KEEPS) and not _shows_bracket(ch) else " " for ch in text
     )
-    text = _SPEAKER_LABEL.sub(rf"\1{SEPARATOR}\2", clean_content(text))[:max_length].strip()
+    text = _SPEAKER_LABEL.sub(rf"\1{SEPARATOR}\2", clean_content(text))[:NAME_MAX_LENGTH].strip()
     return f"「{_break_labels(text) or UNKNOWN_NAME}」"
 
 
