@@ -250,7 +250,17 @@ def rewrite(
 def read_entries(path: Path, end: int) -> list[dict[str, Any]]:
     """Every readable entry up to `end`, oldest first. Lines that are not a JSON object (a torn line, `5`,
     `null`, invalid UTF-8) are skipped."""
-    return [entry for _, entry in _lines(path, end) if entry is not None]
+    entries = []
+    bad = 0
+    for line in _raw_lines(path, end):
+        entry = _parse(line)
+        if entry is None:
+            bad += 1
+        else:
+            entries.append(entry)
+    if bad:
+        log.warning("change log %s: skipped %d unreadable line(s)", path, bad)
+    return entries
 
 
 def totals(entries: Iterable[dict[str, Any]]) -> CallTotals:
@@ -259,16 +269,6 @@ def totals(entries: Iterable[dict[str, Any]]) -> CallTotals:
         if entry.get("kind") in (CALL, CARRIED):
             result.add(entry)
     return result
-
-
-def _lines(path: Path, end: int) -> Iterator[tuple[bytes, dict[str, Any] | None]]:
-    bad = 0
-    for line in _raw_lines(path, end):
-        entry = _parse(line)
-        bad += entry is None
-        yield line, entry
-    if bad:
-        log.warning("change log %s: skipped %d unreadable line(s)", path, bad)
 
 
 def _raw_lines(path: Path, end: int) -> Iterator[bytes]:
@@ -296,12 +296,8 @@ def _migrate(legacy: Path, path: Path) -> None:
     """Turn the old extraction-only history into the change log: ids in file order, carried totals kept."""
     carried = CallTotals()
     converted: list[dict[str, Any]] = []
-    with open(legacy, "rb") as f:
-        raw = f.read()
     skipped = 0
-    for line in raw.split(b"\n"):
-        if not line.strip():
-            continue
+    for line in _raw_lines(legacy, legacy.stat().st_size):
         entry = _parse(line)
         if entry is None:
             skipped += 1
