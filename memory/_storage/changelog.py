@@ -224,9 +224,7 @@ def rewrite(
         if b'"carried"' in line and (entry := _parse(line)) is not None and entry.get("kind") == CARRIED:
             carried.add(entry)
             continue
-        if needles and any(n in line for n in needles) and (entry := _parse(line)) is not None and entry.get(
-                "kind") == MEMORY and entry.get("owner") in erase_owners and entry.get("scope") != "group" and not entry.get(
-                "erased"):
+        if needles and any(n in line for n in needles) and (entry := _to_erase(line, erase_owners)) is not None:
             line = json.dumps(erased(entry), ensure_ascii=False).encode("utf-8")
         kept.append(line + b"\n")
     total = sum(map(len, kept)) + len(data)
@@ -244,6 +242,14 @@ def rewrite(
     body = head + b"".join(kept)
     write_atomic_sync(path, body + data, durable=durable)
     return len(body), len(body) + len(data)
+
+
+def _to_erase(line: bytes, erase_owners: set[str]) -> dict[str, Any] | None:
+    """The entry on `line` when it is a not yet erased change to a member's own memory of one of `erase_owners`."""
+    entry = _parse(line)
+    if entry is None or entry.get("kind") != MEMORY or entry.get("erased"):
+        return None
+    return entry if entry.get("owner") in erase_owners and entry.get("scope") != "group" else None
 
 
 # ----------------------------------------------------------------------------------------------- reading
