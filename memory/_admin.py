@@ -83,21 +83,22 @@ async def revert_change(store: MemoryStore, key: GroupKey, entry_id: int, *, act
     what it changed or deleted. Only when every target still has the value the entry left (its time of last update
     aside); the revert is itself logged."""
     try:
-        entries = await store.log_entries(key)
+        changes = [e for e in await store.log_entries(key) if _is_memory_change(e)]
     except StorageUnavailable as exc:
         return f"读取变更记录失败：{exc}"
-    entry = next((e for e in entries if _is_memory_change(e) and e["id"] == entry_id), None)
+    entry = next((e for e in changes if e["id"] == entry_id), None)
     if entry is None:
         return f"没有编号为 #{entry_id} 的记忆变更记录（可能已被裁剪）：请用 /memory history 查看。"
     txn = entry.get("txn")
-    unit = [e for e in entries if _is_memory_change(e) and e.get("txn") == txn] if txn is not None else [entry]
+    unit = [e for e in changes if e.get("txn") == txn] if txn is not None else [entry]
     if any(e.get("erased") or e.get("op") == ERASE for e in unit):
         return f"#{entry_id} 的内容已应成员要求清除，无法撤销。"
     try:
         wanted = [(e, _memory(e.get("old")), _memory(e.get("new"))) for e in unit]
     except ValidationError:
         return f"#{entry_id} 的记录不完整，无法撤销。"
-    later = [e for e in entries if _is_memory_change(e) and e["id"] > max(u["id"] for u in unit)]
+    last_id = max(u["id"] for u in unit)
+    later = [e for e in changes if e["id"] > last_id]
     owners = list(dict.fromkeys(e.get("owner") for e in unit))
 
     def undo(lists: dict[Any, list[Memory]]) -> tuple[dict[Any, list[Memory]], None]:
