@@ -432,13 +432,14 @@ class UserMemoryPlugin(Star):
         """（管理员）查看生效的配置、配置警告和运行状况"""
         member = member_of(event)
         key = member.group if member else None
-        pending_all, running = self.extraction.load() if self.extraction else (0, 0)
         health = Health(
             groups_loaded=self.store.loaded_groups,
             extraction_on=self.extraction is not None,
             pending_here=self.extraction.pending(key) if self.extraction and key else 0,
-            pending_all=pending_all,
-            extractions_running=running,
+            pending_all=self.extraction.pending_total() if self.extraction else 0,
+            calls_running=self.background_calls.running,
+            calls_queued=self.background_calls.waiting,
+            calls_limit=self.background_calls.limit,
             embedding=self.embedding_state,
             rosters_cached=self.members.cached_groups(),
             roster_here=self.members.roster(key) if key else None,

@@ -29,7 +29,7 @@ from ._rules import check_group_write, may_change
 from ._rules import operations as ops
 from ._settings import Settings
 from ._storage import CALL, GROUP_OWNER, MemoryStore, Owner
-from ._text import clean_content
+from ._text import clean_content, replace_unencodable
 
 log = logging.getLogger("astrbot_plugin_user_memory")
 
@@ -433,10 +433,13 @@ class ExtractionScheduler:
         self._running: dict[GroupKey, asyncio.Task[None]] = {}
 
     def observe(self, key: GroupKey, utterance: Utterance, origin: str) -> None:
-        """Record one group message (cut to MAX_UTTERANCE_CHARS). Cheap and synchronous: the work happens in a
-        background task."""
+        """Record one group message (cut to MAX_UTTERANCE_CHARS, lone surrogates replaced so one bad character
+        cannot fail the batch's model call). Cheap and synchronous: the work happens in a background task."""
+        text = replace_unencodable(utterance.text[:MAX_UTTERANCE_CHARS])
         if len(utterance.text) > MAX_UTTERANCE_CHARS:
-            utterance = replace(utterance, text=utterance.text[:MAX_UTTERANCE_CHARS] + "…")
+            text += "…"
+        if text != utterance.text:
+            utterance = replace(utterance, text=text)
         if not clean_content(utterance.text):
             return
         pending = self._pending.setdefault(key, deque(maxlen=self._buffer_size))
@@ -453,9 +456,9 @@ class ExtractionScheduler:
     def pending(self, key: GroupKey) -> int:
         return len(self._pending.get(key, ()))
 
-    def load(self) -> tuple[int, int]:
-        """(messages waiting in all groups, extractions running now), for the status command."""
-        return sum(len(q) for q in self._pending.values()), len(self._running)
+    def pending_total(self) -> int:
+        """Messages waiting in all groups, for the status command."""
+        return sum(len(q) for q in self._pending.values())
 
     def _start(self, key: GroupKey) -> None:
         self._timers.pop(key, None)

@@ -20,7 +20,7 @@ import functools
 import re
 import unicodedata
 
-from ._text import clean_content
+from ._text import clean_content, replace_unencodable
 
 BRACKET = "|"
 SEPARATOR = "·"
@@ -72,8 +72,7 @@ def name(raw: str) -> str:
     """A display name as it may appear in a prompt or a list: one line, quoted as 「…」, at most `NAME_MAX_LENGTH`
     characters inside the quotes; no controls, no lone surrogates (replaced), no brackets or other punctuation
     that could close the quote or imitate a marker, and no "U1"-like speaker labels."""
-    text = "".join("\ufffd" if 0xD800 <= ord(ch) <= 0xDFFF else ch for ch in raw)
-    text = unicodedata.normalize("NFKC", clean_content(text))
+    text = unicodedata.normalize("NFKC", clean_content(replace_unencodable(raw)))
     text = "".join(
         ch if unicodedata.category(ch).startswith(_NAME_KEEPS) and not _shows_bracket(ch) else " " for ch in text
     )

@@ -15,7 +15,9 @@ class Health:
     extraction_on: bool
     pending_here: int
     pending_all: int
-    extractions_running: int
+    calls_running: int  # background model calls holding a slot of the global limit
+    calls_queued: int  # ... and waiting for one
+    calls_limit: int
     embedding: str  # one line on the embedding provider, e.g. "未配置（仅词法召回）"
     rosters_cached: int
     roster_here: Roster | None
@@ -30,7 +32,8 @@ def status_text(settings: Settings, warnings: Sequence[str], health: Health) -> 
     members = ("尚未获取（正在后台获取，获取前用平台给的名字）" if roster is None else
                f"{len(roster.names)} 个名字，群主 {'已知' if roster.owner else '未知'}，群管理员 {len(roster.admins)} 人")
     extraction = (f"开启：本群待处理 {health.pending_here} 条，所有群共 {health.pending_all} 条，"
-                  f"正在提取 {health.extractions_running} 个群" if health.extraction_on else "关闭")
+                  f"后台模型调用 {health.calls_running} 个进行中、{health.calls_queued} 个排队（上限 {health.calls_limit}）"
+                  if health.extraction_on else "关闭")
     lines += ["", "【运行状况】",
               f"已加载的群：{health.groups_loaded}",
               f"后台提取：{extraction}",

@@ -60,3 +60,15 @@ def require_encodable(text: str, field: str) -> str:
             f"{field} 含有无法编码的字符（U+{ord(bad):04X}，不成对的代理项）：请去掉这个字符后重试"
         ) from None
     return text
+
+
+def replace_unencodable(text: str) -> str:
+    """`text` with every lone surrogate replaced by U+FFFD: for text we pass on rather than store on request (chat
+    lines, display names), where refusing would drop a whole message or batch for one bad character."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "".join("\ufffd" if 0xD800 <= ord(ch) <= 0xDFFF else ch for ch in text)
+    return text

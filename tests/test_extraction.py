@@ -367,6 +367,20 @@ async def test_a_pasted_megabyte_reaches_extraction_cut_to_a_paragraph():
     await scheduler.close()
 
 
+async def test_a_chat_line_with_a_lone_surrogate_reaches_extraction_encodable():
+    batches = []
+
+    async def run(key, batch, origin):
+        batches.append([u.text for u in batch])
+
+    scheduler = ExtractionScheduler(run, every_n=1, quiet_seconds=60, buffer_size=5, limiter=CallLimiter(1))
+    scheduler.observe(G, said("ou_a", "我叫老王\ud83d"), "umo")
+    await scheduler.drain()
+    assert batches == [["我叫老王\ufffd"]]
+    batches[0][0].encode("utf-8")
+    await scheduler.close()
+
+
 async def test_scheduler_survives_a_failing_run():
     calls = 0
 
