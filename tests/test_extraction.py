@@ -351,34 +351,34 @@ async def test_scheduler_batches_every_n_and_after_quiet():
     await scheduler.close()
 
 
+async def texts_extraction_receives(*messages):
+    """What a scheduler hands to extraction for these messages of one member."""
+    batches = []
+
+    async def run(key, batch, origin):
+        batches.append([u.text for u in batch])
+
+    scheduler = ExtractionScheduler(run, every_n=len(messages), quiet_seconds=60, buffer_size=5,
+                                    limiter=CallLimiter(1))
+    for text in messages:
+        scheduler.observe(G, said("ou_a", text), "umo")
+    await scheduler.drain()
+    await scheduler.close()
+    return batches
+
+
 async def test_a_pasted_megabyte_reaches_extraction_cut_to_a_paragraph():
     from memory._extraction import MAX_UTTERANCE_CHARS
 
-    batches = []
-
-    async def run(key, batch, origin):
-        batches.append([u.text for u in batch])
-
-    scheduler = ExtractionScheduler(run, every_n=1, quiet_seconds=60, buffer_size=5, limiter=CallLimiter(1))
-    scheduler.observe(G, said("ou_a", "我叫老王" + "哈" * 1_000_000), "umo")
-    await scheduler.drain()
-    assert len(batches) == 1 and len(batches[0][0]) == MAX_UTTERANCE_CHARS + 1
-    assert batches[0][0].startswith("我叫老王") and batches[0][0].endswith("…")
-    await scheduler.close()
+    [[text]] = await texts_extraction_receives("我叫老王" + "哈" * 1_000_000)
+    assert len(text) == MAX_UTTERANCE_CHARS + 1
+    assert text.startswith("我叫老王") and text.endswith("…")
 
 
 async def test_a_chat_line_with_a_lone_surrogate_reaches_extraction_encodable():
-    batches = []
-
-    async def run(key, batch, origin):
-        batches.append([u.text for u in batch])
-
-    scheduler = ExtractionScheduler(run, every_n=1, quiet_seconds=60, buffer_size=5, limiter=CallLimiter(1))
-    scheduler.observe(G, said("ou_a", "我叫老王\ud83d"), "umo")
-    await scheduler.drain()
-    assert batches == [["我叫老王\ufffd"]]
-    batches[0][0].encode("utf-8")
-    await scheduler.close()
+    [[text]] = await texts_extraction_receives("我叫老王\ud83d")
+    assert text == "我叫老王\ufffd"
+    text.encode("utf-8")
 
 
 async def test_scheduler_survives_a_failing_run():
