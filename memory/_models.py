@@ -7,6 +7,8 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ._todos.model import Todo
+
 # Version 0 is the design document's format (no version field); version 1 adds `schema_version` and `platform`.
 SCHEMA_VERSION = 1
 
@@ -89,6 +91,7 @@ class GroupDocument(BaseModel):
     group_id: str
     users: dict[str, UserMemories] = Field(default_factory=dict)
     group_memories: list[Memory] = Field(default_factory=list)
+    todos: list[Todo] = Field(default_factory=list)  # the group's and its members' todos (see _todos/)
     updated_at: float = 0.0
     # The id of the last change-log entry this document includes (see _storage/changelog.py); None in files written
     # before the change log existed.

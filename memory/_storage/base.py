@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from .._models import GroupDocument, GroupKey, Memory
+from .._todos.model import Todo
 from .changelog import CallTotals
 
 R = TypeVar("R")
@@ -21,6 +22,8 @@ ManyChange = Callable[[dict[Owner, list[Memory]]], tuple[dict[Owner, list[Memory
 # How a writer names the operation of each log entry: one name for all ("revert", "erase"), or a function of
 # (memory id, the operation the store saw: "add" / "update" / "delete") such as extraction's "boost".
 Label = str | Callable[[str, str], str] | None
+# A todo change receives the document's todos and returns (the new todos, a result); same rules as `Change`.
+TodoChange = Callable[[list[Todo]], tuple[list[Todo], R]]
 
 
 class MemoryStore(ABC):
@@ -30,6 +33,10 @@ class MemoryStore(ABC):
     @abstractmethod
     def add_listener(self, listener: Callable[[GroupKey, GroupDocument], None]) -> None:
         """Call `listener(key, document)` after every change is applied in memory (before it is durable)."""
+
+    @abstractmethod
+    def add_todo_listener(self, listener: Callable[[GroupKey, Sequence[Todo]], None]) -> None:
+        """Call `listener(key, todos)` after every todo change is applied in memory (before it is durable)."""
 
     @property
     @abstractmethod
@@ -61,6 +68,22 @@ class MemoryStore(ABC):
         extra: dict[str, Any] | None = None,
     ) -> R:
         """Apply `change` to several owners' memories in one document at once: all of it is durable, or none."""
+
+    @abstractmethod
+    def peek_todos(self, key: GroupKey) -> Sequence[Todo] | None:
+        """The document's todos if it is already in memory, else None. Never does I/O."""
+
+    @abstractmethod
+    async def todos(self, key: GroupKey) -> list[Todo]:
+        """The document's todos (of the group and of every member), loading the document on first use."""
+
+    @abstractmethod
+    async def change_todos(
+        self, key: GroupKey, change: TodoChange[R], *, actor: str, label: Label = None,
+        extra: dict[str, Any] | None = None,
+    ) -> R:
+        """Apply `change` to the document's todos and return its result once it is durable; one log entry of kind
+        "todo" per todo added, changed or deleted."""
 
     @abstractmethod
     async def record(self, key: GroupKey, entry: dict[str, Any], *, actor: str) -> int:

@@ -8,8 +8,11 @@ fragment cached against that object is valid for as long as the object is the on
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
-from .._models import GroupDocument, Memory, UserMemories
+from pydantic import BaseModel
+
+from .._models import GroupDocument, UserMemories
 
 
 class DocumentSerializer:
@@ -26,9 +29,11 @@ class DocumentSerializer:
                 cached = (entry, _user_fragment(user_id, entry).encode("utf-8"))
             fragments[user_id] = cached
         self._fragments = fragments
-        head = doc.model_dump(mode="json", exclude={"users", "group_memories"}, exclude_none=True)
+        head = doc.model_dump(mode="json", exclude={"users", "group_memories", "todos"}, exclude_none=True)
         parts = [f" {json.dumps(k, ensure_ascii=False)}: {json.dumps(v, ensure_ascii=False)}" for k, v in head.items()]
-        parts.append(f' "group_memories": {_memory_list(doc.group_memories, "  ")}')
+        if doc.todos:
+            parts.append(f' "todos": {_line_list(doc.todos, "  ")}')
+        parts.append(f' "group_memories": {_line_list(doc.group_memories, "  ")}')
         if not fragments:
             return ("{\n" + ",\n".join([*parts, ' "users": {}']) + "\n}\n").encode("utf-8")
         head_bytes = ("{\n" + ",\n".join(parts) + ',\n "users": {\n').encode("utf-8")
@@ -39,11 +44,12 @@ def _user_fragment(user_id: str, entry: UserMemories) -> str:
     key = json.dumps(user_id, ensure_ascii=False)
     if entry.model_extra:  # fields from a newer version: keep them, at the cost of a compact line
         return f"  {key}: {entry.model_dump_json(exclude_none=True)}"
-    return f'  {key}: {{"memories": {_memory_list(entry.memories, "   ")}}}'
+    return f'  {key}: {{"memories": {_line_list(entry.memories, "   ")}}}'
 
 
-def _memory_list(memories: list[Memory], indent: str) -> str:
-    if not memories:
+def _line_list(items: Sequence[BaseModel], indent: str) -> str:
+    """A JSON list with one item per line: a person can read and diff the file."""
+    if not items:
         return "[]"
-    lines = ",\n".join(indent + m.model_dump_json(exclude_none=True) for m in memories)
+    lines = ",\n".join(indent + m.model_dump_json(exclude_none=True) for m in items)
     return f"[\n{lines}\n{indent[:-1]}]"

@@ -17,7 +17,8 @@ from pydantic import ValidationError
 from .._errors import StorageUnavailable
 from .._models import SCHEMA_VERSION, GroupDocument, GroupKey, Memory, UserMemories
 from . import changelog
-from .base import GROUP_OWNER, Change, Label, ManyChange, MemoryStore, Owner, R
+from .._todos.model import Todo
+from .base import GROUP_OWNER, Change, Label, ManyChange, MemoryStore, Owner, R, TodoChange
 from .files import LeftoverTempFiles, group_file_path, move_aside, read_bytes, write_atomic
 from .serialize import DocumentSerializer
 
@@ -73,11 +74,17 @@ class UserMemoryStore(MemoryStore):
         self._leftovers = LeftoverTempFiles()
         self._groups: dict[GroupKey, _Group] = {}
         self._listeners: list[Callable[[GroupKey, GroupDocument], None]] = []
+        self._todo_listeners: list[Callable[[GroupKey, Sequence[Todo]], None]] = []
 
     def add_listener(self, listener: Callable[[GroupKey, GroupDocument], None]) -> None:
         """Call `listener(key, document)` after every change is applied in memory (before it is durable). It must
         be quick and not raise: derived data (such as vectors) hooks in here."""
         self._listeners.append(listener)
+
+    def add_todo_listener(self, listener: Callable[[GroupKey, Sequence[Todo]], None]) -> None:
+        """Call `listener(key, todos)` after every todo change is applied in memory (before it is durable); quick,
+        never raising (the reminder scheduler hooks in here)."""
+        self._todo_listeners.append(listener)
 
     @property
     def loaded_groups(self) -> int:
@@ -179,6 +186,45 @@ class UserMemoryStore(MemoryStore):
             listener(group.key, doc)
         group.doc_version += 1
 
+    def peek_todos(self, key: GroupKey) -> Sequence[Todo] | None:
+        """The document's todos if it is already in memory, else None. Never does I/O."""
+        group = self._groups.get(key)
+        return None if group is None or group.doc is None else group.doc.todos
+
+    async def todos(self, key: GroupKey) -> list[Todo]:
+        """The document's todos (of the group and of every member), loading the file on first use."""
+        return list((await self.document(key)).todos)
+
+    async def change_todos(
+        self, key: GroupKey, change: TodoChange[R], *, actor: str, label: Label = None,
+        extra: dict[str, Any] | None = None,
+    ) -> R:
+        """Apply `change` to the document's todos and return its result once it (and its log entries, kind
+        "todo") is on disk, in the same group commit as memory changes."""
+        group = self._group(key)
+        async with group.lock:
+            doc = await self._load(group)
+            current = list(doc.todos)
+            updated, result = change(list(current))
+            if updated == current:
+                return result
+            now = self._clock()
+            entries = self._numbered(group, [
+                self._entry(now, actor, label, changelog.TODO, op, "group" if (new or old).is_group else "member",
+                            (new or old).assignee, old, new, extra or {})
+                for op, old, new in _diff(current, updated)
+            ])
+            doc.todos = updated
+            doc.updated_at = now
+            doc.change_log_id = entries[-1]["id"]
+            group.pending.extend(entries)
+            for listener in self._todo_listeners:
+                listener(key, updated)
+            group.doc_version += 1
+            done = self._enqueue(group)
+        await asyncio.shield(done)
+        return result
+
     async def record(self, key: GroupKey, entry: dict[str, Any], *, actor: str) -> int:
         """Append an entry that is not a change (a background model call, kind "call") to the document's log;
         returns its id once it is on disk."""
@@ -237,29 +283,34 @@ class UserMemoryStore(MemoryStore):
         extra: dict[str, Any],
     ) -> list[dict[str, Any]]:
         """One log entry per memory the change added, changed or deleted, with the next ids."""
-        assert group.log is not None
         entries = []
         for owner, memories in after.items():
             scope = "group" if owner is GROUP_OWNER else "global" if group.key.is_global else "member"
-            old_ids = {m.id for m in before.get(owner, [])}
-            new_by_id = {m.id: m for m in memories}
-            diffs: list[tuple[str, Memory | None, Memory | None]] = []
-            for m in before.get(owner, []):  # in list order: updates and deletes, then additions
-                if m.id not in new_by_id:
-                    diffs.append(("delete", m, None))
-                elif new_by_id[m.id] != m:
-                    diffs.append(("update", m, new_by_id[m.id]))
-            diffs.extend(("add", None, m) for m in memories if m.id not in old_ids)
-            for op, old, new in diffs:
-                target = (new or old).id  # type: ignore[union-attr]
-                name = label if isinstance(label, str) else label(target, op) if label else op
-                entry: dict[str, Any] = {
-                    "id": 0, "at": now, "actor": actor, "kind": changelog.MEMORY, "op": name, "scope": scope,
-                    "owner": owner, "target": target,
-                    "old": old.model_dump(mode="json", exclude_none=True) if old else None,
-                    "new": new.model_dump(mode="json", exclude_none=True) if new else None, **extra,
-                }
-                entries.append(changelog.erased(entry) if name == changelog.ERASE else entry)
+            entries.extend(
+                self._entry(now, actor, label, changelog.MEMORY, op, scope, owner, old, new, extra)
+                for op, old, new in _diff(before.get(owner, []), memories)
+            )
+        return self._numbered(group, entries)
+
+    @staticmethod
+    def _entry(
+        now: float, actor: str, label: Label, kind: str, op: str, scope: str, owner: Owner,
+        old: Memory | Todo | None, new: Memory | Todo | None, extra: dict[str, Any],
+    ) -> dict[str, Any]:
+        target = (new or old).id  # type: ignore[union-attr]
+        name = label if isinstance(label, str) else label(target, op) if label else op
+        entry: dict[str, Any] = {
+            "id": 0, "at": now, "actor": actor, "kind": kind, "op": name, "scope": scope, "owner": owner,
+            "target": target,
+            "old": old.model_dump(mode="json", exclude_none=True) if old else None,
+            "new": new.model_dump(mode="json", exclude_none=True) if new else None, **extra,
+        }
+        return changelog.erased(entry) if name == changelog.ERASE else entry
+
+    @staticmethod
+    def _numbered(group: _Group, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Give the entries of one commit the log's next ids; several share a transaction id (the first's)."""
+        assert group.log is not None
         for entry in entries:
             entry["id"] = group.log.next_id
             group.log.next_id += 1
@@ -405,6 +456,20 @@ class UserMemoryStore(MemoryStore):
             for _, done in waiters:
                 if not done.done():
                     done.set_exception(error)
+
+
+def _diff(before: Sequence[Memory | Todo], after: Sequence[Memory | Todo]) -> list[tuple[str, Any, Any]]:
+    """(op, old, new) for every item deleted or changed (in `before`'s order), then every item added."""
+    new_by_id = {item.id: item for item in after}
+    old_ids = {item.id for item in before}
+    diffs: list[tuple[str, Any, Any]] = []
+    for item in before:
+        if item.id not in new_by_id:
+            diffs.append(("delete", item, None))
+        elif new_by_id[item.id] != item:
+            diffs.append(("update", item, new_by_id[item.id]))
+    diffs.extend(("add", None, item) for item in after if item.id not in old_ids)
+    return diffs
 
 
 def _memories_of(doc: GroupDocument, owner: Owner) -> Sequence[Memory]:
