@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import operator
 import time
@@ -9,8 +10,9 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import astrbot.api.message_components as Comp
 from astrbot.api import AstrBotConfig, ToolSet, logger
-from astrbot.api.event import AstrMessageEvent, filter
+from astrbot.api.event import AstrMessageEvent, MessageChain, filter
 from astrbot.api.provider import ProviderRequest
 from astrbot.api.star import Context, Star, StarTools
 from astrbot.core.provider.register import llm_tools
@@ -26,17 +28,26 @@ from .memory import (
     MemberDirectory,
     MemberKey,
     MemoryPluginError,
+    Origin,
     Recall,
+    Reminder,
+    ReminderScheduler,
     Roster,
     Scope,
     Settings,
+    TodoPolicy,
     UserMemoryStore,
     Utterance,
     VectorStore,
+    add_todo,
     combine,
     forget_memory,
     history_text,
+    injected_todos,
     list_memory,
+    list_todos,
+    now_text,
+    resolve_zone,
     revert_change,
     roster_from,
     run_extraction,
@@ -44,11 +55,21 @@ from .memory import (
     semantic_similarities,
     stats_text,
     status_text,
+    todo_line,
+    update_todo,
     visible_memories,
+    with_todos,
 )
 
 PLUGIN_NAME = "astrbot_plugin_user_memory"
-MEMORY_TOOLS = ("lark_save_memory", "lark_list_memory", "lark_forget_memory")
+MEMORY_TOOLS = (
+    "lark_save_memory", "lark_list_memory", "lark_forget_memory", "lark_add_todo", "lark_list_todos",
+    "lark_update_todo",
+)
+# Adapters that can post a message nobody asked for (DECISIONS §7): reminders are refused elsewhere.
+REMINDER_PLATFORMS = frozenset({"lark", "aiocqhttp"})
+TODOS_OFF = "待办功能已被管理员关闭，没有记录任何待办。"
+UPCOMING_GROUP_TODOS = 7 * 86400.0  # group todos due within this long are part of every member's injected block
 _MEMORY_TOOL_NAMES = frozenset(MEMORY_TOOLS)
 _tool_name = operator.attrgetter("name")
 INTERNAL_ERROR = "记忆工具内部出错，没有做任何更改。请直接回复用户，不要重试。"
@@ -98,6 +119,15 @@ class UserMemoryPlugin(Star):
         self.vectors: VectorStore | None = None
         # every background model call, of every group, waits for a slot of this one limiter
         self.background_calls = CallLimiter(self.settings.background_max_concurrent_calls)
+        self.todo_policy = TodoPolicy.from_settings(self.settings, self._zone())
+        self._settings_after_todos: dict[tuple[int, int], Settings] = {}
+        self._now_line_cache: tuple[int, str] = (-1, "")
+        self.reminders: ReminderScheduler | None = None
+        if self.settings.enable_user_memory and self.settings.enable_todos:
+            self.reminders = ReminderScheduler(
+                self.store, self.data_dir, self._send_reminder, lambda: self.todo_policy,
+                mention_all=self.settings.reminder_mention_all,
+            )
         self.extraction: ExtractionScheduler | None = None
         if self.settings.enable_user_memory and self.settings.enable_background_extraction:
             self.extraction = ExtractionScheduler(
@@ -108,7 +138,25 @@ class UserMemoryPlugin(Star):
                 limiter=self.background_calls,
             )
 
+    def _zone(self):
+        """The zone local times are read in: the plugin's `timezone`, else AstrBot's own, else Asia/Shanghai."""
+        try:
+            host = self.context.get_config().get("timezone")
+        except Exception:  # no host config (a half-started host)
+            host = None
+        zone, warning = resolve_zone(self.settings.timezone, host if isinstance(host, str) else None)
+        if warning:
+            self.setting_warnings.append(warning)
+            logger.warning(f"[{PLUGIN_NAME}] {warning}")
+        return zone
+
     async def initialize(self) -> None:
+        if self.reminders is not None:
+            # Reads only the small due index; platforms are not up yet, so the first sends wait for them.
+            await self.reminders.start()
+        await self._attach_configured_embeddings()
+
+    async def _attach_configured_embeddings(self) -> None:
         provider_id = self.settings.embedding_provider_id
         if not (self.settings.enable_user_memory and provider_id):
             return
@@ -147,6 +195,9 @@ class UserMemoryPlugin(Star):
         self.embedding_state = f"已启用 {model_id}"
 
     async def terminate(self) -> None:
+        # First: a dashboard config save builds a new plugin object right after this, with its own scheduler.
+        if self.reminders is not None:
+            await self.reminders.stop()
         await self.members.close()
         if self.extraction is not None:
             await self.extraction.close()
@@ -245,16 +296,47 @@ class UserMemoryPlugin(Star):
         if not offers_memory_tools(req):
             await self._keep_memory_tools(event, req)  # rare: a persona's tool list, deactivated tools, ...
         caller = self._caller_in_group(event, member)
+        speaker = self._speaker_name(event, member)
         try:
+            settings, todo_lines = self.settings, []
+            if self.reminders is not None:
+                settings, todo_lines = await self._todo_section(member)
             block = await self.recall.memory_block(
-                self.store, caller, self.settings, self._speaker_name(event, member),
-                event.message_str or req.prompt or "",
+                self.store, caller, settings, speaker, event.message_str or req.prompt or "",
             )
+            if self.reminders is not None and self.settings.memory_inject_limit:
+                block = with_todos(block, todo_lines, self._now_line(), speaker)
         except MemoryPluginError as exc:
             logger.warning(f"[{PLUGIN_NAME}] memories of {member.group} not injected: {exc}")
             return
         if block:
             req.system_prompt = f"{req.system_prompt}\n\n{block}" if req.system_prompt else block
+
+    async def _todo_section(self, member: MemberKey) -> tuple[Settings, list[str]]:
+        """The todo lines for the block and the settings left for memories: todos take their slots and characters
+        out of the one budget (`todo_inject_limit` at most)."""
+        now = time.time()
+        limit = min(self.settings.todo_inject_limit, self.settings.memory_inject_limit)
+        todos = injected_todos(await self.store.todos(member.group), member.user_id, now, UPCOMING_GROUP_TODOS, limit)
+        if not todos:
+            return self.settings, []
+        lines = [f"- {todo_line(todo, self.todo_policy, now)}" for todo in todos]
+        chars = sum(len(todo.content) for todo in todos)
+        left = self._settings_after_todos.get((len(lines), chars))
+        if left is None:
+            left = self._settings_after_todos[(len(lines), chars)] = dataclasses.replace(
+                self.settings,
+                memory_inject_limit=max(0, self.settings.memory_inject_limit - len(lines)),
+                memory_inject_char_budget=max(1, self.settings.memory_inject_char_budget - chars),
+            )
+        return left, lines
+
+    def _now_line(self) -> str:
+        """The current local time for the block, rendered once a minute."""
+        minute = int(time.time() // 60)
+        if self._now_line_cache[0] != minute:
+            self._now_line_cache = (minute, now_text(minute * 60.0, self.todo_policy.zone))
+        return self._now_line_cache[1]
 
     # -- personas with an explicit tool list ----------------------------------------------------------------------
     async def _keep_memory_tools(self, event: AstrMessageEvent, req: ProviderRequest) -> None:
@@ -345,6 +427,100 @@ class UserMemoryPlugin(Star):
         if isinstance(caller, str):
             return caller
         return await self._guarded(forget_memory(self.store, caller, self.settings, target, scope))
+
+    # -- todos and reminders ---------------------------------------------------------------------------------------
+    def _todo_caller(self, event: AstrMessageEvent) -> Caller | str:
+        caller = self._caller(event)
+        if isinstance(caller, str) or self.reminders is not None:
+            return caller
+        return TODOS_OFF
+
+    @staticmethod
+    def _origin(event: AstrMessageEvent, member: MemberKey) -> Origin:
+        """Where this group's reminders go: the platform instance and the group's own session (with
+        `unique_session` on, the event's session is per member, so it is built from the group id)."""
+        platform_id = event.get_platform_id() or ""
+        return Origin(platform_id, f"{platform_id}:GroupMessage:{member.group.group_id}",
+                      can_remind=bool(platform_id) and event.get_platform_name() in REMINDER_PLATFORMS)
+
+    @filter.llm_tool(name="lark_add_todo")
+    async def lark_add_todo(
+        self,
+        event: AstrMessageEvent,
+        content: str = "",
+        remind_at: str = "",
+        due_at: str = "",
+        assignee: str = "self",
+        recurrence: str = "",
+        **_ignored: Any,
+    ) -> str:
+        """记录当前群成员的待办，并可在指定时间在本群 @ 该成员提醒（如“提醒我明天上午10点交周报”“周五前要交报告”“每个工作日9点半提醒我站会”）。时间一律用 ISO 8601 本地时间（如 2026-11-23T10:00），结果会给出理解到的具体时间和当前时间，请据此向用户确认。只能提醒发言者自己或全群，不能替成员提醒其他某位成员。
+
+        Args:
+            content(string): 待办内容，简洁的一句话，如“交周报”
+            remind_at(string): 可选。提醒时间，ISO 8601 本地时间，如 2026-11-23T10:00
+            due_at(string): 可选。截止时间，ISO 8601 本地时间；只给 due_at 时会在截止前提前提醒
+            assignee(string): 可选，默认 self（发言的成员自己）；group 表示全群的待办（提醒发在群里，如“周五下班前提醒大家交周报”）
+            recurrence(string): 可选，重复规则，只能是：daily（每天）、weekdays（周一到周五）、weekly:mon,wed（每周的这几天）、monthly:15（每月15日）；留空表示不重复
+        """
+        caller = self._todo_caller(event)
+        if isinstance(caller, str):
+            return caller
+        return await self._guarded(add_todo(
+            self.store, caller, self.todo_policy, self._origin(event, caller.member), content=content,
+            remind_at=remind_at, due_at=due_at, assignee=assignee, recurrence_text=recurrence,
+        ))
+
+    @filter.llm_tool(name="lark_list_todos")
+    async def lark_list_todos(self, event: AstrMessageEvent, include_done: bool = False, **_ignored: Any) -> str:
+        """列出当前群成员自己的待办和本群的全群待办，每条带短 id、时间和状态（如“我有哪些待办？”“我这周还有什么事？”）。
+
+        Args:
+            include_done(boolean): 可选，默认 false；true 时也列出已完成、已取消和已过期的待办
+        """
+        caller = self._todo_caller(event)
+        if isinstance(caller, str):
+            return caller
+        return await self._guarded(list_todos(self.store, caller, self.todo_policy, include_done=include_done))
+
+    @filter.llm_tool(name="lark_update_todo")
+    async def lark_update_todo(
+        self,
+        event: AstrMessageEvent,
+        todo_id: str = "",
+        status: str = "",
+        remind_at: str = "",
+        content: str = "",
+        **_ignored: Any,
+    ) -> str:
+        """修改一条待办：完成（“周报交了”）、取消（“不用提醒了”）、改提醒时间（“改到下午三点”）或改内容。只给 todo_id 时表示确认一条“待确认”的待办。
+
+        Args:
+            todo_id(string): 必填，待办的短 id（见 lark_list_todos 或提示中的待办列表）
+            status(string): 可选。done：已完成；cancelled：取消（不用做了/不用提醒了）。重复待办标记 done 会结束整个系列
+            remind_at(string): 可选。新的提醒时间，ISO 8601 本地时间，如 2026-11-23T15:00
+            content(string): 可选。新的待办内容
+        """
+        caller = self._todo_caller(event)
+        if isinstance(caller, str):
+            return caller
+        return await self._guarded(update_todo(
+            self.store, caller, self.todo_policy, self._origin(event, caller.member), todo_id=todo_id,
+            status=status, remind_at=remind_at, content=content,
+        ))
+
+    async def _send_reminder(self, reminder: Reminder) -> bool:
+        """Post the reminder as a new message in its group, with a real @-mention of the member (Lark: open_id,
+        QQ: number). False when the platform is not up (yet); the platform's errors propagate."""
+        chain = MessageChain()
+        if reminder.mention is not None:
+            name = self.members.name(reminder.key, reminder.mention) or ""
+            chain.chain.extend([Comp.At(qq=reminder.mention, name=name), Comp.Plain(f" {reminder.text}")])
+        elif reminder.mention_all:
+            chain.chain.extend([Comp.AtAll(), Comp.Plain(f" {reminder.text}")])
+        else:
+            chain.chain.append(Comp.Plain(reminder.text))
+        return bool(await self.context.send_message(reminder.todo.origin, chain))
 
     @filter.command_group("memory")
     def memory_command(self) -> None:
@@ -481,3 +657,5 @@ def _require(tool_name: str, *arguments: str) -> None:
 
 
 _require("lark_forget_memory", "target")
+_require("lark_add_todo", "content")
+_require("lark_update_todo", "todo_id")

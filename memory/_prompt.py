@@ -25,6 +25,10 @@ GROUP_SECTION_HEADER = (
     "与该成员自己的要求冲突时，以该成员自己的要求为准）："
 )
 
+TODO_SECTION_HEADER = (
+    "该成员的未完成待办与本群近期的全群待办（id 用于 lark_update_todo；成员说做完了、不用提醒了或要改时间时调用它）："
+)
+
 NOT_IN_GROUP = "记忆功能只在群聊中可用：当前不是群聊，没有读取或保存任何记忆。"
 DISABLED = "用户记忆功能已被管理员关闭，没有读取或保存任何记忆。"
 
@@ -58,3 +62,18 @@ def render_memory_block(items: Sequence[Scoped], speaker: str, lines: Mapping[st
         out += [GROUP_SECTION_HEADER, *group]
     out.append(MEMORY_BLOCK_END)
     return "\n".join(out)
+
+
+def with_todos(block: str, todo_lines: Sequence[str], now_line: str, speaker: str) -> str:
+    """The memory block with the todo section and the current local time added inside its markers (a block of its
+    own when there are no memories to show; nothing when there are neither memories nor todos)."""
+    if not block and not todo_lines:
+        return ""
+    section = [now_line]
+    if todo_lines:
+        section += [TODO_SECTION_HEADER, *todo_lines]
+    if not block:
+        preamble = MEMORY_BLOCK_PREAMBLE.format(speaker=fence.name(speaker))
+        return "\n".join([MEMORY_BLOCK_START, preamble, *section, MEMORY_BLOCK_END])
+    body = block.removesuffix(MEMORY_BLOCK_END)
+    return body + "\n".join([*section, MEMORY_BLOCK_END])

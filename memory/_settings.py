@@ -39,6 +39,18 @@ class Settings:
     extraction_max_operations: int = 8
     # every background model call (extraction now, later others) shares one limit
     background_max_concurrent_calls: int = 4
+    # todos and reminders
+    enable_todos: bool = True
+    timezone: str = ""  # an IANA zone; empty: AstrBot's own timezone setting, else Asia/Shanghai
+    todo_reminder_lead_minutes: int = 60
+    todo_expiry_grace_hours: int = 24
+    todo_keep_days: int = 30
+    todo_max_pending_per_member: int = 20
+    todo_inject_limit: int = 5
+    reminder_max_lateness_minutes: int = 60
+    reminder_max_attempts: int = 3
+    reminder_retry_base_seconds: int = 200
+    reminder_mention_all: bool = False
 
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any] | None) -> tuple[Settings, list[str]]:
@@ -106,6 +118,14 @@ _RANGES: dict[str, tuple[float, float]] = {
     "extraction_buffer_size": (2, 500),
     "extraction_max_operations": (1, 50),
     "background_max_concurrent_calls": (1, 64),
+    "todo_reminder_lead_minutes": (0, 10080),
+    "todo_expiry_grace_hours": (0, 8760),
+    "todo_keep_days": (1, 3650),
+    "todo_max_pending_per_member": (1, 500),
+    "todo_inject_limit": (0, 20),
+    "reminder_max_lateness_minutes": (0, 10080),
+    "reminder_max_attempts": (1, 10),
+    "reminder_retry_base_seconds": (1, 3600),
 }
 _CHOICES: dict[str, tuple[str, ...]] = {
     "group_memory_writers": (EVERYONE, ADMINS),

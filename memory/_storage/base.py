@@ -4,7 +4,7 @@ per group, `store.py`). Only what callers use is here; how a store finds its dat
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from .._models import GroupDocument, GroupKey, Memory
@@ -35,8 +35,13 @@ class MemoryStore(ABC):
         """Call `listener(key, document)` after every change is applied in memory (before it is durable)."""
 
     @abstractmethod
-    def add_todo_listener(self, listener: Callable[[GroupKey, Sequence[Todo]], None]) -> None:
-        """Call `listener(key, todos)` after every todo change is applied in memory (before it is durable)."""
+    def add_todo_listener(self, listener: Callable[[GroupKey, Sequence[Todo] | None], None]) -> None:
+        """Call `listener(key, todos)` after every todo change is applied in memory (before it is durable), and
+        `listener(key, None)` when a failed write threw the group's state away."""
+
+    @abstractmethod
+    def add_commit_hook(self, hook: Callable[[], Awaitable[None]]) -> None:
+        """Await `hook()` in every commit before anything is written; a hook that raises fails the commit."""
 
     @property
     @abstractmethod

@@ -31,8 +31,7 @@ class DocumentSerializer:
         self._fragments = fragments
         head = doc.model_dump(mode="json", exclude={"users", "group_memories", "todos"}, exclude_none=True)
         parts = [f" {json.dumps(k, ensure_ascii=False)}: {json.dumps(v, ensure_ascii=False)}" for k, v in head.items()]
-        if doc.todos:
-            parts.append(f' "todos": {_line_list(doc.todos, "  ")}')
+        parts.append(f' "todos": {_line_list(doc.todos, "  ")}')
         parts.append(f' "group_memories": {_line_list(doc.group_memories, "  ")}')
         if not fragments:
             return ("{\n" + ",\n".join([*parts, ' "users": {}']) + "\n}\n").encode("utf-8")

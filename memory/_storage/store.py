@@ -7,7 +7,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -74,17 +74,24 @@ class UserMemoryStore(MemoryStore):
         self._leftovers = LeftoverTempFiles()
         self._groups: dict[GroupKey, _Group] = {}
         self._listeners: list[Callable[[GroupKey, GroupDocument], None]] = []
-        self._todo_listeners: list[Callable[[GroupKey, Sequence[Todo]], None]] = []
+        self._todo_listeners: list[Callable[[GroupKey, Sequence[Todo] | None], None]] = []
+        self._commit_hooks: list[Callable[[], Awaitable[None]]] = []
 
     def add_listener(self, listener: Callable[[GroupKey, GroupDocument], None]) -> None:
         """Call `listener(key, document)` after every change is applied in memory (before it is durable). It must
         be quick and not raise: derived data (such as vectors) hooks in here."""
         self._listeners.append(listener)
 
-    def add_todo_listener(self, listener: Callable[[GroupKey, Sequence[Todo]], None]) -> None:
-        """Call `listener(key, todos)` after every todo change is applied in memory (before it is durable); quick,
-        never raising (the reminder scheduler hooks in here)."""
+    def add_todo_listener(self, listener: Callable[[GroupKey, Sequence[Todo] | None], None]) -> None:
+        """Call `listener(key, todos)` after every todo change is applied in memory (before it is durable), and
+        `listener(key, None)` when a failed write threw the group's state away (look again); quick, never raising
+        (the reminder scheduler hooks in here)."""
         self._todo_listeners.append(listener)
+
+    def add_commit_hook(self, hook: Callable[[], Awaitable[None]]) -> None:
+        """Await `hook()` in every commit before anything is written: what must be durable before a document
+        (the todo due index) gets there first. A hook that raises fails the commit."""
+        self._commit_hooks.append(hook)
 
     @property
     def loaded_groups(self) -> int:
@@ -398,6 +405,8 @@ class UserMemoryStore(MemoryStore):
         target, doc_target = group.version, group.doc_version
         entries, group.pending = group.pending, []
         erase_owners, group.erase_owners = group.erase_owners, set()
+        for hook in self._commit_hooks:
+            await hook()
         # Serialize everything before the first write, so data that cannot be written fails the commit whole.
         document = group.serializer.dumps(group.doc) if doc_target > group.durable_doc_version else None
         lines = changelog.encode(entries)
@@ -456,6 +465,8 @@ class UserMemoryStore(MemoryStore):
             for _, done in waiters:
                 if not done.done():
                     done.set_exception(error)
+            for listener in self._todo_listeners:
+                listener(group.key, None)
 
 
 def _diff(before: Sequence[Memory | Todo], after: Sequence[Memory | Todo]) -> list[tuple[str, Any, Any]]:

@@ -1,0 +1,113 @@
+"""A reminder's message and what each outcome of sending it does to the todo's delivery record.
+
+The guarantee (DECISIONS §7): every reminder is sent once, or ends visibly as failed or missed. The scheduler sends
+first and records afterwards, so a crash between the two repeats that one reminder after the restart; recording
+first would lose it instead, and a repeated reminder is the lesser harm.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .._models import GroupKey
+from . import recurrence, when
+from .model import Delivery, DeliveryState, Todo, TodoStatus
+from .rules import TodoPolicy, wall_time
+
+LATE_AFTER = 120.0  # seconds: a reminder sent later than this after its time says it is late
+NOT_READY_RETRY = 15.0  # seconds until the next try when the platform is not up (yet); bounded by max lateness
+MAX_ERROR_CHARS = 200
+
+
+@dataclass(frozen=True)
+class Reminder:
+    """One message to send: `mention` is the member to @ (None for a group todo); `text` follows the mention."""
+
+    key: GroupKey
+    todo: Todo
+    occurrence: float
+    text: str
+    mention: str | None
+    mention_all: bool = False
+
+
+# Sends a reminder as a new message in its group: True once sent, False when the platform is not up (a retry
+# that costs no attempt); any exception is a failed attempt.
+Send = Callable[[Reminder], Awaitable[bool]]
+
+
+def reminder(key: GroupKey, todo: Todo, now: float, policy: TodoPolicy, *, mention_all: bool) -> Reminder:
+    occurrence = todo.remind_at
+    assert occurrence is not None
+    text = f"提醒：{todo.content}" if todo.assignee is not None else f"提醒大家：{todo.content}"
+    if todo.due_at is not None:
+        text += f"（截止 {when.format_local(todo.due_at, policy.zone, now)}）"
+    if now - occurrence > LATE_AFTER:
+        text += f"（补发：原定 {when.format_local(occurrence, policy.zone, now)}，机器人当时不在线）"
+    return Reminder(key, todo, occurrence, text, todo.assignee, mention_all and todo.assignee is None)
+
+
+def sent(todo: Todo, occurrence: float, now: float, policy: TodoPolicy) -> Todo:
+    state = DeliveryState.LATE if now - occurrence > LATE_AFTER else DeliveryState.SENT
+    record = _record(todo, occurrence).model_copy(update={
+        "state": state, "sent_at": now, "attempts": _record(todo, occurrence).attempts + 1, "next_attempt_at": None,
+    })
+    return _settled(todo, record, now, policy, done=todo.due_at is None and todo.recurrence is None)
+
+
+def failed(todo: Todo, occurrence: float, now: float, error: BaseException, policy: TodoPolicy) -> Todo:
+    old = _record(todo, occurrence)
+    attempts = old.attempts + 1
+    message = _error_text(error)
+    if attempts >= policy.max_attempts:
+        record = old.model_copy(update={"state": DeliveryState.FAILED, "attempts": attempts, "last_error": message,
+                                        "next_attempt_at": None})
+        return _settled(todo, record, now, policy)
+    retry_at = now + policy.retry_base * 2 ** (attempts - 1)
+    record = old.model_copy(update={"state": DeliveryState.RETRYING, "attempts": attempts, "last_error": message,
+                                    "next_attempt_at": retry_at})
+    return todo.model_copy(update={"delivery": record})
+
+
+def not_ready(todo: Todo, occurrence: float, now: float, platform_id: str) -> Todo:
+    record = _record(todo, occurrence).model_copy(update={
+        "last_error": f"平台 {platform_id or '?'} 未运行", "next_attempt_at": now + NOT_READY_RETRY,
+    })
+    return todo.model_copy(update={"delivery": record})
+
+
+def too_late(todo: Todo, now: float, policy: TodoPolicy) -> Todo:
+    """A reminder past the maximum lateness is not sent: missed (never tried) or failed (its retries ran out of
+    time while the bot was down)."""
+    occurrence = todo.remind_at
+    assert occurrence is not None
+    old = _record(todo, occurrence)
+    state = DeliveryState.FAILED if old.attempts else DeliveryState.MISSED
+    return _settled(todo, old.model_copy(update={"state": state, "next_attempt_at": None}), now, policy)
+
+
+def _record(todo: Todo, occurrence: float) -> Delivery:
+    record = todo.delivery
+    return record if record is not None and record.occurrence == occurrence else Delivery(occurrence=occurrence)
+
+
+def _settled(todo: Todo, record: Delivery, now: float, policy: TodoPolicy, *, done: bool = False) -> Todo:
+    """The todo once this occurrence is settled: a recurring one moves to its next occurrence after now; a
+    one-off reminder without a deadline is done once delivered."""
+    values: dict[str, Any] = {"delivery": record, "updated_at": now}
+    if todo.recurrence is not None and todo.remind_at is not None:
+        rule = recurrence.parse_rule(todo.recurrence, now, policy.zone)
+        if rule is not None:
+            values["remind_at"] = recurrence.next_occurrence(
+                rule, max(now, todo.remind_at), wall_time(todo.remind_at, policy.zone), policy.zone
+            )
+    elif done and todo.status is TodoStatus.PENDING:
+        values.update(status=TodoStatus.DONE, completed_at=now)
+    return todo.model_copy(update=values)
+
+
+def _error_text(error: BaseException) -> str:
+    text = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+    return text[:MAX_ERROR_CHARS]

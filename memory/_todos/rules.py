@@ -1,0 +1,385 @@
+"""What may happen to todos: validation of the model's arguments, who may change what, and the lifecycle.
+
+Pure functions over a group's list of todos; the store applies their results (`service.py`, `scheduler.py`).
+
+Lifecycle: pending → done | cancelled (a member or an admin says so) | expired (its deadline plus the grace
+period passed). The deadline is `due_at`, or for a todo with only `remind_at` (and no rule) the reminder time. A
+non-recurring todo with only `remind_at` is done once its reminder is delivered; a recurring one stays pending
+until `done` ends the series. Closed todos stay listable for `keep` seconds, then leave the file (the change log
+keeps their history).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, time
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from .._errors import InvalidMemoryInput, MemoryLimitReached, PermissionDenied
+from .._models import Caller, Source
+from .._rules.operations import MIN_ID_PREFIX, parse_content
+from .._settings import ADMINS, Settings
+from .._text import dedupe_key, require_encodable
+from . import recurrence, when
+from .model import Delivery, DeliveryState, Todo, TodoStatus
+
+SELF, GROUP = "self", "group"
+_ASSIGNEES = {
+    "self": SELF, "me": SELF, "": SELF, "自己": SELF, "我": SELF,
+    "group": GROUP, "all": GROUP, "everyone": GROUP, "全群": GROUP, "大家": GROUP, "群": GROUP,
+}
+_STATUSES = {
+    "done": TodoStatus.DONE, "complete": TodoStatus.DONE, "completed": TodoStatus.DONE, "完成": TodoStatus.DONE,
+    "已完成": TodoStatus.DONE, "cancelled": TodoStatus.CANCELLED, "canceled": TodoStatus.CANCELLED,
+    "cancel": TodoStatus.CANCELLED, "取消": TodoStatus.CANCELLED, "已取消": TodoStatus.CANCELLED,
+}
+DUE_DATE_ONLY = time(23, 59)  # "周五前" with a date alone: the end of that day
+BAD_ASSIGNEE = (
+    "assignee 只能是 self（提醒发言的成员自己）或 group（提醒全群）；"
+    "暂不支持提醒其他某位成员（如“提醒小李…”），请让对方自己设置"
+)
+NO_REMINDERS_HERE = "当前平台不支持机器人主动发消息，待办已记下，但不会到点提醒"
+
+
+@dataclass(frozen=True)
+class TodoPolicy:
+    """The settings the todo rules need, in seconds, with the zone local times are read in."""
+
+    zone: ZoneInfo
+    lead: float = 3600.0
+    grace: float = 86400.0
+    keep: float = 30 * 86400.0
+    max_pending: int = 20
+    max_length: int = 200
+    max_lateness: float = 3600.0
+    max_attempts: int = 3
+    retry_base: float = 200.0
+    group_writers_admins_only: bool = False
+
+    @classmethod
+    def from_settings(cls, settings: Settings, zone: ZoneInfo) -> TodoPolicy:
+        return cls(
+            zone=zone,
+            lead=settings.todo_reminder_lead_minutes * 60.0,
+            grace=settings.todo_expiry_grace_hours * 3600.0,
+            keep=settings.todo_keep_days * 86400.0,
+            max_pending=settings.todo_max_pending_per_member,
+            max_length=settings.memory_max_content_length,
+            max_lateness=settings.reminder_max_lateness_minutes * 60.0,
+            max_attempts=settings.reminder_max_attempts,
+            retry_base=float(settings.reminder_retry_base_seconds),
+            group_writers_admins_only=settings.group_memory_writers == ADMINS,
+        )
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a todo's reminder is sent: the AstrBot platform instance and the group's session on it."""
+
+    platform_id: str
+    session: str
+    can_remind: bool  # the platform can send a message without a user's message to answer (DECISIONS §7)
+
+
+# -- reading the model's arguments ---------------------------------------------------------------------------------
+
+def parse_assignee(value: Any) -> str:
+    if value is None:
+        return SELF
+    if not isinstance(value, str) or value.strip().lower() not in _ASSIGNEES:
+        raise InvalidMemoryInput(f"{BAD_ASSIGNEE}，收到 {value!r}")
+    return _ASSIGNEES[value.strip().lower()]
+
+
+def parse_status(value: Any) -> TodoStatus | None:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if not isinstance(value, str) or value.strip().lower() not in _STATUSES:
+        raise InvalidMemoryInput(f"status 只能是 done（已完成）或 cancelled（不用做了/不用提醒了），收到 {value!r}")
+    return _STATUSES[value.strip().lower()]
+
+
+def _optional_text(value: Any, name: str, now: float, zone: ZoneInfo) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise InvalidMemoryInput(
+            f"{name} 必须是 ISO 8601 本地时间文本，如 2026-11-23T10:00，收到 {type(value).__name__}。"
+            f"{when.now_text(now, zone)}"
+        )
+    return value.strip()
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """When a new todo is due and reminded, read from the model's arguments."""
+
+    due_at: float | None
+    remind_at: float | None
+    rule: recurrence.Rule | None
+    notes: tuple[str, ...] = ()
+
+
+def read_schedule(
+    remind_text: Any, due_text: Any, rule_text: Any, now: float, policy: TodoPolicy, *, can_remind: bool
+) -> Schedule:
+    """The due and reminder instants the arguments ask for. A past or unparseable time, a bad rule, or a reminder
+    after the deadline is an error; a deadline alone is reminded `lead` earlier (when that is still ahead)."""
+    zone = policy.zone
+    remind_text = _optional_text(remind_text, "remind_at", now, zone)
+    due_text = _optional_text(due_text, "due_at", now, zone)
+    if rule_text is not None and not isinstance(rule_text, str):
+        raise InvalidMemoryInput(f"recurrence 必须是文本，收到 {type(rule_text).__name__}")
+    rule = recurrence.parse_rule(rule_text or "", now, zone)
+    remind = when.parse_local(remind_text, zone, now, what="remind_at") if remind_text else None
+    due = when.parse_local(due_text, zone, now, what="due_at", date_only=DUE_DATE_ONLY) if due_text else None
+    notes: list[str] = []
+    if rule is not None:
+        start = remind if remind is not None else due
+        if start is None:
+            raise InvalidMemoryInput(
+                f"重复待办需要 remind_at（第一次提醒的本地时间，如 2026-11-23T09:30）。{when.now_text(now, zone)}"
+            )
+        if not can_remind:
+            raise InvalidMemoryInput(f"{NO_REMINDERS_HERE}：重复提醒无法设置。")
+        first = recurrence.first_occurrence(rule, start, zone)
+        if first <= now:
+            first = recurrence.next_occurrence(rule, now, wall_time(start, zone), zone)
+        return Schedule(None, first, rule)
+    if remind is not None:
+        when.require_future(remind, now, zone, what="remind_at")
+    if due is not None:
+        when.require_future(due, now, zone, what="due_at")
+    if remind is not None and due is not None and remind > due:
+        raise InvalidMemoryInput(
+            f"remind_at（{when.format_local(remind, zone, now)}）晚于 due_at（{when.format_local(due, zone, now)}）："
+            "提醒应在截止之前。"
+        )
+    if remind is None and due is not None and can_remind:
+        if due - policy.lead > now:
+            remind = due - policy.lead
+        else:
+            notes.append(f"距截止已不足 {_duration(policy.lead)}，不再单独提醒")
+    if remind is not None and not can_remind:
+        remind = None
+        notes.append(NO_REMINDERS_HERE)
+    return Schedule(due, remind, None, tuple(notes))
+
+
+def wall_time(instant: float, zone: ZoneInfo) -> time:
+    return datetime.fromtimestamp(instant, zone).time().replace(second=0, microsecond=0)
+
+
+def _duration(seconds: float) -> str:
+    minutes = round(seconds / 60)
+    return f"{minutes // 60} 小时" if minutes % 60 == 0 and minutes >= 60 else f"{minutes} 分钟"
+
+
+# -- who sees and changes what -------------------------------------------------------------------------------------
+
+def visible(todos: Sequence[Todo], user_id: str) -> list[Todo]:
+    """The todos a member may see and address: their own and the group's (never another member's)."""
+    return [t for t in todos if t.assignee is None or t.assignee == user_id]
+
+
+def may_change(caller: Caller, todo: Todo) -> bool:
+    """Own todos are the member's; a group todo is changed by whoever created it and by those who manage the group."""
+    if todo.is_group:
+        return caller.can_manage_group or todo.creator == caller.member.user_id
+    return todo.assignee == caller.member.user_id
+
+
+def find(todos: Sequence[Todo], user_id: str, raw_id: Any) -> Todo:
+    """The visible todo whose id (full, or a unique prefix of at least 4 characters) is `raw_id`."""
+    if not isinstance(raw_id, str) or not raw_id.strip():
+        raise InvalidMemoryInput(f"todo_id 必须是非空文本，收到 {raw_id!r}：请先用 lark_list_todos 查看待办及其 id")
+    require_encodable(raw_id, "todo_id")
+    wanted = raw_id.strip().strip("[]#").replace("-", "").lower()
+    if len(wanted) < MIN_ID_PREFIX:
+        raise InvalidMemoryInput(f"todo_id {raw_id!r} 太短：请使用列表中显示的完整短 id")
+    hits = [t for t in visible(todos, user_id) if t.id.replace("-", "").lower().startswith(wanted)]
+    if not hits:
+        raise InvalidMemoryInput(f"没有 id 为 {raw_id!r} 的待办：请先用 lark_list_todos 查看待办及其 id")
+    if len(hits) > 1:
+        raise InvalidMemoryInput(f"id {raw_id!r} 对应多条待办：请使用更长的 id")
+    return hits[0]
+
+
+def pending_count(todos: Sequence[Todo], user_id: str) -> int:
+    """Pending todos that count against a member's limit: assigned to them, or group todos they created."""
+    return sum(
+        t.status is TodoStatus.PENDING and (t.assignee == user_id or (t.is_group and t.creator == user_id))
+        for t in todos
+    )
+
+
+# -- changes -------------------------------------------------------------------------------------------------------
+
+def add(
+    todos: list[Todo],
+    caller: Caller,
+    *,
+    content: Any,
+    assignee: Any,
+    schedule: Schedule,
+    origin: Origin,
+    now: float,
+    policy: TodoPolicy,
+    source: Source = Source.EXPLICIT,
+) -> tuple[list[Todo], Todo, bool]:
+    """`todos` with a new todo (or, when the member asks for one extraction proposed, that one confirmed), the
+    todo, and whether it was an existing proposal."""
+    text = parse_content(content, policy.max_length)
+    user_id = caller.member.user_id
+    to_group = parse_assignee(assignee) == GROUP
+    if to_group and policy.group_writers_admins_only and not caller.can_manage_group:
+        raise PermissionDenied("只有管理员可以添加全群待办：请改为 assignee=self 记在自己名下")
+    target = None if to_group else user_id
+    key = dedupe_key(text)
+    same = next((t for t in todos if t.status is TodoStatus.PENDING and t.assignee == target
+                 and dedupe_key(t.content) == key), None)
+    if same is not None and same.confirmed:
+        raise InvalidMemoryInput(
+            f"已有相同的待办（id={same.short_id}）：要改时间或内容请用 lark_update_todo，不要重复添加"
+        )
+    if same is None and pending_count(todos, user_id) >= policy.max_pending:
+        raise MemoryLimitReached(
+            f"待办数量已达上限（{policy.max_pending} 条未完成）：请先完成或取消一些（lark_update_todo）"
+        )
+    fields: dict[str, Any] = dict(
+        content=text, due_at=schedule.due_at, remind_at=schedule.remind_at,
+        recurrence=schedule.rule.text if schedule.rule else None, platform_id=origin.platform_id,
+        origin=origin.session, updated_at=now, delivery=None,
+    )
+    if same is not None:  # the member asks for what extraction proposed: confirm it instead of a duplicate
+        confirmed = same.model_copy(update={**fields, "confirmed": True})
+        return [confirmed if t.id == same.id else t for t in todos], confirmed, True
+    todo = Todo(
+        id=str(uuid.uuid4()), creator=user_id, assignee=target, created_at=now, source=str(source),
+        confirmed=source is not Source.EXTRACTION, **fields,
+    )
+    return [*todos, todo], todo, False
+
+
+@dataclass(frozen=True)
+class Update:
+    status: TodoStatus | None
+    remind_at: float | None
+    rule: recurrence.Rule | None  # the todo's rule, re-anchored when remind_at moves
+    content: str | None
+
+
+def read_update(
+    todo: Todo, status: Any, remind_text: Any, content: Any, now: float, policy: TodoPolicy, *, can_remind: bool
+) -> Update:
+    new_status = parse_status(status)
+    remind_text = _optional_text(remind_text, "remind_at", now, policy.zone)
+    text = parse_content(content, policy.max_length) if content not in (None, "") else None
+    rule = recurrence.parse_rule(todo.recurrence, now, policy.zone) if todo.recurrence else None
+    remind = None
+    if remind_text:
+        if not can_remind:
+            raise InvalidMemoryInput(f"{NO_REMINDERS_HERE}：无法设置提醒时间。")
+        remind = when.parse_local(remind_text, policy.zone, now, what="remind_at")
+        if rule is not None:
+            remind = recurrence.first_occurrence(rule, remind, policy.zone)
+        when.require_future(remind, now, policy.zone, what="remind_at")
+        if rule is None and todo.due_at is not None and remind > todo.due_at:
+            raise InvalidMemoryInput(
+                f"remind_at 晚于该待办的截止时间（{when.format_local(todo.due_at, policy.zone, now)}）。"
+                f"{when.now_text(now, policy.zone)}"
+            )
+    if new_status is None and remind is None and text is None and todo.confirmed:
+        raise InvalidMemoryInput(
+            "没有要修改的内容：status（done / cancelled）、remind_at、content 至少给一个"
+        )
+    return Update(new_status, remind, rule, text)
+
+
+def update(todos: list[Todo], caller: Caller, todo_id: Any, change: Callable[[Todo], Update], now: float
+           ) -> tuple[list[Todo], Todo, Todo]:
+    """`todos` with one todo changed as `change(todo)` reads the arguments; (todos, before, after)."""
+    todo = find(todos, caller.member.user_id, todo_id)
+    if not may_change(caller, todo):
+        raise PermissionDenied(
+            f"待办 {todo.short_id} 是全群待办，只有创建者或群管理员可以修改"
+        )
+    if todo.status is not TodoStatus.PENDING:
+        raise InvalidMemoryInput(f"待办 {todo.short_id} 已{todo.status.label.removeprefix('已')}，不能再修改")
+    wanted = change(todo)
+    values: dict[str, Any] = {"updated_at": now, "confirmed": True}
+    if wanted.content is not None:
+        values["content"] = wanted.content
+    if wanted.remind_at is not None:
+        values["remind_at"] = wanted.remind_at
+        values["delivery"] = None
+    if wanted.status is not None:
+        values["status"] = wanted.status
+        values["completed_at"] = now
+    changed = todo.model_copy(update=values)
+    return [changed if t.id == todo.id else t for t in todos], todo, changed
+
+
+# -- lifecycle -----------------------------------------------------------------------------------------------------
+
+def deadline(todo: Todo) -> float | None:
+    """When the todo should be done by: its due time, or a one-off reminder's time; None when open-ended."""
+    if todo.due_at is not None:
+        return todo.due_at
+    return todo.remind_at if todo.recurrence is None else None
+
+
+def reminder_time(todo: Todo) -> float | None:
+    """When the scheduler must next try to deliver this todo's reminder; None when nothing is to be sent."""
+    if todo.status is not TodoStatus.PENDING or not todo.confirmed or todo.remind_at is None:
+        return None
+    record = todo.delivery
+    if record is None or record.occurrence != todo.remind_at:
+        return todo.remind_at
+    if record.state in (None, DeliveryState.RETRYING):
+        return record.next_attempt_at if record.next_attempt_at is not None else todo.remind_at
+    return None  # this occurrence is settled (sent, failed, missed)
+
+
+def next_event(todo: Todo, policy: TodoPolicy) -> float | None:
+    """The next instant the scheduler has something to do for this todo: a reminder, its expiry or its purge."""
+    if todo.status is not TodoStatus.PENDING:
+        return (todo.completed_at or todo.updated_at) + policy.keep
+    times = [t for t in (reminder_time(todo), _expiry(todo, policy)) if t is not None]
+    return min(times) if times else None
+
+
+def next_event_of(todos: Sequence[Todo], policy: TodoPolicy) -> float | None:
+    times = [t for t in map(lambda todo: next_event(todo, policy), todos) if t is not None]
+    return min(times) if times else None
+
+
+def _expiry(todo: Todo, policy: TodoPolicy) -> float | None:
+    end = deadline(todo)
+    return None if end is None else end + policy.grace
+
+
+EXPIRE, PURGE = "expire", "purge"
+
+
+def housekeep(todos: list[Todo], now: float, policy: TodoPolicy) -> tuple[list[Todo], dict[str, str]]:
+    """Expire pending todos past their deadline and grace, drop closed ones older than `keep`; returns the todos
+    and {todo id: "expire" | "purge"} for the change log. A reminder still being retried is left to finish."""
+    kept: list[Todo] = []
+    ops: dict[str, str] = {}
+    for todo in todos:
+        if todo.status is not TodoStatus.PENDING:
+            if (todo.completed_at or todo.updated_at) + policy.keep <= now:
+                ops[todo.id] = PURGE
+                continue
+        else:
+            expiry = _expiry(todo, policy)
+            retrying = (reminder_time(todo) or now + 1) <= now
+            if expiry is not None and expiry <= now and not retrying:
+                todo = todo.model_copy(update={"status": TodoStatus.EXPIRED, "completed_at": now, "updated_at": now})
+                ops[todo.id] = EXPIRE
+        kept.append(todo)
+    return kept, ops

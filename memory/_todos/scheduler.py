@@ -1,0 +1,235 @@
+"""The reminder scheduler: one per plugin instance, asleep until the next thing due in any group.
+
+It never polls: it sleeps until the earliest instant of the due index (`index.py`) and is woken early when a
+todo change brings an event forward. At each wake it handles only the groups that are due: expiry and clean-up,
+reminders that are too late to send (missed), and sends with retry (`delivery.py`). `stop()` cancels it; the
+plugin calls it in `terminate`, so a config save in the dashboard never leaves two schedulers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from .._errors import MemoryPluginError
+from .._models import GroupKey
+from .._storage import MemoryStore
+from . import delivery, rules
+from .index import DueIndex
+from .model import Todo, TodoStatus
+
+log = logging.getLogger("astrbot_plugin_user_memory")
+
+ACTOR = "scheduler"
+MAX_SLEEP = 3600.0  # re-check at least hourly, whatever the index says: guards against wall-clock jumps
+BROKEN_GROUP_RETRY = 60.0  # a group whose file cannot be read is tried again after this long
+INDEX_FILE = "todo_due_index.json"
+
+
+@dataclass
+class SchedulerStats:
+    wakeups: int = 0
+    idle_wakeups: int = 0  # woke up and found nothing due: between due times this stays about zero
+    groups_processed: int = 0
+    sent: int = 0
+    failed_attempts: int = 0
+    missed: int = 0
+
+
+class ReminderScheduler:
+    def __init__(
+        self,
+        store: MemoryStore,
+        directory: Path,
+        send: delivery.Send,
+        policy: Callable[[], rules.TodoPolicy],
+        *,
+        mention_all: bool = False,
+        clock: Callable[[], float] = time.time,
+        durable: bool = True,
+    ) -> None:
+        self._store = store
+        self._directory = Path(directory)
+        self._send = send
+        self._policy = policy
+        self._mention_all = mention_all
+        self._clock = clock
+        self._wake = asyncio.Event()
+        self.index = DueIndex(self._directory / INDEX_FILE, durable=durable, on_lowered=self._wake.set)
+        self._task: asyncio.Task[None] | None = None
+        self._stopped = False
+        self.stats = SchedulerStats()
+        store.add_todo_listener(self._todos_changed)
+        store.add_commit_hook(self.index.before_commit)
+
+    async def start(self) -> None:
+        """Read the due index (or rebuild it) and start sleeping until the first due instant."""
+        await self.index.open(self._rebuild)
+        if not self._stopped:
+            self._task = asyncio.create_task(self._run(), name="memory-reminders")
+
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    async def stop(self) -> None:
+        """Cancel the loop and wait for it: after this returns, this scheduler sends nothing."""
+        self._stopped = True
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+        try:
+            await self.index.save()
+        except OSError as exc:
+            log.warning("cannot write the todo due index on stop: %s", exc)
+
+    def _todos_changed(self, key: GroupKey, todos: Sequence[Todo] | None) -> None:
+        if self._stopped:
+            return
+        if todos is None:  # a failed write threw the group's state away: look at it again now
+            self.index.note(key, self._clock())
+        else:
+            self.index.note(key, rules.next_event_of(todos, self._policy()))
+
+    async def _run(self) -> None:
+        while not self._stopped:
+            earliest = self.index.earliest()
+            delay = MAX_SLEEP if earliest is None else min(MAX_SLEEP, earliest[0] - self._clock())
+            if delay > 0:
+                self._wake.clear()
+                try:
+                    await asyncio.wait_for(self._wake.wait(), timeout=delay)
+                    continue  # an event came forward: recompute the delay
+                except TimeoutError:
+                    pass
+            await self.run_due()
+
+    async def run_due(self) -> int:
+        """Handle every group whose next event is due now; how many there were. One broken group never stops the
+        others."""
+        now = self._clock()
+        keys = self.index.due(now)
+        self.stats.wakeups += 1
+        if not keys:
+            self.stats.idle_wakeups += 1
+        for key in keys:
+            if self._stopped:
+                break
+            try:
+                await self._process(key)
+            except MemoryPluginError as exc:
+                log.error("reminders of group %s cannot be handled now: %s", key, exc)
+                self.index.note(key, self._clock() + BROKEN_GROUP_RETRY)
+            except Exception:
+                log.exception("reminders of group %s failed", key)
+                self.index.note(key, self._clock() + BROKEN_GROUP_RETRY)
+        try:
+            await self.index.save()
+        except OSError as exc:
+            log.warning("cannot write the todo due index: %s", exc)
+        return len(keys)
+
+    async def _process(self, key: GroupKey) -> None:
+        policy = self._policy()
+        now = self._clock()
+        self.stats.groups_processed += 1
+        ops: dict[str, str] = {}
+
+        def tidy(todos: list[Todo]) -> tuple[list[Todo], None]:
+            todos, found = rules.housekeep(todos, now, policy)
+            ops.update(found)
+            out = []
+            for todo in todos:
+                at = rules.reminder_time(todo)
+                if at is not None and at <= now and todo.remind_at is not None \
+                        and now - todo.remind_at > policy.max_lateness:
+                    todo = delivery.too_late(todo, now, policy)
+                    ops[todo.id] = "missed"
+                    self.stats.missed += 1
+                out.append(todo)
+            return out, None
+
+        await self._store.change_todos(key, tidy, actor=ACTOR, label=lambda target, op: ops.get(target, op))
+        for todo_id in [t.id for t in await self._store.todos(key) if _due(t, now)]:
+            if self._stopped:
+                return
+            current = next((t for t in await self._store.todos(key) if t.id == todo_id), None)
+            if current is None or not _due(current, self._clock()):
+                continue  # changed (completed, cancelled, moved) while earlier reminders were sent
+            await self._deliver(key, current, policy)
+        self._todos_changed(key, await self._store.todos(key))
+
+    async def _deliver(self, key: GroupKey, todo: Todo, policy: rules.TodoPolicy) -> None:
+        message = delivery.reminder(key, todo, self._clock(), policy, mention_all=self._mention_all)
+        try:
+            was_sent = await self._send(message)
+            error: BaseException | None = None
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the platform raised (Lark raises on API errors): a failed attempt
+            was_sent, error = False, exc
+        now = self._clock()
+        if error is not None:
+            self.stats.failed_attempts += 1
+            log.warning("reminder %s in group %s not sent: %s", todo.short_id, key, error)
+            settle = lambda t: delivery.failed(t, message.occurrence, now, error, policy)  # noqa: E731
+            op = "remind_failed"
+        elif was_sent:
+            self.stats.sent += 1
+            settle = lambda t: delivery.sent(t, message.occurrence, now, policy)  # noqa: E731
+            op = "remind"
+        else:
+            settle = lambda t: delivery.not_ready(t, message.occurrence, now, todo.platform_id)  # noqa: E731
+            op = "remind_waiting"
+
+        def record(todos: list[Todo]) -> tuple[list[Todo], None]:
+            # a todo completed or moved while it was being sent keeps its new state; a send still counts
+            return [settle(t) if t.id == todo.id and t.remind_at == message.occurrence else t for t in todos], None
+
+        await self._store.change_todos(key, record, actor=ACTOR, label=op)
+
+    async def _rebuild(self) -> dict[GroupKey, float]:
+        """Every group's next event, read from the group files (only when the index is lost)."""
+        policy = self._policy()
+        return await asyncio.to_thread(_scan, self._directory / "groups", policy)
+
+
+def _due(todo: Todo, now: float) -> bool:
+    at = rules.reminder_time(todo)
+    return at is not None and at <= now and todo.status is TodoStatus.PENDING
+
+
+def _scan(directory: Path, policy: rules.TodoPolicy) -> dict[GroupKey, float]:
+    from .._storage.store import parse_document
+
+    out: dict[GroupKey, float] = {}
+    if not directory.is_dir():
+        return out
+    for platform_dir in directory.iterdir():
+        if not platform_dir.is_dir():
+            continue
+        for path in platform_dir.glob("*.json"):
+            if path.name.endswith(".vectors.json") or path.name.startswith("@"):
+                continue
+            try:
+                raw = path.read_bytes()
+                if b'"todos"' not in raw:
+                    continue
+                head = json.loads(raw.removeprefix(b"\xef\xbb\xbf"))
+                key = GroupKey(str(head.get("platform") or platform_dir.name), str(head.get("group_id")))
+                instant = rules.next_event_of(parse_document(raw, key).todos, policy)
+            except (OSError, ValueError, AttributeError) as exc:
+                log.warning("todo due index rebuild: skipped %s (%s)", path, exc)
+                continue
+            if instant is not None:
+                out[key] = instant
+    return out

@@ -1,0 +1,187 @@
+"""What the todo tools do, as plain async functions over a store. Each returns the text the model sees, with the
+current local time (the host's prompt may not carry the date)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from .._errors import InvalidMemoryInput, StorageUnavailable
+from .._fence import data
+from .._models import Caller
+from .._storage import MemoryStore
+from . import recurrence, rules, when
+from .model import DeliveryState, Todo, TodoStatus
+from .rules import Origin, TodoPolicy
+
+NOTHING_CHANGED = "没有做任何更改。"
+NOT_SAVED = "待办没有保存：{error}。请告诉用户稍后再试。"
+
+
+def todo_line(todo: Todo, policy: TodoPolicy, now: float) -> str:
+    """One todo for the model and for lists: short id, whose, content, times, status and delivery."""
+    zone = policy.zone
+    parts = [f"[{todo.short_id}]", "全群" if todo.is_group else "个人", data(todo.content)]
+    times = []
+    if todo.due_at is not None:
+        times.append(f"截止 {when.format_local(todo.due_at, zone, now)}")
+    if todo.remind_at is not None and todo.status is TodoStatus.PENDING:
+        rule = recurrence.parse_rule(todo.recurrence, now, zone) if todo.recurrence else None
+        prefix = f"{rule.describe()}提醒，下次" if rule else "提醒"
+        times.append(f"{prefix} {when.format_local(todo.remind_at, zone, now)}")
+    state = todo.status.label
+    if not todo.confirmed and todo.status is TodoStatus.PENDING:
+        state = "待确认（从聊天中识别，确认后才会提醒）"
+    record = todo.delivery
+    if record is not None and record.state is not None:
+        state += f"，{record.state.label}"
+        if record.state in (DeliveryState.FAILED, DeliveryState.RETRYING) and record.last_error:
+            state += f"：{data(record.last_error)}"
+    elif record is not None and record.last_error:
+        state += f"，提醒待发送（{data(record.last_error)}）"
+    return " ".join([*parts, *(f"（{t}）" for t in times), f"【{state}】"])
+
+
+async def add_todo(
+    store: MemoryStore,
+    caller: Caller,
+    policy: TodoPolicy,
+    origin: Origin,
+    *,
+    content: Any,
+    remind_at: Any = "",
+    due_at: Any = "",
+    assignee: Any = "self",
+    recurrence_text: Any = "",
+    now: float | None = None,
+) -> str:
+    now = time.time() if now is None else now
+    zone = policy.zone
+    try:
+        schedule = rules.read_schedule(remind_at, due_at, recurrence_text, now, policy, can_remind=origin.can_remind)
+
+        def change(todos: list[Todo]) -> tuple[list[Todo], tuple[Todo, bool]]:
+            todos, todo, existed = rules.add(todos, caller, content=content, assignee=assignee, schedule=schedule,
+                                             origin=origin, now=now, policy=policy)
+            return todos, (todo, existed)
+
+        todo, existed = await store.change_todos(caller.member.group, change, actor=caller.member.user_id)
+    except InvalidMemoryInput as exc:
+        return f"{exc}。{NOTHING_CHANGED}{_now_suffix(exc, now, zone)}"
+    except StorageUnavailable as exc:
+        return NOT_SAVED.format(error=exc)
+    who = "全群" if todo.is_group else "你"
+    if todo.remind_at is not None:
+        rule = recurrence.parse_rule(todo.recurrence, now, zone) if todo.recurrence else None
+        when_text = (f"{rule.describe()} {when.format_local(todo.remind_at, zone, now)[-5:]}，"
+                     f"第一次在 {when.format_local(todo.remind_at, zone, now)}") if rule else \
+            when.format_local(todo.remind_at, zone, now)
+        head = f"将在 {when_text} 提醒{who}：{data(todo.content)}"
+    else:
+        head = f"已记下{'全群' if todo.is_group else ''}待办：{data(todo.content)}"
+    if todo.due_at is not None:
+        head += f"（截止 {when.format_local(todo.due_at, zone, now)}）"
+    notes = list(schedule.notes)
+    if existed:
+        notes.insert(0, "这是之前从聊天中识别出的待办，现已确认")
+    if todo.is_group and todo.remind_at is not None:
+        notes.append("全群提醒是一条群消息")
+    tail = "；".join(notes)
+    return f"{head}。id={todo.short_id}。{tail + '。' if tail else ''}{when.now_text(now, zone)}"
+
+
+async def list_todos(store: MemoryStore, caller: Caller, policy: TodoPolicy, *, include_done: Any = False,
+                     now: float | None = None) -> str:
+    now = time.time() if now is None else now
+    if not isinstance(include_done, bool):
+        include_done = str(include_done).strip().lower() in ("true", "1", "yes", "是")
+    try:
+        todos = rules.visible(await store.todos(caller.member.group), caller.member.user_id)
+    except StorageUnavailable as exc:
+        return f"暂时无法读取待办：{exc}"
+    shown = [t for t in todos if include_done or t.status is TodoStatus.PENDING]
+    hidden = len(todos) - len(shown)
+    if not shown:
+        text = "该成员在本群没有未完成的待办，本群也没有全群待办。"
+    else:
+        lines = "\n".join(f"- {todo_line(t, policy, now)}" for t in sorted(shown, key=_list_order))
+        text = f"该成员在本群的待办和全群待办（{len(shown)} 条，id 用于 lark_update_todo）：\n{lines}"
+    if hidden:
+        text += f"\n另有 {hidden} 条已完成/已取消/已过期的待办，include_done=true 可查看。"
+    return f"{text}\n{when.now_text(now, policy.zone)}"
+
+
+async def update_todo(
+    store: MemoryStore,
+    caller: Caller,
+    policy: TodoPolicy,
+    origin: Origin,
+    *,
+    todo_id: Any,
+    status: Any = "",
+    remind_at: Any = "",
+    content: Any = "",
+    now: float | None = None,
+) -> str:
+    now = time.time() if now is None else now
+    zone = policy.zone
+
+    def change(todos: list[Todo]) -> tuple[list[Todo], tuple[Todo, Todo]]:
+        todos, before, after = rules.update(
+            todos, caller, todo_id,
+            lambda todo: rules.read_update(todo, status, remind_at, content, now, policy,
+                                           can_remind=origin.can_remind and bool(todo.origin)),
+            now,
+        )
+        return todos, (before, after)
+
+    try:
+        before, after = await store.change_todos(caller.member.group, change, actor=caller.member.user_id)
+    except InvalidMemoryInput as exc:
+        return f"{exc}。{NOTHING_CHANGED}{_now_suffix(exc, now, zone)}"
+    except StorageUnavailable as exc:
+        return NOT_SAVED.format(error=exc)
+    what = []
+    if after.status is not before.status:
+        ended = "，重复提醒已停止" if after.recurrence and after.status is not TodoStatus.PENDING else ""
+        what.append(f"已标记为{after.status.label.removeprefix('已')}{ended}")
+    if after.remind_at != before.remind_at and after.remind_at is not None:
+        what.append(f"将在 {when.format_local(after.remind_at, zone, now)} 提醒")
+    if after.content != before.content:
+        what.append(f"内容改为：{data(after.content)}")
+    if after.confirmed and not before.confirmed:
+        what.append("已确认，到点会提醒" if after.remind_at is not None and after.status is TodoStatus.PENDING
+                    else "已确认")
+    return f"待办 {after.short_id}：{'；'.join(what)}。{when.now_text(now, zone)}"
+
+
+def injected_todos(todos: Sequence[Todo], user_id: str, now: float, horizon: float, limit: int) -> list[Todo]:
+    """The todos worth having in mind when replying to a member: their own pending ones and the group's that are
+    coming up within `horizon` seconds (or open-ended), soonest first, at most `limit`."""
+    if limit <= 0:
+        return []
+    chosen = [
+        t for t in todos
+        if t.status is TodoStatus.PENDING and (
+            t.assignee == user_id or (t.is_group and (_soonest(t) is None or _soonest(t) <= now + horizon))
+        )
+    ]
+    chosen.sort(key=_list_order)
+    return chosen[:limit]
+
+
+def _soonest(todo: Todo) -> float | None:
+    times = [t for t in (todo.remind_at, todo.due_at) if t is not None]
+    return min(times) if times else None
+
+
+def _list_order(todo: Todo) -> tuple[bool, float, float]:
+    soonest = _soonest(todo)
+    return todo.status is not TodoStatus.PENDING, soonest if soonest is not None else float("inf"), todo.created_at
+
+
+def _now_suffix(error: InvalidMemoryInput, now: float, zone: Any) -> str:
+    """Every refusal names the current local time; time errors already do."""
+    text = when.now_text(now, zone)
+    return "" if text in str(error) else text
