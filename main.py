@@ -468,7 +468,7 @@ class UserMemoryPlugin(Star):
             return caller
         return await self._guarded(add_todo(
             self.store, caller, self.todo_policy, self._origin(event, caller.member), content=content,
-            remind_at=remind_at, due_at=due_at, assignee=assignee, recurrence_text=recurrence,
+            remind_at=remind_at, due_at=due_at, assignee=assignee, recurrence=recurrence,
         ))
 
     @filter.llm_tool(name="lark_list_todos")

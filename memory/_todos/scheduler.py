@@ -67,9 +67,13 @@ class ReminderScheduler:
         store.add_todo_listener(self._todos_changed)
         store.add_commit_hook(self.index.before_commit)
 
-    async def start(self) -> None:
-        """Read the due index (or rebuild it) and start sleeping until the first due instant."""
+    async def open(self) -> None:
+        """Read the due index (or rebuild it from the group files). `run_due` works from here on."""
         await self.index.open(self._rebuild)
+
+    async def start(self) -> None:
+        """Open the due index and start sleeping until the first due instant."""
+        await self.open()
         if not self._stopped:
             self._task = asyncio.create_task(self._run(), name="memory-reminders")
 

@@ -11,7 +11,8 @@ from .._errors import InvalidMemoryInput, StorageUnavailable
 from .._fence import data
 from .._models import Caller
 from .._storage import MemoryStore
-from . import recurrence, rules, when
+from . import rules, when
+from .recurrence import parse_rule
 from .model import DeliveryState, Todo, TodoStatus
 from .rules import Origin, TodoPolicy
 
@@ -27,7 +28,7 @@ def todo_line(todo: Todo, policy: TodoPolicy, now: float) -> str:
     if todo.due_at is not None:
         times.append(f"截止 {when.format_local(todo.due_at, zone, now)}")
     if todo.remind_at is not None and todo.status is TodoStatus.PENDING:
-        rule = recurrence.parse_rule(todo.recurrence, now, zone) if todo.recurrence else None
+        rule = parse_rule(todo.recurrence, now, zone) if todo.recurrence else None
         prefix = f"{rule.describe()}提醒，下次" if rule else "提醒"
         times.append(f"{prefix} {when.format_local(todo.remind_at, zone, now)}")
     state = todo.status.label
@@ -53,13 +54,13 @@ async def add_todo(
     remind_at: Any = "",
     due_at: Any = "",
     assignee: Any = "self",
-    recurrence_text: Any = "",
+    recurrence: Any = "",
     now: float | None = None,
 ) -> str:
     now = time.time() if now is None else now
     zone = policy.zone
     try:
-        schedule = rules.read_schedule(remind_at, due_at, recurrence_text, now, policy, can_remind=origin.can_remind)
+        schedule = rules.read_schedule(remind_at, due_at, recurrence, now, policy, can_remind=origin.can_remind)
 
         def change(todos: list[Todo]) -> tuple[list[Todo], tuple[Todo, bool]]:
             todos, todo, existed = rules.add(todos, caller, content=content, assignee=assignee, schedule=schedule,
@@ -73,7 +74,7 @@ async def add_todo(
         return NOT_SAVED.format(error=exc)
     who = "全群" if todo.is_group else "你"
     if todo.remind_at is not None:
-        rule = recurrence.parse_rule(todo.recurrence, now, zone) if todo.recurrence else None
+        rule = parse_rule(todo.recurrence, now, zone) if todo.recurrence else None
         when_text = (f"{rule.describe()} {when.format_local(todo.remind_at, zone, now)[-5:]}，"
                      f"第一次在 {when.format_local(todo.remind_at, zone, now)}") if rule else \
             when.format_local(todo.remind_at, zone, now)

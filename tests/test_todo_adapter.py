@@ -1,0 +1,122 @@
+"""The todo tools and the reminder scheduler through the plugin class, with AstrBot's real config, events, decorators
+and tool registry."""
+
+import time
+from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
+
+import astrbot.api.message_components as Comp
+from astrbot.core.provider.register import llm_tools
+
+from conftest import make_event
+from memory import GroupKey
+from memory._todos.delivery import Reminder
+from test_plugin import call_tool, system_prompt_for
+
+SH = ZoneInfo("Asia/Shanghai")
+
+
+def tomorrow_at(hour: int) -> str:
+    day = datetime.now(SH).date() + timedelta(days=1)
+    return f"{day.isoformat()}T{hour:02d}:00"
+
+
+def test_tools_are_registered_with_typed_parameters_and_required_arguments(plugin_main):
+    add = llm_tools.get_func("lark_add_todo")
+    update = llm_tools.get_func("lark_update_todo")
+    listed = llm_tools.get_func("lark_list_todos")
+    assert set(add.parameters["properties"]) == {"content", "remind_at", "due_at", "assignee", "recurrence"}
+    assert add.parameters["required"] == ["content"] and update.parameters["required"] == ["todo_id"]
+    assert set(update.parameters["properties"]) == {"todo_id", "status", "remind_at", "content"}
+    assert listed.parameters["properties"]["include_done"]["type"] == "boolean"
+
+
+async def test_a_todo_added_through_the_tool_keeps_the_groups_send_origin_and_ignores_model_ids(make_plugin):
+    plugin = make_plugin(timezone="Asia/Shanghai")
+    event = make_event("提醒我明天上午10点交周报", group="oc_g1", user="ou_a")
+    result = await call_tool(plugin, "lark_add_todo", event, content="交周报", remind_at=tomorrow_at(10),
+                             group_id="oc_other", user_id="ou_b")
+    assert "提醒你：" in result and "10:00" in result and "当前时间" in result
+    [todo] = await plugin.store.todos(GroupKey("lark", "oc_g1"))
+    assert (todo.creator, todo.assignee) == ("ou_a", "ou_a")
+    assert (todo.platform_id, todo.origin) == ("lark_bot", "lark_bot:GroupMessage:oc_g1")
+    assert await plugin.store.todos(GroupKey("lark", "oc_other")) == []
+    listed = await call_tool(plugin, "lark_list_todos", event)
+    assert "交周报" in listed
+    other = await call_tool(plugin, "lark_list_todos", make_event(group="oc_g1", user="ou_b"))
+    assert "交周报" not in other
+
+
+async def test_platforms_that_cannot_send_proactively_keep_the_todo_without_reminder(make_plugin):
+    plugin = make_plugin()
+    event = make_event(group="g1", user="u1", platform="qq_official")
+    result = await call_tool(plugin, "lark_add_todo", event, content="交周报", remind_at=tomorrow_at(10))
+    assert "不支持" in result
+    [todo] = await plugin.store.todos(GroupKey("qq_official", "g1"))
+    assert todo.remind_at is None
+
+
+async def test_pending_todos_and_the_current_time_are_injected_within_the_budget(make_plugin):
+    plugin = make_plugin(memory_inject_limit=3, todo_inject_limit=2)
+    event = make_event("我这周还有什么事？", group="oc_g1", user="ou_a")
+    for i in range(3):
+        await call_tool(plugin, "lark_save_memory", event, memory_type="fact", content=f"事实{i}")
+    await call_tool(plugin, "lark_add_todo", event, content="交周报", remind_at=tomorrow_at(10))
+    prompt = await system_prompt_for(plugin, event)
+    assert "交周报" in prompt and "当前时间" in prompt and "lark_update_todo" in prompt
+    assert sum(f"事实{i}" in prompt for i in range(3)) == 2  # the todo took one of the three slots
+    elsewhere = await system_prompt_for(plugin, make_event("hi", group="oc_g2", user="ou_a"))
+    assert "交周报" not in elsewhere
+
+
+async def test_reload_leaves_exactly_one_running_scheduler(make_plugin):
+    first = make_plugin()
+    await first.initialize()
+    assert first.reminders.running
+    await call_tool(first, "lark_add_todo", make_event(group="oc_g1", user="ou_a"), content="交周报",
+                    remind_at=tomorrow_at(10))
+    await first.terminate()  # a dashboard config save: terminate, then a new instance is initialized
+    assert not first.reminders.running
+    second = make_plugin()
+    await second.initialize()
+    try:
+        assert second.reminders.running
+        earliest = second.reminders.index.earliest()
+        assert earliest is not None and earliest[1] == GroupKey("lark", "oc_g1")
+        assert second.store.loaded_groups == 0  # from the index alone
+    finally:
+        await second.terminate()
+
+
+async def test_todos_off(make_plugin):
+    plugin = make_plugin(enable_todos=False)
+    await plugin.initialize()
+    result = await call_tool(plugin, "lark_add_todo", make_event(group="g", user="u"), content="交周报",
+                             remind_at=tomorrow_at(10))
+    assert "已被管理员关闭" in result and plugin.reminders is None
+    await plugin.terminate()
+
+
+async def test_the_reminder_is_a_new_group_message_with_a_real_mention(make_plugin, monkeypatch):
+    plugin = make_plugin()
+    event = make_event(group="oc_g1", user="ou_a")
+    await call_tool(plugin, "lark_add_todo", event, content="交周报", remind_at=tomorrow_at(10))
+    [todo] = await plugin.store.todos(GroupKey("lark", "oc_g1"))
+    sent = []
+
+    async def send_message(session, chain):
+        sent.append((session, chain))
+        return True
+
+    monkeypatch.setattr(plugin.context, "send_message", send_message)
+    reminder = Reminder(GroupKey("lark", "oc_g1"), todo, todo.remind_at, "提醒：交周报", "ou_a")
+    assert await plugin._send_reminder(reminder) is True
+    [(session, chain)] = sent
+    assert session == "lark_bot:GroupMessage:oc_g1"
+    at, plain = chain.chain
+    assert isinstance(at, Comp.At) and at.qq == "ou_a" and isinstance(plain, Comp.Plain)
+    assert plain.text.strip() == "提醒：交周报"
+    group = Reminder(GroupKey("lark", "oc_g1"), todo.model_copy(update={"assignee": None}), time.time(),
+                     "提醒大家：交周报", None)
+    await plugin._send_reminder(group)
+    assert [type(c) for c in sent[-1][1].chain] == [Comp.Plain]
