@@ -6,6 +6,7 @@ import dataclasses
 import functools
 import operator
 import time
+from datetime import datetime
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -619,8 +620,19 @@ class UserMemoryPlugin(Star):
             embedding=self.embedding_state,
             rosters_cached=self.members.cached_groups(),
             roster_here=self.members.roster(key) if key else None,
+            reminders=self._reminders_state(),
         )
         yield event.plain_result(status_text(self.settings, self.setting_warnings, health))
+
+    def _reminders_state(self) -> str:
+        if self.reminders is None:
+            return "关闭"
+        stats, earliest = self.reminders.stats, self.reminders.index.earliest()
+        upcoming = "无" if earliest is None else datetime.fromtimestamp(
+            earliest[0], self.todo_policy.zone).strftime("%m-%d %H:%M") + f"（{earliest[1]}）"
+        return (f"{'运行中' if self.reminders.running else '未运行'}，时区 {self.todo_policy.zone.key}，"
+                f"{len(self.reminders.index)} 个群有待处理的待办，下一次 {upcoming}；已发送 {stats.sent} 条，"
+                f"发送失败 {stats.failed_attempts} 次，错过 {stats.missed} 条")
 
     async def _stats_text(self, key: GroupKey) -> str:
         text = await stats_text(self.store, key, self.extraction.pending(key) if self.extraction else 0)

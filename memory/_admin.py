@@ -8,11 +8,16 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ._storage import ERASE, MEMORY, MemoryStore
+from ._storage import ERASE, MEMORY, TODO, MemoryStore
 from ._errors import InvalidMemoryInput, StorageUnavailable
 from ._models import GroupKey, Memory
 
-_OP_LABELS = {"add": "新增", "update": "更新", "delete": "删除", "boost": "强化", "revert": "撤销", ERASE: "清除"}
+_OP_LABELS = {
+    "add": "新增", "update": "更新", "delete": "删除", "boost": "强化", "revert": "撤销", ERASE: "清除",
+    # todo operations (the scheduler's are named by what happened)
+    "expire": "过期", "purge": "移除", "missed": "错过提醒", "remind": "提醒", "remind_failed": "提醒失败",
+    "remind_waiting": "提醒待发",
+}
 
 
 def _owner_text(entry: dict[str, Any]) -> str:
@@ -23,15 +28,31 @@ def _content(snapshot: Any) -> str:
     return str(snapshot.get("content", "?")) if isinstance(snapshot, dict) else "（无）"
 
 
+def _has_id(entry: dict[str, Any]) -> bool:
+    return isinstance(entry.get("id"), int) and not isinstance(entry["id"], bool)
+
+
 def _is_memory_change(entry: dict[str, Any]) -> bool:
-    return entry.get("kind") == MEMORY and isinstance(entry.get("id"), int) and not isinstance(entry["id"], bool)
+    return entry.get("kind") == MEMORY and _has_id(entry)
+
+
+def _is_shown(entry: dict[str, Any]) -> bool:
+    return entry.get("kind") in (MEMORY, TODO) and _has_id(entry)
 
 
 def _line(entry: dict[str, Any]) -> str:
     op = _OP_LABELS.get(entry.get("op"), str(entry.get("op")))
     if entry.get("erased"):
         return f"{op} [{_owner_text(entry)}]（内容已应成员要求清除）"
+    if entry.get("kind") == TODO:
+        return f"待办{op} [{_owner_text(entry)}] {_todo_state(entry.get('old'))} → {_todo_state(entry.get('new'))}"
     return f"{op} [{_owner_text(entry)}] {_content(entry.get('old'))} → {_content(entry.get('new'))}"
+
+
+def _todo_state(snapshot: Any) -> str:
+    if not isinstance(snapshot, dict):
+        return "（无）"
+    return f"{snapshot.get('content', '?')}（{snapshot.get('status', '?')}）"
 
 
 def _stamp(entry: dict[str, Any]) -> str:
@@ -56,13 +77,14 @@ def _units(changes: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
 
 
 async def history_text(store: MemoryStore, key: GroupKey, limit: int = 10) -> str:
-    """The latest changes of the group (every writer), newest last; a transaction is shown as one item."""
+    """The latest changes of the group's memories and todos (every writer), newest last; a transaction is shown as
+    one item."""
     try:
-        changes = [e for e in await store.log_entries(key) if _is_memory_change(e)]
+        changes = [e for e in await store.log_entries(key) if _is_shown(e)]
     except StorageUnavailable as exc:
         return f"读取变更记录失败：{exc}"
     if not changes:
-        return "本群还没有记忆变更记录。"
+        return "本群还没有记忆或待办的变更记录。"
     units = _units(changes)
     lines = []
     for unit in units[-limit:]:
@@ -73,8 +95,8 @@ async def history_text(store: MemoryStore, key: GroupKey, limit: int = 10) -> st
         lines.append(f"#{head['id']} {_stamp(head)} {head.get('actor')} 一次提交 {len(unit)} 项：")
         lines.extend(f"  #{e['id']} {_line(e)}" for e in unit)
     return (
-        f"本群最近的记忆变更（共 {len(units)} 项；/memory revert <编号> 撤销，一次提交的多项一起撤销；"
-        f"清除的内容无法撤销）：\n" + "\n".join(lines)
+        f"本群最近的记忆与待办变更（共 {len(units)} 项；/memory revert <编号> 撤销记忆变更，一次提交的多项一起撤销；"
+        f"清除的内容无法撤销；待办请用待办工具修改）：\n" + "\n".join(lines)
     )
 
 
@@ -87,6 +109,8 @@ async def revert_change(store: MemoryStore, key: GroupKey, entry_id: int, *, act
     except StorageUnavailable as exc:
         return f"读取变更记录失败：{exc}"
     entry = next((e for e in changes if e["id"] == entry_id), None)
+    if entry is None and any(e.get("id") == entry_id and e.get("kind") == TODO for e in await store.log_entries(key)):
+        return f"#{entry_id} 是待办的变更，不能撤销：请让成员用待办工具修改（完成、取消或改时间）。"
     if entry is None:
         return f"没有编号为 #{entry_id} 的记忆变更记录（可能已被裁剪）：请用 /memory history 查看。"
     txn = entry.get("txn")

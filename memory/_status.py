@@ -21,6 +21,7 @@ class Health:
     embedding: str  # one line on the embedding provider, e.g. "未配置（仅词法召回）"
     rosters_cached: int
     roster_here: Roster | None
+    reminders: str = "关闭"  # one line on the reminder scheduler
 
 
 def status_text(settings: Settings, warnings: Sequence[str], health: Health) -> str:
@@ -38,7 +39,8 @@ def status_text(settings: Settings, warnings: Sequence[str], health: Health) -> 
               f"已加载的群：{health.groups_loaded}",
               f"后台提取：{extraction}",
               f"向量召回：{health.embedding}",
-              f"群成员名单：本群 {members}；已缓存 {health.rosters_cached} 个群"]
+              f"群成员名单：本群 {members}；已缓存 {health.rosters_cached} 个群",
+              f"待办提醒：{health.reminders}"]
     return "\n".join(lines)
 
 

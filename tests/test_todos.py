@@ -455,3 +455,15 @@ async def test_one_broken_group_does_not_stop_the_others(tmp_path, policy):
     await s2.run_due()
     assert [c for c, _, _ in sender.sent] == ["开会"]
     assert s2.index.earliest() == (clock.now + 60, G)  # tried again later
+
+
+async def test_history_shows_todo_changes_and_revert_points_to_the_todo_tools(store, policy):
+    from memory._admin import history_text, revert_change
+
+    todo_id = short_id(await add(store, policy, remind_at="2026-11-23T10:00"))
+    await update_todo(store, caller(), policy, ORIGIN, todo_id=todo_id, status="done", now=NOW)
+    history = await history_text(store, G)
+    assert "待办新增" in history and "交周报（done）" in history
+    entry = [e for e in await store.log_entries(G) if e.get("kind") == "todo"][-1]
+    refused = await revert_change(store, G, entry["id"], actor="admin:x")
+    assert "待办的变更，不能撤销" in refused
