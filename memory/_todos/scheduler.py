@@ -27,6 +27,7 @@ log = logging.getLogger("astrbot_plugin_user_memory")
 
 ACTOR = "scheduler"
 MAX_SLEEP = 3600.0  # re-check at least hourly, whatever the index says: guards against wall-clock jumps
+MIN_PASS_INTERVAL = 1.0  # seconds before a pass that would repeat one that made no progress (no busy loop)
 BROKEN_GROUP_RETRY = 60.0  # a group whose file cannot be read is tried again after this long
 INDEX_FILE = "todo_due_index.json"
 
@@ -63,6 +64,7 @@ class ReminderScheduler:
         self.index = DueIndex(self._directory / INDEX_FILE, durable=durable, on_lowered=self._wake.set)
         self._task: asyncio.Task[None] | None = None
         self._stopped = False
+        self._after_last_pass: tuple[float, GroupKey] | None = None
         self.stats = SchedulerStats()
         store.add_todo_listener(self._todos_changed)
         store.add_commit_hook(self.index.before_commit)
@@ -115,7 +117,11 @@ class ReminderScheduler:
                     continue  # an event came forward: recompute the delay
                 except TimeoutError:
                     pass
+            elif earliest == self._after_last_pass:
+                # the last pass left this very event due (it made no progress): never spin
+                await asyncio.sleep(MIN_PASS_INTERVAL)
             await self.run_due()
+            self._after_last_pass = self.index.earliest()
 
     async def run_due(self) -> int:
         """Handle every group whose next event is due now; how many there were. One broken group never stops the
