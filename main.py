@@ -37,6 +37,7 @@ from .memory import (
     Scope,
     Settings,
     TodoPolicy,
+    TodoSection,
     UserMemoryStore,
     Utterance,
     VectorStore,
@@ -44,7 +45,6 @@ from .memory import (
     combine,
     forget_memory,
     history_text,
-    injected_todos,
     list_memory,
     list_todos,
     now_text,
@@ -56,7 +56,6 @@ from .memory import (
     semantic_similarities,
     stats_text,
     status_text,
-    todo_line,
     update_todo,
     visible_memories,
     with_todos,
@@ -70,7 +69,6 @@ MEMORY_TOOLS = (
 # Adapters that can post a message nobody asked for (DECISIONS §7): reminders are refused elsewhere.
 REMINDER_PLATFORMS = frozenset({"lark", "aiocqhttp"})
 TODOS_OFF = "待办功能已被管理员关闭，没有记录任何待办。"
-UPCOMING_GROUP_TODOS = 7 * 86400.0  # group todos due within this long are part of every member's injected block
 _MEMORY_TOOL_NAMES = frozenset(MEMORY_TOOLS)
 _tool_name = operator.attrgetter("name")
 INTERNAL_ERROR = "记忆工具内部出错，没有做任何更改。请直接回复用户，不要重试。"
@@ -121,6 +119,7 @@ class UserMemoryPlugin(Star):
         # every background model call, of every group, waits for a slot of this one limiter
         self.background_calls = CallLimiter(self.settings.background_max_concurrent_calls)
         self.todo_policy = TodoPolicy.from_settings(self.settings, self._zone())
+        self.todo_section = TodoSection()
         self._settings_after_todos: dict[tuple[int, int], Settings] = {}
         self._now_line_cache: tuple[int, str] = (-1, "")
         self.reminders: ReminderScheduler | None = None
@@ -316,13 +315,14 @@ class UserMemoryPlugin(Star):
     async def _todo_section(self, member: MemberKey) -> tuple[Settings, list[str]]:
         """The todo lines for the block and the settings left for memories: todos take their slots and characters
         out of the one budget (`todo_inject_limit` at most)."""
-        now = time.time()
+        todos = self.store.peek_todos(member.group)
+        if todos is None:
+            todos = await self.store.todos(member.group)
         limit = min(self.settings.todo_inject_limit, self.settings.memory_inject_limit)
-        todos = injected_todos(await self.store.todos(member.group), member.user_id, now, UPCOMING_GROUP_TODOS, limit)
-        if not todos:
+        lines, chars = self.todo_section.lines(member.group, todos, member.user_id, time.time(), self.todo_policy,
+                                               limit)
+        if not lines:
             return self.settings, []
-        lines = [f"- {todo_line(todo, self.todo_policy, now)}" for todo in todos]
-        chars = sum(len(todo.content) for todo in todos)
         left = self._settings_after_todos.get((len(lines), chars))
         if left is None:
             left = self._settings_after_todos[(len(lines), chars)] = dataclasses.replace(

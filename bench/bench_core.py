@@ -136,6 +136,11 @@ async def bench_injection(directory: Path, iterations: int, rounds: int = 4) -> 
             "on_llm_request (adapter)": (adapter, []),
             "on_llm_request, a message relevance acts on": (functools.partial(adapter, event=relevant_event), []),
         }
+        if label == "current":  # the todo section: another member of the group with 3 own + 2 group todos
+            with_todos = make_event(message, group=GROUP.group_id, user="ou_00501")
+            await add_bench_todos(memory, store, key, "ou_00501")
+            runs[label]["on_llm_request, member with 5 pending todos"] = (
+                functools.partial(adapter, event=with_todos), [])
     for _ in range(rounds):
         for paths in runs.values():
             for call, samples in paths.values():
@@ -147,6 +152,25 @@ async def bench_injection(directory: Path, iterations: int, rounds: int = 4) -> 
                     samples.append(time.perf_counter_ns() - t0)
     return {f"{path}, {label}": percentiles(samples) for label, paths in runs.items()
             for path, (_, samples) in paths.items()}
+
+
+async def add_bench_todos(memory, store, key, user_id: str) -> None:
+    """3 pending todos of the member and 2 group todos due within the week, through the real todo tool logic."""
+    from datetime import datetime
+    from zoneinfo import ZoneInfo
+
+    zone = ZoneInfo("Asia/Shanghai")
+    policy = memory.TodoPolicy(zone=zone)
+    origin = memory.Origin("lark", f"lark:GroupMessage:{key.group_id}", can_remind=True)
+    caller = memory.Caller(memory.MemberKey(key, user_id))
+    start = time.time() + 3600
+    for i, (content, assignee) in enumerate(
+        [("交周报", "self"), ("给客户回电话", "self"), ("复盘上线问题", "self"), ("周五团建", "group"), ("交发票", "group")]
+    ):
+        when = datetime.fromtimestamp(start + i * 86400, zone).strftime("%Y-%m-%dT%H:%M")
+        result = await memory.add_todo(store, caller, policy, origin, content=content, remind_at=when,
+                                       assignee=assignee)
+        assert "id=" in result, result
 
 
 class RewriteEverySaveStore:

@@ -18,7 +18,8 @@ from ._todos.delivery import Reminder
 from ._todos.model import Todo, TodoStatus
 from ._todos.rules import Origin, TodoPolicy
 from ._todos.scheduler import ReminderScheduler
-from ._todos.service import add_todo, injected_todos, list_todos, todo_line, update_todo
+from ._todos.inject import TodoSection, injected_todos
+from ._todos.service import add_todo, list_todos, todo_line, update_todo
 from ._todos.when import now_text, resolve_zone
 from ._tools import forget_memory, list_memory, save_memory, visible_memories
 
@@ -76,5 +77,6 @@ __all__ = [
     "now_text",
     "resolve_zone",
     "todo_line",
+    "TodoSection",
     "update_todo",
 ]

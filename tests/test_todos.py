@@ -15,7 +15,8 @@ from memory._todos import delivery, rules
 from memory._todos.model import DeliveryState, TodoStatus
 from memory._todos.rules import Origin, TodoPolicy
 from memory._todos.scheduler import ReminderScheduler
-from memory._todos.service import add_todo, injected_todos, list_todos, update_todo
+from memory._todos.inject import injected_todos
+from memory._todos.service import add_todo, list_todos, update_todo
 
 SH = ZoneInfo("Asia/Shanghai")
 G = GroupKey("lark", "oc_group1")
@@ -467,3 +468,18 @@ async def test_history_shows_todo_changes_and_revert_points_to_the_todo_tools(st
     entry = [e for e in await store.log_entries(G) if e.get("kind") == "todo"][-1]
     refused = await revert_change(store, G, entry["id"], actor="admin:x")
     assert "待办的变更，不能撤销" in refused
+
+
+async def test_the_injected_todo_lines_are_cached_until_the_todos_change_or_the_minute_turns(store, policy):
+    from memory._todos.inject import TodoSection
+
+    section = TodoSection()
+    await add(store, policy, "交周报", remind_at="2026-11-23T10:00")
+    first = store.peek_todos(G)
+    lines, chars = section.lines(G, first, A, NOW, policy, 5)
+    assert len(lines) == 1 and "交周报" in lines[0] and chars == 3
+    assert section.lines(G, store.peek_todos(G), A, NOW + 30, policy, 5)[0] is lines  # same list, same minute
+    await add(store, policy, "开会", remind_at="2026-11-23T11:00")
+    assert store.peek_todos(G) is not first  # the store replaced the list: the cache misses
+    assert len(section.lines(G, store.peek_todos(G), A, NOW + 30, policy, 5)[0]) == 2
+    assert section.lines(G, store.peek_todos(G), B, NOW, policy, 5)[0] == []  # never another member's

@@ -106,7 +106,7 @@ async def list_todos(store: MemoryStore, caller: Caller, policy: TodoPolicy, *, 
     if not shown:
         text = "该成员在本群没有未完成的待办，本群也没有全群待办。"
     else:
-        lines = "\n".join(f"- {todo_line(t, policy, now)}" for t in sorted(shown, key=_list_order))
+        lines = "\n".join(f"- {todo_line(t, policy, now)}" for t in sorted(shown, key=list_order))
         text = f"该成员在本群的待办和全群待办（{len(shown)} 条，id 用于 lark_update_todo）：\n{lines}"
     if hidden:
         text += f"\n另有 {hidden} 条已完成/已取消/已过期的待办，include_done=true 可查看。"
@@ -157,29 +157,14 @@ async def update_todo(
     return f"待办 {after.short_id}：{'；'.join(what)}。{when.now_text(now, zone)}"
 
 
-def injected_todos(todos: Sequence[Todo], user_id: str, now: float, horizon: float, limit: int) -> list[Todo]:
-    """The todos worth having in mind when replying to a member: their own pending ones and the group's that are
-    coming up within `horizon` seconds (or open-ended), soonest first, at most `limit`."""
-    if limit <= 0:
-        return []
-    chosen = [
-        t for t in todos
-        if t.status is TodoStatus.PENDING and (
-            t.assignee == user_id or (t.is_group and (_soonest(t) is None or _soonest(t) <= now + horizon))
-        )
-    ]
-    chosen.sort(key=_list_order)
-    return chosen[:limit]
-
-
-def _soonest(todo: Todo) -> float | None:
+def soonest(todo: Todo) -> float | None:
     times = [t for t in (todo.remind_at, todo.due_at) if t is not None]
     return min(times) if times else None
 
 
-def _list_order(todo: Todo) -> tuple[bool, float, float]:
-    soonest = _soonest(todo)
-    return todo.status is not TodoStatus.PENDING, soonest if soonest is not None else float("inf"), todo.created_at
+def list_order(todo: Todo) -> tuple[bool, float, float]:
+    first = soonest(todo)
+    return todo.status is not TodoStatus.PENDING, first if first is not None else float("inf"), todo.created_at
 
 
 def _now_suffix(error: InvalidMemoryInput, now: float, zone: Any) -> str:

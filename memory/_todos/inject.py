@@ -1,0 +1,57 @@
+"""The todos in the injected block: the member's pending ones and the group's coming up, rendered once per change.
+
+The hot path asks for them before every reply. The store replaces a document's todo list on every change and
+never edits it in place, so a rendering cached against that list object stays valid until the list is replaced
+(or the minute, which the times are shown relative to, changes).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+
+from .._models import GroupKey
+from .model import Todo, TodoStatus
+from .rules import TodoPolicy
+from .service import list_order, soonest, todo_line
+
+UPCOMING_GROUP_TODOS = 7 * 86400.0  # group todos due within this long go into every member's block
+MAX_CACHED_MEMBERS = 4096
+
+
+def injected_todos(todos: Sequence[Todo], user_id: str, now: float, horizon: float, limit: int) -> list[Todo]:
+    """The todos worth having in mind when replying to a member: their own pending ones and the group's that are
+    coming up within `horizon` seconds (or open-ended), soonest first, at most `limit`."""
+    if limit <= 0:
+        return []
+    chosen = [
+        t for t in todos
+        if t.status is TodoStatus.PENDING and (
+            t.assignee == user_id or (t.is_group and (soonest(t) is None or soonest(t) <= now + horizon))
+        )
+    ]
+    chosen.sort(key=list_order)
+    return chosen[:limit]
+
+
+class TodoSection:
+    """Rendered todo lines per member, cached against the document's todo list and the minute."""
+
+    def __init__(self) -> None:
+        self._cache: OrderedDict[tuple[GroupKey, str], tuple[Sequence[Todo], int, int, list[str], int]] = OrderedDict()
+
+    def lines(self, key: GroupKey, todos: Sequence[Todo], user_id: str, now: float, policy: TodoPolicy,
+              limit: int) -> tuple[list[str], int]:
+        """The member's todo lines for the block and the characters of todo content they hold."""
+        minute = int(now // 60)
+        cached = self._cache.get((key, user_id))
+        if cached is not None and cached[0] is todos and cached[1] == minute and cached[2] == limit:
+            return cached[3], cached[4]
+        chosen = injected_todos(todos, user_id, now, UPCOMING_GROUP_TODOS, limit)
+        lines = [f"- {todo_line(todo, policy, now)}" for todo in chosen]
+        chars = sum(len(todo.content) for todo in chosen)
+        self._cache[(key, user_id)] = (todos, minute, limit, lines, chars)
+        self._cache.move_to_end((key, user_id))
+        if len(self._cache) > MAX_CACHED_MEMBERS:
+            self._cache.popitem(last=False)
+        return lines, chars
