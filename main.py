@@ -37,6 +37,7 @@ from .memory import (
     Scope,
     Settings,
     TodoPolicy,
+    TodoProposals,
     TodoSection,
     UserMemoryStore,
     Utterance,
@@ -74,6 +75,13 @@ _tool_name = operator.attrgetter("name")
 INTERNAL_ERROR = "记忆工具内部出错，没有做任何更改。请直接回复用户，不要重试。"
 CLEAR_CONFIRM_WORDS = ("confirm", "确认", "yes")
 READ_FAILED = "暂时无法读取记忆，请稍后再试。"
+
+
+def group_origin(platform_id: str, adapter: str, group_id: str) -> Origin:
+    """Where a group's reminders go: the platform instance and the group's own session (with `unique_session` on,
+    the event's session is per member, so it is built from the group id)."""
+    return Origin(platform_id, f"{platform_id}:GroupMessage:{group_id}",
+                  can_remind=bool(platform_id) and adapter in REMINDER_PLATFORMS)
 
 
 def member_of(event: AstrMessageEvent) -> MemberKey | None:
@@ -232,8 +240,12 @@ class UserMemoryPlugin(Star):
         return any(original.startswith(p) for p in {"/", *prefixes} if isinstance(p, str) and p)
 
     async def _extract(self, key: GroupKey, batch: list[Utterance], origin: str) -> None:
+        proposals = None
+        if self.reminders is not None:  # todos on: extraction may propose (unconfirmed) todos for the speakers
+            platform_id = origin.split(":", 1)[0]  # a UMO is "<platform instance id>:<message type>:<session>"
+            proposals = TodoProposals(self.todo_policy, group_origin(platform_id, key.platform, key.group_id))
         report = await run_extraction(
-            self.store, key, batch, functools.partial(self._generate, origin), self.settings
+            self.store, key, batch, functools.partial(self._generate, origin), self.settings, proposals=proposals
         )
         logger.info(
             f"[{PLUGIN_NAME}] extraction for {key}: {len(batch)} messages, {len(report.applied)} applied, "
@@ -438,11 +450,7 @@ class UserMemoryPlugin(Star):
 
     @staticmethod
     def _origin(event: AstrMessageEvent, member: MemberKey) -> Origin:
-        """Where this group's reminders go: the platform instance and the group's own session (with
-        `unique_session` on, the event's session is per member, so it is built from the group id)."""
-        platform_id = event.get_platform_id() or ""
-        return Origin(platform_id, f"{platform_id}:GroupMessage:{member.group.group_id}",
-                      can_remind=bool(platform_id) and event.get_platform_name() in REMINDER_PLATFORMS)
+        return group_origin(event.get_platform_id() or "", event.get_platform_name(), member.group.group_id)
 
     @filter.llm_tool(name="lark_add_todo")
     async def lark_add_todo(

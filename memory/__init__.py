@@ -6,7 +6,7 @@ The adapter (main.py) turns AstrBot events into a `Caller` and calls the functio
 from ._admin import history_text, revert_change, stats_text
 from ._errors import InvalidMemoryInput, MemoryLimitReached, MemoryPluginError, StorageUnavailable
 from ._models import SCHEMA_VERSION, Caller, GroupDocument, GroupKey, MemberKey, Memory, MemoryType, Scope, Source
-from ._extraction import ExtractionScheduler, Utterance, run_extraction
+from ._extraction import ExtractionScheduler, TodoProposals, Utterance, run_extraction
 from ._limiter import CallLimiter
 from ._members import MemberDirectory, Roster, roster_from
 from ._prompt import DISABLED, MEMORY_BLOCK_END, MEMORY_BLOCK_START, NOT_IN_GROUP, with_todos
@@ -70,6 +70,7 @@ __all__ = [
     "ReminderScheduler",
     "Todo",
     "TodoPolicy",
+    "TodoProposals",
     "TodoStatus",
     "add_todo",
     "injected_todos",

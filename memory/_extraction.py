@@ -23,13 +23,17 @@ from typing import Any
 from . import _fence as fence
 from ._errors import InvalidMemoryInput, PermissionDenied
 from ._limiter import CallLimiter
-from ._models import GroupKey, Memory, MemoryType, Scope, Source
+from ._models import Caller, GroupKey, MemberKey, Memory, MemoryType, Scope, Source
 from ._recall import LexicalIndex
 from ._rules import check_group_write, may_change
 from ._rules import operations as ops
 from ._settings import Settings
 from ._storage import CALL, GROUP_OWNER, MemoryStore, Owner
-from ._text import clean_content, replace_unencodable
+from ._text import clean_content, dedupe_key, replace_unencodable
+from ._todos import rules as todo_rules
+from ._todos import when
+from ._todos.model import Todo, TodoStatus
+from ._todos.rules import Origin, Schedule, TodoPolicy
 
 log = logging.getLogger("astrbot_plugin_user_memory")
 
@@ -56,11 +60,26 @@ EXTRACTION_SYSTEM_PROMPT = """你是群聊的长期记忆管理员。根据最�
 5. 当成员本人在对话中明确要求更改或删除关于自己的某条记忆时，by_request 为 true。
 6. 没有值得记录的内容时输出 {"operations": []}。"""
 
+# Appended to the system prompt only when todos are on; the prompt then starts with the current local time.
+TODO_SYSTEM_PROMPT = """
+此外，成员本人在对话中明确承诺或打算在某个时间做某件事时（如“我下周五前分享技术见解”），可以为他提出一条待办：
+- {"op": "todo", "subject": "U1", "content": "...", "remind_at": "YYYY-MM-DDTHH:MM", "due_at": "YYYY-MM-DDTHH:MM"}
+待办规则：
+7. subject 必须是【最近对话】中说出这个承诺的成员本人；不要为别人转述的事、玩笑、已经做完的事、对机器人的请求或整个群的安排提出待办。
+8. content 只写要做的事（如“分享技术见解”），不写是谁。
+9. 时间按【当前时间】所在时区的本地时间书写，必须晚于当前时间：due_at 是截止时间（只知道日期时可只写日期，如 2026-11-27），remind_at 是提醒时间；不知道的字段省略，但至少要有一个；说不出具体时间的承诺不要提出。不支持重复待办。
+10. 每批最多 3 条待办；与【现有待办】相同的不要再提出。这些待办要等成员本人确认后才会提醒。"""
+
 MEMORIES_HEADER = fence.marker("现有记忆", "【】")
 CONVERSATION_HEADER = fence.marker("最近对话", "【】")
+NOW_HEADER = fence.marker("当前时间", "【】")
+TODOS_HEADER = fence.marker("现有待办", "【】")
 EXTRACTION_PROMPT = f"{MEMORIES_HEADER}\n{{memories}}\n\n{CONVERSATION_HEADER}\n{{conversation}}\n\n请输出 JSON。"
+TODO_PROMPT_PREFIX = f"{NOW_HEADER}\n{{now}}\n\n{TODOS_HEADER}\n{{todos}}\n\n"
 
-VALID_OPS = ("add", "update", "delete", "boost", "skip")
+VALID_OPS = ("add", "update", "delete", "boost", "skip")  # and "todo", validated apart (_validate_todo)
+MAX_TODOS_PER_BATCH = 3
+MAX_SHOWN_TODOS = 20
 MAX_SHOWN_MEMORIES = 40
 # Longest message kept for extraction: a pasted megabyte must not reach the prompt or the loop-bound scoring.
 MAX_UTTERANCE_CHARS = 500
@@ -100,6 +119,16 @@ class Operation:
     # who in the conversation asked for a group change, and whether they manage the group (permission checks)
     actor: str | None = None
     actor_can_manage_group: bool = False
+    schedule: Schedule | None = None  # a proposed todo's times
+
+
+@dataclass(frozen=True)
+class TodoProposals:
+    """What extraction needs to propose todos (only given when todos are on): the todo rules' settings and where
+    the group's reminders would be sent, stored with each proposal."""
+
+    policy: TodoPolicy
+    origin: Origin
 
 
 @dataclass
@@ -123,7 +152,15 @@ def speaker_labels(utterances: Sequence[Utterance]) -> dict[str, str]:
     return labels
 
 
-def build_prompt(utterances: Sequence[Utterance], shown: Sequence[Shown]) -> str:
+def build_prompt(
+    utterances: Sequence[Utterance],
+    shown: Sequence[Shown],
+    todos: Sequence[Todo] | None = None,
+    policy: TodoPolicy | None = None,
+    now: float = 0.0,
+) -> str:
+    """The batch, the memories shown, and (when todos are on: `policy` given) the current local time and the
+    speakers' pending todos."""
     labels = speaker_labels(utterances)
     # "U1 「小李」": the label outside the quotes is ours; the quoted name cannot contain a label or close the quote
     speakers = {u.user_id: f"{labels[u.user_id]} {fence.name(u.name)}" for u in utterances}
@@ -132,7 +169,21 @@ def build_prompt(utterances: Sequence[Utterance], shown: Sequence[Shown]) -> str
         whose = "本群公共" if s.scope is Scope.GROUP else speakers.get(s.owner or "", "?")
         memory_lines.append(f"[{s.number}] ({whose}，{s.memory.type.value}) {fence.data(s.memory.content)}")
     conversation = [f"{speakers[u.user_id]}: {fence.data(u.text)}" for u in utterances]
-    return EXTRACTION_PROMPT.format(memories="\n".join(memory_lines) or "（无）", conversation="\n".join(conversation))
+    prompt = EXTRACTION_PROMPT.format(memories="\n".join(memory_lines) or "（无）", conversation="\n".join(conversation))
+    if policy is None:
+        return prompt
+    todo_lines = [
+        f"- ({speakers[t.assignee]}) {fence.data(t.content)}{_todo_times(t, policy, now)}"
+        for t in (todos or ()) if t.assignee in speakers and t.status is TodoStatus.PENDING
+    ][:MAX_SHOWN_TODOS]
+    now_line = f"{when.now_text(now, policy.zone)}，即 {when.local_iso(now, policy.zone)}"
+    return TODO_PROMPT_PREFIX.format(now=now_line, todos="\n".join(todo_lines) or "（无）") + prompt
+
+
+def _todo_times(todo: Todo, policy: TodoPolicy, now: float) -> str:
+    times = [f"{name} {when.local_iso(at, policy.zone)}"
+             for name, at in (("截止", todo.due_at), ("提醒", todo.remind_at)) if at is not None]
+    return f"（{'，'.join(times)}）" if times else ""
 
 
 def select_shown(
@@ -200,9 +251,15 @@ def _runs_off_the_end(text: str, start: int) -> bool:
 
 
 def validate(
-    raw_ops: Sequence[Any], utterances: Sequence[Utterance], shown: Sequence[Shown], settings: Settings
+    raw_ops: Sequence[Any],
+    utterances: Sequence[Utterance],
+    shown: Sequence[Shown],
+    settings: Settings,
+    proposals: TodoProposals | None = None,
+    now: float = 0.0,
 ) -> tuple[list[Operation], list[tuple[Any, str]]]:
-    """Turn raw operations into valid ones; everything else is rejected with a reason and has no effect."""
+    """Turn raw operations into valid ones; everything else is rejected with a reason and has no effect. Todo
+    operations are valid only when `proposals` is given (todos are on), at most MAX_TODOS_PER_BATCH of them."""
     labels = speaker_labels(utterances)
     by_label = {label: user_id for user_id, label in labels.items()}
     managers = {u.user_id for u in utterances if u.can_manage_group}
@@ -210,14 +267,23 @@ def validate(
     valid: list[Operation] = []
     rejected: list[tuple[Any, str]] = []
     touched: set[str] = set()
+    todos = 0
     for raw in raw_ops:
         try:
-            operation = _validate_one(raw, by_label, managers, by_number, settings)
+            if isinstance(raw, dict) and str(raw.get("op", "")).strip().lower() == "todo":
+                operation = _validate_todo(raw, by_label, proposals, now)
+            else:
+                operation = _validate_one(raw, by_label, managers, by_number, settings)
         except InvalidMemoryInput as exc:
             rejected.append((raw, str(exc)))
             continue
         if operation is None:
             continue
+        if operation.op == "todo":
+            if todos >= MAX_TODOS_PER_BATCH:
+                rejected.append((raw, f"more than {MAX_TODOS_PER_BATCH} todos in one batch"))
+                continue
+            todos += 1
         if operation.target is not None:
             if operation.target.memory.id in touched:
                 rejected.append((raw, "same memory changed twice in one batch"))
@@ -280,6 +346,32 @@ def _validate_one(
         return Operation("update", target.scope, target.owner, target, memory_type, content,
                          _importance(raw.get("importance")), actor=actor)
     return Operation(op, target.scope, target.owner, target, actor=actor)
+
+
+def _validate_todo(
+    raw: dict[str, Any], by_label: dict[str, str], proposals: TodoProposals | None, now: float
+) -> Operation:
+    """A todo for the member who committed to it in the batch: never for the whole group (a proposal would be
+    announced to everyone on one member's word), never recurring (a repeating rule is the member's own request),
+    and with a time ahead (an open-ended proposal would stay pending, unconfirmed, forever)."""
+    if proposals is None:
+        raise InvalidMemoryInput("todos are off")
+    # The member whose commitment it is: the only one who can confirm it. (A member who opted out of extraction,
+    # once the privacy issue adds that, is refused here.)
+    speaker = _speaker(raw, by_label)
+    whose = str(raw.get("assignee") or raw.get("scope") or "").strip().upper()
+    if whose not in ("", "SELF", "MEMBER", str(raw.get("subject", "")).strip().upper()):
+        raise InvalidMemoryInput("extraction proposes todos only for the member who committed to them")
+    if raw.get("recurrence"):
+        raise InvalidMemoryInput("extraction does not propose recurring todos")
+    content = ops.parse_content(raw.get("content"), proposals.policy.max_length)
+    remind_at, due_at = raw.get("remind_at"), raw.get("due_at")
+    if not remind_at and not due_at:
+        raise InvalidMemoryInput("a proposed todo needs remind_at or due_at")
+    schedule = todo_rules.read_schedule(
+        remind_at, due_at, None, now, proposals.policy, can_remind=proposals.origin.can_remind
+    )
+    return Operation("todo", Scope.MEMBER, speaker, content=content, actor=speaker, schedule=schedule)
 
 
 def _speaker(raw: dict[str, Any], by_label: dict[str, str]) -> str:
@@ -354,6 +446,33 @@ def apply(
     return lists, applied, rejected
 
 
+def apply_todos(
+    todos: list[Todo], operations: Sequence[Operation], key: GroupKey, proposals: TodoProposals, now: float
+) -> tuple[list[Todo], list[Operation], list[tuple[Operation, str]]]:
+    """Add validated todo proposals, unconfirmed, each alone: one that repeats a pending todo of that member (or
+    one the member cancelled), or would exceed the member's limit, is rejected. Returns (todos, applied, rejected)."""
+    applied: list[Operation] = []
+    rejected: list[tuple[Operation, str]] = []
+    for operation in operations:
+        assert operation.owner is not None and operation.schedule is not None
+        wanted = dedupe_key(operation.content or "")
+        if any(t.assignee == operation.owner and t.status in (TodoStatus.PENDING, TodoStatus.CANCELLED)
+               and dedupe_key(t.content) == wanted for t in todos):
+            rejected.append((operation, "the member already has (or cancelled) the same todo"))
+            continue
+        try:
+            todos, _, _ = todo_rules.add(
+                todos, Caller(MemberKey(key, operation.owner)), content=operation.content, assignee=todo_rules.SELF,
+                schedule=operation.schedule, origin=proposals.origin, now=now, policy=proposals.policy,
+                source=Source.EXTRACTION,
+            )
+        except InvalidMemoryInput as exc:
+            rejected.append((operation, str(exc)))
+            continue
+        applied.append(operation)
+    return todos, applied, rejected
+
+
 async def run_extraction(
     store: MemoryStore,
     key: GroupKey,
@@ -362,8 +481,12 @@ async def run_extraction(
     settings: Settings,
     clock: Callable[[], float] = time.time,
     call_timeout: float = CALL_TIMEOUT_SECONDS,
+    proposals: TodoProposals | None = None,
 ) -> ExtractionReport:
-    """One extraction call over a batch of messages, applied atomically. Never raises for the model's output."""
+    """One extraction call over a batch of messages, applied atomically. Never raises for the model's output.
+
+    With `proposals` (todos are on) the model may also propose todos for the speakers; they are added unconfirmed (in
+    their own commit, after the memory changes): listed and injected, never reminded until the member confirms."""
     report = ExtractionReport()
     if not utterances:
         return report
@@ -371,9 +494,14 @@ async def run_extraction(
     speakers = list(speaker_labels(utterances))
     member_memories = {u: list(doc.users[u].memories) for u in speakers if u in doc.users}
     shown = select_shown(utterances, member_memories, list(doc.group_memories))
+    if proposals is None:
+        system_prompt, prompt = EXTRACTION_SYSTEM_PROMPT, build_prompt(utterances, shown)
+    else:
+        system_prompt = EXTRACTION_SYSTEM_PROMPT + TODO_SYSTEM_PROMPT
+        prompt = build_prompt(utterances, shown, list(doc.todos), proposals.policy, clock())
     try:
         reply, report.input_tokens, report.output_tokens = await asyncio.wait_for(
-            generate(EXTRACTION_SYSTEM_PROMPT, build_prompt(utterances, shown)), call_timeout
+            generate(system_prompt, prompt), call_timeout
         )
     except TimeoutError:
         reply = ""
@@ -384,7 +512,9 @@ async def run_extraction(
         report.parse_error = str(exc)
         log.warning("extraction reply for %s skipped: %s; reply starts %r", key, exc, (reply or "")[:200])
         raw_ops = []
-    valid, report.rejected = validate(raw_ops, utterances, shown, settings)
+    valid, report.rejected = validate(raw_ops, utterances, shown, settings, proposals, clock())
+    proposed = [op for op in valid if op.op == "todo"]
+    valid = [op for op in valid if op.op != "todo"]
     if valid:
         owners: list[Owner] = list(dict.fromkeys(op.owner for op in valid))
         boosted: set[str] = set()
@@ -398,6 +528,16 @@ async def run_extraction(
             key, owners, change, actor=EXTRACTION_ACTOR, label=lambda memory_id, op: "boost" if memory_id in boosted else op
         )
         report.rejected.extend(late_rejections)
+    if proposed:
+        assert proposals is not None
+
+        def add_todos(current: list[Todo]):
+            new_todos, applied, rejected = apply_todos(current, proposed, key, proposals, clock())
+            return new_todos, (applied, rejected)
+
+        applied_todos, rejected_todos = await store.change_todos(key, add_todos, actor=EXTRACTION_ACTOR)
+        report.applied.extend(applied_todos)
+        report.rejected.extend(rejected_todos)
     await store.record(key, {
         "kind": CALL, "messages": len(utterances), "input_tokens": report.input_tokens,
         "output_tokens": report.output_tokens, "applied": len(report.applied), "rejected": len(report.rejected),
