@@ -11,6 +11,7 @@ from conftest import make_event
 from memory import Caller, GroupKey, MemberKey, Settings, UserMemoryStore, Utterance, run_extraction
 from memory._extraction import EXTRACTION_SYSTEM_PROMPT, TODO_SYSTEM_PROMPT, TodoProposals
 from memory._todos import rules, service
+from memory._todos.inject import injected_todos
 from memory._todos.rules import Origin, TodoPolicy
 
 ZONE = ZoneInfo("Asia/Shanghai")
@@ -80,7 +81,7 @@ async def test_it_is_listed_and_injected_but_never_reminded_until_the_member_con
     await extract(store, todo_op(remind_at="2026-11-25T10:00"))
     (todo,) = await store.todos(G)
     assert rules.reminder_time(todo) is None, "the scheduler must never send an unconfirmed proposal"
-    assert service.injected_todos(await store.todos(G), "ou_b", NOW, 86400.0, 5) == [todo]
+    assert injected_todos(await store.todos(G), "ou_b", NOW, 86400.0, 5) == [todo]
     member = Caller(MemberKey(G, "ou_b"))
     assert "待确认" in await service.list_todos(store, member, POLICY, now=NOW)
 
