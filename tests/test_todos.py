@@ -483,3 +483,18 @@ async def test_the_injected_todo_lines_are_cached_until_the_todos_change_or_the_
     assert store.peek_todos(G) is not first  # the store replaced the list: the cache misses
     assert len(section.lines(G, store.peek_todos(G), A, NOW + 30, policy, 5)[0]) == 2
     assert section.lines(G, store.peek_todos(G), B, NOW, policy, 5)[0] == []  # never another member's
+
+
+def test_a_repeated_extraction_proposal_never_confirms_itself(policy):
+    from memory import Source
+
+    schedule = rules.Schedule(None, NOW + 3600, None)
+    todos, first, _ = rules.add([], caller(), content="交周报", assignee="self", schedule=schedule, origin=ORIGIN,
+                                now=NOW, policy=policy, source=Source.EXTRACTION)
+    assert not first.confirmed
+    with pytest.raises(Exception, match="已有相同的待办"):
+        rules.add(todos, caller(), content="交周报", assignee="self", schedule=schedule, origin=ORIGIN, now=NOW,
+                  policy=policy, source=Source.EXTRACTION)
+    _, confirmed, existed = rules.add(todos, caller(), content="交周报", assignee="self", schedule=schedule,
+                                      origin=ORIGIN, now=NOW, policy=policy)
+    assert existed and confirmed.confirmed

@@ -241,7 +241,7 @@ def add(
     key = dedupe_key(text)
     same = next((t for t in todos if t.status is TodoStatus.PENDING and t.assignee == target
                  and dedupe_key(t.content) == key), None)
-    if same is not None and same.confirmed:
+    if same is not None and (same.confirmed or source is Source.EXTRACTION):  # a proposal never confirms itself
         raise InvalidMemoryInput(
             f"已有相同的待办（id={same.short_id}）：要改时间或内容请用 lark_update_todo，不要重复添加"
         )
