@@ -292,6 +292,12 @@ def read_update(
                 f"remind_at 晚于该待办的截止时间（{when.format_local(todo.due_at, policy.zone, now)}）。"
                 f"{when.now_text(now, policy.zone)}"
             )
+    if (not todo.confirmed and new_status is None and remind is None and todo.remind_at is not None
+            and todo.remind_at <= now):
+        raise InvalidMemoryInput(
+            f"这条待确认的待办原定的提醒时间（{when.format_local(todo.remind_at, policy.zone, now)}）已经过去："
+            f"确认时请给出新的 remind_at。{when.now_text(now, policy.zone)}"
+        )
     if new_status is None and remind is None and text is None and todo.confirmed:
         raise InvalidMemoryInput(
             "没有要修改的内容：status（done / cancelled）、remind_at、content 至少给一个"
