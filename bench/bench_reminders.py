@@ -9,13 +9,15 @@
    polling every second, run alongside over the same span.
 4. Memory of the running scheduler after the burst: RSS growth of that process, and tracemalloc current in a
    traced replay of the same burst (delivered at once, as after a short restart).
+5. Optional (`--platform-ms 150`, ~3 minutes): every group's reminder due at one instant and a sender that takes as
+   long as a platform API call: when the last one goes out, and how many say they are late ("补发").
 
 The data are written through the real store with the todo rules (`rules.read_schedule` + `rules.add`, the tool's
 path), with a scheduler attached so the due index is maintained as in production; set-up writes skip fsync.
 The burst process shifts its clock by a constant (store and scheduler share it) so the window starts 3 s after it
 starts: timers and durations are real, only the epoch moves.
 
-Run: .venv/bin/python bench/bench_reminders.py [--groups 1000] [--per-group 10] [--window 30] [--quick]
+Run: .venv/bin/python bench/bench_reminders.py [--groups 1000] [--per-group 10] [--quick] [--platform-ms 150]
 """
 
 from __future__ import annotations
@@ -102,13 +104,14 @@ def todo_specs(rng: random.Random, members: list[str], burst_at: float, now: flo
     return specs
 
 
-async def build(directory: Path, groups: int, per_group: int, seed: int = 8) -> tuple[list[float], float]:
+async def build(directory: Path, groups: int, per_group: int, instant_count: int = INSTANTS,
+                seed: int = 8) -> tuple[list[float], float]:
     """Write the todos through the real store with a scheduler attached (it keeps the due index, as in
     production); returns the burst's due instants and the set-up time."""
     rng = random.Random(seed)
     now = time.time()
     start_at = float(int(now + BURST_OFFSET))
-    instants = [start_at + i * 2.0 for i in range(INSTANTS)]
+    instants = [start_at + i * 2.0 for i in range(instant_count)]
     store = UserMemoryStore(directory / "groups", durable=False)
     scheduler = ReminderScheduler(store, directory, fake_sender([], time.time), lambda: POLICY, durable=False)
     await scheduler.start()
@@ -116,7 +119,7 @@ async def build(directory: Path, groups: int, per_group: int, seed: int = 8) -> 
     for g in range(groups):
         key = GroupKey("lark", group_id(rng))
         members = [open_id(rng) for _ in range(MEMBERS_PER_GROUP)]
-        specs = todo_specs(rng, members, instants[g % INSTANTS], now, per_group)
+        specs = todo_specs(rng, members, instants[g % instant_count], now, per_group)
         origin = rules.Origin(PLATFORM_ID, f"{PLATFORM_ID}:GroupMessage:{key.group_id}", True)
 
         def change(todos, specs=specs, key=key, origin=origin):
@@ -140,9 +143,13 @@ def local_iso(instant: float) -> str:
     return datetime.fromtimestamp(instant, ZONE).strftime("%Y-%m-%dT%H:%M:%S")
 
 
-def fake_sender(sent: list, clock):
+def fake_sender(sent: list, clock, seconds: float = 0.0):
+    """Records (todo id, due instant, send time, whether the text says it is late); `seconds` per call stands for
+    the platform's API round trip."""
     async def send(reminder: Reminder) -> bool:
-        sent.append((reminder.todo.id, reminder.occurrence, clock()))
+        if seconds:
+            await asyncio.sleep(seconds)
+        sent.append((reminder.todo.id, reminder.occurrence, clock(), "补发" in reminder.text))
         return True
     return send
 
@@ -178,20 +185,22 @@ async def child_start(directory: Path, rebuild: bool, trace: bool) -> dict:
     return out
 
 
-async def child_burst(directory: Path, instants: list[float], tail: float, trace: bool) -> dict:
+async def child_burst(directory: Path, instants: list[float], tail: float, trace: bool, send_ms: float) -> dict:
     """Run the scheduler in real time through the burst window (plus a quiet tail); with `trace`, start after the
-    window instead (every reminder due at once) and report tracemalloc's view once they are all sent."""
+    window instead (every reminder due at once) and report tracemalloc's view once they are all sent. With a slow
+    sender, wait until every reminder is sent."""
     expected = len(list((directory / "groups").glob("*/*.json")))
     start_virtual = instants[-1] + 1.0 if trace else instants[0] - LEAD_IN
     offset = start_virtual - time.time()
     clock = lambda: time.time() + offset  # noqa: E731
-    sent: list[tuple[str, float, float]] = []
+    sent: list[tuple[str, float, float, bool]] = []
     gc.collect()
     rss0 = rss_kb()
     if trace:
         tracemalloc.start()
     store = UserMemoryStore(directory / "groups", clock=clock)
-    scheduler = ReminderScheduler(store, directory, fake_sender(sent, clock), lambda: POLICY, clock=clock)
+    scheduler = ReminderScheduler(store, directory, fake_sender(sent, clock, send_ms / 1000), lambda: POLICY,
+                                  clock=clock)
     await scheduler.start()
 
     naive = {"wakeups": 0, "idle": 0}
@@ -209,8 +218,9 @@ async def child_burst(directory: Path, instants: list[float], tail: float, trace
 
     poller = None if trace else asyncio.create_task(naive_poller())
     t0 = clock()
-    end = (t0 + 120.0) if trace else instants[-1] + tail
-    while clock() < end and not (trace and len(sent) >= expected):
+    wait_all = trace or send_ms > 0
+    end = (t0 + 900.0) if wait_all else instants[-1] + tail
+    while clock() < end and not (wait_all and len(sent) >= expected):
         await asyncio.sleep(0.05)
     span = clock() - t0
     if poller is not None:
@@ -218,10 +228,11 @@ async def child_burst(directory: Path, instants: list[float], tail: float, trace
     out = {"sent": len(sent), "expected": expected, "span": span, "wakeups": scheduler.stats.wakeups,
            "idle_wakeups": scheduler.stats.idle_wakeups, "naive_wakeups": naive["wakeups"],
            "naive_idle": naive["idle"], "loaded": store.loaded_groups,
-           "lateness_ms": [(at - due) * 1000 for _, due, at in sent],
+           "lateness_ms": [(at - due) * 1000 for _, due, at, _ in sent],
+           "said_late": sum(late for *_, late in sent),
            "repeated": len(sent) - len({todo_id for todo_id, *_ in sent}),
-           "outside_window": sum(due not in instants for _, due, _ in sent),
-           "catch_up_s": (max(at for *_, at in sent) - start_virtual) if sent else None}
+           "outside_window": sum(due not in instants for _, due, _, _ in sent),
+           "catch_up_s": (max(at for _, _, at, _ in sent) - start_virtual) if sent else None}
     keys = [GroupKey(*p.relative_to(directory / "groups").with_suffix("").parts)
             for p in (directory / "groups").glob("*/*.json")]
     pending = sum(t.status is TodoStatus.PENDING for key in keys for t in (store.peek_todos(key) or ()))
@@ -256,6 +267,8 @@ async def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="cold starts of each kind, alternating")
     parser.add_argument("--tail", type=float, default=10.0, help="quiet seconds watched after the last due instant")
     parser.add_argument("--quick", action="store_true", help="one cold start of each kind, a 3 s tail")
+    parser.add_argument("--platform-ms", type=float, default=0.0,
+                        help="also: every group's reminder due at one instant, each send taking this long (e.g. 150)")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -263,7 +276,8 @@ async def main() -> None:
         if kind == "start":
             out = await child_start(Path(directory), rest[0] == "rebuild", rest[1] == "trace")
         else:
-            out = await child_burst(Path(directory), json.loads(rest[0]), float(rest[1]), rest[2] == "trace")
+            out = await child_burst(Path(directory), json.loads(rest[0]), float(rest[1]), rest[2] == "trace",
+                                    float(rest[3]))
         print(json.dumps(out))
         return
     if args.quick:
@@ -296,7 +310,7 @@ async def main() -> None:
 
         replay = Path(tmp) / "replay"
         shutil.copytree(directory, replay)
-        burst = run_child("burst", str(directory), json.dumps(instants), str(args.tail), "plain")
+        burst = run_child("burst", str(directory), json.dumps(instants), str(args.tail), "plain", "0")
         late = burst["lateness_ms"]
         print(f"\n2. delivery: {burst['sent']} of {burst['expected']} reminders due within {instants[-1] - instants[0]:.0f} s "
               f"({INSTANTS} instants, ~{burst['expected'] // INSTANTS} sharing each), fake sender, real loop and "
@@ -307,12 +321,21 @@ async def main() -> None:
         print(f"   scheduler: {burst['wakeups']} wake-ups, {burst['idle_wakeups']} idle")
         print(f"   baseline, polling every second: {burst['naive_wakeups']} wake-ups, {burst['naive_idle']} idle")
 
-        memory = run_child("burst", str(replay), json.dumps(instants), "0", "trace")
+        memory = run_child("burst", str(replay), json.dumps(instants), "0", "trace", "0")
         print(f"\n4. running scheduler after the burst ({burst['loaded']} group documents loaded, "
               f"{burst['pending_loaded']:,} pending todos in them):")
         print(f"   RSS growth of the burst process {burst['rss_kb'] / 1024:.1f} MB; traced replay: tracemalloc current "
               f"{memory['current_kb'] / 1024:.1f} MB, peak {memory['peak_kb'] / 1024:.1f} MB "
               f"({memory['sent']} reminders all due at once, sent in {memory['catch_up_s']:.1f} s under tracing)")
+
+        if args.platform_ms:
+            one = Path(tmp) / "one-instant"
+            at_once, _ = await build(one, args.groups, args.per_group, instant_count=1)
+            slow = run_child("burst", str(one), json.dumps(at_once), "0", "plain", str(args.platform_ms))
+            late_s = [v / 1000 for v in slow["lateness_ms"]]
+            print(f"\n5. {slow['sent']} reminders due at one instant, each send taking {args.platform_ms:.0f} ms "
+                  f"(a platform API call): last sent after {max(late_s):.1f} s (p50 {percentile(late_s, 0.5):.1f} s); "
+                  f"{slow['said_late']} of them say \"补发…机器人当时不在线\" (sent more than 120 s after their time)")
 
         print("\nREADME: "
               f"cold start with {args.groups * args.per_group:,} pending todos in {args.groups:,} groups "
