@@ -5,7 +5,8 @@ AstrBot's Lark adapter is configured with `domain = fake.url`, so every API call
     POST /open-apis/auth/v3/tenant_access_token/internal   -> a fake tenant token
     GET  /open-apis/bot/v3/info                            -> the bot's name and open_id
     POST /open-apis/im/v1/messages/{message_id}/reply      -> recorded as a Reply  (normal answers)
-    POST /open-apis/im/v1/messages                         -> recorded as a Reply  (proactive sends)
+    POST /open-apis/im/v1/messages                         -> recorded as a Reply  (proactive sends), or refused
+                                                              with a Lark API error for a chat in `refuse_sends`
     POST /open-apis/cardkit/v1/cards ... (create/content/settings) -> streamed answers (CardKit cards)
     GET  /open-apis/contact/v3/users/{open_id}             -> user name (private chats look it up)
     GET  /open-apis/im/v1/chats/{chat_id}                  -> chat info: owner and managers (`chat_owners`, ...)
@@ -47,6 +48,14 @@ class Reply:
     content: dict
     card_id: str | None = None
     _lark: FakeLark | None = field(default=None, repr=False)
+    receive_id_type: str | None = None  # of a proactive send: "chat_id" (a group) or "open_id" (a person)
+    at: float = field(default_factory=time.time)  # when the fake received it (time.time())
+
+    @property
+    def mentions(self) -> list[str]:
+        """The user ids of the `at` elements of a `post` message, in order."""
+        return [el.get("user_id", "") for lang in self.content.values() if isinstance(lang, dict)
+                for para in lang.get("content", []) for el in para if isinstance(el, dict) and el.get("tag") == "at"]
 
     @property
     def text(self) -> str:
@@ -75,6 +84,15 @@ def post_text(content: dict) -> str:
     return "\n".join(parts)
 
 
+@dataclass(frozen=True)
+class LarkError:
+    """An error answer of the Lark API (HTTP 400 and a non-zero code, like Lark's "bot is not in the chat")."""
+
+    code: int = 230002
+    msg: str = "Bot/User can NOT be out of the chat."
+    http_status: int = 400
+
+
 class FakeLark:
     def __init__(self, bot_open_id: str = BOT_OPEN_ID, bot_name: str = BOT_NAME):
         self.bot_open_id = bot_open_id
@@ -87,6 +105,9 @@ class FakeLark:
         self.replies: list[Reply] = []
         self.calls: list[tuple[str, str, object]] = []  # (method, path, json body) of every API call
         self.cards: dict[str, dict] = {}
+        # receive_id (a chat_id or open_id) -> LarkError: proactive sends to it fail; each attempt goes to `refused`
+        self.refuse_sends: dict[str, LarkError] = {}
+        self.refused: list[Reply] = []
         self.on_reply = None  # optional callback(Reply) once a reply is complete (the demo prints them)
         self._cond = threading.Condition()
         self._ids = itertools.count(1)
@@ -113,6 +134,8 @@ class FakeLark:
             self.chat_members.clear()
             self.chat_owners.clear()
             self.chat_admins.clear()
+            self.refuse_sends.clear()
+            self.refused.clear()
 
     # -- waiting -----------------------------------------------------------------------------
     def wait_reply(self, message_id: str, timeout: float = 30) -> Reply:
@@ -133,6 +156,28 @@ class FakeLark:
         with self._cond:
             return [r for r in self.replies if r.in_reply_to == message_id]
 
+    def sent_to(self, receive_id: str) -> list[Reply]:
+        """The proactive messages (not replies) delivered to a chat_id or open_id, oldest first."""
+        with self._cond:
+            return [r for r in self.replies if r.in_reply_to is None and r.receive_id == receive_id]
+
+    def refused_to(self, receive_id: str) -> list[Reply]:
+        """The proactive sends to `receive_id` that were answered with its `refuse_sends` error."""
+        with self._cond:
+            return [r for r in self.refused if r.receive_id == receive_id]
+
+    def wait_for(self, condition, what: str, timeout: float = 30):
+        """Wait until `condition()` (called under the lock, after each API call) is truthy; returns its value."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while not (result := condition()):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"{what}: not within {timeout}s; "
+                                       f"replies so far: {[str(r) for r in self.replies[-5:]]}")
+                self._cond.wait(min(left, 0.5))
+            return result
+
     # -- the API -----------------------------------------------------------------------------
     async def _handle(self, request: web.Request) -> web.Response:
         path = request.path
@@ -148,9 +193,11 @@ class FakeLark:
         result = self._route(request.method, path, body if isinstance(body, dict) else {}, request)
         with self._cond:
             self._cond.notify_all()
+        if isinstance(result, LarkError):
+            return web.json_response({"code": result.code, "msg": result.msg}, status=result.http_status)
         return web.json_response(result)
 
-    def _route(self, method: str, path: str, body: dict, request: web.Request) -> dict:
+    def _route(self, method: str, path: str, body: dict, request: web.Request) -> dict | LarkError:
         parts = path.strip("/").split("/")
         ok = {"code": 0, "msg": "success"}
         if path.endswith("/auth/v3/tenant_access_token/internal") or path.endswith("/auth/v3/app_access_token/internal"):
@@ -167,7 +214,11 @@ class FakeLark:
         if method == "POST" and path.startswith("/open-apis/im/v1/messages"):
             in_reply_to = parts[4] if len(parts) >= 6 and parts[5] == "reply" else None
             receive_id = None if in_reply_to else body.get("receive_id")
-            self._record(in_reply_to, receive_id, body)
+            id_type = None if in_reply_to else request.query.get("receive_id_type")
+            if receive_id is not None and (error := self.refuse_sends.get(receive_id)) is not None:
+                self._record(in_reply_to, receive_id, body, id_type, refused=True)
+                return error
+            self._record(in_reply_to, receive_id, body, id_type)
             return {**ok, "data": {"message_id": f"om_bot_{next(self._ids)}", "msg_type": body.get("msg_type")}}
         if path == "/open-apis/cardkit/v1/cards" and method == "POST":
             card_id = f"card_{next(self._ids)}"
@@ -206,7 +257,8 @@ class FakeLark:
                           for uid, name in page],
                 "has_more": more, "page_token": str(start + size) if more else "", "member_total": len(members)}
 
-    def _record(self, in_reply_to: str | None, receive_id: str | None, body: dict) -> None:
+    def _record(self, in_reply_to: str | None, receive_id: str | None, body: dict, receive_id_type: str | None = None,
+                *, refused: bool = False) -> None:
         try:
             content = json.loads(body.get("content") or "{}")
         except ValueError:
@@ -215,10 +267,10 @@ class FakeLark:
         card_id = None
         if msg_type == "interactive" and content.get("type") == "card":
             card_id = content.get("data", {}).get("card_id")
-        reply = Reply(in_reply_to, receive_id, msg_type, content, card_id, self)
+        reply = Reply(in_reply_to, receive_id, msg_type, content, card_id, self, receive_id_type=receive_id_type)
         with self._cond:
-            self.replies.append(reply)
-        if reply.done:
+            (self.refused if refused else self.replies).append(reply)
+        if reply.done and not refused:
             self._announce(reply)
 
     def _announce(self, *replies: Reply) -> None:

@@ -1,0 +1,208 @@
+"""Todos and reminders (issue 8) on a real AstrBot with its real Lark adapter: a reminder set a few seconds ahead
+reaches the fake Lark at its time as a new group message (`POST im/v1/messages`, receive_id_type=chat_id, not a
+reply) with an `at` element for the member; a todo completed first is not announced; a reminder survives AstrBot
+being restarted before it is due, and a dashboard config save (which terminates and rebuilds the plugin), each
+delivered exactly once; a send Lark refuses is retried and then listed as failed.
+
+The model is scripted to ask for a reminder `lead` seconds after the moment it is asked, as a local ISO time with
+seconds in Asia/Shanghai (the plugin's `timezone` is set to it explicitly). Retries are quick here
+(`reminder_retry_base_seconds=1`, 3 attempts: at about 0, 1 and 3 s).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from .conftest import LarkDriver
+from .fake_lark import LarkError, Reply
+from .fake_model import Action, Rule, tool_call, user_says
+from .test_e2e_scopes_extraction import plugin_settings
+
+pytestmark = pytest.mark.e2e
+
+ZONE = ZoneInfo("Asia/Shanghai")
+SETTINGS = {"timezone": "Asia/Shanghai", "enable_todos": True, "reminder_retry_base_seconds": 1,
+            "reminder_max_attempts": 3}
+LEAD = 6.0  # seconds from the model's tool call to the reminder: enough for the turn to finish first
+SETTLE = 3.0  # seconds to keep watching after a delivery, so a duplicate (a second scheduler, a re-send) shows
+NOT_READY_RETRY = 15.0  # memory/_todos/delivery.py: a platform not up yet (just after a start) is tried again then
+WEEKDAYS = ("周一", "周二", "周三", "周四", "周五", "周六", "周日")
+_TODO_ID = re.compile(r"id=([0-9a-f]{8})")
+
+
+@dataclass
+class Reminder:
+    """A reminder the scripted model asks for: `content`, `lead` seconds after the model is asked. `at` is the
+    instant it asked for (whole seconds), set when the model answers."""
+
+    content: str
+    lead: float = LEAD
+    at: float = 0.0
+
+    def ask(self, _req) -> Action:
+        self.at = float(math.ceil(time.time() + self.lead))
+        local = datetime.fromtimestamp(self.at, ZONE).strftime("%Y-%m-%dT%H:%M:%S")
+        return tool_call("lark_add_todo", content=self.content, remind_at=local)
+
+    @property
+    def shown(self) -> str:
+        """How the tool result names its time: `11月23日（周一）10:00` (the plugin shows minutes)."""
+        local = datetime.fromtimestamp(self.at, ZONE)
+        return f"{local.month}月{local.day}日（{WEEKDAYS[local.weekday()]}）{local:%H:%M}"
+
+
+def todo_id(add_result: str) -> str:
+    found = _TODO_ID.search(add_result)
+    assert found, f"no todo id in the tool result: {add_result}"
+    return found[1]
+
+
+def wait_sent(fake_lark, group: str, count: int, timeout: float) -> list[Reply]:
+    return fake_lark.wait_for(lambda: len(fake_lark.sent_to(group)) >= count and fake_lark.sent_to(group),
+                              f"{count} message(s) sent to {group}", timeout)
+
+
+def sleep_until(instant: float) -> None:
+    time.sleep(max(0.0, instant - time.time()))
+
+
+def assert_reminds(message: Reply, group: str, user: str, content: str) -> None:
+    """A new message in the group (not a reply) that @-mentions `user` and names `content`."""
+    assert message.in_reply_to is None and message.receive_id == group, message
+    assert message.receive_id_type == "chat_id", message.receive_id_type
+    assert message.msg_type == "post", message
+    assert message.mentions == [user], message.content
+    assert f"提醒：{content}" in message.text, message.text
+
+
+@pytest.fixture(scope="module")
+def todo_bot(astrbot):
+    """The session AstrBot with this file's plugin settings (one plugin rebuild each way). `rebuild_seconds` is
+    how long that rebuild took, to set a reminder far enough ahead of the next one."""
+    started = time.monotonic()
+    with plugin_settings(astrbot, **SETTINGS):
+        astrbot.rebuild_seconds = time.monotonic() - started
+        yield astrbot
+
+
+@pytest.fixture
+def say(todo_bot, fake_lark, fake_model):
+    return LarkDriver(todo_bot, fake_lark, fake_model).say
+
+
+# -- on time -----------------------------------------------------------------------------------
+def test_a_reminder_reaches_the_group_as_a_new_message_mentioning_the_member(say, fake_lark, fake_model, ids):
+    group, user = ids.group(), ids.user()
+    weekly = Reminder("交周报")
+    fake_model.script(Rule(user_says("提醒我"), weekly.ask),
+                      Rule(user_says("我有哪些待办"), tool_call("lark_list_todos", include_done=True)))
+
+    result = say("过几秒提醒我交周报", group=group, user=user).tool_result("lark_add_todo")
+    assert f"将在 {weekly.shown} 提醒你：交周报" in result, result
+    assert "当前时间：" in result and "Asia/Shanghai" in result, result
+
+    [message] = wait_sent(fake_lark, group, 1, timeout=weekly.lead + 30)
+    assert message.at >= weekly.at, "not before its time"
+    assert_reminds(message, group, user, "交周报")
+    time.sleep(SETTLE)
+    assert len(fake_lark.sent_to(group)) == 1
+
+    listed = say("我有哪些待办？", group=group, user=user).tool_result("lark_list_todos")
+    assert "交周报" in listed and "已完成，已提醒" in listed, listed  # a reminder without a deadline is done once sent
+
+
+def test_a_todo_completed_before_its_time_is_not_announced(say, fake_lark, fake_model, ids):
+    group, user = ids.group(), ids.user()
+    weekly, daily = Reminder("交周报"), Reminder("交日报")  # the second one proves the scheduler did wake up
+    fake_model.script(Rule(user_says("提醒我交周报"), weekly.ask), Rule(user_says("提醒我交日报"), daily.ask))
+    weekly_id = todo_id(say("提醒我交周报", group=group, user=user).tool_result("lark_add_todo"))
+    say("提醒我交日报", group=group, user=user)
+
+    fake_model.script(Rule(user_says("周报交了"), tool_call("lark_update_todo", todo_id=weekly_id, status="done")))
+    done = say("周报交了", group=group, user=user).tool_result("lark_update_todo")
+    assert f"待办 {weekly_id}：已标记为完成" in done, done
+
+    [message] = wait_sent(fake_lark, group, 1, timeout=daily.lead + 30)
+    assert_reminds(message, group, user, "交日报")
+    sleep_until(max(weekly.at, message.at) + SETTLE)
+    assert [m.text for m in fake_lark.sent_to(group)] == [message.text], "the completed todo was announced"
+    assert "交周报" not in message.text
+
+
+# -- failure -----------------------------------------------------------------------------------
+def test_a_refused_send_is_retried_then_listed_as_failed(say, fake_lark, fake_model, ids):
+    group, user = ids.group(), ids.user()
+    fake_lark.refuse_sends[group] = LarkError(230002, "Bot/User can NOT be out of the chat.")
+    weekly = Reminder("交周报")
+    fake_model.script(Rule(user_says("提醒我"), weekly.ask),
+                      Rule(user_says("我有哪些待办"), tool_call("lark_list_todos")))
+    say("提醒我交周报", group=group, user=user)
+
+    attempts = SETTINGS["reminder_max_attempts"]
+    fake_lark.wait_for(lambda: len(fake_lark.refused_to(group)) >= attempts, f"{attempts} attempts",
+                       timeout=weekly.lead + 30)
+    refused = fake_lark.refused_to(group)
+    assert all(r.receive_id_type == "chat_id" and r.mentions == [user] and "交周报" in r.text for r in refused)
+    assert refused[1].at - refused[0].at >= 0.9 and refused[2].at - refused[1].at >= 1.9, "backing off"
+
+    listed = say("我有哪些待办？", group=group, user=user).tool_result("lark_list_todos")
+    line = next((ln for ln in listed.splitlines() if "交周报" in ln), "")
+    assert "提醒发送失败" in line and "稍后重试" not in line and "230002" in line, listed
+    assert len(fake_lark.refused_to(group)) == attempts, "no attempt after the last one"
+    assert not fake_lark.sent_to(group)
+
+
+# -- restarts and rebuilds ---------------------------------------------------------------------
+def test_a_reminder_survives_a_restart_and_is_delivered_once(start_astrbot, fake_lark, fake_model, ids, tmp_path):
+    root = tmp_path / "astrbot"
+    started = time.monotonic()
+    bot = start_astrbot(root)
+    boot = time.monotonic() - started
+    bot.set_plugin_config({**bot.get_plugin_config()["config"], **SETTINGS})
+    say = LarkDriver(bot, fake_lark, fake_model).say
+
+    group, user = ids.group(), ids.user()
+    # one comes due while AstrBot is down; the other, most likely, once it runs again (a restart takes less
+    # than the first start, which also initialised the root); either way each is sent exactly once
+    during = Reminder("交周报")
+    after = Reminder("交月报", lead=boot + 10)
+    fake_model.script(Rule(user_says("提醒我交周报"), during.ask), Rule(user_says("提醒我交月报"), after.ask))
+    say("提醒我交周报", group=group, user=user)
+    say("提醒我交月报", group=group, user=user)
+
+    bot.stop()  # SIGTERM: no plugin clean-up runs
+    sleep_until(during.at + 1)
+    assert not fake_lark.sent_to(group)
+    bot = start_astrbot(root)
+
+    messages = wait_sent(fake_lark, group, 2, timeout=max(0.0, after.at - time.time()) + NOT_READY_RETRY + 30)
+    time.sleep(SETTLE)
+    messages = sorted(fake_lark.sent_to(group), key=lambda m: "交月报" in m.text)
+    assert len(messages) == 2, [m.text for m in messages]
+    assert_reminds(messages[0], group, user, "交周报")
+    assert_reminds(messages[1], group, user, "交月报")
+    assert messages[1].at >= after.at
+
+
+def test_a_dashboard_config_save_before_the_time_leaves_one_scheduler(todo_bot, say, fake_lark, fake_model, ids):
+    group, user = ids.group(), ids.user()
+    # due well after the rebuild, when a stale scheduler would still be there to send it a second time (were the
+    # rebuild slower than that, it comes due during the rebuild and must still be sent once)
+    weekly = Reminder("交周报", lead=max(LEAD, 3 * todo_bot.rebuild_seconds + 3))
+    fake_model.script(Rule(user_says("提醒我"), weekly.ask))
+    say("提醒我交周报", group=group, user=user)
+
+    limit = todo_bot.get_plugin_config()["config"].get("todo_inject_limit", 5)
+    with plugin_settings(todo_bot, todo_inject_limit=limit % 20 + 1):  # a save: terminate, then a new plugin
+        [message] = wait_sent(fake_lark, group, 1, timeout=weekly.lead + 30)
+        assert_reminds(message, group, user, "交周报")
+        time.sleep(SETTLE)
+    time.sleep(SETTLE)  # and one more rebuild after it was sent (the settings put back) sends nothing again
+    assert len(fake_lark.sent_to(group)) == 1, [m.text for m in fake_lark.sent_to(group)]
