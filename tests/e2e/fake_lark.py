@@ -49,7 +49,7 @@ class Reply:
     card_id: str | None = None
     _lark: FakeLark | None = field(default=None, repr=False)
     receive_id_type: str | None = None  # of a proactive send: "chat_id" (a group) or "open_id" (a person)
-    at: float = field(default_factory=time.time)  # when the fake received it (time.time())
+    received_at: float = field(default_factory=time.time)  # when the fake received it (time.time())
 
     @property
     def mentions(self) -> list[str]:
@@ -167,7 +167,7 @@ class FakeLark:
             return [r for r in self.refused if r.receive_id == receive_id]
 
     def wait_for(self, condition, what: str, timeout: float = 30):
-        """Wait until `condition()` (called under the lock, after each API call) is truthy; returns its value."""
+        """Wait until `condition()` is truthy (checked after every API call, and twice a second); returns it."""
         deadline = time.monotonic() + timeout
         with self._cond:
             while not (result := condition()):

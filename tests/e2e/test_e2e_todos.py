@@ -14,13 +14,14 @@ from __future__ import annotations
 import math
 import re
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
 import pytest
 
-from .conftest import LarkDriver
+from .conftest import LarkDriver, sandbox
 from .fake_lark import LarkError, Reply
 from .fake_model import Action, Rule, tool_call, user_says
 from .test_e2e_scopes_extraction import plugin_settings
@@ -39,23 +40,30 @@ _TODO_ID = re.compile(r"id=([0-9a-f]{8})")
 
 @dataclass
 class Reminder:
-    """A reminder the scripted model asks for: `content`, `lead` seconds after the model is asked. `at` is the
+    """A reminder the scripted model asks for: `content`, `lead` seconds after the model is asked. `due` is the
     instant it asked for (whole seconds), set when the model answers."""
 
     content: str
     lead: float = LEAD
-    at: float = 0.0
+    due: float = 0.0
 
     def ask(self, _req) -> Action:
-        self.at = float(math.ceil(time.time() + self.lead))
-        local = datetime.fromtimestamp(self.at, ZONE).strftime("%Y-%m-%dT%H:%M:%S")
+        self.due = float(math.ceil(time.time() + self.lead))
+        local = datetime.fromtimestamp(self.due, ZONE).strftime("%Y-%m-%dT%H:%M:%S")
         return tool_call("lark_add_todo", content=self.content, remind_at=local)
 
     @property
     def shown(self) -> str:
         """How the tool result names its time: `11月23日（周一）10:00` (the plugin shows minutes)."""
-        local = datetime.fromtimestamp(self.at, ZONE)
+        local = datetime.fromtimestamp(self.due, ZONE)
         return f"{local.month}月{local.day}日（{WEEKDAYS[local.weekday()]}）{local:%H:%M}"
+
+
+def now_text(instant: float) -> str:
+    """`当前时间：2026年11月22日（周日）15:04（Asia/Shanghai）`, as the todo tools state it."""
+    local = datetime.fromtimestamp(instant, ZONE)
+    return (f"当前时间：{local.year}年{local.month}月{local.day}日（{WEEKDAYS[local.weekday()]}）{local:%H:%M}"
+            "（Asia/Shanghai）")
 
 
 def todo_id(add_result: str) -> str:
@@ -82,19 +90,23 @@ def assert_reminds(message: Reply, group: str, user: str, content: str) -> None:
     assert f"提醒：{content}" in message.text, message.text
 
 
+@dataclass
+class SharedBot:
+    bot: sandbox.AstrBot
+    rebuild_seconds: float  # how long a plugin rebuild (a config save) took on it
+
+
 @pytest.fixture(scope="module")
-def todo_bot(astrbot):
-    """The session AstrBot with this file's plugin settings (one plugin rebuild each way). `rebuild_seconds` is
-    how long that rebuild took, to set a reminder far enough ahead of the next one."""
+def shared(astrbot) -> Iterator[SharedBot]:
+    """The session AstrBot with this file's plugin settings (one plugin rebuild each way)."""
     started = time.monotonic()
     with plugin_settings(astrbot, **SETTINGS):
-        astrbot.rebuild_seconds = time.monotonic() - started
-        yield astrbot
+        yield SharedBot(astrbot, time.monotonic() - started)
 
 
 @pytest.fixture
-def say(todo_bot, fake_lark, fake_model):
-    return LarkDriver(todo_bot, fake_lark, fake_model).say
+def say(shared, fake_lark, fake_model):
+    return LarkDriver(shared.bot, fake_lark, fake_model).say
 
 
 # -- on time -----------------------------------------------------------------------------------
@@ -104,15 +116,18 @@ def test_a_reminder_reaches_the_group_as_a_new_message_mentioning_the_member(say
     fake_model.script(Rule(user_says("提醒我"), weekly.ask),
                       Rule(user_says("我有哪些待办"), tool_call("lark_list_todos", include_done=True)))
 
+    before = time.time()
     result = say("过几秒提醒我交周报", group=group, user=user).tool_result("lark_add_todo")
     assert f"将在 {weekly.shown} 提醒你：交周报" in result, result
-    assert "当前时间：" in result and "Asia/Shanghai" in result, result
+    assert any(now_text(t) in result for t in (before, time.time())), result
+    mark = fake_model.mark()
 
     [message] = wait_sent(fake_lark, group, 1, timeout=weekly.lead + 30)
-    assert message.at >= weekly.at, "not before its time"
+    assert message.received_at >= weekly.due, "not before its time"
     assert_reminds(message, group, user, "交周报")
     time.sleep(SETTLE)
     assert len(fake_lark.sent_to(group)) == 1
+    assert not [r for r in fake_model.requests_since(mark) if not r.is_extraction], "delivery asks no model"
 
     listed = say("我有哪些待办？", group=group, user=user).tool_result("lark_list_todos")
     assert "交周报" in listed and "已完成，已提醒" in listed, listed  # a reminder without a deadline is done once sent
@@ -131,7 +146,7 @@ def test_a_todo_completed_before_its_time_is_not_announced(say, fake_lark, fake_
 
     [message] = wait_sent(fake_lark, group, 1, timeout=daily.lead + 30)
     assert_reminds(message, group, user, "交日报")
-    sleep_until(max(weekly.at, message.at) + SETTLE)
+    sleep_until(max(weekly.due, message.received_at) + SETTLE)
     assert [m.text for m in fake_lark.sent_to(group)] == [message.text], "the completed todo was announced"
     assert "交周报" not in message.text
 
@@ -150,7 +165,8 @@ def test_a_refused_send_is_retried_then_listed_as_failed(say, fake_lark, fake_mo
                        timeout=weekly.lead + 30)
     refused = fake_lark.refused_to(group)
     assert all(r.receive_id_type == "chat_id" and r.mentions == [user] and "交周报" in r.text for r in refused)
-    assert refused[1].at - refused[0].at >= 0.9 and refused[2].at - refused[1].at >= 1.9, "backing off"
+    gaps = [later.received_at - earlier.received_at for earlier, later in zip(refused, refused[1:])]
+    assert gaps[0] >= 0.9 and gaps[1] >= 1.9, f"backing off: {gaps}"  # retry_base 1 s, doubled
 
     listed = say("我有哪些待办？", group=group, user=user).tool_result("lark_list_todos")
     line = next((ln for ln in listed.splitlines() if "交周报" in ln), "")
@@ -178,29 +194,29 @@ def test_a_reminder_survives_a_restart_and_is_delivered_once(start_astrbot, fake
     say("提醒我交月报", group=group, user=user)
 
     bot.stop()  # SIGTERM: no plugin clean-up runs
-    sleep_until(during.at + 1)
+    sleep_until(during.due + 1)
     assert not fake_lark.sent_to(group)
     bot = start_astrbot(root)
 
-    messages = wait_sent(fake_lark, group, 2, timeout=max(0.0, after.at - time.time()) + NOT_READY_RETRY + 30)
+    messages = wait_sent(fake_lark, group, 2, timeout=max(0.0, after.due - time.time()) + NOT_READY_RETRY + 30)
     time.sleep(SETTLE)
     messages = sorted(fake_lark.sent_to(group), key=lambda m: "交月报" in m.text)
     assert len(messages) == 2, [m.text for m in messages]
     assert_reminds(messages[0], group, user, "交周报")
     assert_reminds(messages[1], group, user, "交月报")
-    assert messages[1].at >= after.at
+    assert messages[1].received_at >= after.due
 
 
-def test_a_dashboard_config_save_before_the_time_leaves_one_scheduler(todo_bot, say, fake_lark, fake_model, ids):
+def test_a_dashboard_config_save_before_the_time_leaves_one_scheduler(shared, say, fake_lark, fake_model, ids):
     group, user = ids.group(), ids.user()
     # due well after the rebuild, when a stale scheduler would still be there to send it a second time (were the
     # rebuild slower than that, it comes due during the rebuild and must still be sent once)
-    weekly = Reminder("交周报", lead=max(LEAD, 3 * todo_bot.rebuild_seconds + 3))
+    weekly = Reminder("交周报", lead=max(LEAD, 3 * shared.rebuild_seconds + 3))
     fake_model.script(Rule(user_says("提醒我"), weekly.ask))
     say("提醒我交周报", group=group, user=user)
 
-    limit = todo_bot.get_plugin_config()["config"].get("todo_inject_limit", 5)
-    with plugin_settings(todo_bot, todo_inject_limit=limit % 20 + 1):  # a save: terminate, then a new plugin
+    limit = shared.bot.get_plugin_config()["config"].get("todo_inject_limit", 5)
+    with plugin_settings(shared.bot, todo_inject_limit=limit % 20 + 1):  # a save: terminate, then a new plugin
         [message] = wait_sent(fake_lark, group, 1, timeout=weekly.lead + 30)
         assert_reminds(message, group, user, "交周报")
         time.sleep(SETTLE)
