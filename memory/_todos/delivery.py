@@ -17,7 +17,7 @@ from .model import Delivery, DeliveryState, Todo, TodoStatus
 from .rules import TodoPolicy, wall_time
 
 LATE_AFTER = 120.0  # seconds: a reminder sent later than this after its time says it is late
-NOT_READY_RETRY = 15.0  # seconds until the next try when the platform is not up (yet); bounded by max lateness
+NOT_READY_RETRY = 5.0  # seconds until the next try when the platform is not up (yet); bounded by max lateness
 MAX_ERROR_CHARS = 200
 
 
