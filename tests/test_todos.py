@@ -498,3 +498,25 @@ def test_a_repeated_extraction_proposal_never_confirms_itself(policy):
     _, confirmed, existed = rules.add(todos, caller(), content="交周报", assignee="self", schedule=schedule,
                                       origin=ORIGIN, now=NOW, policy=policy)
     assert existed and confirmed.confirmed
+
+
+async def test_a_reminder_waiting_behind_slow_sends_is_not_called_late(tmp_path, store, policy):
+    """Queueing behind other sends is not downtime: only a pass that found the reminder late says so."""
+    clock = Clock(NOW)
+
+    class SlowSender(Sender):
+        async def __call__(self, reminder):
+            clock.now += 90  # each send takes 90 s of (fake) time
+            return await super().__call__(reminder)
+
+    sender = SlowSender()
+    s = scheduler(tmp_path, store, sender, policy, clock)
+    await s.open()
+    for i in range(3):
+        await add(store, policy, f"事项{i}", remind_at="2026-11-23T10:00")
+        await add_todo(store, caller(B, OTHER_GROUP), policy, ORIGIN, content=f"别群{i}", remind_at="2026-11-23T10:00",
+                       now=NOW)
+    clock.now = at("2026-11-23T10:00")
+    await s.run_due()
+    assert len(sender.sent) == 6 and not any("补发" in text for _, _, text in sender.sent)
+    assert {t.delivery.state for k in (G, OTHER_GROUP) for t in await store.todos(k)} == {DeliveryState.SENT}

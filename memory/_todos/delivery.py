@@ -38,7 +38,10 @@ class Reminder:
 Send = Callable[[Reminder], Awaitable[bool]]
 
 
-def reminder(key: GroupKey, todo: Todo, now: float, policy: TodoPolicy, *, mention_all: bool) -> Reminder:
+def reminder(key: GroupKey, todo: Todo, noticed: float, policy: TodoPolicy, *, mention_all: bool) -> Reminder:
+    """The message for the todo's reminder. `noticed` is when the scheduler's pass found it due: only a reminder
+    found due well after its time (the bot was down) says it is late, never one that waited behind others."""
+    now = noticed
     occurrence = todo.remind_at
     assert occurrence is not None
     text = f"提醒：{todo.content}" if todo.assignee is not None else f"提醒大家：{todo.content}"
@@ -49,8 +52,10 @@ def reminder(key: GroupKey, todo: Todo, now: float, policy: TodoPolicy, *, menti
     return Reminder(key, todo, occurrence, text, todo.assignee, mention_all and todo.assignee is None)
 
 
-def sent(todo: Todo, occurrence: float, now: float, policy: TodoPolicy) -> Todo:
-    state = DeliveryState.LATE if now - occurrence > LATE_AFTER else DeliveryState.SENT
+def sent(todo: Todo, occurrence: float, now: float, policy: TodoPolicy, *, noticed: float | None = None) -> Todo:
+    """Record a delivered reminder; it counts as late when the pass that found it (`noticed`) was late."""
+    late = (now if noticed is None else noticed) - occurrence > LATE_AFTER
+    state = DeliveryState.LATE if late else DeliveryState.SENT
     record = _record(todo, occurrence).model_copy(update={
         "state": state, "sent_at": now, "attempts": _record(todo, occurrence).attempts + 1, "next_attempt_at": None,
     })

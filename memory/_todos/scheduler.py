@@ -135,7 +135,7 @@ class ReminderScheduler:
             if self._stopped:
                 break
             try:
-                await self._process(key)
+                await self._process(key, now)
             except MemoryPluginError as exc:
                 log.error("reminders of group %s cannot be handled now: %s", key, exc)
                 self.index.note(key, self._clock() + BROKEN_GROUP_RETRY)
@@ -148,7 +148,9 @@ class ReminderScheduler:
             log.warning("cannot write the todo due index: %s", exc)
         return len(keys)
 
-    async def _process(self, key: GroupKey) -> None:
+    async def _process(self, key: GroupKey, noticed: float) -> None:
+        """Tidy the group and send what is due. Lateness is judged from `noticed`, when the pass found the group
+        due, so waiting behind other groups' sends is never taken for downtime."""
         policy = self._policy()
         now = self._clock()
         self.stats.groups_processed += 1
@@ -161,7 +163,7 @@ class ReminderScheduler:
             for todo in todos:
                 at = rules.reminder_time(todo)
                 if at is not None and at <= now and todo.remind_at is not None \
-                        and now - todo.remind_at > policy.max_lateness:
+                        and noticed - todo.remind_at > policy.max_lateness:
                     todo = delivery.too_late(todo, now, policy)
                     ops[todo.id] = "missed"
                     self.stats.missed += 1
@@ -175,11 +177,11 @@ class ReminderScheduler:
             current = next((t for t in await self._store.todos(key) if t.id == todo_id), None)
             if current is None or not _due(current, self._clock()):
                 continue  # changed (completed, cancelled, moved) while earlier reminders were sent
-            await self._deliver(key, current, policy)
+            await self._deliver(key, current, policy, noticed=max(noticed, current.remind_at or noticed))
         self._todos_changed(key, await self._store.todos(key))
 
-    async def _deliver(self, key: GroupKey, todo: Todo, policy: rules.TodoPolicy) -> None:
-        message = delivery.reminder(key, todo, self._clock(), policy, mention_all=self._mention_all)
+    async def _deliver(self, key: GroupKey, todo: Todo, policy: rules.TodoPolicy, *, noticed: float) -> None:
+        message = delivery.reminder(key, todo, noticed, policy, mention_all=self._mention_all)
         try:
             was_sent = await self._send(message)
             error: BaseException | None = None
@@ -195,7 +197,7 @@ class ReminderScheduler:
             op = "remind_failed"
         elif was_sent:
             self.stats.sent += 1
-            settle = lambda t: delivery.sent(t, message.occurrence, now, policy)  # noqa: E731
+            settle = lambda t: delivery.sent(t, message.occurrence, now, policy, noticed=noticed)  # noqa: E731
             op = "remind"
         else:
             settle = lambda t: delivery.not_ready(t, message.occurrence, now, todo.platform_id)  # noqa: E731
