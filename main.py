@@ -7,7 +7,7 @@ import functools
 import operator
 import time
 from datetime import datetime
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,7 @@ from .memory import (
     Roster,
     Scope,
     Settings,
+    Todo,
     TodoPolicy,
     TodoProposals,
     TodoSection,
@@ -59,7 +60,6 @@ from .memory import (
     status_text,
     update_todo,
     visible_memories,
-    with_todos,
 )
 
 PLUGIN_NAME = "astrbot_plugin_user_memory"
@@ -69,6 +69,7 @@ MEMORY_TOOLS = (
 )
 # Adapters that can post a message nobody asked for (DECISIONS §7): reminders are refused elsewhere.
 REMINDER_PLATFORMS = frozenset({"lark", "aiocqhttp"})
+NO_TODO_LINES: list[str] = []
 TODOS_OFF = "待办功能已被管理员关闭，没有记录任何待办。"
 _MEMORY_TOOL_NAMES = frozenset(MEMORY_TOOLS)
 _tool_name = operator.attrgetter("name")
@@ -128,6 +129,7 @@ class UserMemoryPlugin(Star):
         self.background_calls = CallLimiter(self.settings.background_max_concurrent_calls)
         self.todo_policy = TodoPolicy.from_settings(self.settings, self._zone())
         self.todo_section = TodoSection()
+        self._todo_inject_limit = min(self.settings.todo_inject_limit, self.settings.memory_inject_limit)
         self._settings_after_todos: dict[tuple[int, int], Settings] = {}
         self._now_line_cache: tuple[int, str] = (-1, "")
         self.reminders: ReminderScheduler | None = None
@@ -310,31 +312,31 @@ class UserMemoryPlugin(Star):
         caller = self._caller_in_group(event, member)
         speaker = self._speaker_name(event, member)
         try:
-            settings, todo_lines = self.settings, []
+            settings, todo_lines, now = self.settings, NO_TODO_LINES, time.time()
             if self.reminders is not None:
-                settings, todo_lines = await self._todo_section(member)
+                todos = self.store.peek_todos(member.group)
+                if todos is None:
+                    todos = await self.store.todos(member.group)
+                settings, todo_lines = self._todo_section(member, todos, now)
             block = await self.recall.memory_block(
                 self.store, caller, settings, speaker, event.message_str or req.prompt or "",
             )
             if self.reminders is not None and self.settings.memory_inject_limit:
-                block = with_todos(block, todo_lines, self._now_line(), speaker)
+                block = self.todo_section.block(member.group, member.user_id, block, todo_lines, self._now_line(now),
+                                                speaker)
         except MemoryPluginError as exc:
             logger.warning(f"[{PLUGIN_NAME}] memories of {member.group} not injected: {exc}")
             return
         if block:
             req.system_prompt = f"{req.system_prompt}\n\n{block}" if req.system_prompt else block
 
-    async def _todo_section(self, member: MemberKey) -> tuple[Settings, list[str]]:
+    def _todo_section(self, member: MemberKey, todos: Sequence[Todo], now: float) -> tuple[Settings, list[str]]:
         """The todo lines for the block and the settings left for memories: todos take their slots and characters
         out of the one budget (`todo_inject_limit` at most)."""
-        todos = self.store.peek_todos(member.group)
-        if todos is None:
-            todos = await self.store.todos(member.group)
-        limit = min(self.settings.todo_inject_limit, self.settings.memory_inject_limit)
-        lines, chars = self.todo_section.lines(member.group, todos, member.user_id, time.time(), self.todo_policy,
-                                               limit)
+        lines, chars = self.todo_section.lines(member.group, todos, member.user_id, now, self.todo_policy,
+                                               self._todo_inject_limit)
         if not lines:
-            return self.settings, []
+            return self.settings, lines
         left = self._settings_after_todos.get((len(lines), chars))
         if left is None:
             left = self._settings_after_todos[(len(lines), chars)] = dataclasses.replace(
@@ -344,9 +346,9 @@ class UserMemoryPlugin(Star):
             )
         return left, lines
 
-    def _now_line(self) -> str:
+    def _now_line(self, now: float) -> str:
         """The current local time for the block, rendered once a minute."""
-        minute = int(time.time() // 60)
+        minute = int(now // 60)
         if self._now_line_cache[0] != minute:
             self._now_line_cache = (minute, now_text(minute * 60.0, self.todo_policy.zone))
         return self._now_line_cache[1]

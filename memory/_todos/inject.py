@@ -11,12 +11,14 @@ from collections import OrderedDict
 from collections.abc import Sequence
 
 from .._models import GroupKey
+from .._prompt import with_todos
 from .model import Todo, TodoStatus
 from .rules import TodoPolicy
 from .service import list_order, soonest, todo_line
 
 UPCOMING_GROUP_TODOS = 7 * 86400.0  # group todos due within this long go into every member's block
 MAX_CACHED_MEMBERS = 4096
+_NONE: list[str] = []  # one shared empty result, so an unchanged block is recognised by identity
 
 
 def injected_todos(todos: Sequence[Todo], user_id: str, now: float, horizon: float, limit: int) -> list[Todo]:
@@ -39,10 +41,28 @@ class TodoSection:
 
     def __init__(self) -> None:
         self._cache: OrderedDict[tuple[GroupKey, str], tuple[Sequence[Todo], int, int, list[str], int]] = OrderedDict()
+        self._blocks: OrderedDict[tuple[GroupKey, str], tuple[str, list[str], str, str, str]] = OrderedDict()
+
+    def block(self, key: GroupKey, user_id: str, memory_block: str, lines: list[str], now_line: str,
+              speaker: str) -> str:
+        """`with_todos` of the arguments, reused while they are the very same objects (the memory block and the
+        lines are cached upstream, the time line per minute): the hot path copies no string when nothing changed."""
+        cached = self._blocks.get((key, user_id))
+        if (cached is not None and cached[0] is memory_block and cached[1] is lines and cached[2] is now_line
+                and cached[3] == speaker):
+            return cached[4]
+        text = with_todos(memory_block, lines, now_line, speaker)
+        self._blocks[(key, user_id)] = (memory_block, lines, now_line, speaker, text)
+        self._blocks.move_to_end((key, user_id))
+        if len(self._blocks) > MAX_CACHED_MEMBERS:
+            self._blocks.popitem(last=False)
+        return text
 
     def lines(self, key: GroupKey, todos: Sequence[Todo], user_id: str, now: float, policy: TodoPolicy,
               limit: int) -> tuple[list[str], int]:
         """The member's todo lines for the block and the characters of todo content they hold."""
+        if not todos:
+            return _NONE, 0
         minute = int(now // 60)
         cached = self._cache.get((key, user_id))
         if cached is not None and cached[0] is todos and cached[1] == minute and cached[2] == limit:
