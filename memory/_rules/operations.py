@@ -10,12 +10,20 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from .._errors import InvalidMemoryInput, MemoryLimitReached, PermissionDenied
 from .._models import Memory, MemoryType, Source
 from .._text import clean_content, dedupe_key, require_encodable
 from .matching import match_description, same_slot
+
+
+class _HasId(Protocol):
+    @property
+    def id(self) -> str: ...
+
+
+T = TypeVar("T", bound=_HasId)
 
 ONLY_ADDER_OR_ADMIN = "群公共记忆只有添加者或群管理员可以修改"
 # Only an explicit word for "everything" deletes everything; a blank or invisible target is an error.
@@ -67,17 +75,23 @@ def parse_content(value: Any, max_length: int) -> str:
 
 def find_by_id(memories: Sequence[Memory], raw_id: Any) -> Memory:
     """The memory whose id (full, or a unique prefix of at least 4 characters, dashes ignored) is `raw_id`."""
+    return find_by_id_prefix(memories, raw_id, field="记忆 id", noun="记忆", listing="lark_list_memory 查看当前记忆及其 id")
+
+
+def find_by_id_prefix(items: Sequence[T], raw_id: Any, *, field: str, noun: str, listing: str) -> T:
+    """The item (a memory, a todo) whose id, or a unique prefix of at least 4 characters of it (dashes, brackets
+    and case ignored), is `raw_id`; otherwise a short error naming `field` and the tool that lists ids."""
     if not isinstance(raw_id, str) or not raw_id.strip():
-        raise InvalidMemoryInput(f"记忆 id 必须是非空文本，收到 {raw_id!r}")
-    require_encodable(raw_id, "记忆 id")
-    wanted = raw_id.strip().strip("[]").replace("-", "").lower()
+        raise InvalidMemoryInput(f"{field} 必须是非空文本，收到 {raw_id!r}")
+    require_encodable(raw_id, field)
+    wanted = raw_id.strip().strip("[]#").replace("-", "").lower()
     if len(wanted) < MIN_ID_PREFIX:
-        raise InvalidMemoryInput(f"记忆 id {raw_id!r} 太短：请使用列表中显示的完整短 id")
-    hits = [m for m in memories if m.id.replace("-", "").lower().startswith(wanted)]
+        raise InvalidMemoryInput(f"{field} {raw_id!r} 太短：请使用列表中显示的完整短 id")
+    hits = [item for item in items if item.id.replace("-", "").lower().startswith(wanted)]
     if not hits:
-        raise InvalidMemoryInput(f"没有 id 为 {raw_id!r} 的记忆：请先用 lark_list_memory 查看当前记忆及其 id")
+        raise InvalidMemoryInput(f"没有 id 为 {raw_id!r} 的{noun}：请先用 {listing}")
     if len(hits) > 1:
-        raise InvalidMemoryInput(f"id {raw_id!r} 对应多条记忆：请使用更长的 id")
+        raise InvalidMemoryInput(f"id {raw_id!r} 对应多条{noun}：请使用更长的 id")
     return hits[0]
 
 

@@ -20,9 +20,9 @@ from zoneinfo import ZoneInfo
 
 from .._errors import InvalidMemoryInput, MemoryLimitReached, PermissionDenied
 from .._models import Caller, Source
-from .._rules.operations import MIN_ID_PREFIX, parse_content
+from .._rules.operations import find_by_id_prefix, parse_content
 from .._settings import ADMINS, Settings
-from .._text import dedupe_key, require_encodable
+from .._text import dedupe_key
 from . import recurrence, when
 from .model import Delivery, DeliveryState, Todo, TodoStatus
 
@@ -194,18 +194,8 @@ def may_change(caller: Caller, todo: Todo) -> bool:
 
 def find(todos: Sequence[Todo], user_id: str, raw_id: Any) -> Todo:
     """The visible todo whose id (full, or a unique prefix of at least 4 characters) is `raw_id`."""
-    if not isinstance(raw_id, str) or not raw_id.strip():
-        raise InvalidMemoryInput(f"todo_id 必须是非空文本，收到 {raw_id!r}：请先用 lark_list_todos 查看待办及其 id")
-    require_encodable(raw_id, "todo_id")
-    wanted = raw_id.strip().strip("[]#").replace("-", "").lower()
-    if len(wanted) < MIN_ID_PREFIX:
-        raise InvalidMemoryInput(f"todo_id {raw_id!r} 太短：请使用列表中显示的完整短 id")
-    hits = [t for t in visible(todos, user_id) if t.id.replace("-", "").lower().startswith(wanted)]
-    if not hits:
-        raise InvalidMemoryInput(f"没有 id 为 {raw_id!r} 的待办：请先用 lark_list_todos 查看待办及其 id")
-    if len(hits) > 1:
-        raise InvalidMemoryInput(f"id {raw_id!r} 对应多条待办：请使用更长的 id")
-    return hits[0]
+    return find_by_id_prefix(visible(todos, user_id), raw_id, field="todo_id", noun="待办",
+                             listing="lark_list_todos 查看待办及其 id")
 
 
 def pending_count(todos: Sequence[Todo], user_id: str) -> int:
