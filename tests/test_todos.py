@@ -520,3 +520,20 @@ async def test_a_reminder_waiting_behind_slow_sends_is_not_called_late(tmp_path,
     await s.run_due()
     assert len(sender.sent) == 6 and not any("补发" in text for _, _, text in sender.sent)
     assert {t.delivery.state for k in (G, OTHER_GROUP) for t in await store.todos(k)} == {DeliveryState.SENT}
+
+
+async def test_a_lowered_due_time_is_durable_before_the_document_that_needs_it(tmp_path, store, policy):
+    """The index's invariant (never later than the truth on disk): if the index cannot be written, the todo is not
+    saved either, so no saved reminder can be missing from the index after a crash."""
+    s = scheduler(tmp_path, store, Sender(), policy, Clock(NOW))
+    await s.open()
+    index_file = tmp_path / "todo_due_index.json"
+    index_file.unlink(missing_ok=True)
+    index_file.mkdir()  # the atomic rename onto it fails
+    result = await add(store, policy, remind_at="2026-11-23T10:00")
+    assert "待办没有保存" in result
+    assert await store.todos(G) == [] and not store.path_for(G).exists()
+    index_file.rmdir()
+    assert "提醒你" in await add(store, policy, remind_at="2026-11-23T10:00")
+    on_disk = json.loads(index_file.read_text())["groups"]
+    assert on_disk == [["lark", "oc_group1", at("2026-11-23T10:00")]]
