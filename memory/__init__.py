@@ -9,7 +9,7 @@ from ._models import SCHEMA_VERSION, Caller, GroupDocument, GroupKey, MemberKey,
 from ._extraction import ExtractionScheduler, TodoProposals, Utterance, run_extraction
 from ._limiter import CallLimiter
 from ._members import MemberDirectory, Roster, roster_from
-from ._prompt import DISABLED, MEMORY_BLOCK_END, MEMORY_BLOCK_START, NOT_IN_GROUP, with_todos
+from ._prompt import DISABLED, MEMORY_BLOCK_END, MEMORY_BLOCK_START, NOT_IN_GROUP
 from ._recall import Recall, VectorStore, combine, semantic_similarities
 from ._settings import Settings
 from ._status import Health, status_text
@@ -18,8 +18,8 @@ from ._todos.delivery import Reminder
 from ._todos.model import Todo, TodoStatus
 from ._todos.rules import Origin, TodoPolicy
 from ._todos.scheduler import ReminderScheduler
-from ._todos.inject import TodoSection, injected_todos
-from ._todos.service import add_todo, list_todos, todo_line, update_todo
+from ._todos.inject import TodoSection
+from ._todos.service import add_todo, list_todos, update_todo
 from ._todos.when import now_text, resolve_zone
 from ._tools import forget_memory, list_memory, save_memory, visible_memories
 
@@ -64,7 +64,6 @@ __all__ = [
     "list_memory",
     "save_memory",
     "visible_memories",
-    "with_todos",
     "Origin",
     "Reminder",
     "ReminderScheduler",
@@ -73,11 +72,9 @@ __all__ = [
     "TodoProposals",
     "TodoStatus",
     "add_todo",
-    "injected_todos",
     "list_todos",
     "now_text",
     "resolve_zone",
-    "todo_line",
     "TodoSection",
     "update_todo",
 ]

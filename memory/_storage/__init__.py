@@ -2,7 +2,7 @@
 JSON document per group with its change log (`changelog.py`), written through the durable file helpers (`files.py`)
 that the vectors file beside it (`_recall/semantic.py`) uses too."""
 
-from .base import GROUP_OWNER, MemoryStore, Owner, TodoChange
+from .base import GROUP_OWNER, MemoryStore, Owner
 from .changelog import CALL, ERASE, MEMORY, TODO
 from .files import LeftoverTempFiles, group_file_path, read_bytes, write_atomic
 from .store import UserMemoryStore
@@ -16,7 +16,6 @@ __all__ = [
     "LeftoverTempFiles",
     "MemoryStore",
     "Owner",
-    "TodoChange",
     "UserMemoryStore",
     "group_file_path",
     "read_bytes",

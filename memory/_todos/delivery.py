@@ -41,14 +41,13 @@ Send = Callable[[Reminder], Awaitable[bool]]
 def reminder(key: GroupKey, todo: Todo, noticed: float, policy: TodoPolicy, *, mention_all: bool) -> Reminder:
     """The message for the todo's reminder. `noticed` is when the scheduler's pass found it due: only a reminder
     found due well after its time (the bot was down) says it is late, never one that waited behind others."""
-    now = noticed
     occurrence = todo.remind_at
     assert occurrence is not None
     text = f"提醒：{todo.content}" if todo.assignee is not None else f"提醒大家：{todo.content}"
     if todo.due_at is not None:
-        text += f"（截止 {when.format_local(todo.due_at, policy.zone, now)}）"
-    if now - occurrence > LATE_AFTER:
-        text += f"（补发：原定 {when.format_local(occurrence, policy.zone, now)}，机器人当时不在线）"
+        text += f"（截止 {when.format_local(todo.due_at, policy.zone, noticed)}）"
+    if noticed - occurrence > LATE_AFTER:
+        text += f"（补发：原定 {when.format_local(occurrence, policy.zone, noticed)}，机器人当时不在线）"
     return Reminder(key, todo, occurrence, text, todo.assignee, mention_all and todo.assignee is None)
 
 

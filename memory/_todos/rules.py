@@ -24,7 +24,7 @@ from .._rules.operations import find_by_id_prefix, parse_content
 from .._settings import ADMINS, Settings
 from .._text import dedupe_key
 from . import recurrence, when
-from .model import Delivery, DeliveryState, Todo, TodoStatus
+from .model import DeliveryState, Todo, TodoStatus
 
 SELF, GROUP = "self", "group"
 _ASSIGNEES = {

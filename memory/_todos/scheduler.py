@@ -36,7 +36,6 @@ INDEX_FILE = "todo_due_index.json"
 class SchedulerStats:
     wakeups: int = 0
     idle_wakeups: int = 0  # woke up and found nothing due: between due times this stays about zero
-    groups_processed: int = 0
     sent: int = 0
     failed_attempts: int = 0
     missed: int = 0
@@ -153,7 +152,6 @@ class ReminderScheduler:
         due, so waiting behind other groups' sends is never taken for downtime."""
         policy = self._policy()
         now = self._clock()
-        self.stats.groups_processed += 1
         ops: dict[str, str] = {}
 
         def tidy(todos: list[Todo]) -> tuple[list[Todo], None]:

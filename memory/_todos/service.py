@@ -4,13 +4,13 @@ current local time (the host's prompt may not carry the date)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
 from typing import Any
 
 from .._errors import InvalidMemoryInput, StorageUnavailable
 from .._fence import data
 from .._models import Caller
 from .._storage import MemoryStore
+from .._storage.base import R, TodoChange
 from . import rules, when
 from .recurrence import parse_rule
 from .model import DeliveryState, Todo, TodoStatus
@@ -59,19 +59,17 @@ async def add_todo(
 ) -> str:
     now = time.time() if now is None else now
     zone = policy.zone
-    try:
+
+    def change(todos: list[Todo]) -> tuple[list[Todo], tuple[rules.Schedule, Todo, bool]]:
         schedule = rules.read_schedule(remind_at, due_at, recurrence, now, policy, can_remind=origin.can_remind)
+        todos, todo, existed = rules.add(todos, caller, content=content, assignee=assignee, schedule=schedule,
+                                         origin=origin, now=now, policy=policy)
+        return todos, (schedule, todo, existed)
 
-        def change(todos: list[Todo]) -> tuple[list[Todo], tuple[Todo, bool]]:
-            todos, todo, existed = rules.add(todos, caller, content=content, assignee=assignee, schedule=schedule,
-                                             origin=origin, now=now, policy=policy)
-            return todos, (todo, existed)
-
-        todo, existed = await store.change_todos(caller.member.group, change, actor=caller.member.user_id)
-    except InvalidMemoryInput as exc:
-        return f"{exc}。{NOTHING_CHANGED}{_now_suffix(exc, now, zone)}"
-    except StorageUnavailable as exc:
-        return NOT_SAVED.format(error=exc)
+    done = await _apply(store, caller, change, now, zone)
+    if isinstance(done, str):
+        return done
+    schedule, todo, existed = done
     who = "全群" if todo.is_group else "你"
     if todo.remind_at is not None:
         rule = parse_rule(todo.recurrence, now, zone) if todo.recurrence else None
@@ -137,12 +135,10 @@ async def update_todo(
         )
         return todos, (before, after)
 
-    try:
-        before, after = await store.change_todos(caller.member.group, change, actor=caller.member.user_id)
-    except InvalidMemoryInput as exc:
-        return f"{exc}。{NOTHING_CHANGED}{_now_suffix(exc, now, zone)}"
-    except StorageUnavailable as exc:
-        return NOT_SAVED.format(error=exc)
+    done = await _apply(store, caller, change, now, zone)
+    if isinstance(done, str):
+        return done
+    before, after = done
     what = []
     if after.status is not before.status:
         ended = "，重复提醒已停止" if after.recurrence and after.status is not TodoStatus.PENDING else ""
@@ -165,6 +161,17 @@ def soonest(todo: Todo) -> float | None:
 def list_order(todo: Todo) -> tuple[bool, float, float]:
     first = soonest(todo)
     return todo.status is not TodoStatus.PENDING, first if first is not None else float("inf"), todo.created_at
+
+
+async def _apply(store: MemoryStore, caller: Caller, change: TodoChange[R], now: float, zone: Any) -> R | str:
+    """Run a change of the caller's group's todos; a refusal or a storage failure becomes the text for the model
+    (nothing changed)."""
+    try:
+        return await store.change_todos(caller.member.group, change, actor=caller.member.user_id)
+    except InvalidMemoryInput as exc:
+        return f"{exc}。{NOTHING_CHANGED}{_now_suffix(exc, now, zone)}"
+    except StorageUnavailable as exc:
+        return NOT_SAVED.format(error=exc)
 
 
 def _now_suffix(error: InvalidMemoryInput, now: float, zone: Any) -> str:
