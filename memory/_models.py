@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -67,6 +68,11 @@ class Memory(BaseModel):
     source: Source = Source.EXPLICIT
     importance: float = 0.5
     added_by: str | None = None  # who added a group memory
+    # Memory over time (`_aging/`). Importance above is the base; decay is computed from it when read.
+    last_used_at: float | None = None  # when a reply last really drew on it (judged after the reply)
+    promoted_at: float | None = None  # when review promoted it to core: it never decays
+    reviewed_at: float | None = None  # when a decay review kept it: decay counts again from then
+    merged_from: list[dict[str, Any]] | None = None  # what a consolidation merged into it (provenance, undo)
 
     @property
     def short_id(self) -> str:

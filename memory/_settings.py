@@ -51,6 +51,27 @@ class Settings:
     reminder_max_attempts: int = 3
     reminder_retry_base_seconds: int = 200
     reminder_mention_all: bool = False
+    # memory over time (design 004 on the 0-1 scale: its value / 3, see README "记忆如何随时间变化")
+    episode_segment_messages: int = 30
+    episode_quiet_minutes: int = 30
+    episode_inject_limit: int = 2
+    episode_decay_after_days: int = 7
+    episode_decay_factor: float = 0.8
+    episode_max_age_days: int = 14
+    memory_decay_after_days: int = 7
+    memory_decay_factor: float = 0.95
+    memory_core_importance: float = 1.0
+    usage_boost: float = 0.1
+    review_promote_at: float = 0.83
+    review_decay_below: float = 0.17
+    review_max_search_rounds: int = 3
+    review_daily_cap: int = 20
+    consolidation_daily_cap: int = 5
+    archive_below_importance: float = 0.1
+    archive_unused_days: int = 90
+    archive_unused_max_importance: float = 0.5
+    archive_retention_days: int = 30
+    maintenance_interval_hours: int = 24
 
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any] | None) -> tuple[Settings, list[str]]:
@@ -126,6 +147,26 @@ _RANGES: dict[str, tuple[float, float]] = {
     "reminder_max_lateness_minutes": (0, 10080),
     "reminder_max_attempts": (1, 10),
     "reminder_retry_base_seconds": (1, 3600),
+    "episode_segment_messages": (5, 500),
+    "episode_quiet_minutes": (1, 1440),
+    "episode_inject_limit": (0, 10),
+    "episode_decay_after_days": (0, 365),
+    "episode_decay_factor": (0.1, 1.0),
+    "episode_max_age_days": (1, 3650),
+    "memory_decay_after_days": (0, 365),
+    "memory_decay_factor": (0.5, 1.0),
+    "memory_core_importance": (0.5, 1.0),
+    "usage_boost": (0.0, 1.0),
+    "review_promote_at": (0.0, 1.0),
+    "review_decay_below": (0.0, 1.0),
+    "review_max_search_rounds": (0, 3),
+    "review_daily_cap": (0, 1000),
+    "consolidation_daily_cap": (0, 1000),
+    "archive_below_importance": (0.0, 1.0),
+    "archive_unused_days": (1, 3650),
+    "archive_unused_max_importance": (0.0, 1.0),
+    "archive_retention_days": (1, 3650),
+    "maintenance_interval_hours": (1, 168),
 }
 _CHOICES: dict[str, tuple[str, ...]] = {
     "group_memory_writers": (EVERYONE, ADMINS),

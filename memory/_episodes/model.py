@@ -1,0 +1,29 @@
+"""One episode of a group's conversation."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Episode(BaseModel):
+    """A summary of one segment of a group's conversation: who talked, when, and what about.
+
+    "[11-21 18:00–18:40] 老王和小李讨论了支付服务的上线时间，定在周三；小李负责回滚预案". Belongs to its group's
+    episode file only; never shown in another group."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+    id: str
+    start: float  # the segment's first message
+    end: float  # its last message
+    participants: list[str] = Field(default_factory=list)  # user ids of the speakers, in order of first message
+    summary: str  # names written as the members are called, never the prompt's U1/U2 labels
+    created_at: float
+    messages: int = 0  # how many messages the segment had
+    importance: float = 0.5  # base importance; decay is computed when read
+    last_used_at: float | None = None
+    archived_at: float | None = None  # archived (expired): kept, not injected, purged after the retention period
+
+    @property
+    def short_id(self) -> str:
+        return self.id.replace("-", "")[:8]
