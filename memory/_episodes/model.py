@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+EPISODE_SCHEMA_VERSION = 1
+
 
 class Episode(BaseModel):
     """A summary of one segment of a group's conversation: who talked, when, and what about.
@@ -27,3 +29,15 @@ class Episode(BaseModel):
     @property
     def short_id(self) -> str:
         return self.id.replace("-", "")[:8]
+
+
+class EpisodeDocument(BaseModel):
+    """The content of a group's episode file (`<group>.episodes.json` beside the group file): kept apart so the
+    group file's cold load does not grow with the conversation's history."""
+
+    model_config = ConfigDict(extra="allow")
+
+    schema_version: int = EPISODE_SCHEMA_VERSION
+    platform: str = ""
+    group_id: str
+    episodes: list[Episode] = Field(default_factory=list)  # oldest first; archived ones too until purged

@@ -3,12 +3,13 @@ JSON document per group with its change log (`changelog.py`), written through th
 that the vectors file beside it (`_recall/semantic.py`) uses too."""
 
 from .base import GROUP_OWNER, MemoryStore, Owner
-from .changelog import CALL, ERASE, MEMORY, TODO
+from .changelog import CALL, EPISODE, ERASE, MEMORY, TODO
 from .files import LeftoverTempFiles, group_file_path, read_bytes, write_atomic
 from .store import UserMemoryStore
 
 __all__ = [
     "CALL",
+    "EPISODE",
     "ERASE",
     "GROUP_OWNER",
     "MEMORY",

@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from .._models import GroupDocument, GroupKey, Memory
+from .._episodes.model import Episode
 from .._todos.model import Todo
 from .changelog import CallTotals
 
@@ -24,6 +25,8 @@ ManyChange = Callable[[dict[Owner, list[Memory]]], tuple[dict[Owner, list[Memory
 Label = str | Callable[[str, str], str] | None
 # A todo change receives the document's todos and returns (the new todos, a result); same rules as `Change`.
 TodoChange = Callable[[list[Todo]], tuple[list[Todo], R]]
+# An episode change receives the group's episodes (archived ones included) and returns (the new list, a result).
+EpisodeChange = Callable[[list[Episode]], tuple[list[Episode], R]]
 
 
 class MemoryStore(ABC):
@@ -89,6 +92,22 @@ class MemoryStore(ABC):
     ) -> R:
         """Apply `change` to the document's todos and return its result once it is durable; one log entry of kind
         "todo" per todo added, changed or deleted."""
+
+    @abstractmethod
+    def peek_episodes(self, key: GroupKey) -> Sequence[Episode] | None:
+        """The group's episodes (archived ones included) if already in memory, else None. Never does I/O."""
+
+    @abstractmethod
+    async def episodes(self, key: GroupKey) -> list[Episode]:
+        """The group's episodes (archived ones included), loading them on first use."""
+
+    @abstractmethod
+    async def change_episodes(
+        self, key: GroupKey, change: EpisodeChange[R], *, actor: str, label: Label = None,
+        extra: dict[str, Any] | None = None,
+    ) -> R:
+        """Apply `change` to the group's episodes and return its result once it is durable; one log entry of kind
+        "episode" per episode added, changed or deleted, in the group's one change log."""
 
     @abstractmethod
     async def record(self, key: GroupKey, entry: dict[str, Any], *, actor: str) -> int:

@@ -30,8 +30,9 @@ from .files import LeftoverTempFiles, write_atomic_sync
 
 log = logging.getLogger("astrbot_plugin_user_memory")
 
-MEMORY = "memory"  # target kind of a memory change; later: "episode"
+MEMORY = "memory"  # target kind of a memory change
 TODO = "todo"
+EPISODE = "episode"
 CALL = "call"
 CARRIED = "carried"
 ERASE = "erase"  # the op of an erasure: a member wiped their memories; their content leaves the log

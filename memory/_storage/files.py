@@ -9,6 +9,7 @@ import os
 import re
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import aiofiles
@@ -38,6 +39,23 @@ def group_file_path(directory: Path, key: GroupKey) -> Path:
     no group id can map to (safe names never contain `@`)."""
     name = "@global" if key.is_global else _safe_part(key.group_id)
     return directory / _safe_part(key.platform) / f"{name}.json"
+
+
+def episode_file_path(group_path: Path) -> Path:
+    """`<group>.episodes.json` beside the group's file (a group file's stem never contains a dot)."""
+    return group_path.with_name(f"{group_path.stem}.episodes.json")
+
+
+def group_document_paths(directory: Path) -> Iterator[Path]:
+    """Every group document under `directory` (`<platform>/<group>.json` and `@global.json`), without the files
+    beside them (episodes, vectors, change logs, moved-aside and temp files: all have a dot in their stem)."""
+    if not directory.is_dir():
+        return
+    for platform_dir in sorted(directory.iterdir()):
+        if platform_dir.is_dir():
+            for path in sorted(platform_dir.glob("*.json")):
+                if "." not in path.stem and not path.name.startswith("."):
+                    yield path
 
 
 async def read_bytes(path: Path) -> bytes | None:

@@ -17,9 +17,10 @@ from pydantic import ValidationError
 from .._errors import StorageUnavailable
 from .._models import SCHEMA_VERSION, GroupDocument, GroupKey, Memory, UserMemories
 from . import changelog
+from .._episodes.model import EPISODE_SCHEMA_VERSION, Episode, EpisodeDocument
 from .._todos.model import Todo
-from .base import GROUP_OWNER, Change, Label, ManyChange, MemoryStore, Owner, R, TodoChange
-from .files import LeftoverTempFiles, group_file_path, move_aside, read_bytes, write_atomic
+from .base import GROUP_OWNER, Change, EpisodeChange, Label, ManyChange, MemoryStore, Owner, R, TodoChange
+from .files import LeftoverTempFiles, episode_file_path, group_file_path, move_aside, read_bytes, write_atomic
 from .serialize import DocumentSerializer
 
 log = logging.getLogger("astrbot_plugin_user_memory")
@@ -44,6 +45,9 @@ class _Group:
     flusher: asyncio.Task[None] | None = None
     io_lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # the flusher's writes vs. log readers
     serializer: DocumentSerializer = field(default_factory=DocumentSerializer)
+    episodes: list[Episode] | None = None  # loaded on first use (its own file), after `doc`
+    episode_version: int = 0
+    durable_episode_version: int = 0
 
 
 class UserMemoryStore(MemoryStore):
@@ -232,6 +236,80 @@ class UserMemoryStore(MemoryStore):
         await asyncio.shield(done)
         return result
 
+    def peek_episodes(self, key: GroupKey) -> Sequence[Episode] | None:
+        """The group's episodes if already in memory, else None. Never does I/O."""
+        group = self._groups.get(key)
+        return None if group is None or group.doc is None else group.episodes
+
+    async def episodes(self, key: GroupKey) -> list[Episode]:
+        """The group's episodes (archived ones included), loading the group and its episode file on first use."""
+        cached = self.peek_episodes(key)
+        if cached is not None:
+            return list(cached)
+        group = self._group(key)
+        async with group.lock:
+            return list(await self._load_episodes(group))
+
+    async def change_episodes(
+        self, key: GroupKey, change: EpisodeChange[R], *, actor: str, label: Label = None,
+        extra: dict[str, Any] | None = None,
+    ) -> R:
+        """Apply `change` to the group's episodes and return its result once it (and its log entries, kind
+        "episode") is on disk. The commit writes the episode file and then the group document, which records the
+        log position, so the log's entries stay tied to one document."""
+        group = self._group(key)
+        async with group.lock:
+            current = list(await self._load_episodes(group))
+            doc = group.doc
+            assert doc is not None
+            updated, result = change(list(current))
+            if updated == current:
+                return result
+            now = self._clock()
+            entries = self._numbered(group, [
+                self._entry(now, actor, label, changelog.EPISODE, op, "group", GROUP_OWNER, old, new, extra or {})
+                for op, old, new in _diff(current, updated)
+            ])
+            group.episodes = updated
+            group.episode_version += 1
+            doc.updated_at = now
+            doc.change_log_id = entries[-1]["id"]
+            group.pending.extend(entries)
+            group.doc_version += 1
+            done = self._enqueue(group)
+        await asyncio.shield(done)
+        return result
+
+    async def _load_episodes(self, group: _Group) -> list[Episode]:
+        """The group's episodes, loading its document and then its episode file if needed (caller holds the lock).
+        A corrupt episode file is moved aside (memories are not affected); an unreadable one raises."""
+        await self._load(group)
+        if group.episodes is not None:
+            return group.episodes
+        path = episode_file_path(group.path)
+        try:
+            raw = await read_bytes(path)
+        except OSError as exc:
+            log.error("episode file %s of group %s cannot be read: %s", path, group.key, exc)
+            raise StorageUnavailable(f"群 {group.key} 的情境记忆文件无法读取（{exc.strerror or exc}）") from exc
+        episodes: list[Episode] = []
+        if raw is not None:
+            try:
+                episodes = parse_episode_document(raw, group.key).episodes
+            except _NewerSchema as exc:
+                log.error("episode file %s was written by a newer plugin version (%s); leaving it alone", path, exc)
+                raise StorageUnavailable(f"群 {group.key} 的情境记忆文件来自更新版本的插件，请升级插件") from exc
+            except ValueError as exc:
+                try:
+                    moved = await move_aside(path, "corrupt")
+                except OSError as move_exc:
+                    log.error("episode file %s is corrupt (%s) and cannot be moved aside: %s", path, exc, move_exc)
+                    raise StorageUnavailable(f"群 {group.key} 的情境记忆文件已损坏且无法移走") from move_exc
+                log.error("episode file %s of group %s is corrupt (%s); moved it to %s and started an empty one",
+                          path, group.key, exc, moved.name)
+        group.episodes = episodes
+        return episodes
+
     async def record(self, key: GroupKey, entry: dict[str, Any], *, actor: str) -> int:
         """Append an entry that is not a change (a background model call, kind "call") to the document's log;
         returns its id once it is on disk."""
@@ -409,6 +487,11 @@ class UserMemoryStore(MemoryStore):
             await hook()
         # Serialize everything before the first write, so data that cannot be written fails the commit whole.
         document = group.serializer.dumps(group.doc) if doc_target > group.durable_doc_version else None
+        episodes_target = group.episode_version
+        episodes = (
+            dump_episodes(group.key, group.episodes)
+            if group.episodes is not None and episodes_target > group.durable_episode_version else None
+        )
         lines = changelog.encode(entries)
         log_state = group.log
         start, end = log_state.end, log_state.end
@@ -422,9 +505,12 @@ class UserMemoryStore(MemoryStore):
             end = await asyncio.to_thread(
                 changelog.append, log_state.path, log_state.end, lines, durable=self._durable
             )
-        if document is not None:
+        if document is not None or episodes is not None:
             try:
-                await write_atomic(group.path, document, durable=self._durable)
+                if episodes is not None:  # first: an episode without its log entry beats an entry without it
+                    await write_atomic(episode_file_path(group.path), episodes, durable=self._durable)
+                if document is not None:
+                    await write_atomic(group.path, document, durable=self._durable)
             except BaseException:
                 if end != start:
                     try:
@@ -438,6 +524,7 @@ class UserMemoryStore(MemoryStore):
                 if entry.get("kind") == changelog.CALL:
                     log_state.totals.add(entry)
         group.durable_version, group.durable_doc_version = target, doc_target
+        group.durable_episode_version = episodes_target
         still_waiting = []
         for version, done in group.waiters:
             if version <= target:
@@ -460,8 +547,10 @@ class UserMemoryStore(MemoryStore):
             waiters, group.waiters = group.waiters, []
             group.doc = None
             group.log = None
+            group.episodes = None
             group.pending, group.erase_owners = [], set()
             group.version = group.durable_version = group.doc_version = group.durable_doc_version = 0
+            group.episode_version = group.durable_episode_version = 0
             for _, done in waiters:
                 if not done.done():
                     done.set_exception(error)
@@ -514,11 +603,36 @@ def parse_document(raw: bytes, key: GroupKey) -> GroupDocument:
     return doc
 
 
-def _raise_if_newer(raw: bytes) -> None:
+def parse_episode_document(raw: bytes, key: GroupKey) -> EpisodeDocument:
+    """Parse a group's episode file. Raises _NewerSchema for a newer version's file, ValueError when it is not a
+    valid episode file of `key`."""
+    raw = raw.removeprefix(UTF8_BOM)
+    try:
+        doc = EpisodeDocument.model_validate_json(raw)
+    except ValidationError as exc:
+        _raise_if_newer(raw, EPISODE_SCHEMA_VERSION)
+        raise ValueError(f"invalid episode file: {exc.error_count()} error(s), first: {exc.errors()[0]['msg']}") from exc
+    if doc.schema_version > EPISODE_SCHEMA_VERSION:
+        raise _NewerSchema(f"schema_version {doc.schema_version} > {EPISODE_SCHEMA_VERSION}")
+    if doc.group_id != key.group_id or (doc.platform and doc.platform != key.platform):
+        raise ValueError(f"file belongs to group {doc.platform}:{doc.group_id}, not {key}")
+    return doc
+
+
+def dump_episodes(key: GroupKey, episodes: Sequence[Episode]) -> bytes:
+    """A group's episode file, one readable line per episode."""
+    head = {"schema_version": EPISODE_SCHEMA_VERSION, "platform": key.platform, "group_id": key.group_id}
+    lines = ",\n".join("  " + e.model_dump_json(exclude_none=True) for e in episodes)
+    body = f"[\n{lines}\n ]" if episodes else "[]"
+    parts = [f" {json.dumps(k, ensure_ascii=False)}: {json.dumps(v, ensure_ascii=False)}" for k, v in head.items()]
+    return ("{\n" + ",\n".join([*parts, f' "episodes": {body}']) + "\n}\n").encode("utf-8")
+
+
+def _raise_if_newer(raw: bytes, supported: int = SCHEMA_VERSION) -> None:
     try:
         value = json.loads(raw)
     except (ValueError, UnicodeDecodeError):
         return
     version = value.get("schema_version") if isinstance(value, dict) else None
-    if isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION:
-        raise _NewerSchema(f"schema_version {version} > {SCHEMA_VERSION}")
+    if isinstance(version, int) and not isinstance(version, bool) and version > supported:
+        raise _NewerSchema(f"schema_version {version} > {supported}")

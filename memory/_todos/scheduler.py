@@ -219,27 +219,23 @@ def _due(todo: Todo, now: float) -> bool:
 
 
 def _scan(directory: Path, policy: rules.TodoPolicy) -> dict[GroupKey, float]:
+    from .._storage.files import group_document_paths
     from .._storage.store import parse_document
 
     out: dict[GroupKey, float] = {}
-    if not directory.is_dir():
-        return out
-    for platform_dir in directory.iterdir():
-        if not platform_dir.is_dir():
+    for path in group_document_paths(directory):
+        if path.name.startswith("@"):
             continue
-        for path in platform_dir.glob("*.json"):
-            if path.name.endswith(".vectors.json") or path.name.startswith("@"):
+        try:
+            raw = path.read_bytes()
+            if b'"todos"' not in raw:
                 continue
-            try:
-                raw = path.read_bytes()
-                if b'"todos"' not in raw:
-                    continue
-                head = json.loads(raw.removeprefix(b"\xef\xbb\xbf"))
-                key = GroupKey(str(head.get("platform") or platform_dir.name), str(head.get("group_id")))
-                instant = rules.next_event_of(parse_document(raw, key).todos, policy)
-            except (OSError, ValueError, AttributeError) as exc:
-                log.warning("todo due index rebuild: skipped %s (%s)", path, exc)
-                continue
-            if instant is not None:
-                out[key] = instant
+            head = json.loads(raw.removeprefix(b"\xef\xbb\xbf"))
+            key = GroupKey(str(head.get("platform") or path.parent.name), str(head.get("group_id")))
+            instant = rules.next_event_of(parse_document(raw, key).todos, policy)
+        except (OSError, ValueError, AttributeError) as exc:
+            log.warning("todo due index rebuild: skipped %s (%s)", path, exc)
+            continue
+        if instant is not None:
+            out[key] = instant
     return out
