@@ -35,6 +35,7 @@ from .memory import (
     ReminderScheduler,
     Roster,
     Scope,
+    Segment,
     Settings,
     Todo,
     TodoPolicy,
@@ -45,6 +46,7 @@ from .memory import (
     VectorStore,
     add_todo,
     combine,
+    episodes_text,
     forget_memory,
     history_text,
     list_memory,
@@ -146,6 +148,8 @@ class UserMemoryPlugin(Star):
                 quiet_seconds=self.settings.extraction_quiet_seconds,
                 buffer_size=self.settings.extraction_buffer_size,
                 limiter=self.background_calls,
+                episode_messages=self.settings.episode_segment_messages,
+                episode_quiet_seconds=self.settings.episode_quiet_minutes * 60.0,
             )
 
     def _zone(self):
@@ -241,17 +245,19 @@ class UserMemoryPlugin(Star):
             prefixes = []
         return any(original.startswith(p) for p in {"/", *prefixes} if isinstance(p, str) and p)
 
-    async def _extract(self, key: GroupKey, batch: list[Utterance], origin: str) -> None:
+    async def _extract(self, key: GroupKey, batch: list[Utterance], origin: str, segment: Segment | None) -> None:
         proposals = None
         if self.reminders is not None:  # todos on: extraction may propose (unconfirmed) todos for the speakers
             platform_id = origin.split(":", 1)[0]  # a UMO is "<platform instance id>:<message type>:<session>"
             proposals = TodoProposals(self.todo_policy, group_origin(platform_id, key.platform, key.group_id))
         report = await run_extraction(
-            self.store, key, batch, functools.partial(self._generate, origin), self.settings, proposals=proposals
+            self.store, key, batch, functools.partial(self._generate, origin), self.settings, proposals=proposals,
+            segment=segment,
         )
         logger.info(
             f"[{PLUGIN_NAME}] extraction for {key}: {len(batch)} messages, {len(report.applied)} applied, "
             f"{len(report.rejected)} rejected, {report.input_tokens}+{report.output_tokens} tokens"
+            + (f", episode {'written' if report.episode else 'not written'}" if segment is not None else "")
         )
 
     async def _generate(self, origin: str, system_prompt: str, prompt: str) -> tuple[str, int, int]:
@@ -591,6 +597,15 @@ class UserMemoryPlugin(Star):
     async def memory_stats_command(self, event: AstrMessageEvent):
         """本群后台记忆提取的调用次数与 token 用量"""
         yield event.plain_result(await self._for_group(event, self._stats_text))
+
+    @memory_command.command("episodes")
+    async def memory_episodes_command(self, event: AstrMessageEvent):
+        """本群最近几段对话的情境记忆（时间、概要、参与者）"""
+        if not self.settings.enable_user_memory:
+            yield event.plain_result(DISABLED)
+            return
+        zone = self.todo_policy.zone
+        yield event.plain_result(await self._for_group(event, lambda key: episodes_text(self.store, key, zone)))
 
     @filter.permission_type(filter.PermissionType.ADMIN)
     @memory_command.command("history")

@@ -7,6 +7,8 @@ from ._admin import history_text, revert_change, stats_text
 from ._errors import InvalidMemoryInput, MemoryLimitReached, MemoryPluginError, StorageUnavailable
 from ._models import SCHEMA_VERSION, Caller, GroupDocument, GroupKey, MemberKey, Memory, MemoryType, Scope, Source
 from ._extraction import ExtractionScheduler, TodoProposals, Utterance, run_extraction
+from ._episodes.listing import episodes_text
+from ._episodes.segments import Segment
 from ._limiter import CallLimiter
 from ._members import MemberDirectory, Roster, roster_from
 from ._prompt import DISABLED, MEMORY_BLOCK_END, MEMORY_BLOCK_START, NOT_IN_GROUP
@@ -31,6 +33,8 @@ __all__ = [
     "roster_from",
     "status_text",
     "ExtractionScheduler",
+    "Segment",
+    "episodes_text",
     "Recall",
     "VectorStore",
     "combine",

@@ -21,6 +21,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from . import _fence as fence
+from ._episodes import summary as episode_summary
+from ._episodes.model import Episode
+from ._episodes.segments import CallLater, Segment, Segmenter
 from ._errors import InvalidMemoryInput, PermissionDenied
 from ._limiter import CallLimiter
 from ._models import Caller, GroupKey, MemberKey, Memory, MemoryType, Scope, Source
@@ -138,6 +141,7 @@ class ExtractionReport:
     parse_error: str | None = None
     input_tokens: int = 0
     output_tokens: int = 0
+    episode: Episode | None = None  # the episode of the segment the call closed, when it made one
 
 
 # The model call, supplied by the adapter: (system prompt, prompt) -> (reply text, input tokens, output tokens).
@@ -482,13 +486,18 @@ async def run_extraction(
     clock: Callable[[], float] = time.time,
     call_timeout: float = CALL_TIMEOUT_SECONDS,
     proposals: TodoProposals | None = None,
+    segment: Segment | None = None,
 ) -> ExtractionReport:
     """One extraction call over a batch of messages, applied atomically. Never raises for the model's output.
 
     With `proposals` (todos are on) the model may also propose todos for the speakers; they are added unconfirmed (in
-    their own commit, after the memory changes): listed and injected, never reminded until the member confirms."""
+    their own commit, after the memory changes): listed and injected, never reminded until the member confirms.
+    With `segment` (a closed segment whose last lines are the batch) the same call also writes its episode; with
+    `segment` and no batch, one episode-only call does."""
     report = ExtractionReport()
     if not utterances:
+        if segment is not None:
+            return await _run_episode_only(store, key, segment, generate, clock, call_timeout)
         return report
     doc = await store.document(key)
     speakers = list(speaker_labels(utterances))
@@ -499,13 +508,12 @@ async def run_extraction(
     else:
         system_prompt = EXTRACTION_SYSTEM_PROMPT + TODO_SYSTEM_PROMPT
         prompt = build_prompt(utterances, shown, list(doc.todos), proposals.policy, clock())
-    try:
-        reply, report.input_tokens, report.output_tokens = await asyncio.wait_for(
-            generate(system_prompt, prompt), call_timeout
-        )
-    except TimeoutError:
-        reply = ""
-        log.warning("extraction call for %s timed out after %.0f s; batch skipped", key, call_timeout)
+    labels: dict[str, str] = {}
+    if segment is not None:
+        labels = episode_summary.segment_labels(utterances, segment)
+        system_prompt += episode_summary.EPISODE_SYSTEM_PROMPT
+        prompt = episode_summary.earlier_prefix(segment, len(utterances), labels) + prompt
+    reply = await _call(generate, system_prompt, prompt, report, key, call_timeout)
     try:
         raw_ops = parse_operations(reply)
     except ValueError as exc:
@@ -538,38 +546,103 @@ async def run_extraction(
         applied_todos, rejected_todos = await store.change_todos(key, add_todos, actor=EXTRACTION_ACTOR)
         report.applied.extend(applied_todos)
         report.rejected.extend(rejected_todos)
+    episode = {}
+    if segment is not None:
+        report.episode = await _store_episode(store, key, reply, segment, labels, clock())
+        episode = {"episode": report.episode is not None}
     await store.record(key, {
         "kind": CALL, "messages": len(utterances), "input_tokens": report.input_tokens,
         "output_tokens": report.output_tokens, "applied": len(report.applied), "rejected": len(report.rejected),
-        "parse_error": report.parse_error,
+        "parse_error": report.parse_error, **episode,
     }, actor=EXTRACTION_ACTOR)
     for raw, reason in report.rejected:
         log.info("extraction for %s rejected %s: %s", key, raw, reason)
     return report
 
 
+async def _call(
+    generate: Generate, system_prompt: str, prompt: str, report: ExtractionReport, key: GroupKey, timeout: float
+) -> str:
+    """The model's reply ("" after a timeout), its token counts put in `report`."""
+    try:
+        reply, report.input_tokens, report.output_tokens = await asyncio.wait_for(
+            generate(system_prompt, prompt), timeout
+        )
+    except TimeoutError:
+        log.warning("extraction call for %s timed out after %.0f s; batch skipped", key, timeout)
+        return ""
+    return reply
+
+
+async def _run_episode_only(
+    store: MemoryStore, key: GroupKey, segment: Segment, generate: Generate, clock: Callable[[], float],
+    call_timeout: float,
+) -> ExtractionReport:
+    """One call for the episode of a segment that closed on quiet after all its lines had been extracted."""
+    report = ExtractionReport()
+    labels = episode_summary.segment_labels((), segment)
+    prompt = episode_summary.episode_only_prompt(segment, labels)
+    reply = await _call(generate, episode_summary.EPISODE_ONLY_SYSTEM_PROMPT, prompt, report, key, call_timeout)
+    report.episode = await _store_episode(store, key, reply, segment, labels, clock())
+    await store.record(key, {
+        "kind": CALL, "messages": 0, "input_tokens": report.input_tokens, "output_tokens": report.output_tokens,
+        "applied": 0, "rejected": 0, "episode": report.episode is not None,
+    }, actor=EXTRACTION_ACTOR)
+    return report
+
+
+async def _store_episode(
+    store: MemoryStore, key: GroupKey, reply: str, segment: Segment, labels: dict[str, str], now: float
+) -> Episode | None:
+    """The segment's episode from the reply, stored in the group's episodes; None (logged) when there is none."""
+    try:
+        episode = episode_summary.read_episode(episode_summary.parse_episode(reply), segment, labels, now)
+    except InvalidMemoryInput as exc:
+        log.info("extraction for %s made no episode: %s", key, exc)
+        return None
+    if episode is None:
+        return None
+    await store.change_episodes(key, lambda episodes: ([*episodes, episode], None), actor=EXTRACTION_ACTOR)
+    return episode
+
+
 class ExtractionScheduler:
     """Buffers each group's messages and starts one background extraction per group at a time: after every
     `every_n` messages, or once the group has been quiet for `quiet_seconds` with messages pending. Across groups,
-    extractions wait for a slot of the shared `limiter`; a waiting group keeps buffering (up to `buffer_size`)."""
+    extractions wait for a slot of the shared `limiter`; a waiting group keeps buffering (up to `buffer_size`).
+
+    With `episode_messages` set, each group's conversation is also cut into segments (`_episodes/segments.py`:
+    `episode_messages` messages, or `episode_quiet_seconds` of quiet), independent of the batches except that a
+    batch never runs past a segment's end. A segment's closing starts an extraction at once, and `run` then gets a
+    fourth argument: the closed segment whose episode that call is to write (None for other calls); a batch of no
+    messages with a segment asks for the episode alone. `call_later` is the clock of both kinds of timer."""
 
     def __init__(
         self,
-        run: Callable[[GroupKey, list[Utterance], str], Awaitable[None]],
+        run: Callable[..., Awaitable[None]],
         *,
         every_n: int,
         quiet_seconds: float,
         buffer_size: int,
         limiter: CallLimiter,
+        episode_messages: int = 0,
+        episode_quiet_seconds: float = 0.0,
+        call_later: CallLater | None = None,
     ) -> None:
         self._run = run
         self._limiter = limiter
         self._every_n = every_n
         self._quiet_seconds = quiet_seconds
         self._buffer_size = buffer_size
+        self._call_later: CallLater = call_later or (
+            lambda delay, callback: asyncio.get_running_loop().call_later(delay, callback)
+        )
+        self._segments = Segmenter(
+            episode_messages, episode_quiet_seconds, self._call_later, self._segment_closed
+        ) if episode_messages else None
         self._pending: dict[GroupKey, deque[Utterance]] = {}
         self._origin: dict[GroupKey, str] = {}
-        self._timers: dict[GroupKey, asyncio.TimerHandle] = {}
+        self._timers: dict[GroupKey, Any] = {}
         self._running: dict[GroupKey, asyncio.Task[None]] = {}
 
     def observe(self, key: GroupKey, utterance: Utterance, origin: str) -> None:
@@ -583,15 +656,18 @@ class ExtractionScheduler:
         if not clean_content(utterance.text):
             return
         pending = self._pending.setdefault(key, deque(maxlen=self._buffer_size))
+        if self._segments is not None and len(pending) == pending.maxlen:
+            self._segments.dropped(key)
         pending.append(utterance)
         self._origin[key] = origin
+        segment_closed = self._segments is not None and self._segments.add(key, utterance)
         timer = self._timers.pop(key, None)
         if timer is not None:
             timer.cancel()
-        if len(pending) >= self._every_n:
+        if segment_closed or len(pending) >= self._every_n:
             self._start(key)
         else:
-            self._timers[key] = asyncio.get_running_loop().call_later(self._quiet_seconds, self._start, key)
+            self._timers[key] = self._call_later(self._quiet_seconds, lambda: self._start(key))
 
     def pending(self, key: GroupKey) -> int:
         return len(self._pending.get(key, ()))
@@ -600,19 +676,43 @@ class ExtractionScheduler:
         """Messages waiting in all groups, for the status command."""
         return sum(len(q) for q in self._pending.values())
 
+    def _segment_closed(self, key: GroupKey) -> None:
+        """A segment closed on quiet: its episode (and any pending batch, which it finishes) goes now."""
+        timer = self._timers.pop(key, None)
+        if timer is not None:
+            timer.cancel()
+        self._start(key)
+
     def _start(self, key: GroupKey) -> None:
         self._timers.pop(key, None)
-        if key in self._running or not self._pending.get(key):
+        if key in self._running or not (self._pending.get(key) or self._episode_waiting(key)):
             return  # the running (or queued) extraction picks up the rest when it gets to run
         self._running[key] = asyncio.create_task(self._guarded(key), name=f"memory-extraction:{key}")
+
+    def _episode_waiting(self, key: GroupKey) -> bool:
+        return self._segments is not None and self._segments.waiting(key)
+
+    def _take(self, key: GroupKey) -> tuple[list[Utterance], Segment | None]:
+        """The group's next batch, and the closed segment it finishes (with segments on)."""
+        if self._segments is None:
+            return list(self._pending.pop(key, ())), None
+        pending = self._pending.get(key, deque())
+        batch, segment = self._segments.take(key, pending)
+        if not pending:
+            self._pending.pop(key, None)
+        return batch, segment
 
     async def _guarded(self, key: GroupKey) -> None:
         try:
             async with self._limiter.slot():
-                # Taken only once a slot is free: a group that waited in the queue sends everything it has so far.
-                batch = list(self._pending.pop(key, ()))
-                if batch:
-                    await self._run(key, batch, self._origin.get(key, ""))
+                # Taken only once a slot is free: a group that waited in the queue sends everything it has so far
+                # (up to the end of a closed segment).
+                batch, segment = self._take(key)
+                if self._segments is None:
+                    if batch:
+                        await self._run(key, batch, self._origin.get(key, ""))
+                elif batch or segment is not None:
+                    await self._run(key, batch, self._origin.get(key, ""), segment)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -620,10 +720,10 @@ class ExtractionScheduler:
         finally:
             self._running.pop(key, None)
         pending = len(self._pending.get(key, ()))
-        if pending >= self._every_n:
+        if pending >= self._every_n or self._episode_waiting(key):
             self._start(key)
         elif pending and key not in self._timers:  # its quiet timer fired while this run held the group
-            self._timers[key] = asyncio.get_running_loop().call_later(self._quiet_seconds, self._start, key)
+            self._timers[key] = self._call_later(self._quiet_seconds, lambda: self._start(key))
 
     async def drain(self) -> None:
         """Wait for running extractions (tests and shutdown)."""
@@ -634,6 +734,8 @@ class ExtractionScheduler:
         for timer in self._timers.values():
             timer.cancel()
         self._timers.clear()
+        if self._segments is not None:
+            self._segments.close()
         for task in self._running.values():
             task.cancel()
         await asyncio.gather(*self._running.values(), return_exceptions=True)

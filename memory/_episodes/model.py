@@ -19,6 +19,7 @@ class Episode(BaseModel):
     start: float  # the segment's first message
     end: float  # its last message
     participants: list[str] = Field(default_factory=list)  # user ids of the speakers, in order of first message
+    participant_names: list[str] = Field(default_factory=list)  # their names in the segment, same order
     summary: str  # names written as the members are called, never the prompt's U1/U2 labels
     created_at: float
     messages: int = 0  # how many messages the segment had
