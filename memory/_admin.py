@@ -8,7 +8,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ._storage import ERASE, MEMORY, TODO, MemoryStore
+from ._episodes.revert import revert_episode_change, summary_of
+from ._storage import EPISODE, ERASE, MEMORY, TODO, MemoryStore
 from ._errors import InvalidMemoryInput, StorageUnavailable
 from ._models import GroupKey, Memory
 
@@ -37,7 +38,7 @@ def _is_memory_change(entry: dict[str, Any]) -> bool:
 
 
 def _is_shown(entry: dict[str, Any]) -> bool:
-    return entry.get("kind") in (MEMORY, TODO) and _has_id(entry)
+    return entry.get("kind") in (MEMORY, TODO, EPISODE) and _has_id(entry)
 
 
 def _line(entry: dict[str, Any]) -> str:
@@ -46,6 +47,8 @@ def _line(entry: dict[str, Any]) -> str:
         return f"{op} [{_owner_text(entry)}]（内容已应成员要求清除）"
     if entry.get("kind") == TODO:
         return f"待办{op} [{_owner_text(entry)}] {_todo_state(entry.get('old'))} → {_todo_state(entry.get('new'))}"
+    if entry.get("kind") == EPISODE:
+        return f"情境记忆{op} {summary_of(entry.get('old'))} → {summary_of(entry.get('new'))}"
     return f"{op} [{_owner_text(entry)}] {_content(entry.get('old'))} → {_content(entry.get('new'))}"
 
 
@@ -84,7 +87,7 @@ async def history_text(store: MemoryStore, key: GroupKey, limit: int = 10) -> st
     except StorageUnavailable as exc:
         return f"读取变更记录失败：{exc}"
     if not changes:
-        return "本群还没有记忆或待办的变更记录。"
+        return "本群还没有记忆、待办或情境记忆的变更记录。"
     units = _units(changes)
     lines = []
     for unit in units[-limit:]:
@@ -95,8 +98,8 @@ async def history_text(store: MemoryStore, key: GroupKey, limit: int = 10) -> st
         lines.append(f"#{head['id']} {_stamp(head)} {head.get('actor')} 一次提交 {len(unit)} 项：")
         lines.extend(f"  #{e['id']} {_line(e)}" for e in unit)
     return (
-        f"本群最近的记忆与待办变更（共 {len(units)} 项；/memory revert <编号> 撤销记忆变更，一次提交的多项一起撤销；"
-        f"清除的内容无法撤销；待办请用待办工具修改）：\n" + "\n".join(lines)
+        f"本群最近的记忆、待办与情境记忆变更（共 {len(units)} 项；/memory revert <编号> 撤销记忆或情境记忆的变更，"
+        f"一次提交的多项一起撤销；清除的内容无法撤销；待办请用待办工具修改）：\n" + "\n".join(lines)
     )
 
 
@@ -109,6 +112,11 @@ async def revert_change(store: MemoryStore, key: GroupKey, entry_id: int, *, act
     except StorageUnavailable as exc:
         return f"读取变更记录失败：{exc}"
     entry = next((e for e in changes if e["id"] == entry_id), None)
+    if entry is None:
+        episode_entries = [e for e in await store.log_entries(key) if e.get("kind") == EPISODE and _has_id(e)]
+        episode_entry = next((e for e in episode_entries if e["id"] == entry_id), None)
+        if episode_entry is not None:
+            return await revert_episode_change(store, key, episode_entry, episode_entries, actor=actor)
     if entry is None and any(e.get("id") == entry_id and e.get("kind") == TODO for e in await store.log_entries(key)):
         return f"#{entry_id} 是待办的变更，不能撤销：请让成员用待办工具修改（完成、取消或改时间）。"
     if entry is None:
