@@ -23,6 +23,7 @@ from .memory import (
     NOT_IN_GROUP,
     CallLimiter,
     Caller,
+    EpisodeRequest,
     ExtractionScheduler,
     GroupKey,
     Health,
@@ -35,7 +36,6 @@ from .memory import (
     ReminderScheduler,
     Roster,
     Scope,
-    Segment,
     Settings,
     Todo,
     TodoPolicy,
@@ -245,19 +245,21 @@ class UserMemoryPlugin(Star):
             prefixes = []
         return any(original.startswith(p) for p in {"/", *prefixes} if isinstance(p, str) and p)
 
-    async def _extract(self, key: GroupKey, batch: list[Utterance], origin: str, segment: Segment | None) -> None:
+    async def _extract(
+        self, key: GroupKey, batch: list[Utterance], origin: str, episode: EpisodeRequest | None
+    ) -> None:
         proposals = None
         if self.reminders is not None:  # todos on: extraction may propose (unconfirmed) todos for the speakers
             platform_id = origin.split(":", 1)[0]  # a UMO is "<platform instance id>:<message type>:<session>"
             proposals = TodoProposals(self.todo_policy, group_origin(platform_id, key.platform, key.group_id))
         report = await run_extraction(
             self.store, key, batch, functools.partial(self._generate, origin), self.settings, proposals=proposals,
-            segment=segment,
+            episode=episode,
         )
         logger.info(
             f"[{PLUGIN_NAME}] extraction for {key}: {len(batch)} messages, {len(report.applied)} applied, "
             f"{len(report.rejected)} rejected, {report.input_tokens}+{report.output_tokens} tokens"
-            + (f", episode {'written' if report.episode else 'not written'}" if segment is not None else "")
+            + (f", episode {'written' if report.episode else 'not written'}" if episode is not None else "")
         )
 
     async def _generate(self, origin: str, system_prompt: str, prompt: str) -> tuple[str, int, int]:

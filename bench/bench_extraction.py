@@ -1,6 +1,13 @@
 """Extraction cost: a scripted model replays a 500-message group conversation through the real scheduler and
 `run_extraction`, and we report calls and tokens per 100 messages and how many operations validation rejected.
 
+Each replay runs twice in the same run, extraction only (the baseline: today's path) and with episodes on (the
+call that finishes a 30-message segment also writes its episode; a segment that ends on 30 minutes of quiet after
+its lines were extracted gets one episode-only call). Time is simulated (a fake clock drives the scheduler's
+timers): "steady" sends a message every 10 s, never quiet, as the original figure did; "bursts" sends them 5–90 s
+apart with a pause of 5 minutes to 3 hours after about one message in 25, so extraction's 2-minute quiet and the
+segments' 30-minute quiet both fire.
+
 The model is scripted (no network): it reads the prompt the plugin built, as a real model would, and answers
 JSON operations for the statements it recognises. Like a real model it sometimes errs: it invents an id, names a
 member who did not speak, or answers with truncated JSON; those must be rejected. Tokens are estimated from the
@@ -19,11 +26,13 @@ import re
 import sys
 import tempfile
 from collections import Counter
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from memory import GroupKey, Settings, UserMemoryStore, Utterance, run_extraction  # noqa: E402
+from memory._episodes.summary import EPISODE_ONLY_SYSTEM_PROMPT, EPISODE_SYSTEM_PROMPT  # noqa: E402
 from memory._extraction import ExtractionScheduler  # noqa: E402
 from memory._limiter import CallLimiter  # noqa: E402
 
@@ -64,8 +73,26 @@ def estimate_tokens(text: str) -> int:
     return cjk + round(words * 1.3) + len(re.findall(r"[^\sA-Za-z0-9_\u4e00-\u9fff]", text)) // 2
 
 
+def pauses(n: int, rng: random.Random, bursts: bool) -> list[float]:
+    """Seconds to wait after each message."""
+    if not bursts:
+        return [10.0] * n
+    return [rng.uniform(300, 10800) if rng.random() < 0.04 else rng.uniform(5, 90) for _ in range(n)]
+
+
+def episode_summary(prompt: str) -> str:
+    """What a model would write for the segment in the prompt: who talked, and the statements it recognised."""
+    names = list(dict.fromkeys(re.findall(r"^U\d+ 「([^」]+)」: ", prompt, re.M)))
+    topics = [text for text in re.findall(r"^U\d+ 「[^」]+」: (.+)$", prompt, re.M) if len(text) > 6][:2]
+    about = "；".join(topics) or "日常琐事"
+    return f"{'、'.join(names[:4])}{'等' if len(names) > 4 else ''}在群里聊了工作进展，提到：{about}"
+
+
 def scripted_model(rng: random.Random):
     async def generate(system_prompt: str, prompt: str) -> tuple[str, int, int]:
+        if system_prompt == EPISODE_ONLY_SYSTEM_PROMPT:
+            reply = json.dumps({"episode": {"summary": episode_summary(prompt)}}, ensure_ascii=False)
+            return reply, estimate_tokens(system_prompt + prompt), estimate_tokens(reply)
         conv = prompt.split("【最近对话】", 1)[1]
         shown = {m.group(2): int(m.group(1)) for m in re.finditer(r"^\[(\d+)\] \([^)]*\) (.+)$", prompt, re.M)}
         ops: list[dict] = []
@@ -87,12 +114,101 @@ def scripted_model(rng: random.Random):
             ops.append({"op": "delete", "id": 999})  # an invented id
         elif roll < 0.14:
             ops.append({"op": "add", "scope": "member", "subject": "U99", "type": "fact", "content": "不存在的人"})
-        reply = json.dumps({"operations": ops}, ensure_ascii=False)
+        answer: dict = {"operations": ops}
+        if EPISODE_SYSTEM_PROMPT in system_prompt:
+            answer["episode"] = {"summary": episode_summary(prompt)}
+        reply = json.dumps(answer, ensure_ascii=False)
         if rng.random() < 0.04:
             reply = reply[: len(reply) // 2]  # truncated output
         return reply, estimate_tokens(system_prompt + prompt), estimate_tokens(reply)
 
     return generate
+
+
+class SimulatedClock:
+    """The scheduler's timers on simulated time: `advance` fires what falls due, in order."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self._timers: list[list] = []
+
+    def call_later(self, delay, callback):
+        timer = [self.now + delay, callback, False]
+        self._timers.append(timer)
+
+        class Handle:
+            def cancel(self) -> None:
+                timer[2] = True
+
+        return Handle()
+
+    async def advance(self, seconds: float, scheduler: ExtractionScheduler) -> None:
+        end = self.now + seconds
+        while due := sorted((t for t in self._timers if not t[2] and t[0] <= end), key=lambda t: t[0]):
+            due[0][2] = True
+            self.now = due[0][0]
+            due[0][1]()
+            await scheduler.drain()
+        self._timers = [t for t in self._timers if not t[2]]
+        self.now = end
+
+
+@dataclass
+class Replay:
+    calls: int
+    episode_only_calls: int
+    input_tokens: int
+    output_tokens: int
+    episodes: int
+    applied: Counter
+    reasons: Counter
+    parse_errors: int
+    kept: int
+
+    def per100(self, value: float, messages: int) -> float:
+        return value * 100 / messages
+
+
+async def replay(texts: list[Utterance], gaps: list[float], settings: Settings, seed: int, episodes: bool) -> Replay:
+    """One replay of the conversation through the real scheduler, extraction and store."""
+    rng = random.Random(seed)
+    generate = scripted_model(rng)
+    reasons: Counter[str] = Counter()
+    applied: Counter[str] = Counter()
+    parse_errors = 0
+    clock = SimulatedClock()
+    with tempfile.TemporaryDirectory(prefix="bench-extraction-") as tmp:
+        store = UserMemoryStore(Path(tmp))
+
+        async def run(key, batch, origin, episode=None):
+            nonlocal parse_errors
+            report = await run_extraction(store, key, batch, generate, settings, clock=lambda: clock.now,
+                                          episode=episode)
+            parse_errors += report.parse_error is not None
+            applied.update(op.op for op in report.applied)
+            reasons.update(re.sub(r"\d+|'[^']*'", "…", reason) for _, reason in report.rejected)
+
+        scheduler = ExtractionScheduler(
+            run, every_n=settings.extraction_every_n_messages, quiet_seconds=settings.extraction_quiet_seconds,
+            buffer_size=settings.extraction_buffer_size, limiter=CallLimiter(settings.background_max_concurrent_calls),
+            episode_messages=settings.episode_segment_messages if episodes else 0,
+            episode_quiet_seconds=settings.episode_quiet_minutes * 60.0, call_later=clock.call_later,
+        )
+        for utterance, gap in zip(texts, gaps):
+            scheduler.observe(GROUP, replace(utterance, at=clock.now), "bench")
+            await scheduler.drain()  # real groups are slower than one extraction call
+            await clock.advance(gap, scheduler)
+        await clock.advance(86400, scheduler)  # the last batch and the last segment's episode
+        await scheduler.close()
+        entries = [e for e in await store.log_entries(GROUP) if e["kind"] == "call"]
+        stats = await store.call_totals(GROUP)
+        doc = await store.document(GROUP)
+        return Replay(
+            calls=stats.calls, episode_only_calls=sum(1 for e in entries if e["messages"] == 0),
+            input_tokens=stats.input_tokens, output_tokens=stats.output_tokens,
+            episodes=len(await store.episodes(GROUP)), applied=applied, reasons=reasons, parse_errors=parse_errors,
+            kept=sum(len(u.memories) for u in doc.users.values()),
+        )
 
 
 async def main() -> None:
@@ -104,41 +220,27 @@ async def main() -> None:
     rng = random.Random(args.seed)
     messages = conversation(args.messages, rng)
     settings = Settings(enable_background_extraction=True, extraction_every_n_messages=args.every)
-    generate = scripted_model(rng)
-    reasons: Counter[str] = Counter()
-    applied: Counter[str] = Counter()
-    parse_errors = 0
-
-    with tempfile.TemporaryDirectory(prefix="bench-extraction-") as tmp:
-        store = UserMemoryStore(Path(tmp))
-
-        async def run(key, batch, origin):
-            nonlocal parse_errors
-            report = await run_extraction(store, key, batch, generate, settings)
-            parse_errors += report.parse_error is not None
-            applied.update(op.op for op in report.applied)
-            reasons.update(re.sub(r"\d+|'[^']*'", "…", reason) for _, reason in report.rejected)
-
-        scheduler = ExtractionScheduler(run, every_n=args.every, quiet_seconds=3600, buffer_size=settings.extraction_buffer_size,
-                                         limiter=CallLimiter(settings.background_max_concurrent_calls))
-        for utterance in messages:
-            scheduler.observe(GROUP, utterance, "bench")
-            await scheduler.drain()  # real groups are slower than one extraction call
-        await scheduler.drain()
-        await scheduler.close()
-        stats = await store.call_totals(GROUP)
-        doc = await store.document(GROUP)
-        kept = sum(len(u.memories) for u in doc.users.values())
-
-    per100 = 100 / stats.messages
-    print(f"{stats.messages} messages, extraction every {args.every} messages ({len(MEMBERS)} members)")
-    print(f"  calls: {stats.calls} ({stats.calls * per100:.1f} per 100 messages)")
-    print(f"  tokens per 100 messages: input {stats.input_tokens * per100:.0f}, output {stats.output_tokens * per100:.0f},"
-          f" total {(stats.input_tokens + stats.output_tokens) * per100:.0f} (estimated from text)")
-    print(f"  operations applied: {sum(applied.values())} {dict(applied)}; memories kept: {kept}")
-    print(f"  operations rejected by validation: {sum(reasons.values())}; replies skipped as malformed: {parse_errors}")
-    for reason, count in reasons.most_common():
-        print(f"    {count:4d}  {reason}")
+    n = len(messages)
+    print(f"{n} messages, {len(MEMBERS)} members; extraction every {args.every} messages or "
+          f"{settings.extraction_quiet_seconds} s quiet; segments of {settings.episode_segment_messages} messages or "
+          f"{settings.episode_quiet_minutes} min quiet; tokens estimated from text")
+    for timing in ("steady", "bursts"):
+        gaps = pauses(n, random.Random(args.seed + 1), bursts=timing == "bursts")
+        base = await replay(messages, gaps, settings, args.seed, episodes=False)
+        with_episodes = await replay(messages, gaps, settings, args.seed, episodes=True)
+        print(f"\n{timing}: {'a message every 10 s' if timing == 'steady' else 'bursts and pauses'}")
+        for name, r in (("extraction only", base), ("with episodes", with_episodes)):
+            total = r.input_tokens + r.output_tokens
+            print(f"  {name:16s} calls {r.per100(r.calls, n):5.1f} /100 msgs ({r.episode_only_calls} episode-only), "
+                  f"tokens /100 msgs: input {r.per100(r.input_tokens, n):6.0f}, output {r.per100(r.output_tokens, n):4.0f},"
+                  f" total {r.per100(total, n):6.0f}; episodes {r.episodes}")
+        ratio = (with_episodes.input_tokens + with_episodes.output_tokens) / (base.input_tokens + base.output_tokens)
+        print(f"  with episodes / extraction only: tokens x{ratio:.2f}, calls +{with_episodes.per100(with_episodes.calls - base.calls, n):.1f} /100 msgs")
+        print(f"  operations applied (with episodes): {sum(with_episodes.applied.values())} {dict(with_episodes.applied)};"
+              f" memories kept: {with_episodes.kept}; rejected by validation: {sum(with_episodes.reasons.values())};"
+              f" replies skipped as malformed: {with_episodes.parse_errors}")
+        for reason, count in with_episodes.reasons.most_common():
+            print(f"    {count:4d}  {reason}")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ from ._errors import InvalidMemoryInput, MemoryLimitReached, MemoryPluginError, 
 from ._models import SCHEMA_VERSION, Caller, GroupDocument, GroupKey, MemberKey, Memory, MemoryType, Scope, Source
 from ._extraction import ExtractionScheduler, TodoProposals, Utterance, run_extraction
 from ._episodes.listing import episodes_text
-from ._episodes.segments import Segment
+from ._episodes.segments import EpisodeRequest
 from ._limiter import CallLimiter
 from ._members import MemberDirectory, Roster, roster_from
 from ._prompt import DISABLED, MEMORY_BLOCK_END, MEMORY_BLOCK_START, NOT_IN_GROUP
@@ -33,7 +33,7 @@ __all__ = [
     "roster_from",
     "status_text",
     "ExtractionScheduler",
-    "Segment",
+    "EpisodeRequest",
     "episodes_text",
     "Recall",
     "VectorStore",

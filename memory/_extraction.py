@@ -23,7 +23,7 @@ from typing import Any
 from . import _fence as fence
 from ._episodes import summary as episode_summary
 from ._episodes.model import Episode
-from ._episodes.segments import CallLater, Segment, Segmenter
+from ._episodes.segments import CallLater, EpisodeRequest, Segment, Segmenter
 from ._errors import InvalidMemoryInput, PermissionDenied
 from ._limiter import CallLimiter
 from ._models import Caller, GroupKey, MemberKey, Memory, MemoryType, Scope, Source
@@ -486,18 +486,18 @@ async def run_extraction(
     clock: Callable[[], float] = time.time,
     call_timeout: float = CALL_TIMEOUT_SECONDS,
     proposals: TodoProposals | None = None,
-    segment: Segment | None = None,
+    episode: EpisodeRequest | None = None,
 ) -> ExtractionReport:
     """One extraction call over a batch of messages, applied atomically. Never raises for the model's output.
 
     With `proposals` (todos are on) the model may also propose todos for the speakers; they are added unconfirmed (in
     their own commit, after the memory changes): listed and injected, never reminded until the member confirms.
-    With `segment` (a closed segment whose last lines are the batch) the same call also writes its episode; with
-    `segment` and no batch, one episode-only call does."""
+    With `episode` (a segment whose lines so far end with the batch) the same call also writes the segment's
+    episode; with `episode` and no batch, one episode-only call does."""
     report = ExtractionReport()
     if not utterances:
-        if segment is not None:
-            return await _run_episode_only(store, key, segment, generate, clock, call_timeout)
+        if episode is not None:
+            return await _run_episode_only(store, key, episode, generate, clock, call_timeout)
         return report
     doc = await store.document(key)
     speakers = list(speaker_labels(utterances))
@@ -509,6 +509,7 @@ async def run_extraction(
         system_prompt = EXTRACTION_SYSTEM_PROMPT + TODO_SYSTEM_PROMPT
         prompt = build_prompt(utterances, shown, list(doc.todos), proposals.policy, clock())
     labels: dict[str, str] = {}
+    segment = episode.view() if episode is not None else None
     if segment is not None:
         labels = episode_summary.segment_labels(utterances, segment)
         system_prompt += episode_summary.EPISODE_SYSTEM_PROMPT
@@ -546,14 +547,14 @@ async def run_extraction(
         applied_todos, rejected_todos = await store.change_todos(key, add_todos, actor=EXTRACTION_ACTOR)
         report.applied.extend(applied_todos)
         report.rejected.extend(rejected_todos)
-    episode = {}
-    if segment is not None:
-        report.episode = await _store_episode(store, key, reply, segment, labels, clock())
-        episode = {"episode": report.episode is not None}
+    produced = {}
+    if episode is not None and segment is not None:
+        report.episode = await _store_episode(store, key, reply, episode, segment, labels, clock())
+        produced = {"episode": report.episode is not None}
     await store.record(key, {
         "kind": CALL, "messages": len(utterances), "input_tokens": report.input_tokens,
         "output_tokens": report.output_tokens, "applied": len(report.applied), "rejected": len(report.rejected),
-        "parse_error": report.parse_error, **episode,
+        "parse_error": report.parse_error, **produced,
     }, actor=EXTRACTION_ACTOR)
     for raw, reason in report.rejected:
         log.info("extraction for %s rejected %s: %s", key, raw, reason)
@@ -575,15 +576,16 @@ async def _call(
 
 
 async def _run_episode_only(
-    store: MemoryStore, key: GroupKey, segment: Segment, generate: Generate, clock: Callable[[], float],
+    store: MemoryStore, key: GroupKey, episode: EpisodeRequest, generate: Generate, clock: Callable[[], float],
     call_timeout: float,
 ) -> ExtractionReport:
     """One call for the episode of a segment that closed on quiet after all its lines had been extracted."""
     report = ExtractionReport()
+    segment = episode.view()
     labels = episode_summary.segment_labels((), segment)
     prompt = episode_summary.episode_only_prompt(segment, labels)
     reply = await _call(generate, episode_summary.EPISODE_ONLY_SYSTEM_PROMPT, prompt, report, key, call_timeout)
-    report.episode = await _store_episode(store, key, reply, segment, labels, clock())
+    report.episode = await _store_episode(store, key, reply, episode, segment, labels, clock())
     await store.record(key, {
         "kind": CALL, "messages": 0, "input_tokens": report.input_tokens, "output_tokens": report.output_tokens,
         "applied": 0, "rejected": 0, "episode": report.episode is not None,
@@ -592,9 +594,11 @@ async def _run_episode_only(
 
 
 async def _store_episode(
-    store: MemoryStore, key: GroupKey, reply: str, segment: Segment, labels: dict[str, str], now: float
+    store: MemoryStore, key: GroupKey, reply: str, request: EpisodeRequest, segment: Segment,
+    labels: dict[str, str], now: float,
 ) -> Episode | None:
-    """The segment's episode from the reply, stored in the group's episodes; None (logged) when there is none."""
+    """The segment's episode from the reply, stored in the group's episodes (replacing the one an earlier call
+    wrote for the segment so far); None (logged) when there is none."""
     try:
         episode = episode_summary.read_episode(episode_summary.parse_episode(reply), segment, labels, now)
     except InvalidMemoryInput as exc:
@@ -602,7 +606,14 @@ async def _store_episode(
         return None
     if episode is None:
         return None
-    await store.change_episodes(key, lambda episodes: ([*episodes, episode], None), actor=EXTRACTION_ACTOR)
+
+    def put(episodes: list[Episode]) -> tuple[list[Episode], None]:
+        if any(e.id == episode.id for e in episodes):
+            return [episode if e.id == episode.id else e for e in episodes], None
+        return [*episodes, episode], None
+
+    await store.change_episodes(key, put, actor=EXTRACTION_ACTOR)
+    request.covered()
     return episode
 
 
@@ -614,8 +625,9 @@ class ExtractionScheduler:
     With `episode_messages` set, each group's conversation is also cut into segments (`_episodes/segments.py`:
     `episode_messages` messages, or `episode_quiet_seconds` of quiet), independent of the batches except that a
     batch never runs past a segment's end. A segment's closing starts an extraction at once, and `run` then gets a
-    fourth argument: the closed segment whose episode that call is to write (None for other calls); a batch of no
-    messages with a segment asks for the episode alone. `call_later` is the clock of both kinds of timer."""
+    fourth argument: the `EpisodeRequest` that call is to write (None for calls that write none: see
+    `segments.py` for which do); a batch of no messages with a request asks for the episode alone. `call_later` is
+    the clock of both kinds of timer."""
 
     def __init__(
         self,
@@ -667,7 +679,7 @@ class ExtractionScheduler:
         if segment_closed or len(pending) >= self._every_n:
             self._start(key)
         else:
-            self._timers[key] = self._call_later(self._quiet_seconds, lambda: self._start(key))
+            self._timers[key] = self._call_later(self._quiet_seconds, lambda: self._start(key, paused=True))
 
     def pending(self, key: GroupKey) -> int:
         return len(self._pending.get(key, ()))
@@ -683,36 +695,37 @@ class ExtractionScheduler:
             timer.cancel()
         self._start(key)
 
-    def _start(self, key: GroupKey) -> None:
+    def _start(self, key: GroupKey, paused: bool = False) -> None:
+        """Start the group's next extraction; `paused`: because the group went quiet (extraction's quiet period)."""
         self._timers.pop(key, None)
         if key in self._running or not (self._pending.get(key) or self._episode_waiting(key)):
             return  # the running (or queued) extraction picks up the rest when it gets to run
-        self._running[key] = asyncio.create_task(self._guarded(key), name=f"memory-extraction:{key}")
+        self._running[key] = asyncio.create_task(self._guarded(key, paused), name=f"memory-extraction:{key}")
 
     def _episode_waiting(self, key: GroupKey) -> bool:
         return self._segments is not None and self._segments.waiting(key)
 
-    def _take(self, key: GroupKey) -> tuple[list[Utterance], Segment | None]:
-        """The group's next batch, and the closed segment it finishes (with segments on)."""
+    def _take(self, key: GroupKey, paused: bool) -> tuple[list[Utterance], EpisodeRequest | None]:
+        """The group's next batch, and the episode its call is to write (with segments on)."""
         if self._segments is None:
             return list(self._pending.pop(key, ())), None
         pending = self._pending.get(key, deque())
-        batch, segment = self._segments.take(key, pending)
+        batch, episode = self._segments.take(key, pending, paused)
         if not pending:
             self._pending.pop(key, None)
-        return batch, segment
+        return batch, episode
 
-    async def _guarded(self, key: GroupKey) -> None:
+    async def _guarded(self, key: GroupKey, paused: bool) -> None:
         try:
             async with self._limiter.slot():
                 # Taken only once a slot is free: a group that waited in the queue sends everything it has so far
                 # (up to the end of a closed segment).
-                batch, segment = self._take(key)
+                batch, episode = self._take(key, paused)
                 if self._segments is None:
                     if batch:
                         await self._run(key, batch, self._origin.get(key, ""))
-                elif batch or segment is not None:
-                    await self._run(key, batch, self._origin.get(key, ""), segment)
+                elif batch or episode is not None:
+                    await self._run(key, batch, self._origin.get(key, ""), episode)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -723,7 +736,7 @@ class ExtractionScheduler:
         if pending >= self._every_n or self._episode_waiting(key):
             self._start(key)
         elif pending and key not in self._timers:  # its quiet timer fired while this run held the group
-            self._timers[key] = self._call_later(self._quiet_seconds, lambda: self._start(key))
+            self._timers[key] = self._call_later(self._quiet_seconds, lambda: self._start(key, paused=True))
 
     async def drain(self) -> None:
         """Wait for running extractions (tests and shutdown)."""

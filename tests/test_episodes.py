@@ -13,7 +13,7 @@ import pytest
 from memory import GroupKey, Settings, UserMemoryStore, Utterance, run_extraction
 from memory._admin import history_text, revert_change
 from memory._episodes.listing import episodes_text
-from memory._episodes.segments import Segment
+from memory._episodes.segments import EpisodeRequest, Segment
 from memory._episodes.summary import EARLIER_LINE_CHARS, MAX_SUMMARY_CHARS
 from memory._extraction import ExtractionScheduler
 from memory._limiter import CallLimiter
@@ -63,11 +63,15 @@ def said(user, text, at, name=None):
     return Utterance(user, name or {"ou_wang": "王磊", "ou_li": "李娜", "ou_zhao": "赵敏"}.get(user, user), text, at)
 
 
-def recording_scheduler(clock, *, every_n, segment, quiet=120, segment_quiet=1800):
+def recording_scheduler(clock, *, every_n, segment, quiet=120, segment_quiet=1800, episodes_succeed=True):
+    """A scheduler whose run records (group, batch texts, the segment its episode covers or None); the episode is
+    stored (reported covered) unless `episodes_succeed` is false."""
     calls = []
 
-    async def run(key, batch, origin, closing):
-        calls.append((key, [u.text for u in batch], closing))
+    async def run(key, batch, origin, episode):
+        calls.append((key, [u.text for u in batch], episode.view() if episode else None))
+        if episode is not None and episodes_succeed:
+            episode.covered()
 
     scheduler = ExtractionScheduler(
         run, every_n=every_n, quiet_seconds=quiet, buffer_size=100, limiter=CallLimiter(4),
@@ -83,20 +87,28 @@ async def feed(scheduler, clock, key, texts, user="ou_wang", gap=10.0):
         await clock.advance(gap)
 
 
+async def wait(scheduler, clock, seconds):
+    await clock.advance(seconds)
+    await scheduler.drain()
+
+
+def texts_of(segment):
+    return [u.text for u in segment.lines] if segment is not None else None
+
+
 # --- segmenting -------------------------------------------------------------------------------------------------
 async def test_a_segment_closes_on_count_whatever_the_batch_size_and_no_batch_runs_past_its_end():
     clock = FakeClock()
     scheduler, calls = recording_scheduler(clock, every_n=4, segment=6)
     await feed(scheduler, clock, G, [f"m{i}" for i in range(1, 11)])
     await scheduler.drain()
-    assert [(texts, closing is not None) for _, texts, closing in calls] == [
-        (["m1", "m2", "m3", "m4"], False),
-        (["m5", "m6"], True),  # the 6th message closed the segment: its extraction starts at once
-        (["m7", "m8", "m9", "m10"], False),
+    assert [(texts, texts_of(covers)) for _, texts, covers in calls] == [
+        (["m1", "m2", "m3", "m4"], None),
+        (["m5", "m6"], ["m1", "m2", "m3", "m4", "m5", "m6"]),  # the 6th message closed it: extracted at once
+        (["m7", "m8", "m9", "m10"], None),
     ]
     closing = calls[1][2]
-    assert [u.text for u in closing.lines] == ["m1", "m2", "m3", "m4", "m5", "m6"]
-    assert (closing.start, closing.end) == (T0, T0 + 50)
+    assert closing.closed and (closing.start, closing.end) == (T0, T0 + 50)
     await scheduler.close()
 
 
@@ -106,26 +118,41 @@ async def test_segments_longer_than_batches_close_on_their_own_count():
     await feed(scheduler, clock, G, [f"m{i}" for i in range(1, 11)])
     await scheduler.drain()
     assert [len(texts) for _, texts, _ in calls] == [2, 2, 1, 2, 2, 1]
-    assert [[u.text for u in c.lines] for _, _, c in calls if c] == [
-        ["m1", "m2", "m3", "m4", "m5"], ["m6", "m7", "m8", "m9", "m10"]]
+    assert [texts_of(c) for _, _, c in calls if c] == [["m1", "m2", "m3", "m4", "m5"], ["m6", "m7", "m8", "m9", "m10"]]
     await scheduler.close()
 
 
-async def test_a_segment_closes_on_quiet_with_an_episode_only_call_when_its_lines_were_extracted():
+async def test_a_pause_writes_the_episode_so_far_and_quiet_then_closes_the_segment_without_another_call():
     clock = FakeClock()
     scheduler, calls = recording_scheduler(clock, every_n=10, segment=30, quiet=120, segment_quiet=1800)
     await feed(scheduler, clock, G, ["m1", "m2", "m3"])
-    await clock.advance(120)
-    await scheduler.drain()
-    assert [(texts, c) for _, texts, c in calls] == [(["m1", "m2", "m3"], None)], "extraction's own quiet"
-    await clock.advance(1800)
-    await scheduler.drain()
-    assert len(calls) == 2
-    _, texts, closing = calls[1]
-    assert texts == [] and [u.text for u in closing.lines] == ["m1", "m2", "m3"]
-    await clock.advance(7200)
-    await scheduler.drain()
-    assert len(calls) == 2, "nothing more to do"
+    await wait(scheduler, clock, 120)  # extraction's own quiet period: the conversation may be over
+    [(_, texts, covers)] = calls
+    assert texts == ["m1", "m2", "m3"] and texts_of(covers) == texts and not covers.closed
+    await feed(scheduler, clock, G, ["m4", "m5"])  # it was not over
+    await wait(scheduler, clock, 120)
+    assert texts_of(calls[-1][2]) == ["m1", "m2", "m3", "m4", "m5"]
+    assert calls[-1][2].episode_id == covers.episode_id, "the same episode, rewritten"
+    await wait(scheduler, clock, 1800 + 7200)
+    assert len(calls) == 2, "closed on quiet with its episode written: no further call"
+    await feed(scheduler, clock, G, ["m6"])
+    await wait(scheduler, clock, 120)
+    assert texts_of(calls[-1][2]) == ["m6"] and calls[-1][2].episode_id != covers.episode_id, "a new segment"
+    await scheduler.close()
+
+
+async def test_a_segment_closing_on_quiet_without_its_episode_gets_an_episode_only_call():
+    clock = FakeClock()
+    scheduler, calls = recording_scheduler(clock, every_n=10, segment=30, quiet=120, segment_quiet=1800,
+                                           episodes_succeed=False)
+    await feed(scheduler, clock, G, ["m1", "m2", "m3"])
+    await wait(scheduler, clock, 120)
+    assert len(calls) == 1
+    await wait(scheduler, clock, 1800)
+    [_, (_, texts, covers)] = calls
+    assert texts == [] and texts_of(covers) == ["m1", "m2", "m3"] and covers.closed
+    await wait(scheduler, clock, 7200)
+    assert len(calls) == 2, "one attempt: nothing more to do"
     await scheduler.close()
 
 
@@ -133,23 +160,22 @@ async def test_a_segment_closing_on_quiet_with_a_batch_pending_rides_on_that_bat
     clock = FakeClock()
     scheduler, calls = recording_scheduler(clock, every_n=10, segment=30, quiet=86400, segment_quiet=1800)
     await feed(scheduler, clock, G, ["m1", "m2", "m3"])
-    await clock.advance(1800)
-    await scheduler.drain()
-    [(_, texts, closing)] = calls
-    assert texts == ["m1", "m2", "m3"] and [u.text for u in closing.lines] == texts
+    await wait(scheduler, clock, 1800)
+    [(_, texts, covers)] = calls
+    assert texts == ["m1", "m2", "m3"] and texts_of(covers) == texts and covers.closed
     await scheduler.close()
 
 
 async def test_a_message_before_the_quiet_period_ends_keeps_the_segment_open():
     clock = FakeClock()
-    scheduler, calls = recording_scheduler(clock, every_n=10, segment=30, quiet=120, segment_quiet=1800)
+    scheduler, calls = recording_scheduler(clock, every_n=10, segment=30, quiet=120, segment_quiet=1800,
+                                           episodes_succeed=False)
     await feed(scheduler, clock, G, ["m1"], gap=1700)
     await feed(scheduler, clock, G, ["m2"], gap=1700)
     await scheduler.drain()
-    assert all(c is None for _, _, c in calls)
-    await clock.advance(200)
-    await scheduler.drain()
-    assert [u.text for u in calls[-1][2].lines] == ["m1", "m2"]
+    assert all(not c.closed for _, _, c in calls)
+    await wait(scheduler, clock, 200)
+    assert texts_of(calls[-1][2]) == ["m1", "m2"] and calls[-1][2].closed
     await scheduler.close()
 
 
@@ -161,7 +187,7 @@ async def test_groups_are_segmented_apart():
         scheduler.observe(OTHER, said("ou_zhao", f"g2-{i}", clock.now), "umo")
         await clock.advance(5)
     await scheduler.drain()
-    by_group = {key: [u.text for u in c.lines] for key, _, c in calls if c}
+    by_group = {key: texts_of(c) for key, _, c in calls if c}
     assert by_group == {G: ["g1-0", "g1-1", "g1-2"], OTHER: ["g2-0", "g2-1", "g2-2"]}
     await scheduler.close()
 
@@ -180,7 +206,8 @@ def scripted(reply):
 
 
 def segment_of(lines, taken=0):
-    return Segment(lines=list(lines), taken=taken, closed=True)
+    """The request of the call that finishes a closed segment of these lines."""
+    return EpisodeRequest(Segment(lines=list(lines), taken=taken, closed=True), len(lines))
 
 
 WANG_LONG = "我们先把支付服务的上线时间定下来吧，" + "细节" * 60
@@ -203,7 +230,7 @@ async def test_the_closing_call_writes_the_episode_with_the_batch_operations(sto
         "operations": [{"op": "add", "scope": "member", "subject": "U1", "type": "fact", "content": "负责回滚预案"}],
         "episode": {"summary": "U3、U1 和 U2 讨论支付服务上线，定在周三；U1 负责回滚预案",
                     "start": 0, "end": 1, "participants": ["ou_fake"], "messages": 999}})
-    report = await run_extraction(store, G, batch, generate, SETTINGS, clock=lambda: T0 + 3000, segment=segment)
+    report = await run_extraction(store, G, batch, generate, SETTINGS, clock=lambda: T0 + 3000, episode=segment)
 
     [(system_prompt, prompt)] = generate.prompts
     assert '"episode"' in system_prompt and "不要写 U1、U2" in system_prompt
@@ -242,7 +269,7 @@ async def test_the_closing_call_writes_the_episode_with_the_batch_operations(sto
 ], ids=["missing", "not-an-object", "summary-not-text", "oversized", "unknown-label", "empty"])
 async def test_a_bad_or_empty_episode_gives_no_episode_and_the_operations_still_apply(store, reply):
     generate = scripted(lambda s, p: reply)
-    report = await run_extraction(store, G, LINES[1:], generate, SETTINGS, clock=lambda: T0, segment=segment_of(LINES))
+    report = await run_extraction(store, G, LINES[1:], generate, SETTINGS, clock=lambda: T0, episode=segment_of(LINES))
     assert [op.op for op in report.applied] == ["add"]
     assert report.episode is None and await store.episodes(G) == []
     [call] = [e for e in await store.log_entries(G) if e["kind"] == "call"]
@@ -252,14 +279,14 @@ async def test_a_bad_or_empty_episode_gives_no_episode_and_the_operations_still_
 async def test_a_truncated_reply_gives_neither_operations_nor_episode(store):
     full = json.dumps({"operations": [], "episode": {"summary": "李娜负责回滚预案"}}, ensure_ascii=False)
     generate = scripted(lambda s, p: full[:-3])
-    report = await run_extraction(store, G, LINES[1:], generate, SETTINGS, segment=segment_of(LINES))
+    report = await run_extraction(store, G, LINES[1:], generate, SETTINGS, episode=segment_of(LINES))
     assert report.parse_error and report.episode is None and await store.episodes(G) == []
 
 
 async def test_quoted_names_and_labels_with_names_become_plain_names(store):
     generate = scripted(lambda s, p: {"operations": [],
                                       "episode": {"summary": "U2 「王磊」和「李娜」约定周三上线，u1负责回滚"}})
-    report = await run_extraction(store, G, LINES[1:], generate, SETTINGS, segment=segment_of(LINES))
+    report = await run_extraction(store, G, LINES[1:], generate, SETTINGS, episode=segment_of(LINES))
     assert report.episode.summary == "王磊和李娜约定周三上线，李娜负责回滚"
 
 
@@ -276,7 +303,7 @@ async def test_a_call_that_closes_no_segment_asks_for_no_episode(store):
 async def test_the_episode_only_call_shows_the_segment_and_asks_for_the_episode_alone(store):
     generate = scripted(lambda s, p: {"episode": {"summary": "U1 和 U2 商量周三上线"}})
     report = await run_extraction(store, G, [], generate, SETTINGS, clock=lambda: T0 + 5000,
-                                  segment=segment_of(LINES, taken=3))
+                                  episode=segment_of(LINES, taken=3))
     [(system_prompt, prompt)] = generate.prompts
     assert system_prompt.startswith("你是群聊的情境记忆整理员") and "operations" not in system_prompt
     assert prompt.startswith("【本段对话】\nU1 「赵敏」: 我们先把") and "U3 「王磊」: 那就周三上线" in prompt
@@ -296,7 +323,7 @@ async def test_conversations_of_two_groups_become_episodes_of_their_own_group_on
     generate = scripted(reply)
 
     async def run(key, batch, origin, segment):
-        await run_extraction(store, key, batch, generate, SETTINGS, clock=clock, segment=segment)
+        await run_extraction(store, key, batch, generate, SETTINGS, clock=clock, episode=segment)
 
     scheduler = ExtractionScheduler(run, every_n=10, quiet_seconds=120, buffer_size=40, limiter=CallLimiter(4),
                                     episode_messages=4, episode_quiet_seconds=1800, call_later=clock.call_later)
@@ -324,7 +351,7 @@ async def test_no_episodes_yet_says_so(store):
 
 async def test_history_shows_an_episode_and_revert_removes_it_only_while_unchanged(store):
     generate = scripted(lambda s, p: {"operations": [], "episode": {"summary": "李娜负责回滚预案"}})
-    await run_extraction(store, G, LINES[1:], generate, SETTINGS, segment=segment_of(LINES))
+    await run_extraction(store, G, LINES[1:], generate, SETTINGS, episode=segment_of(LINES))
     [entry] = [e for e in await store.log_entries(G) if e["kind"] == "episode"]
     shown = await history_text(store, G)
     assert f"#{entry['id']}" in shown and "情境记忆新增 （无） → 李娜负责回滚预案" in shown, shown
@@ -342,10 +369,24 @@ async def test_history_shows_an_episode_and_revert_removes_it_only_while_unchang
 
 async def test_reverting_the_removal_of_an_episode_brings_it_back(store):
     generate = scripted(lambda s, p: {"operations": [], "episode": {"summary": "李娜负责回滚预案"}})
-    await run_extraction(store, G, LINES[1:], generate, SETTINGS, segment=segment_of(LINES))
+    await run_extraction(store, G, LINES[1:], generate, SETTINGS, episode=segment_of(LINES))
     [episode] = await store.episodes(G)
     await store.change_episodes(G, lambda es: ([], None), actor="maintenance", label="purge")
     purge = (await store.log_entries(G))[-1]
     answer = await revert_change(store, G, purge["id"], actor="admin:root")
     assert "情境记忆恢复为「李娜负责回滚预案」" in answer
     assert await store.episodes(G) == [episode]
+
+
+async def test_the_episode_written_at_a_pause_is_rewritten_when_the_segment_goes_on(store):
+    live = Segment(lines=LINES[:2], taken=2)
+    generate = scripted(lambda s, p: {"operations": [], "episode": {"summary": f"聊了 {p.count(': ')} 句"}})
+    first = await run_extraction(store, G, LINES[:2], generate, SETTINGS, episode=EpisodeRequest(live, 2))
+    live.lines.append(LINES[2])
+    live.taken, live.closed = 3, True
+    final = await run_extraction(store, G, LINES[2:], generate, SETTINGS, episode=EpisodeRequest(live, 3))
+    assert first.episode.id == final.episode.id
+    [stored] = await store.episodes(G)
+    assert stored == final.episode and stored.messages == 3 and stored.summary == "聊了 3 句"
+    assert [e["op"] for e in await store.log_entries(G) if e["kind"] == "episode"] == ["add", "update"]
+    assert live.done

@@ -1,13 +1,19 @@
 """Cutting each group's conversation into segments, independent of extraction batches.
 
-A segment closes after `max_messages` messages, or once the group has been quiet for `quiet_seconds`. Each closed
-segment becomes one episode, produced by the extraction call that carries the segment's last lines (the
-scheduler never lets a batch run past a segment's end), or by one episode-only call when the segment closed on
-quiet after its lines had all been extracted already.
+A segment closes after `max_messages` messages, or once the group has been quiet for `quiet_seconds`. Each segment
+becomes one episode, written by the extraction calls that carry its lines (the scheduler never lets a batch run
+past a segment's end):
+- the call that carries a closed segment's last lines writes its episode;
+- a call started by extraction's own (shorter) quiet period writes the episode of the segment so far: the
+  conversation has paused and may be over. If the segment goes on, a later call rewrites that same episode; if it
+  then closes on quiet with every line covered, its episode is already written and no call is needed;
+- a segment that closes on quiet with lines its episode does not cover yet (that call's answer had no valid
+  episode, say) gets one episode-only call.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,12 +34,35 @@ CallLater = Callable[[float, Callable[[], None]], Timer]
 
 
 @dataclass
+class EpisodeRequest:
+    """What a call is asked to summarise: `segment.lines[:lines]`. The caller reports a stored episode with
+    `covered()`, so a closed segment whose episode covers it all needs no further call."""
+
+    segment: Segment
+    lines: int
+
+    def view(self) -> Segment:
+        return self.segment.upto(self.lines)
+
+    def covered(self) -> None:
+        self.segment.covered = max(self.segment.covered, self.lines)
+
+
+@dataclass
 class Segment:
-    """A stretch of one group's conversation, in order. `taken` of its lines have gone out in extraction batches."""
+    """A stretch of one group's conversation, in order. `taken` of its lines have gone out in extraction batches;
+    its episode (always stored under `episode_id`) covers the first `covered` lines."""
 
     lines: list[Utterance] = field(default_factory=list)
     taken: int = 0
     closed: bool = False
+    covered: int = 0
+    episode_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+
+    @property
+    def done(self) -> bool:
+        """Closed, every line extracted, and its episode covers them all: nothing more to do."""
+        return self.closed and self.untaken == 0 and self.covered == len(self.lines)
 
     @property
     def start(self) -> float:
@@ -46,6 +75,11 @@ class Segment:
     @property
     def untaken(self) -> int:
         return len(self.lines) - self.taken
+
+    def upto(self, count: int) -> Segment:
+        """The segment as far as its first `count` lines (what a call started now is asked to summarise)."""
+        return Segment(self.lines[:count], min(self.taken, count), self.closed and count == len(self.lines),
+                       min(self.covered, count), self.episode_id)
 
     def participants(self) -> dict[str, str]:
         """user id -> name (the latest a member was called in the segment), in order of first message."""
@@ -89,7 +123,10 @@ class Segmenter:
         segments = self._segments.get(key)
         if segments and not segments[-1].closed:
             segments[-1].closed = True
-            self._on_close(key)
+            if self.waiting(key):
+                self._on_close(key)
+            else:  # its episode was written when extraction's own quiet period flushed it
+                self._drop_done(key)
 
     def dropped(self, key: GroupKey) -> None:
         """The oldest pending message of the group was dropped from a full buffer: it never reaches a batch."""
@@ -98,13 +135,25 @@ class Segmenter:
             segment.taken += 1
 
     def waiting(self, key: GroupKey) -> bool:
-        """Whether a closed segment of the group still waits for its episode."""
-        return any(s.closed for s in self._segments.get(key, ()))
+        """Whether a closed segment of the group still waits for lines to be extracted or for its episode."""
+        return any(s.closed and not s.done for s in self._segments.get(key, ()))
 
-    def take(self, key: GroupKey, pending: deque[Utterance]) -> tuple[list[Utterance], Segment | None]:
-        """The next batch from `pending` (whose messages are the segments' untaken lines, in order) and the closed
-        segment it finishes, if any. A batch never runs past the end of a segment; a closed segment whose lines
-        were all extracted already comes out alone (an episode-only call)."""
+    def _drop_done(self, key: GroupKey) -> None:
+        segments = self._segments.get(key)
+        while segments and segments[0].done:
+            segments.popleft()
+        if segments is not None and not segments:
+            del self._segments[key]
+
+    def take(
+        self, key: GroupKey, pending: deque[Utterance], paused: bool
+    ) -> tuple[list[Utterance], EpisodeRequest | None]:
+        """The next batch from `pending` (whose messages are the segments' untaken lines, in order) and the episode
+        its call is to write, if any: a batch never runs past the end of a segment, and the one that finishes a
+        closed segment asks for its episode; so does one taken because the group paused (`paused`: extraction's
+        quiet period), for the open segment so far. A closed segment with every line extracted but its episode
+        not yet covering them comes out alone (an episode-only call)."""
+        self._drop_done(key)
         segments = self._segments.get(key)
         if not segments:
             batch = list(pending)
@@ -114,12 +163,13 @@ class Segmenter:
         count = min(first.untaken, len(pending)) if first.closed else len(pending)
         batch = [pending.popleft() for _ in range(count)]
         first.taken += len(batch)
-        if not first.closed:
-            return batch, None
-        segments.popleft()
-        if not segments:
-            del self._segments[key]
-        return batch, first
+        if first.closed:
+            request = EpisodeRequest(first, len(first.lines))
+            segments.popleft()
+            if not segments:
+                del self._segments[key]
+            return batch, request
+        return batch, EpisodeRequest(first, first.taken) if paused and batch else None
 
     def close(self) -> None:
         for timer in self._quiet.values():

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import re
-import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -112,7 +111,7 @@ def read_episode(raw: Any, segment: Segment, labels: dict[str, str], now: float)
     if len(summary) > MAX_SUMMARY_CHARS:
         raise InvalidMemoryInput(f"episode summary longer than {MAX_SUMMARY_CHARS} characters")
     return Episode(
-        id=str(uuid.uuid4()), start=segment.start, end=segment.end, participants=list(names),
+        id=segment.episode_id, start=segment.start, end=segment.end, participants=list(names),
         participant_names=list(names.values()), summary=summary, created_at=now, messages=len(segment.lines),
     )
 
