@@ -165,8 +165,9 @@ class Replay:
     parse_errors: int
     kept: int
 
-    def per100(self, value: float, messages: int) -> float:
-        return value * 100 / messages
+    @property
+    def tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
 
 
 async def replay(texts: list[Utterance], gaps: list[float], settings: Settings, seed: int, episodes: bool) -> Replay:
@@ -229,17 +230,18 @@ async def main() -> None:
         base = await replay(messages, gaps, settings, args.seed, episodes=False)
         with_episodes = await replay(messages, gaps, settings, args.seed, episodes=True)
         print(f"\n{timing}: {'a message every 10 s' if timing == 'steady' else 'bursts and pauses'}")
+        per100 = 100 / n
         for name, r in (("extraction only", base), ("with episodes", with_episodes)):
-            total = r.input_tokens + r.output_tokens
-            print(f"  {name:16s} calls {r.per100(r.calls, n):5.1f} /100 msgs ({r.episode_only_calls} episode-only), "
-                  f"tokens /100 msgs: input {r.per100(r.input_tokens, n):6.0f}, output {r.per100(r.output_tokens, n):4.0f},"
-                  f" total {r.per100(total, n):6.0f}; episodes {r.episodes}")
-        ratio = (with_episodes.input_tokens + with_episodes.output_tokens) / (base.input_tokens + base.output_tokens)
-        print(f"  with episodes / extraction only: tokens x{ratio:.2f}, calls +{with_episodes.per100(with_episodes.calls - base.calls, n):.1f} /100 msgs")
-        print(f"  operations applied (with episodes): {sum(with_episodes.applied.values())} {dict(with_episodes.applied)};"
-              f" memories kept: {with_episodes.kept}; rejected by validation: {sum(with_episodes.reasons.values())};"
-              f" replies skipped as malformed: {with_episodes.parse_errors}")
-        for reason, count in with_episodes.reasons.most_common():
+            print(f"  {name:16s} calls {r.calls * per100:5.1f} /100 msgs ({r.episode_only_calls} episode-only), "
+                  f"tokens /100 msgs: input {r.input_tokens * per100:6.0f}, output {r.output_tokens * per100:4.0f}, "
+                  f"total {r.tokens * per100:6.0f}; episodes {r.episodes}")
+        print(f"  with episodes / extraction only: tokens x{with_episodes.tokens / base.tokens:.2f}, "
+              f"calls +{(with_episodes.calls - base.calls) * per100:.1f} /100 msgs")
+        r = with_episodes
+        print(f"  operations applied (with episodes): {sum(r.applied.values())} {dict(r.applied)}; memories kept: "
+              f"{r.kept}; rejected by validation: {sum(r.reasons.values())}; replies skipped as malformed: "
+              f"{r.parse_errors}")
+        for reason, count in r.reasons.most_common():
             print(f"    {count:4d}  {reason}")
 
 
