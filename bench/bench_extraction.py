@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import random
 import re
 import sys
@@ -73,10 +74,12 @@ def estimate_tokens(text: str) -> int:
     return cjk + round(words * 1.3) + len(re.findall(r"[^\sA-Za-z0-9_\u4e00-\u9fff]", text)) // 2
 
 
-def pauses(n: int, rng: random.Random, bursts: bool) -> list[float]:
+def pauses(n: int, rng: random.Random, timing: str) -> list[float]:
     """Seconds to wait after each message."""
-    if not bursts:
+    if timing == "steady":
         return [10.0] * n
+    if timing == "slow":
+        return [rng.uniform(150, 600) for _ in range(n)]
     return [rng.uniform(300, 10800) if rng.random() < 0.04 else rng.uniform(5, 90) for _ in range(n)]
 
 
@@ -123,6 +126,13 @@ def scripted_model(rng: random.Random):
         return reply, estimate_tokens(system_prompt + prompt), estimate_tokens(reply)
 
     return generate
+
+
+TIMINGS = {
+    "steady": "a message every 10 s",
+    "bursts": "5-90 s apart, a pause of 5 min to 3 h after about one message in 25",
+    "slow": "2.5-10 min apart: extraction's quiet period passes after every message",
+}
 
 
 class SimulatedClock:
@@ -218,6 +228,7 @@ async def main() -> None:
     parser.add_argument("--every", type=int, default=10)
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
+    logging.getLogger("astrbot_plugin_user_memory").setLevel(logging.ERROR)  # the scripted model's errors are counted
     rng = random.Random(args.seed)
     messages = conversation(args.messages, rng)
     settings = Settings(enable_background_extraction=True, extraction_every_n_messages=args.every)
@@ -225,11 +236,11 @@ async def main() -> None:
     print(f"{n} messages, {len(MEMBERS)} members; extraction every {args.every} messages or "
           f"{settings.extraction_quiet_seconds} s quiet; segments of {settings.episode_segment_messages} messages or "
           f"{settings.episode_quiet_minutes} min quiet; tokens estimated from text")
-    for timing in ("steady", "bursts"):
-        gaps = pauses(n, random.Random(args.seed + 1), bursts=timing == "bursts")
+    for timing, what in TIMINGS.items():
+        gaps = pauses(n, random.Random(args.seed + 1), timing)
         base = await replay(messages, gaps, settings, args.seed, episodes=False)
         with_episodes = await replay(messages, gaps, settings, args.seed, episodes=True)
-        print(f"\n{timing}: {'a message every 10 s' if timing == 'steady' else 'bursts and pauses'}")
+        print(f"\n{timing}: {what}")
         per100 = 100 / n
         for name, r in (("extraction only", base), ("with episodes", with_episodes)):
             print(f"  {name:16s} calls {r.calls * per100:5.1f} /100 msgs ({r.episode_only_calls} episode-only), "

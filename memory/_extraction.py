@@ -91,6 +91,8 @@ BOOST_STEP = 0.1
 EXTRACTION_ACTOR = "extraction"
 
 
+
+
 @dataclass(frozen=True)
 class Utterance:
     user_id: str
@@ -613,7 +615,7 @@ async def _store_episode(
         return [*episodes, episode], None
 
     await store.change_episodes(key, put, actor=EXTRACTION_ACTOR)
-    request.covered()
+    request.covered(episode.summary)
     return episode
 
 

@@ -71,7 +71,7 @@ def recording_scheduler(clock, *, every_n, segment, quiet=120, segment_quiet=180
     async def run(key, batch, origin, episode):
         calls.append((key, [u.text for u in batch], episode.view() if episode else None))
         if episode is not None and episodes_succeed:
-            episode.covered()
+            episode.covered(f"summary of {episode.lines} lines")
 
     scheduler = ExtractionScheduler(
         run, every_n=every_n, quiet_seconds=quiet, buffer_size=100, limiter=CallLimiter(4),
@@ -131,13 +131,18 @@ async def test_a_pause_writes_the_episode_so_far_and_quiet_then_closes_the_segme
     assert texts == ["m1", "m2", "m3"] and texts_of(covers) == texts and not covers.closed
     await feed(scheduler, clock, G, ["m4", "m5"])  # it was not over
     await wait(scheduler, clock, 120)
-    assert texts_of(calls[-1][2]) == ["m1", "m2", "m3", "m4", "m5"]
-    assert calls[-1][2].episode_id == covers.episode_id, "the same episode, rewritten"
-    await wait(scheduler, clock, 1800 + 7200)
-    assert len(calls) == 2, "closed on quiet with its episode written: no further call"
+    assert calls[-1][1:] == (["m4", "m5"], None), "too little new since the last episode to write it again"
     await feed(scheduler, clock, G, ["m6"])
     await wait(scheduler, clock, 120)
-    assert texts_of(calls[-1][2]) == ["m6"] and calls[-1][2].episode_id != covers.episode_id, "a new segment"
+    rewrite = calls[-1][2]
+    assert texts_of(rewrite) == ["m1", "m2", "m3", "m4", "m5", "m6"]
+    assert rewrite.episode_id == covers.episode_id, "the same episode, rewritten"
+    assert (rewrite.covered, rewrite.summary) == (3, "summary of 3 lines"), "from the summary so far"
+    await wait(scheduler, clock, 1800 + 7200)
+    assert len(calls) == 3, "closed on quiet with its episode written: no further call"
+    await feed(scheduler, clock, G, ["m7", "m8", "m9"])
+    await wait(scheduler, clock, 120)
+    assert texts_of(calls[-1][2]) == ["m7", "m8", "m9"] and calls[-1][2].episode_id != covers.episode_id, "a new one"
     await scheduler.close()
 
 
@@ -173,7 +178,7 @@ async def test_a_message_before_the_quiet_period_ends_keeps_the_segment_open():
     await feed(scheduler, clock, G, ["m1"], gap=1700)
     await feed(scheduler, clock, G, ["m2"], gap=1700)
     await scheduler.drain()
-    assert all(not c.closed for _, _, c in calls)
+    assert all(c is None for _, _, c in calls), "a lone line at a pause is not worth an episode yet"
     await wait(scheduler, clock, 200)
     assert texts_of(calls[-1][2]) == ["m1", "m2"] and calls[-1][2].closed
     await scheduler.close()
@@ -306,7 +311,8 @@ async def test_the_episode_only_call_shows_the_segment_and_asks_for_the_episode_
                                   episode=segment_of(LINES, taken=3))
     [(system_prompt, prompt)] = generate.prompts
     assert system_prompt.startswith("你是群聊的情境记忆整理员") and "operations" not in system_prompt
-    assert prompt.startswith("【本段对话】\nU1 「赵敏」: 我们先把") and "U3 「王磊」: 那就周三上线" in prompt
+    assert prompt.startswith("【本段此前的概括】\n（无）\n\n【本段对话】\nU1 「赵敏」: 我们先把")
+    assert "U3 「王磊」: 那就周三上线" in prompt
     assert report.episode.summary == "赵敏 和 李娜 商量周三上线"
     [call] = [e for e in await store.log_entries(G) if e["kind"] == "call"]
     assert (call["messages"], call["episode"]) == (0, True), "the messages were counted by their batches"
@@ -382,11 +388,14 @@ async def test_the_episode_written_at_a_pause_is_rewritten_when_the_segment_goes
     live = Segment(lines=LINES[:2], taken=2)
     generate = scripted(lambda s, p: {"operations": [], "episode": {"summary": f"聊了 {p.count(': ')} 句"}})
     first = await run_extraction(store, G, LINES[:2], generate, SETTINGS, episode=EpisodeRequest(live, 2))
+    assert (live.covered, live.summary) == (2, "聊了 2 句")
     live.lines.append(LINES[2])
     live.taken, live.closed = 3, True
     final = await run_extraction(store, G, LINES[2:], generate, SETTINGS, episode=EpisodeRequest(live, 3))
+    prompt = generate.prompts[-1][1]
+    assert "【本段此前的概括】\n聊了 2 句\n\n【本段较早的对话】\n（无）" in prompt, "the summary, not the lines again"
     assert first.episode.id == final.episode.id
     [stored] = await store.episodes(G)
-    assert stored == final.episode and stored.messages == 3 and stored.summary == "聊了 3 句"
+    assert stored == final.episode and stored.messages == 3 and stored.summary == "聊了 1 句"
     assert [e["op"] for e in await store.log_entries(G) if e["kind"] == "episode"] == ["add", "update"]
     assert live.done

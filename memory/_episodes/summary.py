@@ -1,7 +1,8 @@
-"""The episode of a closed segment: what the model is asked, and how its answer becomes an `Episode`.
+"""The episode of a segment: what the model is asked, and how its answer becomes an `Episode`.
 
-The call that carries a segment's last lines (its batch) also shows the segment's earlier lines, cut short: they
-were extracted already, so only the summary needs them. What the model answers is validated like extraction
+The call that writes a segment's episode also shows what of the segment came before its batch, as briefly as will
+do: the summary an earlier call wrote for the segment so far (if one did), then the earlier lines it does not cover,
+each cut short (they were extracted already, so only the summary needs them). What the model answers is validated like extraction
 operations: a missing, malformed, empty or oversized summary gives no episode (the batch's operations still apply);
 the time range, message count and participants come from the segment, never from the model; speaker labels the
 model left in the summary are replaced by the members' names.
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 
 # Appended to the extraction system prompt on the call that closes a segment.
 EPISODE_SYSTEM_PROMPT = """
-此外，群里的一段对话刚刚结束：它是【本段较早的对话】（已经处理过，只用来概括）加上【最近对话】。请在同一个 JSON 对象里为这段对话写一条情境记忆：
+此外，请为群里的这段对话写一条情境记忆：这段对话依次是【本段此前的概括】、【本段较早的对话】（都已处理过，只用来概括）和【最近对话】。在同一个 JSON 对象里回答：
 {"operations": [ ... ], "episode": {"summary": "..."}}
 情境记忆规则：
 - summary 用一两句话写谁和谁聊了什么、有什么结论、谁负责什么，不超过 100 字，使用对话所用的语言。
@@ -33,7 +34,7 @@ EPISODE_SYSTEM_PROMPT = """
 - 只写对话里说到的内容；只有寒暄、没有值得概括的内容时 summary 写空字符串。"""
 
 # The system prompt of an episode-only call: a segment that closed on quiet after all its lines were extracted.
-EPISODE_ONLY_SYSTEM_PROMPT = """你是群聊的情境记忆整理员。用一两句话概括【本段对话】，作为这段对话的情境记忆。
+EPISODE_ONLY_SYSTEM_PROMPT = """你是群聊的情境记忆整理员。用一两句话概括这段群聊（【本段此前的概括】加上【本段对话】），作为这段对话的情境记忆。
 输出一个 JSON 对象，不要输出其他内容：
 {"episode": {"summary": "..."}}
 规则：
@@ -41,10 +42,11 @@ EPISODE_ONLY_SYSTEM_PROMPT = """你是群聊的情境记忆整理员。用一两
 - 用成员的名字（「」里的称呼，不带「」）称呼他们，不要写 U1、U2 这样的编号。
 - 只写对话里说到的内容；只有寒暄、没有值得概括的内容时 summary 写空字符串。"""
 
+SUMMARY_HEADER = fence.marker("本段此前的概括", "【】")
 EARLIER_HEADER = fence.marker("本段较早的对话", "【】")
 SEGMENT_HEADER = fence.marker("本段对话", "【】")
-EARLIER_PROMPT_PREFIX = f"{EARLIER_HEADER}\n{{earlier}}\n\n"
-EPISODE_ONLY_PROMPT = f"{SEGMENT_HEADER}\n{{lines}}\n\n请输出 JSON。"
+EARLIER_PROMPT_PREFIX = f"{SUMMARY_HEADER}\n{{summary}}\n\n{EARLIER_HEADER}\n{{earlier}}\n\n"
+EPISODE_ONLY_PROMPT = f"{SUMMARY_HEADER}\n{{summary}}\n\n{SEGMENT_HEADER}\n{{lines}}\n\n请输出 JSON。"
 
 # Earlier lines were in earlier batches already: each is cut to this many characters, and at most the last
 # MAX_EARLIER_LINES are shown, which keeps the closing call's extra input small (see bench/bench_extraction.py).
@@ -68,18 +70,29 @@ def _line(line: Utterance, labels: dict[str, str], cut: bool) -> str:
     return f"{labels[line.user_id]} {fence.name(line.name)}: {fence.data(text)}"
 
 
+def _uncovered(segment: Segment, lines: Sequence[Utterance], labels: dict[str, str]) -> str:
+    """`lines` cut short, at most the last MAX_EARLIER_LINES of them."""
+    shown = [_line(line, labels, cut=True) for line in lines[-MAX_EARLIER_LINES:]]
+    if len(lines) > MAX_EARLIER_LINES:
+        shown.insert(0, f"（更早的 {len(lines) - MAX_EARLIER_LINES} 条从略）")
+    return "\n".join(shown) or "（无）"
+
+
+def _summary(segment: Segment) -> str:
+    return fence.data(segment.summary) if segment.summary else "（无）"
+
+
 def earlier_prefix(segment: Segment, batch_size: int, labels: dict[str, str]) -> str:
-    """The prompt section of the segment's lines before the batch (its last `batch_size` lines), cut short."""
-    earlier = segment.lines[: len(segment.lines) - batch_size]
-    shown = [_line(line, labels, cut=True) for line in earlier[-MAX_EARLIER_LINES:]]
-    if len(earlier) > MAX_EARLIER_LINES:
-        shown.insert(0, f"（更早的 {len(earlier) - MAX_EARLIER_LINES} 条从略）")
-    return EARLIER_PROMPT_PREFIX.format(earlier="\n".join(shown) or "（无）")
+    """The prompt sections of what came before the batch (the segment's last `batch_size` lines): the summary of
+    the segment so far, and the earlier lines it does not cover."""
+    earlier = segment.lines[segment.covered: len(segment.lines) - batch_size]
+    return EARLIER_PROMPT_PREFIX.format(summary=_summary(segment), earlier=_uncovered(segment, earlier, labels))
 
 
 def episode_only_prompt(segment: Segment, labels: dict[str, str]) -> str:
-    lines = segment.lines[-MAX_EARLIER_LINES:]
-    return EPISODE_ONLY_PROMPT.format(lines="\n".join(_line(line, labels, cut=True) for line in lines))
+    return EPISODE_ONLY_PROMPT.format(
+        summary=_summary(segment), lines=_uncovered(segment, segment.lines[segment.covered:], labels)
+    )
 
 
 def parse_episode(reply: str) -> Any:
