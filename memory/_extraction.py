@@ -23,7 +23,7 @@ from typing import Any
 from . import _fence as fence
 from ._episodes import summary as episode_summary
 from ._episodes.model import Episode
-from ._episodes.segments import CallLater, EpisodeRequest, Segment, Segmenter
+from ._episodes.segments import CallLater, EpisodeRequest, Segment, Segmenter, Timer
 from ._errors import InvalidMemoryInput, PermissionDenied
 from ._limiter import CallLimiter
 from ._models import Caller, GroupKey, MemberKey, Memory, MemoryType, Scope, Source
@@ -91,8 +91,6 @@ BOOST_STEP = 0.1
 EXTRACTION_ACTOR = "extraction"
 
 
-
-
 @dataclass(frozen=True)
 class Utterance:
     user_id: str
@@ -143,7 +141,7 @@ class ExtractionReport:
     parse_error: str | None = None
     input_tokens: int = 0
     output_tokens: int = 0
-    episode: Episode | None = None  # the episode of the segment the call closed, when it made one
+    episode: Episode | None = None  # the episode the call wrote (of its segment so far, or closed), if any
 
 
 # The model call, supplied by the adapter: (system prompt, prompt) -> (reply text, input tokens, output tokens).
@@ -656,7 +654,7 @@ class ExtractionScheduler:
         ) if episode_messages else None
         self._pending: dict[GroupKey, deque[Utterance]] = {}
         self._origin: dict[GroupKey, str] = {}
-        self._timers: dict[GroupKey, Any] = {}
+        self._timers: dict[GroupKey, Timer] = {}
         self._running: dict[GroupKey, asyncio.Task[None]] = {}
 
     def observe(self, key: GroupKey, utterance: Utterance, origin: str) -> None:

@@ -87,10 +87,11 @@ class Segment:
         return len(self.lines) - self.taken
 
     def upto(self, count: int) -> Segment:
-        """The segment as far as its first `count` lines (what a call started now is asked to summarise)."""
-        return Segment(self.lines[:count], min(self.taken, count), self.closed and count == len(self.lines),
-                       self.covered if self.covered <= count else 0, self.summary if self.covered <= count else "",
-                       self.episode_id)
+        """The segment as far as its first `count` lines (what a call started now is asked to summarise; requests
+        are made for all the lines taken so far, never fewer than its summary covers)."""
+        return Segment(lines=self.lines[:count], taken=min(self.taken, count),
+                       closed=self.closed and count == len(self.lines), covered=self.covered, summary=self.summary,
+                       episode_id=self.episode_id)
 
     def participants(self) -> dict[str, str]:
         """user id -> name (the latest a member was called in the segment), in order of first message."""
