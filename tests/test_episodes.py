@@ -399,3 +399,27 @@ async def test_the_episode_written_at_a_pause_is_rewritten_when_the_segment_goes
     assert stored == final.episode and stored.messages == 3 and stored.summary == "聊了 1 句"
     assert [e["op"] for e in await store.log_entries(G) if e["kind"] == "episode"] == ["add", "update"]
     assert live.done
+
+
+async def test_messages_dropped_from_a_full_buffer_keep_batches_and_segments_in_step():
+    clock = FakeClock()
+    release = asyncio.Event()
+    calls = []
+
+    async def run(key, batch, origin, episode):
+        calls.append(([u.text for u in batch], texts_of(episode.view()) if episode else None))
+        await release.wait()
+
+    scheduler = ExtractionScheduler(run, every_n=2, quiet_seconds=120, buffer_size=3, limiter=CallLimiter(4),
+                                    episode_messages=6, episode_quiet_seconds=1800, call_later=clock.call_later)
+    for i in range(1, 9):  # the first batch holds the group while m3..m8 arrive: m3, m4, m5 fall out of the buffer
+        scheduler.observe(G, said("ou_wang", f"m{i}", clock.now), "umo")
+        await asyncio.sleep(0)
+    release.set()
+    await scheduler.drain()
+    assert calls == [
+        (["m1", "m2"], None),
+        (["m6"], ["m1", "m2", "m3", "m4", "m5", "m6"]),  # the rest of segment 1; its episode still sees every line
+        (["m7", "m8"], None),
+    ]
+    await scheduler.close()
