@@ -14,7 +14,7 @@ from typing import Any
 import astrbot.api.message_components as Comp
 from astrbot.api import AstrBotConfig, ToolSet, logger
 from astrbot.api.event import AstrMessageEvent, MessageChain, filter
-from astrbot.api.provider import ProviderRequest
+from astrbot.api.provider import LLMResponse, ProviderRequest
 from astrbot.api.star import Context, Star, StarTools
 from astrbot.core.provider.register import llm_tools
 
@@ -32,6 +32,7 @@ from .memory import (
     MemoryPluginError,
     Origin,
     Recall,
+    RecentReplies,
     Reminder,
     ReminderScheduler,
     Roster,
@@ -78,6 +79,8 @@ _tool_name = operator.attrgetter("name")
 INTERNAL_ERROR = "记忆工具内部出错，没有做任何更改。请直接回复用户，不要重试。"
 CLEAR_CONFIRM_WORDS = ("confirm", "确认", "yes")
 READ_FAILED = "暂时无法读取记忆，请稍后再试。"
+# The event extra holding the ids of the memories injected for this request, read back when its reply is done.
+INJECTED_MEMORIES = "astrbot_plugin_user_memory:injected"
 
 
 def group_origin(platform_id: str, adapter: str, group_id: str) -> Origin:
@@ -141,7 +144,10 @@ class UserMemoryPlugin(Star):
                 mention_all=self.settings.reminder_mention_all,
             )
         self.extraction: ExtractionScheduler | None = None
+        # the replies whose use of the injected memories the next extraction call judges (only with extraction on)
+        self.replies: RecentReplies | None = None
         if self.settings.enable_user_memory and self.settings.enable_background_extraction:
+            self.replies = RecentReplies()
             self.extraction = ExtractionScheduler(
                 self._extract,
                 every_n=self.settings.extraction_every_n_messages,
@@ -255,6 +261,7 @@ class UserMemoryPlugin(Star):
         report = await run_extraction(
             self.store, key, batch, functools.partial(self._generate, origin), self.settings, proposals=proposals,
             episode=episode,
+            replies=self.replies.take(key) if self.replies is not None and batch else (),
         )
         logger.info(
             f"[{PLUGIN_NAME}] extraction for {key}: {len(batch)} messages, {len(report.applied)} applied, "
@@ -326,9 +333,11 @@ class UserMemoryPlugin(Star):
                 if todos is None:
                     todos = await self.store.todos(member.group)
                 settings, todo_lines = self._todo_section(member, todos, now)
-            block = await self.recall.memory_block(
+            block, injected = await self.recall.injection(
                 self.store, caller, settings, speaker, event.message_str or req.prompt or "",
             )
+            if injected and self.replies is not None:
+                event.set_extra(INJECTED_MEMORIES, injected)
             if self.reminders is not None and self.settings.memory_inject_limit:
                 block = self.todo_section.block(member.group, member.user_id, block, todo_lines, self._now_line(now),
                                                 speaker)
@@ -337,6 +346,20 @@ class UserMemoryPlugin(Star):
             return
         if block:
             req.system_prompt = f"{req.system_prompt}\n\n{block}" if req.system_prompt else block
+
+    @filter.on_llm_response()
+    async def note_reply(self, event: AstrMessageEvent, resp: LLMResponse) -> None:
+        """Keep the finished reply with the memories injected for it, for the group's next extraction call to judge
+        which of them it really used. Fires once per reply, streamed or not (AstrBot passes the whole response when
+        the agent is done; `after_message_sent` does not fire for streamed replies)."""
+        injected = event.get_extra(INJECTED_MEMORIES)
+        if not injected or self.replies is None:
+            return
+        event.set_extra(INJECTED_MEMORIES, None)  # one judgment per injection, whatever else calls this hook
+        member = member_of(event)
+        if member is not None:
+            self.replies.record(member.group, member.user_id, self._speaker_name(event, member), injected,
+                                resp.completion_text or "", time.time())
 
     def _todo_section(self, member: MemberKey, todos: Sequence[Todo], now: float) -> tuple[Settings, list[str]]:
         """The todo lines for the block and the settings left for memories: todos take their slots and characters

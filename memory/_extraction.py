@@ -25,6 +25,7 @@ from ._episodes import summary as episode_summary
 from ._episodes.model import Episode
 from ._episodes.segments import CallLater, EpisodeRequest, Segment, Segmenter, Timer
 from ._errors import InvalidMemoryInput, PermissionDenied
+from ._aging.usage import USED_OP, Reply, used
 from ._limiter import CallLimiter
 from ._models import Caller, GroupKey, MemberKey, Memory, MemoryType, Scope, Source
 from ._recall import LexicalIndex
@@ -56,6 +57,7 @@ EXTRACTION_SYSTEM_PROMPT = """你是群聊的长期记忆管理员。根据最�
 - {"op": "skip"}
 规则：
 1. id 必须是【现有记忆】中列出的编号；与现有记忆冲突或是其更新时用 update（如换了称呼），取消或失效时用 delete，不要新增矛盾的记忆。
+   不同时间的两种说法是随时间的变化，不是冲突（如十天前“很紧张”、现在“很放松”）：不要仅因此删除较早的那条。
 2. 再次被提到但没有变化的记忆用 boost。
 3. subject 必须是【最近对话】中发过言的成员编号（U1、U2……）。成员记忆写它是关于谁的；群公共记忆（新增、修改、删除）写是谁在对话中提出的。
    只有群管理员或该条群公共记忆的添加者能让它被修改或删除；新增群公共记忆（尤其是对全群生效的指令）也可能只允许管理员，不符合的操作会被拒绝。
@@ -73,17 +75,29 @@ TODO_SYSTEM_PROMPT = """
 9. 时间按【当前时间】所在时区的本地时间书写，必须晚于当前时间：due_at 是截止时间（只知道日期时可只写日期，如 2026-11-27），remind_at 是提醒时间；不知道的字段省略，但至少要有一个；说不出具体时间的承诺不要提出。不支持重复待办。
 10. 每批最多 3 条待办；与【现有待办】相同的不要再提出。这些待办要等成员本人确认后才会提醒。"""
 
+# Appended to the system prompt only when replies of the bot are shown for judgment (`_aging/usage.py`).
+USED_SYSTEM_PROMPT = """
+【机器人最近的回复】列出机器人最近的回复，以及每条回复时提供给它的记忆编号。回复确实用到了其中某条记忆时（回复的内容依据了它），输出：
+- {"op": "used", "id": 3}
+判断规则：
+（1）只有回复真正依据了这条记忆才算使用；只是提供了、但回复没有用到，不算（如提供了“主人喜欢猫”，回复在聊天气 → 不算；提供了“主人很紧张”，回复说“别这么绷着” → 算）。
+（2）id 只能是该条回复后面列出的编号；不确定时不要输出 used。used 与 boost 不同：boost 表示成员在对话里再次提到。"""
+
 MEMORIES_HEADER = fence.marker("现有记忆", "【】")
 CONVERSATION_HEADER = fence.marker("最近对话", "【】")
 NOW_HEADER = fence.marker("当前时间", "【】")
 TODOS_HEADER = fence.marker("现有待办", "【】")
-EXTRACTION_PROMPT = f"{MEMORIES_HEADER}\n{{memories}}\n\n{CONVERSATION_HEADER}\n{{conversation}}\n\n请输出 JSON。"
+REPLIES_HEADER = fence.marker("机器人最近的回复", "【】")
+EXTRACTION_PROMPT = (
+    f"{MEMORIES_HEADER}\n{{memories}}\n\n{{replies}}{CONVERSATION_HEADER}\n{{conversation}}\n\n请输出 JSON。"
+)
 TODO_PROMPT_PREFIX = f"{NOW_HEADER}\n{{now}}\n\n{TODOS_HEADER}\n{{todos}}\n\n"
 
-VALID_OPS = ("add", "update", "delete", "boost", "skip")  # and "todo", validated apart (_validate_todo)
+VALID_OPS = ("add", "update", "delete", "boost", USED_OP, "skip")  # and "todo", validated apart (_validate_todo)
 MAX_TODOS_PER_BATCH = 3
 MAX_SHOWN_TODOS = 20
 MAX_SHOWN_MEMORIES = 40
+MAX_JUDGED_MEMORIES = 30  # memories shown beyond MAX_SHOWN_MEMORIES because a shown reply had them injected
 # Longest message kept for extraction: a pasted megabyte must not reach the prompt or the loop-bound scoring.
 MAX_UTTERANCE_CHARS = 500
 CALL_TIMEOUT_SECONDS = 120.0  # a hung provider must not keep the group's next batches waiting forever
@@ -162,18 +176,25 @@ def build_prompt(
     todos: Sequence[Todo] | None = None,
     policy: TodoPolicy | None = None,
     now: float = 0.0,
+    replies: Sequence[Reply] = (),
 ) -> str:
-    """The batch, the memories shown, and (when todos are on: `policy` given) the current local time and the
+    """The batch, the memories shown, the bot's recent replies with the shown numbers of the memories injected for
+    them (when there are any to judge), and (when todos are on: `policy` given) the current local time and the
     speakers' pending todos."""
     labels = speaker_labels(utterances)
     # "U1 「小李」": the label outside the quotes is ours; the quoted name cannot contain a label or close the quote
     speakers = {u.user_id: f"{labels[u.user_id]} {fence.name(u.name)}" for u in utterances}
+    for reply in replies:  # a member the bot replied to who has not spoken in this batch: named, without a label
+        speakers.setdefault(reply.user_id, fence.name(reply.name))
     memory_lines = []
     for s in shown:
         whose = "本群公共" if s.scope is Scope.GROUP else speakers.get(s.owner or "", "?")
         memory_lines.append(f"[{s.number}] ({whose}，{s.memory.type.value}) {fence.data(s.memory.content)}")
     conversation = [f"{speakers[u.user_id]}: {fence.data(u.text)}" for u in utterances]
-    prompt = EXTRACTION_PROMPT.format(memories="\n".join(memory_lines) or "（无）", conversation="\n".join(conversation))
+    prompt = EXTRACTION_PROMPT.format(
+        memories="\n".join(memory_lines) or "（无）", replies=_replies_section(replies, shown, speakers),
+        conversation="\n".join(conversation),
+    )
     if policy is None:
         return prompt
     todo_lines = [
@@ -182,6 +203,24 @@ def build_prompt(
     ][:MAX_SHOWN_TODOS]
     now_line = f"{when.now_text(now, policy.zone)}，即 {when.local_iso(now, policy.zone)}"
     return TODO_PROMPT_PREFIX.format(now=now_line, todos="\n".join(todo_lines) or "（无）") + prompt
+
+
+def _replies_section(replies: Sequence[Reply], shown: Sequence[Shown], speakers: dict[str, str]) -> str:
+    """The replies to judge, each with the shown numbers of the memories injected for it; "" when none has any."""
+    number_of = {s.memory.id: s.number for s in shown}
+    lines = []
+    for reply in replies:
+        numbers = [number_of[m] for m in reply.memory_ids if m in number_of]
+        if numbers:
+            ids = " ".join(f"[{n}]" for n in numbers)
+            lines.append(f"- 回复 {speakers[reply.user_id]}（提供的记忆：{ids}）：{fence.data(reply.text)}")
+    return f"{REPLIES_HEADER}\n" + "\n".join(lines) + "\n\n" if lines else ""
+
+
+def judged_ids(replies: Sequence[Reply], shown: Sequence[Shown]) -> frozenset[str]:
+    """The memories a `used` operation may name: shown, and injected for one of the shown replies."""
+    injected = {m for reply in replies for m in reply.memory_ids}
+    return frozenset(s.memory.id for s in shown if s.memory.id in injected)
 
 
 def _todo_times(todo: Todo, policy: TodoPolicy, now: float) -> str:
@@ -205,6 +244,24 @@ def select_shown(
         ranked = sorted(range(len(pool)), key=lambda i: (-scores.get(str(i), 0.0), -pool[i][2].updated_at))
         pool = [pool[i] for i in sorted(ranked[:MAX_SHOWN_MEMORIES])]
     return [Shown(n, scope, owner, m) for n, (scope, owner, m) in enumerate(pool, 1)]
+
+
+def with_injected(
+    shown: list[Shown], replies: Sequence[Reply], member_memories: dict[str, list[Memory]],
+    group_memories: list[Memory],
+) -> list[Shown]:
+    """`shown` plus the memories of this group injected for `replies` that it lacks (numbered on), so a reply's
+    use can be judged; at most MAX_JUDGED_MEMORIES more. Memories gone since (deleted, or another document's,
+    as global ones are) are not shown."""
+    present = {s.memory.id for s in shown}
+    wanted = [m for reply in replies for m in reply.memory_ids if m not in present]
+    if not wanted:
+        return shown
+    where: dict[str, tuple[Scope, Owner, Memory]] = {m.id: (Scope.GROUP, GROUP_OWNER, m) for m in group_memories}
+    for reply in replies:
+        where.update((m.id, (Scope.MEMBER, reply.user_id, m)) for m in member_memories.get(reply.user_id, []))
+    extra = [where[m] for m in dict.fromkeys(wanted) if m in where][:MAX_JUDGED_MEMORIES]
+    return [*shown, *(Shown(n, scope, owner, m) for n, (scope, owner, m) in enumerate(extra, len(shown) + 1))]
 
 
 def parse_operations(text: str) -> list[Any]:
@@ -261,9 +318,11 @@ def validate(
     settings: Settings,
     proposals: TodoProposals | None = None,
     now: float = 0.0,
+    judged: frozenset[str] = frozenset(),
 ) -> tuple[list[Operation], list[tuple[Any, str]]]:
     """Turn raw operations into valid ones; everything else is rejected with a reason and has no effect. Todo
-    operations are valid only when `proposals` is given (todos are on), at most MAX_TODOS_PER_BATCH of them."""
+    operations are valid only when `proposals` is given (todos are on), at most MAX_TODOS_PER_BATCH of them;
+    `used` only for a memory in `judged` (shown, and injected for a reply shown for judgment)."""
     labels = speaker_labels(utterances)
     by_label = {label: user_id for user_id, label in labels.items()}
     managers = {u.user_id for u in utterances if u.can_manage_group}
@@ -277,7 +336,7 @@ def validate(
             if isinstance(raw, dict) and str(raw.get("op", "")).strip().lower() == "todo":
                 operation = _validate_todo(raw, by_label, proposals, now)
             else:
-                operation = _validate_one(raw, by_label, managers, by_number, settings)
+                operation = _validate_one(raw, by_label, managers, by_number, settings, judged)
         except InvalidMemoryInput as exc:
             rejected.append((raw, str(exc)))
             continue
@@ -301,7 +360,8 @@ def validate(
 
 
 def _validate_one(
-    raw: Any, by_label: dict[str, str], managers: set[str], by_number: dict[int, Shown], settings: Settings
+    raw: Any, by_label: dict[str, str], managers: set[str], by_number: dict[int, Shown], settings: Settings,
+    judged: frozenset[str] = frozenset(),
 ) -> Operation | None:
     if not isinstance(raw, dict):
         raise InvalidMemoryInput("operation is not an object")
@@ -332,6 +392,10 @@ def _validate_one(
     if isinstance(number, bool) or not isinstance(number, int) or number not in by_number:
         raise InvalidMemoryInput(f"id {raw.get('id')!r} was not shown")
     target = by_number[number]
+    if op == USED_OP:
+        if target.memory.id not in judged:
+            raise InvalidMemoryInput(f"id {number} was not given to any reply shown")
+        return Operation(op, target.scope, target.owner, target)
     actor: str | None = None
     if op in ("update", "delete") and target.scope is Scope.GROUP:
         # A group memory changes only at the word of someone who may change it: its adder or a group admin.
@@ -441,6 +505,10 @@ def apply(
             memories = [new if m.id == old.id else m for m in memories]
         elif operation.op == "delete":
             memories = [m for m in memories if m.id != old.id]
+        elif operation.op == USED_OP:
+            assert old is not None
+            new = used(old, settings.usage_boost, now)
+            memories = [new if m.id == old.id else m for m in memories]
         else:  # boost
             assert old is not None
             new = old.model_copy(update={"importance": min(1.0, old.importance + BOOST_STEP), "updated_at": now})
@@ -487,13 +555,16 @@ async def run_extraction(
     call_timeout: float = CALL_TIMEOUT_SECONDS,
     proposals: TodoProposals | None = None,
     episode: EpisodeRequest | None = None,
+    replies: Sequence[Reply] = (),
 ) -> ExtractionReport:
     """One extraction call over a batch of messages, applied atomically. Never raises for the model's output.
 
     With `proposals` (todos are on) the model may also propose todos for the speakers; they are added unconfirmed (in
     their own commit, after the memory changes): listed and injected, never reminded until the member confirms.
     With `episode` (a segment whose lines so far end with the batch) the same call also writes the segment's
-    episode; with `episode` and no batch, one episode-only call does."""
+    episode; with `episode` and no batch, one episode-only call does.
+    With `replies` (the bot's replies since the last call, `_aging/usage.py`) the model also judges which of the
+    memories injected for them a reply really used; no call is made for replies alone."""
     report = ExtractionReport()
     if not utterances:
         if episode is not None:
@@ -503,11 +574,18 @@ async def run_extraction(
     speakers = list(speaker_labels(utterances))
     member_memories = {u: list(doc.users[u].memories) for u in speakers if u in doc.users}
     shown = select_shown(utterances, member_memories, list(doc.group_memories))
+    if replies:
+        replied = {r.user_id: list(doc.users[r.user_id].memories) for r in replies if r.user_id in doc.users}
+        shown = with_injected(shown, replies, replied, list(doc.group_memories))
+    judged = judged_ids(replies, shown)
+    system_prompt = EXTRACTION_SYSTEM_PROMPT
     if proposals is None:
-        system_prompt, prompt = EXTRACTION_SYSTEM_PROMPT, build_prompt(utterances, shown)
+        prompt = build_prompt(utterances, shown, replies=replies)
     else:
-        system_prompt = EXTRACTION_SYSTEM_PROMPT + TODO_SYSTEM_PROMPT
-        prompt = build_prompt(utterances, shown, list(doc.todos), proposals.policy, clock())
+        system_prompt += TODO_SYSTEM_PROMPT
+        prompt = build_prompt(utterances, shown, list(doc.todos), proposals.policy, clock(), replies=replies)
+    if judged:
+        system_prompt += USED_SYSTEM_PROMPT
     labels: dict[str, str] = {}
     segment = episode.view() if episode is not None else None
     if segment is not None:
@@ -521,20 +599,21 @@ async def run_extraction(
         report.parse_error = str(exc)
         log.warning("extraction reply for %s skipped: %s; reply starts %r", key, exc, (reply or "")[:200])
         raw_ops = []
-    valid, report.rejected = validate(raw_ops, utterances, shown, settings, proposals, clock())
+    valid, report.rejected = validate(raw_ops, utterances, shown, settings, proposals, clock(), judged)
     proposed = [op for op in valid if op.op == "todo"]
     valid = [op for op in valid if op.op != "todo"]
     if valid:
         owners: list[Owner] = list(dict.fromkeys(op.owner for op in valid))
-        boosted: set[str] = set()
+        op_labels: dict[str, str] = {}  # memory id -> the log's op for changes that are not plain updates
 
         def change(lists: dict[Owner, list[Memory]]):
             new_lists, applied, rejected = apply(lists, valid, settings, clock())
-            boosted.update(op.target.memory.id for op in applied if op.op == "boost" and op.target)
+            op_labels.update((op.target.memory.id, op.op) for op in applied
+                             if op.op in ("boost", USED_OP) and op.target)
             return new_lists, (applied, rejected)
 
         report.applied, late_rejections = await store.change_many(
-            key, owners, change, actor=EXTRACTION_ACTOR, label=lambda memory_id, op: "boost" if memory_id in boosted else op
+            key, owners, change, actor=EXTRACTION_ACTOR, label=lambda memory_id, op: op_labels.get(memory_id, op)
         )
         report.rejected.extend(late_rejections)
     if proposed:

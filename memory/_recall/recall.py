@@ -26,6 +26,7 @@ Combine = Callable[[Mapping[str, float], Mapping[str, float] | None], dict[str, 
 MAX_CACHED_CALLERS = 4096
 # Longest query scored for relevance, in characters (bench/RECALL.md, "Long messages").
 MAX_QUERY_CHARS = 256
+NOTHING: tuple[str, tuple[str, ...]] = ("", ())
 
 
 @dataclass
@@ -48,6 +49,7 @@ class _CallerView:
     # the same memories chosen gets it without rendering
     _block_key: tuple[tuple[int, ...], str] | None = None
     _block: str = ""
+    _block_ids: tuple[str, ...] = ()  # the ids of the memories in `_block` (what a reply may have used)
     # the choice by the prior alone (no relevance, or nothing relevant), with the settings it was made for
     _prior_choice: tuple[tuple[int, int, float], tuple[int, ...]] | None = None
 
@@ -97,13 +99,15 @@ class _CallerView:
             self._prior_choice = (settings_key, chosen)
         return chosen
 
-    def block(self, positions: tuple[int, ...], speaker: str) -> str:
-        """The memory block of the memories at `positions` of `ordered`, for `speaker`."""
+    def block(self, positions: tuple[int, ...], speaker: str) -> tuple[str, tuple[str, ...]]:
+        """The memory block of the memories at `positions` of `ordered`, for `speaker`, and their ids."""
         key = (positions, speaker)
         if key != self._block_key:
-            self._block = render_memory_block([self.ordered[p] for p in positions], speaker, self.lines)
+            chosen = [self.ordered[p] for p in positions]
+            self._block = render_memory_block(chosen, speaker, self.lines)
+            self._block_ids = tuple(memory.id for _, memory in chosen)
             self._block_key = key
-        return self._block
+        return self._block, self._block_ids
 
     def lexical_scores(self, query: str) -> dict[str, float]:
         if self.index is None:
@@ -170,13 +174,20 @@ class Recall:
     ) -> str:
         """The caller's memory block, or "" when there is nothing to add. Relevance to `message` is computed
         only when not everything fits in the limit and the character budget."""
+        return (await self.injection(store, caller, settings, speaker, message))[0]
+
+    async def injection(
+        self, store: MemoryStore, caller: Caller, settings: Settings, speaker: str, message: str = ""
+    ) -> tuple[str, tuple[str, ...]]:
+        """`memory_block` and the ids of the memories in it (kept with the rendered block: no extra work warm),
+        so that the reply's use of them can be judged later."""
         if settings.memory_inject_limit == 0:
-            return ""
+            return NOTHING
         view = self._view(caller, settings)
         lists = await lists_at(store, view.locations)
         view.sync(lists)
         if not view.ordered:
-            return ""
+            return NOTHING
         relevance = None
         if message and settings.recall_max_relevant and not view.fits(settings):
             relevance = await self._relevance(view, lists, relevance_query(message))

@@ -1,0 +1,1 @@
+"""Memory over time: use, decay, archive, review and consolidation (design 004)."""
