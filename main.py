@@ -7,7 +7,7 @@ import functools
 import operator
 import time
 from datetime import datetime
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ from .memory import (
     CallLimiter,
     Caller,
     EpisodeRequest,
+    EpisodeSection,
     ExtractionScheduler,
     GroupKey,
     Health,
@@ -38,7 +39,6 @@ from .memory import (
     Roster,
     Scope,
     Settings,
-    Todo,
     TodoPolicy,
     TodoProposals,
     TodoSection,
@@ -135,7 +135,10 @@ class UserMemoryPlugin(Star):
         self.todo_policy = TodoPolicy.from_settings(self.settings, self._zone())
         self.todo_section = TodoSection()
         self._todo_inject_limit = min(self.settings.todo_inject_limit, self.settings.memory_inject_limit)
-        self._settings_after_todos: dict[tuple[int, int], Settings] = {}
+        self.episode_section = EpisodeSection()
+        self._episode_inject_limit = min(self.settings.episode_inject_limit, self.settings.memory_inject_limit)
+        # the settings left for memories once todos and episodes took (slots, characters) of the one budget
+        self._settings_left: dict[tuple[int, int], Settings] = {}
         self._now_line_cache: tuple[int, str] = (-1, "")
         self.reminders: ReminderScheduler | None = None
         if self.settings.enable_user_memory and self.settings.enable_todos:
@@ -327,17 +330,29 @@ class UserMemoryPlugin(Star):
         caller = self._caller_in_group(event, member)
         speaker = self._speaker_name(event, member)
         try:
-            settings, todo_lines, now = self.settings, NO_TODO_LINES, time.time()
+            message, now = event.message_str or req.prompt or "", time.time()
+            todo_lines, todo_chars, episode_lines, episode_chars = NO_TODO_LINES, 0, NO_TODO_LINES, 0
             if self.reminders is not None:
                 todos = self.store.peek_todos(member.group)
                 if todos is None:
                     todos = await self.store.todos(member.group)
-                settings, todo_lines = self._todo_section(member, todos, now)
-            block, injected = await self.recall.injection(
-                self.store, caller, settings, speaker, event.message_str or req.prompt or "",
-            )
+                todo_lines, todo_chars = self.todo_section.lines(member.group, todos, member.user_id, now,
+                                                                 self.todo_policy, self._todo_inject_limit)
+            if self._episode_inject_limit:
+                episodes = self.store.peek_episodes(member.group)
+                if episodes is None:
+                    episodes = await self.store.episodes(member.group)
+                episode_lines, episode_chars, _ = self.episode_section.lines(
+                    member.group, episodes, message, now, self.todo_policy.zone,
+                    min(self._episode_inject_limit, self.settings.memory_inject_limit - len(todo_lines)),
+                    self.settings.memory_inject_char_budget - todo_chars,
+                )
+            settings = self._budget_left(len(todo_lines) + len(episode_lines), todo_chars + episode_chars)
+            block, injected = await self.recall.injection(self.store, caller, settings, speaker, message)
             if injected and self.replies is not None:
                 event.set_extra(INJECTED_MEMORIES, injected)
+            if episode_lines:
+                block = self.episode_section.block(member.group, member.user_id, block, episode_lines, speaker)
             if self.reminders is not None and self.settings.memory_inject_limit:
                 block = self.todo_section.block(member.group, member.user_id, block, todo_lines, self._now_line(now),
                                                 speaker)
@@ -361,21 +376,19 @@ class UserMemoryPlugin(Star):
             self.replies.record(member.group, member.user_id, self._speaker_name(event, member), injected,
                                 resp.completion_text or "", time.time())
 
-    def _todo_section(self, member: MemberKey, todos: Sequence[Todo], now: float) -> tuple[Settings, list[str]]:
-        """The todo lines for the block and the settings left for memories: todos take their slots and characters
-        out of the one budget (`todo_inject_limit` at most)."""
-        lines, chars = self.todo_section.lines(member.group, todos, member.user_id, now, self.todo_policy,
-                                               self._todo_inject_limit)
+    def _budget_left(self, lines: int, chars: int) -> Settings:
+        """The settings left for memories: todos and episodes take their slots and characters out of the one
+        budget (`todo_inject_limit` and `episode_inject_limit` at most)."""
         if not lines:
-            return self.settings, lines
-        left = self._settings_after_todos.get((len(lines), chars))
+            return self.settings
+        left = self._settings_left.get((lines, chars))
         if left is None:
-            left = self._settings_after_todos[(len(lines), chars)] = dataclasses.replace(
+            left = self._settings_left[(lines, chars)] = dataclasses.replace(
                 self.settings,
-                memory_inject_limit=max(0, self.settings.memory_inject_limit - len(lines)),
+                memory_inject_limit=max(0, self.settings.memory_inject_limit - lines),
                 memory_inject_char_budget=max(1, self.settings.memory_inject_char_budget - chars),
             )
-        return left, lines
+        return left
 
     def _now_line(self, now: float) -> str:
         """The current local time for the block, rendered once a minute."""

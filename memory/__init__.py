@@ -5,6 +5,7 @@ The adapter (main.py) turns AstrBot events into a `Caller` and calls the functio
 
 from ._admin import history_text, revert_change, stats_text
 from ._aging.usage import RecentReplies
+from ._episodes.inject import EpisodeSection
 from ._errors import InvalidMemoryInput, MemoryLimitReached, MemoryPluginError, StorageUnavailable
 from ._models import SCHEMA_VERSION, Caller, GroupDocument, GroupKey, MemberKey, Memory, MemoryType, Scope, Source
 from ._extraction import ExtractionScheduler, TodoProposals, Utterance, run_extraction
@@ -29,6 +30,7 @@ from ._tools import forget_memory, list_memory, save_memory, visible_memories
 __all__ = [
     "CallLimiter",
     "RecentReplies",
+    "EpisodeSection",
     "Health",
     "MemberDirectory",
     "Roster",

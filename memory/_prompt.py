@@ -29,6 +29,10 @@ TODO_SECTION_HEADER = (
     "该成员的未完成待办与本群近期的全群待办（id 用于 lark_update_todo；成员说做完了、不用提醒了或要改时间时调用它）："
 )
 
+EPISODE_SECTION_HEADER = (
+    "本群之前的对话经过（情境记忆，每行是一段对话的摘要和时间，按时间从近到远；成员问起“上次聊了什么”“昨天说到哪了”时据此回答）："
+)
+
 NOT_IN_GROUP = "记忆功能只在群聊中可用：当前不是群聊，没有读取或保存任何记忆。"
 DISABLED = "用户记忆功能已被管理员关闭，没有读取或保存任何记忆。"
 
@@ -62,6 +66,18 @@ def render_memory_block(items: Sequence[Scoped], speaker: str, lines: Mapping[st
         out += [GROUP_SECTION_HEADER, *group]
     out.append(MEMORY_BLOCK_END)
     return "\n".join(out)
+
+
+def with_episodes(block: str, episode_lines: Sequence[str], speaker: str) -> str:
+    """The memory block with the episode section added inside its markers (a block of its own when there are no
+    memories to show; the block unchanged when there are no episodes)."""
+    if not episode_lines:
+        return block
+    section = [EPISODE_SECTION_HEADER, *episode_lines]
+    if not block:
+        preamble = MEMORY_BLOCK_PREAMBLE.format(speaker=fence.name(speaker))
+        return "\n".join([MEMORY_BLOCK_START, preamble, *section, MEMORY_BLOCK_END])
+    return block.removesuffix(MEMORY_BLOCK_END) + "\n".join([*section, MEMORY_BLOCK_END])
 
 
 def with_todos(block: str, todo_lines: Sequence[str], now_line: str, speaker: str) -> str:

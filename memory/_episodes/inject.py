@@ -1,0 +1,151 @@
+"""The episodes in the injected block: this group's only, chosen for the message, rendered once per change.
+
+With time words ("昨天说到哪了", "上周讨论的上线时间定了吗") the episodes in their window are chosen, those that
+match the message first, then the latest; "上次" / "刚才" / "last time" take the latest episodes. Without time
+words only episodes that match the message lexically (as memories do) are chosen, best first. Archived episodes
+are never chosen. They take their slots and characters out of the one injection budget.
+
+The hot path asks before every reply. The store replaces a group's episode list on every change and never edits
+it in place, so the lexical index and the rendered lines cached against that list object stay valid until the
+list is replaced.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from zoneinfo import ZoneInfo
+
+from .. import _fence as fence
+from .._models import GroupKey
+from .._prompt import with_episodes
+from .._recall.lexical import LexicalIndex
+from .model import Episode
+from .timewords import TimeWindow, overlaps, time_window
+
+# An episode "matches" a message when its normalised lexical score reaches this share of a full match: one shared
+# common character is not a match (bench/recall_episodes.py; bench/RECALL.md "Episodes"). Inside a time window the
+# bar only orders the window's episodes, so it is lower.
+MIN_RELEVANCE = 0.1
+MIN_RELEVANCE_IN_WINDOW = 0.05
+MAX_QUERY_CHARS = 256  # as memories (recall.relevance_query): a long message costs what a paragraph does
+MAX_CACHED_GROUPS = 1024
+MAX_CACHED_BLOCKS = 4096
+_NONE: list[str] = []
+
+
+@dataclass
+class _GroupEpisodes:
+    """One group's live (not archived) episodes, latest first, with a lexical index over their summaries."""
+
+    source: Sequence[Episode]  # the store's list these were derived from
+    live: list[Episode]
+    by_id: dict[str, Episode]
+    index: LexicalIndex
+    lines: dict[str, str] = field(default_factory=dict)  # episode id -> its rendered line
+
+
+def episode_line(episode: Episode, zone: ZoneInfo) -> str:
+    """"- [11-21 18:00–18:40] 老王和小李讨论了……" (the end's date too when the segment ran past midnight)."""
+    start, end = datetime.fromtimestamp(episode.start, zone), datetime.fromtimestamp(episode.end, zone)
+    until = end.strftime("%H:%M") if end.date() == start.date() else end.strftime("%m-%d %H:%M")
+    return f"- [{start.strftime('%m-%d %H:%M')}–{until}] {fence.data(episode.summary)}"
+
+
+def _query(message: str) -> str:
+    if len(message) <= MAX_QUERY_CHARS:
+        return message
+    half = MAX_QUERY_CHARS // 2
+    return f"{message[:half]}\n{message[-half:]}"
+
+
+def _derive(episodes: Sequence[Episode]) -> _GroupEpisodes:
+    live = sorted((e for e in episodes if e.archived_at is None), key=lambda e: (-e.end, e.id))
+    index = LexicalIndex()
+    for episode in live:
+        index.add(episode.id, episode.summary)
+    return _GroupEpisodes(episodes, live, {e.id: e for e in live}, index)
+
+
+def choose(group: _GroupEpisodes, message: str, window: TimeWindow | None, limit: int, max_chars: int) -> list[Episode]:
+    """At most `limit` episodes whose summaries fit in `max_chars` (see the module docstring)."""
+    if limit <= 0 or not group.live:
+        return []
+    if window is not None and window.latest:
+        ranked = group.live
+    else:
+        candidates = group.live if window is None else [e for e in group.live if overlaps(e.start, e.end, window)]
+        if not candidates:
+            return []
+        scores = group.index.score(_query(message), [e.id for e in candidates], normalized=True)
+        bar = MIN_RELEVANCE if window is None else MIN_RELEVANCE_IN_WINDOW
+        matching = sorted((e for e in candidates if scores.get(e.id, 0.0) >= bar),
+                          key=lambda e: (-scores[e.id], -e.end, e.id))
+        # in a time window: the matching ones first, then the latest; otherwise only those that match
+        ranked = matching if window is None else [*matching, *(e for e in candidates if e not in matching)]
+    chosen: list[Episode] = []
+    chars = 0
+    for episode in ranked:
+        if chars + len(episode.summary) > max_chars:
+            continue
+        chosen.append(episode)
+        chars += len(episode.summary)
+        if len(chosen) == limit:
+            break
+    return sorted(chosen, key=lambda e: -e.end)
+
+
+def chosen_episodes(episodes: Sequence[Episode], message: str, now: float, zone: ZoneInfo, limit: int,
+                    max_chars: int) -> list[Episode]:
+    """The episodes of one group to inject for `message` (uncached: tests and benches)."""
+    return choose(_derive(episodes), message, time_window(_query(message), now, zone), limit, max_chars)
+
+
+class EpisodeSection:
+    """The episode lines per group, derived once per change of the group's episode list."""
+
+    def __init__(self) -> None:
+        self._groups: OrderedDict[GroupKey, _GroupEpisodes] = OrderedDict()
+        self._blocks: OrderedDict[tuple[GroupKey, str], tuple[str, tuple[str, ...], str, str]] = OrderedDict()
+
+    def lines(self, key: GroupKey, episodes: Sequence[Episode], message: str, now: float, zone: ZoneInfo,
+              limit: int, max_chars: int) -> tuple[list[str], int, tuple[str, ...]]:
+        """The group's episode lines for `message`, the characters of summary they hold, and their ids."""
+        if not episodes or limit <= 0:
+            return _NONE, 0, ()
+        group = self._groups.get(key)
+        if group is None or group.source is not episodes:
+            group = self._groups[key] = _derive(episodes)
+            if len(self._groups) > MAX_CACHED_GROUPS:
+                self._groups.popitem(last=False)
+        self._groups.move_to_end(key)
+        if not group.live:
+            return _NONE, 0, ()
+        chosen = choose(group, message, time_window(_query(message), now, zone), limit, max_chars)
+        if not chosen:
+            return _NONE, 0, ()
+        lines = []
+        for episode in chosen:
+            line = group.lines.get(episode.id)
+            if line is None:
+                line = group.lines[episode.id] = episode_line(episode, zone)
+            lines.append(line)
+        return lines, sum(len(e.summary) for e in chosen), tuple(e.id for e in chosen)
+
+    def block(self, key: GroupKey, user_id: str, memory_block: str, lines: list[str], speaker: str) -> str:
+        """`with_episodes` of the arguments, reused while the memory block is the same object and the lines the
+        same (so the todo section's cache downstream sees the same block object too)."""
+        if not lines:
+            return memory_block
+        ids = tuple(lines)
+        cached = self._blocks.get((key, user_id))
+        if cached is not None and cached[0] is memory_block and cached[1] == ids and cached[2] == speaker:
+            return cached[3]
+        text = with_episodes(memory_block, lines, speaker)
+        self._blocks[(key, user_id)] = (memory_block, ids, speaker, text)
+        self._blocks.move_to_end((key, user_id))
+        if len(self._blocks) > MAX_CACHED_BLOCKS:
+            self._blocks.popitem(last=False)
+        return text
