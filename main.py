@@ -342,11 +342,12 @@ class UserMemoryPlugin(Star):
                 episodes = self.store.peek_episodes(member.group)
                 if episodes is None:
                     episodes = await self.store.episodes(member.group)
-                episode_lines, episode_chars, _ = self.episode_section.lines(
-                    member.group, episodes, message, now, self.todo_policy.zone,
-                    min(self._episode_inject_limit, self.settings.memory_inject_limit - len(todo_lines)),
-                    self.settings.memory_inject_char_budget - todo_chars,
-                )
+                if episodes:
+                    episode_lines, episode_chars, _ = self.episode_section.lines(
+                        member.group, episodes, message, now, self.todo_policy.zone,
+                        min(self._episode_inject_limit, self.settings.memory_inject_limit - len(todo_lines)),
+                        self.settings.memory_inject_char_budget - todo_chars,
+                    )
             settings = self._budget_left(len(todo_lines) + len(episode_lines), todo_chars + episode_chars)
             block, injected = await self.recall.injection(self.store, caller, settings, speaker, message)
             if injected and self.replies is not None:

@@ -36,6 +36,6 @@ def load_previous(commit: str = BASELINE):
     return importlib.import_module(f"{PACKAGE}.main")
 
 
-def previous_memory():
-    load_previous()
+def previous_memory(commit: str = BASELINE):
+    load_previous(commit)
     return importlib.import_module(f"{PACKAGE}.memory")

@@ -96,7 +96,8 @@ def bench_serialization(directory: Path, runs: int = 20) -> tuple[float, float, 
     return tuple(statistics.median(x) * 1000 for x in (full, first, incremental))
 
 
-async def bench_injection(directory: Path, iterations: int, rounds: int = 4) -> dict[str, tuple[float, float, float]]:
+async def bench_injection(directory: Path, iterations: int, rounds: int = 4,
+                         previous: str | None = None) -> dict[str, tuple[float, float, float]]:
     """Warm injection latency for a member of the group, for the previous implementation (`bench/_previous.py`)
     and the current one, in alternating rounds so both see the same machine load. Each at its own defaults."""
     from astrbot.api import AstrBotConfig
@@ -110,7 +111,8 @@ async def bench_injection(directory: Path, iterations: int, rounds: int = 4) -> 
     message = "帮我看看这个代码"  # shares no word with the member's memories
     relevant_message = "模块3的回复风格是怎样的"  # shares words with some of them: relevance chooses
     runs = {}
-    for label, main in ((f"previous ({BASELINE})", load_previous()), ("current", load_plugin_package())):
+    previous = previous or BASELINE
+    for label, main in ((f"previous ({previous})", load_previous(previous)), ("current", load_plugin_package())):
         memory = sys.modules[f"{main.__package__}.memory"]
         store = memory.UserMemoryStore(directory)
         key = memory.GroupKey(GROUP.platform, GROUP.group_id)
@@ -120,6 +122,11 @@ async def bench_injection(directory: Path, iterations: int, rounds: int = 4) -> 
         config = AstrBotConfig(config_path=str(directory / f"bench_config_{len(runs)}.json"), schema={})
         plugin = main.UserMemoryPlugin(Context(asyncio.Queue(), config, *([None] * 9)), config)
         plugin.store = store
+        # background extraction on: the current plugin also records the injected memories' ids for the reply
+        observing_config = AstrBotConfig(config_path=str(directory / f"bench_config_{len(runs)}_obs.json"), schema={})
+        observing_config["enable_background_extraction"] = True
+        observing = main.UserMemoryPlugin(Context(asyncio.Queue(), observing_config, *([None] * 9)), observing_config)
+        observing.store = store
         event = make_event(message, group=GROUP.group_id, user=member.user_id)
         relevant_event = make_event(relevant_message, group=GROUP.group_id, user=member.user_id)
 
@@ -135,6 +142,7 @@ async def bench_injection(directory: Path, iterations: int, rounds: int = 4) -> 
             "Recall.memory_block()": (direct, []),
             "on_llm_request (adapter)": (adapter, []),
             "on_llm_request, a message relevance acts on": (functools.partial(adapter, event=relevant_event), []),
+            "on_llm_request, background extraction on": (functools.partial(adapter, plugin=observing), []),
         }
         if label == "current":  # the todo section: another member of the group with 3 own + 2 group todos
             with_todos = make_event(message, group=GROUP.group_id, user="ou_00501")
@@ -220,6 +228,8 @@ async def main() -> None:
     parser.add_argument("--per-member", type=int, default=20)
     parser.add_argument("--iterations", type=int, default=20000)
     parser.add_argument("--saves", type=int, default=400)
+    parser.add_argument("--previous", default=None, help="the commit to compare with (default: bench/_previous.py's)")
+    parser.add_argument("--injection-only", action="store_true", help="only the warm injection latency")
     parser.add_argument("--savers", type=int, default=100)
     args = parser.parse_args()
 
@@ -231,11 +241,18 @@ async def main() -> None:
 
         from _previous import BASELINE, previous_memory
 
-        old_memory = previous_memory()
+        if args.injection_only:
+            print(f"\ninjection latency, warm group, {args.iterations} calls (microseconds):")
+            print(f"  {'path':<62}{'p50':>8}{'p99':>8}{'mean':>8}")
+            for name, (p50, p99, mean) in (await bench_injection(directory, args.iterations,
+                                                                 previous=args.previous)).items():
+                print(f"  {name:<62}{p50:>8.1f}{p99:>8.1f}{mean:>8.1f}")
+            return
+        old_memory = previous_memory(args.previous or BASELINE)
         cold = []
         for _ in range(3):  # alternate, so both see the same machine load
             cold.append((await bench_cold_load(directory, 3, old_memory), await bench_cold_load(directory, 3)))
-        print(f"cold load of the group file (median of 9, alternating): previous ({BASELINE}) "
+        print(f"cold load of the group file (median of 9, alternating): previous ({args.previous or BASELINE}) "
               f"{statistics.median(c[0] for c in cold):.1f} ms, current {statistics.median(c[1] for c in cold):.1f} ms")
         full, first, incremental = bench_serialization(directory)
         print(f"serializing the group for one commit (event-loop time): whole document {full:.1f} ms; store's "
@@ -243,7 +260,8 @@ async def main() -> None:
 
         print(f"\ninjection latency, warm group, {args.iterations} calls (microseconds):")
         print(f"  {'path':<62}{'p50':>8}{'p99':>8}{'mean':>8}")
-        for name, (p50, p99, mean) in (await bench_injection(directory, args.iterations)).items():
+        for name, (p50, p99, mean) in (await bench_injection(directory, args.iterations,
+                                                             previous=args.previous)).items():
             print(f"  {name:<62}{p50:>8.1f}{p99:>8.1f}{mean:>8.1f}")
 
         print(f"\ndurable saves/s, {args.savers} concurrent savers, {args.saves} saves, into this group:")
