@@ -56,8 +56,8 @@ def test_time_words_select_by_time(message, expected):
 
 
 def test_a_window_puts_matching_episodes_first_then_the_latest():
-    assert ids("这周关于火锅的安排", limit=2) == ["review", "lunch"]  # shown latest first; lunch matched
-    assert ids("这周关于火锅的安排", limit=1) == ["lunch"]
+    assert ids("这周说的火锅安排", limit=2) == ["review", "lunch"]  # shown latest first; lunch matched
+    assert ids("这周说的火锅安排", limit=1) == ["lunch"]
     assert ids("上个月的事", limit=2) == []  # only an archived episode there
 
 
@@ -139,3 +139,9 @@ async def test_episodes_share_the_one_budget_with_memories_and_todos(make_plugin
     assert prompt.index("代码评审") < prompt.index("交周报") < prompt.index(MEMORY_BLOCK_END)
     # without episodes for this message, the memories take the slots back
     assert len(re.findall(r"^- 事实\d号", await injected(plugin, "帮我写一首诗"), re.M)) == 3
+
+
+def test_a_question_inside_a_long_chatty_message_still_finds_its_episode():
+    chatty = ("登录接口超时是什么原因？我这边想参考一下，顺便问下大家最近手上的活多不多，我这周有点空可以帮忙分担一些测试"
+              "或者文档的工作，有需要的话直接找我就行，另外周末有没有人想一起去爬山")
+    assert ids(chatty) == ["bug"]

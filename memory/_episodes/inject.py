@@ -12,6 +12,7 @@ list is replaced.
 
 from __future__ import annotations
 
+import re
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -28,9 +29,13 @@ from .timewords import TimeWindow, overlaps, time_window
 # An episode "matches" a message when its normalised lexical score reaches this share of a full match: one shared
 # common character is not a match (bench/recall_episodes.py; bench/RECALL.md "Episodes"). Inside a time window the
 # bar only orders the window's episodes, so it is lower.
-MIN_RELEVANCE = 0.1
+MIN_RELEVANCE = 0.15
 MIN_RELEVANCE_IN_WINDOW = 0.05
 MAX_QUERY_CHARS = 256  # as memories (recall.relevance_query): a long message costs what a paragraph does
+# A chatty message's question is one of its sentences: scored alone too, so the chat around it does not dilute it.
+LONG_MESSAGE_CHARS = 40
+MAX_SENTENCES = 6
+_SENTENCE_END = re.compile(r"[。！？!?；;\n]+|[.,，](?=\s)|，")
 MAX_CACHED_GROUPS = 1024
 MAX_CACHED_BLOCKS = 4096
 _NONE: list[str] = []
@@ -69,6 +74,19 @@ def _derive(episodes: Sequence[Episode]) -> _GroupEpisodes:
     return _GroupEpisodes(episodes, live, {e.id: e for e in live}, index)
 
 
+def _scores(index: LexicalIndex, query: str, ids: list[str]) -> dict[str, float]:
+    """Each episode's normalised lexical score: for a long message, its best over the whole and each sentence."""
+    scores = index.score(query, ids, normalized=True)
+    if len(query) <= LONG_MESSAGE_CHARS:
+        return scores
+    sentences = [part for part in _SENTENCE_END.split(query) if part.strip()]
+    for sentence in sentences[:MAX_SENTENCES // 2] + sentences[-(MAX_SENTENCES // 2):]:
+        for episode_id, score in index.score(sentence, ids, normalized=True).items():
+            if score > scores.get(episode_id, 0.0):
+                scores[episode_id] = score
+    return scores
+
+
 def choose(group: _GroupEpisodes, message: str, window: TimeWindow | None, limit: int, max_chars: int) -> list[Episode]:
     """At most `limit` episodes whose summaries fit in `max_chars` (see the module docstring)."""
     if limit <= 0 or not group.live:
@@ -79,7 +97,7 @@ def choose(group: _GroupEpisodes, message: str, window: TimeWindow | None, limit
         candidates = group.live if window is None else [e for e in group.live if overlaps(e.start, e.end, window)]
         if not candidates:
             return []
-        scores = group.index.score(_query(message), [e.id for e in candidates], normalized=True)
+        scores = _scores(group.index, _query(message), [e.id for e in candidates])
         bar = MIN_RELEVANCE if window is None else MIN_RELEVANCE_IN_WINDOW
         matching = sorted((e for e in candidates if scores.get(e.id, 0.0) >= bar),
                           key=lambda e: (-scores[e.id], -e.end, e.id))
