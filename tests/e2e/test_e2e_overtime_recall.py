@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from .conftest import memory_files, sandbox
+from .conftest import LarkDriver, memory_files, sandbox
 from .fake_model import Action, ModelRequest, Rule, extraction_request, operations, shown_memories, tool_call, user_says
 from .test_e2e_scopes_extraction import history, plugin_settings, wait_until
 
@@ -53,6 +53,17 @@ def test_a_conversation_becomes_an_episode_that_last_time_recalls_in_its_group_o
 
 
 def test_a_reply_that_used_a_memory_is_judged_by_the_next_extraction(lark, fake_model, ids, astrbot):
+    judged_after_reply(lark, fake_model, ids, astrbot)
+
+
+def test_a_streamed_reply_is_judged_too(start_astrbot, fake_lark, fake_model, ids):
+    """Streamed replies do not fire after_message_sent; on_llm_response still gets the whole reply."""
+    bot = start_astrbot(streaming=True)
+    turn = judged_after_reply(LarkDriver(bot, fake_lark, fake_model), fake_model, ids, bot)
+    assert turn.first.stream and turn.reply.card_id, "the reply was streamed (a CardKit card)"
+
+
+def judged_after_reply(lark, fake_model, ids, astrbot):
     group, wang = ids.group(), ids.user()
 
     def judge(req: ModelRequest) -> Action:
@@ -82,3 +93,4 @@ def test_a_reply_that_used_a_memory_is_judged_by_the_next_extraction(lark, fake_
     memories = {m["content"]: m for m in memory_files(astrbot)[group]["users"][wang]["memories"]}
     assert memories["最近很紧张"]["importance"] > 0.5 and memories["最近很紧张"].get("last_used_at")
     assert memories["喜欢猫"]["importance"] == 0.5 and not memories["喜欢猫"].get("last_used_at")
+    return turn
