@@ -343,7 +343,7 @@ class UserMemoryPlugin(Star):
                 if episodes is None:
                     episodes = await self.store.episodes(member.group)
                 if episodes:
-                    episode_lines, episode_chars, _ = self.episode_section.lines(
+                    episode_lines, episode_chars = self.episode_section.lines(
                         member.group, episodes, message, now, self.todo_policy.zone,
                         min(self._episode_inject_limit, self.settings.memory_inject_limit - len(todo_lines)),
                         self.settings.memory_inject_char_budget - todo_chars,

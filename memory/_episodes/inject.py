@@ -126,13 +126,13 @@ class EpisodeSection:
 
     def __init__(self) -> None:
         self._groups: OrderedDict[GroupKey, _GroupEpisodes] = OrderedDict()
-        self._blocks: OrderedDict[tuple[GroupKey, str], tuple[str, tuple[str, ...], str, str]] = OrderedDict()
+        self._blocks: OrderedDict[tuple[GroupKey, str], tuple[str, list[str], str, str]] = OrderedDict()
 
     def lines(self, key: GroupKey, episodes: Sequence[Episode], message: str, now: float, zone: ZoneInfo,
-              limit: int, max_chars: int) -> tuple[list[str], int, tuple[str, ...]]:
-        """The group's episode lines for `message`, the characters of summary they hold, and their ids."""
+              limit: int, max_chars: int) -> tuple[list[str], int]:
+        """The group's episode lines for `message` and the characters of summary they hold."""
         if not episodes or limit <= 0:
-            return _NONE, 0, ()
+            return _NONE, 0
         group = self._groups.get(key)
         if group is None or group.source is not episodes:
             group = self._groups[key] = _derive(episodes)
@@ -140,29 +140,28 @@ class EpisodeSection:
                 self._groups.popitem(last=False)
         self._groups.move_to_end(key)
         if not group.live:
-            return _NONE, 0, ()
+            return _NONE, 0
         chosen = choose(group, message, time_window(_query(message), now, zone), limit, max_chars)
         if not chosen:
-            return _NONE, 0, ()
+            return _NONE, 0
         lines = []
         for episode in chosen:
             line = group.lines.get(episode.id)
             if line is None:
                 line = group.lines[episode.id] = episode_line(episode, zone)
             lines.append(line)
-        return lines, sum(len(e.summary) for e in chosen), tuple(e.id for e in chosen)
+        return lines, sum(len(e.summary) for e in chosen)
 
     def block(self, key: GroupKey, user_id: str, memory_block: str, lines: list[str], speaker: str) -> str:
         """`with_episodes` of the arguments, reused while the memory block is the same object and the lines the
         same (so the todo section's cache downstream sees the same block object too)."""
         if not lines:
             return memory_block
-        ids = tuple(lines)
         cached = self._blocks.get((key, user_id))
-        if cached is not None and cached[0] is memory_block and cached[1] == ids and cached[2] == speaker:
+        if cached is not None and cached[0] is memory_block and cached[1] == lines and cached[2] == speaker:
             return cached[3]
         text = with_episodes(memory_block, lines, speaker)
-        self._blocks[(key, user_id)] = (memory_block, ids, speaker, text)
+        self._blocks[(key, user_id)] = (memory_block, lines, speaker, text)
         self._blocks.move_to_end((key, user_id))
         if len(self._blocks) > MAX_CACHED_BLOCKS:
             self._blocks.popitem(last=False)
