@@ -31,10 +31,9 @@ from .timewords import TimeWindow, overlaps, time_window
 # bar only orders the window's episodes, so it is lower.
 MIN_RELEVANCE = 0.15
 MIN_RELEVANCE_IN_WINDOW = 0.05
-MAX_QUERY_CHARS = 256  # as memories (recall.relevance_query): a long message costs what a paragraph does
-# A chatty message's question is one of its sentences: scored alone too, so the chat around it does not dilute it.
+MAX_QUERY_CHARS = 128  # a long message is read at its beginning and end (where its question usually is)
+# A chatty message's question is usually its first or last sentence: a long message is scored on those.
 LONG_MESSAGE_CHARS = 40
-MAX_SENTENCES = 6
 _SENTENCE_END = re.compile(r"[。！？!?；;\n]+|[.,，](?=\s)|，")
 MAX_CACHED_GROUPS = 1024
 MAX_CACHED_BLOCKS = 4096
@@ -74,16 +73,18 @@ def _derive(episodes: Sequence[Episode]) -> _GroupEpisodes:
     return _GroupEpisodes(episodes, live, {e.id: e for e in live}, index)
 
 
-def _scores(index: LexicalIndex, query: str, ids: list[str]) -> dict[str, float]:
-    """Each episode's normalised lexical score: for a long message, its best over the whole and each sentence."""
-    scores = index.score(query, ids, normalized=True)
+def _scores(index: LexicalIndex, query: str, ids: set[str] | None) -> dict[str, float]:
+    """Each episode's normalised lexical score (of `ids` only, when given). A long message is scored on its first
+    and its last sentence (the best of the two): the chat around a question would dilute a score of the whole."""
     if len(query) <= LONG_MESSAGE_CHARS:
-        return scores
+        return index.score(query, ids, normalized=True)
     sentences = [part for part in _SENTENCE_END.split(query) if part.strip()]
-    for sentence in sentences[:MAX_SENTENCES // 2] + sentences[-(MAX_SENTENCES // 2):]:
-        for episode_id, score in index.score(sentence, ids, normalized=True).items():
-            if score > scores.get(episode_id, 0.0):
-                scores[episode_id] = score
+    if len(sentences) < 2:
+        return index.score(query, ids, normalized=True)
+    scores = index.score(sentences[0], ids, normalized=True)
+    for episode_id, score in index.score(sentences[-1], ids, normalized=True).items():
+        if score > scores.get(episode_id, 0.0):
+            scores[episode_id] = score
     return scores
 
 
@@ -94,15 +95,17 @@ def choose(group: _GroupEpisodes, message: str, window: TimeWindow | None, limit
     if window is not None and window.latest:
         ranked = group.live
     else:
-        candidates = group.live if window is None else [e for e in group.live if overlaps(e.start, e.end, window)]
-        if not candidates:
+        # without a window every live episode is a candidate: scored over the whole index (its cached impacts)
+        candidates = None if window is None else [e for e in group.live if overlaps(e.start, e.end, window)]
+        if candidates == []:
             return []
-        scores = _scores(group.index, _query(message), [e.id for e in candidates])
         bar = MIN_RELEVANCE if window is None else MIN_RELEVANCE_IN_WINDOW
-        matching = sorted((e for e in candidates if scores.get(e.id, 0.0) >= bar),
+        scores = _scores(group.index, _query(message), None if candidates is None else {e.id for e in candidates})
+        matching = sorted((group.by_id[i] for i, score in scores.items() if score >= bar),
                           key=lambda e: (-scores[e.id], -e.end, e.id))
         # in a time window: the matching ones first, then the latest; otherwise only those that match
-        ranked = matching if window is None else [*matching, *(e for e in candidates if e not in matching)]
+        ranked = matching if candidates is None else [*matching, *(e for e in candidates if e.id not in scores
+                                                                   or scores[e.id] < bar)]
     chosen: list[Episode] = []
     chars = 0
     for episode in ranked:

@@ -9,6 +9,7 @@ The first time word of the message wins (a question names one time). Words of a 
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,10 +18,10 @@ from zoneinfo import ZoneInfo
 
 from .._todos.when import local_instant
 
-LATEST = re.compile(r"刚才|刚刚|方才|上次|上回|上一次|\bjust now\b|\ba moment ago\b|\blast time\b", re.IGNORECASE)
 _CN_DIGITS = {"零": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
 _EN_NUMBERS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9,
                "ten": 10, "a couple of": 2, "a few": 3}
+_NUMBER = re.compile(r"\d+|[零一二两三四五六七八九十]+|" + "|".join(_EN_NUMBERS), re.IGNORECASE)
 MAX_DAYS_AGO = 366
 # What marks a message as asking about earlier conversation, for the words of a period still going on.
 ABOUT_CONVERSATION = re.compile(
@@ -42,19 +43,30 @@ class TimeWindow:
 class _Clock:
     now: float
     zone: ZoneInfo
-
-    @property
-    def today(self) -> date:
-        return datetime.fromtimestamp(self.now, self.zone).date()
+    today: date
 
     def midnight(self, day: date) -> float:
-        return local_instant(datetime.combine(day, time()), self.zone)
+        return _local(day, 0, self.zone)
 
     def noon(self, day: date) -> float:
-        return local_instant(datetime.combine(day, time(12)), self.zone)
+        return _local(day, 12, self.zone)
 
     def days(self, first: date, last_excluded: date) -> tuple[float, float]:
         return self.midnight(first), min(self.now, self.midnight(last_excluded))
+
+
+@functools.lru_cache(maxsize=64)
+def _local(day: date, hour: int, zone: ZoneInfo) -> float:
+    return local_instant(datetime.combine(day, time(hour)), zone)
+
+
+def _number(text: str) -> int:
+    """The count in "三天前", "10天前", "two days ago" (0 when unreadable)."""
+    found = _NUMBER.search(text)
+    if found is None:
+        return 0
+    word = found[0].lower()
+    return _EN_NUMBERS.get(word) or _chinese_number(word) or 0
 
 
 def _days_ago(n: int, clock: _Clock) -> tuple[float, float] | None:
@@ -88,54 +100,84 @@ def _previous_month_start(day: date) -> date:
     return (_month_start(day) - timedelta(days=1)).replace(day=1)
 
 
-Window = Callable[[re.Match[str], _Clock], tuple[float, float] | None]
+Window = Callable[[str, "_Clock"], tuple[float | None, float] | None]  # (start, end); start None: the latest
 ONGOING = True  # the rule's period is still going on: it counts only in a message ABOUT_CONVERSATION
 
-# Most specific first where one contains another ("今天早上" before "今天", "大前天" before "前天").
-_RULES: tuple[tuple[re.Pattern[str], Window, bool], ...] = tuple(
-    (re.compile(rule[0], re.IGNORECASE), rule[1], len(rule) > 2) for rule in (
-    (r"今天早上|今早|今天上午|\bthis morning\b", lambda m, c: (c.midnight(c.today), min(c.now, c.noon(c.today)))),
-    (r"\bearlier today\b", lambda m, c: (c.midnight(c.today), c.now)),
-    (r"今天|今日|\btoday\b", lambda m, c: (c.midnight(c.today), c.now), ONGOING),
-    (r"大前天", lambda m, c: _days_ago(3, c)),
-    (r"前天|\bday before yesterday\b", lambda m, c: _days_ago(2, c)),
-    (r"昨天|昨日|昨晚|\byesterday\b|\blast night\b", lambda m, c: _days_ago(1, c)),
-    (r"(\d{1,3}|[零一二两三四五六七八九十]{1,3})\s*天(?:之)?前", lambda m, c: _days_ago(_chinese_number(m[1]) or 0, c)),
-    (r"\b(\d{1,3}|one|two|three|four|five|six|seven|eight|nine|ten|a couple of|a few)\s+days?\s+ago\b",
-     lambda m, c: _days_ago(int(m[1]) if m[1].isdigit() else _EN_NUMBERS[m[1].lower()], c)),
-    (r"前几天|几天前", lambda m, c: (c.midnight(c.today - timedelta(days=7)), c.now)),
-    (r"这几天|最近几天", lambda m, c: (c.midnight(c.today - timedelta(days=7)), c.now), ONGOING),
-    (r"上周|上星期|上个星期|上礼拜|上个礼拜|\blast week\b",
-     lambda m, c: c.days(_week_start(c.today) - timedelta(days=7), _week_start(c.today))),
-    (r"这周|本周|这星期|这个星期|这礼拜|这个礼拜|\bthis week\b",
-     lambda m, c: (c.midnight(_week_start(c.today)), c.now), ONGOING),
-    (r"上个月|上月|\blast month\b",
-     lambda m, c: c.days(_previous_month_start(c.today), _month_start(c.today))),
-    (r"这个月|本月|\bthis month\b", lambda m, c: (c.midnight(_month_start(c.today)), c.now), ONGOING),
-))
+
+
+@dataclass(frozen=True, slots=True)
+class _Rule:
+    keywords: tuple[str, ...]  # lower case; the rule can match only where one of them occurs
+    window: Window
+    ongoing: bool = False
+    pattern: re.Pattern[str] | None = None  # when the keywords alone do not say it (a count, word boundaries)
+
+    def search(self, lowered: str) -> re.Match[str] | None:
+        return (self.pattern or _keywords_pattern(self.keywords)).search(lowered)
+
+
+@functools.lru_cache(maxsize=None)
+def _keywords_pattern(keywords: tuple[str, ...]) -> re.Pattern[str]:
+    return re.compile("|".join(rf"\b{re.escape(k)}\b" if k.isascii() else re.escape(k) for k in keywords))
+
+
+# At one position the earlier rule wins, so the more specific comes first ("今天早上" before "今天", "大前天" before
+# "前天").
+_RULES: tuple[_Rule, ...] = (
+    _Rule(("刚才", "刚刚", "方才", "上次", "上回", "上一次", "just now", "a moment ago", "last time"),
+          lambda t, c: (None, c.now)),
+    _Rule(("今天早上", "今早", "今天上午", "this morning"), lambda t, c: (c.midnight(c.today), min(c.now, c.noon(c.today)))),
+    _Rule(("earlier today",), lambda t, c: (c.midnight(c.today), c.now)),
+    _Rule(("今天", "今日", "today"), lambda t, c: (c.midnight(c.today), c.now), ONGOING),
+    _Rule(("大前天",), lambda t, c: _days_ago(3, c)),
+    _Rule(("前天", "day before yesterday"), lambda t, c: _days_ago(2, c)),
+    _Rule(("昨天", "昨日", "昨晚", "yesterday", "last night"), lambda t, c: _days_ago(1, c)),
+    _Rule(("天前", "天之前"), lambda t, c: _days_ago(_number(t), c),
+          pattern=re.compile(r"(?:\d{1,3}|[零一二两三四五六七八九十]{1,3})\s*天(?:之)?前")),
+    _Rule(("days ago", "day ago"), lambda t, c: _days_ago(_number(t), c),
+          pattern=re.compile(r"\b(?:\d{1,3}|one|two|three|four|five|six|seven|eight|nine|ten|a couple of|a few)"
+                             r"\s+days?\s+ago\b")),
+    _Rule(("前几天", "几天前"), lambda t, c: (c.midnight(c.today - timedelta(days=7)), c.now)),
+    _Rule(("这几天", "最近几天"), lambda t, c: (c.midnight(c.today - timedelta(days=7)), c.now), ONGOING),
+    _Rule(("上周", "上星期", "上个星期", "上礼拜", "上个礼拜", "last week"),
+          lambda t, c: c.days(_week_start(c.today) - timedelta(days=7), _week_start(c.today))),
+    _Rule(("这周", "本周", "这星期", "这个星期", "这礼拜", "这个礼拜", "this week"),
+          lambda t, c: (c.midnight(_week_start(c.today)), c.now), ONGOING),
+    _Rule(("上个月", "上月", "last month"), lambda t, c: c.days(_previous_month_start(c.today), _month_start(c.today))),
+    _Rule(("这个月", "本月", "this month"), lambda t, c: (c.midnight(_month_start(c.today)), c.now), ONGOING),
+)
+
+
+# Every keyword with its rule's position: plain substring checks (cheap on every message) decide which rules'
+# patterns run at all.
+_KEYWORDS: tuple[tuple[str, int], ...] = tuple((k, i) for i, rule in enumerate(_RULES) for k in rule.keywords)
 
 
 def time_window(text: str, now: float, zone: ZoneInfo) -> TimeWindow | None:
     """The window the message's first time word names, or None when it names no time."""
     if not text:
         return None
-    clock = _Clock(now, zone)
-    found: list[tuple[int, TimeWindow]] = []  # in rule order: at one position the more specific rule wins
+    lowered = text.lower()
+    candidates = sorted({i for keyword, i in _KEYWORDS if keyword in lowered})
+    if not candidates:
+        return None
+    first: tuple[re.Match[str], _Rule] | None = None
     about_conversation: bool | None = None
-    for pattern, window, ongoing in _RULES:
-        match = pattern.search(text)
-        if match is not None and ongoing:
+    for rule in map(_RULES.__getitem__, candidates):
+        match = rule.search(lowered)
+        if match is None or (first is not None and match.start() >= first[0].start()):
+            continue
+        if rule.ongoing:
             if about_conversation is None:
-                about_conversation = ABOUT_CONVERSATION.search(text) is not None
+                about_conversation = ABOUT_CONVERSATION.search(lowered) is not None
             if not about_conversation:
                 continue
-        bounds = window(match, clock) if match is not None else None
-        if match is not None and bounds is not None:
-            found.append((match.start(), TimeWindow(bounds[0], bounds[1], False, match[0])))
-    latest = LATEST.search(text)
-    if latest is not None:
-        found.append((latest.start(), TimeWindow(None, now, True, latest[0])))
-    return min(found, key=lambda item: item[0])[1] if found else None
+        first = (match, rule)
+    if first is None:
+        return None
+    match, rule = first
+    bounds = rule.window(match[0], _Clock(now, zone, datetime.fromtimestamp(now, zone).date()))
+    return None if bounds is None else TimeWindow(bounds[0], bounds[1], bounds[0] is None, match[0])
 
 
 def overlaps(start: float, end: float, window: TimeWindow) -> bool:
