@@ -81,6 +81,7 @@ CLEAR_CONFIRM_WORDS = ("confirm", "确认", "yes")
 READ_FAILED = "暂时无法读取记忆，请稍后再试。"
 # The event extra holding the ids of the memories injected for this request, read back when its reply is done.
 INJECTED_MEMORIES = "astrbot_plugin_user_memory:injected"
+MAX_BUDGET_VARIANTS = 1024
 
 
 def group_origin(platform_id: str, adapter: str, group_id: str) -> Origin:
@@ -384,6 +385,8 @@ class UserMemoryPlugin(Star):
             return self.settings
         left = self._settings_left.get((lines, chars))
         if left is None:
+            if len(self._settings_left) >= MAX_BUDGET_VARIANTS:  # each size of todo and episode text is one key
+                self._settings_left.clear()
             left = self._settings_left[(lines, chars)] = dataclasses.replace(
                 self.settings,
                 memory_inject_limit=max(0, self.settings.memory_inject_limit - lines),
