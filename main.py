@@ -365,12 +365,12 @@ class UserMemoryPlugin(Star):
             req.system_prompt = f"{req.system_prompt}\n\n{block}" if req.system_prompt else block
 
     @filter.on_llm_response()
-    async def note_reply(self, event: AstrMessageEvent, resp: LLMResponse) -> None:
+    async def note_reply(self, event: AstrMessageEvent, resp: LLMResponse | None) -> None:
         """Keep the finished reply with the memories injected for it, for the group's next extraction call to judge
         which of them it really used. Fires once per reply, streamed or not (AstrBot passes the whole response when
         the agent is done; `after_message_sent` does not fire for streamed replies)."""
         injected = event.get_extra(INJECTED_MEMORIES)
-        if not injected or self.replies is None:
+        if not injected or self.replies is None or resp is None:  # other agent runners may end without a response
             return
         event.set_extra(INJECTED_MEMORIES, None)  # one judgment per injection, whatever else calls this hook
         member = member_of(event)
