@@ -46,6 +46,7 @@ from .memory import (
     Utterance,
     VectorStore,
     add_todo,
+    archived_text,
     combine,
     episodes_text,
     forget_memory,
@@ -664,6 +665,13 @@ class UserMemoryPlugin(Star):
         yield event.plain_result(await self._for_group(
             event, lambda key: self._guarded(revert_change(self.store, key, int(number), actor=actor))
         ))
+
+    @filter.permission_type(filter.PermissionType.ADMIN)
+    @memory_command.command("archived")
+    async def memory_archived_command(self, event: AstrMessageEvent):
+        """（管理员）查看本群归档的记忆（带编号，/memory revert <编号> 恢复）"""
+        retention = self.settings.archive_retention_days
+        yield event.plain_result(await self._for_group(event, lambda key: archived_text(self.store, key, retention)))
 
     def _added_by(self, key: GroupKey, user_id: str | None) -> str:
         if not user_id:

@@ -3,7 +3,7 @@
 The adapter (main.py) turns AstrBot events into a `Caller` and calls the functions exported here.
 """
 
-from ._admin import history_text, revert_change, stats_text
+from ._admin import archived_text, history_text, revert_change, stats_text
 from ._aging.usage import RecentReplies
 from ._episodes.inject import EpisodeSection
 from ._errors import InvalidMemoryInput, MemoryLimitReached, MemoryPluginError, StorageUnavailable
@@ -44,6 +44,7 @@ __all__ = [
     "combine",
     "semantic_similarities",
     "Utterance",
+    "archived_text",
     "history_text",
     "revert_change",
     "run_extraction",

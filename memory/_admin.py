@@ -11,6 +11,7 @@ from pydantic import ValidationError
 from ._episodes.revert import revert_episode_change, summary_of
 from ._storage import EPISODE, ERASE, MEMORY, TODO, MemoryStore
 from ._errors import InvalidMemoryInput, StorageUnavailable
+from ._aging.archive import archive_memories, restore_memories
 from ._models import GroupKey, Memory
 
 _OP_LABELS = {
@@ -18,7 +19,10 @@ _OP_LABELS = {
     # todo operations (the scheduler's are named by what happened)
     "expire": "过期", "purge": "移除", "missed": "错过提醒", "remind": "提醒", "remind_failed": "提醒失败",
     "remind_waiting": "提醒待发",
+    # archive (`_aging/archive.py`); a memory's "purge" is the end of its retention
+    "archive": "归档", "restore": "恢复",
 }
+_ARCHIVE_OPS = ("archive", "restore", "purge")
 
 
 def _owner_text(entry: dict[str, Any]) -> str:
@@ -125,6 +129,8 @@ async def revert_change(store: MemoryStore, key: GroupKey, entry_id: int, *, act
     unit = [e for e in changes if e.get("txn") == txn] if txn is not None else [entry]
     if any(e.get("erased") or e.get("op") == ERASE for e in unit):
         return f"#{entry_id} 的内容已应成员要求清除，无法撤销。"
+    if entry.get("op") in _ARCHIVE_OPS:
+        return await _revert_archive_move(store, key, entry, actor=actor)
     try:
         wanted = [(e, _memory(e.get("old")), _memory(e.get("new"))) for e in unit]
     except ValidationError:
@@ -165,6 +171,29 @@ async def revert_change(store: MemoryStore, key: GroupKey, entry_id: int, *, act
     )
 
 
+async def _revert_archive_move(store: MemoryStore, key: GroupKey, entry: dict[str, Any], *, actor: str) -> str:
+    """Undo one archive move: an "archive" entry restores the memory, a "restore" entry archives it again; only
+    while the memory is still where the entry left it. A purge is final."""
+    entry_id, target, owner = entry["id"], str(entry.get("target")), entry.get("owner")
+    extra = {"reverts": [entry_id]}
+    try:
+        if entry.get("op") == "purge":
+            return f"#{entry_id} 是归档保留期满后的永久清除，无法撤销。"
+        if entry.get("op") == "archive":
+            moved = await restore_memories(store, key, [target], actor=actor, extra=extra)
+            what = f"已撤销 #{entry_id}：[{_owner_text(entry)}] 恢复「{_content(entry.get('old'))}」"
+            gone = "它已不在归档中（已恢复或已过保留期清除）"
+        else:
+            moved = await archive_memories(
+                store, key, [(owner, target)], reason=str(entry.get("reason") or "revert"), actor=actor, extra=extra,
+            )
+            what = f"已撤销 #{entry_id}：[{_owner_text(entry)}] 「{_content(entry.get('new'))}」重新归档"
+            gone = "它已被删除、已是受保护的记忆，或已再次归档"
+    except StorageUnavailable as exc:
+        return f"撤销失败：{exc}"
+    return what if moved else f"无法撤销 #{entry_id}：此后已有变化——{gone}。没有做任何更改。"
+
+
 def _memory(snapshot: Any) -> Memory | None:
     return Memory.model_validate(snapshot) if snapshot is not None else None
 
@@ -180,6 +209,35 @@ def _since(entry: dict[str, Any], current: Memory | None, later: Sequence[dict[s
     last = next((e for e in reversed(later) if e.get("target") == entry.get("target")), None)
     by = f"（#{last['id']} {last.get('actor')} {_OP_LABELS.get(last.get('op'), last.get('op'))}）" if last else ""
     return f"[{_owner_text(entry)}] #{entry['id']} 涉及的记忆{now}{by}"
+
+
+_REASON_LABELS = {"decay": "重要度衰减", "unused": "长期未用", "review": "审核删除", "revert": "撤销恢复"}
+
+
+async def archived_text(store: MemoryStore, key: GroupKey, retention_days: float, limit: int = 20) -> str:
+    """The group's archived memories, newest first, each with the change-log entry that archived it (revert it to
+    restore the memory)."""
+    try:
+        archived = await store.archived(key)
+        entries = await store.log_entries(key) if archived else []
+    except StorageUnavailable as exc:
+        return f"读取归档失败：{exc}"
+    if not archived:
+        return "本群没有归档的记忆。"
+    by_target = {e.get("target"): e["id"] for e in entries if e.get("op") == "archive" and _is_memory_change(e)}
+    lines = []
+    for item in sorted(archived, key=lambda a: -a.archived_at)[:limit]:
+        owner = "本群公共" if item.owner is None else item.owner
+        entry_id = by_target.get(item.memory.id)
+        ref = f"#{entry_id}" if entry_id is not None else "#?"
+        reason = _REASON_LABELS.get(item.reason, item.reason)
+        at = time.strftime("%m-%d %H:%M", time.localtime(item.archived_at))
+        lines.append(f"{ref} {at} [{owner}] {item.memory.content}（{reason}，{item.actor}）")
+    more = f"（仅显示最新 {limit} 条）" if len(archived) > limit else ""
+    return (
+        f"本群归档的记忆共 {len(archived)} 条{more}，归档 {retention_days:g} 天后永久清除；"
+        f"/memory revert <编号> 恢复：\n" + "\n".join(lines)
+    )
 
 
 async def stats_text(store: MemoryStore, key: GroupKey, pending: int) -> str:

@@ -79,6 +79,22 @@ class Memory(BaseModel):
         return self.id.replace("-", "")[:8]
 
 
+class ArchivedMemory(BaseModel):
+    """A memory moved out of its owner's list by archiving (`_aging/archive.py`): kept, recoverable, invisible to
+    recall, the tools, listings and extraction, and purged after the retention period.
+
+    The owner is its own field, never a key of `users` or a marker string: JSON null (the group's shared
+    memories) cannot equal any user id, and no user id can be mistaken for the archive."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+    memory: Memory
+    archived_at: float
+    reason: str  # "decay", "unused", "review", ...
+    actor: str  # who archived it: "maintenance", "review", an admin
+    owner: str | None = None  # the member's user id; None (omitted in the file): the group's shared memories
+
+
 class UserMemories(BaseModel):
     model_config = ConfigDict(extra="allow")
 
@@ -98,6 +114,10 @@ class GroupDocument(BaseModel):
     users: dict[str, UserMemories] = Field(default_factory=dict)
     group_memories: list[Memory] = Field(default_factory=list)
     todos: list[Todo] = Field(default_factory=list)  # the group's and its members' todos (see _todos/)
+    archive: list[ArchivedMemory] = Field(default_factory=list)  # archived memories of every owner (see _aging/)
+    # When maintenance first aged this group (`_aging/decay.py`): idle time never counts from before it, so an
+    # upgrade does not archive a pile of old memories at once. None until the first maintenance pass.
+    aging_since: float | None = None
     updated_at: float = 0.0
     # The id of the last change-log entry this document includes (see _storage/changelog.py); None in files written
     # before the change log existed.

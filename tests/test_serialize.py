@@ -4,7 +4,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memory import GroupDocument, Memory
-from memory._models import UserMemories
+from memory._models import ArchivedMemory, UserMemories
 from memory._storage.serialize import DocumentSerializer
 
 texts = st.text(alphabet=st.characters(codec="utf-8"), max_size=30)
@@ -12,12 +12,17 @@ memories = st.builds(
     lambda i, c, t: Memory(id=f"id-{i}", type="fact", content=c, created_at=t, updated_at=t),
     st.integers(0, 10**6), texts, st.floats(0, 2e9),
 )
+archived = st.builds(
+    lambda m, owner, t: ArchivedMemory(memory=m, owner=owner, archived_at=t, reason="decay", actor="maintenance"),
+    memories, st.none() | texts, st.floats(0, 2e9),
+)
 documents = st.builds(
-    lambda users, group: GroupDocument(group_id="oc_g", platform="lark",
-                                       users={u: UserMemories(memories=m) for u, m in users.items()},
-                                       group_memories=group),
+    lambda users, group, archive: GroupDocument(group_id="oc_g", platform="lark",
+                                                users={u: UserMemories(memories=m) for u, m in users.items()},
+                                                group_memories=group, archive=archive),
     st.dictionaries(texts, st.lists(memories, max_size=4), max_size=4),
     st.lists(memories, max_size=3),
+    st.lists(archived, max_size=3),
 )
 
 

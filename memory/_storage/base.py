@@ -7,7 +7,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
-from .._models import GroupDocument, GroupKey, Memory
+from .._models import ArchivedMemory, GroupDocument, GroupKey, Memory
 from .._episodes.model import Episode
 from .._todos.model import Todo
 from .changelog import CallTotals
@@ -23,6 +23,12 @@ ManyChange = Callable[[dict[Owner, list[Memory]]], tuple[dict[Owner, list[Memory
 # How a writer names the operation of each log entry: one name for all ("revert", "erase"), or a function of
 # (memory id, the operation the store saw: "add" / "update" / "delete") such as extraction's "boost".
 Label = str | Callable[[str, str], str] | None
+# An archive change receives the named owners' memories and the document's archive and returns (their new
+# memories, the new archive, a result). It may only move memories between them or drop archived ones (purge);
+# same rules as `Change`.
+ArchiveChange = Callable[
+    [dict[Owner, list[Memory]], list[ArchivedMemory]], tuple[dict[Owner, list[Memory]], list[ArchivedMemory], R]
+]
 # A todo change receives the document's todos and returns (the new todos, a result); same rules as `Change`.
 TodoChange = Callable[[list[Todo]], tuple[list[Todo], R]]
 # An episode change receives the group's episodes (archived ones included) and returns (the new list, a result).
@@ -76,6 +82,31 @@ class MemoryStore(ABC):
         extra: dict[str, Any] | None = None,
     ) -> R:
         """Apply `change` to several owners' memories in one document at once: all of it is durable, or none."""
+
+    @abstractmethod
+    def peek_archive(self, key: GroupKey) -> Sequence[ArchivedMemory] | None:
+        """The document's archived memories if it is already in memory, else None. Never does I/O."""
+
+    async def archived(self, key: GroupKey) -> list[ArchivedMemory]:
+        """The document's archived memories (of every owner), loading the document on first use."""
+        return list((await self.document(key)).archive)
+
+    @abstractmethod
+    async def change_archive(
+        self, key: GroupKey, owners: Sequence[Owner], change: ArchiveChange[R], *, actor: str,
+        extra: dict[str, Any] | None = None,
+    ) -> R:
+        """Move memories between the owners' lists and the document's archive, or purge archived ones, in one
+        durable commit: one log entry per memory, op "archive", "restore" or "purge" (not one transaction: each
+        move is undone alone)."""
+
+    @abstractmethod
+    async def start_aging(self, key: GroupKey, at: float) -> float:
+        """The document's `aging_since`, set to `at` (durably, not logged) if it had none."""
+
+    @abstractmethod
+    def unload(self, key: GroupKey) -> bool:
+        """Drop the document from memory if nothing of it is pending or being written; whether it was dropped."""
 
     @abstractmethod
     def peek_todos(self, key: GroupKey) -> Sequence[Todo] | None:

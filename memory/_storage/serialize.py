@@ -29,10 +29,11 @@ class DocumentSerializer:
                 cached = (entry, _user_fragment(user_id, entry).encode("utf-8"))
             fragments[user_id] = cached
         self._fragments = fragments
-        head = doc.model_dump(mode="json", exclude={"users", "group_memories", "todos"}, exclude_none=True)
+        head = doc.model_dump(mode="json", exclude={"users", "group_memories", "todos", "archive"}, exclude_none=True)
         parts = [f" {json.dumps(k, ensure_ascii=False)}: {json.dumps(v, ensure_ascii=False)}" for k, v in head.items()]
         parts.append(f' "todos": {_line_list(doc.todos, "  ")}')
         parts.append(f' "group_memories": {_line_list(doc.group_memories, "  ")}')
+        parts.append(f' "archive": {_line_list(doc.archive, "  ")}')
         if not fragments:
             return ("{\n" + ",\n".join([*parts, ' "users": {}']) + "\n}\n").encode("utf-8")
         head_bytes = ("{\n" + ",\n".join(parts) + ',\n "users": {\n').encode("utf-8")

@@ -15,11 +15,11 @@ from typing import Any
 from pydantic import ValidationError
 
 from .._errors import StorageUnavailable
-from .._models import SCHEMA_VERSION, GroupDocument, GroupKey, Memory, UserMemories
+from .._models import SCHEMA_VERSION, ArchivedMemory, GroupDocument, GroupKey, Memory, UserMemories
 from . import changelog
 from .._episodes.model import EPISODE_SCHEMA_VERSION, Episode, EpisodeDocument
 from .._todos.model import Todo
-from .base import GROUP_OWNER, Change, EpisodeChange, Label, ManyChange, MemoryStore, Owner, R, TodoChange
+from .base import GROUP_OWNER, ArchiveChange, Change, EpisodeChange, Label, ManyChange, MemoryStore, Owner, R, TodoChange
 from .files import LeftoverTempFiles, episode_file_path, group_file_path, move_aside, read_bytes, write_atomic
 from .serialize import DocumentSerializer
 
@@ -162,7 +162,9 @@ class UserMemoryStore(MemoryStore):
             if not updated and not erasing:
                 return result
             if erasing:  # also when nothing is left to delete: what the log holds about them goes
-                group.erase_owners.update(o for o in owners if o is not GROUP_OWNER)
+                erased = {o for o in owners if o is not GROUP_OWNER}
+                group.erase_owners.update(erased)
+                self._erase_archived(group, doc, erased, actor)
             if updated:
                 self._apply(group, doc, current, updated, actor, label, extra or {})
             done = self._enqueue(group)
@@ -182,6 +184,13 @@ class UserMemoryStore(MemoryStore):
         """Put the changed lists into the document and queue their log entries (caller holds the lock)."""
         now = self._clock()
         entries = self._entries(group, current, updated, now, actor, label, extra)
+        self._put(group, doc, updated, entries, now)
+
+    def _put(
+        self, group: _Group, doc: GroupDocument, updated: dict[Owner, list[Memory]], entries: list[dict[str, Any]],
+        now: float,
+    ) -> None:
+        """Put changed owner lists into the document, queue the commit's log entries, tell the listeners."""
         for owner, memories in updated.items():
             if owner is GROUP_OWNER:
                 doc.group_memories = memories
@@ -196,6 +205,85 @@ class UserMemoryStore(MemoryStore):
         for listener in self._listeners:
             listener(group.key, doc)
         group.doc_version += 1
+
+    def _erase_archived(self, group: _Group, doc: GroupDocument, owners: set[str], actor: str) -> None:
+        """A member's erasure reaches their archived memories too (caller holds the lock; the caller enqueues)."""
+        gone = [a for a in doc.archive if a.owner in owners]
+        if not gone:
+            return
+        now = self._clock()
+        doc.archive = [a for a in doc.archive if a.owner not in owners]
+        scope = "global" if group.key.is_global else "member"
+        entries = [
+            self._entry(now, actor, changelog.ERASE, changelog.MEMORY, "delete", scope, a.owner, a.memory, None, {})
+            for a in gone
+        ]
+        doc.updated_at = now
+        doc.change_log_id = self._numbered(group, entries)[-1]["id"]
+        group.pending.extend(entries)
+        group.doc_version += 1
+
+    def peek_archive(self, key: GroupKey) -> Sequence[ArchivedMemory] | None:
+        """The document's archived memories if it is already in memory, else None. Never does I/O."""
+        group = self._groups.get(key)
+        return None if group is None or group.doc is None else group.doc.archive
+
+    async def change_archive(
+        self, key: GroupKey, owners: Sequence[Owner], change: ArchiveChange[R], *, actor: str,
+        extra: dict[str, Any] | None = None,
+    ) -> R:
+        """Move memories between the owners' lists and the document's archive, or purge archived ones, in one
+        commit that is durable when this returns. One log entry per memory, op "archive" (old: the memory),
+        "restore" (new: the memory) or "purge" (no content); they form no transaction, so a revert undoes one move.
+        Raises ValueError (nothing changed) if `change` did anything but move or purge."""
+        group = self._group(key)
+        async with group.lock:
+            doc = await self._load(group)
+            current = {owner: list(_memories_of(doc, owner)) for owner in owners}
+            before = list(doc.archive)
+            lists, archive, result = change({o: list(m) for o, m in current.items()}, list(before))
+            updated = {o: m for o, m in lists.items() if m != current.get(o)}
+            now = self._clock()
+            entries = _archive_entries(group.key, current, updated, before, archive, now, actor, extra or {})
+            if not entries:
+                return result
+            for entry in entries:
+                entry["id"] = group.log.next_id  # type: ignore[union-attr]
+                group.log.next_id += 1  # type: ignore[union-attr]
+            doc.archive = archive
+            self._put(group, doc, updated, entries, now)
+            done = self._enqueue(group)
+        await asyncio.shield(done)
+        return result
+
+    async def start_aging(self, key: GroupKey, at: float) -> float:
+        """The document's `aging_since`, set to `at` (durably, not logged) if it had none."""
+        group = self._group(key)
+        async with group.lock:
+            doc = await self._load(group)
+            if doc.aging_since is not None:
+                return doc.aging_since
+            doc.aging_since = at
+            group.doc_version += 1
+            done = self._enqueue(group)
+        await asyncio.shield(done)
+        return at
+
+    def unload(self, key: GroupKey) -> bool:
+        """Drop the document from memory if nothing of it is pending or being written; whether it was dropped.
+        Its next use loads it again from disk (a read, like the first)."""
+        group = self._groups.get(key)
+        if group is None:
+            return False
+        busy = (
+            group.lock.locked() or group.io_lock.locked() or group.flusher is not None or group.pending
+            or group.waiters or group.version != group.durable_version
+            or group.episode_version != group.durable_episode_version
+        )
+        if busy:
+            return False
+        del self._groups[key]
+        return True
 
     def peek_todos(self, key: GroupKey) -> Sequence[Todo] | None:
         """The document's todos if it is already in memory, else None. Never does I/O."""
@@ -570,6 +658,52 @@ def _diff(before: Sequence[Memory | Todo], after: Sequence[Memory | Todo]) -> li
             diffs.append(("update", item, new_by_id[item.id]))
     diffs.extend(("add", None, item) for item in after if item.id not in old_ids)
     return diffs
+
+
+def _archive_entries(
+    key: GroupKey,
+    before: dict[Owner, list[Memory]],
+    after: dict[Owner, list[Memory]],
+    archive_before: Sequence[ArchivedMemory],
+    archive_after: Sequence[ArchivedMemory],
+    now: float,
+    actor: str,
+    extra: dict[str, Any],
+) -> list[dict[str, Any]]:
+    """The log entries (ids not yet given) of an archive change; ValueError if it is not only moves and purges."""
+    was = {a.memory.id: a for a in archive_before}
+    now_archived = {a.memory.id: a for a in archive_after}
+    if len(now_archived) != len(archive_after):
+        raise ValueError("an archive holds each memory once")
+    moved: set[str] = set()
+    entries: list[dict[str, Any]] = []
+
+    def entry(op: str, owner: Owner, target: str, old: Memory | None, new: Memory | None, **more: Any) -> None:
+        scope = "group" if owner is GROUP_OWNER else "global" if key.is_global else "member"
+        entries.append({
+            "id": 0, "at": now, "actor": actor, "kind": changelog.MEMORY, "op": op, "scope": scope, "owner": owner,
+            "target": target, "old": old.model_dump(mode="json", exclude_none=True) if old else None,
+            "new": new.model_dump(mode="json", exclude_none=True) if new else None, **more, **extra,
+        })
+
+    for owner, memories in after.items():
+        for op, old, new in _diff(before.get(owner, []), memories):
+            item = (old or new).id
+            if op == "delete" and item in now_archived and item not in was and now_archived[item].owner == owner:
+                entry("archive", owner, item, old, None, reason=now_archived[item].reason)
+            elif op == "add" and item in was and item not in now_archived and was[item].owner == owner:
+                entry("restore", owner, item, None, new, reason=was[item].reason)
+            else:
+                raise ValueError(f"an archive change only moves memories ({op} {item})")
+            moved.add(item)
+    for item, archived in was.items():
+        if item not in now_archived and item not in moved:
+            entry("purge", archived.owner, item, None, None, reason=archived.reason)
+        elif item in now_archived and now_archived[item] != archived:
+            raise ValueError(f"an archived memory is not changed in place ({item})")
+    if any(item not in was and item not in moved for item in now_archived):
+        raise ValueError("a memory enters the archive only from its owner's list")
+    return entries
 
 
 def _memories_of(doc: GroupDocument, owner: Owner) -> Sequence[Memory]:
