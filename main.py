@@ -28,6 +28,7 @@ from .memory import (
     ExtractionScheduler,
     GroupKey,
     Health,
+    MaintenanceScheduler,
     MemberDirectory,
     MemberKey,
     MemoryPluginError,
@@ -83,6 +84,7 @@ READ_FAILED = "暂时无法读取记忆，请稍后再试。"
 # The event extra holding the ids of the memories injected for this request, read back when its reply is done.
 INJECTED_MEMORIES = "astrbot_plugin_user_memory:injected"
 MAX_BUDGET_VARIANTS = 1024
+MAINTENANCE_STATE_FILE = "maintenance_state.json"
 
 
 def group_origin(platform_id: str, adapter: str, group_id: str) -> Origin:
@@ -148,6 +150,13 @@ class UserMemoryPlugin(Star):
                 self.store, self.data_dir, self._send_reminder, lambda: self.todo_policy,
                 mention_all=self.settings.reminder_mention_all,
             )
+        # decay, archive and purge always; review and consolidation are given to it when observation is on
+        self.maintenance: MaintenanceScheduler | None = None
+        if self.settings.enable_user_memory:
+            self.maintenance = MaintenanceScheduler(
+                self.store, self.data_dir / "groups", lambda: self.settings,
+                state_path=self.data_dir / MAINTENANCE_STATE_FILE,
+            )
         self.extraction: ExtractionScheduler | None = None
         # the replies whose use of the injected memories the next extraction call judges (only with extraction on)
         self.replies: RecentReplies | None = None
@@ -179,6 +188,8 @@ class UserMemoryPlugin(Star):
         if self.reminders is not None:
             # Reads only the small due index; platforms are not up yet, so the first sends wait for them.
             await self.reminders.start()
+        if self.maintenance is not None:
+            self.maintenance.start()  # its first group waits a while: loading and the first replies come first
         await self._attach_configured_embeddings()
 
     async def _attach_configured_embeddings(self) -> None:
@@ -223,6 +234,8 @@ class UserMemoryPlugin(Star):
         # First: a dashboard config save builds a new plugin object right after this, with its own scheduler.
         if self.reminders is not None:
             await self.reminders.stop()
+        if self.maintenance is not None:
+            await self.maintenance.stop()
         await self.members.close()
         if self.extraction is not None:
             await self.extraction.close()
@@ -696,6 +709,7 @@ class UserMemoryPlugin(Star):
             rosters_cached=self.members.cached_groups(),
             roster_here=self.members.roster(key) if key else None,
             reminders=self._reminders_state(),
+            maintenance=self.maintenance.status_line() if self.maintenance is not None else "关闭",
         )
         yield event.plain_result(status_text(self.settings, self.setting_warnings, health))
 

@@ -3,6 +3,7 @@
 The adapter (main.py) turns AstrBot events into a `Caller` and calls the functions exported here.
 """
 
+from ._aging.maintenance import MaintenanceScheduler
 from ._admin import archived_text, history_text, revert_change, stats_text
 from ._aging.usage import RecentReplies
 from ._episodes.inject import EpisodeSection
@@ -31,6 +32,7 @@ __all__ = [
     "CallLimiter",
     "RecentReplies",
     "EpisodeSection",
+    "MaintenanceScheduler",
     "Health",
     "MemberDirectory",
     "Roster",

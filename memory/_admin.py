@@ -49,6 +49,8 @@ def _line(entry: dict[str, Any]) -> str:
     op = _OP_LABELS.get(entry.get("op"), str(entry.get("op")))
     if entry.get("erased"):
         return f"{op} [{_owner_text(entry)}]（内容已应成员要求清除）"
+    if entry.get("op") == "purge" and entry.get("kind") == MEMORY:
+        return f"{op} [{_owner_text(entry)}] 归档的记忆 {str(entry.get('target'))[:8]}（保留期满，永久清除）"
     if entry.get("kind") == TODO:
         return f"待办{op} [{_owner_text(entry)}] {_todo_state(entry.get('old'))} → {_todo_state(entry.get('new'))}"
     if entry.get("kind") == EPISODE:

@@ -22,6 +22,7 @@ class Health:
     rosters_cached: int
     roster_here: Roster | None
     reminders: str = "关闭"  # one line on the reminder scheduler
+    maintenance: str = "关闭"  # one line on the maintenance scheduler (decay, archive, review)
 
 
 def status_text(settings: Settings, warnings: Sequence[str], health: Health) -> str:
@@ -40,7 +41,8 @@ def status_text(settings: Settings, warnings: Sequence[str], health: Health) -> 
               f"后台提取：{extraction}",
               f"向量召回：{health.embedding}",
               f"群成员名单：本群 {members}；已缓存 {health.rosters_cached} 个群",
-              f"待办提醒：{health.reminders}"]
+              f"待办提醒：{health.reminders}",
+              f"记忆维护：{health.maintenance}"]
     return "\n".join(lines)
 
 
