@@ -271,3 +271,25 @@ async def test_a_failing_review_does_not_stop_the_round(tmp_path):
     await seed(store, G2)
     assert await one_round(scheduler) == 2
     assert scheduler.stats.failures == 1 and scheduler.stats.passes == 1
+
+
+async def test_the_plugin_starts_one_scheduler_and_stops_it_on_terminate(make_plugin):
+    first = make_plugin()
+    await first.initialize()
+    assert first.maintenance.running
+    await first.terminate()  # a dashboard config save: terminate, then a new instance is initialized
+    assert not first.maintenance.running
+    second = make_plugin()
+    await second.initialize()
+    try:
+        assert second.maintenance.running and "记忆维护：运行中" in _status(second)
+    finally:
+        await second.terminate()
+    assert make_plugin(enable_user_memory=False).maintenance is None
+
+
+def _status(plugin):
+    from memory import Health, status_text
+
+    health = Health(0, False, 0, 0, 0, 0, 1, "", 0, None, maintenance=plugin.maintenance.status_line())
+    return status_text(plugin.settings, [], health)
