@@ -166,3 +166,25 @@ async def test_unload_drops_an_idle_group_and_it_loads_again(tmp_path):
     assert store.unload(G) and store.loaded_groups == 0 and store.peek(G, "u1") is None
     assert [m.id for m in await store.memories(G, "u1")] == ["m1", "m2", "x1"]
     assert not store.unload(GroupKey("lark", "never-loaded"))
+
+
+async def test_the_plugins_erasures_reach_the_archive_and_admins_see_and_restore_it(make_plugin):
+    from tests.test_plugin import call_tool, command_text
+    from tests.conftest import make_event
+
+    plugin = make_plugin()
+    key = GroupKey("lark", "oc_group1")
+    me, other = make_event(user="ou_me"), make_event(user="ou_other")
+    await plugin.store.change(key, "ou_me", put(memory("a1", "我的旧病历号 12345")), actor="extraction")
+    await plugin.store.change(key, "ou_other", put(memory("b1", "别人的旧事实")), actor="extraction")
+    await call_tool(plugin, "lark_save_memory", me, memory_type="fact", content="现在的事实")
+    await archive_memories(plugin.store, key, [("ou_me", "a1"), ("ou_other", "b1")], reason="decay",
+                           actor="maintenance")
+    listing = await command_text(plugin.memory_archived_command(make_event(user="admin")))
+    assert "12345" in listing and "别人的旧事实" in listing
+    assert "已删除" in await call_tool(plugin, "lark_forget_memory", me, target="all")
+    assert [a.memory.id for a in await plugin.store.archived(key)] == ["b1"]
+    assert b"12345" not in plugin.store.path_for(key).read_bytes()
+    await command_text(plugin.memory_clear_command(other, "confirm"))
+    assert await plugin.store.archived(key) == []
+    assert "没有归档" in await command_text(plugin.memory_archived_command(make_event(user="admin")))

@@ -44,6 +44,9 @@ STATE_VERSION = 1
 START_DELAY = 120.0  # seconds after start before the first group: plugin load and the first replies come first
 MAX_SPACING = 600.0  # at most this long between two groups of a round, whatever the interval and group count
 IDLE_SLEEP_MAX = 3600.0
+# Memories archived per commit: a commit's log entries are built and encoded on the event loop, so a group that
+# archives hundreds at once (the first pass after a long pause) does it in steps that never stall it long.
+ARCHIVE_BATCH = 100
 _HEAD_BYTES = 4096
 _HEAD_FIELD = re.compile(rb'"(platform|group_id)"\s*:\s*("(?:[^"\\]|\\.)*")')
 # The settings a group's skip time depends on: when one changes, every group is looked at again.
@@ -309,10 +312,11 @@ class MaintenanceScheduler:
                     await asyncio.sleep(0)
         archived = 0
         for reason, pairs in moves.items():
-            archived += await archive_memories(
-                store, key, pairs, reason=reason, actor=ACTOR, core_importance=settings.memory_core_importance,
-                now=now,
-            )
+            for start in range(0, len(pairs), ARCHIVE_BATCH):
+                archived += await archive_memories(
+                    store, key, pairs[start:start + ARCHIVE_BATCH], reason=reason, actor=ACTOR,
+                    core_importance=settings.memory_core_importance, now=now,
+                )
         purged = await purge_expired(store, key, now, settings.archive_retention_days, actor=ACTOR)
         episodes_archived, episodes_purged = await self._age_episodes(key, settings, now)
         wrote = wrote or bool(archived or purged or episodes_archived or episodes_purged)

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel
 
-from .._models import GroupDocument, UserMemories
+from .._models import ArchivedMemory, GroupDocument, UserMemories
 
 
 class DocumentSerializer:
@@ -20,6 +20,7 @@ class DocumentSerializer:
 
     def __init__(self) -> None:
         self._fragments: dict[str, tuple[UserMemories, bytes]] = {}
+        self._archived: dict[int, tuple[ArchivedMemory, str]] = {}  # archived memories never change in place
 
     def dumps(self, doc: GroupDocument) -> bytes:
         fragments: dict[str, tuple[UserMemories, bytes]] = {}
@@ -33,11 +34,26 @@ class DocumentSerializer:
         parts = [f" {json.dumps(k, ensure_ascii=False)}: {json.dumps(v, ensure_ascii=False)}" for k, v in head.items()]
         parts.append(f' "todos": {_line_list(doc.todos, "  ")}')
         parts.append(f' "group_memories": {_line_list(doc.group_memories, "  ")}')
-        parts.append(f' "archive": {_line_list(doc.archive, "  ")}')
+        parts.append(f' "archive": {self._archive(doc.archive)}')
         if not fragments:
             return ("{\n" + ",\n".join([*parts, ' "users": {}']) + "\n}\n").encode("utf-8")
         head_bytes = ("{\n" + ",\n".join(parts) + ',\n "users": {\n').encode("utf-8")
         return b"".join((head_bytes, b",\n".join(fragment for _, fragment in fragments.values()), b"\n }\n}\n"))
+
+
+    def _archive(self, archive: Sequence[ArchivedMemory]) -> str:
+        """The archive as a JSON list, one line per item, reusing the lines of items already written."""
+        if not archive:
+            self._archived = {}
+            return "[]"
+        lines: dict[int, tuple[ArchivedMemory, str]] = {}
+        for item in archive:
+            cached = self._archived.get(id(item))
+            if cached is None or cached[0] is not item:
+                cached = (item, "  " + item.model_dump_json(exclude_none=True))
+            lines[id(item)] = cached
+        self._archived = lines
+        return "[\n" + ",\n".join(line for _, line in lines.values()) + "\n ]"
 
 
 def _user_fragment(user_id: str, entry: UserMemories) -> str:
