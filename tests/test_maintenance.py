@@ -293,3 +293,29 @@ def _status(plugin):
 
     health = Health(0, False, 0, 0, 0, 0, 1, "", 0, None, maintenance=plugin.maintenance.status_line())
     return status_text(plugin.settings, [], health)
+
+
+async def test_a_changed_aging_setting_or_episode_file_makes_an_unchanged_group_be_read_again(tmp_path):
+    clock = Clock()
+    config = {"settings": Settings()}
+    store = UserMemoryStore(tmp_path / "groups", clock=clock, durable=False)
+    scheduler = MaintenanceScheduler(store, tmp_path / "groups", lambda: config["settings"],
+                                     state_path=tmp_path / "state.json", clock=clock, start_delay=0, durable=False)
+    await seed(store)
+    await one_round(scheduler)
+    clock.days(2)
+    await one_round(scheduler)
+    assert scheduler.stats.skipped == 1
+    config["settings"] = Settings(archive_below_importance=0.6)  # an admin raised the bar: look again now
+    clock.days(4)
+    await one_round(scheduler)
+    assert scheduler.stats.skipped == 1 and {a.memory.id for a in await store.archived(G1)} == {"fact", "shared"}
+    clock.days(6)
+    await one_round(scheduler)
+    assert scheduler.stats.skipped == 2
+    episode = Episode(id="e1", start=clock.now, end=clock.now, summary="刚聊的", created_at=clock.now)
+    await store.change_episodes(G1, lambda current: ([*current, episode], None), actor="extraction")
+    clock.days(8)
+    passes = scheduler.stats.passes
+    await one_round(scheduler)
+    assert scheduler.stats.passes == passes + 1

@@ -47,6 +47,7 @@ IDLE_SLEEP_MAX = 3600.0
 # Memories archived per commit: a commit's log entries are built and encoded on the event loop, so a group that
 # archives hundreds at once (the first pass after a long pause) does it in steps that never stall it long.
 ARCHIVE_BATCH = 100
+YIELD_EVERY = 2000  # memories decided between two yields to the event loop (a few ms of work)
 _HEAD_BYTES = 4096
 _HEAD_FIELD = re.compile(rb'"(platform|group_id)"\s*:\s*("(?:[^"\\]|\\.)*")')
 # The settings a group's skip time depends on: when one changes, every group is looked at again.
@@ -303,13 +304,14 @@ class MaintenanceScheduler:
             wrote = True
         doc = await store.document(key)
         moves: dict[str, list[tuple[Any, str]]] = {}
-        for owner, memories in [(GROUP_OWNER, doc.group_memories), *((u, e.memories) for u, e in doc.users.items())]:
-            for i, memory in enumerate(memories):
-                verdict = action(memory, now, settings, aging_since)
-                if verdict.archives:
-                    moves.setdefault(verdict.value, []).append((owner, memory.id))
-                if i % 500 == 499:
-                    await asyncio.sleep(0)
+        owned = [(GROUP_OWNER, m) for m in doc.group_memories]
+        owned += [(user, m) for user, entry in doc.users.items() for m in entry.memories]
+        for i, (owner, memory) in enumerate(owned):
+            verdict = action(memory, now, settings, aging_since)
+            if verdict.archives:
+                moves.setdefault(verdict.value, []).append((owner, memory.id))
+            if i % YIELD_EVERY == YIELD_EVERY - 1:
+                await asyncio.sleep(0)
         archived = 0
         for reason, pairs in moves.items():
             for start in range(0, len(pairs), ARCHIVE_BATCH):
@@ -385,7 +387,7 @@ class MaintenanceScheduler:
         times = [math.inf]
         for i, memory in enumerate(doc.all_memories()):
             times.append(next_change(memory, now, settings, aging_since))
-            if i % 500 == 499:
+            if i % YIELD_EVERY == YIELD_EVERY - 1:
                 await asyncio.sleep(0)
         retention = settings.archive_retention_days * DAY
         times.extend(a.archived_at + retention for a in doc.archive)

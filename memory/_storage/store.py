@@ -19,7 +19,9 @@ from .._models import SCHEMA_VERSION, ArchivedMemory, GroupDocument, GroupKey, M
 from . import changelog
 from .._episodes.model import EPISODE_SCHEMA_VERSION, Episode, EpisodeDocument
 from .._todos.model import Todo
-from .base import GROUP_OWNER, ArchiveChange, Change, EpisodeChange, Label, ManyChange, MemoryStore, Owner, R, TodoChange
+from .base import (
+    GROUP_OWNER, ArchiveChange, Change, EpisodeChange, Label, ManyChange, MemoryStore, Owner, R, TodoChange,
+)
 from .files import LeftoverTempFiles, episode_file_path, group_file_path, move_aside, read_bytes, write_atomic
 from .serialize import DocumentSerializer
 
@@ -689,10 +691,11 @@ def _archive_entries(
     for owner, memories in after.items():
         for op, old, new in _diff(before.get(owner, []), memories):
             item = (old or new).id
-            if op == "delete" and item in now_archived and item not in was and now_archived[item].owner == owner:
-                entry("archive", owner, item, old, None, reason=now_archived[item].reason)
-            elif op == "add" and item in was and item not in now_archived and was[item].owner == owner:
-                entry("restore", owner, item, None, new, reason=was[item].reason)
+            into, out_of = now_archived.get(item), was.get(item)
+            if op == "delete" and into and not out_of and into.owner == owner and into.memory == old:
+                entry("archive", owner, item, old, None, reason=into.reason)
+            elif op == "add" and out_of and not into and out_of.owner == owner and out_of.memory == new:
+                entry("restore", owner, item, None, new, reason=out_of.reason)
             else:
                 raise ValueError(f"an archive change only moves memories ({op} {item})")
             moved.add(item)
