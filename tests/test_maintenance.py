@@ -319,3 +319,19 @@ async def test_a_changed_aging_setting_or_episode_file_makes_an_unchanged_group_
     passes = scheduler.stats.passes
     await one_round(scheduler)
     assert scheduler.stats.passes == passes + 1
+
+
+async def test_a_group_file_removed_during_a_round_is_not_created_again(tmp_path):
+    clock = Clock()
+    store, scheduler = setup(tmp_path, clock)
+    await seed(store, G1)
+    await seed(store, G2)
+    store.unload(G1), store.unload(G2)
+    path = store.path_for(G2)
+
+    async def remove_then_pause(seconds):
+        path.unlink()
+
+    scheduler._sleep = remove_then_pause
+    assert await scheduler.run_round(spacing=1) == 2
+    assert not path.exists() and scheduler.stats.passes == 1

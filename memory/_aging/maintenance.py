@@ -255,6 +255,9 @@ class MaintenanceScheduler:
         fingerprint = self._fingerprint(settings)
         signature = await asyncio.to_thread(_signature, self._directory / path)
         state.last_pass = now
+        if signature[:2] == [0, 0]:  # the group file went away since the round began: never create it again
+            self._groups.pop(path, None)
+            return GroupOutcome(skipped=True)
         if signature == state.signature and now < state.next_due and fingerprint == state.settings:
             self.stats.skipped += 1
             return GroupOutcome(skipped=True)
