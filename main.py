@@ -673,7 +673,7 @@ class UserMemoryPlugin(Star):
     @filter.permission_type(filter.PermissionType.ADMIN)
     @memory_command.command("revert")
     async def memory_revert_command(self, event: AstrMessageEvent, number: int = 0):
-        """（管理员）按编号撤销一条记忆变更（一次提交的多项一起撤销）：/memory revert <编号>"""
+        """（管理员）按编号撤销一条记忆变更（一次提交的多项一起撤销；撤销归档即恢复）：/memory revert <编号>"""
         actor = f"admin:{event.get_sender_id()}"
         yield event.plain_result(await self._for_group(
             event, lambda key: self._guarded(revert_change(self.store, key, int(number), actor=actor))

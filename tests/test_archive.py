@@ -5,11 +5,13 @@ import json
 
 import pytest
 
+from conftest import make_event
 from memory import GroupKey, UserMemoryStore
 from memory._admin import archived_text, history_text, revert_change
 from memory._aging.archive import archive_memories, purge_expired, restore_memories
 from memory._models import Memory, MemoryType, Source
 from memory._storage import ERASE, GROUP_OWNER
+from test_plugin import call_tool, command_text, system_prompt_for
 
 G = GroupKey("lark", "oc_group1")
 DAY = 86_400.0
@@ -169,8 +171,6 @@ async def test_unload_drops_an_idle_group_and_it_loads_again(tmp_path):
 
 
 async def test_the_plugins_erasures_reach_the_archive_and_admins_see_and_restore_it(make_plugin):
-    from tests.test_plugin import call_tool, command_text
-    from tests.conftest import make_event
 
     plugin = make_plugin()
     key = GroupKey("lark", "oc_group1")
@@ -188,3 +188,20 @@ async def test_the_plugins_erasures_reach_the_archive_and_admins_see_and_restore
     await command_text(plugin.memory_clear_command(other, "confirm"))
     assert await plugin.store.archived(key) == []
     assert "没有归档" in await command_text(plugin.memory_archived_command(make_event(user="admin")))
+
+
+async def test_the_plugin_never_injects_lists_or_offers_an_archived_memory(make_plugin):
+    plugin = make_plugin()
+    key = GroupKey("lark", "oc_group1")
+    me = make_event("我养的猫叫什么？", user="ou_me")
+    await plugin.store.change(key, "ou_me", put(memory("a1", "养了一只叫小白的猫"), memory("a2", "住在杭州")),
+                              actor="extraction")
+    assert "小白" in await system_prompt_for(plugin, me)
+    await archive_memories(plugin.store, key, [("ou_me", "a1")], reason="decay", actor="maintenance")
+    assert "小白" not in await system_prompt_for(plugin, me)
+    assert "小白" not in await call_tool(plugin, "lark_list_memory", me)
+    assert "小白" not in await command_text(plugin.memory_list_command(me))
+    assert "没有找到" in await call_tool(plugin, "lark_forget_memory", me, target="小白")
+    entry = next(e for e in await plugin.store.log_entries(key) if e.get("op") == "archive")
+    assert "已撤销" in await command_text(plugin.memory_revert_command(make_event(user="admin"), entry["id"]))
+    assert "小白" in await system_prompt_for(plugin, me)
