@@ -35,6 +35,7 @@ async def archive_memories(
     skipped, never archived; ids the owner does not have (any more) are skipped too. `now` (default: the wall
     clock) is the archive time the retention counts from."""
     protection = Settings(memory_core_importance=core_importance)
+    at = time.time() if now is None else now
     wanted: dict[Owner, set[str]] = {}
     for owner, memory_id in moves:
         wanted.setdefault(owner, set()).add(memory_id)
@@ -47,14 +48,15 @@ async def archive_memories(
             keep = []
             for memory in lists[owner]:
                 if memory.id in ids and not is_protected(memory, protection):
-                    archive.append(ArchivedMemory(memory=memory, owner=owner, archived_at=at, reason=reason, actor=actor))
+                    archive.append(
+                        ArchivedMemory(memory=memory, owner=owner, archived_at=at, reason=reason, actor=actor)
+                    )
                     moved += 1
                 else:
                     keep.append(memory)
             lists[owner] = keep
         return lists, archive, moved
 
-    at = time.time() if now is None else now
     if not wanted:
         return 0
     return await store.change_archive(key, list(wanted), move, actor=actor, extra=extra)
