@@ -186,11 +186,15 @@ async def _revert_archive_move(store: MemoryStore, key: GroupKey, entry: dict[st
             what = f"已撤销 #{entry_id}：[{_owner_text(entry)}] 恢复「{_content(entry.get('old'))}」"
             gone = "它已不在归档中（已恢复或已过保留期清除）"
         else:
+            restored = _dump(_memory(entry.get("new")))
             moved = await archive_memories(
                 store, key, [(owner, target)], reason=str(entry.get("reason") or "revert"), actor=actor, extra=extra,
+                only_if=lambda current: _dump(current) == restored,
             )
             what = f"已撤销 #{entry_id}：[{_owner_text(entry)}] 「{_content(entry.get('new'))}」重新归档"
-            gone = "它已被删除、已是受保护的记忆，或已再次归档"
+            gone = "它已被修改、删除、成为受保护的记忆，或已再次归档"
+    except ValidationError:
+        return f"#{entry_id} 的记录不完整，无法撤销。"
     except StorageUnavailable as exc:
         return f"撤销失败：{exc}"
     return what if moved else f"无法撤销 #{entry_id}：此后已有变化——{gone}。没有做任何更改。"

@@ -114,7 +114,12 @@ async def test_reverting_an_archive_entry_restores_that_memory_and_refuses_twice
     assert [(e["target"], e["reverts"], e["actor"]) for e in restore] == [("m1", [entry["id"]], "admin:a")]
     again = await revert_change(store, G, entry["id"], actor="admin:a")
     assert "无法撤销" in again and [m.id for m in await store.memories(G, "u1")] == ["x1", "m1"]
-    # reverting the restore archives it again
+    # reverting the restore archives it again, only while it is as the restore left it
+    await store.change(G, "u1", lambda current: ([m.model_copy(update={"content": "喜欢狗"}) if m.id == "m1" else m
+                                                  for m in current], None), actor="u1")
+    assert "无法撤销" in await revert_change(store, G, restore[0]["id"], actor="admin:a")
+    await store.change(G, "u1", lambda current: ([m.model_copy(update={"content": "喜欢猫"}) if m.id == "m1" else m
+                                                  for m in current], None), actor="u1")
     assert "重新归档" in await revert_change(store, G, restore[0]["id"], actor="admin:a")
     assert {a.memory.id for a in await store.archived(G)} == {"m1", "m2"}
     assert "归档" in await history_text(store, G)

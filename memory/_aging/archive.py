@@ -7,7 +7,7 @@ as the move; `/memory revert <id>` of an "archive" entry restores that memory (`
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._models import ArchivedMemory, GroupKey, Memory
@@ -28,12 +28,14 @@ async def archive_memories(
     core_importance: float = _DEFAULT_CORE_IMPORTANCE,
     now: float | None = None,
     extra: dict[str, Any] | None = None,
+    only_if: Callable[[Memory], bool] | None = None,
 ) -> int:
     """Move the named (owner, memory id) pairs into the group's archive in one durable commit; how many moved.
 
     Protected memories (explicit, or core at `core_importance` — pass `settings.memory_core_importance`) are
     skipped, never archived; ids the owner does not have (any more) are skipped too. `now` (default: the wall
-    clock) is the archive time the retention counts from."""
+    clock) is the archive time the retention counts from; `only_if`, checked under the group's lock, skips a memory
+    it says no to (a revert's "unchanged since")."""
     protection = Settings(memory_core_importance=core_importance)
     at = time.time() if now is None else now
     wanted: dict[Owner, set[str]] = {}
@@ -47,7 +49,7 @@ async def archive_memories(
         for owner, ids in wanted.items():
             keep = []
             for memory in lists[owner]:
-                if memory.id in ids and not is_protected(memory, protection):
+                if memory.id in ids and not is_protected(memory, protection) and (only_if is None or only_if(memory)):
                     archive.append(
                         ArchivedMemory(memory=memory, owner=owner, archived_at=at, reason=reason, actor=actor)
                     )
