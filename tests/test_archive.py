@@ -1,6 +1,7 @@
 """Archive of memories: moved out of the owner's list atomically and logged, invisible to everything that reads
 memories, restored (also by reverting the archive entry), purged after retention, reached by a member's erasure."""
 
+import asyncio
 import json
 
 import pytest
@@ -210,3 +211,13 @@ async def test_the_plugin_never_injects_lists_or_offers_an_archived_memory(make_
     entry = next(e for e in await plugin.store.log_entries(key) if e.get("op") == "archive")
     assert "已撤销" in await command_text(plugin.memory_revert_command(make_event(user="admin"), entry["id"]))
     assert "小白" in await system_prompt_for(plugin, me)
+
+
+async def test_unload_refuses_while_a_change_is_not_yet_durable(tmp_path):
+    store = await seeded(tmp_path)
+    pending = asyncio.ensure_future(store.change(G, "u1", put(memory("m9", "新的")), actor="extraction"))
+    await asyncio.sleep(0)  # applied in memory, its write not yet done
+    assert not store.unload(G)
+    await pending
+    assert store.unload(G)
+    assert "m9" in {m.id for m in await store.memories(G, "u1")}
