@@ -335,3 +335,27 @@ async def test_a_group_file_removed_during_a_round_is_not_created_again(tmp_path
     scheduler._sleep = remove_then_pause
     assert await scheduler.run_round(spacing=1) == 2
     assert not path.exists() and scheduler.stats.passes == 1
+
+
+async def test_the_daily_caps_hold_across_a_restart(tmp_path):
+    clock = Clock()
+    budgets = []
+
+    async def review(store, key, generate, settings, now, budget):
+        budgets.append(budget)
+        return Report(calls=3)
+
+    async def generate(system, prompt):
+        return "", 0, 0
+
+    on = Settings(enable_background_extraction=True, review_daily_cap=5, maintenance_interval_hours=1)
+    store, scheduler = setup(tmp_path, clock, on, generate=generate, review=review)
+    await store.change(G1, "u1", put(memory("hot", importance=0.9)), actor="extraction")
+    await one_round(scheduler)  # no stop(): as if the process died right after
+    again = MaintenanceScheduler(UserMemoryStore(tmp_path / "groups", clock=clock, durable=False), tmp_path / "groups",
+                                 lambda: on, state_path=tmp_path / "state.json", clock=clock, start_delay=0,
+                                 generate=generate, review=review)
+    await again._load_state()
+    clock.now += 3600
+    await again.run_round(spacing=0)
+    assert budgets == [5, 2]

@@ -242,8 +242,10 @@ class MaintenanceScheduler:
                 await self._sleep(spacing)
                 if self._stopped:
                     break
-            await self.run_group(path, state)
+            outcome = await self.run_group(path, state)
             handled += 1
+            if outcome.review_calls or outcome.consolidation_calls:
+                await self._save_state()  # the daily caps hold across a crash in the middle of a long round
             await asyncio.sleep(0)
         return handled
 
