@@ -291,7 +291,9 @@ async def test_the_plugin_starts_one_scheduler_and_stops_it_on_terminate(make_pl
 def _status(plugin):
     from memory import Health, status_text
 
-    health = Health(0, False, 0, 0, 0, 0, 1, "", 0, None, maintenance=plugin.maintenance.status_line())
+    health = Health(groups_loaded=0, extraction_on=False, pending_here=0, pending_all=0, calls_running=0,
+                    calls_queued=0, calls_limit=1, embedding="", rosters_cached=0, roster_here=None,
+                    maintenance=plugin.maintenance.status_line())
     return status_text(plugin.settings, [], health)
 
 
