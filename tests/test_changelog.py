@@ -324,7 +324,7 @@ async def test_todays_history_file_is_migrated_without_losing_anything(tmp_path)
     fresh = UserMemoryStore(tmp_path)
     entries = await fresh.log_entries(G)
     assert not legacy.exists()
-    assert entries[0] == {"kind": "carried", "calls": 40, "input_tokens": 4000, "output_tokens": 280,
+    assert entries[0] == {"kind": "carried", "actor": "extraction", "calls": 40, "input_tokens": 4000, "output_tokens": 280,
                           "messages": 400, "applied": 12, "rejected": 3}
     assert [(e["id"], e["kind"], e["actor"]) for e in entries[1:]] == [
         (1, "memory", "extraction"), (2, "call", "extraction"), (3, "memory", "admin")]

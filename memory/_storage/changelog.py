@@ -5,8 +5,10 @@ Entries (one JSON object a line):
 - a change: `{"id", "at", "actor", "kind": "memory", "op", "scope", "owner", "target", "old", "new"}`, plus
   `"txn"` (the id of the first entry of a commit that made several) and fields a writer attaches (`"reverts"`).
   After an erasure the member's entries keep their id, time, actor and op, lose `old`/`new`, and say `"erased"`.
-- a model call of background extraction: `{"id", "at", "actor", "kind": "call", "messages", "input_tokens", ...}`.
-- at most one head line `{"kind": "carried", ...}`: what the calls trimmed away added up to.
+- a background model call: `{"id", "at", "actor", "kind": "call", "input_tokens", "output_tokens", ...}`, actor
+  `extraction` (with `messages`, `applied`, `rejected`), `review` or `consolidation` (with the `decision` taken).
+- head lines `{"kind": "carried", "actor", ...}`, one per actor: what the calls trimmed away added up to (a head
+  line without an actor, written by an earlier version, is extraction's).
 
 Ids are monotonic per document and never reused or renumbered once committed. How a commit stays atomic: the
 store appends the commit's entries (fsync), then writes the document, which records the id of its last entry
@@ -22,7 +24,7 @@ import logging
 import math
 import os
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +36,7 @@ MEMORY = "memory"  # target kind of a memory change
 TODO = "todo"
 EPISODE = "episode"
 CALL = "call"
+EXTRACTION = "extraction"  # the actor of extraction calls, and of carried totals that name none
 CARRIED = "carried"
 ERASE = "erase"  # the op of an erasure: a member wiped their memories; their content leaves the log
 MAX_BYTES = 2_000_000
@@ -54,7 +57,8 @@ def legacy_path(document_path: Path) -> Path:
 
 @dataclass
 class CallTotals:
-    """What background extraction calls added up to. Values that are not numbers count as 0."""
+    """What background model calls added up to: in all (`by_actor` holds each actor's own sums: extraction,
+    review, consolidation), or one actor's. Values that are not numbers count as 0."""
 
     calls: int = 0
     input_tokens: int = 0
@@ -62,14 +66,45 @@ class CallTotals:
     messages: int = 0
     applied: int = 0
     rejected: int = 0
+    decisions: dict[str, int] = field(default_factory=dict)  # review and consolidation outcomes ("promote", ...)
+    by_actor: dict[str, CallTotals] = field(default_factory=dict)
 
     def add(self, entry: dict[str, Any]) -> None:
+        """Count a call entry, or a carried line, in the sums and in its actor's (a line written before calls
+        were told apart by actor is extraction's: the only caller then)."""
+        self._add_own(entry)
+        actor = entry.get("actor")
+        self.by_actor.setdefault(actor if isinstance(actor, str) else EXTRACTION, CallTotals())._add_own(entry)
+
+    def _add_own(self, entry: dict[str, Any]) -> None:
         self.calls += _count(entry.get("calls", 1))
         for name in ("input_tokens", "output_tokens", "messages", "applied", "rejected"):
             setattr(self, name, getattr(self, name) + _count(entry.get(name, 0)))
+        decision = entry.get("decision")
+        if isinstance(decision, str):
+            self.decisions[decision] = self.decisions.get(decision, 0) + 1
+        decisions = entry.get("decisions")
+        if isinstance(decisions, dict):
+            for name, count in decisions.items():
+                self.decisions[str(name)] = self.decisions.get(str(name), 0) + _count(count)
 
-    def as_entry(self) -> dict[str, Any]:
-        return {"kind": CARRIED, **{f.name: getattr(self, f.name) for f in fields(self)}}
+    def of(self, actor: str) -> CallTotals:
+        """One actor's sums (empty when it made no call)."""
+        return self.by_actor.get(actor, CallTotals())
+
+    def as_entries(self) -> list[dict[str, Any]]:
+        """The carried head lines: one per actor, so trimmed calls still count for the right one."""
+        return [actor_totals._as_entry(actor) for actor, actor_totals in self.by_actor.items() if actor_totals.calls]
+
+    def _as_entry(self, actor: str) -> dict[str, Any]:
+        entry: dict[str, Any] = {"kind": CARRIED, "actor": actor}
+        entry.update((name, getattr(self, name)) for name in _SUMMED)
+        if self.decisions:
+            entry["decisions"] = dict(self.decisions)
+        return entry
+
+
+_SUMMED = ("calls", "input_tokens", "output_tokens", "messages", "applied", "rejected")
 
 
 def _count(value: Any) -> int:
@@ -240,7 +275,7 @@ def rewrite(
                 carried.add(entry)
             drop += 1
         kept = kept[drop:]
-    head = encode([carried.as_entry()]) if carried.calls else b""
+    head = encode(carried.as_entries())
     body = head + b"".join(kept)
     write_atomic_sync(path, body + data, durable=durable)
     return len(body), len(body) + len(data)
@@ -323,7 +358,7 @@ def _migrate(legacy: Path, path: Path) -> None:
             if "reverts" in entry:  # an old revert named its entry by position, which no longer means anything
                 entry["legacy_reverts_position"] = entry.pop("reverts")
         converted.append({"id": len(converted) + 1, **{k: v for k, v in entry.items() if k != "id"}})
-    head = [carried.as_entry()] if carried.calls else []
+    head = carried.as_entries()
     write_atomic_sync(path, encode(head + converted))
     log.info("migrated %s to %s (%d entries, %d unreadable line(s) skipped)", legacy.name, path.name,
              len(converted), skipped)
