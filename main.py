@@ -651,7 +651,7 @@ class UserMemoryPlugin(Star):
 
     @memory_command.command("stats")
     async def memory_stats_command(self, event: AstrMessageEvent):
-        """本群后台记忆提取的调用次数与 token 用量"""
+        """本群后台记忆提取、审核与合并的调用次数、token 用量与决定"""
         yield event.plain_result(await self._for_group(event, self._stats_text))
 
     @memory_command.command("episodes")

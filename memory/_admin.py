@@ -10,6 +10,9 @@ from pydantic import ValidationError
 
 from ._episodes.revert import revert_episode_change, summary_of
 from ._storage import EPISODE, ERASE, MEMORY, TODO, MemoryStore
+from ._storage.changelog import EXTRACTION as EXTRACTION_ACTOR
+from ._aging.consolidation import CONSOLIDATION_ACTOR
+from ._aging.review import REVIEW_ACTOR
 from ._errors import InvalidMemoryInput, StorageUnavailable
 from ._aging.archive import archive_memories, restore_memories
 from ._models import GroupKey, Memory
@@ -21,6 +24,8 @@ _OP_LABELS = {
     "remind_waiting": "提醒待发",
     # archive (`_aging/archive.py`); a memory's "purge" is the end of its retention
     "archive": "归档", "restore": "恢复",
+    # review and consolidation (`_aging/review.py`, `_aging/consolidation.py`)
+    "promote": "审核升级为核心", "keep": "审核保留", "review_delete": "审核删除", "merge": "合并为", "merge_delete": "合并移除",
 }
 _ARCHIVE_OPS = ("archive", "restore", "purge")
 
@@ -246,14 +251,33 @@ async def archived_text(store: MemoryStore, key: GroupKey, retention_days: float
     )
 
 
-async def stats_text(store: MemoryStore, key: GroupKey, pending: int) -> str:
+async def stats_text(store: MemoryStore, key: GroupKey, pending: int, maintenance: str | None = None) -> str:
+    """The group's background model cost, each caller apart (extraction, review, consolidation: from the change
+    log's call entries, trimmed ones included), and `maintenance`: the maintenance pass's own state, when given."""
     try:
-        stats = await store.call_totals(key)
+        totals = await store.call_totals(key)
     except StorageUnavailable as exc:
         return f"读取统计失败：{exc}"
+    stats = totals.of(EXTRACTION_ACTOR)
     per_100 = (stats.input_tokens + stats.output_tokens) * 100 / stats.messages if stats.messages else 0
-    return (
+    lines = [
         f"本群后台记忆提取：调用 {stats.calls} 次，处理消息 {stats.messages} 条，"
         f"输入 {stats.input_tokens} / 输出 {stats.output_tokens} tokens（约每 100 条消息 {per_100:.0f} tokens），"
         f"应用 {stats.applied} 个操作，拒绝 {stats.rejected} 个；待处理消息 {pending} 条。"
-    )
+    ]
+    for actor, title, outcomes in _BACKGROUND_COSTS:
+        cost = totals.of(actor)
+        decided = "、".join(f"{label} {cost.decisions.get(name, 0)} 次" for name, label in outcomes)
+        lines.append(f"{title}：调用 {cost.calls} 次，输入 {cost.input_tokens} / 输出 {cost.output_tokens} tokens；"
+                     f"{decided}。")
+    if maintenance:
+        lines.append(f"定期维护：{maintenance}")
+    return "\n".join(lines)
+
+
+# Each background caller besides extraction: its actor, its name, and the decisions its calls end in.
+_BACKGROUND_COSTS = (
+    (REVIEW_ACTOR, "记忆审核", (("promote", "升级为核心"), ("keep", "保留"), ("delete", "删除"), ("search", "搜索"),
+                          ("invalid", "回复无效"))),
+    (CONSOLIDATION_ACTOR, "记忆合并", (("merge", "合并"), ("distinct", "判定不是同一件事"), ("invalid", "回复无效"))),
+)

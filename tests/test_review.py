@@ -245,3 +245,29 @@ async def test_the_budget_bounds_the_calls_searches_included(store):
     searching = scripted({"op": "search", "query": "事"})
     report = await review_group(store, G, searching, SETTINGS, NOW, budget=2)
     assert report.calls == 2 == len(searching.prompts) and MUST_DECIDE in searching.prompts[-1][1]
+
+
+# --- cost in /memory stats ---------------------------------------------------------------------------------------
+
+async def test_stats_show_review_and_consolidation_cost_apart_from_extraction_trimmed_calls_included(tmp_path, clock):
+    from memory._admin import stats_text
+    from memory._aging.consolidation import consolidate_group
+
+    store = UserMemoryStore(tmp_path, clock=clock, durable=False, log_max_bytes=6_000)
+    await store.record(G, {"kind": "call", "messages": 10, "input_tokens": 1000, "output_tokens": 50},
+                       actor="extraction")
+    await put(store, "ou_a", memory("生日是三月五日", importance=0.9))
+    await review_group(store, G, scripted({"op": "search", "query": "生日"}, {"op": "promote", "id": 1}),
+                       SETTINGS, NOW, budget=5)
+    await put(store, "ou_b", memory("喜欢猫"), memory("养了一只叫小白的猫"))
+    await consolidate_group(store, G, scripted({"op": "distinct"}), SETTINGS, NOW, budget=5)
+    for i in range(40):  # enough changes to trim the oldest entries, calls among them
+        await put(store, "ou_c", memory(f"第 {i} 条事实，写长一点让变更记录变大"))
+    fresh = UserMemoryStore(tmp_path, clock=clock)
+    assert (await fresh.log_entries(G))[0]["kind"] == "carried"
+    text = await stats_text(fresh, G, pending=3, maintenance="上次 11-21 04:00，归档 2 条")
+    extraction, review, consolidation, maintenance = text.splitlines()
+    assert "调用 1 次" in extraction and "输入 1000 / 输出 50" in extraction and "待处理消息 3 条" in extraction
+    assert "记忆审核：调用 2 次，输入 200 / 输出 20" in review and "升级为核心 1 次" in review and "搜索 1 次" in review
+    assert "记忆合并：调用 1 次，输入 100 / 输出 10" in consolidation and "判定不是同一件事 1 次" in consolidation
+    assert maintenance == "定期维护：上次 11-21 04:00，归档 2 条"
