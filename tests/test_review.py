@@ -75,7 +75,7 @@ async def only(store, owner="ou_a", key=G):
 async def test_candidates_cross_the_lines_of_the_mapped_thresholds(store):
     high = memory("希望被称呼为王总", importance=0.9)
     fresh = memory("在做支付服务", importance=0.5)
-    faded = memory("上个月在杭州出差", importance=0.5, age_days=40)  # 0.5 × 0.95^33 ≈ 0.09 < 0.17
+    faded = memory("上个月在杭州出差", importance=0.5, age_days=33)  # 0.5 × 0.95^26 ≈ 0.13: below 0.17, not yet archived (0.1)
     just_under = memory("周末去爬山", importance=0.5, age_days=7 + 20)  # 0.5 × 0.95^20 ≈ 0.18: not yet
     explicit_old = memory("生日是三月五日", importance=0.5, age_days=400, source=Source.EXPLICIT)
     core = memory("是群主", importance=1.0)
@@ -134,18 +134,18 @@ async def test_explicit_memories_may_be_promoted_or_kept_but_never_deleted(store
 # --- decay review -----------------------------------------------------------------------------------------------
 
 async def test_decay_keep_resets_importance_and_decay_counts_again_from_now(store, clock):
-    await put(store, "ou_a", memory("上个月在杭州出差", importance=0.5, age_days=40))
+    await put(store, "ou_a", memory("上个月在杭州出差", importance=0.5, age_days=33))
     report = await review_group(store, G, scripted({"op": "keep", "id": 1, "reason": "还有用"}), SETTINGS, NOW, 5)
     kept = await only(store)
     assert report.kept == [kept.id] and kept.importance == 0.5 and kept.reviewed_at == NOW
     assert candidates(await store.document(G), SETTINGS, NOW + 20 * DAY) == []
-    assert [c.kind for c in candidates(await store.document(G), SETTINGS, NOW + 40 * DAY)] == ["decay"]
+    assert [c.kind for c in candidates(await store.document(G), SETTINGS, NOW + 33 * DAY)] == ["decay"]
     [change] = entries_by(await store.log_entries(G), "review")
     assert (change["op"], change["review"]) == ("keep", "decay")
 
 
 async def test_decay_delete_removes_it_and_revert_brings_it_back_exactly(store):
-    faded = await put(store, "ou_a", memory("上个月在杭州出差", importance=0.5, age_days=40))
+    faded = await put(store, "ou_a", memory("上个月在杭州出差", importance=0.5, age_days=33))
     report = await review_group(store, G, scripted({"op": "delete", "id": 1, "reason": "已过时"}), SETTINGS, NOW, 5)
     assert report.deleted == [faded.id] and await store.memories(G, "ou_a") == []
     [change] = entries_by(await store.log_entries(G), "review")
@@ -155,7 +155,7 @@ async def test_decay_delete_removes_it_and_revert_brings_it_back_exactly(store):
 
 
 async def test_promote_is_not_a_decision_of_a_decay_review(store):
-    faded = await put(store, "ou_a", memory("上个月在杭州出差", importance=0.5, age_days=40))
+    faded = await put(store, "ou_a", memory("上个月在杭州出差", importance=0.5, age_days=33))
     report = await review_group(store, G, scripted({"op": "promote", "id": 1}), SETTINGS, NOW, 5)
     assert report.promoted == [] and await store.memories(G, "ou_a") == [faded]
 
@@ -175,7 +175,7 @@ async def test_promote_is_not_a_decision_of_a_decay_review(store):
     '["delete", 1]',
 ])
 async def test_invalid_ids_malformed_or_truncated_output_change_nothing(store, reply):
-    faded = memory("上个月在杭州出差，住在西湖边", importance=0.5, age_days=40)
+    faded = memory("上个月在杭州出差，住在西湖边", importance=0.5, age_days=33)
     related = memory("住在西湖边的酒店")
     await put(store, "ou_a", faded, related)
     report = await review_group(store, G, scripted(reply), SETTINGS, NOW, 1)
@@ -185,7 +185,7 @@ async def test_invalid_ids_malformed_or_truncated_output_change_nothing(store, r
 
 
 async def test_a_memory_changed_while_reviewed_is_left_alone(store):
-    faded = await put(store, "ou_a", memory("上个月在杭州出差", importance=0.5, age_days=40))
+    faded = await put(store, "ou_a", memory("上个月在杭州出差", importance=0.5, age_days=33))
 
     def meanwhile(prompt):  # the member updates it while the model thinks
         return {"op": "search", "query": "杭州"}
@@ -207,7 +207,7 @@ async def test_a_memory_changed_while_reviewed_is_left_alone(store):
 # --- searches ---------------------------------------------------------------------------------------------------
 
 async def test_search_rounds_are_limited_and_never_leave_owner_scope_or_group(store):
-    await put(store, "ou_a", memory("上个月在杭州出差", importance=0.5, age_days=40), memory("喜欢吃杭州菜"))
+    await put(store, "ou_a", memory("上个月在杭州出差", importance=0.5, age_days=33), memory("喜欢吃杭州菜"))
     await put(store, "ou_b", memory("杭州人，住在杭州西湖区"))  # another member, same group
     await put(store, GROUP_OWNER, memory("本群在杭州有线下聚会"))  # the group's scope
     await put(store, "ou_a", memory("杭州分公司的同事"), key=OTHER)  # the same member in another group
@@ -225,7 +225,7 @@ async def test_search_rounds_are_limited_and_never_leave_owner_scope_or_group(st
 
 
 async def test_a_search_shows_more_of_the_owners_memories_and_then_decides(store):
-    faded = memory("上个月在杭州出差", importance=0.5, age_days=40)
+    faded = memory("上个月在杭州出差", importance=0.5, age_days=33)
     await put(store, "ou_a", faded, *[memory(f"第 {i} 条无关的事实") for i in range(8)], memory("明年调去深圳工作"))
     generate = scripted({"op": "search", "query": "深圳"},
                         lambda prompt: {"op": "delete", "id": 1, "reason": "已调去深圳"})
@@ -237,7 +237,7 @@ async def test_a_search_shows_more_of_the_owners_memories_and_then_decides(store
 # --- budget -----------------------------------------------------------------------------------------------------
 
 async def test_the_budget_bounds_the_calls_searches_included(store):
-    await put(store, "ou_a", *[memory(f"很久以前的事 {i}", age_days=40 + i) for i in range(3)])
+    await put(store, "ou_a", *[memory(f"很久以前的事 {i}", age_days=30 + i) for i in range(3)])
     generate = scripted({"op": "keep", "id": 1})
     assert (await review_group(store, G, generate, SETTINGS, NOW, budget=0)).calls == 0
     report = await review_group(store, G, generate, SETTINGS, NOW, budget=2)

@@ -34,7 +34,7 @@ from .._recall.lexical import CJK_STOP_CHARS, tokenize
 from .._rules import operations as ops
 from .._settings import Settings
 from .._storage import CALL, GROUP_OWNER, MemoryStore, Owner
-from .review import is_protected
+from .decay import is_protected
 
 log = logging.getLogger("astrbot_plugin_user_memory")
 

@@ -32,6 +32,7 @@ from .._recall import LexicalIndex
 from .._settings import Settings
 from .._storage import CALL, GROUP_OWNER, MemoryStore, Owner
 from .._text import clean_content
+from .decay import DAY, Action, action, effective_importance
 
 log = logging.getLogger("astrbot_plugin_user_memory")
 
@@ -42,7 +43,6 @@ DEFAULT_IMPORTANCE = 0.5
 RELATED_LIMIT = 5  # related memories shown at first, and found by each search
 MAX_QUERY_CHARS = 50
 CALL_TIMEOUT_SECONDS = 120.0
-DAY = 86400.0
 # What each decision is called in the change log.
 OP_NAMES = {"promote": "promote", "keep": "keep", "delete": "review_delete"}
 
@@ -109,51 +109,26 @@ class ReviewReport:
     unresolved: list[tuple[str, str]] = field(default_factory=list)  # (memory id, why nothing changed)
 
 
-def is_core(memory: Memory, settings: Settings) -> bool:
-    return memory.promoted_at is not None or memory.importance >= settings.memory_core_importance
-
-
-def is_protected(memory: Memory, settings: Settings) -> bool:
-    """Never decays, never archived or deleted by maintenance, review or consolidation."""
-    return memory.source is Source.EXPLICIT or is_core(memory, settings)
-
-
-def effective_importance(memory: Memory, settings: Settings, now: float) -> float:
-    """Base importance decayed per idle day after the grace period (protected memories do not decay)."""
-    if is_protected(memory, settings):
-        return memory.importance
-    last = max(memory.updated_at, memory.last_used_at or 0.0, memory.reviewed_at or 0.0)
-    idle_days = max(0.0, (now - last) / DAY - settings.memory_decay_after_days)
-    return memory.importance * settings.memory_decay_factor ** idle_days
-
-
 def _lists(doc: GroupDocument) -> list[tuple[Owner, Sequence[Memory]]]:
     """Every owner's list in the document: the group's shared memories, then each member's."""
     return [(GROUP_OWNER, doc.group_memories), *((user, entry.memories) for user, entry in doc.users.items())]
 
 
 def candidates(doc: GroupDocument, settings: Settings, now: float) -> list[Candidate]:
-    """The memories due for review, the most urgent first: promotions by importance, then decays, weakest first.
-
-    A memory KEPT in a promotion review is not asked again until its importance changes (a boost or a use after
-    the review); a KEPT decay review has its base reset, so it comes back only after decaying again."""
-    promotions: list[Candidate] = []
-    decays: list[Candidate] = []
+    """The memories due for review (`decay.action`), the most urgent first: promotions by importance, then decays,
+    weakest first. A memory KEPT in a promotion review is not asked again until it is updated or used; a KEPT decay
+    review has its base reset, so it comes back only after decaying again."""
+    aging_since = getattr(doc, "aging_since", None)  # the group's aging start, kept by the maintenance pass
+    due: list[Candidate] = []
     for owner, memories in _lists(doc):
         for memory in memories:
-            effective = effective_importance(memory, settings, now)
-            if effective >= settings.review_promote_at and not is_core(memory, settings):
-                if not _kept_since_last_change(memory):
-                    promotions.append(Candidate(owner, memory, PROMOTION, effective))
-            elif effective < settings.review_decay_below and not is_protected(memory, settings):
-                decays.append(Candidate(owner, memory, DECAY, effective))
-    promotions.sort(key=lambda c: -c.effective)
-    decays.sort(key=lambda c: c.effective)
-    return promotions + decays
+            kind = _KINDS.get(action(memory, now, settings, aging_since))
+            if kind is not None:
+                due.append(Candidate(owner, memory, kind, effective_importance(memory, now, settings, aging_since)))
+    return sorted(due, key=lambda c: (c.kind is not PROMOTION, -c.effective if c.kind is PROMOTION else c.effective))
 
 
-def _kept_since_last_change(memory: Memory) -> bool:
-    return memory.reviewed_at is not None and memory.reviewed_at >= max(memory.updated_at, memory.last_used_at or 0.0)
+_KINDS = {Action.PROMOTION_REVIEW: PROMOTION, Action.DECAY_REVIEW: DECAY}
 
 
 async def review_group(
