@@ -4,8 +4,9 @@ came from.
 Within ONE owner's list of one group document (a member's own memories, or the group's shared ones: never across
 members, scopes or groups), memories that share enough of what they are about (`subject_terms`: the lexical
 scorer's Chinese-aware terms without generic predicates, so "喜欢猫" and "养了一只叫小白的猫" meet on 猫 while
-"喜欢猫" and "喜欢狗" do not meet on 喜欢) form a cluster of at most `MAX_CLUSTER`. The model sees the cluster and either merges some of it into one memory
-(`{"op": "merge", "ids": [...], "type": ..., "content": ...}`) or says they are about different things
+"喜欢猫" and "喜欢狗" do not meet on 喜欢) form a cluster of at most `MAX_CLUSTER`. The model sees the cluster
+and either merges some of it into one memory (`{"op": "merge", "ids": [...], "type": ..., "content": ...}`) or
+says they are about different things
 (`{"op": "distinct"}`; that cluster is not asked about again until one of its memories changes). A merge is
 validated like an extraction operation (shown ids only, the content rules, a type one of the sources had) and
 applied as ONE transaction: the sources deleted, the merged memory added with `merged_from` holding each source's

@@ -139,13 +139,14 @@ async def review_group(
     report = ReviewReport()
     if budget <= 0:
         return report
-    doc = await store.document(key)
-    lists = dict(_lists(doc))
-    for candidate in candidates(doc, settings, now):
+    for candidate in candidates(await store.document(key), settings, now):
         calls_left = budget - report.calls
         if calls_left <= 0:
             break
-        session = _Review(store, key, generate, settings, now, candidate, list(lists[candidate.owner]), report)
+        pool = await store.memories(key, candidate.owner)  # as it is now: earlier decisions may have changed it
+        if candidate.memory not in pool:
+            continue
+        session = _Review(store, key, generate, now, candidate, pool, report)
         await session.run(min(calls_left - 1, settings.review_max_search_rounds))
     return report
 
@@ -165,10 +166,10 @@ class _Review:
     """One memory's review: a conversation of up to 1 + `searches` model calls ending in a decision."""
 
     def __init__(
-        self, store: MemoryStore, key: GroupKey, generate: Generate, settings: Settings, now: float,
-        candidate: Candidate, pool: list[Memory], report: ReviewReport,
+        self, store: MemoryStore, key: GroupKey, generate: Generate, now: float, candidate: Candidate,
+        pool: list[Memory], report: ReviewReport,
     ) -> None:
-        self.store, self.key, self.generate, self.settings, self.now = store, key, generate, settings, now
+        self.store, self.key, self.generate, self.now = store, key, generate, now
         self.candidate, self.report = candidate, report
         # Only the owner's own list (same scope, same group): what the model may see and search.
         self.pool = [m for m in pool if m.id != candidate.memory.id]
