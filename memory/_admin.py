@@ -60,7 +60,8 @@ def _line(entry: dict[str, Any]) -> str:
         return f"待办{op} [{_owner_text(entry)}] {_todo_state(entry.get('old'))} → {_todo_state(entry.get('new'))}"
     if entry.get("kind") == EPISODE:
         return f"情境记忆{op} {summary_of(entry.get('old'))} → {summary_of(entry.get('new'))}"
-    return f"{op} [{_owner_text(entry)}] {_content(entry.get('old'))} → {_content(entry.get('new'))}"
+    why = f"（理由：{entry['review_reason']}）" if entry.get("review_reason") else ""
+    return f"{op} [{_owner_text(entry)}] {_content(entry.get('old'))} → {_content(entry.get('new'))}{why}"
 
 
 def _todo_state(snapshot: Any) -> str:

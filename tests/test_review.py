@@ -7,7 +7,7 @@ import uuid
 import pytest
 
 from memory import GroupKey, Memory, MemoryType, Settings, Source, UserMemoryStore
-from memory._admin import revert_change
+from memory._admin import history_text, revert_change
 from memory._aging.review import MUST_DECIDE, candidates, review_group
 from memory._storage import GROUP_OWNER
 
@@ -97,9 +97,10 @@ async def test_promote_makes_it_core_logged_and_revertible(store):
     assert "核心记忆" in system_prompt and "[1] (事实" in prompt and "生日是三月五日" in prompt
     entries = await store.log_entries(G)
     [change] = entries_by(entries, "review")
-    assert (change["op"], change["reason"], change["review"]) == ("promote", "生日是长期稳定的事实", "promotion")
+    assert (change["op"], change["review_reason"], change["review"]) == ("promote", "生日是长期稳定的事实", "promotion")
     [call] = entries_by(entries, "review", "call")
     assert (call["decision"], call["input_tokens"], call["output_tokens"]) == ("promote", 100, 10)
+    assert "审核升级为核心 [ou_a] 生日是三月五日 → 生日是三月五日（理由：生日是长期稳定的事实）" in await history_text(store, G)
     assert "已撤销" in await revert_change(store, G, change["id"], actor="admin:a")
     assert (await only(store)).promoted_at is None
     assert [c.memory.content for c in candidates(await store.document(G), SETTINGS, NOW)] == ["生日是三月五日"]

@@ -291,7 +291,7 @@ class _Review:
 
         applied = await self.store.change(
             self.key, self.candidate.owner, change, actor=REVIEW_ACTOR, label=OP_NAMES[decision.name],
-            extra={"review": self.candidate.kind, "reason": decision.reason},
+            extra={"review": self.candidate.kind, "review_reason": decision.reason},
         )
         if applied:
             {"promote": self.report.promoted, "keep": self.report.kept, "delete": self.report.deleted}[
