@@ -30,7 +30,7 @@ from typing import Any
 from .. import _fence as fence
 from .._errors import InvalidMemoryInput
 from .._extraction import Generate, parse_operations
-from .._models import GroupDocument, GroupKey, Memory, MemoryType, Source
+from .._models import GroupKey, Memory, MemoryType, Source
 from .._recall.lexical import CJK_STOP_CHARS, tokenize
 from .._rules import operations as ops
 from .._settings import Settings
@@ -44,8 +44,10 @@ MERGE_OP, MERGED_SOURCE_OP = "merge", "merge_delete"  # the change log's op of t
 MAX_CLUSTER = 4
 # Two memories are near-duplicates when this share of the smaller one's subject terms (idf-weighted) is in both.
 SIMILAR_AT = 0.5
+RARE_TERM_MIN, RARE_TERM_SHARE = 4, 0.02
 # Characters of generic predicates and quantifiers: they say how a member relates to a subject, not what it is.
 GENERIC_CHARS = frozenset("喜欢爱希望讨厌习惯经常每总现以前最近正一只次件位名条种点些非")
+_NOT_SUBJECT = CJK_STOP_CHARS | GENERIC_CHARS
 CALL_TIMEOUT_SECONDS = 120.0
 
 CONSOLIDATION_SYSTEM_PROMPT = """你是群聊机器人的长期记忆整理员。下面几条记忆属于同一位成员（或同属本群公共记忆），它们可能说的是同一件事，可以合并成一条。
@@ -87,17 +89,6 @@ class Cluster:
         return sorted(f"{m.id}@{m.updated_at}" for m in self.memories)
 
 
-def clusters(doc: GroupDocument) -> list[Cluster]:
-    """Near-duplicate clusters of every owner's list in the document, the closest pairs first."""
-    found: list[Cluster] = []
-    lists: list[tuple[Owner, Sequence[Memory]]] = [
-        (GROUP_OWNER, doc.group_memories), *((user, entry.memories) for user, entry in doc.users.items())
-    ]
-    for owner, memories in lists:
-        found.extend(Cluster(owner, group) for group in _near_duplicates(memories))
-    return found
-
-
 def _near_duplicates(memories: Sequence[Memory]) -> list[tuple[Memory, ...]]:
     """Greedy clusters of one owner's memories: pairs by falling similarity, each memory in at most one cluster,
     only memories that may merge with each other (`_kind`)."""
@@ -114,7 +105,12 @@ def _near_duplicates(memories: Sequence[Memory]) -> list[tuple[Memory, ...]]:
     mass = {i: sum(w * idf[t] for t, w in weights.items()) for i, weights in terms.items()}
     by_id = {m.id: m for m in memories}
     shared: dict[tuple[str, str], float] = {}
+    # A term in many of the owner's memories names no subject: it counts in their mass, but pairs are found (and
+    # scored) only through rarer ones, so a long list costs about N × RARE_TERM_SHARE pairs per term, not N².
+    rare = max(RARE_TERM_MIN, int(count * RARE_TERM_SHARE))
     for term, ids in postings.items():
+        if len(ids) > rare:
+            continue
         for n, a in enumerate(ids):
             for b in ids[n + 1:]:
                 if _kind(by_id[a]) == _kind(by_id[b]):
@@ -146,7 +142,7 @@ def subject_terms(content: str) -> dict[str, float]:
     for term in tokenize(content):
         if term.isascii():
             weights[term] = 1.0
-        elif not any(ch in CJK_STOP_CHARS or ch in GENERIC_CHARS for ch in term):
+        elif _NOT_SUBJECT.isdisjoint(term):
             weights[term] = 0.5 if len(term) == 1 else 1.0
     return weights
 
@@ -165,16 +161,24 @@ async def consolidate_group(
     report = ConsolidationReport()
     if budget <= 0:
         return report
-    found = clusters(await store.document(key))
-    if not found:
-        return report
-    judged = await _judged_distinct(store, key)
-    for cluster in found:
+    doc = await store.document(key)
+    lists: list[tuple[Owner, Sequence[Memory]]] = [
+        (GROUP_OWNER, doc.group_memories), *((user, entry.memories) for user, entry in doc.users.items())
+    ]
+    judged: set[tuple[str, ...]] | None = None
+    for owner, memories in lists:
         if report.calls >= budget:
             break
-        if tuple(cluster.signature) in judged:
-            continue
-        await _consolidate(store, key, generate, settings, cluster, report)
+        found = _near_duplicates(memories)
+        await asyncio.sleep(0)  # one owner's list at a time on the event loop (a long list takes a few ms)
+        for group in found:
+            if report.calls >= budget:
+                break
+            cluster = Cluster(owner, group)
+            if judged is None:
+                judged = await _judged_distinct(store, key)
+            if tuple(cluster.signature) not in judged:
+                await _consolidate(store, key, generate, settings, cluster, report)
     return report
 
 
