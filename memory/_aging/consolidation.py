@@ -44,7 +44,7 @@ MERGE_OP, MERGED_SOURCE_OP = "merge", "merge_delete"  # the change log's op of t
 MAX_CLUSTER = 4
 # Two memories are near-duplicates when this share of the smaller one's subject terms (idf-weighted) is in both.
 SIMILAR_AT = 0.5
-RARE_TERM_MIN, RARE_TERM_SHARE = 4, 0.02
+SUBJECT_MAX_MEMORIES = 20
 # Characters of generic predicates and quantifiers: they say how a member relates to a subject, not what it is.
 GENERIC_CHARS = frozenset("喜欢爱希望讨厌习惯经常每总现以前最近正一只次件位名条种点些非")
 _NOT_SUBJECT = CJK_STOP_CHARS | GENERIC_CHARS
@@ -105,11 +105,11 @@ def _near_duplicates(memories: Sequence[Memory]) -> list[tuple[Memory, ...]]:
     mass = {i: sum(w * idf[t] for t, w in weights.items()) for i, weights in terms.items()}
     by_id = {m.id: m for m in memories}
     shared: dict[tuple[str, str], float] = {}
-    # A term in many of the owner's memories names no subject: it counts in their mass, but pairs are found (and
-    # scored) only through rarer ones, so a long list costs about N × RARE_TERM_SHARE pairs per term, not N².
-    rare = max(RARE_TERM_MIN, int(count * RARE_TERM_SHARE))
+    # A term in very many of the owner's memories names no one subject: it counts in their mass, but pairs are
+    # found (and scored) only through rarer ones, so a long list costs at most N × terms × SUBJECT_MAX_MEMORIES
+    # pair steps, not N² per common term. Lists up to that length (the default per-member limit is 20) lose nothing.
     for term, ids in postings.items():
-        if len(ids) > rare:
+        if len(ids) > SUBJECT_MAX_MEMORIES:
             continue
         for n, a in enumerate(ids):
             for b in ids[n + 1:]:
