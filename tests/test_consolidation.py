@@ -173,3 +173,15 @@ async def test_a_cluster_changed_while_the_model_looked_is_left_alone(store):
 
     report = await consolidate_group(store, G, generate, SETTINGS, NOW, budget=5)
     assert report.merged == [] and [m.content for m in await store.memories(G, "ou_a")] == ["不再喜欢猫", "养了一只叫小白的猫"]
+
+
+async def test_a_core_memory_merges_only_when_nothing_is_lost_and_the_merge_stays_core(store):
+    core = memory("喜欢猫", promoted_at=NOW - DAY)
+    sources = await put(store, "ou_a", core, memory("养了一只叫小白的猫"))
+    lossy = {"op": "merge", "ids": [1, 2], "type": "fact", "content": "养了一只猫"}
+    generate = scripted(lossy)
+    assert (await consolidate_group(store, G, generate, SETTINGS, NOW, budget=5)).merged == []
+    assert await store.memories(G, "ou_a") == list(sources) and "逐字保留" in generate.prompts[0][0]
+    await consolidate_group(store, G, scripted(MERGE_CAT), SETTINGS, NOW, budget=5)
+    [merged] = await store.memories(G, "ou_a")
+    assert merged.promoted_at == core.promoted_at and merged.source is Source.EXTRACTION

@@ -191,14 +191,14 @@ async def _judged_distinct(store: MemoryStore, key: GroupKey) -> set[tuple[str, 
     }
 
 
-def build_prompt(cluster: Cluster) -> tuple[str, str]:
+def build_prompt(cluster: Cluster, settings: Settings) -> tuple[str, str]:
     lines = [
         f"[{n}] ({m.type.value}，{'成员要求记住' if m.source is Source.EXPLICIT else '从聊天中提取'}) "
         f"{fence.data(m.content)}"
         for n, m in enumerate(cluster.memories, 1)
     ]
     system = CONSOLIDATION_SYSTEM_PROMPT
-    if any(m.source is Source.EXPLICIT for m in cluster.memories):
+    if any(is_protected(m, settings) for m in cluster.memories):
         system += PROTECTED_RULE
     return system, f"{CLUSTER_HEADER}\n" + "\n".join(lines) + "\n\n请输出 JSON。"
 
@@ -207,7 +207,7 @@ async def _consolidate(
     store: MemoryStore, key: GroupKey, generate: Generate, settings: Settings, cluster: Cluster,
     report: ConsolidationReport,
 ) -> None:
-    system, prompt = build_prompt(cluster)
+    system, prompt = build_prompt(cluster, settings)
     report.calls += 1
     try:
         reply, in_tokens, out_tokens = await asyncio.wait_for(generate(system, prompt), CALL_TIMEOUT_SECONDS)
@@ -218,25 +218,23 @@ async def _consolidate(
     report.output_tokens += out_tokens
     ids = [m.id for m in cluster.memories]
     try:
-        decision = validate(reply, cluster, settings)
+        merge = validate(reply, cluster, settings)
     except InvalidMemoryInput as exc:
-        decision, why = "invalid", str(exc)
-        report.unresolved.append((ids, why))
-        log.info("consolidation of %s in %s changed nothing: %s; reply starts %r", ids, key, why, (reply or "")[:200])
+        outcome = "invalid"
+        report.unresolved.append((ids, str(exc)))
+        log.info("consolidation of %s in %s changed nothing: %s; reply starts %r", ids, key, exc, (reply or "")[:200])
     else:
-        if decision is None:
+        if merge is None:
+            outcome = "distinct"
             report.distinct += 1
-            decision = "distinct"
+        elif await _apply(store, key, cluster.owner, *merge):
+            outcome = "merge"
+            report.merged.append((merge[0].id, [m.id for m in merge[1]]))
         else:
-            merged, sources = decision
-            applied = await _apply(store, key, cluster.owner, merged, sources)
-            if applied:
-                report.merged.append((merged.id, [m.id for m in sources]))
-            else:
-                report.unresolved.append((ids, "the memories changed while they were consolidated"))
-            decision = "merge" if applied else "stale"
+            outcome = "stale"
+            report.unresolved.append((ids, "the memories changed while they were consolidated"))
     entry: dict[str, Any] = {"kind": CALL, "input_tokens": in_tokens, "output_tokens": out_tokens,
-                             "cluster": cluster.signature, "decision": decision}
+                             "cluster": cluster.signature, "decision": outcome}
     await store.record(key, entry, actor=CONSOLIDATION_ACTOR)
 
 
