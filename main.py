@@ -724,7 +724,10 @@ class UserMemoryPlugin(Star):
                 f"发送失败 {stats.failed_attempts} 次，错过 {stats.missed} 条")
 
     async def _stats_text(self, key: GroupKey) -> str:
-        text = await stats_text(self.store, key, self.extraction.pending(key) if self.extraction else 0)
+        text = await stats_text(
+            self.store, key, self.extraction.pending(key) if self.extraction else 0,
+            self.maintenance.status_line() if self.maintenance is not None else None,
+        )
         return text if self.extraction else text + "（后台提取当前未开启）"
 
     @staticmethod

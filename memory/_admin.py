@@ -25,7 +25,7 @@ _OP_LABELS = {
     # archive (`_aging/archive.py`); a memory's "purge" is the end of its retention
     "archive": "归档", "restore": "恢复",
     # review and consolidation (`_aging/review.py`, `_aging/consolidation.py`)
-    "promote": "审核升级为核心", "keep": "审核保留", "review_delete": "审核删除", "merge": "合并为", "merge_delete": "合并移除",
+    "promote": "审核升级为核心", "keep": "审核保留", "merge": "合并为", "merge_delete": "合并移除",
 }
 _ARCHIVE_OPS = ("archive", "restore", "purge")
 

@@ -145,14 +145,16 @@ async def test_decay_keep_resets_importance_and_decay_counts_again_from_now(stor
     assert (change["op"], change["review"]) == ("keep", "decay")
 
 
-async def test_decay_delete_removes_it_and_revert_brings_it_back_exactly(store):
+async def test_decay_delete_archives_it_and_revert_brings_it_back_exactly(store):
     faded = await put(store, "ou_a", memory("上个月在杭州出差", importance=0.5, age_days=33))
     report = await review_group(store, G, scripted({"op": "delete", "id": 1, "reason": "已过时"}), SETTINGS, NOW, 5)
     assert report.deleted == [faded.id] and await store.memories(G, "ou_a") == []
+    [archived] = await store.archived(G)
+    assert (archived.memory, archived.owner, archived.reason, archived.actor) == (faded, "ou_a", "review", "review")
     [change] = entries_by(await store.log_entries(G), "review")
-    assert change["op"] == "review_delete"
+    assert (change["op"], change["review_reason"], change["review"]) == ("archive", "已过时", "decay")
     assert "已撤销" in await revert_change(store, G, change["id"], actor="admin:a")
-    assert await store.memories(G, "ou_a") == [faded]
+    assert await store.memories(G, "ou_a") == [faded] and await store.archived(G) == []
 
 
 async def test_promote_is_not_a_decision_of_a_decay_review(store):
@@ -272,3 +274,13 @@ async def test_stats_show_review_and_consolidation_cost_apart_from_extraction_tr
     assert "记忆审核：调用 2 次，输入 200 / 输出 20" in review and "升级为核心 1 次" in review and "搜索 1 次" in review
     assert "记忆合并：调用 1 次，输入 100 / 输出 10" in consolidation and "判定不是同一件事 1 次" in consolidation
     assert maintenance == "定期维护：上次 11-21 04:00，归档 2 条"
+
+
+async def test_the_stats_command_shows_each_background_cost_and_the_maintenance_line(make_plugin):
+    from conftest import make_event
+    from test_plugin import command_text
+
+    plugin = make_plugin()
+    text = await command_text(plugin.memory_stats_command(make_event()))
+    assert "本群后台记忆提取：调用 0 次" in text and "记忆审核：调用 0 次" in text and "记忆合并：调用 0 次" in text
+    assert "定期维护：" in text and "已维护 0 次" in text

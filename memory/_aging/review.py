@@ -12,7 +12,8 @@ the lexical top-5 of that list, and each search it asks for (`{"op": "search", "
 the group's change log (kind "call", actor "review"). A decision is validated like an extraction operation: it
 must name the memory under review by the number it was shown with, malformed or truncated output changes nothing,
 and a memory the member asked to be remembered (explicit) is never deleted. Every applied decision is a logged
-change (ops `promote`, `keep`, `review_delete`) that `/memory revert` undoes.
+change that `/memory revert` undoes: ops `promote` and `keep`, and a DELETE archives the memory (op `archive`,
+reason "review": recoverable until the archive's retention period ends).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from .._recall import LexicalIndex
 from .._settings import Settings
 from .._storage import CALL, GROUP_OWNER, MemoryStore, Owner
 from .._text import clean_content
+from .archive import archive_memories
 from .decay import DAY, Action, action, effective_importance
 
 log = logging.getLogger("astrbot_plugin_user_memory")
@@ -43,8 +45,6 @@ DEFAULT_IMPORTANCE = 0.5
 RELATED_LIMIT = 5  # related memories shown at first, and found by each search
 MAX_QUERY_CHARS = 50
 CALL_TIMEOUT_SECONDS = 120.0
-# What each decision is called in the change log.
-OP_NAMES = {"promote": "promote", "keep": "keep", "delete": "review_delete"}
 
 _OUTPUT_RULES = """
 输出一个 JSON 对象，不要输出其他内容，二选一：
@@ -118,7 +118,7 @@ def candidates(doc: GroupDocument, settings: Settings, now: float) -> list[Candi
     """The memories due for review (`decay.action`), the most urgent first: promotions by importance, then decays,
     weakest first. A memory KEPT in a promotion review is not asked again until it is updated or used; a KEPT decay
     review has its base reset, so it comes back only after decaying again."""
-    aging_since = getattr(doc, "aging_since", None)  # the group's aging start, kept by the maintenance pass
+    aging_since = doc.aging_since
     due: list[Candidate] = []
     for owner, memories in _lists(doc):
         for memory in memories:
@@ -146,7 +146,7 @@ async def review_group(
         pool = await store.memories(key, candidate.owner)  # as it is now: earlier decisions may have changed it
         if candidate.memory not in pool:
             continue
-        session = _Review(store, key, generate, now, candidate, pool, report)
+        session = _Review(store, key, generate, now, candidate, pool, report, settings.memory_core_importance)
         await session.run(min(calls_left - 1, settings.review_max_search_rounds))
     return report
 
@@ -167,9 +167,10 @@ class _Review:
 
     def __init__(
         self, store: MemoryStore, key: GroupKey, generate: Generate, now: float, candidate: Candidate,
-        pool: list[Memory], report: ReviewReport,
+        pool: list[Memory], report: ReviewReport, core_importance: float,
     ) -> None:
         self.store, self.key, self.generate, self.now = store, key, generate, now
+        self.core_importance = core_importance
         self.candidate, self.report = candidate, report
         # Only the owner's own list (same scope, same group): what the model may see and search.
         self.pool = [m for m in pool if m.id != candidate.memory.id]
@@ -272,27 +273,31 @@ class _Review:
         return _Decision(op, clean_content(reason)[:200] if isinstance(reason, str) else "")
 
     async def _apply(self, decision: _Decision) -> bool:
-        """Apply the decision if the memory is still what the model saw; whether it was applied."""
+        """Apply the decision if the memory is still what the model saw; whether it was applied. DELETE archives it
+        (reason "review": kept and recoverable until the retention period ends)."""
         shown, now = self.candidate.memory, self.now
+        extra = {"review": self.candidate.kind, "review_reason": decision.reason}
+        if decision.name == "delete":
+            moved = await archive_memories(
+                self.store, self.key, [(self.candidate.owner, shown.id)], reason=REVIEW_ACTOR, actor=REVIEW_ACTOR,
+                core_importance=self.core_importance, now=now, extra=extra, only_if=lambda current: current == shown,
+            )
+            applied = moved == 1
+        else:
+            def change(memories: list[Memory]) -> tuple[list[Memory], bool]:
+                if next((m for m in memories if m.id == shown.id), None) != shown:
+                    return memories, False
+                if decision.name == "promote":
+                    updated = shown.model_copy(update={"promoted_at": now, "reviewed_at": now})
+                elif self.candidate.kind is DECAY:
+                    updated = shown.model_copy(update={"importance": DEFAULT_IMPORTANCE, "reviewed_at": now})
+                else:
+                    updated = shown.model_copy(update={"reviewed_at": now})
+                return [updated if m.id == shown.id else m for m in memories], True
 
-        def change(memories: list[Memory]) -> tuple[list[Memory], bool]:
-            current = next((m for m in memories if m.id == shown.id), None)
-            if current != shown:
-                return memories, False
-            if decision.name == "delete":
-                return [m for m in memories if m.id != shown.id], True
-            if decision.name == "promote":
-                updated = shown.model_copy(update={"promoted_at": now, "reviewed_at": now})
-            elif self.candidate.kind is DECAY:
-                updated = shown.model_copy(update={"importance": DEFAULT_IMPORTANCE, "reviewed_at": now})
-            else:
-                updated = shown.model_copy(update={"reviewed_at": now})
-            return [updated if m.id == shown.id else m for m in memories], True
-
-        applied = await self.store.change(
-            self.key, self.candidate.owner, change, actor=REVIEW_ACTOR, label=OP_NAMES[decision.name],
-            extra={"review": self.candidate.kind, "review_reason": decision.reason},
-        )
+            applied = await self.store.change(
+                self.key, self.candidate.owner, change, actor=REVIEW_ACTOR, label=decision.name, extra=extra,
+            )
         if applied:
             {"promote": self.report.promoted, "keep": self.report.kept, "delete": self.report.deleted}[
                 decision.name].append(shown.id)
