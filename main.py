@@ -49,6 +49,7 @@ from .memory import (
     add_todo,
     archived_text,
     combine,
+    consolidate_group,
     episodes_text,
     forget_memory,
     history_text,
@@ -57,6 +58,7 @@ from .memory import (
     now_text,
     resolve_zone,
     revert_change,
+    review_group,
     roster_from,
     run_extraction,
     save_memory,
@@ -157,6 +159,10 @@ class UserMemoryPlugin(Star):
                 self.store, self.data_dir / "groups", lambda: self.settings,
                 state_path=self.data_dir / MAINTENANCE_STATE_FILE,
             )
+            if self.settings.enable_background_extraction:  # review and consolidation are background model calls
+                self.maintenance.configure(
+                    generate=self._generate_unprompted, review=review_group, consolidate=consolidate_group
+                )
         self.extraction: ExtractionScheduler | None = None
         # the replies whose use of the injected memories the next extraction call judges (only with extraction on)
         self.replies: RecentReplies | None = None
@@ -290,6 +296,21 @@ class UserMemoryPlugin(Star):
     async def _generate(self, origin: str, system_prompt: str, prompt: str) -> tuple[str, int, int]:
         """One chat call through the provider the user configured (or the one the settings name)."""
         provider_id = self.settings.extraction_provider_id or await self.context.get_current_chat_provider_id(origin)
+        return await self._call_model(provider_id, system_prompt, prompt)
+
+    async def _generate_unprompted(self, system_prompt: str, prompt: str) -> tuple[str, int, int]:
+        """A background call with no conversation behind it (review, consolidation): the provider the settings
+        name, else AstrBot's default chat model. Each call waits for a slot of the one background limiter."""
+        async with self.background_calls.slot():
+            provider_id = self.settings.extraction_provider_id
+            if not provider_id:
+                provider = await self.context.get_using_provider_async()
+                if provider is None:
+                    raise MemoryPluginError("no chat model is configured for memory review")
+                provider_id = provider.meta().id
+            return await self._call_model(provider_id, system_prompt, prompt)
+
+    async def _call_model(self, provider_id: str, system_prompt: str, prompt: str) -> tuple[str, int, int]:
         response = await self.context.llm_generate(
             chat_provider_id=provider_id, system_prompt=system_prompt, prompt=prompt
         )

@@ -3,7 +3,9 @@
 The adapter (main.py) turns AstrBot events into a `Caller` and calls the functions exported here.
 """
 
+from ._aging.consolidation import consolidate_group
 from ._aging.maintenance import MaintenanceScheduler
+from ._aging.review import review_group
 from ._admin import archived_text, history_text, revert_change, stats_text
 from ._aging.usage import RecentReplies
 from ._episodes.inject import EpisodeSection
@@ -29,6 +31,8 @@ from ._todos.when import now_text, resolve_zone
 from ._tools import forget_memory, list_memory, save_memory, visible_memories
 
 __all__ = [
+    "consolidate_group",
+    "review_group",
     "CallLimiter",
     "RecentReplies",
     "EpisodeSection",

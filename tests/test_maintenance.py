@@ -2,6 +2,7 @@
 groups without reading them, unloads what it loaded, keeps the review caps, spreads groups out, stops on close."""
 
 import asyncio
+import time
 from dataclasses import dataclass
 
 import pytest
@@ -361,3 +362,38 @@ async def test_the_daily_caps_hold_across_a_restart(tmp_path):
     clock.now += 3600
     await again.run_round(spacing=0)
     assert budgets == [5, 2]
+
+
+async def test_the_plugin_reviews_through_astrbots_default_model_only_with_observation_on(make_plugin):
+    """The maintenance pass of a real plugin promotes a memory through AstrBot's own `llm_generate` with the default
+    chat provider (there is no conversation to take one from); without observation it makes no model call."""
+    from astrbot.core.provider.entities import LLMResponse
+
+    calls = []
+
+    class Provider:
+        def meta(self):
+            return type("Meta", (), {"id": "default_chat"})()
+
+    async def llm_generate(*, chat_provider_id, system_prompt, prompt, **_):
+        calls.append(chat_provider_id)
+        return LLMResponse("assistant", completion_text='{"op": "promote", "id": 1, "reason": "长期稳定的身份"}')
+
+    async def default_provider(*_args, **_kwargs):
+        return Provider()
+
+    key = GroupKey("lark", "oc_group1")
+    now = time.time()
+    strong = Memory(id="m-strong", type=MemoryType.FACT, content="是支付服务的后端负责人", created_at=now,
+                    updated_at=now, source=Source.EXTRACTION, importance=0.9)
+    for observation, expected in ((True, ["default_chat"]), (False, [])):
+        calls.clear()
+        plugin = make_plugin(enable_background_extraction=observation)
+        plugin.context.llm_generate = llm_generate
+        plugin.context.get_using_provider_async = default_provider
+        await plugin.store.change(key, "ou_a", lambda ms: ([strong], None), actor="ou_a")
+        await plugin.maintenance.run_round(spacing=0)
+        [memory] = await plugin.store.memories(key, "ou_a")
+        assert calls == expected
+        assert (memory.promoted_at is not None) is observation
+        await plugin.terminate()
