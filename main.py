@@ -141,7 +141,7 @@ class UserMemoryPlugin(Star):
         self.todo_policy = TodoPolicy.from_settings(self.settings, self._zone())
         self.todo_section = TodoSection()
         self._todo_inject_limit = min(self.settings.todo_inject_limit, self.settings.memory_inject_limit)
-        self.episode_section = EpisodeSection()
+        self.episode_section = EpisodeSection(self.settings)
         self._episode_inject_limit = min(self.settings.episode_inject_limit, self.settings.memory_inject_limit)
         # the settings left for memories once todos and episodes took (slots, characters) of the one budget
         self._settings_left: dict[tuple[int, int], Settings] = {}

@@ -145,3 +145,24 @@ def test_a_question_inside_a_long_chatty_message_still_finds_its_episode():
     chatty = ("登录接口超时是什么原因？我这边想参考一下，顺便问下大家最近手上的活多不多，我这周有点空可以帮忙分担一些测试"
               "或者文档的工作，有需要的话直接找我就行，另外周末有没有人想一起去爬山")
     assert ids(chatty) == ["bug"]
+
+
+def test_among_matches_without_time_words_age_counts_as_the_episodes_decay_says():
+    """Design 004's episode decay (×0.8 a day after 7 days): a two-week-old episode that matches a bit better loses
+    to a fresh one; without decay the better match wins; a message that names the time is not weighed by age."""
+    from memory import Settings
+
+    episodes = [
+        ep("old_deploy", "2026-11-09T10:00", "2026-11-09T10:30", "讨论了支付服务的上线时间和回滚预案"),
+        ep("new_deploy", "2026-11-21T10:00", "2026-11-21T10:30", "讨论了支付服务的上线时间"),
+    ]
+    question = "支付服务的上线时间和回滚预案"
+
+    def top(settings):
+        return [e.id for e in chosen_episodes(episodes, question, NOW, ZONE, 1, 1500, settings)]
+
+    assert top(None) == ["old_deploy"]  # the better match
+    assert top(Settings(episode_decay_factor=1.0)) == ["old_deploy"]
+    assert top(Settings()) == ["new_deploy"]  # 13 days idle: 0.8**6 of its weight left
+    named = [e.id for e in chosen_episodes(episodes, "上上周" + question, NOW, ZONE, 1, 1500, Settings())]
+    assert named in (["old_deploy"], [])  # whatever the window, age is not held against the time it names

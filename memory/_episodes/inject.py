@@ -2,8 +2,9 @@
 
 With time words ("昨天说到哪了", "上周讨论的上线时间定了吗") the episodes in their window are chosen, those that
 match the message first, then the latest; "上次" / "刚才" / "last time" take the latest episodes. Without time
-words only episodes that match the message lexically (as memories do) are chosen, best first. Archived episodes
-are never chosen. They take their slots and characters out of the one injection budget.
+words only episodes that match the message lexically (as memories do) are chosen, best first, their scores weighed
+by how much of their importance they keep as they age (design 004: ×0.8 a day after 7 days, `episode_decay_*`), so
+among several matches a fresh one wins over a two-week-old one. Archived episodes are never chosen. They take their slots and characters out of the one injection budget.
 
 The hot path asks before every reply. The store replaces a group's episode list on every change and never edits
 it in place, so the lexical index and the rendered lines cached against that list object stay valid until the
@@ -22,7 +23,9 @@ from zoneinfo import ZoneInfo
 from .. import _fence as fence
 from .._models import GroupKey
 from .._prompt import with_episodes
+from .._aging.decay import episode_importance
 from .._recall.lexical import LexicalIndex
+from .._settings import Settings
 from .model import Episode
 from .timewords import TimeWindow, overlaps, time_window
 
@@ -88,8 +91,19 @@ def _scores(index: LexicalIndex, query: str, ids: set[str] | None) -> dict[str, 
     return scores
 
 
-def choose(group: _GroupEpisodes, message: str, window: TimeWindow | None, limit: int, max_chars: int) -> list[Episode]:
-    """At most `limit` episodes whose summaries fit in `max_chars` (see the module docstring)."""
+def _freshness(episode: Episode, now: float, settings: Settings | None) -> float:
+    """The share of its importance an episode keeps at `now` (1 without settings, or for an unimportant one)."""
+    if settings is None or episode.importance <= 0:
+        return 1.0
+    return episode_importance(episode, now, settings) / episode.importance
+
+
+def choose(
+    group: _GroupEpisodes, message: str, window: TimeWindow | None, limit: int, max_chars: int, now: float = 0.0,
+    settings: Settings | None = None,
+) -> list[Episode]:
+    """At most `limit` episodes whose summaries fit in `max_chars` (see the module docstring); with `settings`,
+    matches without a time window are ranked by score × freshness at `now`."""
     if limit <= 0 or not group.live:
         return []
     if window is not None and window.latest:
@@ -101,8 +115,12 @@ def choose(group: _GroupEpisodes, message: str, window: TimeWindow | None, limit
             return []
         bar = MIN_RELEVANCE if window is None else MIN_RELEVANCE_IN_WINDOW
         scores = _scores(group.index, _query(message), None if candidates is None else {e.id for e in candidates})
-        matching = sorted((group.by_id[i] for i, score in scores.items() if score >= bar),
-                          key=lambda e: (-scores[e.id], -e.end, e.id))
+        matching = [group.by_id[i] for i, score in scores.items() if score >= bar]
+        if candidates is None:
+            weighted = {e.id: scores[e.id] * _freshness(e, now, settings) for e in matching}
+        else:  # the message named the time: age does not count against what it asked for
+            weighted = scores
+        matching.sort(key=lambda e: (-weighted[e.id], -e.end, e.id))
         # in a time window: the matching ones first, then the latest; otherwise only those that match
         ranked = matching if candidates is None else [*matching, *(e for e in candidates if e.id not in scores
                                                                    or scores[e.id] < bar)]
@@ -119,15 +137,18 @@ def choose(group: _GroupEpisodes, message: str, window: TimeWindow | None, limit
 
 
 def chosen_episodes(episodes: Sequence[Episode], message: str, now: float, zone: ZoneInfo, limit: int,
-                    max_chars: int) -> list[Episode]:
+                    max_chars: int, settings: Settings | None = None) -> list[Episode]:
     """The episodes of one group to inject for `message` (uncached: tests and benches)."""
-    return choose(_derive(episodes), message, time_window(_query(message), now, zone), limit, max_chars)
+    return choose(_derive(episodes), message, time_window(_query(message), now, zone), limit, max_chars, now,
+                  settings)
 
 
 class EpisodeSection:
-    """The episode lines per group, derived once per change of the group's episode list."""
+    """The episode lines per group, derived once per change of the group's episode list; `settings` give the
+    episodes' decay."""
 
-    def __init__(self) -> None:
+    def __init__(self, settings: Settings | None = None) -> None:
+        self._settings = settings
         self._groups: OrderedDict[GroupKey, _GroupEpisodes] = OrderedDict()
         self._blocks: OrderedDict[tuple[GroupKey, str], tuple[str, list[str], str, str]] = OrderedDict()
 
@@ -144,7 +165,8 @@ class EpisodeSection:
         self._groups.move_to_end(key)
         if not group.live:
             return _NONE, 0
-        chosen = choose(group, message, time_window(_query(message), now, zone), limit, max_chars)
+        chosen = choose(group, message, time_window(_query(message), now, zone), limit, max_chars, now,
+                        self._settings)
         if not chosen:
             return _NONE, 0
         lines = []
