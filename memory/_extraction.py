@@ -288,6 +288,25 @@ def parse_operations(text: str) -> list[Any]:
     raise ValueError("no complete JSON operations in the reply")
 
 
+def parse_one_operation(text: str) -> dict[str, Any]:
+    """The single operation object of a reply that must hold exactly one (review, consolidation); InvalidMemoryInput
+    (nothing changes) for anything else, a truncated reply included."""
+    try:
+        raw_ops = parse_operations(text)
+    except ValueError as exc:
+        raise InvalidMemoryInput(str(exc)) from None
+    if len(raw_ops) != 1 or not isinstance(raw_ops[0], dict):
+        raise InvalidMemoryInput("the reply must be exactly one operation")
+    return raw_ops[0]
+
+
+def shown_number(value: Any) -> int | None:
+    """The number a memory was shown with, as the model wrote it (3, "3" or "[3]"); None for anything else."""
+    if isinstance(value, str) and value.strip().strip("[]").isdigit():
+        return int(value.strip().strip("[]"))
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def _runs_off_the_end(text: str, start: int) -> bool:
     """Whether the bracket opened at `start` is still open (or a string still unterminated) at the end of text."""
     depth = 0
@@ -386,10 +405,8 @@ def _validate_one(
             content=ops.parse_content(raw.get("content"), settings.memory_max_content_length),
             importance=_importance(raw.get("importance")), actor=speaker, actor_can_manage_group=speaker in managers,
         )
-    number = raw.get("id")
-    if isinstance(number, str) and number.strip().lstrip("[").rstrip("]").isdigit():
-        number = int(number.strip().strip("[]"))
-    if isinstance(number, bool) or not isinstance(number, int) or number not in by_number:
+    number = shown_number(raw.get("id"))
+    if number is None or number not in by_number:
         raise InvalidMemoryInput(f"id {raw.get('id')!r} was not shown")
     target = by_number[number]
     if op == USED_OP:

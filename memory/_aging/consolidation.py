@@ -29,7 +29,7 @@ from typing import Any
 
 from .. import _fence as fence
 from .._errors import InvalidMemoryInput
-from .._extraction import Generate, parse_operations
+from .._extraction import Generate, parse_one_operation, shown_number
 from .._models import GroupKey, Memory, MemoryType, Source
 from .._recall.lexical import CJK_STOP_CHARS, tokenize
 from .._rules import operations as ops
@@ -240,13 +240,7 @@ async def _consolidate(
 
 def validate(reply: str, cluster: Cluster, settings: Settings) -> tuple[Memory, list[Memory]] | None:
     """(the merged memory, its sources) for a valid merge, None for "distinct"; InvalidMemoryInput otherwise."""
-    try:
-        raw_ops = parse_operations(reply)
-    except ValueError as exc:
-        raise InvalidMemoryInput(str(exc)) from None
-    if len(raw_ops) != 1 or not isinstance(raw_ops[0], dict):
-        raise InvalidMemoryInput("the reply must be exactly one operation")
-    raw = raw_ops[0]
+    raw = parse_one_operation(reply)
     op = str(raw.get("op", "")).strip().lower()
     if op == "distinct":
         return None
@@ -256,11 +250,10 @@ def validate(reply: str, cluster: Cluster, settings: Settings) -> tuple[Memory, 
     if not isinstance(numbers, list):
         raise InvalidMemoryInput("ids must be a list of the numbers shown")
     picked: list[int] = []
-    for number in numbers:
-        if isinstance(number, str) and number.strip().strip("[]").isdigit():
-            number = int(number.strip().strip("[]"))
-        if isinstance(number, bool) or not isinstance(number, int) or not 1 <= number <= len(cluster.memories):
-            raise InvalidMemoryInput(f"id {number!r} was not shown")
+    for written in numbers:
+        number = shown_number(written)
+        if number is None or not 1 <= number <= len(cluster.memories):
+            raise InvalidMemoryInput(f"id {written!r} was not shown")
         if number not in picked:
             picked.append(number)
     if len(picked) < 2:

@@ -27,7 +27,7 @@ from typing import Any
 
 from .. import _fence as fence
 from .._errors import InvalidMemoryInput
-from .._extraction import Generate, parse_operations
+from .._extraction import Generate, parse_one_operation, shown_number
 from .._models import GroupDocument, GroupKey, Memory, Source
 from .._recall import LexicalIndex
 from .._settings import Settings
@@ -241,13 +241,7 @@ class _Review:
 
     def _parse(self, reply: str, *, may_search: bool) -> _Decision | _Search:
         """The one operation in the reply, validated; InvalidMemoryInput (nothing changes) otherwise."""
-        try:
-            raw_ops = parse_operations(reply)
-        except ValueError as exc:
-            raise InvalidMemoryInput(str(exc)) from None
-        if len(raw_ops) != 1 or not isinstance(raw_ops[0], dict):
-            raise InvalidMemoryInput("the reply must be exactly one operation")
-        raw = raw_ops[0]
+        raw = parse_one_operation(reply)
         op = str(raw.get("op", "")).strip().lower()
         if op == "search":
             if not may_search:
@@ -260,10 +254,8 @@ class _Review:
         allowed = ("promote", "keep", "delete") if self.candidate.kind is PROMOTION else ("keep", "delete")
         if op not in allowed:
             raise InvalidMemoryInput(f"unknown decision {raw.get('op')!r} for a {self.candidate.kind} review")
-        number = raw.get("id")
-        if isinstance(number, str) and number.strip().strip("[]").isdigit():
-            number = int(number.strip().strip("[]"))
-        if isinstance(number, bool) or not isinstance(number, int) or number not in self.numbers.values():
+        number = shown_number(raw.get("id"))
+        if number is None or number not in self.numbers.values():
             raise InvalidMemoryInput(f"id {raw.get('id')!r} was not shown")
         if number != 1:
             raise InvalidMemoryInput("only the memory under review can be decided")
