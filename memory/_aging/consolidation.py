@@ -34,7 +34,7 @@ from .._models import GroupKey, Memory, MemoryType, Source
 from .._recall.lexical import CJK_STOP_CHARS, tokenize
 from .._rules import operations as ops
 from .._settings import Settings
-from .._storage import CALL, GROUP_OWNER, MemoryStore, Owner
+from .._storage import CALL, MemoryStore, Owner, owner_lists
 from .decay import is_protected
 
 log = logging.getLogger("astrbot_plugin_user_memory")
@@ -162,11 +162,8 @@ async def consolidate_group(
     if budget <= 0:
         return report
     doc = await store.document(key)
-    lists: list[tuple[Owner, Sequence[Memory]]] = [
-        (GROUP_OWNER, doc.group_memories), *((user, entry.memories) for user, entry in doc.users.items())
-    ]
     judged: set[tuple[str, ...]] | None = None
-    for owner, memories in lists:
+    for owner, memories in owner_lists(doc):
         if report.calls >= budget:
             break
         found = _near_duplicates(memories)

@@ -31,7 +31,7 @@ from .._errors import MemoryPluginError
 from .._extraction import Generate
 from .._models import GroupKey
 from .._settings import Settings
-from .._storage import GROUP_OWNER, MemoryStore
+from .._storage import GROUP_OWNER, MemoryStore, owner_lists
 from .._storage.files import episode_file_path, group_document_paths, write_atomic_sync
 from .archive import archive_memories, purge_expired
 from .decay import DAY, Action, action, episode_expired, next_change
@@ -309,8 +309,7 @@ class MaintenanceScheduler:
             wrote = True
         doc = await store.document(key)
         moves: dict[str, list[tuple[Any, str]]] = {}
-        owned = [(GROUP_OWNER, m) for m in doc.group_memories]
-        owned += [(user, m) for user, entry in doc.users.items() for m in entry.memories]
+        owned = [(owner, m) for owner, memories in owner_lists(doc) for m in memories]
         for i, (owner, memory) in enumerate(owned):
             verdict = action(memory, now, settings, aging_since)
             if verdict.archives:

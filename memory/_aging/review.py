@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,7 +30,7 @@ from .._extraction import Generate, parse_one_operation, shown_number
 from .._models import GroupDocument, GroupKey, Memory, Source
 from .._recall import LexicalIndex
 from .._settings import Settings
-from .._storage import CALL, GROUP_OWNER, MemoryStore, Owner
+from .._storage import CALL, MemoryStore, Owner, owner_lists
 from .._text import clean_content
 from .archive import archive_memories
 from .decay import DAY, Action, action, effective_importance
@@ -109,18 +108,13 @@ class ReviewReport:
     unresolved: list[tuple[str, str]] = field(default_factory=list)  # (memory id, why nothing changed)
 
 
-def _lists(doc: GroupDocument) -> list[tuple[Owner, Sequence[Memory]]]:
-    """Every owner's list in the document: the group's shared memories, then each member's."""
-    return [(GROUP_OWNER, doc.group_memories), *((user, entry.memories) for user, entry in doc.users.items())]
-
-
 def candidates(doc: GroupDocument, settings: Settings, now: float) -> list[Candidate]:
     """The memories due for review (`decay.action`), the most urgent first: promotions by importance, then decays,
     weakest first. A memory KEPT in a promotion review is not asked again until it is updated or used; a KEPT decay
     review has its base reset, so it comes back only after decaying again."""
     aging_since = doc.aging_since
     due: list[Candidate] = []
-    for owner, memories in _lists(doc):
+    for owner, memories in owner_lists(doc):
         for memory in memories:
             kind = _KINDS.get(action(memory, now, settings, aging_since))
             if kind is not None:

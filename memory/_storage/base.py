@@ -19,6 +19,12 @@ Change = Callable[[list[Memory]], tuple[list[Memory], R]]
 # Whose memories in a document: a member's user id, or GROUP_OWNER for the group's shared memories.
 GROUP_OWNER = None
 Owner = str | None
+
+
+def owner_lists(doc: GroupDocument) -> list[tuple[Owner, Sequence[Memory]]]:
+    """Every owner's list in the document: the group's shared memories, then each member's."""
+    return [(GROUP_OWNER, doc.group_memories), *((user, entry.memories) for user, entry in doc.users.items())]
+
 ManyChange = Callable[[dict[Owner, list[Memory]]], tuple[dict[Owner, list[Memory]], R]]
 # How a writer names the operation of each log entry: one name for all ("revert", "erase"), or a function of
 # (memory id, the operation the store saw: "add" / "update" / "delete") such as extraction's "boost".
