@@ -657,17 +657,26 @@ async def run_extraction(
     return report
 
 
+async def call_model(
+    generate: Generate, system_prompt: str, prompt: str, *, key: GroupKey, actor: str,
+    timeout: float = CALL_TIMEOUT_SECONDS,
+) -> tuple[str, int, int]:
+    """(reply, input tokens, output tokens) of one background call; ("", 0, 0) after `timeout` seconds (logged with
+    `actor`): a hung provider must not hold the group's next work forever. Extraction, review and consolidation."""
+    try:
+        return await asyncio.wait_for(generate(system_prompt, prompt), timeout)
+    except TimeoutError:
+        log.warning("%s call for %s timed out after %.0f s; nothing changed", actor, key, timeout)
+        return "", 0, 0
+
+
 async def _call(
     generate: Generate, system_prompt: str, prompt: str, report: ExtractionReport, key: GroupKey, timeout: float
 ) -> str:
     """The model's reply ("" after a timeout), its token counts put in `report`."""
-    try:
-        reply, report.input_tokens, report.output_tokens = await asyncio.wait_for(
-            generate(system_prompt, prompt), timeout
-        )
-    except TimeoutError:
-        log.warning("extraction call for %s timed out after %.0f s; batch skipped", key, timeout)
-        return ""
+    reply, report.input_tokens, report.output_tokens = await call_model(
+        generate, system_prompt, prompt, key=key, actor=EXTRACTION_ACTOR, timeout=timeout
+    )
     return reply
 
 

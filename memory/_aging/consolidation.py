@@ -29,7 +29,7 @@ from typing import Any
 
 from .. import _fence as fence
 from .._errors import InvalidMemoryInput
-from .._extraction import Generate, parse_one_operation, shown_number
+from .._extraction import Generate, call_model, parse_one_operation, shown_number
 from .._models import GroupKey, Memory, MemoryType, Source
 from .._recall.lexical import CJK_STOP_CHARS, tokenize
 from .._rules import operations as ops
@@ -48,7 +48,6 @@ SUBJECT_MAX_MEMORIES = 20
 # Characters of generic predicates and quantifiers: they say how a member relates to a subject, not what it is.
 GENERIC_CHARS = frozenset("喜欢爱希望讨厌习惯经常每总现以前最近正一只次件位名条种点些非")
 _NOT_SUBJECT = CJK_STOP_CHARS | GENERIC_CHARS
-CALL_TIMEOUT_SECONDS = 120.0
 
 CONSOLIDATION_SYSTEM_PROMPT = """你是群聊机器人的长期记忆整理员。下面几条记忆属于同一位成员（或同属本群公共记忆），它们可能说的是同一件事，可以合并成一条。
 
@@ -206,11 +205,7 @@ async def _consolidate(
 ) -> None:
     system, prompt = build_prompt(cluster, settings)
     report.calls += 1
-    try:
-        reply, in_tokens, out_tokens = await asyncio.wait_for(generate(system, prompt), CALL_TIMEOUT_SECONDS)
-    except TimeoutError:
-        log.warning("consolidation call for %s timed out after %.0f s", key, CALL_TIMEOUT_SECONDS)
-        reply, in_tokens, out_tokens = "", 0, 0
+    reply, in_tokens, out_tokens = await call_model(generate, system, prompt, key=key, actor=CONSOLIDATION_ACTOR)
     report.input_tokens += in_tokens
     report.output_tokens += out_tokens
     ids = [m.id for m in cluster.memories]

@@ -18,7 +18,6 @@ reason "review": recoverable until the archive's retention period ends).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import math
 from dataclasses import dataclass, field
@@ -26,7 +25,7 @@ from typing import Any
 
 from .. import _fence as fence
 from .._errors import InvalidMemoryInput
-from .._extraction import Generate, parse_one_operation, shown_number
+from .._extraction import Generate, call_model, parse_one_operation, shown_number
 from .._models import GroupDocument, GroupKey, Memory, Source
 from .._recall import LexicalIndex
 from .._settings import Settings
@@ -43,7 +42,6 @@ DECAY = "decay"
 DEFAULT_IMPORTANCE = 0.5
 RELATED_LIMIT = 5  # related memories shown at first, and found by each search
 MAX_QUERY_CHARS = 50
-CALL_TIMEOUT_SECONDS = 120.0
 
 _OUTPUT_RULES = """
 输出一个 JSON 对象，不要输出其他内容，二选一：
@@ -223,11 +221,7 @@ class _Review:
 
     async def _call(self, system: str, prompt: str) -> str:
         self.report.calls += 1
-        try:
-            reply, in_tokens, out_tokens = await asyncio.wait_for(self.generate(system, prompt), CALL_TIMEOUT_SECONDS)
-        except TimeoutError:
-            log.warning("review call for %s timed out after %.0f s", self.key, CALL_TIMEOUT_SECONDS)
-            reply, in_tokens, out_tokens = "", 0, 0
+        reply, in_tokens, out_tokens = await call_model(self.generate, system, prompt, key=self.key, actor=REVIEW_ACTOR)
         self._tokens = (in_tokens, out_tokens)
         self.report.input_tokens += in_tokens
         self.report.output_tokens += out_tokens
