@@ -17,7 +17,6 @@ import re
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from zoneinfo import ZoneInfo
 
 from .. import _fence as fence
@@ -26,6 +25,7 @@ from .._prompt import with_episodes
 from .._aging.decay import episode_importance
 from .._recall.lexical import LexicalIndex
 from .._settings import Settings
+from .listing import time_range
 from .model import Episode
 from .timewords import TimeWindow, overlaps, time_window
 
@@ -56,9 +56,7 @@ class _GroupEpisodes:
 
 def episode_line(episode: Episode, zone: ZoneInfo) -> str:
     """"- [11-21 18:00–18:40] 老王和小李讨论了……" (the end's date too when the segment ran past midnight)."""
-    start, end = datetime.fromtimestamp(episode.start, zone), datetime.fromtimestamp(episode.end, zone)
-    until = end.strftime("%H:%M") if end.date() == start.date() else end.strftime("%m-%d %H:%M")
-    return f"- [{start.strftime('%m-%d %H:%M')}–{until}] {fence.data(episode.summary)}"
+    return f"- [{time_range(episode, zone)}] {fence.data(episode.summary)}"
 
 
 def _query(message: str) -> str:
