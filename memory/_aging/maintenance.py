@@ -39,7 +39,6 @@ from .decay import DAY, Action, action, episode_expired, next_change
 log = logging.getLogger("astrbot_plugin_user_memory")
 
 ACTOR = "maintenance"
-STATE_FILE = "maintenance_state.json"
 STATE_VERSION = 1
 START_DELAY = 120.0  # seconds after start before the first group: plugin load and the first replies come first
 MAX_SPACING = 600.0  # at most this long between two groups of a round, whatever the interval and group count
