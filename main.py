@@ -411,7 +411,7 @@ class UserMemoryPlugin(Star):
         member = member_of(event)
         if member is not None:
             self.replies.record(member.group, member.user_id, self._speaker_name(event, member), injected,
-                                resp.completion_text or "", time.time())
+                                resp.completion_text or "")
 
     def _budget_left(self, lines: int, chars: int) -> Settings:
         """The settings left for memories: todos and episodes take their slots and characters out of the one

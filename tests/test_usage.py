@@ -66,8 +66,8 @@ async def test_used_vs_merely_retrieved_the_design_examples(store):
     cats = await seed(store, "ou_a", "主人喜欢猫")
     tense = await seed(store, "ou_a", "主人最近很紧张")
     replies = [
-        Reply("ou_a", "小王", (cats.id,), "今天天气不错，出门记得带伞。", NOW - 60),
-        Reply("ou_a", "小王", (tense.id,), "别这么绷着，慢慢来。", NOW - 30),
+        Reply("ou_a", "小王", (cats.id,), "今天天气不错，出门记得带伞。"),
+        Reply("ou_a", "小王", (tense.id,), "别这么绷着，慢慢来。"),
     ]
     generate = scripted(judge_by_design)
     report = await run_extraction(store, G, [Utterance("ou_a", "小王", "嗯，谢谢", NOW)], generate, SETTINGS,
@@ -94,7 +94,7 @@ async def test_used_caps_at_one_and_boost_stays_a_different_signal(store):
 
     report = await run_extraction(
         store, G, [Utterance("ou_a", "小王", "我家猫今天又闹了", NOW)], scripted(model), SETTINGS, clock=lambda: NOW,
-        replies=[Reply("ou_a", "小王", (high.id,), "别这么绷着。", NOW - 5)])
+        replies=[Reply("ou_a", "小王", (high.id,), "别这么绷着。")])
     assert sorted(op.op for op in report.applied) == ["boost", "used"]
     after = {m.id: m for m in await store.memories(G, "ou_a")}
     assert after[high.id].importance == 1.0 and after[high.id].last_used_at == NOW
@@ -114,7 +114,7 @@ async def test_used_is_refused_for_memories_no_shown_reply_had(store):
 
     report = await run_extraction(
         store, G, [Utterance("ou_a", "小王", "猫", NOW)], scripted(model), SETTINGS, clock=lambda: NOW,
-        replies=[Reply("ou_a", "小王", (injected.id,), "别这么绷着。", NOW - 5)])
+        replies=[Reply("ou_a", "小王", (injected.id,), "别这么绷着。")])
     assert report.applied == [] and len(report.rejected) == 2
     assert {m.id: m for m in await store.memories(G, "ou_a")}[other.id] == other
 
@@ -136,7 +136,7 @@ async def test_injected_memories_of_a_member_who_did_not_speak_are_shown_for_jud
     generate = scripted(lambda prompt: {"operations": [{"op": "used", "id": numbers_in(prompt)["小李在准备考研"]}]})
     report = await run_extraction(
         store, G, [Utterance("ou_a", "小王", "大家好", NOW)], generate, SETTINGS, clock=lambda: NOW,
-        replies=[Reply("ou_b", "小李", (theirs.id, "gone-id"), "考研复习要注意休息。" + "长" * 1000, NOW - 5)])
+        replies=[Reply("ou_b", "小李", (theirs.id, "gone-id"), "考研复习要注意休息。" + "长" * 1000)])
     assert [op.op for op in report.applied] == ["used"]
     prompt = generate.prompts[0][1]
     assert judged_replies(prompt)[0][1] == [numbers_in(prompt)["小李在准备考研"]], "an id gone since is not shown"
@@ -146,12 +146,12 @@ async def test_injected_memories_of_a_member_who_did_not_speak_are_shown_for_jud
 def test_recent_replies_are_bounded_and_taken_once():
     replies = RecentReplies(per_group=2, groups=2)
     for i in range(3):
-        replies.record(G, "ou_a", "小王", ("m1",), f"回复{i}", float(i))
-    replies.record(G, "ou_a", "小王", (), "没有注入记忆的回复", 9.0)  # nothing to judge: not kept
-    replies.record(G, "ou_a", "小王", ("m1",), "", 9.0)  # an empty reply: not kept
+        replies.record(G, "ou_a", "小王", ("m1",), f"回复{i}")
+    replies.record(G, "ou_a", "小王", (), "没有注入记忆的回复")  # nothing to judge: not kept
+    replies.record(G, "ou_a", "小王", ("m1",), "")  # an empty reply: not kept
     assert [r.text for r in replies.take(G)] == ["回复1", "回复2"] and replies.take(G) == []
     for n in range(3):
-        replies.record(GroupKey("lark", f"oc_{n}"), "ou_a", "小王", ("m1",), "x" * 1000, 0.0)
+        replies.record(GroupKey("lark", f"oc_{n}"), "ou_a", "小王", ("m1",), "x" * 1000)
     assert replies.pending(GroupKey("lark", "oc_0")) == 0 and replies.pending(GroupKey("lark", "oc_2")) == 1
     assert len(replies.take(GroupKey("lark", "oc_2"))[0].text) == MAX_REPLY_CHARS + 1
 

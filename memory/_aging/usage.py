@@ -29,7 +29,6 @@ class Reply:
     name: str
     memory_ids: tuple[str, ...]
     text: str
-    at: float
 
 
 def reply_text(text: str) -> str:
@@ -47,8 +46,7 @@ class RecentReplies:
         self._groups = groups
         self._replies: OrderedDict[GroupKey, deque[Reply]] = OrderedDict()
 
-    def record(self, key: GroupKey, user_id: str, name: str, memory_ids: Iterable[str], text: str,
-               at: float) -> None:
+    def record(self, key: GroupKey, user_id: str, name: str, memory_ids: Iterable[str], text: str) -> None:
         ids = tuple(memory_ids)
         line = reply_text(text)
         if not ids or not line:
@@ -60,7 +58,7 @@ class RecentReplies:
                 self._replies.popitem(last=False)
         else:
             self._replies.move_to_end(key)
-        replies.append(Reply(user_id, name, ids, line, at))
+        replies.append(Reply(user_id, name, ids, line))
 
     def take(self, key: GroupKey) -> list[Reply]:
         """The group's waiting replies, oldest first; they are judged once, by the call that takes them."""
