@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import logging
-import re
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
@@ -29,6 +27,7 @@ from ._aging.usage import USED_OP, Reply, used
 from ._limiter import CallLimiter
 from ._models import Caller, GroupKey, MemberKey, Memory, MemoryType, Scope, Source
 from ._recall import LexicalIndex
+from ._reply_json import json_values
 from ._rules import check_group_write, may_change
 from ._rules import operations as ops
 from ._settings import Settings
@@ -270,15 +269,7 @@ def parse_operations(text: str) -> list[Any]:
     Raises ValueError when there is no complete JSON value: a truncated reply is skipped whole, never applied in
     part.
     """
-    body = re.sub(r"```(?:json)?", "", text or "", flags=re.IGNORECASE).rstrip()
-    decoder = json.JSONDecoder()
-    for match in re.finditer(r"[\[{]", body):
-        try:
-            value, _ = decoder.raw_decode(body, match.start())
-        except json.JSONDecodeError as exc:
-            if _runs_off_the_end(body, match.start()):  # cut off: its inner parts must not be used
-                raise ValueError("the JSON in the reply is truncated") from exc
-            continue
+    for value in json_values(text):
         if isinstance(value, dict) and isinstance(value.get("operations"), list):
             return value["operations"]
         if isinstance(value, list):
@@ -305,29 +296,6 @@ def shown_number(value: Any) -> int | None:
     if isinstance(value, str) and value.strip().strip("[]").isdigit():
         return int(value.strip().strip("[]"))
     return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _runs_off_the_end(text: str, start: int) -> bool:
-    """Whether the bracket opened at `start` is still open (or a string still unterminated) at the end of text."""
-    depth = 0
-    in_string = escaped = False
-    for ch in text[start:]:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-        elif ch in "[{":
-            depth += 1
-        elif ch in "]}":
-            depth -= 1
-            if depth == 0:
-                return False
-    return True
 
 
 def validate(

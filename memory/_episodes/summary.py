@@ -10,13 +10,13 @@ model left in the summary are replaced by the members' names.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .. import _fence as fence
 from .._errors import InvalidMemoryInput
+from .._reply_json import json_values
 from .._text import clean_content, replace_unencodable
 from .model import Episode
 from .segments import Segment
@@ -96,16 +96,13 @@ def episode_only_prompt(segment: Segment, labels: dict[str, str]) -> str:
 
 
 def parse_episode(reply: str) -> Any:
-    """The `episode` value of the first JSON object in the reply that has one, else None."""
-    body = re.sub(r"```(?:json)?", "", reply or "", flags=re.IGNORECASE)
-    decoder = json.JSONDecoder()
-    for match in re.finditer(r"\{", body):
-        try:
-            value, _ = decoder.raw_decode(body, match.start())
-        except json.JSONDecodeError:
-            continue
-        if isinstance(value, dict) and "episode" in value:
-            return value["episode"]
+    """The `episode` value of the first JSON object in the reply that has one, else None (a truncated reply too)."""
+    try:
+        for value in json_values(reply):
+            if isinstance(value, dict) and "episode" in value:
+                return value["episode"]
+    except ValueError:
+        pass
     return None
 
 
