@@ -249,9 +249,7 @@ class UserMemoryStore(MemoryStore):
             entries = _archive_entries(group.key, current, updated, before, archive, now, actor, extra or {})
             if not entries:
                 return result
-            for entry in entries:
-                entry["id"] = group.log.next_id  # type: ignore[union-attr]
-                group.log.next_id += 1  # type: ignore[union-attr]
+            self._numbered(group, entries, transaction=False)
             doc.archive = archive
             self._put(group, doc, updated, entries, now)
             done = self._enqueue(group)
@@ -483,13 +481,14 @@ class UserMemoryStore(MemoryStore):
         return changelog.erased(entry) if name == changelog.ERASE else entry
 
     @staticmethod
-    def _numbered(group: _Group, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Give the entries of one commit the log's next ids; several share a transaction id (the first's)."""
+    def _numbered(group: _Group, entries: list[dict[str, Any]], transaction: bool = True) -> list[dict[str, Any]]:
+        """Give the entries of one commit the log's next ids; several share a transaction id (the first's) unless
+        `transaction` is False (each is then reverted on its own)."""
         assert group.log is not None
         for entry in entries:
             entry["id"] = group.log.next_id
             group.log.next_id += 1
-            if len(entries) > 1:
+            if transaction and len(entries) > 1:
                 entry["txn"] = entries[0]["id"]
         return entries
 
