@@ -104,7 +104,8 @@ class GroupState:
 
 @dataclass(frozen=True)
 class GroupOutcome:
-    skipped: bool = False
+    """What one group's pass did (nothing, when it was skipped or failed)."""
+
     archived: int = 0
     purged: int = 0
     episodes_archived: int = 0
@@ -258,10 +259,10 @@ class MaintenanceScheduler:
         state.last_pass = now
         if signature[:2] == [0, 0]:  # the group file went away since the round began: never create it again
             self._groups.pop(path, None)
-            return GroupOutcome(skipped=True)
+            return GroupOutcome()
         if signature == state.signature and now < state.next_due and fingerprint == state.settings:
             self.stats.skipped += 1
-            return GroupOutcome(skipped=True)
+            return GroupOutcome()
         key = state.key
         was_loaded = self._store.peek(key, GROUP_OWNER) is not None
         try:
