@@ -120,16 +120,17 @@ async def revert_change(store: MemoryStore, key: GroupKey, entry_id: int, *, act
     what it changed or deleted. Only when every target still has the value the entry left (its time of last update
     aside); the revert is itself logged."""
     try:
-        changes = [e for e in await store.log_entries(key) if _is_memory_change(e)]
+        entries = await store.log_entries(key)  # read once: memory, episode and todo entries all come from it
     except StorageUnavailable as exc:
         return f"读取变更记录失败：{exc}"
+    changes = [e for e in entries if _is_memory_change(e)]
     entry = next((e for e in changes if e["id"] == entry_id), None)
     if entry is None:
-        episode_entries = [e for e in await store.log_entries(key) if e.get("kind") == EPISODE and _has_id(e)]
+        episode_entries = [e for e in entries if e.get("kind") == EPISODE and _has_id(e)]
         episode_entry = next((e for e in episode_entries if e["id"] == entry_id), None)
         if episode_entry is not None:
             return await revert_episode_change(store, key, episode_entry, episode_entries, actor=actor)
-    if entry is None and any(e.get("id") == entry_id and e.get("kind") == TODO for e in await store.log_entries(key)):
+    if entry is None and any(e.get("id") == entry_id and e.get("kind") == TODO for e in entries):
         return f"#{entry_id} 是待办的变更，不能撤销：请让成员用待办工具修改（完成、取消或改时间）。"
     if entry is None:
         return f"没有编号为 #{entry_id} 的记忆变更记录（可能已被裁剪）：请用 /memory history 查看。"
