@@ -39,7 +39,7 @@ log = logging.getLogger("astrbot_plugin_user_memory")
 REVIEW_ACTOR = "review"
 PROMOTION = "promotion"
 DECAY = "decay"
-DEFAULT_IMPORTANCE = 0.5
+DEFAULT_IMPORTANCE: float = Memory.model_fields["importance"].default  # what a KEPT decay review resets to
 RELATED_LIMIT = 5  # related memories shown at first, and found by each search
 MAX_QUERY_CHARS = 50
 
