@@ -689,15 +689,17 @@ class UserMemoryPlugin(Star):
     async def memory_history_command(self, event: AstrMessageEvent, limit: int = 10):
         """（管理员）查看本群最近的记忆变更（所有来源，带编号）"""
         count = max(1, min(int(limit), 50))
-        yield event.plain_result(await self._for_group(event, lambda key: history_text(self.store, key, count)))
+        yield event.plain_result(await self._for_group(event, lambda key: history_text(self.store, key, count, self.todo_policy.zone)))
 
     @filter.permission_type(filter.PermissionType.ADMIN)
     @memory_command.command("revert")
     async def memory_revert_command(self, event: AstrMessageEvent, number: int = 0):
         """（管理员）按编号撤销一条记忆变更（一次提交的多项一起撤销；撤销归档即恢复）：/memory revert <编号>"""
         actor = f"admin:{event.get_sender_id()}"
+        core = self.settings.memory_core_importance
         yield event.plain_result(await self._for_group(
-            event, lambda key: self._guarded(revert_change(self.store, key, int(number), actor=actor))
+            event, lambda key: self._guarded(revert_change(self.store, key, int(number), actor=actor,
+                                                           core_importance=core))
         ))
 
     @filter.permission_type(filter.PermissionType.ADMIN)
@@ -705,7 +707,9 @@ class UserMemoryPlugin(Star):
     async def memory_archived_command(self, event: AstrMessageEvent):
         """（管理员）查看本群归档的记忆（带编号，/memory revert <编号> 恢复）"""
         retention = self.settings.archive_retention_days
-        yield event.plain_result(await self._for_group(event, lambda key: archived_text(self.store, key, retention)))
+        yield event.plain_result(await self._for_group(
+            event, lambda key: archived_text(self.store, key, retention, zone=self.todo_policy.zone)
+        ))
 
     def _added_by(self, key: GroupKey, user_id: str | None) -> str:
         if not user_id:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
+from datetime import datetime, tzinfo
 from typing import Any
 
 from pydantic import ValidationError
@@ -70,9 +70,11 @@ def _todo_state(snapshot: Any) -> str:
     return f"{snapshot.get('content', '?')}（{snapshot.get('status', '?')}）"
 
 
-def _stamp(entry: dict[str, Any]) -> str:
-    at = entry.get("at")
-    return time.strftime("%m-%d %H:%M", time.localtime(at)) if isinstance(at, (int, float)) else "?"
+def _stamp(at: Any, zone: tzinfo | None) -> str:
+    """A log time as the group reads times: in the plugin's zone (DECISIONS §6); the host's when none is given."""
+    if not isinstance(at, (int, float)) or isinstance(at, bool):
+        return "?"
+    return datetime.fromtimestamp(at, zone).strftime("%m-%d %H:%M")
 
 
 def _units(changes: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
@@ -91,7 +93,7 @@ def _units(changes: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     return units
 
 
-async def history_text(store: MemoryStore, key: GroupKey, limit: int = 10) -> str:
+async def history_text(store: MemoryStore, key: GroupKey, limit: int = 10, zone: tzinfo | None = None) -> str:
     """The latest changes of the group's memories and todos (every writer), newest last; a transaction is shown as
     one item."""
     try:
@@ -105,9 +107,9 @@ async def history_text(store: MemoryStore, key: GroupKey, limit: int = 10) -> st
     for unit in units[-limit:]:
         head = unit[0]
         if len(unit) == 1:
-            lines.append(f"#{head['id']} {_stamp(head)} {head.get('actor')} {_line(head)}")
+            lines.append(f"#{head['id']} {_stamp(head.get('at'), zone)} {head.get('actor')} {_line(head)}")
             continue
-        lines.append(f"#{head['id']} {_stamp(head)} {head.get('actor')} 一次提交 {len(unit)} 项：")
+        lines.append(f"#{head['id']} {_stamp(head.get('at'), zone)} {head.get('actor')} 一次提交 {len(unit)} 项：")
         lines.extend(f"  #{e['id']} {_line(e)}" for e in unit)
     return (
         f"本群最近的记忆、待办与情境记忆变更（共 {len(units)} 项；/memory revert <编号> 撤销记忆或情境记忆的变更，"
@@ -115,7 +117,9 @@ async def history_text(store: MemoryStore, key: GroupKey, limit: int = 10) -> st
     )
 
 
-async def revert_change(store: MemoryStore, key: GroupKey, entry_id: int, *, actor: str) -> str:
+async def revert_change(
+    store: MemoryStore, key: GroupKey, entry_id: int, *, actor: str, core_importance: float = 1.0
+) -> str:
     """Undo change-log entry `entry_id` (with the rest of its transaction): remove what it added, restore exactly
     what it changed or deleted. Only when every target still has the value the entry left (its time of last update
     aside); the revert is itself logged."""
@@ -139,7 +143,7 @@ async def revert_change(store: MemoryStore, key: GroupKey, entry_id: int, *, act
     if any(e.get("erased") or e.get("op") == ERASE for e in unit):
         return f"#{entry_id} 的内容已应成员要求清除，无法撤销。"
     if entry.get("op") in _ARCHIVE_OPS:
-        return await _revert_archive_move(store, key, entry, actor=actor)
+        return await _revert_archive_move(store, key, entry, actor=actor, core_importance=core_importance)
     try:
         wanted = [(e, _memory(e.get("old")), _memory(e.get("new"))) for e in unit]
     except ValidationError:
@@ -180,7 +184,9 @@ async def revert_change(store: MemoryStore, key: GroupKey, entry_id: int, *, act
     )
 
 
-async def _revert_archive_move(store: MemoryStore, key: GroupKey, entry: dict[str, Any], *, actor: str) -> str:
+async def _revert_archive_move(
+    store: MemoryStore, key: GroupKey, entry: dict[str, Any], *, actor: str, core_importance: float
+) -> str:
     """Undo one archive move: an "archive" entry restores the memory, a "restore" entry archives it again; only
     while the memory is still where the entry left it. A purge is final."""
     entry_id, target, owner = entry["id"], str(entry.get("target")), entry.get("owner")
@@ -196,7 +202,7 @@ async def _revert_archive_move(store: MemoryStore, key: GroupKey, entry: dict[st
             restored = _dump(_memory(entry.get("new")))
             moved = await archive_memories(
                 store, key, [(owner, target)], reason=str(entry.get("reason") or "revert"), actor=actor, extra=extra,
-                only_if=lambda current: _dump(current) == restored,
+                core_importance=core_importance, only_if=lambda current: _dump(current) == restored,
             )
             what = f"已撤销 #{entry_id}：[{_owner_text(entry)}] 「{_content(entry.get('new'))}」重新归档"
             gone = "它已被修改、删除、成为受保护的记忆，或已再次归档"
@@ -227,7 +233,9 @@ def _since(entry: dict[str, Any], current: Memory | None, later: Sequence[dict[s
 _REASON_LABELS = {"decay": "重要度衰减", "unused": "长期未用", "review": "审核删除", "revert": "撤销恢复"}
 
 
-async def archived_text(store: MemoryStore, key: GroupKey, retention_days: float, limit: int = 20) -> str:
+async def archived_text(
+    store: MemoryStore, key: GroupKey, retention_days: float, limit: int = 20, zone: tzinfo | None = None
+) -> str:
     """The group's archived memories, newest first, each with the change-log entry that archived it (revert it to
     restore the memory)."""
     try:
@@ -244,7 +252,7 @@ async def archived_text(store: MemoryStore, key: GroupKey, retention_days: float
         entry_id = by_target.get(item.memory.id)
         ref = f"#{entry_id}" if entry_id is not None else "#?"
         reason = _REASON_LABELS.get(item.reason, item.reason)
-        at = time.strftime("%m-%d %H:%M", time.localtime(item.archived_at))
+        at = _stamp(item.archived_at, zone)
         lines.append(f"{ref} {at} [{owner}] {item.memory.content}（{reason}，{item.actor}）")
     more = f"（仅显示最新 {limit} 条）" if len(archived) > limit else ""
     return (

@@ -221,3 +221,28 @@ async def test_unload_refuses_while_a_change_is_not_yet_durable(tmp_path):
     await pending
     assert store.unload(G)
     assert "m9" in {m.id for m in await store.memories(G, "u1")}
+
+
+async def test_admin_texts_show_times_in_the_plugins_zone_and_revert_honours_the_configured_core(tmp_path):
+    """`/memory history` and `/memory archived` read times in the plugin's zone (DECISIONS §6), not the host's; undoing
+    a restore never archives a memory that is core under the configured `memory_core_importance`."""
+    from zoneinfo import ZoneInfo
+
+    store = await seeded(tmp_path)
+    at = 1_763_798_400.0  # 2025-11-22 08:00 UTC = 16:00 in Shanghai
+    await archive_memories(store, G, [("u1", "m1")], reason="decay", actor="maintenance", now=at)
+    shanghai = ZoneInfo("Asia/Shanghai")
+    assert "11-22 16:00" in await archived_text(store, G, 30, zone=shanghai)
+    assert "11-22 08:00" in await archived_text(store, G, 30, zone=ZoneInfo("UTC"))
+
+    await restore_memories(store, G, ["m1"], actor="admin:root")
+    restore = [e for e in await store.log_entries(G) if e.get("op") == "restore"][-1]
+    await store.change(G, "u1", lambda ms: ([m.model_copy(update={"importance": 0.8}) if m.id == "m1" else m
+                                              for m in ms], None), actor="extraction")
+    await store.change(G, "u1", lambda ms: ([m.model_copy(update={"importance": 0.5}) if m.id == "m1" else m
+                                              for m in ms], None), actor="extraction")  # back to what restore left
+    core_at_08 = await revert_change(store, G, restore["id"], actor="admin:root", core_importance=0.4)
+    assert "m1" in {m.id for m in await store.memories(G, "u1")}, core_at_08  # 0.5 is core at 0.4: not archived
+    await revert_change(store, G, restore["id"], actor="admin:root")
+    assert "m1" not in {m.id for m in await store.memories(G, "u1")}  # default core 1.0: archived again
+    assert "11-22" in await history_text(store, G, 50, shanghai)
