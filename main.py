@@ -18,6 +18,7 @@ from astrbot.api.provider import LLMResponse, ProviderRequest
 from astrbot.api.star import Context, Star, StarTools
 from astrbot.core.provider.register import llm_tools
 
+from .dashboard import register_routes, release
 from .memory import (
     DISABLED,
     NOT_IN_GROUP,
@@ -26,6 +27,7 @@ from .memory import (
     EpisodeRequest,
     EpisodeSection,
     ExtractionScheduler,
+    GroupIndex,
     GroupKey,
     Health,
     MaintenanceScheduler,
@@ -134,6 +136,7 @@ class UserMemoryPlugin(Star):
         self.embedding_state = "未配置（仅词法召回）"
         self.data_dir = Path(StarTools.get_data_dir(PLUGIN_NAME))
         self.store = UserMemoryStore(self.data_dir / "groups")
+        self.group_index = GroupIndex()
         self.recall = Recall()
         self.vectors: VectorStore | None = None
         # every background model call, of every group, waits for a slot of this one limiter
@@ -177,6 +180,7 @@ class UserMemoryPlugin(Star):
                 episode_messages=self.settings.episode_segment_messages,
                 episode_quiet_seconds=self.settings.episode_quiet_minutes * 60.0,
             )
+        register_routes(self)  # the dashboard's memory manager acts on this instance from now on
 
     def _zone(self):
         """The zone local times are read in: the plugin's `timezone`, else AstrBot's own, else Asia/Shanghai."""
@@ -237,6 +241,7 @@ class UserMemoryPlugin(Star):
         self.embedding_state = f"已启用 {model_id}"
 
     async def terminate(self) -> None:
+        release(self)  # the dashboard's routes stay registered (AstrBot never removes them): they refuse now
         # First: a dashboard config save builds a new plugin object right after this, with its own scheduler.
         if self.reminders is not None:
             await self.reminders.stop()

@@ -1,0 +1,162 @@
+"""Dashboard adapter: the memory manager's HTTP routes. Thin: parse the request, call `memory/_manage`, return JSON.
+
+AstrBot never unregisters a plugin's routes (not on reload, disable or uninstall), so every handler goes through
+one guard (`_serve`) that acts on the LIVE plugin instance — the newest one, set by `register_routes` and cleared
+by `release` in `terminate` — and refuses when there is none or memory is off. Groups named by a request are
+looked up in the group index; an unknown group is an error and nothing is created for it.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from astrbot.api import logger
+from astrbot.api.web import error_response, json_response, request
+from starlette.responses import Response
+
+from .memory import GroupKey, InvalidMemoryInput, MemoryPluginError
+
+if TYPE_CHECKING:
+    from .main import UserMemoryPlugin
+
+PLUGIN_NAME = "astrbot_plugin_user_memory"
+ROUTE_PREFIX = f"/{PLUGIN_NAME}/"
+DEFAULT_PAGE_SIZE = 50
+MAX_PAGE_SIZE = 200
+MAX_PAGE = 100_000
+MAX_TEXT = 2000  # longest query/body string field accepted (ids, search text); content rules check contents
+NOT_RUNNING = "记忆插件未在运行（已停用或正在重载），请稍后刷新页面。"
+MEMORY_OFF = "记忆功能已被管理员关闭（enable_user_memory）。"
+INTERNAL_ERROR = "服务器内部错误，没有做任何更改。"
+UNKNOWN_GROUP = "没有这个群的记忆：{platform} / {group_id}"
+UNKNOWN_MEMBER = "这个群里没有这个成员的记录：{user_id}"
+
+Handler = Callable[["Call"], Awaitable[Any]]
+
+
+@dataclass(slots=True)
+class _Live:
+    plugin: UserMemoryPlugin | None = None
+
+
+_live = _Live()
+# (route below the prefix, method, handler, description); filled by `@route` at import time
+_ROUTES: list[tuple[str, str, Handler, str]] = []
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One request as the handlers see it: the live plugin, who is acting, and the request's parameters (the query
+    string for GET, the JSON body for POST)."""
+
+    plugin: UserMemoryPlugin
+    actor: str  # "dashboard:<username>", the change log's actor of every write
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+    def text(self, name: str, default: str = "", *, required: bool = False) -> str:
+        value = self.params.get(name)
+        if value is None or value == "":
+            if required:
+                raise InvalidMemoryInput(f"缺少参数 {name}")
+            return default
+        if not isinstance(value, str | int) or isinstance(value, bool):
+            raise InvalidMemoryInput(f"参数 {name} 必须是字符串")
+        value = str(value).strip()
+        if len(value) > MAX_TEXT:
+            raise InvalidMemoryInput(f"参数 {name} 太长")
+        return value
+
+    def integer(self, name: str, default: int, *, low: int, high: int) -> int:
+        """An integer parameter clamped to [low, high]; not a number is an error."""
+        raw = self.params.get(name)
+        if raw is None or raw == "":
+            return default
+        try:
+            value = int(raw)
+        except (TypeError, ValueError):
+            raise InvalidMemoryInput(f"参数 {name} 必须是整数") from None
+        return max(low, min(high, value))
+
+    def page(self) -> tuple[int, int]:
+        """(page, page_size): page from 1, size bounded by MAX_PAGE_SIZE."""
+        return (self.integer("page", 1, low=1, high=MAX_PAGE),
+                self.integer("page_size", DEFAULT_PAGE_SIZE, low=1, high=MAX_PAGE_SIZE))
+
+    def platform(self) -> str:
+        return self.text("platform", required=True)
+
+    def group(self) -> GroupKey:
+        """The group named by `platform` + `group_id`, if the index knows it; else an error (nothing created)."""
+        platform = self.platform()
+        group_id = self.text("group_id", required=True)
+        key = self.plugin.group_index.find(platform, group_id)
+        if key is None:
+            raise InvalidMemoryInput(UNKNOWN_GROUP.format(platform=platform, group_id=group_id))
+        return key
+
+    async def member(self, key: GroupKey, name: str = "user_id") -> str:
+        """A member of a known group named by the parameter `name`, who has memories there; else an error."""
+        user_id = self.text(name, required=True)
+        doc = await self.plugin.store.document(key)
+        if user_id not in doc.users:
+            raise InvalidMemoryInput(UNKNOWN_MEMBER.format(user_id=user_id))
+        return user_id
+
+
+def route(path: str, method: str, desc: str) -> Callable[[Handler], Handler]:
+    """Register `handler(call) -> JSON-able result` at `/<plugin>/<path>` for `method` ("GET" or "POST")."""
+
+    def add(handler: Handler) -> Handler:
+        _ROUTES.append((path, method, handler, desc))
+        return handler
+
+    return add
+
+
+def register_routes(plugin: UserMemoryPlugin) -> None:
+    """Make `plugin` the live instance and register every route (re-registering replaces the older entries)."""
+    _live.plugin = plugin
+    for path, method, handler, desc in _ROUTES:
+        plugin.context.register_web_api(
+            ROUTE_PREFIX + path, functools.partial(_serve, handler, method), [method], desc
+        )
+
+
+def release(plugin: UserMemoryPlugin) -> None:
+    """Called from `terminate`: the routes refuse from now on, unless a newer instance already took over."""
+    if _live.plugin is plugin:
+        _live.plugin = None
+
+
+async def _serve(handler: Handler, method: str) -> Any:
+    """The one guard every route goes through."""
+    plugin = _live.plugin
+    if plugin is None:
+        return error_response(NOT_RUNNING, status_code=503)
+    if not plugin.settings.enable_user_memory:
+        return error_response(MEMORY_OFF, status_code=403)
+    try:
+        if method == "POST":
+            params = await request.json(None)
+            if not isinstance(params, dict):
+                raise InvalidMemoryInput("请求体必须是 JSON 对象")
+        else:
+            params = request.query
+        result = await handler(Call(plugin, f"dashboard:{request.username or 'unknown'}", params))
+    except MemoryPluginError as exc:
+        return error_response(str(exc))
+    except Exception:
+        logger.exception(f"[{PLUGIN_NAME}] dashboard route failed")
+        return error_response(INTERNAL_ERROR, status_code=500)
+    if isinstance(result, Response):  # downloads and streams
+        return result
+    return json_response({"status": "ok", "data": result})
+
+
+@route("groups", "GET", "记忆管理：按平台列出群（成员数、记忆数、最近修改）")
+async def list_groups(call: Call) -> dict[str, Any]:
+    platform = call.text("platform")
+    return {"groups": [entry.as_json() for entry in call.plugin.group_index.groups(platform or None)]}

@@ -1,0 +1,6 @@
+"""What the dashboard's memory manager does, independent of AstrBot: the group index and daily snapshots
+(`index.py`), browsing and search (`browse.py`), edits, erasure, export/import, statistics, the recall tester."""
+
+from .index import GroupEntry, GroupIndex
+
+__all__ = ["GroupEntry", "GroupIndex"]
