@@ -9,6 +9,7 @@ looked up in the group index; an unknown group is an error and nothing is create
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -18,6 +19,7 @@ from astrbot.api.web import error_response, json_response, request
 from starlette.responses import Response
 
 from .memory import GroupKey, InvalidMemoryInput, MemoryPluginError
+from .memory._manage import GroupView, Query, memory_json
 
 if TYPE_CHECKING:
     from .main import UserMemoryPlugin
@@ -33,6 +35,8 @@ MEMORY_OFF = "记忆功能已被管理员关闭（enable_user_memory）。"
 INTERNAL_ERROR = "服务器内部错误，没有做任何更改。"
 UNKNOWN_GROUP = "没有这个群的记忆：{platform} / {group_id}"
 UNKNOWN_MEMBER = "这个群里没有这个成员的记录：{user_id}"
+UNKNOWN_PLATFORM = "没有这个平台的记忆：{platform}"
+RECENT_EPISODES = 10
 
 Handler = Callable[["Call"], Awaitable[Any]]
 
@@ -88,10 +92,11 @@ class Call:
     def platform(self) -> str:
         return self.text("platform", required=True)
 
-    def group(self) -> GroupKey:
+    async def group(self) -> GroupKey:
         """The group named by `platform` + `group_id`, if the index knows it; else an error (nothing created)."""
         platform = self.platform()
         group_id = self.text("group_id", required=True)
+        await self.plugin.group_index.load()
         key = self.plugin.group_index.find(platform, group_id)
         if key is None:
             raise InvalidMemoryInput(UNKNOWN_GROUP.format(platform=platform, group_id=group_id))
@@ -158,5 +163,69 @@ async def _serve(handler: Handler, method: str) -> Any:
 
 @route("groups", "GET", "记忆管理：按平台列出群（成员数、记忆数、最近修改）")
 async def list_groups(call: Call) -> dict[str, Any]:
+    index = call.plugin.group_index
+    await index.load()
     platform = call.text("platform")
-    return {"groups": [entry.as_json() for entry in call.plugin.group_index.groups(platform or None)]}
+    return {"platforms": index.platforms(), "groups": [entry.as_json() for entry in index.groups(platform or None)]}
+
+
+@route("group", "GET", "记忆管理：一个群的成员、各范围记忆数、待办和最近的情境记忆")
+async def show_group(call: Call) -> dict[str, Any]:
+    plugin = call.plugin
+    key = await call.group()
+    doc = await plugin.store.document(key)
+    episodes = [] if key.is_global else await plugin.store.episodes(key)
+    members = [
+        {"id": user_id, "name": plugin.members.name(key, user_id), "memories": len(entry.memories),
+         "todos": sum(1 for todo in doc.todos if todo.assignee == user_id)}
+        for user_id, entry in doc.users.items()
+    ]
+    members.sort(key=lambda m: (-m["memories"], m["id"]))
+    member_memories = sum(m["memories"] for m in members)
+    return {
+        "platform": key.platform, "group_id": key.group_id, "is_global": key.is_global,
+        "members": members,
+        "counts": {
+            "member": 0 if key.is_global else member_memories, "group": len(doc.group_memories),
+            "global": member_memories if key.is_global else 0, "todos": len(doc.todos),
+            "episodes": len(episodes), "archived": len(doc.archive),
+        },
+        "todos": [todo.model_dump(mode="json", exclude={"delivery"}) for todo in doc.todos],
+        "episodes": [
+            episode.model_dump(mode="json")
+            for episode in sorted(episodes, key=lambda e: e.end, reverse=True)[:RECENT_EPISODES]
+        ],
+        "last_change": doc.updated_at,
+    }
+
+
+@route("memories", "GET", "记忆管理：搜索并分页列出一个群（或一个平台所有群）的记忆")
+async def search_memories(call: Call) -> dict[str, Any]:
+    plugin = call.plugin
+    page, page_size = call.page()
+    query = Query.parse(
+        text=call.text("q"), scope=call.text("scope"), type=call.text("type"), source=call.text("source"),
+        member=call.text("member"), sort=call.text("sort"), page=page, page_size=page_size,
+    )
+    if call.text("group_id"):
+        keys = [await call.group()]
+    else:  # every group of the platform, its global memories included
+        platform = call.platform()
+        await plugin.group_index.load()
+        keys = [entry.key for entry in plugin.group_index.groups(platform)]
+        if not keys and platform not in plugin.group_index.platforms():
+            raise InvalidMemoryInput(UNKNOWN_PLATFORM.format(platform=platform))
+    views: list[GroupView] = []
+    aging: dict[GroupKey, float | None] = {}
+    for key in keys:
+        doc = await plugin.store.document(key)
+        views.append(plugin.browser.view(key, doc))
+        aging[key] = doc.aging_since
+    total, page_items = plugin.browser.search(views, query)
+    now = time.time()
+    items = [
+        memory_json(item, now=now, settings=plugin.settings, aging_since=aging[item.key],
+                    owner_name=plugin.members.name(item.key, item.owner) if item.owner else None, score=score)
+        for item, score in page_items
+    ]
+    return {"total": total, "page": query.page, "page_size": query.page_size, "items": items}

@@ -22,6 +22,7 @@ from .dashboard import register_routes, release
 from .memory import (
     DISABLED,
     NOT_IN_GROUP,
+    Browser,
     CallLimiter,
     Caller,
     EpisodeRequest,
@@ -136,12 +137,15 @@ class UserMemoryPlugin(Star):
         self.embedding_state = "未配置（仅词法召回）"
         self.data_dir = Path(StarTools.get_data_dir(PLUGIN_NAME))
         self.store = UserMemoryStore(self.data_dir / "groups")
-        self.group_index = GroupIndex()
         self.recall = Recall()
         self.vectors: VectorStore | None = None
         # every background model call, of every group, waits for a slot of this one limiter
         self.background_calls = CallLimiter(self.settings.background_max_concurrent_calls)
         self.todo_policy = TodoPolicy.from_settings(self.settings, self._zone())
+        # the dashboard lists groups from this small index, kept up to date after each commit
+        self.group_index = GroupIndex(self.data_dir / "groups", self.data_dir, zone=self.todo_policy.zone)
+        self.store.add_commit_listener(self.group_index.committed)
+        self.browser = Browser()  # the dashboard's cached per-group views (search index, sort orders)
         self.todo_section = TodoSection()
         self._todo_inject_limit = min(self.settings.todo_inject_limit, self.settings.memory_inject_limit)
         self.episode_section = EpisodeSection(self.settings)
@@ -251,6 +255,7 @@ class UserMemoryPlugin(Star):
         if self.extraction is not None:
             await self.extraction.close()
         await self.store.close()
+        await self.group_index.close()
         if self.vectors is not None:
             await self.vectors.close()
 

@@ -15,7 +15,7 @@ from ._extraction import ExtractionScheduler, TodoProposals, Utterance, run_extr
 from ._episodes.listing import episodes_text
 from ._episodes.segments import EpisodeRequest
 from ._limiter import CallLimiter
-from ._manage import GroupEntry, GroupIndex
+from ._manage import Browser, GroupEntry, GroupIndex
 from ._members import MemberDirectory, Roster, roster_from
 from ._prompt import DISABLED, MEMORY_BLOCK_END, MEMORY_BLOCK_START, NOT_IN_GROUP
 from ._recall import Recall, VectorStore, combine, semantic_similarities
@@ -32,6 +32,7 @@ from ._todos.when import now_text, resolve_zone
 from ._tools import forget_memory, list_memory, save_memory, visible_memories
 
 __all__ = [
+    "Browser",
     "GroupEntry",
     "GroupIndex",
     "consolidate_group",

@@ -1,6 +1,7 @@
 """What the dashboard's memory manager does, independent of AstrBot: the group index and daily snapshots
 (`index.py`), browsing and search (`browse.py`), edits, erasure, export/import, statistics, the recall tester."""
 
+from .browse import Browser, GroupView, Located, Query, Sort, memory_json
 from .index import GroupEntry, GroupIndex
 
-__all__ = ["GroupEntry", "GroupIndex"]
+__all__ = ["Browser", "GroupEntry", "GroupIndex", "GroupView", "Located", "Query", "Sort", "memory_json"]

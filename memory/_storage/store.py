@@ -82,6 +82,7 @@ class UserMemoryStore(MemoryStore):
         self._listeners: list[Callable[[GroupKey, GroupDocument], None]] = []
         self._todo_listeners: list[Callable[[GroupKey, Sequence[Todo] | None], None]] = []
         self._commit_hooks: list[Callable[[], Awaitable[None]]] = []
+        self._commit_listeners: list[Callable[[GroupKey, GroupDocument, Sequence[Episode] | None], None]] = []
 
     def add_listener(self, listener: Callable[[GroupKey, GroupDocument], None]) -> None:
         """Call `listener(key, document)` after every change is applied in memory (before it is durable). It must
@@ -98,6 +99,14 @@ class UserMemoryStore(MemoryStore):
         """Await `hook()` in every commit before anything is written: what must be durable before a document
         (the todo due index) gets there first. A hook that raises fails the commit."""
         self._commit_hooks.append(hook)
+
+    def add_commit_listener(
+        self, listener: Callable[[GroupKey, GroupDocument, Sequence[Episode] | None], None]
+    ) -> None:
+        """Call `listener(key, document, episodes)` after every successful commit of a group (any kind of change;
+        `episodes` is None when they were never loaded). It must be quick and not raise: it runs in the commit
+        (the group index hooks in here and does its work later)."""
+        self._commit_listeners.append(listener)
 
     @property
     def loaded_groups(self) -> int:
@@ -614,6 +623,9 @@ class UserMemoryStore(MemoryStore):
                     log_state.totals.add(entry)
         group.durable_version, group.durable_doc_version = target, doc_target
         group.durable_episode_version = episodes_target
+        if document is not None:
+            for listener in self._commit_listeners:
+                listener(group.key, group.doc, group.episodes)
         still_waiting = []
         for version, done in group.waiters:
             if version <= target:
