@@ -74,14 +74,19 @@ class Query:
             page=page, page_size=page_size,
         )
 
-    def keeps(self, item: Located) -> bool:
-        memory = item.memory
-        return (
-            (self.scope is None or item.scope is self.scope)
-            and (self.type is None or memory.type is self.type)
-            and (self.source is None or memory.source is self.source)
-            and (not self.member or item.owner == self.member)
-        )
+    def filter(self, items: Sequence[Located]) -> list[Located]:
+        """The items kept by the filters, in their order: one comprehension per filter given (no call per item;
+        a 20,000-memory group is filtered in a few milliseconds)."""
+        kept = list(items)
+        if self.member:
+            kept = [item for item in kept if item.owner == self.member]
+        if self.scope is not None:
+            kept = [item for item in kept if item.scope is self.scope]
+        if self.type is not None:
+            kept = [item for item in kept if item.memory.type is self.type]
+        if self.source is not None:
+            kept = [item for item in kept if item.memory.source is self.source]
+        return kept
 
     @property
     def filters(self) -> bool:
@@ -106,6 +111,7 @@ class GroupView:
     lists: list[Sequence[Memory]] = field(default_factory=list)
     items: list[Located] = field(default_factory=list)
     by_id: dict[str, Located] = field(default_factory=dict)
+    by_owner: dict[str | None, list[Located]] = field(default_factory=dict)  # None: the group's memories
     _orders: dict[Sort, list[Located]] = field(default_factory=dict)  # ascending; read backwards
     _index: LexicalIndex | None = None
     _indexed: dict[str, str] = field(default_factory=dict)  # id -> content as indexed
@@ -122,6 +128,9 @@ class GroupView:
             items.extend(Located(self.key, member_scope, user_id, m) for m in entry.memories)
         self.items = items
         self.by_id = {item.memory.id: item for item in items}
+        self.by_owner = {}
+        for item in items:
+            self.by_owner.setdefault(item.owner, []).append(item)
         self._orders = {}
         if self._index is not None:
             self._update_index()
@@ -175,28 +184,36 @@ class Browser:
         start = (query.page - 1) * query.page_size
         stop = start + query.page_size
         if query.text.strip():
-            scored = [
-                (view.by_id[memory_id], score)
-                for view in views for memory_id, score in view.scores(query.text).items()
-                if memory_id in view.by_id
-            ]
+            found: list[Located] = []
+            scores: dict[int, float] = {}  # by id() of the item: two groups may hold the same memory id
+            for view in views:
+                for memory_id, score in view.scores(query.text).items():
+                    item = view.by_id.get(memory_id)
+                    if item is not None:
+                        found.append(item)
+                        scores[id(item)] = score
             if query.filters:
-                scored = [pair for pair in scored if query.keeps(pair[0])]
+                found = query.filter(found)
             sort = query.sort or Sort.RELEVANCE
             if sort is Sort.RELEVANCE:
-                scored.sort(key=lambda pair: (-pair[1], -pair[0].memory.updated_at, pair[0].memory.id))
+                found.sort(key=lambda item: (-scores[id(item)], -item.memory.updated_at, item.memory.id))
             else:
                 key = _SORT_KEYS[sort]
-                scored.sort(key=lambda pair: key(pair[0].memory), reverse=True)
-            return len(scored), [(item, score) for item, score in scored[start:stop]]
+                found.sort(key=lambda item: key(item.memory), reverse=True)
+            return len(found), [(item, scores[id(item)]) for item in found[start:stop]]
         sort = query.sort if query.sort not in (None, Sort.RELEVANCE) else Sort.UPDATED
-        if len(views) == 1:
-            ordered: Sequence[Located] = views[0].ordered(sort)
+        key = _SORT_KEYS[sort]
+        if query.member:  # one member's few memories, ordered now
+            ordered: Sequence[Located] = sorted(
+                (item for view in views for item in view.by_owner.get(query.member, ())),
+                key=lambda item: key(item.memory),
+            )
+        elif len(views) == 1:
+            ordered = views[0].ordered(sort)
         else:
-            key = _SORT_KEYS[sort]
             ordered = sorted((item for view in views for item in view.items), key=lambda item: key(item.memory))
         if query.filters:
-            matching = [item for item in reversed(ordered) if query.keeps(item)]
+            matching = query.filter(ordered[::-1])
             return len(matching), [(item, None) for item in matching[start:stop]]
         total = len(ordered)
         # newest first: the page is a slice from the end of the ascending order

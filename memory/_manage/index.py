@@ -127,6 +127,7 @@ class GroupIndex:
         self._load_lock = asyncio.Lock()
         self._dirty: dict[GroupKey, tuple[GroupDocument, Sequence[Any] | None]] = {}
         self._writer: asyncio.Task[None] | None = None
+        self._unwritten = False  # entries changed since the last write
 
     # -- reading ------------------------------------------------------------------------------------------
 
@@ -140,19 +141,23 @@ class GroupIndex:
                 self._entries, self._daily, changed = await asyncio.to_thread(self._read_and_check)
                 self._loaded = True
                 if changed:
+                    self._unwritten = True
                     self._schedule()
 
     def find(self, platform: str, group_id: str) -> GroupKey | None:
         """The known group's key, or None: a request naming an unknown group must create nothing."""
+        self._take_changes()
         entry = self._entries.get(GroupKey(platform, group_id))
         return entry.key if entry is not None else None
 
     def entry(self, key: GroupKey) -> GroupEntry | None:
+        self._take_changes()
         return self._entries.get(key)
 
     def groups(self, platform: str | None = None) -> list[GroupEntry]:
         """Known groups (of one platform, or all), the most recently changed first; the platform's global
         document only when it holds anything."""
+        self._take_changes()
         entries = [
             e for e in self._entries.values()
             if (platform is None or e.platform == platform) and (e.group_id or e.memories or e.archived)
@@ -160,11 +165,13 @@ class GroupIndex:
         return sorted(entries, key=lambda e: (-e.last_change, e.platform, e.group_id))
 
     def platforms(self) -> list[str]:
+        self._take_changes()
         return sorted({e.platform for e in self._entries.values()})
 
     def daily(self, key: GroupKey | None = None, platform: str | None = None) -> list[tuple[str, int]]:
         """(day, memories) for each recorded day, oldest first: of one group, or summed over a platform's groups
         (or all groups). A group's count on a day it did not change is its count of its last change before."""
+        self._take_changes()
         last: dict[GroupKey, int] = {}
         series = []
         for day in sorted(self._daily):
@@ -201,20 +208,35 @@ class GroupIndex:
     async def flush(self) -> None:
         """Take the counts of every group changed since the last write and write the index and snapshots."""
         await self.load()
+        self._take_changes()
+        if not self._unwritten:
+            return
+        self._unwritten = False
+        self._trim_days()
+        index, daily = self._encode()
+        try:
+            await write_atomic(self._index_path, index, durable=False)
+            await write_atomic(self._daily_path, daily, durable=False)
+        except BaseException:
+            self._unwritten = True
+            raise
+
+    def _take_changes(self) -> None:
+        """Count the groups committed since last time into the entries (in memory; one pass over each group's
+        members), so what is read is current before the write."""
+        if not self._dirty or not self._loaded:
+            return
         dirty, self._dirty = self._dirty, {}
         today = self._day(self._clock())
         for key, (doc, episodes) in dirty.items():
-            path = self._groups_dir / self._relative(key)
+            file = self._relative(key)
             previous = self._entries.get(key)
             count = len(episodes) if episodes is not None else (previous.episodes if previous else 0)
-            entry = entry_from(key, doc, self._relative(key), count)
-            entry.file_size, entry.file_mtime_ns = _stat(path)
+            entry = entry_from(key, doc, file, count)
+            entry.file_size, entry.file_mtime_ns = _stat(self._groups_dir / file)
             self._entries[key] = entry
             self._daily.setdefault(today, {})[key] = entry.memories
-        self._trim_days()
-        index, daily = self._encode()
-        await write_atomic(self._index_path, index, durable=False)
-        await write_atomic(self._daily_path, daily, durable=False)
+        self._unwritten = True
 
     async def close(self) -> None:
         """Write what is pending now (called after the store closed)."""
@@ -222,7 +244,7 @@ class GroupIndex:
         if writer is not None:
             writer.cancel()
             await asyncio.gather(writer, return_exceptions=True)
-        if self._dirty:
+        if self._dirty or self._unwritten:
             try:
                 await self.flush()
             except Exception:
