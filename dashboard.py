@@ -92,11 +92,10 @@ class Call:
     def platform(self) -> str:
         return self.text("platform", required=True)
 
-    async def group(self) -> GroupKey:
+    def group(self) -> GroupKey:
         """The group named by `platform` + `group_id`, if the index knows it; else an error (nothing created)."""
         platform = self.platform()
         group_id = self.text("group_id", required=True)
-        await self.plugin.group_index.load()
         key = self.plugin.group_index.find(platform, group_id)
         if key is None:
             raise InvalidMemoryInput(UNKNOWN_GROUP.format(platform=platform, group_id=group_id))
@@ -150,6 +149,7 @@ async def _serve(handler: Handler, method: str) -> Any:
                 raise InvalidMemoryInput("请求体必须是 JSON 对象")
         else:
             params = request.query
+        await plugin.group_index.load()  # once: the handlers look groups up in it
         result = await handler(Call(plugin, f"dashboard:{request.username or 'unknown'}", params))
     except MemoryPluginError as exc:
         return error_response(str(exc))
@@ -164,7 +164,6 @@ async def _serve(handler: Handler, method: str) -> Any:
 @route("groups", "GET", "记忆管理：按平台列出群（成员数、记忆数、最近修改）")
 async def list_groups(call: Call) -> dict[str, Any]:
     index = call.plugin.group_index
-    await index.load()
     platform = call.text("platform")
     return {"platforms": index.platforms(), "groups": [entry.as_json() for entry in index.groups(platform or None)]}
 
@@ -172,7 +171,7 @@ async def list_groups(call: Call) -> dict[str, Any]:
 @route("group", "GET", "记忆管理：一个群的成员、各范围记忆数、待办和最近的情境记忆")
 async def show_group(call: Call) -> dict[str, Any]:
     plugin = call.plugin
-    key = await call.group()
+    key = call.group()
     doc = await plugin.store.document(key)
     episodes = [] if key.is_global else await plugin.store.episodes(key)
     members = [
@@ -208,10 +207,9 @@ async def search_memories(call: Call) -> dict[str, Any]:
         member=call.text("member"), sort=call.text("sort"), page=page, page_size=page_size,
     )
     if call.text("group_id"):
-        keys = [await call.group()]
+        keys = [call.group()]
     else:  # every group of the platform, its global memories included
         platform = call.platform()
-        await plugin.group_index.load()
         keys = [entry.key for entry in plugin.group_index.groups(platform)]
         if not keys and platform not in plugin.group_index.platforms():
             raise InvalidMemoryInput(UNKNOWN_PLATFORM.format(platform=platform))
