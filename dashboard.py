@@ -219,6 +219,9 @@ async def search_memories(call: Call) -> dict[str, Any]:
         doc = await plugin.store.document(key)
         views.append(plugin.browser.view(key, doc))
         aging[key] = doc.aging_since
+    if query.text.strip():
+        for view in views:
+            await view.prepare()
     total, page_items = plugin.browser.search(views, query)
     now = time.time()
     items = [

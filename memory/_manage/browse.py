@@ -9,6 +9,7 @@ order instead of sorting and tokenizing on every request.
 
 from __future__ import annotations
 
+import asyncio
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -143,6 +144,17 @@ class GroupView:
             order = self._orders[sort] = sorted(self.items, key=lambda item: key(item.memory))
         return order
 
+    async def prepare(self) -> None:
+        """Build the lexical index off the event loop the first time (20,000 memories take about a second of
+        tokenizing: the bot's replies must not wait for it); later changes are applied incrementally."""
+        if self._index is not None:
+            return
+        snapshot = {item.memory.id: item.memory.content for item in self.items}
+        index = await asyncio.to_thread(_build_index, snapshot)
+        if self._index is None:
+            self._index, self._indexed = index, snapshot
+            self._update_index()  # what changed while it was built
+
     def scores(self, text: str) -> dict[str, float]:
         """Normalised lexical scores (the recall scorer) of the memories matching `text`."""
         if self._index is None:
@@ -159,6 +171,13 @@ class GroupView:
             if self._indexed.get(memory_id) != content:
                 self._index.add(memory_id, content)
         self._indexed = wanted
+
+
+def _build_index(contents: dict[str, str]) -> LexicalIndex:
+    index = LexicalIndex()
+    for memory_id, content in contents.items():
+        index.add(memory_id, content)
+    return index
 
 
 class Browser:
