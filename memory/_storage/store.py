@@ -43,6 +43,7 @@ class _Group:
     durable_doc_version: int = 0
     pending: list[dict[str, Any]] = field(default_factory=list)  # log entries not yet written
     erase_owners: set[str] = field(default_factory=set)  # members whose content the next write purges
+    erase_todos: set[str] = field(default_factory=set)  # todos whose content the next write purges
     waiters: list[tuple[int, asyncio.Future[None]]] = field(default_factory=list)
     flusher: asyncio.Task[None] | None = None
     io_lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # the flusher's writes vs. log readers
@@ -307,6 +308,8 @@ class UserMemoryStore(MemoryStore):
             updated, result = change(list(current))
             if updated == current:
                 return result
+            if label == changelog.ERASE:  # what the log holds of the todos this erasure removes goes too
+                group.erase_todos.update({t.id for t in current} - {t.id for t in updated})
             now = self._clock()
             entries = self._numbered(group, [
                 self._entry(now, actor, label, changelog.TODO, op, "group" if (new or old).is_group else "member",
@@ -572,6 +575,7 @@ class UserMemoryStore(MemoryStore):
         target, doc_target = group.version, group.doc_version
         entries, group.pending = group.pending, []
         erase_owners, group.erase_owners = group.erase_owners, set()
+        erase_todos, group.erase_todos = group.erase_todos, set()
         for hook in self._commit_hooks:
             await hook()
         # Serialize everything before the first write, so data that cannot be written fails the commit whole.
@@ -584,9 +588,10 @@ class UserMemoryStore(MemoryStore):
         lines = changelog.encode(entries)
         log_state = group.log
         start, end = log_state.end, log_state.end
-        if erase_owners or log_state.end + len(lines) > self._log_max_bytes:
+        if erase_owners or erase_todos or log_state.end + len(lines) > self._log_max_bytes:
             start, end = await asyncio.to_thread(
                 changelog.rewrite, log_state.path, log_state.end, lines, erase_owners=erase_owners,
+                erase_todos=erase_todos,
                 max_bytes=self._log_max_bytes, durable=self._durable,
             )
             log_state.end = start  # the rewritten file is committed up to the new entries
@@ -637,7 +642,7 @@ class UserMemoryStore(MemoryStore):
             group.doc = None
             group.log = None
             group.episodes = None
-            group.pending, group.erase_owners = [], set()
+            group.pending, group.erase_owners, group.erase_todos = [], set(), set()
             group.version = group.durable_version = group.doc_version = group.durable_doc_version = 0
             group.episode_version = group.durable_episode_version = 0
             for _, done in waiters:
