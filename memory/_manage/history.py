@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._admin import revert_change
 from .._errors import InvalidMemoryInput
 from .._models import GroupKey
 from .._storage import MemoryStore
@@ -12,11 +13,12 @@ from .._storage.changelog import is_change
 
 MAX_PAGE = 200
 DEFAULT_PAGE = 50
+REVERTED = "已撤销"  # how every revert `_admin.revert_change` carried out is reported; anything else is a refusal
 _FIELDS = ("id", "at", "actor", "kind", "op", "scope", "owner", "target", "txn", "old", "new", "erased", "reverts",
            "reason", "review_reason")
 
 
-def page_size(value: Any) -> int:
+def page_limit(value: Any) -> int:
     if value in (None, ""):
         return DEFAULT_PAGE
     try:
@@ -47,3 +49,15 @@ async def history_page(store: MemoryStore, key: GroupKey, *, limit: int, before:
     items = [{name: entry[name] for name in _FIELDS if name in entry} for entry in page]
     more = len(older) > limit
     return {"items": items, "next_before": page[-1]["id"] if more and page else None}
+
+
+async def revert_entry(store: MemoryStore, key: GroupKey, entry: Any, *, actor: str, core_importance: float) -> str:
+    """Revert change-log entry `entry` (with its transaction) through `_admin.revert_change`, the code
+    `/memory revert` uses; what it reports. A refusal (changed since, erased, a todo, unknown) raises
+    `InvalidMemoryInput` with its reason, nothing changed."""
+    if isinstance(entry, bool) or not isinstance(entry, int):
+        raise InvalidMemoryInput(f"entry_id 必须是变更编号（整数），收到 {entry!r}")
+    message = await revert_change(store, key, entry, actor=actor, core_importance=core_importance)
+    if not message.startswith(REVERTED):
+        raise InvalidMemoryInput(message)
+    return message
