@@ -198,3 +198,85 @@ async def test_an_edit_is_re_embedded_when_semantic_recall_is_on(make_plugin):
     assert embedder.calls == calls + 1  # the edited memory alone, through the store's listener
     # Found by meaning (付款 ~ 收款), which only its new vector can do.
     assert "负责公司的收款系统" in await system_prompt_for(plugin, make_event("付款出问题找谁", user="ou_a"))
+
+
+# --- through the routes, called as the dashboard calls them -------------------------------------------------------
+
+def known(plugin, *keys):
+    """Make the group index know these groups (the index follows the store; this does not wait for it)."""
+    from memory._manage.index import GroupEntry
+
+    for key in keys:
+        if plugin.group_index.find(key.platform, key.group_id) is None:
+            plugin.group_index._entries[key] = GroupEntry(key.platform, key.group_id, file="")
+
+
+async def routed_plugin(make_plugin):
+    plugin = make_plugin()
+    me = make_event("记住", user="ou_userA")
+    await call_tool(plugin, "lark_save_memory", me, memory_type="preference", content="喜欢喝咖啡")
+    await call_tool(plugin, "lark_save_memory", make_event("记住", group="oc_other"), memory_type="fact",
+                    content="另一个群的记忆")
+    known(plugin, G, OTHER)
+    [saved] = await plugin.store.memories(G, "ou_userA")
+    return plugin, saved
+
+
+async def test_edit_delete_and_revert_through_the_routes(make_plugin):
+    from dashboard_client import call, data
+
+    plugin, saved = await routed_plugin(make_plugin)
+    where = {"platform": "lark", "group_id": "oc_group1", "scope": "member", "owner": "ou_userA", "id": saved.id}
+    edited = await data(plugin, "memory/edit", body={**where, "content": "喜欢喝绿茶", "importance": 0.8})
+    assert (edited["content"], edited["importance"], edited["scope"]) == ("喜欢喝绿茶", 0.8, "member")
+    prompt = await system_prompt_for(plugin, make_event("今天喝什么"))
+    assert "喜欢喝绿茶" in prompt and "喜欢喝咖啡" not in prompt
+    newest = (await data(plugin, "history", query={"platform": "lark", "group_id": "oc_group1"}))["items"][0]
+    assert (newest["actor"], newest["op"], newest["new"]["content"]) == ("dashboard:admin", "update", "喜欢喝绿茶")
+
+    # Refused: bad content, an id of another group, an unknown group (nothing created for it).
+    [elsewhere] = await plugin.store.memories(OTHER, "ou_userA")
+    for body in ({**where, "content": ""}, {**where, "type": "secret"}, {**where, "id": elsewhere.id},
+                 {**where, "group_id": "oc_unknown", "content": "x"}):
+        status, payload = await call(plugin, "memory/edit", body=body)
+        assert payload["status"] == "error" and payload["message"], body
+    assert [m.content for m in await plugin.store.memories(G, "ou_userA")] == ["喜欢喝绿茶"]
+    assert not plugin.store.path_for(GroupKey("lark", "oc_unknown")).exists()
+
+    deleted = await data(plugin, "memory/delete", body={"platform": "lark", "group_id": "oc_group1", "items": [where]})
+    assert deleted == {"deleted": [saved.id]}
+    assert "喜欢喝绿茶" not in await system_prompt_for(plugin, make_event("今天喝什么"))
+    newest = (await data(plugin, "history", query={"platform": "lark", "group_id": "oc_group1", "limit": 1}))
+    reverted = await data(plugin, "history/revert",
+                          body={"platform": "lark", "group_id": "oc_group1", "entry_id": newest["items"][0]["id"]})
+    assert reverted["message"].startswith("已撤销")
+    assert "喜欢喝绿茶" in await system_prompt_for(plugin, make_event("今天喝什么"))
+    # Reverting the same entry again is refused: its target changed since.
+    status, payload = await call(plugin, "history/revert",
+                                 body={"platform": "lark", "group_id": "oc_group1", "entry_id": newest["items"][0]["id"]})
+    assert payload["status"] == "error" and "无法撤销" in payload["message"]
+
+
+async def test_move_and_erase_through_the_routes(make_plugin):
+    from dashboard_client import call, data
+
+    plugin, saved = await routed_plugin(make_plugin)
+    where = {"platform": "lark", "group_id": "oc_group1", "scope": "member", "owner": "ou_userA", "id": saved.id}
+    status, payload = await call(plugin, "memory/move", body=where)
+    assert payload["status"] == "error" and "确认" in payload["message"]
+    assert [m.id for m in await plugin.store.memories(G, "ou_userA")] == [saved.id]
+    moved = await data(plugin, "memory/move", body={**where, "confirm": True})
+    assert (moved["scope"], moved["owner"], moved["added_by"]) == ("group", "", "ou_userA")
+    group_ref = {"platform": "lark", "group_id": "oc_group1", "scope": "group", "owner": "", "id": saved.id}
+    status, payload = await call(plugin, "memory/move", body={**group_ref, "member": "ou_stranger"})
+    assert payload["status"] == "error"
+    back = await data(plugin, "memory/move", body={**group_ref, "member": "ou_userA"})
+    assert (back["scope"], back["owner"]) == ("member", "ou_userA")
+
+    body = {"platform": "lark", "user_id": "ou_userA"}
+    status, payload = await call(plugin, "person/erase", body=body)
+    assert payload["status"] == "error" and await plugin.store.memories(G, "ou_userA")
+    report = await data(plugin, "person/erase", body={**body, "confirm": True})
+    assert report["complete"] and report["memories"] == {"lark:oc_group1": 1, "lark:oc_other": 1}
+    assert await plugin.store.memories(G, "ou_userA") == [] and await plugin.store.memories(OTHER, "ou_userA") == []
+    assert "喜欢喝咖啡" not in await system_prompt_for(plugin, make_event("今天喝什么"))

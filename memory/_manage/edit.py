@@ -158,14 +158,16 @@ async def move_to_member(
     store: MemoryStore, ref: MemoryRef, member: Any, *, known_members: Collection[str], now: float, actor: str
 ) -> Memory:
     """Make a group memory one member's own. The member must be known in the group: someone with memories here,
-    or in `known_members` (the roster, the group index)."""
+    who added a group memory or has a todo here, or in `known_members` (the platform's roster)."""
     if ref.scope is not Scope.GROUP:
         raise InvalidMemoryInput("只有群公共记忆可以移给某位成员")
     if not isinstance(member, str) or not member.strip():
         raise InvalidMemoryInput("请指明要移给哪位成员（member）")
     member = member.strip()
     doc = await store.document(ref.key)
-    if member not in doc.users and member not in known_members:
+    seen = {*doc.users, *(m.added_by for m in doc.group_memories), *(t.creator for t in doc.todos),
+            *(t.assignee for t in doc.todos)}
+    if member not in seen and member not in known_members:
         raise InvalidMemoryInput(f"成员 {member!r} 不在本群的已知成员中")
 
     def move(lists: dict[Owner, list[Memory]]) -> tuple[dict[Owner, list[Memory]], Memory]:
