@@ -1,8 +1,6 @@
 """The dashboard's edits (memory/_manage/edit.py), history and revert: validation like the save tool, no side
 effects, every change in the group's one change log, and the next prompt carries the edit."""
 
-import json
-
 import pytest
 
 from conftest import make_event
@@ -162,6 +160,7 @@ async def test_history_lists_every_kind_newest_first_paged_by_entry_id(tmp_path)
     first = await history_page(store, G, limit=2, before=None)
     assert [e["kind"] for e in first["items"]] == ["todo", "memory"]
     assert first["items"][0]["new"]["content"] == "交周报"
+    assert [e["revertable"] for e in first["items"]] == [False, True]  # a todo change is changed with the todo tools
     second = await history_page(store, G, limit=2, before=first["next_before"])
     assert [e["id"] for e in second["items"]] == sorted((e["id"] for e in second["items"]), reverse=True)
     assert second["items"][0]["id"] < first["items"][-1]["id"]
@@ -252,8 +251,8 @@ async def test_edit_delete_and_revert_through_the_routes(make_plugin):
     assert reverted["message"].startswith("已撤销")
     assert "喜欢喝绿茶" in await system_prompt_for(plugin, make_event("今天喝什么"))
     # Reverting the same entry again is refused: its target changed since.
-    status, payload = await call(plugin, "history/revert",
-                                 body={"platform": "lark", "group_id": "oc_group1", "entry_id": newest["items"][0]["id"]})
+    again = {"platform": "lark", "group_id": "oc_group1", "entry_id": newest["items"][0]["id"]}
+    status, payload = await call(plugin, "history/revert", body=again)
     assert payload["status"] == "error" and "无法撤销" in payload["message"]
 
 

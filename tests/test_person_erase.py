@@ -1,9 +1,5 @@
 """An admin erases everything about one person across the platform's groups (memory/_manage/erase.py)."""
 
-import json
-
-import pytest
-
 from memory import GroupKey, Memory, MemberDirectory, Roster, StorageUnavailable, UserMemoryStore, revert_change
 from memory._aging.archive import archive_memories
 from memory._manage.erase import FORMER_MEMBER, erase_person
@@ -37,11 +33,12 @@ async def seeded(tmp_path):
     await store.change(A, GROUP_OWNER, lambda ms: ([memory("g1", "群规：周五开会", added_by="ou_p")], None),
                        actor="ou_p")
     await store.change(GLOBAL, "ou_p", lambda ms: ([memory("glob", "全局的秘密")], None), actor="ou_p")
-    await store.change(B, "ou_p", lambda ms: ([*ms, memory("p-arch", "归档的秘密", source="extraction")], None), actor="ou_p")
+    archived = memory("p-arch", "归档的秘密", source="extraction")
+    await store.change(B, "ou_p", lambda ms: ([*ms, archived], None), actor="ou_p")
     assert await archive_memories(store, B, [("ou_p", "p-arch")], reason="decay", actor="maintenance") == 1
-    await store.change_todos(A, lambda ts: ([todo("t1", "P 的待办", "ou_p", "ou_p"), todo("t2", "Q 给 P 的待办", "ou_q", "ou_p"),
-                                             todo("t3", "P 建的群待办", "ou_p", None), todo("t4", "Q 的待办", "ou_q", "ou_q")], None),
-                             actor="ou_p")
+    todos = [todo("t1", "P 的待办", "ou_p", "ou_p"), todo("t2", "Q 给 P 的待办", "ou_q", "ou_p"),
+             todo("t3", "P 建的群待办", "ou_p", None), todo("t4", "Q 的待办", "ou_q", "ou_q")]
+    await store.change_todos(A, lambda ts: (todos, None), actor="ou_p")
     return store
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from .._errors import StorageUnavailable
 from .._models import GroupDocument, GroupKey, Memory
@@ -50,7 +51,7 @@ def _is_theirs(todo: Todo, user_id: str) -> bool:
     return todo.creator == user_id or todo.assignee == user_id
 
 
-def _log_holds(entries: Iterable[dict], user_id: str) -> bool:
+def _log_holds(entries: Iterable[dict[str, Any]], user_id: str) -> bool:
     """Whether the log still holds content of the person's memories or todos (deleted earlier)."""
     return any(
         not e.get("erased") and (

@@ -8,7 +8,7 @@ from typing import Any
 from .._admin import revert_change
 from .._errors import InvalidMemoryInput
 from .._models import GroupKey
-from .._storage import MemoryStore
+from .._storage import EPISODE, ERASE, MEMORY, MemoryStore
 from .._storage.changelog import is_change
 
 MAX_PAGE = 200
@@ -46,9 +46,18 @@ async def history_page(store: MemoryStore, key: GroupKey, *, limit: int, before:
     ]
     older = [e for e in changes if before is None or e["id"] < before]
     page = older[-limit:][::-1]
-    items = [{name: entry[name] for name in _FIELDS if name in entry} for entry in page]
+    items = [{**{name: entry[name] for name in _FIELDS if name in entry}, "revertable": _revertable(entry)}
+             for entry in page]
     more = len(older) > limit
     return {"items": items, "next_before": page[-1]["id"] if more and page else None}
+
+
+def _revertable(entry: dict[str, Any]) -> bool:
+    """Whether `revert_entry` may undo it (it still refuses when the target changed since): memory and episode
+    changes whose content was not erased; not a todo change, not the final purge of an archived memory."""
+    return (
+        entry.get("kind") in (MEMORY, EPISODE) and not entry.get("erased") and entry.get("op") not in (ERASE, "purge")
+    )
 
 
 async def revert_entry(store: MemoryStore, key: GroupKey, entry: Any, *, actor: str, core_importance: float) -> str:

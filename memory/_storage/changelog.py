@@ -251,9 +251,9 @@ def rewrite(
     path: Path, end: int, data: bytes, *, erase_owners: set[str], max_bytes: int, durable: bool,
     erase_todos: set[str] | frozenset[str] = frozenset(),
 ) -> tuple[int, int]:
-    """Rewrite the log in one atomic replace: purge erased members' content (and that of the erased todos), trim the oldest entries when the log
-    would pass `max_bytes` (down to TRIM_TO_FRACTION of it, their call totals carried in the head line), then
-    `data` at the end. Returns (where `data` starts, the new end)."""
+    """Rewrite the log in one atomic replace: purge the content of erased members' memories and of erased todos,
+    trim the oldest entries when the log would pass `max_bytes` (down to TRIM_TO_FRACTION of it, their call totals
+    carried in the head line), then `data` at the end. Returns (where `data` starts, the new end)."""
     # Only lines that can matter are parsed (this runs in a thread, but parsing holds the GIL the loop needs).
     needles = [json.dumps(o, ensure_ascii=False).encode("utf-8") for o in (*erase_owners, *erase_todos)]
     carried = CallTotals()
