@@ -38,7 +38,8 @@ async def seeded(tmp_path):
     assert await archive_memories(store, B, [("ou_p", "p-arch")], reason="decay", actor="maintenance") == 1
     todos = [todo("t1", "P 的待办", "ou_p", "ou_p"), todo("t2", "Q 给 P 的待办", "ou_q", "ou_p"),
              todo("t3", "P 建的群待办", "ou_p", None), todo("t4", "Q 的待办", "ou_q", "ou_q")]
-    await store.change_todos(A, lambda ts: (todos, None), actor="ou_p")
+    await store.change_todos(A, lambda ts: ([*todos, todo("t0", "P 早已删掉的待办", "ou_p", "ou_p")], None), actor="ou_p")
+    await store.change_todos(A, lambda ts: (todos, None), actor="ou_p")  # t0 is gone; the log still holds it
     return store
 
 
@@ -53,6 +54,7 @@ async def check_erased(store):
         assert not [a for a in await store.archived(key) if a.owner == "ou_p"]
         text = log_text(store, key)
         assert "秘密" not in text and "P 的待办" not in text and "Q 给 P" not in text and "P 建的" not in text
+        assert "P 早已删掉" not in text
     assert await store.memories(GLOBAL, "ou_p") == []
     assert "秘密" not in log_text(store, GLOBAL)
     assert [t.id for t in await store.todos(A)] == ["t4"]

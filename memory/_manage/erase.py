@@ -51,16 +51,21 @@ def _is_theirs(todo: Todo, user_id: str) -> bool:
     return todo.creator == user_id or todo.assignee == user_id
 
 
-def _log_holds(entries: Iterable[dict[str, Any]], user_id: str) -> bool:
-    """Whether the log still holds content of the person's memories or todos (deleted earlier)."""
-    return any(
-        not e.get("erased") and (
-            (e.get("kind") == MEMORY and e.get("owner") == user_id and e.get("scope") != "group")
-            or (e.get("kind") == TODO and any(
-                isinstance(v, dict) and user_id in (v.get("creator"), v.get("assignee"))
-                for v in (e.get("old"), e.get("new"))
-            ))
+def _logged_todos(entries: Iterable[dict[str, Any]], user_id: str) -> set[str]:
+    """The todos of the person (created or assigned) whose content the log still holds."""
+    return {
+        str(e.get("target")) for e in entries
+        if e.get("kind") == TODO and not e.get("erased") and any(
+            isinstance(v, dict) and user_id in (v.get("creator"), v.get("assignee"))
+            for v in (e.get("old"), e.get("new"))
         )
+    }
+
+
+def _logs_memories(entries: Iterable[dict[str, Any]], user_id: str) -> bool:
+    """Whether the log still holds content of the person's own memories (deleted earlier)."""
+    return any(
+        e.get("kind") == MEMORY and not e.get("erased") and e.get("owner") == user_id and e.get("scope") != "group"
         for e in entries
     )
 
@@ -84,7 +89,9 @@ async def _erase_in(store: MemoryStore, key: GroupKey, user_id: str, actor: str,
     was_loaded = store.peek(key, GROUP_OWNER) is not None
     doc = await store.document(key)
     todos = await store.todos(key)
-    if not _concerns(doc, todos, user_id) and not _log_holds(await store.log_entries(key), user_id):
+    entries = await store.log_entries(key)
+    logged_todos = _logged_todos(entries, user_id)
+    if not _concerns(doc, todos, user_id) and not logged_todos and not _logs_memories(entries, user_id):
         if not was_loaded:
             store.unload(key)  # a group the person was never in is not kept in memory for this
         return
@@ -107,7 +114,7 @@ async def _erase_in(store: MemoryStore, key: GroupKey, user_id: str, actor: str,
         kept = [t for t in current if not _is_theirs(t, user_id)]
         return kept, len(current) - len(kept)
 
-    dropped = await store.change_todos(key, drop, actor=actor, label=ERASE)
+    dropped = await store.change_todos(key, drop, actor=actor, label=ERASE, erased=logged_todos)
     if gone:
         report.memories[str(key)] = gone
     if dropped:

@@ -7,7 +7,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -297,32 +297,35 @@ class UserMemoryStore(MemoryStore):
 
     async def change_todos(
         self, key: GroupKey, change: TodoChange[R], *, actor: str, label: Label = None,
-        extra: dict[str, Any] | None = None,
+        extra: dict[str, Any] | None = None, erased: Collection[str] = (),
     ) -> R:
         """Apply `change` to the document's todos and return its result once it (and its log entries, kind
-        "todo") is on disk, in the same group commit as memory changes."""
+        "todo") is on disk, in the same group commit as memory changes. With `label="erase"` what the log holds of
+        the todos it removes, and of the todos named in `erased` (gone earlier), loses its content."""
         group = self._group(key)
         async with group.lock:
             doc = await self._load(group)
             current = list(doc.todos)
             updated, result = change(list(current))
-            if updated == current:
+            erasing = label == changelog.ERASE
+            if updated == current and not (erasing and erased):
                 return result
-            if label == changelog.ERASE:  # what the log holds of the todos this erasure removes goes too
-                group.erase_todos.update({t.id for t in current} - {t.id for t in updated})
-            now = self._clock()
-            entries = self._numbered(group, [
-                self._entry(now, actor, label, changelog.TODO, op, "group" if (new or old).is_group else "member",
-                            (new or old).assignee, old, new, extra or {})
-                for op, old, new in _diff(current, updated)
-            ])
-            doc.todos = updated
-            doc.updated_at = now
-            doc.change_log_id = entries[-1]["id"]
-            group.pending.extend(entries)
-            for listener in self._todo_listeners:
-                listener(key, updated)
-            group.doc_version += 1
+            if erasing:
+                group.erase_todos.update({t.id for t in current} - {t.id for t in updated}, erased)
+            if updated != current:
+                now = self._clock()
+                entries = self._numbered(group, [
+                    self._entry(now, actor, label, changelog.TODO, op, "group" if (new or old).is_group else "member",
+                                (new or old).assignee, old, new, extra or {})
+                    for op, old, new in _diff(current, updated)
+                ])
+                doc.todos = updated
+                doc.updated_at = now
+                doc.change_log_id = entries[-1]["id"]
+                group.pending.extend(entries)
+                for listener in self._todo_listeners:
+                    listener(key, updated)
+                group.doc_version += 1
             done = self._enqueue(group)
         await asyncio.shield(done)
         return result
