@@ -18,8 +18,13 @@ from astrbot.api import logger
 from astrbot.api.web import error_response, json_response, request
 from starlette.responses import Response
 
-from .memory import GroupKey, InvalidMemoryInput, MemoryPluginError
+from .memory import GroupKey, InvalidMemoryInput, Memory, MemoryPluginError, Scope
 from .memory._manage import GroupView, Query, memory_json
+from .memory._manage.edit import (
+    MAX_DELETE, MemoryRef, delete_memories, edit_memory, memory_ref, move_to_group, move_to_member,
+)
+from .memory._manage.erase import erase_person
+from .memory._manage.history import before_id, history_page, page_limit, revert_entry
 
 if TYPE_CHECKING:
     from .main import UserMemoryPlugin
@@ -34,8 +39,8 @@ NOT_RUNNING = "记忆插件未在运行（已停用或正在重载），请稍�
 MEMORY_OFF = "记忆功能已被管理员关闭（enable_user_memory）。"
 INTERNAL_ERROR = "服务器内部错误，没有做任何更改。"
 UNKNOWN_GROUP = "没有这个群的记忆：{platform} / {group_id}"
-UNKNOWN_MEMBER = "这个群里没有这个成员的记录：{user_id}"
 UNKNOWN_PLATFORM = "没有这个平台的记忆：{platform}"
+UNKNOWN_MEMBER = "这个群里没有这个成员的记录：{user_id}"
 RECENT_EPISODES = 10
 
 Handler = Callable[["Call"], Awaitable[Any]]
@@ -230,3 +235,112 @@ async def search_memories(call: Call) -> dict[str, Any]:
         for item, score in page_items
     ]
     return {"total": total, "page": query.page, "page_size": query.page_size, "items": items}
+
+
+# ------------------------------------------------------------------------------- edit, history, erasure (EDIT)
+async def _document(call: Call) -> GroupKey:
+    """The document a memory request names: a group the index knows, or (group_id "") the platform's global
+    memories; unknown ones are an error and nothing is created."""
+    platform = call.platform()
+    group_id = call.text("group_id")
+    key = call.plugin.group_index.find(platform, group_id)
+    if key is None:
+        raise InvalidMemoryInput(UNKNOWN_GROUP.format(platform=platform, group_id=group_id))
+    return key
+
+
+def _ref(key: GroupKey, item: Any) -> MemoryRef:
+    if not isinstance(item, Mapping):
+        raise InvalidMemoryInput("每条记忆须以 {scope, owner, id} 指明")
+    scope = item.get("scope")
+    if key.is_global and scope != "global":
+        raise InvalidMemoryInput("全局记忆的 scope 是 global")
+    if not key.is_global and scope == "global":
+        key = GroupKey.global_for(key.platform)  # a global memory shown beside a group: its own document
+    return memory_ref(key, scope, item.get("owner"), item.get("id"))
+
+
+def _edited_json(call: Call, ref: MemoryRef, memory: Memory) -> dict[str, Any]:
+    """The memory as changed, where it now lives."""
+    owner_name = call.plugin.members.name(ref.key, ref.owner) if ref.owner else None
+    return {"platform": ref.document.platform, "group_id": ref.document.group_id, "scope": ref.scope.value,
+            "owner": ref.owner or "", "owner_name": owner_name, **memory.model_dump(mode="json")}
+
+
+def _confirmed(call: Call) -> bool:
+    return call.params.get("confirm") is True
+
+
+@route("memory/edit", "POST", "记忆管理：修改一条记忆的内容、类型或重要度（校验同保存工具）")
+async def edit_route(call: Call) -> dict[str, Any]:
+    plugin = call.plugin
+    ref = _ref(await _document(call), call.params)
+    memory = await edit_memory(
+        plugin.store, ref, content=call.params.get("content"), memory_type=call.params.get("type"),
+        importance=call.params.get("importance"), max_length=plugin.settings.memory_max_content_length,
+        now=time.time(), actor=call.actor,
+    )
+    return _edited_json(call, ref, memory)
+
+
+@route("memory/delete", "POST", "记忆管理：删除一条或多条记忆（可在历史中撤销）")
+async def delete_route(call: Call) -> dict[str, Any]:
+    key = await _document(call)
+    items = call.params.get("items")
+    if not isinstance(items, list):
+        raise InvalidMemoryInput("items 必须是要删除的记忆列表 [{scope, owner, id}, …]")
+    if len(items) > MAX_DELETE:
+        raise InvalidMemoryInput(f"一次最多删除 {MAX_DELETE} 条记忆")
+    deleted = await delete_memories(call.plugin.store, [_ref(key, item) for item in items], actor=call.actor)
+    return {"deleted": [m.id for m in deleted]}
+
+
+@route("memory/move", "POST", "记忆管理：个人记忆移为群公共记忆（需确认），或群公共记忆移给一位成员")
+async def move_route(call: Call) -> dict[str, Any]:
+    plugin = call.plugin
+    ref = _ref(await _document(call), call.params)
+    now = time.time()
+    if ref.scope is Scope.GROUP:
+        roster = plugin.members.roster(ref.key)
+        memory = await move_to_member(plugin.store, ref, call.params.get("member"),
+                                      known_members=roster.names if roster else (), now=now, actor=call.actor)
+        moved = MemoryRef(ref.key, Scope.MEMBER, str(call.params.get("member")).strip(), ref.id)
+    else:
+        memory = await move_to_group(plugin.store, ref, confirm=_confirmed(call), now=now, actor=call.actor)
+        moved = MemoryRef(ref.key, Scope.GROUP, None, ref.id)
+    return _edited_json(call, moved, memory)
+
+
+@route("history", "GET", "记忆管理：一个群的变更记录（记忆、待办、情境记忆、归档；按编号翻页）")
+async def history_route(call: Call) -> dict[str, Any]:
+    key = await _document(call)
+    page = await history_page(call.plugin.store, key, limit=page_limit(call.params.get("limit")),
+                              before=before_id(call.params.get("before")))
+    for item in page["items"]:
+        owner = item.get("owner")
+        item["owner_name"] = call.plugin.members.name(key, owner) if isinstance(owner, str) else None
+    return page
+
+
+@route("history/revert", "POST", "记忆管理：按编号撤销一条变更（与 /memory revert 相同；此后已变化则拒绝）")
+async def revert_route(call: Call) -> dict[str, Any]:
+    key = await _document(call)
+    message = await revert_entry(call.plugin.store, key, call.params.get("entry_id"), actor=call.actor,
+                                 core_importance=call.plugin.settings.memory_core_importance)
+    return {"message": message}
+
+
+@route("person/erase", "POST", "记忆管理：删除某人在该平台所有群的全部数据（不可撤销，需确认）")
+async def erase_route(call: Call) -> dict[str, Any]:
+    plugin = call.plugin
+    platform = call.platform()
+    user_id = call.text("user_id", required=True)
+    if not _confirmed(call):
+        raise InvalidMemoryInput("这会删除此人在该平台所有群的记忆、归档和待办，且无法撤销：请确认（confirm）后再执行")
+    groups = [entry.key for entry in plugin.group_index.groups(platform)]
+    if not groups:
+        raise InvalidMemoryInput(UNKNOWN_PLATFORM.format(platform=platform))
+    report = await erase_person(plugin.store, platform, user_id, groups, actor=call.actor)
+    plugin.members.forget(user_id)
+    return {"complete": report.complete, "memories": report.memories, "todos": report.todos,
+            "reattributed": report.reattributed, "failed": report.failed}

@@ -62,6 +62,14 @@ class MemberDirectory:
         roster = self._rosters.get(key)
         return roster.names.get(user_id) if roster else None
 
+    def forget(self, user_id: str) -> None:
+        """Drop a member's cached name from every roster (an erasure of everything about them); the next fetch
+        may bring it back only if the platform still lists them."""
+        for key, roster in self._rosters.items():
+            if user_id in roster.names:
+                names = {uid: name for uid, name in roster.names.items() if uid != user_id}
+                self._rosters[key] = Roster(names, roster.owner, roster.admins, roster.fetched_at)
+
     def is_group_admin(self, key: GroupKey, user_id: str) -> bool:
         """The platform's group owner or one of its group admins, as last fetched."""
         roster = self._rosters.get(key)

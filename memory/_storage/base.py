@@ -4,7 +4,7 @@ per group, `store.py`). Only what callers use is here; how a store finds its dat
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Any, TypeVar
 
 from .._models import ArchivedMemory, GroupDocument, GroupKey, Memory
@@ -125,10 +125,11 @@ class MemoryStore(ABC):
     @abstractmethod
     async def change_todos(
         self, key: GroupKey, change: TodoChange[R], *, actor: str, label: Label = None,
-        extra: dict[str, Any] | None = None,
+        extra: dict[str, Any] | None = None, erased: Collection[str] = (),
     ) -> R:
         """Apply `change` to the document's todos and return its result once it is durable; one log entry of kind
-        "todo" per todo added, changed or deleted."""
+        "todo" per todo added, changed or deleted. With `label="erase"` the log loses the content of the todos it
+        removes and of those named in `erased`."""
 
     @abstractmethod
     def peek_episodes(self, key: GroupKey) -> Sequence[Episode] | None:

@@ -248,20 +248,23 @@ def truncate(path: Path, end: int) -> None:
 
 
 def rewrite(
-    path: Path, end: int, data: bytes, *, erase_owners: set[str], max_bytes: int, durable: bool
+    path: Path, end: int, data: bytes, *, erase_owners: set[str], max_bytes: int, durable: bool,
+    erase_todos: set[str] | frozenset[str] = frozenset(),
 ) -> tuple[int, int]:
-    """Rewrite the log in one atomic replace: purge erased members' content, trim the oldest entries when the log
-    would pass `max_bytes` (down to TRIM_TO_FRACTION of it, their call totals carried in the head line), then
-    `data` at the end. Returns (where `data` starts, the new end)."""
+    """Rewrite the log in one atomic replace: purge the content of erased members' memories and of erased todos,
+    trim the oldest entries when the log would pass `max_bytes` (down to TRIM_TO_FRACTION of it, their call totals
+    carried in the head line), then `data` at the end. Returns (where `data` starts, the new end)."""
     # Only lines that can matter are parsed (this runs in a thread, but parsing holds the GIL the loop needs).
-    needles = [json.dumps(o, ensure_ascii=False).encode("utf-8") for o in erase_owners]
+    needles = [json.dumps(o, ensure_ascii=False).encode("utf-8") for o in (*erase_owners, *erase_todos)]
     carried = CallTotals()
     kept: list[bytes] = []
     for line in _raw_lines(path, end):
         if b'"carried"' in line and (entry := _parse(line)) is not None and entry.get("kind") == CARRIED:
             carried.add(entry)
             continue
-        if needles and any(n in line for n in needles) and (entry := _to_erase(line, erase_owners)) is not None:
+        if needles and any(n in line for n in needles) and (
+            entry := _to_erase(line, erase_owners, erase_todos)
+        ) is not None:
             line = json.dumps(erased(entry), ensure_ascii=False).encode("utf-8")
         kept.append(line + b"\n")
     total = sum(map(len, kept)) + len(data)
@@ -281,10 +284,17 @@ def rewrite(
     return len(body), len(body) + len(data)
 
 
-def _to_erase(line: bytes, erase_owners: set[str]) -> dict[str, Any] | None:
-    """The entry on `line` when it is a not yet erased change to a member's own memory of one of `erase_owners`."""
+def _to_erase(
+    line: bytes, erase_owners: set[str], erase_todos: set[str] | frozenset[str]
+) -> dict[str, Any] | None:
+    """The entry on `line` when it is a not yet erased change to a member's own memory of one of `erase_owners`,
+    or to one of `erase_todos`."""
     entry = _parse(line)
-    if entry is None or entry.get("kind") != MEMORY or entry.get("erased"):
+    if entry is None or entry.get("erased"):
+        return None
+    if entry.get("kind") == TODO:
+        return entry if entry.get("target") in erase_todos else None
+    if entry.get("kind") != MEMORY:
         return None
     return entry if entry.get("owner") in erase_owners and entry.get("scope") != "group" else None
 

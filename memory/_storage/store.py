@@ -7,7 +7,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,6 +43,7 @@ class _Group:
     durable_doc_version: int = 0
     pending: list[dict[str, Any]] = field(default_factory=list)  # log entries not yet written
     erase_owners: set[str] = field(default_factory=set)  # members whose content the next write purges
+    erase_todos: set[str] = field(default_factory=set)  # todos whose content the next write purges
     waiters: list[tuple[int, asyncio.Future[None]]] = field(default_factory=list)
     flusher: asyncio.Task[None] | None = None
     io_lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # the flusher's writes vs. log readers
@@ -305,30 +306,35 @@ class UserMemoryStore(MemoryStore):
 
     async def change_todos(
         self, key: GroupKey, change: TodoChange[R], *, actor: str, label: Label = None,
-        extra: dict[str, Any] | None = None,
+        extra: dict[str, Any] | None = None, erased: Collection[str] = (),
     ) -> R:
         """Apply `change` to the document's todos and return its result once it (and its log entries, kind
-        "todo") is on disk, in the same group commit as memory changes."""
+        "todo") is on disk, in the same group commit as memory changes. With `label="erase"` what the log holds of
+        the todos it removes, and of the todos named in `erased` (gone earlier), loses its content."""
         group = self._group(key)
         async with group.lock:
             doc = await self._load(group)
             current = list(doc.todos)
             updated, result = change(list(current))
-            if updated == current:
+            erasing = label == changelog.ERASE
+            if updated == current and not (erasing and erased):
                 return result
-            now = self._clock()
-            entries = self._numbered(group, [
-                self._entry(now, actor, label, changelog.TODO, op, "group" if (new or old).is_group else "member",
-                            (new or old).assignee, old, new, extra or {})
-                for op, old, new in _diff(current, updated)
-            ])
-            doc.todos = updated
-            doc.updated_at = now
-            doc.change_log_id = entries[-1]["id"]
-            group.pending.extend(entries)
-            for listener in self._todo_listeners:
-                listener(key, updated)
-            group.doc_version += 1
+            if erasing:
+                group.erase_todos.update({t.id for t in current} - {t.id for t in updated}, erased)
+            if updated != current:
+                now = self._clock()
+                entries = self._numbered(group, [
+                    self._entry(now, actor, label, changelog.TODO, op, "group" if (new or old).is_group else "member",
+                                (new or old).assignee, old, new, extra or {})
+                    for op, old, new in _diff(current, updated)
+                ])
+                doc.todos = updated
+                doc.updated_at = now
+                doc.change_log_id = entries[-1]["id"]
+                group.pending.extend(entries)
+                for listener in self._todo_listeners:
+                    listener(key, updated)
+                group.doc_version += 1
             done = self._enqueue(group)
         await asyncio.shield(done)
         return result
@@ -581,6 +587,7 @@ class UserMemoryStore(MemoryStore):
         target, doc_target = group.version, group.doc_version
         entries, group.pending = group.pending, []
         erase_owners, group.erase_owners = group.erase_owners, set()
+        erase_todos, group.erase_todos = group.erase_todos, set()
         for hook in self._commit_hooks:
             await hook()
         # Serialize everything before the first write, so data that cannot be written fails the commit whole.
@@ -593,9 +600,10 @@ class UserMemoryStore(MemoryStore):
         lines = changelog.encode(entries)
         log_state = group.log
         start, end = log_state.end, log_state.end
-        if erase_owners or log_state.end + len(lines) > self._log_max_bytes:
+        if erase_owners or erase_todos or log_state.end + len(lines) > self._log_max_bytes:
             start, end = await asyncio.to_thread(
                 changelog.rewrite, log_state.path, log_state.end, lines, erase_owners=erase_owners,
+                erase_todos=erase_todos,
                 max_bytes=self._log_max_bytes, durable=self._durable,
             )
             log_state.end = start  # the rewritten file is committed up to the new entries
@@ -649,7 +657,7 @@ class UserMemoryStore(MemoryStore):
             group.doc = None
             group.log = None
             group.episodes = None
-            group.pending, group.erase_owners = [], set()
+            group.pending, group.erase_owners, group.erase_todos = [], set(), set()
             group.version = group.durable_version = group.doc_version = group.durable_doc_version = 0
             group.episode_version = group.durable_episode_version = 0
             for _, done in waiters:
