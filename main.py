@@ -30,6 +30,8 @@ from .memory import (
     GroupIndex,
     GroupKey,
     Health,
+    InjectionTrace,
+    explain_injection,
     MaintenanceScheduler,
     MemberDirectory,
     MemberKey,
@@ -371,38 +373,67 @@ class UserMemoryPlugin(Star):
         caller = self._caller_in_group(event, member)
         speaker = self._speaker_name(event, member)
         try:
-            message, now = event.message_str or req.prompt or "", time.time()
-            todo_lines, todo_chars, episode_lines, episode_chars = NO_TODO_LINES, 0, NO_TODO_LINES, 0
-            if self.reminders is not None:
-                todos = self.store.peek_todos(member.group)
-                if todos is None:
-                    todos = await self.store.todos(member.group)
-                todo_lines, todo_chars = self.todo_section.lines(member.group, todos, member.user_id, now,
-                                                                 self.todo_policy, self._todo_inject_limit)
-            if self._episode_inject_limit:
-                episodes = self.store.peek_episodes(member.group)
-                if episodes is None:
-                    episodes = await self.store.episodes(member.group)
-                if episodes:
-                    episode_lines, episode_chars = self.episode_section.lines(
-                        member.group, episodes, message, now, self.todo_policy.zone,
-                        min(self._episode_inject_limit, self.settings.memory_inject_limit - len(todo_lines)),
-                        self.settings.memory_inject_char_budget - todo_chars,
-                    )
-            settings = self._budget_left(len(todo_lines) + len(episode_lines), todo_chars + episode_chars)
-            block, injected = await self.recall.injection(self.store, caller, settings, speaker, message)
-            if injected and self.replies is not None:
-                event.set_extra(INJECTED_MEMORIES, injected)
-            if episode_lines:
-                block = self.episode_section.block(member.group, member.user_id, block, episode_lines, speaker)
-            if self.reminders is not None and self.settings.memory_inject_limit:
-                block = self.todo_section.block(member.group, member.user_id, block, todo_lines, self._now_line(now),
-                                                speaker)
+            block, injected = await self.build_injection(caller, speaker, event.message_str or req.prompt or "",
+                                                         time.time())
         except MemoryPluginError as exc:
             logger.warning(f"[{PLUGIN_NAME}] memories of {member.group} not injected: {exc}")
             return
+        if injected and self.replies is not None:
+            event.set_extra(INJECTED_MEMORIES, injected)
         if block:
             req.system_prompt = f"{req.system_prompt}\n\n{block}" if req.system_prompt else block
+
+    async def build_injection(
+        self, caller: Caller, speaker: str, message: str, now: float, *, dry_run: bool = False,
+        trace: InjectionTrace | None = None,
+    ) -> tuple[str, tuple[str, ...]]:
+        """The block `inject_memories` adds to the system prompt for `caller` and `message`, and the ids of the
+        memories in it. The one code path of the reply and of the dashboard's recall tester: with `dry_run` it
+        goes through caches of its own (no cache, statistic or reply record of the plugin changes; the embedding
+        provider may be called) and fills `trace` with why each item is there."""
+        member = caller.member
+        recall, todo_section, episode_section = self.recall, self.todo_section, self.episode_section
+        if dry_run:
+            recall, todo_section, episode_section = self.recall.uncached(), TodoSection(), EpisodeSection(
+                self.settings)
+        todo_lines, todo_chars, episode_lines, episode_chars = NO_TODO_LINES, 0, NO_TODO_LINES, 0
+        if self.reminders is not None:
+            todos = self.store.peek_todos(member.group)
+            if todos is None:
+                todos = await self.store.todos(member.group)
+            todo_lines, todo_chars = todo_section.lines(member.group, todos, member.user_id, now,
+                                                        self.todo_policy, self._todo_inject_limit)
+        if self._episode_inject_limit:
+            episodes = self.store.peek_episodes(member.group)
+            if episodes is None:
+                episodes = await self.store.episodes(member.group)
+            if episodes:
+                episode_lines, episode_chars = episode_section.lines(
+                    member.group, episodes, message, now, self.todo_policy.zone,
+                    min(self._episode_inject_limit, self.settings.memory_inject_limit - len(todo_lines)),
+                    self.settings.memory_inject_char_budget - todo_chars,
+                )
+        settings = self._budget_left(len(todo_lines) + len(episode_lines), todo_chars + episode_chars,
+                                     remember=not dry_run)
+        block, injected = await recall.injection(self.store, caller, settings, speaker, message,
+                                                 trace.recall if trace is not None else None)
+        if episode_lines:
+            block = episode_section.block(member.group, member.user_id, block, episode_lines, speaker)
+        if self.reminders is not None and self.settings.memory_inject_limit:
+            now_line = now_text(int(now // 60) * 60.0, self.todo_policy.zone) if dry_run else self._now_line(now)
+            block = todo_section.block(member.group, member.user_id, block, todo_lines, now_line, speaker)
+        if trace is not None:
+            trace.todo_lines, trace.episode_lines, trace.settings = list(todo_lines), list(episode_lines), settings
+        return block, injected
+
+    async def test_recall(self, member: MemberKey, message: str, speaker: str = "") -> dict[str, Any]:
+        """The dashboard's recall tester: `build_injection` run dry for `member` (rights and name as the member
+        list last cached them) and `message`, explained item by item (`memory/_manage/tester.py`)."""
+        trace = InjectionTrace()
+        caller = _shared_caller(member, False, self.members.is_group_admin(member.group, member.user_id))
+        speaker = speaker or self.members.name(member.group, member.user_id) or member.user_id
+        block, _ = await self.build_injection(caller, speaker, message, time.time(), dry_run=True, trace=trace)
+        return explain_injection(block, trace)
 
     @filter.on_llm_response()
     async def note_reply(self, event: AstrMessageEvent, resp: LLMResponse | None) -> None:
@@ -418,20 +449,22 @@ class UserMemoryPlugin(Star):
             self.replies.record(member.group, member.user_id, self._speaker_name(event, member), injected,
                                 resp.completion_text or "")
 
-    def _budget_left(self, lines: int, chars: int) -> Settings:
+    def _budget_left(self, lines: int, chars: int, *, remember: bool = True) -> Settings:
         """The settings left for memories: todos and episodes take their slots and characters out of the one
-        budget (`todo_inject_limit` and `episode_inject_limit` at most)."""
+        budget (`todo_inject_limit` and `episode_inject_limit` at most); kept per size when `remember`."""
         if not lines:
             return self.settings
         left = self._settings_left.get((lines, chars))
         if left is None:
-            if len(self._settings_left) >= MAX_BUDGET_VARIANTS:  # each size of todo and episode text is one key
-                self._settings_left.clear()
-            left = self._settings_left[(lines, chars)] = dataclasses.replace(
+            left = dataclasses.replace(
                 self.settings,
                 memory_inject_limit=max(0, self.settings.memory_inject_limit - lines),
                 memory_inject_char_budget=max(1, self.settings.memory_inject_char_budget - chars),
             )
+            if remember:
+                if len(self._settings_left) >= MAX_BUDGET_VARIANTS:  # each size of todo and episode text is a key
+                    self._settings_left.clear()
+                self._settings_left[(lines, chars)] = left
         return left
 
     def _now_line(self, now: float) -> str:
