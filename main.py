@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import dataclasses
 import functools
 import operator
@@ -30,6 +32,8 @@ from .memory import (
     GroupIndex,
     GroupKey,
     Health,
+    INJECTION_COUNTS_FILE,
+    InjectionCounts,
     InjectionTrace,
     explain_injection,
     MaintenanceScheduler,
@@ -91,6 +95,7 @@ READ_FAILED = "暂时无法读取记忆，请稍后再试。"
 INJECTED_MEMORIES = "astrbot_plugin_user_memory:injected"
 MAX_BUDGET_VARIANTS = 1024
 MAINTENANCE_STATE_FILE = "maintenance_state.json"
+INJECTION_COUNTS_SAVE_SECONDS = 60.0
 
 
 def group_origin(platform_id: str, adapter: str, group_id: str) -> Origin:
@@ -151,6 +156,9 @@ class UserMemoryPlugin(Star):
         # the settings left for memories once todos and episodes took (slots, characters) of the one budget
         self._settings_left: dict[tuple[int, int], Settings] = {}
         self._now_line_cache: tuple[int, str] = (-1, "")
+        # how often each memory was injected (the dashboard's statistics), saved off the reply path
+        self.injection_counts = InjectionCounts()
+        self._injection_counts_saver: asyncio.Task[None] | None = None
         self.reminders: ReminderScheduler | None = None
         if self.settings.enable_user_memory and self.settings.enable_todos:
             self.reminders = ReminderScheduler(
@@ -203,6 +211,24 @@ class UserMemoryPlugin(Star):
         if self.maintenance is not None:
             self.maintenance.start()  # its first group waits a while: loading and the first replies come first
         await self._attach_configured_embeddings()
+        if self.settings.enable_user_memory:
+            await asyncio.to_thread(self.injection_counts.load, self._injection_counts_path)
+            self._injection_counts_saver = asyncio.create_task(self._save_injection_counts_every_minute())
+
+    @property
+    def _injection_counts_path(self) -> Path:
+        return self.data_dir / INJECTION_COUNTS_FILE
+
+    async def _save_injection_counts_every_minute(self) -> None:
+        while True:
+            await asyncio.sleep(INJECTION_COUNTS_SAVE_SECONDS)
+            await self._save_injection_counts()
+
+    async def _save_injection_counts(self) -> None:
+        try:
+            await asyncio.to_thread(self.injection_counts.save, self._injection_counts_path)
+        except OSError as exc:  # statistics only: the next save tries again
+            logger.warning(f"[{PLUGIN_NAME}] injection counts not saved: {exc}")
 
     async def _attach_configured_embeddings(self) -> None:
         provider_id = self.settings.embedding_provider_id
@@ -255,6 +281,11 @@ class UserMemoryPlugin(Star):
         await self.store.close()
         if self.vectors is not None:
             await self.vectors.close()
+        if self._injection_counts_saver is not None:
+            self._injection_counts_saver.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._injection_counts_saver
+            await self._save_injection_counts()
 
     @filter.event_message_type(filter.EventMessageType.GROUP_MESSAGE)
     async def observe_group_message(self, event: AstrMessageEvent) -> None:
@@ -378,8 +409,10 @@ class UserMemoryPlugin(Star):
         except MemoryPluginError as exc:
             logger.warning(f"[{PLUGIN_NAME}] memories of {member.group} not injected: {exc}")
             return
-        if injected and self.replies is not None:
-            event.set_extra(INJECTED_MEMORIES, injected)
+        if injected:
+            self.injection_counts.note(member.group, injected)
+            if self.replies is not None:
+                event.set_extra(INJECTED_MEMORIES, injected)
         if block:
             req.system_prompt = f"{req.system_prompt}\n\n{block}" if req.system_prompt else block
 

@@ -16,6 +16,7 @@ from ._episodes.listing import episodes_text
 from ._episodes.segments import EpisodeRequest
 from ._limiter import CallLimiter
 from ._manage import GroupEntry, GroupIndex
+from ._manage.stats import INJECTION_COUNTS_FILE, InjectionCounts
 from ._manage.tester import InjectionTrace, explain as explain_injection
 from ._members import MemberDirectory, Roster, roster_from
 from ._prompt import DISABLED, MEMORY_BLOCK_END, MEMORY_BLOCK_START, NOT_IN_GROUP
@@ -35,6 +36,8 @@ from ._tools import forget_memory, list_memory, save_memory, visible_memories
 __all__ = [
     "GroupEntry",
     "GroupIndex",
+    "INJECTION_COUNTS_FILE",
+    "InjectionCounts",
     "InjectionTrace",
     "explain_injection",
     "consolidate_group",
