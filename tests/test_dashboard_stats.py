@@ -62,3 +62,18 @@ def test_counts_are_bounded(tmp_path):
         counts.note(G, (f"m{n}",))
     counts.save(tmp_path / "c.json")
     assert len(counts.of([G])) == stats.MAX_COUNTED_PER_GROUP
+
+
+async def test_route_stats(make_plugin):
+    import pytest
+    from dashboard_client import data
+    from memory._manage.index import GroupEntry
+
+    plugin = make_plugin(enable_todos=False)
+    if not hasattr(plugin.group_index, "daily"):
+        pytest.skip("the group index's daily snapshots are not merged yet")
+    await plugin.lark_save_memory(make_event("记住", user="ou_wang"), memory_type="fact", content="养了一只猫")
+    if plugin.group_index.find("lark", "oc_group1") is None:
+        plugin.group_index._entries[G] = GroupEntry("lark", "oc_group1", file="")
+    out = await data(plugin, "stats", query={"platform": "lark", "group_id": "oc_group1"})
+    assert out["breakdown"]["type"] == {"fact": 1} and out["groups_read"] == 1

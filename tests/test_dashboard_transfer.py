@@ -50,6 +50,7 @@ async def seed(store):
 def content_of(export: bytes) -> dict:
     data = json.loads(export)
     data.pop("exported_at")
+    data["groups"].sort(key=lambda section: (section["platform"], section["group_id"]))
     return data
 
 
@@ -73,7 +74,7 @@ async def test_export_import_export_round_trip(tmp_path):
     reopened = UserMemoryStore(tmp_path / "b")  # from disk: everything was durable
     again = await transfer.export_bytes(reopened, [G, G2, GLOBAL])
     assert content_of(again) == content_of(first)
-    section = content_of(again)["groups"][0]
+    (section,) = [s for s in content_of(again)["groups"] if s["group_id"] == "oc_group1"]
     assert section["archive"][0]["memory"]["content"] == "住在上海"
     assert section["todos"][0]["content"] == "周五交周报" and section["episodes"][0]["id"] == "e1"
 
@@ -169,3 +170,69 @@ async def test_member_export_holds_only_that_member(tmp_path):
     text = json.dumps(data, ensure_ascii=False)
     assert "老王" in text and "全局：喜欢简短回答" in text and "在二群是组长" in text and "周五交周报" in text
     assert "住在上海" not in text and "本群用中文讨论" not in text and "登录接口" not in text
+
+
+# -- through the dashboard routes ------------------------------------------------------------------------------------
+def known(plugin, key):
+    """Make sure the group index lists `key` (the persisted index learns it from the store's commits)."""
+    if plugin.group_index.find(key.platform, key.group_id) is None:
+        from memory._manage.index import GroupEntry
+
+        plugin.group_index._entries[key] = GroupEntry(key.platform, key.group_id, file="")
+
+
+async def download(plugin, query):
+    from astrbot.api.web import PluginRequest, bind_request_context
+    from dashboard_client import PREFIX, _starlette_request
+
+    for path, handler, methods, _ in plugin.context.registered_web_apis:
+        if path == PREFIX + "export":
+            break
+    request = PluginRequest(_starlette_request("GET", path, query, None), plugin_name="astrbot_plugin_user_memory",
+                            username="admin")
+    with bind_request_context(request):
+        response = await handler()
+    assert response.status_code == 200, getattr(response, "body", b"")
+    assert "attachment" in response.headers["content-disposition"]
+    return b"".join([chunk if isinstance(chunk, bytes) else chunk.encode() async for chunk in response.body_iterator])
+
+
+async def test_routes_export_then_import_into_a_fresh_instance(make_plugin, astrbot_root, tmp_path):
+    from dashboard_client import call, data
+
+    plugin = make_plugin()
+    await seed(plugin.store)
+    for key in (G, G2, GLOBAL):
+        known(plugin, key)
+    everything = await download(plugin, {})
+    group_only = json.loads(await download(plugin, {"platform": "lark", "group_id": "oc_group2"}))
+    assert [s["group_id"] for s in group_only["groups"]] == ["oc_group2"]
+    member = json.loads(await download(plugin, {"platform": "lark", "group_id": "oc_group1", "user_id": "ou_wang"}))
+    assert {s["group_id"] for s in member["groups"]} == {"oc_group1", ""}
+    status, refused = await call(plugin, "export", query={"platform": "lark", "group_id": "oc_nope"})
+    assert status != 200 or refused["status"] == "error"
+
+    await plugin.store.close()
+    import shutil
+
+    shutil.rmtree(plugin.data_dir)  # a fresh instance
+    fresh = make_plugin()
+    preview = await data(fresh, "import/preview", body={"content": everything.decode()})
+    assert sorted(g["counts"]["new"] for g in preview["groups"]) == [1, 1, 6]
+    assert await fresh.store.memories(G, "ou_wang") == [], "a preview changes nothing"
+    applied = await data(fresh, "import/apply", body={"content": everything.decode()}, username="alice")
+    assert sorted(g["added"] for g in applied["groups"]) == [1, 1, 6]
+    assert {e["actor"] for e in await fresh.store.log_entries(G)} == {"dashboard:alice"}
+    for key in (G, G2, GLOBAL):
+        known(fresh, key)
+    again = await download(fresh, {})
+    assert content_of(again) == content_of(everything)
+
+
+async def test_route_import_refuses_bad_files_without_change(make_plugin):
+    from dashboard_client import call
+
+    plugin = make_plugin()
+    for content in ("", "not json", json.dumps({"hello": 1})):
+        status, payload = await call(plugin, "import/apply", body={"content": content})
+        assert payload["status"] == "error", content

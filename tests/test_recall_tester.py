@@ -80,3 +80,19 @@ async def test_unknown_member_sees_only_group_memories(make_plugin):
     await seed(plugin, facts=1)
     answer = await plugin.test_recall(MemberKey(G, "ou_nobody"), "你好")
     assert [m["content"] for m in answer["memories"]] == ["本群讨论用中文"]
+
+
+async def test_route_recall_test(make_plugin):
+    from dashboard_client import call, data
+    from memory._manage.index import GroupEntry
+
+    plugin = make_plugin(memory_inject_limit=5, timezone="Asia/Shanghai")
+    await seed(plugin)
+    if plugin.group_index.find("lark", "oc_group1") is None:
+        plugin.group_index._entries[G] = GroupEntry("lark", "oc_group1", file="")
+    answer = await data(plugin, "recall/test", body={"platform": "lark", "group_id": "oc_group1",
+                                                      "user_id": "ou_wang", "message": "我的猫怎么样了"})
+    assert "养了第3只猫" in answer["block"] and answer["memories"][0]["reason"] == "own_instruction"
+    status, payload = await call(plugin, "recall/test", body={"platform": "lark", "group_id": "oc_nope",
+                                                              "user_id": "ou_wang", "message": "x"})
+    assert payload["status"] == "error"
