@@ -1,8 +1,9 @@
 """Statistics for the dashboard: memories over time (the group index's daily snapshots), by type / scope / source,
 background model calls and tokens per actor (the change log's call totals), and the memories most often injected.
 
-Injections are counted on the reply path by `InjectionCounts.note`, which only appends the ids the block already
-holds (no lookup, no I/O); the counts are folded and written to a small file off that path (`save`)."""
+Injections are counted on the reply path by `InjectionCounts.note`, which only counts the tuple of ids the block
+already holds (one dict update: an unchanged block is the same tuple, so a member's replies add to one entry; no
+I/O); the counts per memory are folded and written to a small file off that path (`save`)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from .._storage.files import write_atomic_sync
 log = logging.getLogger("astrbot_plugin_user_memory")
 
 INJECTION_COUNTS_FILE = "injection_counts.json"
-MAX_PENDING = 10_000  # notes kept before folding: a burst of replies between two saves stays bounded
+MAX_PENDING = 10_000  # distinct blocks noted before folding: memory between two saves stays bounded
 MAX_COUNTED_PER_GROUP = 1000  # the most injected memories kept per group; rarely injected ones drop off
 TOP_INJECTED = 20
 
@@ -30,20 +31,23 @@ class InjectionCounts:
     """How often each memory went into a reply's prompt, per group."""
 
     def __init__(self) -> None:
-        self._pending: list[tuple[GroupKey, tuple[str, ...]]] = []
+        self._pending: dict[tuple[GroupKey, tuple[str, ...]], int] = {}
         self._counts: dict[GroupKey, Counter[str]] = {}
         self._dirty = False
 
     def note(self, key: GroupKey, memory_ids: tuple[str, ...]) -> None:
         """The reply path's one call: remember that these memories were injected (folded later)."""
-        self._pending.append((key, memory_ids))
+        noted = (key, memory_ids)
+        self._pending[noted] = self._pending.get(noted, 0) + 1
         if len(self._pending) >= MAX_PENDING:
             self.fold()
 
     def fold(self) -> None:
-        pending, self._pending = self._pending, []
-        for key, ids in pending:
-            self._counts.setdefault(key, Counter()).update(ids)
+        pending, self._pending = self._pending, {}
+        for (key, ids), times in pending.items():
+            counts = self._counts.setdefault(key, Counter())
+            for memory_id in ids:
+                counts[memory_id] += times
         if pending:
             self._dirty = True
 
