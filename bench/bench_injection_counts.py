@@ -71,6 +71,12 @@ async def run(iterations: int) -> None:
         print(f"  {label:22s} p50 {p50:7.1f}  p99 {p99:7.1f}  mean {mean:7.1f}")
 
     counts = InjectionCounts()
+    block = tuple(f"id-{n}" for n in range(15))
+    t0 = time.perf_counter_ns()
+    for _ in range(1_000_000):
+        counts.note(GROUP, block)
+    print(f"InjectionCounts.note alone, a 15-memory block: {(time.perf_counter_ns() - t0) / 1e6:.0f} ns per reply")
+    counts = InjectionCounts()
     blocks = [tuple(f"id-{b}-{n}" for n in range(15)) for b in range(1000)]
     for i in range(9_999):
         counts.note(GroupKey("lark", f"oc_{i % 100}"), blocks[i % 1000])

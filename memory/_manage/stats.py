@@ -31,20 +31,25 @@ class InjectionCounts:
     """How often each memory went into a reply's prompt, per group."""
 
     def __init__(self) -> None:
-        self._pending: dict[tuple[GroupKey, tuple[str, ...]], int] = {}
+        # the ids of one block -> [its group, replies]: memory ids are unique across groups, so the ids alone are
+        # the key (hashing a GroupKey too would double the cost)
+        self._pending: dict[tuple[str, ...], list[Any]] = {}
         self._counts: dict[GroupKey, Counter[str]] = {}
         self._dirty = False
 
     def note(self, key: GroupKey, memory_ids: tuple[str, ...]) -> None:
         """The reply path's one call: remember that these memories were injected (folded later)."""
-        noted = (key, memory_ids)
-        self._pending[noted] = self._pending.get(noted, 0) + 1
+        noted = self._pending.get(memory_ids)
+        if noted is not None:
+            noted[1] += 1
+            return
+        self._pending[memory_ids] = [key, 1]
         if len(self._pending) >= MAX_PENDING:
             self.fold()
 
     def fold(self) -> None:
         pending, self._pending = self._pending, {}
-        for (key, ids), times in pending.items():
+        for ids, (key, times) in pending.items():
             counts = self._counts.setdefault(key, Counter())
             for memory_id in ids:
                 counts[memory_id] += times
