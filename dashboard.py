@@ -229,7 +229,7 @@ async def import_apply(call: Call) -> dict[str, Any]:
 async def recall_test(call: Call) -> dict[str, Any]:
     key = call.group()
     user_id = call.text("user_id", required=True)
-    return await call.plugin.test_recall(MemberKey(key, user_id), call.text("message"))
+    return await call.plugin.test_recall(MemberKey(key, user_id), call.text("message"), call.text("name"))
 
 
 @route("stats", "GET", "记忆管理：统计（记忆数随时间变化、按类型/范围/来源、后台调用与 token、最常注入的记忆）")
