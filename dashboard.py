@@ -15,16 +15,17 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from astrbot.api import logger
-from astrbot.api.web import error_response, json_response, request
+from astrbot.api.web import error_response, json_response, request, stream_response
 from starlette.responses import Response
 
-from .memory import GroupKey, InvalidMemoryInput, Memory, MemoryPluginError, Scope
+from .memory import GroupKey, InvalidMemoryInput, MemberKey, Memory, MemoryPluginError, Scope
 from .memory._manage import GroupView, Query, memory_json
 from .memory._manage.edit import (
     MAX_DELETE, MemoryRef, delete_memories, edit_memory, memory_ref, move_to_group, move_to_member,
 )
 from .memory._manage.erase import erase_person
 from .memory._manage.history import before_id, history_page, page_limit, revert_entry
+from .memory._manage import stats as manage_stats, transfer
 
 if TYPE_CHECKING:
     from .main import UserMemoryPlugin
@@ -344,3 +345,89 @@ async def erase_route(call: Call) -> dict[str, Any]:
     plugin.members.forget(user_id)
     return {"complete": report.complete, "memories": report.memories, "todos": report.todos,
             "reattributed": report.reattributed, "failed": report.failed}
+
+
+# -- export, import, recall tester, statistics (DATA) ------------------------------------------------------------------
+MAX_PREVIEW_ITEMS = 200  # items listed per group in an import preview (the counts cover all of them)
+MAX_STATS_GROUPS = 200  # groups whose documents the breakdown reads (the most recently changed)
+
+
+def _export_keys(call: Call) -> tuple[list[GroupKey], str | None, str]:
+    """The groups an export covers, the member it is limited to, and the file's name."""
+    platform, group_id, user_id = call.text("platform"), call.text("group_id"), call.text("user_id") or None
+    if group_id:
+        key = call.group()
+        keys = [key]
+        glob = call.plugin.group_index.find(key.platform, "")
+        if user_id is not None and glob is not None:
+            keys.append(glob)  # the member's global memories go with them
+        name = f"{key.platform}_{group_id}" + (f"_{user_id}" if user_id else "")
+    else:
+        if user_id is not None and not platform:
+            raise InvalidMemoryInput("按成员导出需要指定平台")
+        keys = [entry.key for entry in call.plugin.group_index.groups(platform or None)]
+        name = (platform or "all") + (f"_{user_id}" if user_id else "")
+    return keys, user_id, "user_memory_" + "".join(c if c.isalnum() or c in "-_" else "_" for c in name) + ".json"
+
+
+@route("export", "GET", "记忆管理：导出成员、群或全部记忆（JSON，本插件带版本号的格式，明文）")
+async def export(call: Call) -> Response:
+    keys, user_id, filename = _export_keys(call)
+    return stream_response(
+        transfer.export_stream(call.plugin.store, keys, user_id), content_type="application/json",
+        headers={"Content-Disposition": f'attachment; filename="{filename}"'},
+    )
+
+
+def _imported(call: Call) -> list[transfer.ImportedGroup]:
+    content = call.params.get("content")
+    if not isinstance(content, str) or not content:
+        raise InvalidMemoryInput("缺少参数 content（导入文件的文本）")
+    try:
+        return transfer.read_import(content.encode("utf-8"), call.text("platform"))
+    except UnicodeEncodeError:
+        raise InvalidMemoryInput("导入文件含有无法编码的字符") from None
+    except transfer.ImportRefused as exc:
+        raise InvalidMemoryInput(str(exc)) from None
+
+
+def _lengths(call: Call) -> tuple[int, int]:
+    return call.plugin.settings.memory_max_content_length, call.plugin.todo_policy.max_length
+
+
+@route("import/preview", "POST", "记忆管理：预览导入（每条是新增、重复、冲突还是无效）")
+async def import_preview(call: Call) -> dict[str, Any]:
+    groups = _imported(call)
+    previews = [await transfer.preview_group(call.plugin.store, g, *_lengths(call)) for g in groups]
+    return {"groups": [p.as_json(MAX_PREVIEW_ITEMS) for p in previews]}
+
+
+@route("import/apply", "POST", "记忆管理：导入（每个群要么全部导入要么不导入，只添加新条目）")
+async def import_apply(call: Call) -> dict[str, Any]:
+    groups = _imported(call)
+    results = [await transfer.apply_group(call.plugin.store, g, *_lengths(call), actor=call.actor) for g in groups]
+    return {"groups": [r.as_json() for r in results]}
+
+
+@route("recall/test", "POST", "记忆管理：召回测试（以某成员身份发一句话，看注入的内容及原因；不改变任何状态）")
+async def recall_test(call: Call) -> dict[str, Any]:
+    key = call.group()
+    user_id = call.text("user_id", required=True)
+    return await call.plugin.test_recall(MemberKey(key, user_id), call.text("message"), call.text("name"))
+
+
+@route("stats", "GET", "记忆管理：统计（记忆数随时间变化、按类型/范围/来源、后台调用与 token、最常注入的记忆）")
+async def stats(call: Call) -> dict[str, Any]:
+    platform = call.text("platform")
+    if call.text("group_id"):
+        key = call.group()
+        keys, daily = [key], call.plugin.group_index.daily(key=key)
+    else:
+        keys = [entry.key for entry in call.plugin.group_index.groups(platform or None)]
+        daily = call.plugin.group_index.daily(platform=platform or None)
+    read = keys[:MAX_STATS_GROUPS]
+    docs = [(key, await call.plugin.store.document(key)) for key in read]
+    totals = [await call.plugin.store.call_totals(key) for key in read]
+    result = manage_stats.stats(daily, docs, totals, call.plugin.injection_counts.of(read))
+    result["groups_read"], result["groups"] = len(read), len(keys)
+    return result

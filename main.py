@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import dataclasses
 import functools
 import operator
@@ -31,6 +33,10 @@ from .memory import (
     GroupIndex,
     GroupKey,
     Health,
+    INJECTION_COUNTS_FILE,
+    InjectionCounts,
+    InjectionTrace,
+    explain_injection,
     MaintenanceScheduler,
     MemberDirectory,
     MemberKey,
@@ -90,6 +96,7 @@ READ_FAILED = "暂时无法读取记忆，请稍后再试。"
 INJECTED_MEMORIES = "astrbot_plugin_user_memory:injected"
 MAX_BUDGET_VARIANTS = 1024
 MAINTENANCE_STATE_FILE = "maintenance_state.json"
+INJECTION_COUNTS_SAVE_SECONDS = 60.0
 
 
 def group_origin(platform_id: str, adapter: str, group_id: str) -> Origin:
@@ -153,6 +160,9 @@ class UserMemoryPlugin(Star):
         # the settings left for memories once todos and episodes took (slots, characters) of the one budget
         self._settings_left: dict[tuple[int, int], Settings] = {}
         self._now_line_cache: tuple[int, str] = (-1, "")
+        # how often each memory was injected (the dashboard's statistics), saved off the reply path
+        self.injection_counts = InjectionCounts()
+        self._injection_counts_saver: asyncio.Task[None] | None = None
         self.reminders: ReminderScheduler | None = None
         if self.settings.enable_user_memory and self.settings.enable_todos:
             self.reminders = ReminderScheduler(
@@ -205,6 +215,24 @@ class UserMemoryPlugin(Star):
         if self.maintenance is not None:
             self.maintenance.start()  # its first group waits a while: loading and the first replies come first
         await self._attach_configured_embeddings()
+        if self.settings.enable_user_memory:
+            await asyncio.to_thread(self.injection_counts.load, self._injection_counts_path)
+            self._injection_counts_saver = asyncio.create_task(self._save_injection_counts_every_minute())
+
+    @property
+    def _injection_counts_path(self) -> Path:
+        return self.data_dir / INJECTION_COUNTS_FILE
+
+    async def _save_injection_counts_every_minute(self) -> None:
+        while True:
+            await asyncio.sleep(INJECTION_COUNTS_SAVE_SECONDS)
+            await self._save_injection_counts()
+
+    async def _save_injection_counts(self) -> None:
+        try:
+            await asyncio.to_thread(self.injection_counts.save, self._injection_counts_path)
+        except OSError as exc:  # statistics only: the next save tries again
+            logger.warning(f"[{PLUGIN_NAME}] injection counts not saved: {exc}")
 
     async def _attach_configured_embeddings(self) -> None:
         provider_id = self.settings.embedding_provider_id
@@ -258,6 +286,11 @@ class UserMemoryPlugin(Star):
         await self.group_index.close()
         if self.vectors is not None:
             await self.vectors.close()
+        if self._injection_counts_saver is not None:
+            self._injection_counts_saver.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._injection_counts_saver
+            await self._save_injection_counts()
 
     @filter.event_message_type(filter.EventMessageType.GROUP_MESSAGE)
     async def observe_group_message(self, event: AstrMessageEvent) -> None:
@@ -376,38 +409,69 @@ class UserMemoryPlugin(Star):
         caller = self._caller_in_group(event, member)
         speaker = self._speaker_name(event, member)
         try:
-            message, now = event.message_str or req.prompt or "", time.time()
-            todo_lines, todo_chars, episode_lines, episode_chars = NO_TODO_LINES, 0, NO_TODO_LINES, 0
-            if self.reminders is not None:
-                todos = self.store.peek_todos(member.group)
-                if todos is None:
-                    todos = await self.store.todos(member.group)
-                todo_lines, todo_chars = self.todo_section.lines(member.group, todos, member.user_id, now,
-                                                                 self.todo_policy, self._todo_inject_limit)
-            if self._episode_inject_limit:
-                episodes = self.store.peek_episodes(member.group)
-                if episodes is None:
-                    episodes = await self.store.episodes(member.group)
-                if episodes:
-                    episode_lines, episode_chars = self.episode_section.lines(
-                        member.group, episodes, message, now, self.todo_policy.zone,
-                        min(self._episode_inject_limit, self.settings.memory_inject_limit - len(todo_lines)),
-                        self.settings.memory_inject_char_budget - todo_chars,
-                    )
-            settings = self._budget_left(len(todo_lines) + len(episode_lines), todo_chars + episode_chars)
-            block, injected = await self.recall.injection(self.store, caller, settings, speaker, message)
-            if injected and self.replies is not None:
-                event.set_extra(INJECTED_MEMORIES, injected)
-            if episode_lines:
-                block = self.episode_section.block(member.group, member.user_id, block, episode_lines, speaker)
-            if self.reminders is not None and self.settings.memory_inject_limit:
-                block = self.todo_section.block(member.group, member.user_id, block, todo_lines, self._now_line(now),
-                                                speaker)
+            block, injected = await self.build_injection(caller, speaker, event.message_str or req.prompt or "",
+                                                         time.time())
         except MemoryPluginError as exc:
             logger.warning(f"[{PLUGIN_NAME}] memories of {member.group} not injected: {exc}")
             return
+        if injected:
+            self.injection_counts.note(member.group, injected)
+            if self.replies is not None:
+                event.set_extra(INJECTED_MEMORIES, injected)
         if block:
             req.system_prompt = f"{req.system_prompt}\n\n{block}" if req.system_prompt else block
+
+    async def build_injection(
+        self, caller: Caller, speaker: str, message: str, now: float, *, dry_run: bool = False,
+        trace: InjectionTrace | None = None,
+    ) -> tuple[str, tuple[str, ...]]:
+        """The block `inject_memories` adds to the system prompt for `caller` and `message`, and the ids of the
+        memories in it. The one code path of the reply and of the dashboard's recall tester: with `dry_run` it
+        goes through caches of its own (no cache, statistic or reply record of the plugin changes; the embedding
+        provider may be called) and fills `trace` with why each item is there."""
+        member = caller.member
+        recall, todo_section, episode_section = self.recall, self.todo_section, self.episode_section
+        if dry_run:
+            recall, todo_section, episode_section = self.recall.uncached(), TodoSection(), EpisodeSection(
+                self.settings)
+        todo_lines, todo_chars, episode_lines, episode_chars = NO_TODO_LINES, 0, NO_TODO_LINES, 0
+        if self.reminders is not None:
+            todos = self.store.peek_todos(member.group)
+            if todos is None:
+                todos = await self.store.todos(member.group)
+            todo_lines, todo_chars = todo_section.lines(member.group, todos, member.user_id, now,
+                                                        self.todo_policy, self._todo_inject_limit)
+        if self._episode_inject_limit:
+            episodes = self.store.peek_episodes(member.group)
+            if episodes is None:
+                episodes = await self.store.episodes(member.group)
+            if episodes:
+                episode_lines, episode_chars = episode_section.lines(
+                    member.group, episodes, message, now, self.todo_policy.zone,
+                    min(self._episode_inject_limit, self.settings.memory_inject_limit - len(todo_lines)),
+                    self.settings.memory_inject_char_budget - todo_chars,
+                )
+        settings = self._budget_left(len(todo_lines) + len(episode_lines), todo_chars + episode_chars,
+                                     remember=not dry_run)
+        block, injected = await recall.injection(self.store, caller, settings, speaker, message,
+                                                 trace.recall if trace is not None else None)
+        if episode_lines:
+            block = episode_section.block(member.group, member.user_id, block, episode_lines, speaker)
+        if self.reminders is not None and self.settings.memory_inject_limit:
+            now_line = now_text(int(now // 60) * 60.0, self.todo_policy.zone) if dry_run else self._now_line(now)
+            block = todo_section.block(member.group, member.user_id, block, todo_lines, now_line, speaker)
+        if trace is not None:
+            trace.todo_lines, trace.episode_lines, trace.settings = list(todo_lines), list(episode_lines), settings
+        return block, injected
+
+    async def test_recall(self, member: MemberKey, message: str, speaker: str = "") -> dict[str, Any]:
+        """The dashboard's recall tester: `build_injection` run dry for `member` (rights and name as the member
+        list last cached them) and `message`, explained item by item (`memory/_manage/tester.py`)."""
+        trace = InjectionTrace()
+        caller = _shared_caller(member, False, self.members.is_group_admin(member.group, member.user_id))
+        speaker = speaker or self.members.name(member.group, member.user_id) or member.user_id
+        block, _ = await self.build_injection(caller, speaker, message, time.time(), dry_run=True, trace=trace)
+        return explain_injection(block, trace)
 
     @filter.on_llm_response()
     async def note_reply(self, event: AstrMessageEvent, resp: LLMResponse | None) -> None:
@@ -423,20 +487,22 @@ class UserMemoryPlugin(Star):
             self.replies.record(member.group, member.user_id, self._speaker_name(event, member), injected,
                                 resp.completion_text or "")
 
-    def _budget_left(self, lines: int, chars: int) -> Settings:
+    def _budget_left(self, lines: int, chars: int, *, remember: bool = True) -> Settings:
         """The settings left for memories: todos and episodes take their slots and characters out of the one
-        budget (`todo_inject_limit` and `episode_inject_limit` at most)."""
+        budget (`todo_inject_limit` and `episode_inject_limit` at most); kept per size when `remember`."""
         if not lines:
             return self.settings
         left = self._settings_left.get((lines, chars))
         if left is None:
-            if len(self._settings_left) >= MAX_BUDGET_VARIANTS:  # each size of todo and episode text is one key
-                self._settings_left.clear()
-            left = self._settings_left[(lines, chars)] = dataclasses.replace(
+            left = dataclasses.replace(
                 self.settings,
                 memory_inject_limit=max(0, self.settings.memory_inject_limit - lines),
                 memory_inject_char_budget=max(1, self.settings.memory_inject_char_budget - chars),
             )
+            if remember:
+                if len(self._settings_left) >= MAX_BUDGET_VARIANTS:  # each size of todo and episode text is a key
+                    self._settings_left.clear()
+                self._settings_left[(lines, chars)] = left
         return left
 
     def _now_line(self, now: float) -> str:

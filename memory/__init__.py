@@ -16,6 +16,8 @@ from ._episodes.listing import episodes_text
 from ._episodes.segments import EpisodeRequest
 from ._limiter import CallLimiter
 from ._manage import Browser, GroupEntry, GroupIndex
+from ._manage.stats import INJECTION_COUNTS_FILE, InjectionCounts
+from ._manage.tester import InjectionTrace, explain as explain_injection
 from ._members import MemberDirectory, Roster, roster_from
 from ._prompt import DISABLED, MEMORY_BLOCK_END, MEMORY_BLOCK_START, NOT_IN_GROUP
 from ._recall import Recall, VectorStore, combine, semantic_similarities
@@ -35,6 +37,10 @@ __all__ = [
     "Browser",
     "GroupEntry",
     "GroupIndex",
+    "INJECTION_COUNTS_FILE",
+    "InjectionCounts",
+    "InjectionTrace",
+    "explain_injection",
     "consolidate_group",
     "review_group",
     "CallLimiter",

@@ -30,6 +30,18 @@ NOTHING: tuple[str, tuple[str, ...]] = ("", ())
 
 
 @dataclass
+class RecallTrace:
+    """Why a block holds what it holds, filled by `Recall.injection` when asked (the dashboard's recall tester):
+    the candidates in prior order, the chosen ones, and the relevance scores (None: everything fit, or no
+    message, or nothing relevant)."""
+
+    candidates: list[Scoped] = field(default_factory=list)
+    chosen: list[Scoped] = field(default_factory=list)
+    relevance: Mapping[str, float] | None = None
+    all_fit: bool = False
+
+
+@dataclass
 class _CallerView:
     """One caller's candidate memories in injection order, and a lexical index over them built on first need.
     Both are kept in step with the store's lists, which the store replaces on every change, so an unchanged
@@ -135,6 +147,10 @@ class Recall:
         self._combine = combine
         self._views: OrderedDict[tuple[GroupKey, str, bool], _CallerView] = OrderedDict()
 
+    def uncached(self) -> Recall:
+        """A Recall scoring like this one with caches of its own: a dry run through it leaves this one's alone."""
+        return Recall(self._similarities, self._combine)
+
     def _view(self, caller: Caller, settings: Settings) -> _CallerView:
         cache_key = (caller.member.group, caller.member.user_id, settings.enable_global_memory)
         view = self._views.get(cache_key)
@@ -177,10 +193,11 @@ class Recall:
         return (await self.injection(store, caller, settings, speaker, message))[0]
 
     async def injection(
-        self, store: MemoryStore, caller: Caller, settings: Settings, speaker: str, message: str = ""
+        self, store: MemoryStore, caller: Caller, settings: Settings, speaker: str, message: str = "",
+        trace: RecallTrace | None = None,
     ) -> tuple[str, tuple[str, ...]]:
         """`memory_block` and the ids of the memories in it (kept with the rendered block: no extra work warm),
-        so that the reply's use of them can be judged later."""
+        so that the reply's use of them can be judged later. With `trace`, also why (see `RecallTrace`)."""
         if settings.memory_inject_limit == 0:
             return NOTHING
         view = self._view(caller, settings)
@@ -191,7 +208,13 @@ class Recall:
         relevance = None
         if message and settings.recall_max_relevant and not view.fits(settings):
             relevance = await self._relevance(view, lists, relevance_query(message))
-        return view.block(view.choose(settings, relevance), speaker)
+        positions = view.choose(settings, relevance)
+        if trace is not None:
+            trace.candidates = list(view.ordered)
+            trace.chosen = [view.ordered[p] for p in positions]
+            trace.relevance = relevance
+            trace.all_fit = view.fits(settings)
+        return view.block(positions, speaker)
 
 
 def relevance_query(message: str) -> str:

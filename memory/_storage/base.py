@@ -148,6 +148,14 @@ class MemoryStore(ABC):
         "episode" per episode added, changed or deleted, in the group's one change log."""
 
     @abstractmethod
+    async def import_items(
+        self, key: GroupKey, memories: dict[Owner, list[Memory]], archived: Sequence[ArchivedMemory],
+        todos: Sequence[Todo], episodes: Sequence[Episode], *, actor: str, label: str = "import",
+    ) -> int:
+        """Add imported memories, archived memories, todos and episodes in one durable commit whose log entries
+        are one transaction; how many were added."""
+
+    @abstractmethod
     async def record(self, key: GroupKey, entry: dict[str, Any], *, actor: str) -> int:
         """Append an entry that is not a change (kind "call") to the document's log; its id once durable."""
 

@@ -266,6 +266,57 @@ class UserMemoryStore(MemoryStore):
         await asyncio.shield(done)
         return result
 
+    async def import_items(
+        self, key: GroupKey, memories: dict[Owner, list[Memory]], archived: Sequence[ArchivedMemory],
+        todos: Sequence[Todo], episodes: Sequence[Episode], *, actor: str, label: str = "import",
+    ) -> int:
+        """Add imported items to the document (memories per owner, archived memories, todos) and to the group's
+        episodes, all in one commit: durable together or not at all, their log entries one transaction (op
+        `label`). Items whose id is already there are the caller's to leave out. Returns how many were added."""
+        group = self._group(key)
+        async with group.lock:
+            doc = await self._load(group)
+            current_episodes = list(await self._load_episodes(group))
+            current = {owner: list(_memories_of(doc, owner)) for owner in memories}
+            updated = {owner: [*current[owner], *added] for owner, added in memories.items() if added}
+            now = self._clock()
+            scope = "global" if key.is_global else "member"
+            entries = [
+                self._entry(now, actor, label, changelog.MEMORY, "add",
+                            "group" if owner is GROUP_OWNER else scope, owner, None, memory, {})
+                for owner, added in updated.items() for memory in added[len(current[owner]):]
+            ]
+            entries += [
+                self._entry(now, actor, label, changelog.MEMORY, "add", "group" if a.owner is None else scope,
+                            a.owner, None, a.memory, {"archived": True})
+                for a in archived
+            ]
+            entries += [
+                self._entry(now, actor, label, changelog.TODO, "add", "group" if t.is_group else "member",
+                            t.assignee, None, t, {})
+                for t in todos
+            ]
+            entries += [
+                self._entry(now, actor, label, changelog.EPISODE, "add", "group", GROUP_OWNER, None, e, {})
+                for e in episodes
+            ]
+            if not entries:
+                return 0
+            self._numbered(group, entries)
+            if archived:
+                doc.archive = [*doc.archive, *archived]
+            if todos:
+                doc.todos = [*doc.todos, *todos]
+                for listener in self._todo_listeners:
+                    listener(key, doc.todos)
+            if episodes:
+                group.episodes = [*current_episodes, *episodes]
+                group.episode_version += 1
+            self._put(group, doc, updated, entries, now)
+            done = self._enqueue(group)
+        await asyncio.shield(done)
+        return len(entries)
+
     async def start_aging(self, key: GroupKey, at: float) -> float:
         """The document's `aging_since`, set to `at` (durably, not logged) if it had none."""
         group = self._group(key)
