@@ -27,7 +27,7 @@
       edit: "编辑", delete: "删除", move: "移动", save: "保存", cancel: "取消", confirm: "确认",
       deleteSelected: "删除所选（{0}）", selectAll: "全选",
       query: "关键词", search: "搜索", sort: "排序", sort_relevance: "相关度", sort_updated: "最近更新",
-      sort_created: "最近创建", sort_importance: "重要度", sort_used: "最近使用",
+      sort_created: "最近创建", sort_importance: "重要度", sort_last_used: "最近使用",
       prev: "上一页", next: "下一页", pageOf: "第 {0} / {1} 页，共 {2} 条",
       editTitle: "编辑记忆", importanceHint: "0 到 1，默认 0.5",
       confirmDelete: "确定删除这 {0} 条记忆吗？删除可以在「历史」里撤销。",
@@ -42,7 +42,7 @@
       confirmRevert: "撤销变更 #{0}？如果目标之后又被改过，撤销会被拒绝。", erasedEntry: "（内容已按删除要求清除）",
       exportTitle: "导出", exportAll: "全部", exportGroup: "一个群", exportMember: "一位成员", download: "下载 JSON",
       importTitle: "导入", chooseFile: "选择导出文件（JSON）", preview: "预览", apply: "应用导入",
-      importNew: "新增", importDuplicate: "重复", importConflict: "冲突", importApplied: "导入完成",
+      importNew: "新增", importDuplicate: "重复", importConflict: "冲突", importInvalid: "无效", importAdded: "已导入", importApplied: "导入完成",
       importNote: "导入按群要么全部成功要么全部不变；也接受设计 000 的版本 0 文件。",
       badFile: "文件不是有效的 JSON",
       statsTitle: "统计", overTime: "记忆数随时间", byType: "按类型", byScope: "按范围", bySource: "按来源",
@@ -53,6 +53,10 @@
       userId: "用户 ID", erase: "删除此人的一切", typeToConfirm: "请输入用户 ID「{0}」以确认：",
       erased: "已删除：{0}", mismatch: "输入的 ID 不一致",
       adminNote: "任何能登录控制台的人都能查看和修改所有群的记忆。",
+      globalDocument: "全局个人记忆（跨群）", leftOut: "未注入的候选",
+      reason_own_instruction: "成员本人的指令", reason_group_instruction: "群指令", reason_relevance: "与消息相关",
+      reason_all_fit: "全部放得下", reason_recency_prior: "按类型与新近程度",
+      complete: "已全部完成", reattributed: "改记为前成员的群记忆", failed: "失败的群",
     },
     en: {
       title: "Memory manager", platform: "Platform", lang: "中文", all: "All", allGroups: "All groups",
@@ -70,7 +74,7 @@
       edit: "Edit", delete: "Delete", move: "Move", save: "Save", cancel: "Cancel", confirm: "Confirm",
       deleteSelected: "Delete selected ({0})", selectAll: "Select all",
       query: "Keywords", search: "Search", sort: "Sort", sort_relevance: "Relevance", sort_updated: "Recently updated",
-      sort_created: "Recently created", sort_importance: "Importance", sort_used: "Recently used",
+      sort_created: "Recently created", sort_importance: "Importance", sort_last_used: "Recently used",
       prev: "Previous", next: "Next", pageOf: "Page {0} of {1}, {2} in all",
       editTitle: "Edit memory", importanceHint: "0 to 1, default 0.5",
       confirmDelete: "Delete these {0} memories? You can undo it under History.",
@@ -85,7 +89,7 @@
       confirmRevert: "Revert change #{0}? It is refused if the target changed since.", erasedEntry: "(content erased on request)",
       exportTitle: "Export", exportAll: "Everything", exportGroup: "One group", exportMember: "One member",
       download: "Download JSON", importTitle: "Import", chooseFile: "Choose an export file (JSON)", preview: "Preview",
-      apply: "Apply import", importNew: "New", importDuplicate: "Duplicate", importConflict: "Conflicting",
+      apply: "Apply import", importNew: "New", importDuplicate: "Duplicate", importConflict: "Conflicting", importInvalid: "Invalid", importAdded: "Added",
       importApplied: "Import applied",
       importNote: "Import is all-or-nothing per group; design 000's version-0 files are accepted too.",
       badFile: "The file is not valid JSON",
@@ -97,6 +101,10 @@
       userId: "User id", erase: "Delete everything about this person", typeToConfirm: "Type the user id “{0}” to confirm:",
       erased: "Erased: {0}", mismatch: "The id does not match",
       adminNote: "Anyone who can log in to the dashboard can see and change every group's memories.",
+      globalDocument: "Global member memories (all groups)", leftOut: "Candidates left out",
+      reason_own_instruction: "The member's own instruction", reason_group_instruction: "Group instruction",
+      reason_relevance: "Relevant to the message", reason_all_fit: "Everything fit", reason_recency_prior: "Type and recency",
+      complete: "Complete", reattributed: "Group memories now by a former member", failed: "Failed groups",
     },
   };
 
@@ -170,6 +178,7 @@
     if (v === undefined || v === null) return "";
     if (typeof v === "string") return v;
     if (typeof v === "object" && typeof v.content === "string") return v.content;
+    if (Array.isArray(v) && v.every((x) => typeof x !== "object")) return v.join("、");
     return JSON.stringify(v);
   }
 
@@ -315,19 +324,29 @@
 
     async function remove(items) {
       if (!items.length || !(await confirmDialog(t("confirmDelete", items.length), { danger: true }))) return;
+      const byDocument = new Map();
+      for (const m of items) {
+        const r = ref(m);
+        const k = `${r.platform}|${r.group_id}`;
+        if (!byDocument.has(k)) byDocument.set(k, { platform: r.platform, group_id: r.group_id, items: [] });
+        byDocument.get(k).items.push({ scope: r.scope, owner: r.owner, id: r.id });
+      }
+      let deleted = 0;
       try {
-        const r = await api.post("memory/delete", { platform: query.platform, group_id: query.group_id,
-          items: items.map(ref) });
-        notify(t("deleted", (r && (r.deleted ?? r.count)) ?? items.length));
-        await load();
+        for (const body of byDocument.values()) {
+          const r = await api.post("memory/delete", body);
+          deleted += Array.isArray(r && r.deleted) ? r.deleted.length : body.items.length;
+        }
+        notify(t("deleted", deleted));
       } catch (e) { notify(errorText(e), "error"); }
+      await load();
     }
 
     async function move(m) {
       const body = { ...ref(m), confirm: true };
       if (m.scope === "member") {
         if (!(await confirmDialog(t("moveToGroup")))) return;
-        body.to_scope = "group";
+
       } else {
         const members = opts.members || [];
         const pick = members.length
@@ -336,8 +355,7 @@
         const answer = await dialog(t("move"), el("div", {}, el("p", {}, t("moveToMember")), pick), [
           { value: "cancel", label: t("cancel"), class: "ghost" }, { value: "ok", label: t("confirm") }]);
         if (answer !== "ok" || !pick.value.trim()) return;
-        body.to_scope = "member";
-        body.to_owner = pick.value.trim();
+        body.member = pick.value.trim();
       }
       try {
         await api.post("memory/move", body);
@@ -354,6 +372,7 @@
   async function loadGroups() {
     const r = await api.get("groups", { platform: state.platform });
     state.groups = asList(r, "groups", "items");
+    state.platforms = asList(r && r.platforms);
     return state.groups;
   }
 
@@ -361,11 +380,14 @@
     return state.groups.filter((g) => !state.platform || g.platform === state.platform);
   }
 
+  // withAll: the first option (value "") is every group of the platform; without it, "" is the platform's global
+  // memories (their own document) when there are any.
   function groupSelect(withAll, onchange) {
-    const sel = el("select", { class: "group-select", onchange },
+    const groups = groupsOfPlatform();
+    return el("select", { class: "group-select", onchange },
       withAll && option("", t("allGroups")),
-      groupsOfPlatform().filter((g) => g.group_id).map((g) => option(g.group_id, g.name ? `${g.name} (${g.group_id})` : g.group_id)));
-    return sel;
+      !withAll && groups.some((g) => !g.group_id) && option("", t("globalDocument")),
+      groups.filter((g) => g.group_id).map((g) => option(g.group_id, g.group_id)));
   }
 
   async function renderBrowse(view) {
@@ -377,7 +399,7 @@
       .map((h) => el("th", {}, h)));
     const rows = groups.map((g) => el("tr", { class: "clickable", "data-group": g.group_id, onclick: () => openGroup(g) },
       !state.platform && el("td", {}, g.platform),
-      el("td", { class: "mono" }, g.group_id || "(global)"),
+      el("td", { class: g.group_id ? "mono" : "" }, g.group_id || t("globalDocument")),
       el("td", { class: "num" }, fmtNum(g.members)), el("td", { class: "num" }, fmtNum(g.memories)),
       el("td", { class: "num" }, fmtNum(g.group_memories)), el("td", { class: "num" }, fmtNum(g.todos)),
       el("td", { class: "num" }, fmtNum(g.episodes)), el("td", { class: "num" }, fmtNum(g.archived)),
@@ -393,6 +415,11 @@
   }
 
   async function renderGroup(view, g) {
+    if (!g.group_id) { // the platform's global memories: no group detail, only the list
+      append(view, [backButton(), el("h2", {}, t("globalDocument")),
+        memoryList({ platform: g.platform, group_id: "", scope: "global" })]);
+      return;
+    }
     let detail;
     try {
       detail = await api.get("group", g);
@@ -413,11 +440,11 @@
     append(view, [
       backButton(),
       el("h2", {}, `${t("group")} ${g.group_id}`, el("span", { class: "muted small" }, ` · ${g.platform}`)),
-      Object.keys(counts).length ? el("p", { class: "muted" }, Object.entries(counts).map(([k, v]) => `${label("scope", k)} ${fmtNum(v)}`).join(" · ")) : null,
+      Object.keys(counts).length ? el("p", { class: "muted" }, Object.entries(counts).map(([k, v]) => `${SCOPES.includes(k) ? label("scope", k) : t(k)} ${fmtNum(v)}`).join(" · ")) : null,
       el("h3", {}, t("membersOf")), el("div", { class: "chips" }, memberButtons.length ? memberButtons : el("span", { class: "muted" }, t("empty"))),
       el("h3", {}, t("memories")), scopeButtons, listBox,
       el("h3", {}, t("todos")), simpleTable(asList(detail.todos, "items"), ["content", "status", "assignee", "due_at"]),
-      el("h3", {}, t("episodes")), simpleTable(asList(detail.episodes ?? detail.recent_episodes, "items"), ["summary", "start", "end"]),
+      el("h3", {}, t("episodes")), simpleTable(asList(detail.episodes, "items"), ["summary", "participant_names", "start", "end"]),
     ]);
     showList({});
   }
@@ -447,7 +474,7 @@
     const type = el("select", { name: "type" }, option("", `${t("type")}: ${t("all")}`), TYPES.map((s) => option(s, label("type", s))));
     const source = el("select", { name: "source" }, option("", `${t("source")}: ${t("all")}`), SOURCES.map((s) => option(s, label("source", s))));
     const member = el("input", { type: "text", name: "member", placeholder: t("memberId") });
-    const sort = el("select", { name: "sort" }, ["relevance", "updated", "created", "importance", "used"].map((s) => option(s, `${t("sort")}: ${t(`sort_${s}`)}`)));
+    const sort = el("select", { name: "sort" }, ["relevance", "updated", "created", "importance", "last_used"].map((s) => option(s, `${t("sort")}: ${t(`sort_${s}`)}`)));
     const results = el("div", {});
     const run = (ev) => {
       if (ev) ev.preventDefault();
@@ -477,13 +504,14 @@
       try {
         const r = await api.post("recall/test", { platform: state.platform, group_id: group.value,
           user_id: memberSel.value, message: message.value });
-        const block = r.block ?? r.injected ?? r.prompt ?? "";
-        const items = asList(r.items ?? r, "items", "memories");
+        const block = r.block ?? "";
         clear(out);
         append(out, [el("h3", {}, t("block")),
           block ? el("pre", { class: "block", id: "recall-block" }, text(block)) : el("p", { class: "muted", id: "recall-block" }, t("noBlock")),
-          el("h3", {}, t("items")),
-          recallItems(items)]);
+          el("h3", {}, t("items")), recallItems(asList(r.memories), "recall-items"),
+          asList(r.todos).length ? [el("h3", {}, t("todos")), el("ul", {}, asList(r.todos).map((l) => el("li", {}, text(l))))] : null,
+          asList(r.episodes).length ? [el("h3", {}, t("episodes")), el("ul", {}, asList(r.episodes).map((l) => el("li", {}, text(l))))] : null,
+          asList(r.left_out).length ? [el("h3", {}, t("leftOut")), recallItems(asList(r.left_out), "recall-left-out")] : null]);
       } catch (e) { clear(out).appendChild(el("p", { class: "error" }, errorText(e))); }
     };
     append(view, [el("p", { class: "note" }, t("recallNote")),
@@ -494,19 +522,19 @@
     if (group.value) fillMembers();
   }
 
-  function recallItems(items) {
-    if (!items.length) return el("p", { class: "muted" }, t("empty"));
-    return el("table", { class: "table" },
+  function recallItems(items, id) {
+    if (!items.length) return el("p", { class: "muted", id }, t("empty"));
+    return el("table", { class: "table", id },
       el("thead", {}, el("tr", {}, [t("content"), t("type"), t("scope"), t("reason"), t("score")].map((h) => el("th", {}, h)))),
       el("tbody", {}, items.map((i) => {
         const m = i.memory || i;
-        const reason = i.reason ?? i.reasons ?? i.why ?? "";
+        const reason = i.reason ? label("reason", i.reason) : "";
         return el("tr", {},
           el("td", { class: "content" }, text(m.content ?? m.text ?? m)),
           el("td", {}, label("type", m.type ?? i.type ?? "")),
           el("td", {}, label("scope", m.scope ?? i.scope ?? i.kind ?? "")),
-          el("td", {}, Array.isArray(reason) ? reason.map(text).join("；") : (typeof reason === "object" ? JSON.stringify(reason) : String(reason))),
-          el("td", { class: "num" }, fmtNum(i.score ?? i.relevance ?? "")));
+          el("td", {}, reason),
+          el("td", { class: "num" }, fmtNum(i.score ?? "")));
       })));
   }
 
@@ -519,10 +547,9 @@
       if (!more) { entries = []; before = null; }
       try {
         const r = await api.get("history", { platform: state.platform, group_id: group.value, limit: HISTORY_PAGE, before });
-        const got = asList(r, "entries", "items");
-        entries = entries.concat(got);
-        if (got.length) before = Math.min(...got.map((e) => Number(e.id)).filter((n) => !Number.isNaN(n)));
-        draw(got.length >= HISTORY_PAGE);
+        entries = entries.concat(asList(r, "items"));
+        before = r.next_before ?? null;
+        draw(before !== null);
       } catch (e) { clear(list).appendChild(el("p", { class: "error" }, errorText(e))); }
     };
     const draw = (hasMore) => {
@@ -550,7 +577,7 @@
     };
     const group = groupSelect(false, () => load(false));
     append(view, [el("div", { class: "filters" }, el("label", {}, t("group"), group)), list]);
-    if (group.value) load(false);
+    if (group.options.length) load(false);
   }
 
   // ---------- Export / import ----------
@@ -606,13 +633,17 @@
 
   function importSummary(r) {
     const groups = asList(r, "groups", "items");
-    const rows = (groups.length ? groups : [r]).map((g) => el("tr", {},
-      el("td", { class: "mono" }, g.group_id ?? ""),
-      el("td", { class: "num" }, fmtNum(g.new ?? g.added ?? (Array.isArray(g.new_items) ? g.new_items.length : ""))),
-      el("td", { class: "num" }, fmtNum(g.duplicate ?? g.duplicates ?? "")),
-      el("td", { class: "num" }, fmtNum(g.conflicting ?? g.conflicts ?? ""))));
+    const rows = groups.map((g) => {
+      const c = g.counts || {};
+      return el("tr", { "data-group": g.group_id ?? "" },
+        el("td", { class: "mono" }, g.group_id || t("globalDocument")),
+        el("td", { class: "num" }, fmtNum(c.new ?? "")), el("td", { class: "num" }, fmtNum(c.duplicate ?? "")),
+        el("td", { class: "num" }, fmtNum(c.conflicting ?? "")), el("td", { class: "num" }, fmtNum(c.invalid ?? "")),
+        el("td", { class: g.refused ? "error" : "num" }, g.refused ? g.refused : (g.added !== undefined ? fmtNum(g.added) : "")));
+    });
     return el("table", { class: "table", id: "import-summary" },
-      el("thead", {}, el("tr", {}, [t("group"), t("importNew"), t("importDuplicate"), t("importConflict")].map((h) => el("th", {}, h)))),
+      el("thead", {}, el("tr", {}, [t("group"), t("importNew"), t("importDuplicate"), t("importConflict"),
+        t("importInvalid"), t("importAdded")].map((h) => el("th", {}, h)))),
       el("tbody", {}, rows));
   }
 
@@ -624,20 +655,30 @@
       try {
         const s = await api.get("stats", { platform: state.platform, group_id: group.value });
         clear(out);
-        const over = asList(s.over_time ?? s.daily ?? s.snapshots, "days", "items");
+        const over = asList(s.over_time);
+        const breakdown = s.breakdown || {};
         append(out, [
           el("h3", {}, t("overTime")), over.length ? timeChart(over) : el("p", { class: "muted" }, t("empty")),
           el("div", { class: "grid3" },
-            countCard(t("byType"), s.by_type, "type"), countCard(t("byScope"), s.by_scope, "scope"),
-            countCard(t("bySource"), s.by_source, "source")),
-          el("h3", {}, t("calls")), callsTable(s.calls ?? s.model_calls),
-          el("h3", {}, t("mostInjected")), simpleTable(asList(s.most_injected ?? s.top_injected, "items"), ["content", "count", "times", "group_id"]),
+            countCard(t("byType"), breakdown.type, "type"), countCard(t("byScope"), breakdown.scope, "scope"),
+            countCard(t("bySource"), breakdown.source, "source")),
+          el("h3", {}, t("calls")), callsTable(s.calls),
+          el("h3", {}, t("mostInjected")), injectedTable(asList(s.most_injected)),
         ]);
       } catch (e) { clear(out).appendChild(el("p", { class: "error" }, errorText(e))); }
     };
     const group = groupSelect(true, load);
     append(view, [el("div", { class: "filters" }, el("label", {}, t("group"), group)), out]);
     load();
+  }
+
+  function injectedTable(items) {
+    if (!items.length) return el("p", { class: "muted" }, t("empty"));
+    return el("table", { class: "table" },
+      el("thead", {}, el("tr", {}, [t("times"), t("content"), t("type"), t("scope"), t("group")].map((h) => el("th", {}, h)))),
+      el("tbody", {}, items.map((i) => el("tr", {}, el("td", { class: "num" }, fmtNum(i.count)),
+        el("td", { class: "content" }, i.content ?? ""), el("td", {}, label("type", i.type)),
+        el("td", {}, label("scope", i.scope)), el("td", { class: "mono" }, i.group_id || t("globalDocument"))))));
   }
 
   function countCard(title, counts, prefix) {
@@ -651,7 +692,7 @@
 
   function callsTable(calls) {
     if (!calls || typeof calls !== "object") return el("p", { class: "muted" }, t("empty"));
-    const rows = Object.entries(calls.by_actor ?? calls).filter(([, v]) => v && typeof v === "object");
+    const rows = Object.entries(calls).filter(([, v]) => v && typeof v === "object");
     if (!rows.length) return el("p", { class: "muted" }, t("empty"));
     return el("table", { class: "table" },
       el("thead", {}, el("tr", {}, ["", t("calls"), t("tokensIn"), t("tokensOut")].map((h) => el("th", {}, h)))),
@@ -663,7 +704,7 @@
   function timeChart(days) {
     const NS = "http://www.w3.org/2000/svg";
     const w = 640, h = 160, pad = 24;
-    const values = days.map((d) => Number(d.memories ?? d.total ?? d.count ?? 0));
+    const values = days.map((d) => Number(d.memories ?? 0));
     const max = Math.max(1, ...values);
     const bw = (w - pad * 2) / values.length;
     const svg = document.createElementNS(NS, "svg");
@@ -677,11 +718,11 @@
       r.setAttribute("width", String(Math.max(1, bw - 2)));
       r.setAttribute("height", String(bh));
       const title = document.createElementNS(NS, "title");
-      title.textContent = `${days[i].date ?? days[i].day ?? ""}: ${v}`;
+      title.textContent = `${days[i].day ?? ""}: ${v}`;
       r.appendChild(title);
       svg.appendChild(r);
     });
-    const caption = el("div", { class: "muted small" }, `${days[0].date ?? days[0].day ?? ""} – ${days[days.length - 1].date ?? days[days.length - 1].day ?? ""} · max ${max}`);
+    const caption = el("div", { class: "muted small" }, `${days[0].day ?? ""} – ${days[days.length - 1].day ?? ""} · max ${max}`);
     return el("div", {}, svg, caption);
   }
 
@@ -696,14 +737,19 @@
       if (!(await confirmDialog(`${t("privacyText")}\n\n${t("typeToConfirm", id)}`, { danger: true, requireText: id }))) return;
       try {
         const r = await api.post("person/erase", { platform: state.platform, user_id: id, confirm: true });
-        clear(out).appendChild(el("p", { class: "ok" }, t("erased", id)));
-        if (r && typeof r === "object") out.appendChild(simpleTable(asList(r, "groups", "items"), []));
+        clear(out).appendChild(el("p", { class: r && r.complete === false ? "error" : "ok" }, t("erased", id)));
+        if (r && typeof r === "object") out.appendChild(kvTable(r));
         await refreshGroups();
       } catch (e) { notify(errorText(e), "error"); }
     };
     append(view, [el("h2", {}, t("privacyTitle")), el("p", { class: "note" }, t("privacyText")),
       el("form", { class: "filters", id: "privacy-form", onsubmit: run }, el("span", {}, state.platform), user,
         el("button", { type: "submit", class: "danger" }, t("erase"))), out]);
+  }
+
+  function kvTable(obj) {
+    return el("table", { class: "table kv" }, el("tbody", {}, Object.entries(obj).map(([k, v]) =>
+      el("tr", {}, el("th", {}, STRINGS.zh[k] ? t(k) : k), el("td", {}, text(v))))));
   }
 
   // ---------- shell ----------
@@ -719,7 +765,7 @@
     Object.keys(TABS).forEach((name) => tabs.appendChild(el("button", { type: "button", role: "tab", "data-tab": name,
       "aria-selected": String(state.tab === name), class: state.tab === name ? "tab active" : "tab",
       onclick: () => { if (name === "browse") state.openGroup = null; show(name); } }, t(`tab_${name}`))));
-    const platforms = [...new Set(state.groups.map((g) => g.platform).filter(Boolean))];
+    const platforms = knownPlatforms();
     if (state.platform && !platforms.includes(state.platform)) platforms.unshift(state.platform);
     const sel = clear(document.getElementById("platform"));
     platforms.forEach((p) => sel.appendChild(option(p, p, p === state.platform)));
@@ -737,11 +783,15 @@
     }
   }
 
+  function knownPlatforms() {
+    return [...new Set([...(state.platforms || []), ...state.groups.map((g) => g.platform)].filter(Boolean))];
+  }
+
   async function refreshGroups() {
     const previous = state.platform;
     state.platform = "";
     await loadGroups();
-    const platforms = [...new Set(state.groups.map((g) => g.platform).filter(Boolean))];
+    const platforms = knownPlatforms();
     state.platform = platforms.includes(previous) ? previous : (platforms[0] || "");
   }
 

