@@ -67,6 +67,7 @@ class ManagerPage:
     def shot(self, name: str) -> Path:
         ARTIFACTS.mkdir(exist_ok=True)
         path = ARTIFACTS / f"dashboard_page_{name}.png"
+        self.page.mouse.move(1390, 890)  # away from the sidebar, whose hover card would cover the page
         self.page.screenshot(path=str(path), full_page=True)
         return path
 
@@ -119,7 +120,8 @@ def test_page_opens_from_sidebar_and_lists_the_group(manager, lark, fake_model, 
     assert frame.locator("#title").text_content() == PAGE_TITLE
     row = frame.locator(f"#groups-table tr[data-group='{group}']")
     row.wait_for()
-    assert row.locator("td").nth(2).text_content() == "1"  # one member
+    assert row.locator("td[data-col=members]").text_content() == "1"
+    assert row.locator("td[data-col=memories]").text_content() == "3"
     manager.shot("groups")
 
     row.click()
