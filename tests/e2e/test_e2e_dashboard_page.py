@@ -134,3 +134,127 @@ def test_page_opens_from_sidebar_and_lists_the_group(manager, lark, fake_model, 
     assert frame.locator("button[data-tab='search']").text_content() == "Search"
     frame.locator("#lang").click()
     assert frame.locator("button[data-tab='search']").text_content() == "搜索"
+
+
+def _row(frame, content: str):
+    return frame.locator("tbody tr", has=frame.locator("td.content", has_text=content))
+
+
+def _dialog_button(frame, value: str):
+    return frame.locator(f"dialog[open] button[value='{value}']")
+
+
+def _notice(frame, text: str) -> None:
+    frame.locator("#notice", has_text=text).wait_for()
+
+
+def test_search_edit_delete_and_undo_reach_the_next_prompt(manager, lark, fake_model, ids):
+    group, user = ids.group(), ids.user()
+    _seed(lark, fake_model, group, user)
+    manager.open_directly()
+    frame = manager.frame
+
+    manager.tab("search")
+    frame.locator("#search-form select.group-select").select_option(group)
+    frame.locator("#search-form input[name=q]").fill("设计师")
+    frame.locator("#search-form button[type=submit]").click()
+    row = _row(frame, "是一名平面设计师")
+    row.wait_for()
+    assert frame.locator(".memory-list tbody tr").count() == 1, "the lexical search finds only the matching memory"
+    manager.shot("search")
+
+    row.get_by_role("button", name="编辑").click()
+    frame.locator("dialog[open] textarea[name=content]").fill("是一名资深平面设计师")
+    manager.shot("edit")
+    _dialog_button(frame, "save").click()
+    _notice(frame, "已保存")
+    assert Injected("是一名资深平面设计师", "事实") in lark.say("你好", group=group, user=user).memories
+
+    _row(frame, "是一名资深平面设计师").get_by_role("button", name="删除").click()
+    _dialog_button(frame, "ok").click()
+    _notice(frame, "已删除 1 条")
+    memories = lark.say("你好", group=group, user=user).memories
+    assert memories is not None and all("设计师" not in m.content for m in memories)
+
+    manager.tab("history")
+    frame.locator("select.group-select").select_option(group)
+    newest = frame.locator("#history-table tbody tr").first
+    newest.wait_for()
+    assert "资深平面设计师" in newest.text_content()  # the deletion, with what was deleted
+    manager.shot("history")
+    newest.get_by_role("button", name="撤销").click()
+    _dialog_button(frame, "ok").click()
+    _notice(frame, "已撤销")
+    assert Injected("是一名资深平面设计师", "事实") in lark.say("你好", group=group, user=user).memories
+
+
+def _without_clock(block: str) -> str:
+    """The block minus its current-time line (the two may straddle a minute)."""
+    return "\n".join(line for line in block.splitlines() if not line.startswith("当前时间"))
+
+
+def test_recall_tester_shows_what_the_real_prompt_gets(manager, lark, fake_model, ids):
+    group, user = ids.group(), ids.user()
+    _seed(lark, fake_model, group, user)
+    message = "我平时做什么工作？"
+    prompt = lark.say(message, group=group, user=user).system_prompt
+
+    manager.open_directly()
+    frame = manager.frame
+    manager.tab("recall")
+    frame.locator("#recall-form select.group-select").select_option(group)
+    frame.locator(f"#recall-form select[name=user_id] option[value='{user}']").wait_for(state="attached")
+    frame.locator("#recall-form select[name=user_id]").select_option(user)
+    frame.locator("#recall-form textarea[name=message]").fill(message)
+    frame.locator("#recall-form button[type=submit]").click()
+    block = frame.locator("pre#recall-block")
+    block.wait_for()
+    manager.shot("recall")
+    shown = block.text_content()
+    assert "是一名平面设计师" in shown
+    assert _without_clock(shown) in _without_clock(prompt), "the tester shows exactly the injected block"
+    reasons = frame.locator("#recall-items tbody tr").all_text_contents()
+    assert len(reasons) == 3 and any("成员本人的指令" in r for r in reasons)
+
+
+def test_export_then_import_into_a_fresh_instance(manager, browser, lark, fake_model, ids, start_astrbot, tmp_path):
+    group, user = ids.group(), ids.user()
+    _seed(lark, fake_model, group, user)
+    manager.open_directly()
+    frame = manager.frame
+    manager.tab("transfer")
+    selects = frame.locator("section.card").first.locator("select")
+    selects.first.select_option("group")
+    selects.nth(1).select_option(group)
+    with manager.page.expect_download() as download:
+        frame.locator("#export-btn").click()
+    exported = tmp_path / "export.json"
+    download.value.save_as(exported)
+    data = json.loads(exported.read_text(encoding="utf-8"))
+    assert group in json.dumps(data, ensure_ascii=False)
+
+    fresh = start_astrbot()
+    fresh_lark = LarkDriver(fresh, lark.fake_lark, fake_model)
+    context = browser.new_context(viewport={"width": 1400, "height": 900}, locale="zh-CN")
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    try:
+        other = ManagerPage(page, fresh.base_url)
+        other.login(fresh.password)
+        other.open_directly()
+        other.tab("transfer")
+        f = other.frame
+        f.locator("#import-file").set_input_files(str(exported))
+        f.locator("#import-preview").click()
+        summary = f.locator(f"#import-summary tr[data-group='{group}']")
+        summary.wait_for()
+        assert summary.locator("td").nth(1).text_content() == "3"  # three new memories
+        other.shot("import_preview")
+        f.locator("#import-apply").click()
+        f.get_by_text("导入完成").wait_for()
+        other.shot("import_applied")
+    finally:
+        context.close()
+    memories = fresh_lark.say("你好", group=group, user=user).memories
+    assert memories is not None and {m.content for m in memories} == {
+        "希望被称呼为「阿花」", "是一名平面设计师", "回复不要用表情"}

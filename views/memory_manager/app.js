@@ -603,21 +603,23 @@
     const readFile = async () => {
       const f = file.files && file.files[0];
       if (!f) return null;
-      try { return JSON.parse(await f.text()); } catch { notify(t("badFile"), "error"); return null; }
+      const content = await f.text();
+      try { JSON.parse(content); } catch { notify(t("badFile"), "error"); return null; }
+      return content;
     };
     const preview = async () => {
       parsed = await readFile();
       if (!parsed) return;
       clear(out).appendChild(el("p", { class: "muted" }, t("loading")));
       try {
-        const r = await api.post("import/preview", { platform: state.platform, data: parsed });
+        const r = await api.post("import/preview", { platform: state.platform, content: parsed });
         clear(out);
         append(out, [importSummary(r), el("button", { type: "button", id: "import-apply", onclick: apply }, t("apply"))]);
       } catch (e) { clear(out).appendChild(el("p", { class: "error" }, errorText(e))); }
     };
     const apply = async () => {
       try {
-        const r = await api.post("import/apply", { platform: state.platform, data: parsed });
+        const r = await api.post("import/apply", { platform: state.platform, content: parsed });
         clear(out);
         append(out, [el("p", { class: "ok" }, t("importApplied")), importSummary(r)]);
         await refreshGroups();
