@@ -129,6 +129,7 @@ def test_page_opens_from_sidebar_and_lists_the_group(manager, lark, fake_model, 
     for content in ("希望被称呼为「阿花」", "是一名平面设计师", "回复不要用表情"):
         frame.get_by_text(content).wait_for()
     manager.shot("group")
+    manager.page.locator("iframe.plugin-view-frame").screenshot(path=str(ARTIFACTS / "dashboard_page_group_frame.png"))
 
     frame.locator("#lang").click()
     assert frame.locator("button[data-tab='search']").text_content() == "Search"
