@@ -213,7 +213,10 @@ def test_recall_tester_shows_what_the_real_prompt_gets(manager, lark, fake_model
     manager.shot("recall")
     shown = block.text_content()
     assert "是一名平面设计师" in shown
-    assert _without_clock(shown) in _without_clock(prompt), "the tester shows exactly the injected block"
+    start, end = prompt.index("[关于当前用户的记忆]"), prompt.index("[关于当前用户的记忆结束]")
+    injected = prompt[start:end + len("[关于当前用户的记忆结束]")]
+    assert _without_clock(shown).splitlines() == _without_clock(injected).splitlines(), \
+        "the tester shows exactly the injected block"
     reasons = frame.locator("#recall-items tbody tr").all_text_contents()
     assert len(reasons) == 3 and any("成员本人的指令" in r for r in reasons)
 

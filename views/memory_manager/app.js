@@ -564,7 +564,7 @@
           el("td", { class: "small" }, [e.scope && label("scope", e.scope), e.owner_name || e.owner, e.target].filter(Boolean).join(" · ")),
           el("td", { class: "content" }, e.erased ? t("erasedEntry") : text(e.old)),
           el("td", { class: "content" }, e.erased ? "" : text(e.new)),
-          el("td", {}, e.kind !== "call" && !e.erased && e.revertible !== false &&
+          el("td", {}, e.kind !== "call" && !e.erased && e.revertable !== false &&
             el("button", { type: "button", class: "ghost", onclick: () => revert(e) }, t("revert"))))))),
       hasMore && el("button", { type: "button", class: "ghost", onclick: () => load(true) }, t("loadMore"))]);
     };
