@@ -42,7 +42,7 @@
       confirmRevert: "撤销变更 #{0}？如果目标之后又被改过，撤销会被拒绝。", erasedEntry: "（内容已按删除要求清除）",
       exportTitle: "导出", exportAll: "全部", exportGroup: "一个群", exportMember: "一位成员", download: "下载 JSON",
       importTitle: "导入", chooseFile: "选择导出文件（JSON）", preview: "预览", apply: "应用导入",
-      importNew: "新增", importDuplicate: "重复", importConflict: "冲突", importInvalid: "无效", importAdded: "已导入", importApplied: "导入完成",
+      importNew: "新增", importDuplicate: "重复", importConflict: "冲突", importInvalid: "无效", importAdded: "已导入", importApplied: "导入完成", importPlatform: "文件未注明平台时用",
       importNote: "导入按群要么全部成功要么全部不变；也接受设计 000 的版本 0 文件。",
       badFile: "文件不是有效的 JSON",
       statsTitle: "统计", overTime: "记忆数随时间", byType: "按类型", byScope: "按范围", bySource: "按来源",
@@ -90,7 +90,7 @@
       exportTitle: "Export", exportAll: "Everything", exportGroup: "One group", exportMember: "One member",
       download: "Download JSON", importTitle: "Import", chooseFile: "Choose an export file (JSON)", preview: "Preview",
       apply: "Apply import", importNew: "New", importDuplicate: "Duplicate", importConflict: "Conflicting", importInvalid: "Invalid", importAdded: "Added",
-      importApplied: "Import applied",
+      importApplied: "Import applied", importPlatform: "Platform for files that name none",
       importNote: "Import is all-or-nothing per group; design 000's version-0 files are accepted too.",
       badFile: "The file is not valid JSON",
       statsTitle: "Statistics", overTime: "Memories over time", byType: "By type", byScope: "By scope",
@@ -598,6 +598,8 @@
     };
 
     const file = el("input", { type: "file", accept: ".json,application/json", id: "import-file" });
+    // Files of design 000 (version 0) do not name their platform: this one is used for them.
+    const importPlatform = el("input", { type: "text", id: "import-platform", value: state.platform || "lark", size: 10 });
     const out = el("div", { id: "import-out" });
     let parsed = null;
     const readFile = async () => {
@@ -612,17 +614,18 @@
       if (!parsed) return;
       clear(out).appendChild(el("p", { class: "muted" }, t("loading")));
       try {
-        const r = await api.post("import/preview", { platform: state.platform, content: parsed });
+        const r = await api.post("import/preview", { platform: importPlatform.value.trim(), content: parsed });
         clear(out);
         append(out, [importSummary(r), el("button", { type: "button", id: "import-apply", onclick: apply }, t("apply"))]);
       } catch (e) { clear(out).appendChild(el("p", { class: "error" }, errorText(e))); }
     };
     const apply = async () => {
       try {
-        const r = await api.post("import/apply", { platform: state.platform, content: parsed });
+        const r = await api.post("import/apply", { platform: importPlatform.value.trim(), content: parsed });
         clear(out);
         append(out, [el("p", { class: "ok" }, t("importApplied")), importSummary(r)]);
         await refreshGroups();
+        drawChrome();
       } catch (e) { notify(errorText(e), "error"); }
     };
     append(view, [
@@ -630,6 +633,7 @@
         el("div", { class: "filters" }, what, group, user, el("button", { type: "button", id: "export-btn", onclick: exportNow }, t("download")))),
       el("section", { class: "card" }, el("h2", {}, t("importTitle")), el("p", { class: "muted small" }, t("importNote")),
         el("div", { class: "filters" }, el("label", {}, t("chooseFile"), file),
+          el("label", {}, t("importPlatform"), importPlatform),
           el("button", { type: "button", id: "import-preview", onclick: preview }, t("preview"))), out),
     ]);
   }
