@@ -262,3 +262,27 @@ def test_export_then_import_into_a_fresh_instance(manager, browser, lark, fake_m
     memories = fresh_lark.say("你好", group=group, user=user).memories
     assert memories is not None and {m.content for m in memories} == {
         "希望被称呼为「阿花」", "是一名平面设计师", "回复不要用表情"}
+
+
+def test_statistics_then_erase_everything_about_a_person(manager, lark, fake_model, ids):
+    group, user = ids.group(), ids.user()
+    _seed(lark, fake_model, group, user)
+    manager.open_directly()
+    frame = manager.frame
+
+    manager.tab("stats")
+    frame.locator("select.group-select").select_option(group)
+    by_type = frame.locator("section.card", has_text="按类型")
+    by_type.locator(".bar-row", has_text="指令").wait_for()
+    for label in ("指令", "偏好", "事实"):
+        assert by_type.locator(".bar-row", has_text=label).locator(".num").text_content() == "1"
+    manager.shot("stats")
+
+    manager.tab("privacy")
+    frame.locator("#privacy-form input[name=user_id]").fill(user)
+    frame.locator("#privacy-form button[type=submit]").click()
+    frame.locator("dialog[open] input[data-testid=confirm-input]").fill(user)
+    manager.shot("erase_confirm")
+    _dialog_button(frame, "ok").click()
+    frame.get_by_text(f"已删除：{user}").wait_for()
+    assert lark.say("你好", group=group, user=user).memories is None, "nothing about the person is injected any more"

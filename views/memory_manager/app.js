@@ -713,7 +713,7 @@
     const w = 640, h = 160, pad = 24;
     const values = days.map((d) => Number(d.memories ?? 0));
     const max = Math.max(1, ...values);
-    const bw = (w - pad * 2) / values.length;
+    const bw = Math.min(40, (w - pad * 2) / values.length);
     const svg = document.createElementNS(NS, "svg");
     svg.setAttribute("viewBox", `0 0 ${w} ${h}`);
     svg.setAttribute("class", "chart");
