@@ -4,13 +4,15 @@ Needs the end-to-end harness: a real `astrbot run` on 127.0.0.1 (scripts/astrbot
 model needed), Debian's Chromium (/usr/bin/chromium, or E2E_CHROMIUM) and the `playwright` package. The plugin's
 data is written before start-up: a 20,000-memory group (200 members x 100) and 50 small groups, the shape of
 bench/bench_dashboard.py. "Usable" is the page's own mark (`body[data-ready=1]`: the group list is on screen),
-seen from inside its iframe. Each figure is measured with the big data and with a single small group in the same
+seen from inside its iframe. Before the timed runs the page is opened until it lists the data (the plugin indexes
+the group files in the background after start-up), so "first" is the first timed run, not a cold start. Each figure is measured with the big data and with a single small group in the same
 run, so the cost of the data shows beside the cost of the page itself.
 
-  open      navigate from the dashboard's home to the page's route until the group list is shown
-  in frame  the part of `open` inside the page's iframe: from the iframe's navigation start to the group list
+  sidebar   on the dashboard's home page, click the page's sidebar entry until the group list is shown
+  in frame  the part of `sidebar` inside the page's iframe: from the iframe's navigation start to the group list
   group     click the 20,000-memory group until its first page of memories is shown
   search    submit a keyword search over all groups until the results are shown
+  open      a fresh tab load of the page's address (the whole dashboard boots, then the page) until the group list
 
 Run: .venv/bin/python bench/bench_dashboard_page.py [--runs 15] [--members 200] [--per-member 100] [--groups 50]
 """
@@ -83,18 +85,41 @@ def measure(bot: sandbox.AstrBot, browser, runs: int, big: bool) -> dict[str, li
     page.click("button[type=submit]")
     page.wait_for_function("!location.hash.includes('auth/login')")
     frame = page.frame_locator("iframe.plugin-view-frame")
-    out: dict[str, list[float]] = {"open": [], "in frame": [], "group": [], "search": []}
+    out: dict[str, list[float]] = {"sidebar": [], "in frame": [], "group": [], "search": [], "open": []}
+    try:
+        _runs(bot, page, frame, runs, big, out)
+    except Exception:
+        shot = REPO / "bench" / "results" / "bench_dashboard_page_failure.png"
+        shot.parent.mkdir(exist_ok=True)
+        page.screenshot(path=str(shot), full_page=True)
+        print(f"failed; the page as it was: {shot}", file=sys.stderr)
+        raise
+    context.close()
+    return out
+
+
+def _runs(bot: sandbox.AstrBot, page, frame, runs: int, big: bool, out: dict[str, list[float]]) -> None:
+    target = BIG.group_id if big else "oc_small_000"
+    # The plugin builds its group index from the files in the background after start-up: wait until the page
+    # lists the group (untimed) so every timed run sees the same data.
+    deadline = time.monotonic() + 120
+    while True:
+        page.goto(bot.base_url + VIEW_URL)
+        frame.locator("body[data-ready='1']").wait_for()
+        if frame.locator(f"#groups-table tr[data-group='{target}']").count() or time.monotonic() > deadline:
+            break
+        page.wait_for_timeout(1000)
     for _ in range(runs):
+        page.goto("about:blank")
         page.goto(bot.base_url + "/#/welcome")
         page.wait_for_load_state("networkidle")
         started = time.perf_counter()
-        page.goto(bot.base_url + VIEW_URL)
+        page.locator(f"a.dashboard-nav-item[href$='{VIEW_URL[1:]}']").first.click()
         frame.locator("body[data-ready='1']").wait_for()
-        out["open"].append(time.perf_counter() - started)
+        out["sidebar"].append(time.perf_counter() - started)
         view = next(f for f in page.frames if "/views/memory_manager/" in f.url)
         out["in frame"].append(view.evaluate("window.__memoryManagerReadyAt") / 1000)
 
-        target = BIG.group_id if big else "oc_small_000"
         started = time.perf_counter()
         frame.locator(f"#groups-table tr[data-group='{target}']").click()
         frame.locator(".memory-list .pager").wait_for()
@@ -106,8 +131,12 @@ def measure(bot: sandbox.AstrBot, browser, runs: int, big: bool) -> dict[str, li
         frame.locator("#search-form button[type=submit]").click()
         frame.locator(".memory-list .pager").wait_for()
         out["search"].append(time.perf_counter() - started)
-    context.close()
-    return out
+
+        page.goto("about:blank")
+        started = time.perf_counter()
+        page.goto(bot.base_url + VIEW_URL)
+        frame.locator("body[data-ready='1']").wait_for()
+        out["open"].append(time.perf_counter() - started)
 
 
 def run_case(browser, runs: int, members: int, per_member: int, groups: int) -> dict[str, list[float]]:
@@ -158,8 +187,8 @@ def main() -> None:
           f"{args.members * args.per_member} memories:")
     for name, values in big.items():
         print(row(name, values))
-    worst = max(max(small["open"]), max(big["open"]))
-    print(f"page usable: worst {worst * 1000:.0f} ms -> {'within' if worst < TARGET_S else 'OVER'} the {TARGET_S:.0f} s target")
+    worst = max(max(small["sidebar"]), max(big["sidebar"]))
+    print(f"page usable after the sidebar click: worst {worst * 1000:.0f} ms -> {'within' if worst < TARGET_S else 'OVER'} the {TARGET_S:.0f} s target")
 
 
 if __name__ == "__main__":
