@@ -1,0 +1,288 @@
+"""The memory manager page (views/memory_manager) in AstrBot's dashboard, driven in Debian's Chromium through
+Playwright against a real AstrBot: opened from the sidebar, it lists groups, searches, edits (the next model
+request carries the edit), deletes and undoes, tests recall, and exports into a fresh instance.
+
+Screenshots land in tests/e2e/artifacts/dashboard_page_*.png. Needs /usr/bin/chromium and the playwright package
+(skipped without them, failed under CI=true), like test_e2e_dashboard.py."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from .conftest import ARTIFACTS, Injected, LarkDriver, sandbox
+from .fake_model import Rule, tool_call, user_says
+from .test_e2e_dashboard import CHROMIUM, CHROMIUM_ARGS, _browser_or_skip
+
+pytestmark = pytest.mark.e2e
+
+PAGE_TITLE = json.loads((Path(__file__).resolve().parents[2] / ".astrbot-plugin/i18n/zh-CN.json")
+                        .read_text(encoding="utf-8"))["views"]["memory_manager"]["title"]
+VIEW_URL = f"/#/plugin-view/{sandbox.PLUGIN_NAME}/memory_manager"
+
+
+class ManagerPage:
+    """The dashboard in one browser tab, logged in, and the memory manager inside its iframe."""
+
+    def __init__(self, page, base_url: str):
+        self.page, self.base_url = page, base_url
+
+    def login(self, password: str) -> None:
+        self.page.goto(self.base_url + "/")
+        self.page.fill("input[name=username]", sandbox.USERNAME)
+        self.page.fill("input[name=password]", password)
+        self.page.click("button[type=submit]")
+        self.page.wait_for_function("!location.hash.includes('auth/login')", timeout=30_000)
+
+    @property
+    def frame(self):
+        return self.page.frame_locator("iframe.plugin-view-frame")
+
+    def open_from_sidebar(self) -> float:
+        """Clicks the page's entry in the sidebar; returns the seconds until the page showed its first view."""
+        # The sidebar names the entry by the plugin's display name; its link is the view's route.
+        entry = self.page.locator(f"a.dashboard-nav-item[href$='{VIEW_URL[1:]}']").first
+        entry.wait_for()
+        started = time.perf_counter()
+        entry.click()
+        self.wait_ready()
+        return time.perf_counter() - started
+
+    def open_directly(self) -> float:
+        self.page.goto(self.base_url + "/#/")
+        started = time.perf_counter()
+        self.page.goto(self.base_url + VIEW_URL)
+        self.wait_ready()
+        return time.perf_counter() - started
+
+    def wait_ready(self) -> None:
+        self.frame.locator("body[data-ready='1']").wait_for()
+
+    def tab(self, name: str) -> None:
+        self.frame.locator(f"button[data-tab='{name}']").click()
+
+    def shot(self, name: str) -> Path:
+        ARTIFACTS.mkdir(exist_ok=True)
+        path = ARTIFACTS / f"dashboard_page_{name}.png"
+        self.page.mouse.move(1390, 890)  # away from the sidebar, whose hover card would cover the page
+        self.page.screenshot(path=str(path), full_page=True)
+        return path
+
+
+@pytest.fixture(scope="module")
+def browser():
+    sync_playwright = _browser_or_skip()
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+@pytest.fixture
+def manager(request, browser, astrbot):
+    context = browser.new_context(viewport={"width": 1400, "height": 900}, locale="zh-CN", accept_downloads=True)
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    mp = ManagerPage(page, astrbot.base_url)
+    mp.login(astrbot.password)
+    failed_before = request.session.testsfailed
+    yield mp
+    try:
+        if request.session.testsfailed > failed_before or getattr(request.node, "rep_call_failed", False):
+            mp.shot(f"failure_{request.node.name}")
+    finally:
+        context.close()
+
+
+def _seed(lark: LarkDriver, fake_model, group: str, user: str) -> None:
+    fake_model.script(
+        Rule(user_says("叫我阿花"), tool_call("lark_save_memory", memory_type="preference", content="希望被称呼为「阿花」")),
+        Rule(user_says("我是设计师"), tool_call("lark_save_memory", memory_type="fact", content="是一名平面设计师")),
+        Rule(user_says("不要用表情"), tool_call("lark_save_memory", memory_type="instruction", content="回复不要用表情")),
+    )
+    for text in ("以后叫我阿花", "我是设计师", "以后不要用表情"):
+        lark.say(text, group=group, user=user)
+
+
+def test_page_opens_from_sidebar_and_lists_the_group(manager, lark, fake_model, ids):
+    group, user = ids.group(), ids.user()
+    _seed(lark, fake_model, group, user)
+
+    seconds = manager.open_from_sidebar()
+    print(f"\nmemory manager usable {seconds * 1000:.0f} ms after the sidebar click")
+    assert manager.page.url.endswith(VIEW_URL)
+    frame = manager.frame
+    assert frame.locator("#title").text_content() == PAGE_TITLE
+    row = frame.locator(f"#groups-table tr[data-group='{group}']")
+    row.wait_for()
+    assert row.locator("td[data-col=members]").text_content() == "1"
+    assert row.locator("td[data-col=memories]").text_content() == "3"
+    manager.shot("groups")
+
+    row.click()
+    frame.locator("#back").wait_for()
+    for content in ("希望被称呼为「阿花」", "是一名平面设计师", "回复不要用表情"):
+        frame.get_by_text(content).wait_for()
+    manager.shot("group")
+    manager.page.locator("iframe.plugin-view-frame").screenshot(path=str(ARTIFACTS / "dashboard_page_group_frame.png"))
+
+    frame.locator("#lang").click()
+    assert frame.locator("button[data-tab='search']").text_content() == "Search"
+    frame.locator("#lang").click()
+    assert frame.locator("button[data-tab='search']").text_content() == "搜索"
+
+
+def _row(frame, content: str):
+    return frame.locator("tbody tr", has=frame.locator("td.content", has_text=content))
+
+
+def _dialog_button(frame, value: str):
+    return frame.locator(f"dialog[open] button[value='{value}']")
+
+
+def _notice(frame, text: str) -> None:
+    frame.locator("#notice", has_text=text).wait_for()
+
+
+def test_search_edit_delete_and_undo_reach_the_next_prompt(manager, lark, fake_model, ids):
+    group, user = ids.group(), ids.user()
+    _seed(lark, fake_model, group, user)
+    manager.open_directly()
+    frame = manager.frame
+
+    manager.tab("search")
+    frame.locator("#search-form select.group-select").select_option(group)
+    frame.locator("#search-form input[name=q]").fill("设计师")
+    frame.locator("#search-form button[type=submit]").click()
+    row = _row(frame, "是一名平面设计师")
+    row.wait_for()
+    assert frame.locator(".memory-list tbody tr").count() == 1, "the lexical search finds only the matching memory"
+    manager.shot("search")
+
+    row.get_by_role("button", name="编辑").click()
+    frame.locator("dialog[open] textarea[name=content]").fill("是一名资深平面设计师")
+    manager.shot("edit")
+    _dialog_button(frame, "save").click()
+    _notice(frame, "已保存")
+    assert Injected("是一名资深平面设计师", "事实") in lark.say("你好", group=group, user=user).memories
+
+    _row(frame, "是一名资深平面设计师").get_by_role("button", name="删除").click()
+    _dialog_button(frame, "ok").click()
+    _notice(frame, "已删除 1 条")
+    memories = lark.say("你好", group=group, user=user).memories
+    assert memories is not None and all("设计师" not in m.content for m in memories)
+
+    manager.tab("history")
+    frame.locator("select.group-select").select_option(group)
+    newest = frame.locator("#history-table tbody tr").first
+    newest.wait_for()
+    assert "资深平面设计师" in newest.text_content()  # the deletion, with what was deleted
+    manager.shot("history")
+    newest.get_by_role("button", name="撤销").click()
+    _dialog_button(frame, "ok").click()
+    _notice(frame, "已撤销")
+    assert Injected("是一名资深平面设计师", "事实") in lark.say("你好", group=group, user=user).memories
+
+
+def _without_clock(block: str) -> str:
+    """The block minus its current-time line (the two may straddle a minute)."""
+    return "\n".join(line for line in block.splitlines() if not line.startswith("当前时间"))
+
+
+def test_recall_tester_shows_what_the_real_prompt_gets(manager, lark, fake_model, ids):
+    group, user = ids.group(), ids.user()
+    _seed(lark, fake_model, group, user)
+    message = "我平时做什么工作？"
+    prompt = lark.say(message, group=group, user=user).system_prompt
+
+    manager.open_directly()
+    frame = manager.frame
+    manager.tab("recall")
+    frame.locator("#recall-form select.group-select").select_option(group)
+    frame.locator(f"#recall-form select[name=user_id] option[value='{user}']").wait_for(state="attached")
+    frame.locator("#recall-form select[name=user_id]").select_option(user)
+    frame.locator("#recall-form textarea[name=message]").fill(message)
+    frame.locator("#recall-form button[type=submit]").click()
+    block = frame.locator("pre#recall-block")
+    block.wait_for()
+    manager.shot("recall")
+    shown = block.text_content()
+    assert "是一名平面设计师" in shown
+    start, end = prompt.index("[关于当前用户的记忆]"), prompt.index("[关于当前用户的记忆结束]")
+    injected = prompt[start:end + len("[关于当前用户的记忆结束]")]
+    assert _without_clock(shown).splitlines() == _without_clock(injected).splitlines(), \
+        "the tester shows exactly the injected block"
+    reasons = frame.locator("#recall-items tbody tr").all_text_contents()
+    assert len(reasons) == 3 and any("成员本人的指令" in r for r in reasons)
+
+
+def test_export_then_import_into_a_fresh_instance(manager, browser, lark, fake_model, ids, start_astrbot, tmp_path):
+    group, user = ids.group(), ids.user()
+    _seed(lark, fake_model, group, user)
+    manager.open_directly()
+    frame = manager.frame
+    manager.tab("transfer")
+    selects = frame.locator("section.card").first.locator("select")
+    selects.first.select_option("group")
+    selects.nth(1).select_option(group)
+    with manager.page.expect_download() as download:
+        frame.locator("#export-btn").click()
+    exported = tmp_path / "export.json"
+    download.value.save_as(exported)
+    data = json.loads(exported.read_text(encoding="utf-8"))
+    assert group in json.dumps(data, ensure_ascii=False)
+
+    fresh = start_astrbot()
+    fresh_lark = LarkDriver(fresh, lark.fake_lark, fake_model)
+    context = browser.new_context(viewport={"width": 1400, "height": 900}, locale="zh-CN")
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    try:
+        other = ManagerPage(page, fresh.base_url)
+        other.login(fresh.password)
+        other.open_directly()
+        other.tab("transfer")
+        f = other.frame
+        f.locator("#import-file").set_input_files(str(exported))
+        f.locator("#import-preview").click()
+        summary = f.locator(f"#import-summary tr[data-group='{group}']")
+        summary.wait_for()
+        assert summary.locator("td").nth(1).text_content() == "3"  # three new memories
+        other.shot("import_preview")
+        f.locator("#import-apply").click()
+        f.get_by_text("导入完成").wait_for()
+        other.shot("import_applied")
+    finally:
+        context.close()
+    memories = fresh_lark.say("你好", group=group, user=user).memories
+    assert memories is not None and {m.content for m in memories} == {
+        "希望被称呼为「阿花」", "是一名平面设计师", "回复不要用表情"}
+
+
+def test_statistics_then_erase_everything_about_a_person(manager, lark, fake_model, ids):
+    group, user = ids.group(), ids.user()
+    _seed(lark, fake_model, group, user)
+    manager.open_directly()
+    frame = manager.frame
+
+    manager.tab("stats")
+    frame.locator("select.group-select").select_option(group)
+    by_type = frame.locator("section.card", has_text="按类型")
+    by_type.locator(".bar-row", has_text="指令").wait_for()
+    for label in ("指令", "偏好", "事实"):
+        assert by_type.locator(".bar-row", has_text=label).locator(".num").text_content() == "1"
+    manager.shot("stats")
+
+    manager.tab("privacy")
+    frame.locator("#privacy-form input[name=user_id]").fill(user)
+    frame.locator("#privacy-form button[type=submit]").click()
+    frame.locator("dialog[open] input[data-testid=confirm-input]").fill(user)
+    manager.shot("erase_confirm")
+    _dialog_button(frame, "ok").click()
+    frame.get_by_text(f"已删除：{user}").wait_for()
+    assert lark.say("你好", group=group, user=user).memories is None, "nothing about the person is injected any more"
