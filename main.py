@@ -384,8 +384,11 @@ class UserMemoryPlugin(Star):
         reply wait) the platform's name stands in."""
         given = event.get_sender_name() or ""
         if given and not member.user_id.startswith(given):
-            return given
-        return self.members.name(member.group, member.user_id) or given or member.user_id
+            name = given
+        else:
+            name = self.members.name(member.group, member.user_id) or given or member.user_id
+        self.members.note_spoken(member.group, member.user_id, name)
+        return name
 
     @staticmethod
     async def _fetch_roster(event: AstrMessageEvent) -> Roster | None:
@@ -466,10 +469,11 @@ class UserMemoryPlugin(Star):
 
     async def test_recall(self, member: MemberKey, message: str, speaker: str = "") -> dict[str, Any]:
         """The dashboard's recall tester: `build_injection` run dry for `member` (rights and name as the member
-        list last cached them) and `message`, explained item by item (`memory/_manage/tester.py`)."""
+        list last cached them; named as the last reply named them) and `message`, explained item by item (`memory/_manage/tester.py`)."""
         trace = InjectionTrace()
         caller = _shared_caller(member, False, self.members.is_group_admin(member.group, member.user_id))
-        speaker = speaker or self.members.name(member.group, member.user_id) or member.user_id
+        speaker = (speaker or self.members.spoken_name(member.group, member.user_id)
+                   or self.members.name(member.group, member.user_id) or member.user_id)
         block, _ = await self.build_injection(caller, speaker, message, time.time(), dry_run=True, trace=trace)
         return explain_injection(block, trace)
 

@@ -40,6 +40,9 @@ def roster_from(names: Mapping[str, str | None], owner: str | None, admins: list
                   frozenset(str(a) for a in admins or ()))
 
 
+MAX_SPOKEN_NAMES = 100_000
+
+
 class MemberDirectory:
     """Rosters per group. `lookup` is synchronous and cheap (the reply path calls it); fetches run as background
     tasks, at most `max_concurrent_fetches` at once and, per group, at most once every `retry_seconds` (also
@@ -54,6 +57,7 @@ class MemberDirectory:
         self._last_attempt: dict[GroupKey, float] = {}
         self._tasks: dict[GroupKey, asyncio.Task[None]] = {}
         self._fetch_slots = asyncio.Semaphore(max_concurrent_fetches)
+        self._spoken: dict[tuple[GroupKey, str], str] = {}  # the name a reply last called each member by
 
     def roster(self, key: GroupKey) -> Roster | None:
         return self._rosters.get(key)
@@ -62,9 +66,22 @@ class MemberDirectory:
         roster = self._rosters.get(key)
         return roster.names.get(user_id) if roster else None
 
+    def note_spoken(self, key: GroupKey, user_id: str, name: str) -> None:
+        """Remember the name the reply path called the member by (the dashboard's recall tester shows the same)."""
+        spoken = (key, user_id)
+        if self._spoken.get(spoken) != name:
+            if len(self._spoken) >= MAX_SPOKEN_NAMES:
+                self._spoken.clear()
+            self._spoken[spoken] = name
+
+    def spoken_name(self, key: GroupKey, user_id: str) -> str | None:
+        return self._spoken.get((key, user_id))
+
     def forget(self, user_id: str) -> None:
         """Drop a member's cached name from every roster (an erasure of everything about them); the next fetch
         may bring it back only if the platform still lists them."""
+        for spoken in [k for k in self._spoken if k[1] == user_id]:
+            del self._spoken[spoken]
         for key, roster in self._rosters.items():
             if user_id in roster.names:
                 names = {uid: name for uid, name in roster.names.items() if uid != user_id}

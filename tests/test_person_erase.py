@@ -129,3 +129,16 @@ def test_the_cached_name_is_forgotten():
     directory._rosters[A] = Roster({"ou_p": "小P", "ou_q": "小Q"}, "ou_q", frozenset())
     directory.forget("ou_p")
     assert directory.name(A, "ou_p") is None and directory.name(A, "ou_q") == "小Q"
+
+
+def test_the_name_a_reply_used_is_kept_for_the_recall_tester_and_forgotten_with_the_person():
+    from memory import GroupKey, MemberDirectory
+
+    members = MemberDirectory()
+    key = GroupKey("lark", "oc_group1")
+    members.note_spoken(key, "ou_a", "阿花")
+    members.note_spoken(key, "ou_b", "小李")
+    assert members.spoken_name(key, "ou_a") == "阿花"
+    assert members.spoken_name(GroupKey("lark", "oc_group2"), "ou_a") is None  # per group
+    members.forget("ou_a")
+    assert members.spoken_name(key, "ou_a") is None and members.spoken_name(key, "ou_b") == "小李"
