@@ -76,7 +76,8 @@ def build(groups_dir: Path, members: int, per_member: int, small_groups: int) ->
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(doc.model_dump_json().encode())
 
-    write(BIG, members, per_member)
+    if members:
+        write(BIG, members, per_member)
     for g in range(small_groups):
         write(GroupKey("lark", f"oc_small_{g:03d}"), 20, 10)
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import random
 import shutil
 import statistics
 import sys
@@ -34,45 +33,14 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "scripts"))
 
 import astrbot_sandbox as sandbox  # noqa: E402
+from bench_dashboard import BIG, build as write_groups  # noqa: E402  (the same generated groups)
 
-from memory import GroupDocument, GroupKey, Memory, MemoryType  # noqa: E402
-from memory._models import Source, UserMemories  # noqa: E402
-from memory._storage.files import group_file_path  # noqa: E402
 
 CHROMIUM = os.environ.get("E2E_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync"]
 VIEW_URL = f"/#/plugin-view/{sandbox.PLUGIN_NAME}/memory_manager"
-BIG = GroupKey("lark", "oc_big_group")
-TOPICS = ["支付服务", "回滚预案", "周报", "前端重构", "数据库迁移", "乌龙茶", "咖啡", "羽毛球", "杭州", "上海",
-          "Python", "Rust", "Kubernetes", "监控告警", "代码评审", "发布流程", "午饭"]
-TEMPLATES = ["负责{a}，最近在看{b}", "喜欢{a}，不喜欢{b}", "住在{a}，周末常去打{b}", "正在学习{a}，之前做过{b}"]
 TARGET_S = 2.0
-
-
-def write_groups(groups_dir: Path, members: int, per_member: int, small_groups: int) -> None:
-    rng = random.Random(7)
-    t = 1_700_000_000.0
-
-    def write(key: GroupKey, users: int, each: int) -> None:
-        doc = GroupDocument(platform=key.platform, group_id=key.group_id, updated_at=t)
-        types = list(MemoryType)
-        for u in range(users):
-            doc.users[f"ou_{u:05d}"] = UserMemories(memories=[
-                Memory(id=f"{u:08x}-0000-4000-8000-{i:012x}", type=types[i % 3],
-                       content=rng.choice(TEMPLATES).format(a=rng.choice(TOPICS), b=rng.choice(TOPICS)),
-                       created_at=t + rng.random() * 1e6, updated_at=t + rng.random() * 1e6,
-                       source=Source.EXTRACTION if i % 4 == 0 else Source.EXPLICIT)
-                for i in range(each)
-            ])
-        path = group_file_path(groups_dir, key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(doc.model_dump_json().encode())
-
-    if members:
-        write(BIG, members, per_member)
-    for g in range(small_groups):
-        write(GroupKey("lark", f"oc_small_{g:03d}"), 20, 10)
 
 
 def measure(bot: sandbox.AstrBot, browser, runs: int, big: bool) -> dict[str, list[float]]:
