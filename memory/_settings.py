@@ -9,6 +9,9 @@ from typing import Any
 
 EVERYONE = "everyone"
 ADMINS = "admins"
+JSON_BACKEND = "json"
+POSTGRES_BACKEND = "postgres"
+DSN_ENV = "USER_MEMORY_POSTGRES_DSN"
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,10 @@ class Settings:
     archive_unused_max_importance: float = 0.5
     archive_retention_days: int = 30
     maintenance_interval_hours: int = 24
+    # where memories are kept (README "存储后端：JSON 还是 PostgreSQL")
+    storage_backend: str = JSON_BACKEND
+    postgres_dsn: str = ""  # the environment variable DSN_ENV wins when set
+    postgres_instance_name: str = ""  # empty: host name and process id
 
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any] | None) -> tuple[Settings, list[str]]:
@@ -171,6 +178,7 @@ _RANGES: dict[str, tuple[float, float]] = {
 _CHOICES: dict[str, tuple[str, ...]] = {
     "group_memory_writers": (EVERYONE, ADMINS),
     "group_instruction_writers": (ADMINS, EVERYONE),
+    "storage_backend": (JSON_BACKEND, POSTGRES_BACKEND),
 }
 
 

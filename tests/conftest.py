@@ -99,3 +99,25 @@ def make_event(text="", *, group="oc_group1", user="ou_userA", name=None, platfo
 @pytest.fixture
 def event():
     return make_event
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """One real PostgreSQL for the session (tests/pg.py); skipped with the reason when it cannot run here, but
+    never under CI=true."""
+    from pg import missing_reason, start_server
+
+    reason = missing_reason()
+    if reason is not None:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"PostgreSQL tests must run under CI: {reason}")
+        pytest.skip(reason)
+    server = start_server()
+    yield server
+    server.remove()
+
+
+@pytest.fixture
+def postgres_dsn(postgres_server):
+    """The DSN of a fresh, empty database on the session's server."""
+    return postgres_server.create_database()

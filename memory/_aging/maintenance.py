@@ -18,8 +18,6 @@ import asyncio
 import json
 import logging
 import math
-import os
-import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
@@ -32,7 +30,7 @@ from .._extraction import Generate
 from .._models import GroupKey
 from .._settings import Settings
 from .._storage import GROUP_OWNER, MemoryStore, owner_lists
-from .._storage.files import episode_file_path, group_document_paths, write_atomic_sync
+from .._storage.files import group_document_paths, group_identity, group_signature, write_atomic_sync
 from .archive import archive_memories, purge_expired
 from .decay import DAY, Action, action, episode_expired, next_change
 
@@ -47,8 +45,6 @@ IDLE_SLEEP_MAX = 3600.0
 # archives hundreds at once (the first pass after a long pause) does it in steps that never stall it long.
 ARCHIVE_BATCH = 100
 YIELD_EVERY = 2000  # memories decided between two yields to the event loop (a few ms of work)
-_HEAD_BYTES = 4096
-_HEAD_FIELD = re.compile(rb'"(platform|group_id)"\s*:\s*("(?:[^"\\]|\\.)*")')
 # The settings a group's skip time depends on: when one changes, every group is looked at again.
 _AGING_SETTINGS = (
     "memory_decay_after_days", "memory_decay_factor", "memory_core_importance", "review_promote_at",
@@ -255,7 +251,7 @@ class MaintenanceScheduler:
         settings = self._settings()
         now = self._clock()
         fingerprint = self._fingerprint(settings)
-        signature = await asyncio.to_thread(_signature, self._directory / path)
+        signature = await asyncio.to_thread(group_signature, self._directory / path)
         state.last_pass = now
         if signature[:2] == [0, 0]:  # the group file went away since the round began: never create it again
             self._groups.pop(path, None)
@@ -278,7 +274,7 @@ class MaintenanceScheduler:
                 self._store.unload(key)
             self.stats.seconds += time.perf_counter() - started
         # Someone else's write during the pass: keep the old signature, so the next pass reads the group again.
-        after = await asyncio.to_thread(_signature, self._directory / path)
+        after = await asyncio.to_thread(group_signature, self._directory / path)
         state.signature = after if wrote or after == signature else signature
         state.next_due, state.settings = next_due, fingerprint
         self.stats.passes += 1
@@ -459,18 +455,6 @@ def _state_json(state: GroupState) -> dict[str, Any]:
     return data
 
 
-def _signature(group_path: Path) -> list[int]:
-    """Size and mtime (ns) of the group file and of its episode file (0, 0 when missing)."""
-    out: list[int] = []
-    for path in (group_path, episode_file_path(group_path)):
-        try:
-            st = os.stat(path)
-            out += [st.st_size, st.st_mtime_ns]
-        except FileNotFoundError:
-            out += [0, 0]
-    return out
-
-
 def _discover(directory: Path, known: dict[str, tuple[str, str]]) -> dict[str, tuple[str, str]]:
     """{path relative to `directory`: (platform, group id)} of every group file (runs in a thread)."""
     found: dict[str, tuple[str, str]] = {}
@@ -480,27 +464,10 @@ def _discover(directory: Path, known: dict[str, tuple[str, str]]) -> dict[str, t
             found[relative] = known[relative]
             continue
         try:
-            identity = _identity(path)
+            identity = group_identity(path)
         except (OSError, ValueError) as exc:
             log.warning("memory maintenance: cannot tell which group %s is (%s); skipped", path, exc)
             continue
         if identity is not None:
             found[relative] = identity
     return found
-
-
-def _identity(path: Path) -> tuple[str, str] | None:
-    """(platform, group id) from the head of a group file (the serializer writes them first), else the whole."""
-    with open(path, "rb") as f:
-        head = f.read(_HEAD_BYTES)
-    fields: dict[str, Any] = {}
-    for match in _HEAD_FIELD.finditer(head):
-        fields.setdefault(match.group(1).decode(), json.loads(match.group(2)))
-    if "group_id" not in fields:
-        data = json.loads(path.read_bytes().removeprefix(b"\xef\xbb\xbf"))
-        fields = {k: data.get(k) for k in ("platform", "group_id")} if isinstance(data, dict) else {}
-    group_id = fields.get("group_id")
-    if not isinstance(group_id, str):
-        return None
-    platform = fields.get("platform")
-    return (platform if isinstance(platform, str) and platform else path.parent.name), group_id

@@ -167,6 +167,33 @@ class MemoryStore(ABC):
     async def call_totals(self, key: GroupKey) -> CallTotals:
         """What the document's background model calls added up to, trimmed ones included."""
 
+    async def start(self) -> None:
+        """Get ready to serve. A store on a server connects, prepares its schema and starts following the other
+        instances' commits; it never raises: one that cannot start stays `unavailable` (saying why) and keeps
+        trying, and until then every read or change raises `StorageUnavailable`. Local files need nothing."""
+
+    @property
+    def unavailable(self) -> str | None:
+        """Why the store cannot serve right now (the admin status shows it), or None when it can."""
+        return None
+
+    @abstractmethod
+    async def stored_groups(self) -> dict[GroupKey, str]:
+        """Every group the store holds, loaded or not, each with a signature that changes with every commit of the
+        group (maintenance and the dashboard's group index look again only at groups whose signature moved)."""
+
+    async def claim(self, name: str, seconds: float) -> bool:
+        """Take or renew the lease `name` for `seconds` among all instances that share this store: True when this
+        instance holds it now (a group's maintenance, its observation). A store that no other process shares
+        grants every claim."""
+        return True
+
+    async def release(self, name: str) -> None:
+        """Give the lease `name` up if this instance holds it."""
+
+    # A store shared by several instances also calls the listeners (`add_listener`, `add_todo_listener`,
+    # `add_commit_listener`) for a group held in memory when another instance's commit to it reached this one.
+
     @abstractmethod
     async def close(self) -> None:
         """Wait for every write in flight. Safe to call more than once."""

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import os
 import re
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 from pathlib import Path
 
 import aiofiles
@@ -18,6 +20,8 @@ import aiofiles.os
 from .._models import GroupKey
 
 _SAFE = re.compile(r"[^A-Za-z0-9_-]")
+_HEAD_BYTES = 4096
+_HEAD_FIELD = re.compile(rb'"(platform|group_id)"\s*:\s*("(?:[^"\\]|\\.)*")')
 _MAX_READABLE = 80
 
 
@@ -56,6 +60,50 @@ def group_document_paths(directory: Path) -> Iterator[Path]:
             for path in sorted(platform_dir.glob("*.json")):
                 if "." not in path.stem and not path.name.startswith("."):
                     yield path
+
+
+def group_signature(group_path: Path) -> list[int]:
+    """Size and mtime (ns) of the group file and of its episode file (0, 0 when missing): it changes with every
+    commit of the group."""
+    out: list[int] = []
+    for path in (group_path, episode_file_path(group_path)):
+        try:
+            st = os.stat(path)
+            out += [st.st_size, st.st_mtime_ns]
+        except FileNotFoundError:
+            out += [0, 0]
+    return out
+
+
+def group_identity(path: Path) -> tuple[str, str] | None:
+    """(platform, group id) from the head of a group file (the serializer writes them first), else the whole."""
+    with open(path, "rb") as f:
+        head = f.read(_HEAD_BYTES)
+    fields: dict[str, Any] = {}
+    for match in _HEAD_FIELD.finditer(head):
+        fields.setdefault(match.group(1).decode(), json.loads(match.group(2)))
+    if "group_id" not in fields:
+        data = json.loads(path.read_bytes().removeprefix(b"\xef\xbb\xbf"))
+        fields = {k: data.get(k) for k in ("platform", "group_id")} if isinstance(data, dict) else {}
+    group_id = fields.get("group_id")
+    if not isinstance(group_id, str):
+        return None
+    platform = fields.get("platform")
+    return (platform if isinstance(platform, str) and platform else path.parent.name), group_id
+
+
+def stored_groups(directory: Path) -> dict[GroupKey, str]:
+    """{group: signature of its files} for every group document under `directory`; a file that cannot be read or
+    names no group is left out (blocks: run it in a thread)."""
+    found: dict[GroupKey, str] = {}
+    for path in group_document_paths(directory):
+        try:
+            identity = group_identity(path)
+        except (OSError, ValueError):
+            continue
+        if identity is not None:
+            found[GroupKey(*identity)] = ":".join(map(str, group_signature(path)))
+    return found
 
 
 async def read_bytes(path: Path) -> bytes | None:

@@ -22,7 +22,9 @@ from .._todos.model import Todo
 from .base import (
     GROUP_OWNER, ArchiveChange, Change, EpisodeChange, Label, ManyChange, MemoryStore, Owner, R, TodoChange,
 )
-from .files import LeftoverTempFiles, episode_file_path, group_file_path, move_aside, read_bytes, write_atomic
+from .files import (
+    LeftoverTempFiles, episode_file_path, group_file_path, move_aside, read_bytes, stored_groups, write_atomic,
+)
 from .serialize import DocumentSerializer
 
 log = logging.getLogger("astrbot_plugin_user_memory")
@@ -566,6 +568,10 @@ class UserMemoryStore(MemoryStore):
         if group.flusher is None:
             group.flusher = asyncio.create_task(self._flush(group), name=f"memory-flush:{group.key}")
         return done
+
+    async def stored_groups(self) -> dict[GroupKey, str]:
+        """Every group file under the directory, with the sizes and mtimes of its files as signature."""
+        return await asyncio.to_thread(stored_groups, self._directory)
 
     async def close(self) -> None:
         """Wait for every write in flight. Safe to call more than once."""
