@@ -515,6 +515,8 @@ class VectorStore:
             kept, _ = await self._embed_ids(list(kept), wanted, dim)
             group.unsaved.update(kept)
         if not fresh and not changed:
+            if group.unsaved:  # an earlier save failed
+                await self._save(key, group)
             return
         group.set(kept | fresh, dim or kept_dim)
         group.unsaved.update(fresh)
