@@ -295,7 +295,8 @@ class PostgresMemoryStore(CachedStore):
                     self._refresh_later(group, version)
         if missed_since is not None:
             changed = await conn.fetch(
-                "SELECT platform, group_id FROM um_groups WHERE todos_changed_at >= $1 - interval '5 seconds'",
+                "SELECT platform, group_id FROM um_groups"
+                " WHERE todos_changed_at >= $1::timestamptz - interval '5 seconds'",
                 missed_since,
             )
             for platform, group_id in changed:
