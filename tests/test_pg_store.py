@@ -1,5 +1,6 @@
 """The PostgreSQL store against a real PostgreSQL (tests/pg.py): the store contract, its tables, moving a group."""
 
+import asyncio
 import json
 
 import pytest
@@ -128,3 +129,14 @@ async def test_erasure_purges_the_log_and_trimming_carries_call_totals(postgres_
         await fresh.close()
     finally:
         await store.close()
+
+
+async def test_an_erasure_takes_the_content_of_changes_in_the_same_commit(pg_store):
+    await pg_store.memories(G1, "u1")
+    await asyncio.gather(
+        pg_store.change(G1, "u1", add("秘密内容"), actor="u1"),
+        pg_store.change(G1, "u1", lambda memories: forget(memories, "all"), actor="u1", label=ERASE),
+    )
+    entries = await pg_store.log_entries(G1)
+    assert [e["op"] for e in entries] == ["add", ERASE] and all(e.get("erased") for e in entries)
+    assert "秘密内容" not in json.dumps(entries, ensure_ascii=False)

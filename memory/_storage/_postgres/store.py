@@ -184,6 +184,9 @@ class PostgresMemoryStore(CachedStore):
         group.doc, group.episodes, group.log, group.stored = loaded.doc, loaded.episodes, loaded.log, loaded.stored
         group.pending, group.erase_owners, group.erase_todos = [], set(), set()
 
+    def _busy(self, group: CachedGroup) -> bool:
+        return isinstance(group, _PgGroup) and group.refreshing is not None
+
     def _forget_versions(self, group: CachedGroup) -> None:
         assert isinstance(group, _PgGroup)
         group.stored = None
