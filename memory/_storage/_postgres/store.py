@@ -231,12 +231,37 @@ class PostgresMemoryStore(CachedStore):
         """Another instance committed since the cache was loaded: load the group in this transaction (the row
         lock is held) and run the queued operations again on it."""
         log.debug("group %s changed elsewhere; running %d change(s) again", group.key, len(group.queued))
+        self._adopt(group, await rows.load(conn, group.key))
+
+    async def _freshen(self, group: CachedGroup) -> bool:
+        """A change was refused or changed nothing on the cached state: if that state is not the stored one any
+        more, load the group again so the change is judged on what is stored (a round trip only in this case; a
+        change that does something is checked by its commit)."""
+        assert isinstance(group, _PgGroup) and group.stored is not None
+        key = group.key
+        pool = self._check_available()
+        try:
+            async with pool.acquire(timeout=CONNECT_SECONDS) as conn:
+                version = await conn.fetchval(
+                    "SELECT version FROM um_groups WHERE platform = $1 AND group_id = $2", key.platform, key.group_id
+                )
+                if (version or 0) == group.stored.version:
+                    return False
+                async with conn.transaction(isolation="repeatable_read", readonly=True):
+                    loaded = await rows.load(conn, key)
+        except Exception as exc:
+            raise self._read_failed(key, exc) from exc
+        self._adopt(group, loaded)
+        return True
+
+    def _adopt(self, group: _PgGroup, loaded: rows.Loaded) -> None:
+        """Make a fresh load the cached state, tell the listeners, and run the queued operations again on it."""
         old_todos = group.doc.todos if group.doc is not None else None
-        self._install(group, await rows.load(conn, group.key))
-        assert group.doc is not None
-        self._tell_document(group.key, group.doc)
-        if group.doc.todos != old_todos:
-            self._tell_todos(group.key, group.doc.todos)
+        self._install(group, loaded)
+        doc = loaded.doc
+        self._tell_document(group.key, doc)
+        if doc.todos != old_todos:
+            self._tell_todos(group.key, doc.todos)
         self._run_again(group)
 
     # ------------------------------------------------------------------------------------------ other instances
@@ -269,12 +294,7 @@ class PostgresMemoryStore(CachedStore):
                     async with pool.acquire(timeout=CONNECT_SECONDS) as conn:
                         async with conn.transaction(isolation="repeatable_read", readonly=True):
                             loaded = await rows.load(conn, group.key)
-                    old_todos = group.doc.todos
-                    self._install(group, loaded)
-                    doc = loaded.doc
-                    self._tell_document(group.key, doc)
-                    if doc.todos != old_todos:
-                        self._tell_todos(group.key, doc.todos)
+                    self._adopt(group, loaded)
                     self._tell_committed(group)
         except Exception as exc:  # the next notification or the sweep after a reconnection tries again
             log.warning("refreshing group %s from PostgreSQL failed: %s", group.key, _describe(exc))
