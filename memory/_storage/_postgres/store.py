@@ -123,10 +123,12 @@ class PostgresMemoryStore(CachedStore):
         if isinstance(exc, ConnectionLost):  # the next attempt, right away, says whether the server is there
             return
         if isinstance(exc, schema.NewerSchema):
-            self._unavailable = str(exc)
+            reason = str(exc)
         else:
-            self._unavailable = f"无法连接 PostgreSQL（{mask_dsn(self._dsn)}）：{_describe(exc)}"
-        log.error("PostgreSQL storage unavailable: %s", self._unavailable)
+            reason = f"无法连接 PostgreSQL（{mask_dsn(self._dsn)}）：{_describe(exc)}"
+        if reason != self._unavailable:  # once per reason, not at every retry
+            log.error("PostgreSQL storage unavailable: %s", reason)
+        self._unavailable = reason
 
     def _check_available(self) -> Any:
         """The pool, or StorageUnavailable saying why there is none."""
