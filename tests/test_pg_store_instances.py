@@ -184,3 +184,30 @@ async def test_a_change_refused_on_a_stale_cache_is_judged_on_what_is_stored(pos
     finally:
         await a.close()
         await deaf.close()
+
+
+async def test_a_refresh_reads_again_only_what_moved_and_equals_a_fresh_load(postgres_dsn, tmp_path):
+    from test_pg_store_moving import G as RICH, adding, memory, rich_json_group
+
+    source = await rich_json_group(tmp_path)
+    a = await opened(postgres_dsn, "a")
+    await a.import_group(RICH, await source.export_group(RICH))
+    b = await opened(postgres_dsn, "b")
+    try:
+        before = await b.document(RICH)
+        untouched = before.users["ou_quiet"].memories
+        await a.change(RICH, "ou_a", adding(memory("m7", "新来的")), actor="ou_a")
+        await until(lambda: b.peek(RICH, "ou_a") and b.peek(RICH, "ou_a")[-1].id == "m7")
+        refreshed = await b.document(RICH)
+        assert refreshed.users["ou_quiet"].memories is untouched  # not read again
+        assert refreshed.users["ou_quiet"].model_extra == {"extraction_opt_out": True}
+        assert refreshed.todos is before.todos and refreshed.archive is before.archive
+        fresh = await opened(postgres_dsn, "c")
+        try:
+            assert (await fresh.document(RICH)).model_dump() == refreshed.model_dump()
+            assert await fresh.episodes(RICH) == await b.episodes(RICH)
+        finally:
+            await fresh.close()
+    finally:
+        await a.close()
+        await b.close()

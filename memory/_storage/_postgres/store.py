@@ -213,15 +213,16 @@ class PostgresMemoryStore(CachedStore):
                     doc, log_cursor = group.doc, group.log
                     assert doc is not None and log_cursor is not None and group.stored is not None
                     entries = group.pending
-                    todos_changed = await rows.write(
+                    lists = await rows.write(
                         conn, key, gid, group.stored, doc, group.episodes, entries, log_cursor.next_id
                     )
+                    todos_changed = lists.get("todos") == version + 1
                     await rows.erase(conn, gid, group.erase_owners, group.erase_todos)
                     await rows.trim(conn, gid, self._log_max_bytes)
                     notice = Change(key, version + 1, self.instance, todos_changed)
                     await conn.execute("SELECT pg_notify($1, $2)", schema.CHANGES_CHANNEL, notice.payload())
             group.pending, group.erase_owners, group.erase_todos = [], set(), set()
-            group.stored = rows.snapshot(gid, version + 1, doc, group.episodes or [])
+            group.stored = rows.snapshot(gid, version + 1, doc, group.episodes or [], lists)
             if log_cursor.totals is not None:
                 for entry in entries:
                     if entry.get("kind") == changelog.CALL:
@@ -233,7 +234,7 @@ class PostgresMemoryStore(CachedStore):
         """Another instance committed since the cache was loaded: load the group in this transaction (the row
         lock is held) and run the queued operations again on it."""
         log.debug("group %s changed elsewhere; running %d change(s) again", group.key, len(group.queued))
-        self._adopt(group, await rows.load(conn, group.key))
+        self._adopt(group, await rows.load(conn, group.key, group.stored))
 
     async def _freshen(self, group: CachedGroup) -> bool:
         """A change was refused or changed nothing on the cached state: if that state is not the stored one any
@@ -250,7 +251,7 @@ class PostgresMemoryStore(CachedStore):
                 if (version or 0) == group.stored.version:
                     return False
                 async with conn.transaction(isolation="repeatable_read", readonly=True):
-                    loaded = await rows.load(conn, key)
+                    loaded = await rows.load(conn, key, group.stored)
         except Exception as exc:
             raise self._read_failed(key, exc) from exc
         self._adopt(group, loaded)
@@ -295,7 +296,7 @@ class PostgresMemoryStore(CachedStore):
                     pool = self._check_available()
                     async with pool.acquire(timeout=CONNECT_SECONDS) as conn:
                         async with conn.transaction(isolation="repeatable_read", readonly=True):
-                            loaded = await rows.load(conn, group.key)
+                            loaded = await rows.load(conn, group.key, stored)
                     self._adopt(group, loaded)
                     self._tell_committed(group)
         except Exception as exc:  # the next notification or the sweep after a reconnection tries again
