@@ -305,6 +305,7 @@ class UserMemoryPlugin(Star):
         speaker = Utterance(
             member.user_id, self._speaker_name(event, member), text, time.time(),
             can_manage_group=caller.can_manage_group,
+            message_id=str(getattr(event.message_obj, "message_id", "") or ""),  # to tell copies across instances
         )
         self.extraction.observe(member.group, speaker, event.unified_msg_origin)
 

@@ -100,6 +100,7 @@ MAX_SHOWN_MEMORIES = 40
 MAX_JUDGED_MEMORIES = 30  # memories shown beyond MAX_SHOWN_MEMORIES because a shown reply had them injected
 # Longest message kept for extraction: a pasted megabyte must not reach the prompt or the loop-bound scoring.
 MAX_UTTERANCE_CHARS = 500
+MAX_NAME_CHARS = 64  # of a relayed speaker's name: with the text, a relayed message stays far below NOTIFY's 8000 bytes
 CALL_TIMEOUT_SECONDS = 120.0  # a hung provider must not keep the group's next batches waiting forever
 BOOST_STEP = 0.1
 EXTRACTION_ACTOR = "extraction"
@@ -107,6 +108,10 @@ EXTRACTION_ACTOR = "extraction"
 # less than half of it is left), and how long an instance refused it leaves the group's messages to the holder.
 OBSERVE_LEASE_SECONDS = 600.0
 OBSERVE_REFUSED_SECONDS = 30.0
+# Platform message ids remembered per group to tell a relayed copy of a message from a new one (relays arrive
+# within about a second, so this covers far more than the window in which a copy can come).
+SEEN_MESSAGE_IDS = 1000
+RELAY_QUEUE = 1000  # messages waiting to be relayed (while the store is slow); the oldest go first when full
 
 
 @dataclass(frozen=True)
@@ -116,6 +121,7 @@ class Utterance:
     text: str
     at: float
     can_manage_group: bool = False  # the speaker is an admin of this group (may write group instructions, ...)
+    message_id: str = ""  # the platform's id of the message ("" unknown: then it is never relayed)
 
 
 @dataclass(frozen=True)
@@ -696,11 +702,16 @@ async def _store_episode(
 
 
 class Leases(Protocol):
-    """Leases among the instances sharing a store (`MemoryStore.claim` / `release`)."""
+    """Leases among the instances sharing a store, and relaying to them (`MemoryStore.claim` / `release` /
+    `relay` / `add_relay_listener`)."""
 
     async def claim(self, name: str, seconds: float) -> bool: ...
 
     async def release(self, name: str) -> None: ...
+
+    async def relay(self, payload: dict[str, Any]) -> None: ...
+
+    def add_relay_listener(self, listener: Callable[[dict[str, Any]], None]) -> None: ...
 
 
 def observe_lease(key: GroupKey) -> str:
@@ -714,7 +725,44 @@ class _Lease:
     until: float = -math.inf  # held until then
     refused_until: float = -math.inf  # another instance holds it: not asked again before then
     asking: asyncio.Task[None] | None = None
-    waiting: list[tuple[Utterance, str]] = field(default_factory=list)  # observed while asking
+    # observed while asking: (message, origin, whether another instance relayed it)
+    waiting: list[tuple[Utterance, str, bool]] = field(default_factory=list)
+    seen: dict[str, None] = field(default_factory=dict)  # platform message ids taken in or waiting, oldest first
+
+    def first_sight(self, utterance: Utterance) -> bool:
+        """Whether the message was not seen yet (then it is now); True for one without an id."""
+        message_id = utterance.message_id
+        if not message_id:
+            return True
+        if message_id in self.seen:
+            return False
+        self.seen[message_id] = None
+        if len(self.seen) > SEEN_MESSAGE_IDS:
+            del self.seen[next(iter(self.seen))]
+        return True
+
+
+def relayed_message(key: GroupKey, utterance: Utterance, origin: str) -> dict[str, Any]:
+    return {"p": key.platform, "g": key.group_id, "o": origin, "u": utterance.user_id, "n": utterance.name[:MAX_NAME_CHARS],
+            "t": utterance.text, "a": utterance.at, "m": utterance.message_id, "c": utterance.can_manage_group}
+
+
+def read_relayed(payload: dict[str, Any]) -> tuple[GroupKey, Utterance, str]:
+    """(group, message, origin) of a relayed message; KeyError / TypeError / ValueError when malformed."""
+    key = GroupKey(str(payload["p"]), str(payload["g"]))
+    name = str(payload["n"])[:MAX_NAME_CHARS]
+    utterance = Utterance(str(payload["u"]), name, str(payload["t"]), float(payload["a"]),
+                          can_manage_group=bool(payload["c"]), message_id=str(payload["m"]))
+    return key, utterance, str(payload["o"])
+
+
+def _tidy(utterance: Utterance) -> Utterance:
+    """The message cut to MAX_UTTERANCE_CHARS, lone surrogates replaced so one bad character cannot fail the batch's
+    model call."""
+    text = replace_unencodable(utterance.text[:MAX_UTTERANCE_CHARS])
+    if len(utterance.text) > MAX_UTTERANCE_CHARS:
+        text += "…"
+    return replace(utterance, text=text) if text != utterance.text else utterance
 
 
 class ExtractionScheduler:
@@ -731,8 +779,13 @@ class ExtractionScheduler:
 
     With `leases` (a store shared by several instances), a group is observed by one instance at a time: the one
     holding the lease `observe:<platform>:<group>` (`OBSERVE_LEASE_SECONDS`, renewed by the group's messages).
-    Messages that arrive while the lease is being asked for wait for the answer; an instance refused it drops the
-    group's messages (the holder extracts them) and asks again after `OBSERVE_REFUSED_SECONDS`."""
+    Messages that arrive while the lease is being asked for wait for the answer; an instance refused it relays the
+    group's messages to the others through the store and asks again after `OBSERVE_REFUSED_SECONDS`. The holder
+    takes relayed messages in like its own, once each by platform message id: where every instance receives every
+    message (several OneBot clients) the relayed copies are dropped, where each message reaches one instance (Lark's
+    cluster mode) they are the other instances' share of the conversation. Best effort like the buffer itself: a
+    message relayed while no instance holds the lease, or to a holder that is down, is lost. An instance giving
+    the lease up (`close`) tells the others, so the next message of the group makes one of them the holder."""
 
     def __init__(
         self,
@@ -752,6 +805,10 @@ class ExtractionScheduler:
         self._leases = leases
         self._lease_seconds = lease_seconds
         self._held: dict[GroupKey, _Lease] = {}
+        self._outbox: deque[dict[str, Any]] = deque(maxlen=RELAY_QUEUE)
+        self._relaying: asyncio.Task[None] | None = None
+        if leases is not None:
+            leases.add_relay_listener(self._relayed)
         self._limiter = limiter
         self._every_n = every_n
         self._quiet_seconds = quiet_seconds
@@ -770,22 +827,37 @@ class ExtractionScheduler:
     def observe(self, key: GroupKey, utterance: Utterance, origin: str) -> None:
         """Record one group message (cut to MAX_UTTERANCE_CHARS, lone surrogates replaced so one bad character
         cannot fail the batch's model call). Cheap and synchronous: the work happens in a background task."""
-        text = replace_unencodable(utterance.text[:MAX_UTTERANCE_CHARS])
-        if len(utterance.text) > MAX_UTTERANCE_CHARS:
-            text += "…"
-        if text != utterance.text:
-            utterance = replace(utterance, text=text)
+        utterance = _tidy(utterance)
         if not clean_content(utterance.text):
             return
-        if self._leases is None or self._observing(key, utterance, origin):
+        if self._leases is None:
             self._accept(key, utterance, origin)
+        else:
+            self._observing(key, utterance, origin, relayed=False)
 
-    def _accept(self, key: GroupKey, utterance: Utterance, origin: str) -> None:
+    def _relayed(self, payload: dict[str, Any]) -> None:
+        """Another instance relayed a message it received (or told that it gave a group's lease up)."""
+        try:
+            if payload.get("released"):
+                lease = self._held.get(GroupKey(str(payload["p"]), str(payload["g"])))
+                if lease is not None:
+                    lease.refused_until = -math.inf
+                return
+            key, utterance, origin = read_relayed(payload)
+        except (KeyError, TypeError, ValueError) as exc:
+            log.warning("ignoring a malformed relayed message (%r): %.200s", exc, payload)
+            return
+        utterance = _tidy(utterance)
+        if clean_content(utterance.text) and utterance.message_id:
+            self._observing(key, utterance, origin, relayed=True)
+
+    def _accept(self, key: GroupKey, utterance: Utterance, origin: str, *, relayed: bool = False) -> None:
         pending = self._pending.setdefault(key, deque(maxlen=self._buffer_size))
         if self._segments is not None and len(pending) == pending.maxlen:
             self._segments.dropped(key)
         pending.append(utterance)
-        self._origin[key] = origin
+        if not relayed or key not in self._origin:  # our own way to the group, where there is one
+            self._origin[key] = origin
         segment_closed = self._segments is not None and self._segments.add(key, utterance)
         timer = self._timers.pop(key, None)
         if timer is not None:
@@ -795,22 +867,26 @@ class ExtractionScheduler:
         else:
             self._timers[key] = self._call_later(self._quiet_seconds, lambda: self._start(key, paused=True))
 
-    def _observing(self, key: GroupKey, utterance: Utterance, origin: str) -> bool:
-        """Whether this instance holds the group's lease now (then the message is buffered at once). Otherwise the
-        message waits for the answer to asking for it, or is dropped while another instance holds it."""
+    def _observing(self, key: GroupKey, utterance: Utterance, origin: str, *, relayed: bool) -> None:
+        """Buffer the message at once while this instance holds the group's lease (a copy seen before is
+        dropped). Otherwise it waits for the answer to asking for the lease; while another instance holds it, a
+        message received here is relayed to it and a relayed one is dropped (never relayed again)."""
         now = time.monotonic()
         lease = self._held.setdefault(key, _Lease())
         if lease.until > now:
             if lease.until - now < self._lease_seconds / 2 and lease.asking is None:
                 lease.asking = asyncio.create_task(self._ask(key, lease), name=f"memory-observe-lease:{key}")
-            return True
+            if lease.first_sight(utterance):
+                self._accept(key, utterance, origin, relayed=relayed)
+            return
         if lease.refused_until > now:
-            return False
-        if len(lease.waiting) < self._buffer_size:
-            lease.waiting.append((utterance, origin))
+            if not relayed:
+                self._relay(relayed_message(key, utterance, origin))
+            return
+        if lease.first_sight(utterance) and len(lease.waiting) < self._buffer_size:
+            lease.waiting.append((utterance, origin, relayed))
         if lease.asking is None:
             lease.asking = asyncio.create_task(self._ask(key, lease), name=f"memory-observe-lease:{key}")
-        return False
 
     async def _ask(self, key: GroupKey, lease: _Lease) -> None:
         assert self._leases is not None
@@ -825,11 +901,30 @@ class ExtractionScheduler:
         waiting, lease.waiting = lease.waiting, []
         if ours:
             lease.until = asked + self._lease_seconds
-            for utterance, origin in waiting:
-                self._accept(key, utterance, origin)
+            for utterance, origin, relayed in waiting:
+                self._accept(key, utterance, origin, relayed=relayed)
         else:
             lease.until = -math.inf
             lease.refused_until = time.monotonic() + OBSERVE_REFUSED_SECONDS
+            for utterance, origin, relayed in waiting:
+                if not relayed:
+                    self._relay(relayed_message(key, utterance, origin))
+
+    def _relay(self, payload: dict[str, Any]) -> None:
+        """Queue `payload` for the other instances; one task sends the queue in order."""
+        if not payload.get("m"):
+            return  # without a platform message id the holder could not tell it from a copy it has
+        self._outbox.append(payload)
+        if self._relaying is None:
+            self._relaying = asyncio.create_task(self._send_relayed(), name="memory-observe-relay")
+
+    async def _send_relayed(self) -> None:
+        assert self._leases is not None
+        try:
+            while self._outbox:
+                await self._leases.relay(self._outbox.popleft())
+        finally:
+            self._relaying = None
 
     def observing(self, key: GroupKey) -> bool:
         """Whether this instance observes the group now (always, on a store no other instance shares)."""
@@ -899,9 +994,11 @@ class ExtractionScheduler:
             await asyncio.gather(*self._running.values(), return_exceptions=True)
 
     async def close(self) -> None:
-        """Stop, and give up the observation leases this instance holds (another instance takes the groups over
-        at their next message)."""
+        """Stop, and give up the observation leases this instance holds, telling the other instances (one of them
+        takes each group over at its next message). Messages still waiting to be relayed are dropped."""
         asking = [lease.asking for lease in self._held.values() if lease.asking is not None]
+        if self._relaying is not None:
+            asking.append(self._relaying)
         for task in asking:
             task.cancel()
         await asyncio.gather(*asking, return_exceptions=True)
@@ -919,5 +1016,6 @@ class ExtractionScheduler:
             for key in held:
                 try:
                     await self._leases.release(observe_lease(key))
+                    await self._leases.relay({"p": key.platform, "g": key.group_id, "released": True})
                 except MemoryPluginError as exc:  # it lapses on its own
                     log.warning("observing %s: the lease cannot be given up now (%s)", key, exc)

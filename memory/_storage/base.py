@@ -207,6 +207,14 @@ class MemoryStore(ABC):
     async def release(self, name: str) -> None:
         """Give the lease `name` up if this instance holds it."""
 
+    async def relay(self, payload: dict[str, Any]) -> None:
+        """Hand `payload` (JSON-able, a few kB at most) to the other instances sharing this store, best effort: a
+        message observed here for the instance that observes its group. Nothing to do where no other process
+        shares the store."""
+
+    def add_relay_listener(self, listener: Callable[[dict[str, Any]], None]) -> None:
+        """Call `listener(payload)` (quick, never raising) for every payload another instance relayed."""
+
     # A store shared by several instances also calls the listeners (`add_listener`, `add_todo_listener`,
     # `add_commit_listener`) for a group held in memory when another instance's commit to it reached this one.
 

@@ -1,6 +1,7 @@
 """Following the other instances' commits: one LISTEN connection per instance, kept alive.
 
-Every commit sends `pg_notify('um_changed', payload)` inside its transaction (delivered only if it commits). A
+Every commit sends `pg_notify('um_changed', payload)` inside its transaction (delivered only if it commits); the same
+connection also hears `um_observe`, the group messages other instances relay (`PostgresMemoryStore.relay`). A
 LISTEN connection can die without a word (a restarted server, a NAT timeout): a termination listener and a
 heartbeat query notice it, and after every (re)connection the store sweeps the versions of what it holds, so a
 notification lost meanwhile is made up for.
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..._models import GroupKey
-from .schema import CHANGES_CHANNEL
+from .schema import CHANGES_CHANNEL, RELAY_CHANNEL
 
 log = logging.getLogger("astrbot_plugin_user_memory")
 
@@ -52,7 +53,8 @@ class Change:
 
 
 class Follower:
-    """Keeps one LISTEN connection open (reconnecting with backoff) and hands every notification to `on_change`.
+    """Keeps one LISTEN connection open (reconnecting with backoff) and hands every change notification to
+    `on_change`, every relayed payload (raw) to `on_relay`.
 
     `connect()` opens a connection (raising when it cannot), `on_up()` runs after every connection (the store
     prepares its schema the first time and sweeps what it holds), `on_down(reason)` when it is lost or cannot be
@@ -64,6 +66,7 @@ class Follower:
         on_change: Callable[[Change], None],
         on_up: Callable[[Any], Awaitable[None]],
         on_down: Callable[[BaseException], None],
+        on_relay: Callable[[str], None],
         *,
         heartbeat: float = HEARTBEAT_SECONDS,
     ) -> None:
@@ -71,6 +74,7 @@ class Follower:
         self._on_change = on_change
         self._on_up = on_up
         self._on_down = on_down
+        self._on_relay = on_relay
         self._heartbeat = heartbeat
         self._task: asyncio.Task[None] | None = None
         self._connection: Any = None
@@ -104,6 +108,7 @@ class Follower:
                 self._connection = connection
                 connection.add_termination_listener(lambda _conn: lost.set())
                 await connection.add_listener(CHANGES_CHANNEL, self._heard)
+                await connection.add_listener(RELAY_CHANNEL, self._relayed)
                 await self._on_up(connection)
                 failures = 0
                 self._first_attempt.set()
@@ -139,6 +144,9 @@ class Follower:
         change = Change.parse(payload)
         if change is not None:
             self._on_change(change)
+
+    def _relayed(self, _connection: Any, _pid: int, _channel: str, payload: str) -> None:
+        self._on_relay(payload)
 
     async def _drop(self) -> None:
         connection, self._connection = self._connection, None

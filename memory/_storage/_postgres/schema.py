@@ -14,6 +14,7 @@ from typing import Any
 
 SCHEMA_VERSION = 1
 CHANGES_CHANNEL = "um_changed"
+RELAY_CHANNEL = "um_observe"  # messages an instance relays to the one observing their group
 # pg_advisory_xact_lock key of schema migrations: any constant no other lock of this database uses ("umschema").
 _MIGRATION_LOCK = 0x756D736368656D61
 

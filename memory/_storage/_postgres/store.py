@@ -41,6 +41,8 @@ CLOSED = "PostgreSQL 存储已关闭"
 POOL_SIZE = 8
 CONNECT_SECONDS = 10.0
 COMMAND_SECONDS = 30.0
+# A relayed payload must fit in one NOTIFY (8000 bytes, less than that in practice with the channel name).
+RELAY_MAX_BYTES = 7000
 
 
 @dataclass(eq=False, kw_only=True)
@@ -73,6 +75,7 @@ class PostgresMemoryStore(CachedStore):
         self._asyncpg: Any = None
         self._prepared = False
         self._closed = False
+        self._relay_listeners: list[Callable[[dict[str, Any]], None]] = []
 
     # ------------------------------------------------------------------------------------------ connection
     async def start(self) -> None:
@@ -87,7 +90,7 @@ class PostgresMemoryStore(CachedStore):
             log.error("storage_backend is postgres but asyncpg is not installed: %s", ASYNCPG_MISSING)
             return
         self._asyncpg = asyncpg
-        self._follower = Follower(self._listen_connection, self._heard, self._up, self._down)
+        self._follower = Follower(self._listen_connection, self._heard, self._up, self._down, self._relayed)
         self._follower.start()
         await self._follower.first_attempt()
 
@@ -390,6 +393,38 @@ class PostgresMemoryStore(CachedStore):
             await self.pool.execute("DELETE FROM um_claims WHERE name = $1 AND holder = $2", name, self.instance)
         except Exception as exc:  # it expires on its own
             log.warning("releasing %s failed: %s", name, _describe(exc))
+
+    # ------------------------------------------------------------------------------------------ relaying
+    async def relay(self, payload: dict[str, Any]) -> None:
+        """NOTIFY the other instances of `payload` (not transactional, not stored: an instance that does not
+        listen right now never gets it). A payload too large for one notification is skipped with a warning, and
+        so is one sent while the server cannot be reached."""
+        if self._unavailable is not None or self.pool is None:
+            log.debug("not relayed (storage unavailable): %.200s", payload)
+            return
+        text = json.dumps({"i": self.instance, "d": payload})  # ASCII: the size check counts what is sent
+        if len(text) > RELAY_MAX_BYTES:
+            log.warning("not relayed: %d bytes, more than one notification carries (%d)", len(text), RELAY_MAX_BYTES)
+            return
+        try:
+            await self.pool.execute("SELECT pg_notify($1, $2)", schema.RELAY_CHANNEL, text)
+        except Exception as exc:
+            log.warning("relaying to the other instances failed: %s", _describe(exc))
+
+    def add_relay_listener(self, listener: Callable[[dict[str, Any]], None]) -> None:
+        self._relay_listeners.append(listener)
+
+    def _relayed(self, text: str) -> None:
+        try:
+            value = json.loads(text)
+            instance, payload = str(value["i"]), value["d"]
+        except (ValueError, KeyError, TypeError):
+            log.warning("ignoring a malformed relayed payload: %.200s", text)
+            return
+        if instance == self.instance or not isinstance(payload, dict):
+            return
+        for listener in self._relay_listeners:
+            listener(payload)
 
     # ------------------------------------------------------------------------------------------ moving groups
     async def import_group(self, key: GroupKey, dump: GroupDump) -> None:
