@@ -743,8 +743,9 @@ class _Lease:
 
 
 def relayed_message(key: GroupKey, utterance: Utterance, origin: str) -> dict[str, Any]:
-    return {"p": key.platform, "g": key.group_id, "o": origin, "u": utterance.user_id, "n": utterance.name[:MAX_NAME_CHARS],
-            "t": utterance.text, "a": utterance.at, "m": utterance.message_id, "c": utterance.can_manage_group}
+    return {"p": key.platform, "g": key.group_id, "o": origin, "u": utterance.user_id,
+            "n": utterance.name[:MAX_NAME_CHARS], "t": utterance.text, "a": utterance.at, "m": utterance.message_id,
+            "c": utterance.can_manage_group}
 
 
 def read_relayed(payload: dict[str, Any]) -> tuple[GroupKey, Utterance, str]:
@@ -807,6 +808,7 @@ class ExtractionScheduler:
         self._held: dict[GroupKey, _Lease] = {}
         self._outbox: deque[dict[str, Any]] = deque(maxlen=RELAY_QUEUE)
         self._relaying: asyncio.Task[None] | None = None
+        self._closed = False  # the store may outlive this scheduler and go on handing it relayed messages
         if leases is not None:
             leases.add_relay_listener(self._relayed)
         self._limiter = limiter
@@ -837,6 +839,8 @@ class ExtractionScheduler:
 
     def _relayed(self, payload: dict[str, Any]) -> None:
         """Another instance relayed a message it received (or told that it gave a group's lease up)."""
+        if self._closed:
+            return
         try:
             if payload.get("released"):
                 lease = self._held.get(GroupKey(str(payload["p"]), str(payload["g"])))
@@ -996,6 +1000,7 @@ class ExtractionScheduler:
     async def close(self) -> None:
         """Stop, and give up the observation leases this instance holds, telling the other instances (one of them
         takes each group over at its next message). Messages still waiting to be relayed are dropped."""
+        self._closed = True
         asking = [lease.asking for lease in self._held.values() if lease.asking is not None]
         if self._relaying is not None:
             asking.append(self._relaying)

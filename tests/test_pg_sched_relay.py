@@ -132,3 +132,33 @@ async def test_an_oversized_relay_is_skipped_and_said(instances, caplog):
     await store.relay({"x": "短"})
     await until(lambda: heard == [{"x": "短"}])
     assert "not relayed" in caplog.text
+
+
+async def test_relayed_messages_count_toward_the_holders_episode_segment(postgres_dsn):
+    stores = {"a": await opened(postgres_dsn, "a"), "b": await opened(postgres_dsn, "b")}
+    calls: list[tuple[str, list[str], bool]] = []
+
+    def extractor(name):
+        async def run(key, batch, origin, episode):
+            calls.append((name, [u.text for u in batch], episode is not None))
+        return run
+
+    schedulers = {
+        name: ExtractionScheduler(extractor(name), every_n=10, quiet_seconds=60, buffer_size=50,
+                                  limiter=CallLimiter(4), episode_messages=4, episode_quiet_seconds=60, leases=store)
+        for name, store in stores.items()
+    }
+    try:
+        for i in range(4):  # Lark's cluster mode: a segment of 4 messages, half of them on each instance
+            name = "ab"[i % 2]
+            schedulers[name].observe(G, Utterance("ou_alice", "Alice", f"消息{i}", float(i), message_id=f"om_{i}"),
+                                     ORIGIN)
+            await asyncio.sleep(0.1)
+        await until(lambda: bool(calls))
+        _, batch, with_episode = calls[0]
+        assert batch == [f"消息{i}" for i in range(4)] and with_episode
+    finally:
+        for scheduler in schedulers.values():
+            await scheduler.close()
+        for store in stores.values():
+            await store.close()
