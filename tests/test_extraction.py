@@ -462,6 +462,17 @@ async def test_plugin_buffers_group_messages_and_extracts_in_background(make_plu
     await plugin.terminate()
 
 
+async def test_plugin_hands_the_platform_message_id_to_observation(make_plugin, monkeypatch):
+    plugin = make_plugin(enable_background_extraction=True)
+    seen = []
+    monkeypatch.setattr(plugin.extraction, "observe", lambda key, utterance, origin: seen.append(utterance))
+    event = make_event("明天我请假", user="ou_a")
+    event.message_obj.message_id = "om_42"  # what tells an instance's copy of a message from another message
+    await plugin.observe_group_message(event)
+    assert [u.message_id for u in seen] == ["om_42"]
+    await plugin.terminate()
+
+
 async def test_extraction_is_off_by_default(make_plugin):
     plugin = make_plugin()
     assert plugin.extraction is None
