@@ -52,7 +52,6 @@ from .memory import (
     TodoPolicy,
     TodoProposals,
     TodoSection,
-    UserMemoryStore,
     Utterance,
     VectorStore,
     add_todo,
@@ -74,6 +73,9 @@ from .memory import (
     semantic_similarities,
     stats_text,
     status_text,
+    storage_line,
+    choose_store,
+    open_store,
     update_todo,
     visible_memories,
 )
@@ -97,6 +99,9 @@ INJECTED_MEMORIES = "astrbot_plugin_user_memory:injected"
 MAX_BUDGET_VARIANTS = 1024
 MAINTENANCE_STATE_FILE = "maintenance_state.json"
 INJECTION_COUNTS_SAVE_SECONDS = 60.0
+# How long loading the plugin waits for the store to connect; an unreachable server keeps being retried in the
+# background while the plugin serves (tools say storage is unavailable until it is back).
+STORE_START_WAIT_SECONDS = 5.0
 
 
 def group_origin(platform_id: str, adapter: str, group_id: str) -> Origin:
@@ -143,7 +148,9 @@ class UserMemoryPlugin(Star):
         self.members = MemberDirectory()
         self.embedding_state = "未配置（仅词法召回）"
         self.data_dir = Path(StarTools.get_data_dir(PLUGIN_NAME))
-        self.store = UserMemoryStore(self.data_dir / "groups")
+        self.storage = choose_store(self.settings)
+        self.store = open_store(self.settings, self.data_dir)
+        self._store_starting: asyncio.Task[None] | None = None
         self.recall = Recall()
         self.vectors: VectorStore | None = None
         # every background model call, of every group, waits for a slot of this one limiter
@@ -209,6 +216,7 @@ class UserMemoryPlugin(Star):
         return zone
 
     async def initialize(self) -> None:
+        await self._start_store()
         if self.reminders is not None:
             # Reads only the small due index; platforms are not up yet, so the first sends wait for them.
             await self.reminders.start()
@@ -218,6 +226,16 @@ class UserMemoryPlugin(Star):
         if self.settings.enable_user_memory:
             await asyncio.to_thread(self.injection_counts.load, self._injection_counts_path)
             self._injection_counts_saver = asyncio.create_task(self._save_injection_counts_every_minute())
+
+    async def _start_store(self) -> None:
+        """Connect the store (a PostgreSQL server; JSON files need nothing), waiting a few seconds at most: a
+        server that does not answer is retried in the background while the plugin loads."""
+        self._store_starting = asyncio.create_task(self.store.start(), name="memory-store-start")
+        await asyncio.wait({self._store_starting}, timeout=STORE_START_WAIT_SECONDS)
+        if self.store.unavailable is not None:
+            logger.warning(f"[{PLUGIN_NAME}] memory storage unavailable: {storage_line(self.storage, self.store)}")
+        elif self.storage.postgres:
+            logger.info(f"[{PLUGIN_NAME}] memory storage: {storage_line(self.storage, self.store)}")
 
     @property
     def _injection_counts_path(self) -> Path:
@@ -282,6 +300,10 @@ class UserMemoryPlugin(Star):
         await self.members.close()
         if self.extraction is not None:
             await self.extraction.close()
+        if self._store_starting is not None and not self._store_starting.done():
+            self._store_starting.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._store_starting
         await self.store.close()
         await self.group_index.close()
         if self.vectors is not None:
@@ -815,6 +837,7 @@ class UserMemoryPlugin(Star):
             roster_here=self.members.roster(key) if key else None,
             reminders=self._reminders_state(),
             maintenance=self.maintenance.status_line() if self.maintenance is not None else "关闭",
+            storage=storage_line(self.storage, self.store),
         )
         yield event.plain_result(status_text(self.settings, self.setting_warnings, health))
 
