@@ -93,7 +93,7 @@ _MEMORY_TOOL_NAMES = frozenset(MEMORY_TOOLS)
 _tool_name = operator.attrgetter("name")
 INTERNAL_ERROR = "记忆工具内部出错，没有做任何更改。请直接回复用户，不要重试。"
 CLEAR_CONFIRM_WORDS = ("confirm", "确认", "yes")
-READ_FAILED = "暂时无法读取记忆，请稍后再试。"
+READ_FAILED = "暂时无法读取记忆（{}），请稍后再试。"
 # The event extra holding the ids of the memories injected for this request, read back when its reply is done.
 INJECTED_MEMORIES = "astrbot_plugin_user_memory:injected"
 MAX_BUDGET_VARIANTS = 1024
@@ -730,8 +730,8 @@ class UserMemoryPlugin(Star):
             yield event.plain_result(caller)
             return
         items = await self._read(caller)
-        if items is None:
-            yield event.plain_result(READ_FAILED)
+        if isinstance(items, str):
+            yield event.plain_result(items)
         elif not items:
             yield event.plain_result("在本群我还没有记住关于你的任何信息。")
         else:
@@ -750,8 +750,8 @@ class UserMemoryPlugin(Star):
             yield event.plain_result(caller)
             return
         before = await self._read(caller)
-        if before is None:
-            yield event.plain_result(READ_FAILED)
+        if isinstance(before, str):
+            yield event.plain_result(before)
             return
         own = sum(s is not Scope.GROUP for s, _ in before)
         confirmed = str(confirm).strip().lower() in CLEAR_CONFIRM_WORDS
@@ -764,7 +764,7 @@ class UserMemoryPlugin(Star):
         actor = f"command:{caller.member.user_id}"
         await self._guarded(forget_memory(self.store, caller, self.settings, "all", actor=actor))
         after = await self._read(caller)
-        left = None if after is None else sum(s is not Scope.GROUP for s, _ in after)
+        left = None if isinstance(after, str) else sum(s is not Scope.GROUP for s, _ in after)
         if left != 0:
             yield event.plain_result("这次没能清除你的信息，请稍后再试。")
         elif own:
@@ -864,11 +864,12 @@ class UserMemoryPlugin(Star):
         return NOT_IN_GROUP if member is None else await action(member.group)
 
     async def _read(self, caller: Caller):
+        """The memories the caller sees, or the text to answer when they cannot be read."""
         try:
             return await visible_memories(self.store, caller, self.settings)
         except MemoryPluginError as exc:
             logger.warning(f"[{PLUGIN_NAME}] cannot read memories of {caller.member.group}: {exc}")
-            return None
+            return READ_FAILED.format(exc)
 
     @staticmethod
     async def _guarded(call) -> str:
