@@ -157,7 +157,10 @@ class UserMemoryPlugin(Star):
         self.background_calls = CallLimiter(self.settings.background_max_concurrent_calls)
         self.todo_policy = TodoPolicy.from_settings(self.settings, self._zone())
         # the dashboard lists groups from this small index, kept up to date after each commit
-        self.group_index = GroupIndex(self.data_dir / "groups", self.data_dir, zone=self.todo_policy.zone)
+        # a store shared with other instances (PostgreSQL): groups are listed, claimed and reminded through it
+        shared = self.store if self.storage.postgres else None
+        self.group_index = GroupIndex(self.data_dir / "groups", self.data_dir, zone=self.todo_policy.zone,
+                                      store=shared)
         self.store.add_commit_listener(self.group_index.committed)
         self.browser = Browser()  # the dashboard's cached per-group views (search index, sort orders)
         self.todo_section = TodoSection()
@@ -175,6 +178,7 @@ class UserMemoryPlugin(Star):
             self.reminders = ReminderScheduler(
                 self.store, self.data_dir, self._send_reminder, lambda: self.todo_policy,
                 mention_all=self.settings.reminder_mention_all,
+                platform_ids=self._platform_ids if shared is not None else None, instance=self.storage.instance or None,
             )
         # decay, archive and purge always; review and consolidation are given to it when observation is on
         self.maintenance: MaintenanceScheduler | None = None
@@ -200,8 +204,15 @@ class UserMemoryPlugin(Star):
                 limiter=self.background_calls,
                 episode_messages=self.settings.episode_segment_messages,
                 episode_quiet_seconds=self.settings.episode_quiet_minutes * 60.0,
+                leases=shared,
             )
         register_routes(self)  # the dashboard's memory manager acts on this instance from now on
+
+    def _platform_ids(self) -> frozenset[str]:
+        """The platform instances this AstrBot runs now (they load after the plugins: asked when needed): only
+        they may send the reminders of todos made through them."""
+        manager = getattr(self.context, "platform_manager", None)
+        return frozenset(p.meta().id for p in getattr(manager, "platform_insts", ()))
 
     def _zone(self):
         """The zone local times are read in: the plugin's `timezone`, else AstrBot's own, else Asia/Shanghai."""

@@ -8,7 +8,8 @@ from dataclasses import dataclass, fields
 from ._members import Roster
 from ._settings import Settings
 from ._storage.base import MemoryStore
-from ._storage.factory import StoreChoice, masked_dsn, without_secret
+from ._storage._postgres import mask_dsn
+from ._storage.factory import StoreChoice, without_secret
 
 SECRET_SETTINGS = frozenset({"postgres_dsn"})
 
@@ -58,7 +59,7 @@ def storage_line(choice: StoreChoice, store: MemoryStore) -> str:
     serves now and, when not, why."""
     if not choice.postgres:
         return "JSON 文件（本机插件数据目录）"
-    server = f"{masked_dsn(choice.dsn)}（来自{choice.dsn_source}）" if choice.dsn else "未配置连接串"
+    server = f"{mask_dsn(choice.dsn)}（来自{choice.dsn_source}）" if choice.dsn else "未配置连接串"
     reason = store.unavailable
     state = (f"可用，已缓存 {store.loaded_groups} 个群" if reason is None
              else f"不可用：{without_secret(reason, choice.dsn)}（不会改用 JSON 文件）")
@@ -67,7 +68,7 @@ def storage_line(choice: StoreChoice, store: MemoryStore) -> str:
 
 def _shown(value: object, *, secret: bool = False) -> str:
     if secret and isinstance(value, str):
-        return repr(masked_dsn(value)) if value else "''"
+        return repr(mask_dsn(value)) if value else "''"
     if isinstance(value, bool):
         return "true" if value else "false"
     return repr(value) if isinstance(value, str) else f"{value:g}" if isinstance(value, float) else str(value)

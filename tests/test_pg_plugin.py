@@ -22,7 +22,8 @@ from test_plugin import call_tool, command_text, system_prompt_for
 from memory import GroupKey, UserMemoryStore
 from memory._settings import DSN_ENV, Settings
 from memory._storage import PostgresMemoryStore
-from memory._storage.factory import NO_DSN, choose_store, masked_dsn, open_store, without_secret
+from memory._storage._postgres import mask_dsn
+from memory._storage.factory import NO_DSN, choose_store, open_store, without_secret
 
 PASSWORD = "s3cret-Pw"
 ADMIN = "ou_admin"
@@ -77,7 +78,7 @@ def test_the_instance_is_named_by_the_setting_or_by_host_and_pid():
     (f"host=db password='{PASSWORD} x' dbname=mem", "host=db password=*** dbname=mem"),
 ])
 def test_the_password_is_masked(dsn, shown):
-    assert masked_dsn(dsn) == shown
+    assert mask_dsn(dsn) == shown
     assert PASSWORD not in without_secret(f"cannot connect to {dsn}", dsn)
     if f":{PASSWORD}@" in dsn:
         assert without_secret(f"password {PASSWORD} rejected", dsn) == "password *** rejected"
@@ -125,7 +126,7 @@ async def test_an_unreachable_server_never_blocks_loading_nor_crashes_an_entry_p
         for text in await every_entry_point(plugin):
             assert "不可用" in text or "稍后再试" in text or "无法" in text, text
         status = await command_text(plugin.memory_status_command(make_event("/memory status", user=ADMIN)))
-        assert "不可用" in status and masked_dsn(dsn) in status
+        assert "不可用" in status and mask_dsn(dsn) in status
         assert PASSWORD not in status, "the status never shows the password"
         assert not (plugin.data_dir / "groups").exists(), "never falls back to the JSON files"
     finally:

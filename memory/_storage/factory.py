@@ -11,9 +11,10 @@ import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from .._settings import DSN_ENV, POSTGRES_BACKEND, Settings
+from ._postgres import PostgresMemoryStore, mask_dsn  # asyncpg itself is imported only by the store's start()
 from .base import MemoryStore
 from .store import UserMemoryStore
 
@@ -52,41 +53,16 @@ def open_store(settings: Settings, data_dir: Path, environ: Mapping[str, str] = 
     choice = choose_store(settings, environ)
     if not choice.postgres:
         return UserMemoryStore(Path(data_dir) / "groups")
-    from ._postgres import PostgresMemoryStore  # asyncpg itself is imported only by its start()
-
     if not choice.dsn:
-        return PostgresMemoryStore.unconfigured(NO_DSN, instance=choice.instance)
+        return _WithoutDsn("", instance=choice.instance)
     return PostgresMemoryStore(choice.dsn, instance=choice.instance)
 
 
-def masked_dsn(dsn: str) -> str:
-    """The DSN with its password replaced by `***` (in the user part and in a `password` parameter), for the
-    status and the logs. A DSN that is not a URL is masked by its `password=` parts."""
-    try:
-        parts = urlsplit(dsn)
-    except ValueError:
-        parts = None
-    if parts is None or not parts.scheme or not parts.netloc:
-        return _KEY_VALUE_PASSWORD.sub(lambda m: m[1] + MASK, dsn)
-    netloc = parts.netloc
-    if "@" in netloc:
-        user, host = netloc.rsplit("@", 1)
-        if ":" in user:
-            user = user.split(":", 1)[0] + ":" + MASK
-        netloc = f"{user}@{host}"
-    query = parts.query
-    if query:
-        pairs = parse_qsl(query, keep_blank_values=True)
-        if any(k.lower() == "password" for k, _ in pairs):
-            query = urlencode([(k, MASK if k.lower() == "password" else v) for k, v in pairs], safe="*")
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
-
-
 def without_secret(text: str, dsn: str) -> str:
-    """`text` (an error message, a reason) with the DSN and its password masked wherever they appear."""
+    """`text` (a reason, an error message) with the DSN's password masked wherever it appears."""
     if not dsn:
         return text
-    text = text.replace(dsn, masked_dsn(dsn))
+    text = text.replace(dsn, mask_dsn(dsn))
     for secret in _passwords(dsn):
         text = text.replace(secret, MASK)
     return text
@@ -95,9 +71,15 @@ def without_secret(text: str, dsn: str) -> str:
 def _passwords(dsn: str) -> list[str]:
     found = [m[2].strip("'") for m in _KEY_VALUE_PASSWORD.finditer(dsn)]
     try:
-        parts = urlsplit(dsn)
-        if parts.password:
-            found.append(parts.password)
+        found.append(urlsplit(dsn).password or "")
     except ValueError:
         pass
     return [secret for secret in found if secret and secret != MASK]
+
+
+class _WithoutDsn(PostgresMemoryStore):
+    """`storage_backend = postgres` with no DSN anywhere: never connects (an empty DSN would reach whatever server
+    the driver's defaults name) and says what to configure."""
+
+    async def start(self) -> None:
+        self._unavailable = NO_DSN
