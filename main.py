@@ -76,6 +76,7 @@ from .memory import (
     storage_line,
     choose_store,
     open_store,
+    open_vectors,
     update_todo,
     visible_memories,
 )
@@ -293,7 +294,8 @@ class UserMemoryPlugin(Star):
     async def attach_embedding_provider(self, provider: Any, model_id: str) -> None:
         """Turn on semantic recall with an embedding provider (anything with `async get_embeddings(texts)`)."""
         self.vectors = VectorStore(
-            self.data_dir / "groups", provider, model_id, timeout=self.settings.embedding_timeout_ms / 1000
+            open_vectors(self.store, self.data_dir), provider, model_id,
+            timeout=self.settings.embedding_timeout_ms / 1000,
         )
         self.recall = Recall(
             semantic_similarities(self.store, self.vectors),

@@ -24,7 +24,7 @@ from ._recall import Recall, VectorStore, combine, semantic_similarities
 from ._settings import Settings
 from ._status import Health, status_text, storage_line
 from ._storage import GROUP_OWNER, UserMemoryStore
-from ._storage.factory import StoreChoice, choose_store, open_store
+from ._storage.factory import StoreChoice, choose_store, open_store, open_vectors
 from ._todos.delivery import Reminder
 from ._todos.model import Todo, TodoStatus
 from ._todos.rules import Origin, TodoPolicy
@@ -57,6 +57,7 @@ __all__ = [
     "StoreChoice",
     "choose_store",
     "open_store",
+    "open_vectors",
     "ExtractionScheduler",
     "EpisodeRequest",
     "episodes_text",

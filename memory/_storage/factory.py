@@ -13,8 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from .._recall.semantic import VectorFiles, VectorPersistence
 from .._settings import DSN_ENV, POSTGRES_BACKEND, Settings
 from ._postgres import PostgresMemoryStore, mask_dsn  # asyncpg itself is imported only by the store's start()
+from ._postgres.vectors import PostgresVectors
 from .base import MemoryStore
 from .store import UserMemoryStore
 
@@ -56,6 +58,14 @@ def open_store(settings: Settings, data_dir: Path, environ: Mapping[str, str] = 
     if not choice.dsn:
         return _WithoutDsn("", instance=choice.instance)
     return PostgresMemoryStore(choice.dsn, instance=choice.instance)
+
+
+def open_vectors(store: MemoryStore, data_dir: Path) -> VectorPersistence:
+    """Where the embeddings of memories are kept: in the store's database when it is PostgreSQL (the instances
+    share them), else in a file beside each group's file."""
+    if isinstance(store, PostgresMemoryStore):
+        return PostgresVectors(store)
+    return VectorFiles(Path(data_dir) / "groups")
 
 
 def without_secret(text: str, dsn: str) -> str:
