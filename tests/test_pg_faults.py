@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from conftest import make_event
-from test_plugin import call_tool, command_text
+from test_plugin import call_tool, command_text, system_prompt_for
 
 from memory import GroupKey
 from memory._settings import DSN_ENV
@@ -171,3 +171,69 @@ async def test_a_wrong_dsn_lets_the_plugin_load_and_says_why(make_plugin, durabl
         assert not (plugin.data_dir / "groups").exists(), "never falls back to the JSON files"
     finally:
         await plugin.terminate()
+
+
+async def test_every_entry_point_answers_while_postgres_is_down(make_plugin, durable_server):
+    """The server goes away under a running plugin whose group is warm: every change through a tool, a command or
+    a dashboard route answers that storage is unavailable (no crash, nothing half-done); reads answer from what is
+    held in memory or say the same."""
+    from dashboard_client import call
+
+    from memory._manage import transfer
+
+    dsn = durable_server.create_database()
+    plugin = make_plugin(storage_backend="postgres", postgres_dsn=dsn, enable_global_memory=True)
+    await plugin.initialize()
+    me = make_event("hi", group="oc_down", user=ADMIN)
+    key = GroupKey("lark", "oc_down")
+    down = False
+    try:
+        assert "已保存" in await call_tool(plugin, "lark_save_memory", me, memory_type="fact", content="是后端负责人")
+        assert "提醒你：交周报" in await call_tool(plugin, "lark_add_todo", me, content="交周报", remind_at="2030-01-01T10:00")
+        [memory] = await plugin.store.memories(key, ADMIN)
+        todo_id = (await plugin.store.todos(key))[0].short_id
+        exported = (await transfer.export_bytes(plugin.store, [key])).decode()
+        group = {"platform": "lark", "group_id": "oc_down"}
+        ref = {**group, "scope": "member", "owner": ADMIN, "id": memory.id}
+        await call(plugin, "groups")  # the dashboard's group index knows the group
+
+        await asyncio.to_thread(durable_server.stop, "immediate")
+        down = True
+        writes = [
+            await call_tool(plugin, "lark_save_memory", me, memory_type="fact", content="是产品经理"),
+            await call_tool(plugin, "lark_forget_memory", me, target=memory.short_id),
+            await call_tool(plugin, "lark_add_todo", me, content="交日报", remind_at="2030-01-02T10:00"),
+            await call_tool(plugin, "lark_update_todo", me, todo_id=todo_id, status="done"),
+            await command_text(plugin.memory_clear_command(me, "confirm")),
+            await command_text(plugin.memory_revert_command(me, 1)),
+        ]
+        for route, body in (("memory/edit", {**ref, "content": "是技术总监"}), ("memory/delete", {**group, "items": [ref]}),
+                            ("memory/move", {**ref, "confirm": True}),
+                            ("history/revert", {**group, "entry_id": 1}),
+                            ("person/erase", {"platform": "lark", "user_id": ADMIN, "confirm": True}),
+                            ("import/apply", {"platform": "lark", "content": exported})):
+            status, payload = await call(plugin, route, body=body)
+            assert status < 500, (route, payload)
+            writes.append(f"{route}: {payload}")
+        for text in writes:
+            assert "不可用" in text or "没有保存" in text or "失败" in text or "没能" in text, text
+        assert "记忆存储暂不可用" in writes[0] or "PostgreSQL" in writes[0], writes[0]
+
+        reads = [await call_tool(plugin, "lark_list_memory", me), await call_tool(plugin, "lark_list_todos", me)]
+        for command in (plugin.memory_list_command, plugin.memory_stats_command, plugin.memory_episodes_command,
+                        plugin.memory_history_command, plugin.memory_archived_command,
+                        plugin.memory_status_command):
+            reads.append(await command_text(command(me)))
+        for route, query in (("groups", None), ("group", group), ("memories", group), ("history", group),
+                             ("stats", group)):
+            status, payload = await call(plugin, route, query=query)
+            assert status < 500, (route, payload)
+        status, payload = await call(plugin, "recall/test", body={**group, "user_id": ADMIN, "message": "hi"})
+        assert status < 500, payload
+        assert all(isinstance(text, str) and text for text in reads)
+        await system_prompt_for(plugin, me)  # the reply goes on, with or without memories
+    finally:
+        if down:
+            await asyncio.to_thread(durable_server.start)
+        await plugin.terminate()
+    assert await stored_contents(dsn, key) == {"是后端负责人"}, "nothing half-done while the server was down"
