@@ -140,3 +140,37 @@ async def test_an_erasure_takes_the_content_of_changes_in_the_same_commit(pg_sto
     entries = await pg_store.log_entries(G1)
     assert [e["op"] for e in entries] == ["add", ERASE] and all(e.get("erased") for e in entries)
     assert "秘密内容" not in json.dumps(entries, ensure_ascii=False)
+
+
+async def test_instances_starting_together_prepare_the_schema_once(postgres_server, postgres_dsn):
+    stores = [PostgresMemoryStore(postgres_dsn, instance=f"i{n}") for n in range(4)]
+    await asyncio.gather(*(store.start() for store in stores))
+    try:
+        assert [store.unavailable for store in stores] == [None] * 4
+        database = postgres_dsn.rsplit("/", 1)[1]
+        tables = postgres_server.psql(
+            "SELECT string_agg(tablename, ',' ORDER BY tablename) FROM pg_tables WHERE tablename LIKE 'um\\_%'",
+            database).strip()
+        assert tables == "um_archive,um_claims,um_episodes,um_groups,um_log,um_memories,um_meta,um_todos,um_vectors"
+        await asyncio.gather(*(
+            store.change(G1, f"u{n}", add("喜欢猫"), actor="test") for n, store in enumerate(stores)
+        ))
+        assert len(await stores[0].log_entries(G1)) == 4
+    finally:
+        await asyncio.gather(*(store.close() for store in stores))
+
+
+async def test_a_database_of_a_newer_version_is_left_alone(postgres_server, postgres_dsn):
+    database = postgres_dsn.rsplit("/", 1)[1]
+    postgres_server.psql("CREATE TABLE um_meta (key text PRIMARY KEY, value jsonb NOT NULL);"
+                         "INSERT INTO um_meta VALUES ('schema_version', '99')", database)
+    store = PostgresMemoryStore(postgres_dsn, instance="a")
+    await store.start()
+    try:
+        assert "请升级插件" in store.unavailable
+        with pytest.raises(StorageUnavailable, match="请升级插件"):
+            await store.memories(G1, "u1")
+        tables = postgres_server.psql("SELECT count(*) FROM pg_tables WHERE tablename = 'um_groups'", database)
+        assert tables.strip() == "0"
+    finally:
+        await store.close()
