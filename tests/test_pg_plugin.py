@@ -23,6 +23,7 @@ from memory import GroupKey, UserMemoryStore
 from memory._settings import DSN_ENV, Settings
 from memory._storage import PostgresMemoryStore
 from memory._storage._postgres import mask_dsn
+from memory._storage._postgres.store import CONNECT_SECONDS
 from memory._storage.factory import NO_DSN, choose_store, open_store, without_secret
 
 PASSWORD = "s3cret-Pw"
@@ -131,6 +132,28 @@ async def test_an_unreachable_server_never_blocks_loading_nor_crashes_an_entry_p
         assert not (plugin.data_dir / "groups").exists(), "never falls back to the JSON files"
     finally:
         await plugin.terminate()
+
+
+async def test_a_server_that_never_answers_does_not_hold_up_loading(make_plugin, monkeypatch):
+    """A port that accepts connections and never says a word (a hung server, a firewall that swallows packets):
+    the driver would wait its whole connect timeout; loading goes on after a few seconds and the store keeps
+    trying in the background."""
+    monkeypatch.delenv(DSN_ENV, raising=False)
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)
+        dsn = f"postgresql://memory:{PASSWORD}@127.0.0.1:{silent.getsockname()[1]}/memories"
+        plugin = make_plugin(storage_backend="postgres", postgres_dsn=dsn)
+        started = time.monotonic()
+        await plugin.initialize()
+        waited = time.monotonic() - started
+        try:
+            assert waited < CONNECT_SECONDS, f"loading waited {waited:.1f} s for a server that never answers"
+            assert plugin.store.unavailable
+            result = await call_tool(plugin, "lark_save_memory", make_event(), memory_type="fact", content="是后端")
+            assert "保存失败" in result and "不可用" in result, result
+        finally:
+            await plugin.terminate()
 
 
 async def every_entry_point(plugin) -> list[str]:
