@@ -179,7 +179,8 @@ class UserMemoryPlugin(Star):
             self.reminders = ReminderScheduler(
                 self.store, self.data_dir, self._send_reminder, lambda: self.todo_policy,
                 mention_all=self.settings.reminder_mention_all,
-                platform_ids=self._platform_ids if shared is not None else None, instance=self.storage.instance or None,
+                platform_ids=self._platform_ids if shared is not None else None,
+                instance=self.storage.instance or None,
             )
         # decay, archive and purge always; review and consolidation are given to it when observation is on
         self.maintenance: MaintenanceScheduler | None = None

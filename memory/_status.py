@@ -68,7 +68,7 @@ def storage_line(choice: StoreChoice, store: MemoryStore) -> str:
 
 def _shown(value: object, *, secret: bool = False) -> str:
     if secret and isinstance(value, str):
-        return repr(mask_dsn(value)) if value else "''"
+        return repr(mask_dsn(value))
     if isinstance(value, bool):
         return "true" if value else "false"
     return repr(value) if isinstance(value, str) else f"{value:g}" if isinstance(value, float) else str(value)
