@@ -20,7 +20,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from .conftest import Injected, LarkDriver, _forget, _prepare, sandbox
+from .conftest import ADMIN, Injected, LarkDriver, _forget, _prepare, sandbox
 from .fake_model import Rule, tool_call, user_says
 
 pytestmark = pytest.mark.e2e
@@ -53,7 +53,7 @@ def pair(tmp_path, fake_lark, fake_model, postgres_dsn, monkeypatch) -> Iterator
     try:
         for name in ("a", "b"):
             root = tmp_path / f"astrbot-{name}"
-            bot = _prepare(root, fake_lark, fake_model)
+            bot = _prepare(root, fake_lark, fake_model, admins=[ADMIN])
             values = {**SETTINGS, "postgres_instance_name": f"e2e-{name}"}
             if name == "a":
                 write_plugin_config(root, {**values, "postgres_dsn": postgres_dsn})
@@ -70,7 +70,7 @@ def pair(tmp_path, fake_lark, fake_model, postgres_dsn, monkeypatch) -> Iterator
             _forget(bot)
 
 
-def test_a_memory_saved_through_a_is_injected_by_b(pair, fake_lark, fake_model, ids):
+def test_a_memory_saved_through_a_is_injected_by_b(pair, fake_lark, fake_model, ids, postgres_dsn):
     group, user = ids.group(), ids.user()
     fake_model.script(
         Rule(user_says("叫我老王"), tool_call("lark_save_memory", memory_type="preference", content="希望被称呼为「老王」")),
@@ -88,6 +88,9 @@ def test_a_memory_saved_through_a_is_injected_by_b(pair, fake_lark, fake_model, 
             break
         time.sleep(0.5)
     assert memories == [Injected("希望被称呼为「老王」", "偏好")]
+
+    status = b.say("/memory status", group=group, user=ADMIN).reply.text
+    assert f"PostgreSQL，实例 e2e-b，{postgres_dsn}（来自环境变量 {DSN_ENV}）；可用" in status, status
 
 
 def test_a_reminder_set_through_a_is_sent_once(pair, fake_lark, fake_model, ids):
