@@ -115,7 +115,8 @@ async def test_without_asyncpg_the_plugin_loads_and_names_the_package(make_plugi
         await plugin.terminate()
 
 
-async def test_an_unreachable_server_never_blocks_loading_nor_crashes_an_entry_point(make_plugin, monkeypatch):
+async def test_an_unreachable_server_never_blocks_loading_nor_crashes_an_entry_point(make_plugin, monkeypatch,
+                                                                                      caplog):
     monkeypatch.delenv(DSN_ENV, raising=False)
     dsn = dead_dsn()
     plugin = make_plugin(storage_backend="postgres", postgres_dsn=dsn)
@@ -132,6 +133,7 @@ async def test_an_unreachable_server_never_blocks_loading_nor_crashes_an_entry_p
         assert not (plugin.data_dir / "groups").exists(), "never falls back to the JSON files"
     finally:
         await plugin.terminate()
+    assert "不可用" in caplog.text and PASSWORD not in caplog.text, "the log says why, without the password"
 
 
 async def test_a_server_that_never_answers_does_not_hold_up_loading(make_plugin, monkeypatch):
