@@ -103,6 +103,7 @@ INJECTION_COUNTS_SAVE_SECONDS = 60.0
 # How long loading the plugin waits for the store to connect; an unreachable server keeps being retried in the
 # background while the plugin serves (tools say storage is unavailable until it is back).
 STORE_START_WAIT_SECONDS = 5.0
+STORE_WATCH_SECONDS = 1.0  # how often a store that could not serve at load is looked at until it does
 
 
 def group_origin(platform_id: str, adapter: str, group_id: str) -> Origin:
@@ -152,6 +153,7 @@ class UserMemoryPlugin(Star):
         self.storage = choose_store(self.settings)
         self.store = open_store(self.settings, self.data_dir)
         self._store_starting: asyncio.Task[None] | None = None
+        self._store_watch: asyncio.Task[None] | None = None
         self.recall = Recall()
         self.vectors: VectorStore | None = None
         # every background model call, of every group, waits for a slot of this one limiter
@@ -239,6 +241,8 @@ class UserMemoryPlugin(Star):
         if self.settings.enable_user_memory:
             await asyncio.to_thread(self.injection_counts.load, self._injection_counts_path)
             self._injection_counts_saver = asyncio.create_task(self._save_injection_counts_every_minute())
+        if self.store.unavailable is not None:
+            self._store_watch = asyncio.create_task(self._once_the_store_serves(), name="memory-store-watch")
 
     async def _start_store(self) -> None:
         """Connect the store (a PostgreSQL server; JSON files need nothing), waiting a few seconds at most: a
@@ -249,6 +253,15 @@ class UserMemoryPlugin(Star):
             logger.warning(f"[{PLUGIN_NAME}] memory storage unavailable: {storage_line(self.storage, self.store)}")
         elif self.storage.postgres:
             logger.info(f"[{PLUGIN_NAME}] memory storage: {storage_line(self.storage, self.store)}")
+
+    async def _once_the_store_serves(self) -> None:
+        """The store could not serve while the plugin loaded (a server down or slow): once it does, the reminder
+        scheduler looks at the groups it could not list then (by itself it would only at its hourly comparison)."""
+        while self.store.unavailable is not None:
+            await asyncio.sleep(STORE_WATCH_SECONDS)
+        logger.info(f"[{PLUGIN_NAME}] memory storage: {storage_line(self.storage, self.store)}")
+        if self.reminders is not None:
+            await self.reminders.reconcile()
 
     @property
     def _injection_counts_path(self) -> Path:
@@ -306,6 +319,11 @@ class UserMemoryPlugin(Star):
 
     async def terminate(self) -> None:
         release(self)  # the dashboard's routes stay registered (AstrBot never removes them): they refuse now
+        for task in (self._store_watch, self._store_starting):
+            if task is not None and not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         # First: a dashboard config save builds a new plugin object right after this, with its own scheduler.
         if self.reminders is not None:
             await self.reminders.stop()
@@ -314,10 +332,6 @@ class UserMemoryPlugin(Star):
         await self.members.close()
         if self.extraction is not None:
             await self.extraction.close()
-        if self._store_starting is not None and not self._store_starting.done():
-            self._store_starting.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._store_starting
         await self.store.close()
         await self.group_index.close()
         if self.vectors is not None:

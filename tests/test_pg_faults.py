@@ -237,3 +237,35 @@ async def test_every_entry_point_answers_while_postgres_is_down(make_plugin, dur
             await asyncio.to_thread(durable_server.start)
         await plugin.terminate()
     assert await stored_contents(dsn, key) == {"是后端负责人"}, "nothing half-done while the server was down"
+
+
+async def test_an_instance_started_while_postgres_is_down_learns_of_the_todos_once_it_is_up(make_plugin):
+    """A fresh instance (no due index of its own) starts while the server is down: once the store serves, its
+    reminder scheduler looks at the groups it could not list at start, instead of an hour later."""
+    from pg import PostgresServer, missing_reason
+
+    from memory._todos.scheduler import INDEX_FILE
+
+    if (reason := missing_reason()) is not None:
+        pytest.skip(reason)
+    server = PostgresServer().init().start()
+    try:
+        dsn = server.dsn()
+        first = make_plugin(storage_backend="postgres", postgres_dsn=dsn, postgres_instance_name="first")
+        await first.initialize()
+        added = await call_tool(first, "lark_add_todo", make_event(), content="交周报", remind_at="2030-01-01T10:00")
+        assert "提醒你：交周报" in added, added
+        await first.terminate()
+        await asyncio.to_thread(server.stop)
+        (first.data_dir / INDEX_FILE).unlink()  # the next instance knows nothing of its own
+
+        later = make_plugin(storage_backend="postgres", postgres_dsn=dsn, postgres_instance_name="later")
+        await later.initialize()
+        try:
+            assert later.store.unavailable and len(later.reminders.index) == 0
+            await asyncio.to_thread(server.start)
+            assert await until(lambda: len(later.reminders.index) == 1, timeout=30), later.store.unavailable
+        finally:
+            await later.terminate()
+    finally:
+        await asyncio.to_thread(server.remove)
