@@ -119,7 +119,8 @@ async def test_an_unreachable_server_never_blocks_loading_nor_crashes_an_entry_p
                                                                                       caplog):
     monkeypatch.delenv(DSN_ENV, raising=False)
     dsn = dead_dsn()
-    plugin = make_plugin(storage_backend="postgres", postgres_dsn=dsn)
+    plugin = make_plugin(storage_backend="postgres", postgres_dsn=dsn, enable_background_extraction=True,
+                         extraction_every_n_messages=2)
     started = time.monotonic()
     await plugin.initialize()
     try:
@@ -176,6 +177,9 @@ async def every_entry_point(plugin) -> list[str]:
         answers.append(await command_text(command(me, *args)))
     assert "[关于当前用户的记忆]" not in await system_prompt_for(plugin, me)  # the reply goes on without memories
     group = {"platform": "lark", "group_id": "oc_group1"}
+    for text in ("今天天气不错", "下午开会", "记得带伞"):  # observed for background extraction (its lease)
+        await plugin.observe_group_message(make_event(text, user="ou_member"))
+    await asyncio.sleep(0.2)
     for route, query in (("groups", None), ("group", group), ("memories", group), ("history", group)):
         status, payload = await call(plugin, route, query=query)
         assert status < 500 and payload["status"] == "error", (route, payload)
