@@ -7,6 +7,7 @@ falls back to the JSON files, and the plugin serves once the server is there, wi
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import socket
 import sys
@@ -213,7 +214,7 @@ async def test_the_plugin_serves_once_the_server_is_up_without_a_restart(make_pl
 
 
 # -- a server that is there ------------------------------------------------------------------------------------
-async def test_tools_and_injection_on_postgres(make_plugin, postgres_server, postgres_dsn, monkeypatch):
+async def test_tools_and_injection_on_postgres(make_plugin, postgres_server, postgres_dsn, monkeypatch, caplog):
     monkeypatch.delenv(DSN_ENV, raising=False)
     plugin = make_plugin(storage_backend="postgres", postgres_dsn=postgres_dsn, postgres_instance_name="bot-a")
     await plugin.initialize()
@@ -226,7 +227,9 @@ async def test_tools_and_injection_on_postgres(make_plugin, postgres_server, pos
         status = await command_text(plugin.memory_status_command(make_event("/memory status", user=ADMIN)))
         assert "PostgreSQL，实例 bot-a" in status and "可用，已缓存 1 个群" in status
     finally:
+        caplog.clear()
         await plugin.terminate()
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], "terminate is quiet (the group index too)"
     assert not (plugin.data_dir / "groups").exists(), "nothing was written to the JSON files"
     database = postgres_dsn.rsplit("/", 1)[1]
     assert "希望被称呼为「老王」" in postgres_server.psql("SELECT content FROM um_memories", database)
