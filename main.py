@@ -52,7 +52,6 @@ from .memory import (
     TodoPolicy,
     TodoProposals,
     TodoSection,
-    UserMemoryStore,
     Utterance,
     VectorStore,
     add_todo,
@@ -74,6 +73,10 @@ from .memory import (
     semantic_similarities,
     stats_text,
     status_text,
+    storage_line,
+    choose_store,
+    open_store,
+    open_vectors,
     update_todo,
     visible_memories,
 )
@@ -91,12 +94,16 @@ _MEMORY_TOOL_NAMES = frozenset(MEMORY_TOOLS)
 _tool_name = operator.attrgetter("name")
 INTERNAL_ERROR = "记忆工具内部出错，没有做任何更改。请直接回复用户，不要重试。"
 CLEAR_CONFIRM_WORDS = ("confirm", "确认", "yes")
-READ_FAILED = "暂时无法读取记忆，请稍后再试。"
+READ_FAILED = "暂时无法读取记忆（{}），请稍后再试。"
 # The event extra holding the ids of the memories injected for this request, read back when its reply is done.
 INJECTED_MEMORIES = "astrbot_plugin_user_memory:injected"
 MAX_BUDGET_VARIANTS = 1024
 MAINTENANCE_STATE_FILE = "maintenance_state.json"
 INJECTION_COUNTS_SAVE_SECONDS = 60.0
+# How long loading the plugin waits for the store to connect; an unreachable server keeps being retried in the
+# background while the plugin serves (tools say storage is unavailable until it is back).
+STORE_START_WAIT_SECONDS = 5.0
+STORE_WATCH_SECONDS = 1.0  # how often a store that could not serve at load is looked at until it does
 
 
 def group_origin(platform_id: str, adapter: str, group_id: str) -> Origin:
@@ -143,14 +150,20 @@ class UserMemoryPlugin(Star):
         self.members = MemberDirectory()
         self.embedding_state = "未配置（仅词法召回）"
         self.data_dir = Path(StarTools.get_data_dir(PLUGIN_NAME))
-        self.store = UserMemoryStore(self.data_dir / "groups")
+        self.storage = choose_store(self.settings)
+        self.store = open_store(self.settings, self.data_dir)
+        self._store_starting: asyncio.Task[None] | None = None
+        self._store_watch: asyncio.Task[None] | None = None
         self.recall = Recall()
         self.vectors: VectorStore | None = None
         # every background model call, of every group, waits for a slot of this one limiter
         self.background_calls = CallLimiter(self.settings.background_max_concurrent_calls)
         self.todo_policy = TodoPolicy.from_settings(self.settings, self._zone())
         # the dashboard lists groups from this small index, kept up to date after each commit
-        self.group_index = GroupIndex(self.data_dir / "groups", self.data_dir, zone=self.todo_policy.zone)
+        # a store shared with other instances (PostgreSQL): groups are listed, claimed and reminded through it
+        shared = self.store if self.storage.postgres else None
+        self.group_index = GroupIndex(self.data_dir / "groups", self.data_dir, zone=self.todo_policy.zone,
+                                      store=shared)
         self.store.add_commit_listener(self.group_index.committed)
         self.browser = Browser()  # the dashboard's cached per-group views (search index, sort orders)
         self.todo_section = TodoSection()
@@ -168,6 +181,8 @@ class UserMemoryPlugin(Star):
             self.reminders = ReminderScheduler(
                 self.store, self.data_dir, self._send_reminder, lambda: self.todo_policy,
                 mention_all=self.settings.reminder_mention_all,
+                platform_ids=self._platform_ids if shared is not None else None,
+                instance=self.storage.instance or None,
             )
         # decay, archive and purge always; review and consolidation are given to it when observation is on
         self.maintenance: MaintenanceScheduler | None = None
@@ -193,8 +208,15 @@ class UserMemoryPlugin(Star):
                 limiter=self.background_calls,
                 episode_messages=self.settings.episode_segment_messages,
                 episode_quiet_seconds=self.settings.episode_quiet_minutes * 60.0,
+                leases=shared,
             )
         register_routes(self)  # the dashboard's memory manager acts on this instance from now on
+
+    def _platform_ids(self) -> frozenset[str]:
+        """The platform instances this AstrBot runs now (they load after the plugins: asked when needed): only
+        they may send the reminders of todos made through them."""
+        manager = getattr(self.context, "platform_manager", None)
+        return frozenset(p.meta().id for p in getattr(manager, "platform_insts", ()))
 
     def _zone(self):
         """The zone local times are read in: the plugin's `timezone`, else AstrBot's own, else Asia/Shanghai."""
@@ -209,6 +231,7 @@ class UserMemoryPlugin(Star):
         return zone
 
     async def initialize(self) -> None:
+        await self._start_store()
         if self.reminders is not None:
             # Reads only the small due index; platforms are not up yet, so the first sends wait for them.
             await self.reminders.start()
@@ -218,6 +241,27 @@ class UserMemoryPlugin(Star):
         if self.settings.enable_user_memory:
             await asyncio.to_thread(self.injection_counts.load, self._injection_counts_path)
             self._injection_counts_saver = asyncio.create_task(self._save_injection_counts_every_minute())
+        if self.store.unavailable is not None:
+            self._store_watch = asyncio.create_task(self._once_the_store_serves(), name="memory-store-watch")
+
+    async def _start_store(self) -> None:
+        """Connect the store (a PostgreSQL server; JSON files need nothing), waiting a few seconds at most: a
+        server that does not answer is retried in the background while the plugin loads."""
+        self._store_starting = asyncio.create_task(self.store.start(), name="memory-store-start")
+        await asyncio.wait({self._store_starting}, timeout=STORE_START_WAIT_SECONDS)
+        if self.store.unavailable is not None:
+            logger.warning(f"[{PLUGIN_NAME}] memory storage unavailable: {storage_line(self.storage, self.store)}")
+        elif self.storage.postgres:
+            logger.info(f"[{PLUGIN_NAME}] memory storage: {storage_line(self.storage, self.store)}")
+
+    async def _once_the_store_serves(self) -> None:
+        """The store could not serve while the plugin loaded (a server down or slow): once it does, the reminder
+        scheduler looks at the groups it could not list then (by itself it would only at its hourly comparison)."""
+        while self.store.unavailable is not None:
+            await asyncio.sleep(STORE_WATCH_SECONDS)
+        logger.info(f"[{PLUGIN_NAME}] memory storage: {storage_line(self.storage, self.store)}")
+        if self.reminders is not None:
+            await self.reminders.reconcile()
 
     @property
     def _injection_counts_path(self) -> Path:
@@ -264,7 +308,8 @@ class UserMemoryPlugin(Star):
     async def attach_embedding_provider(self, provider: Any, model_id: str) -> None:
         """Turn on semantic recall with an embedding provider (anything with `async get_embeddings(texts)`)."""
         self.vectors = VectorStore(
-            self.data_dir / "groups", provider, model_id, timeout=self.settings.embedding_timeout_ms / 1000
+            open_vectors(self.store, self.data_dir), provider, model_id,
+            timeout=self.settings.embedding_timeout_ms / 1000,
         )
         self.recall = Recall(
             semantic_similarities(self.store, self.vectors),
@@ -274,6 +319,11 @@ class UserMemoryPlugin(Star):
 
     async def terminate(self) -> None:
         release(self)  # the dashboard's routes stay registered (AstrBot never removes them): they refuse now
+        for task in (self._store_watch, self._store_starting):
+            if task is not None and not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         # First: a dashboard config save builds a new plugin object right after this, with its own scheduler.
         if self.reminders is not None:
             await self.reminders.stop()
@@ -709,8 +759,8 @@ class UserMemoryPlugin(Star):
             yield event.plain_result(caller)
             return
         items = await self._read(caller)
-        if items is None:
-            yield event.plain_result(READ_FAILED)
+        if isinstance(items, str):
+            yield event.plain_result(items)
         elif not items:
             yield event.plain_result("在本群我还没有记住关于你的任何信息。")
         else:
@@ -729,8 +779,8 @@ class UserMemoryPlugin(Star):
             yield event.plain_result(caller)
             return
         before = await self._read(caller)
-        if before is None:
-            yield event.plain_result(READ_FAILED)
+        if isinstance(before, str):
+            yield event.plain_result(before)
             return
         own = sum(s is not Scope.GROUP for s, _ in before)
         confirmed = str(confirm).strip().lower() in CLEAR_CONFIRM_WORDS
@@ -743,7 +793,7 @@ class UserMemoryPlugin(Star):
         actor = f"command:{caller.member.user_id}"
         await self._guarded(forget_memory(self.store, caller, self.settings, "all", actor=actor))
         after = await self._read(caller)
-        left = None if after is None else sum(s is not Scope.GROUP for s, _ in after)
+        left = None if isinstance(after, str) else sum(s is not Scope.GROUP for s, _ in after)
         if left != 0:
             yield event.plain_result("这次没能清除你的信息，请稍后再试。")
         elif own:
@@ -816,6 +866,7 @@ class UserMemoryPlugin(Star):
             roster_here=self.members.roster(key) if key else None,
             reminders=self._reminders_state(),
             maintenance=self.maintenance.status_line() if self.maintenance is not None else "关闭",
+            storage=storage_line(self.storage, self.store),
         )
         yield event.plain_result(status_text(self.settings, self.setting_warnings, health))
 
@@ -842,11 +893,12 @@ class UserMemoryPlugin(Star):
         return NOT_IN_GROUP if member is None else await action(member.group)
 
     async def _read(self, caller: Caller):
+        """The memories the caller sees, or the text to answer when they cannot be read."""
         try:
             return await visible_memories(self.store, caller, self.settings)
         except MemoryPluginError as exc:
             logger.warning(f"[{PLUGIN_NAME}] cannot read memories of {caller.member.group}: {exc}")
-            return None
+            return READ_FAILED.format(exc)
 
     @staticmethod
     async def _guarded(call) -> str:

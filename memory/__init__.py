@@ -22,8 +22,9 @@ from ._members import MemberDirectory, Roster, roster_from
 from ._prompt import DISABLED, MEMORY_BLOCK_END, MEMORY_BLOCK_START, NOT_IN_GROUP
 from ._recall import Recall, VectorStore, combine, semantic_similarities
 from ._settings import Settings
-from ._status import Health, status_text
+from ._status import Health, status_text, storage_line
 from ._storage import GROUP_OWNER, UserMemoryStore
+from ._storage.factory import StoreChoice, choose_store, open_store, open_vectors
 from ._todos.delivery import Reminder
 from ._todos.model import Todo, TodoStatus
 from ._todos.rules import Origin, TodoPolicy
@@ -52,6 +53,11 @@ __all__ = [
     "Roster",
     "roster_from",
     "status_text",
+    "storage_line",
+    "StoreChoice",
+    "choose_store",
+    "open_store",
+    "open_vectors",
     "ExtractionScheduler",
     "EpisodeRequest",
     "episodes_text",

@@ -7,6 +7,11 @@ from dataclasses import dataclass, fields
 
 from ._members import Roster
 from ._settings import Settings
+from ._storage.base import MemoryStore
+from ._storage._postgres import mask_dsn
+from ._storage.factory import StoreChoice, without_secret
+
+SECRET_SETTINGS = frozenset({"postgres_dsn"})
 
 
 @dataclass(frozen=True)
@@ -23,11 +28,13 @@ class Health:
     roster_here: Roster | None
     reminders: str = "关闭"  # one line on the reminder scheduler
     maintenance: str = "关闭"  # one line on the maintenance scheduler (decay, archive, review)
+    storage: str = "JSON 文件"  # one line on the store: backend, instance, whether it serves (`storage_line`)
 
 
 def status_text(settings: Settings, warnings: Sequence[str], health: Health) -> str:
     lines = ["记忆插件状态", "", "【生效的配置】"]
-    lines += [f"{f.name} = {_shown(getattr(settings, f.name))}" for f in fields(settings)]
+    lines += [f"{f.name} = {_shown(getattr(settings, f.name), secret=f.name in SECRET_SETTINGS)}"
+              for f in fields(settings)]
     lines += ["", f"【配置警告】{len(warnings)} 条" + ("（已按上述生效值写回配置）" if warnings else "")]
     lines += [f"- {w}" for w in warnings]
     roster = health.roster_here
@@ -37,6 +44,7 @@ def status_text(settings: Settings, warnings: Sequence[str], health: Health) -> 
                   f"后台模型调用 {health.calls_running} 个进行中、{health.calls_queued} 个排队（上限 {health.calls_limit}）"
                   if health.extraction_on else "关闭")
     lines += ["", "【运行状况】",
+              f"存储：{health.storage}",
               f"已加载的群：{health.groups_loaded}",
               f"后台提取：{extraction}",
               f"向量召回：{health.embedding}",
@@ -46,7 +54,21 @@ def status_text(settings: Settings, warnings: Sequence[str], health: Health) -> 
     return "\n".join(lines)
 
 
-def _shown(value: object) -> str:
+def storage_line(choice: StoreChoice, store: MemoryStore) -> str:
+    """Which store serves, and for PostgreSQL: this instance's name, the server (password masked), whether it
+    serves now and, when not, why."""
+    if not choice.postgres:
+        return "JSON 文件（本机插件数据目录）"
+    server = f"{mask_dsn(choice.dsn)}（来自{choice.dsn_source}）" if choice.dsn else "未配置连接串"
+    reason = store.unavailable
+    state = (f"可用，已缓存 {store.loaded_groups} 个群" if reason is None
+             else f"不可用：{without_secret(reason, choice.dsn)}（不会改用 JSON 文件）")
+    return f"PostgreSQL，实例 {choice.instance}，{server}；{state}"
+
+
+def _shown(value: object, *, secret: bool = False) -> str:
+    if secret and isinstance(value, str):
+        return repr(mask_dsn(value))
     if isinstance(value, bool):
         return "true" if value else "false"
     return repr(value) if isinstance(value, str) else f"{value:g}" if isinstance(value, float) else str(value)

@@ -141,8 +141,11 @@ async def lists_at(
     for where in locations:
         memories = store.peek(where.key, where.owner)
         if memories is None:
-            await store.memories(where.key, where.owner)  # loads the document
-            memories = store.peek(where.key, where.owner) or ()
+            loaded = await store.memories(where.key, where.owner)  # loads the document
+            # the store's own list; the copy when another task unloaded the group meanwhile (a scheduler's look)
+            memories = store.peek(where.key, where.owner)
+            if memories is None:
+                memories = loaded
         lists.append((where.scope, where.key, memories))
     return lists
 

@@ -24,15 +24,28 @@ print("\n".join(project["optional-dependencies"]["test"]))')
     touch "$stamp"
 fi
 
-# The dashboard test drives Debian's Chromium (never a downloaded browser); install it where we can.
-if [ ! -x /usr/bin/chromium ] && command -v apt-get >/dev/null 2>&1; then
-    if [ "$(id -u)" = 0 ]; then sudo=""; elif command -v sudo >/dev/null 2>&1; then sudo="sudo -n"; else sudo=none; fi
-    if [ "$sudo" != none ]; then
-        echo "Installing Debian's chromium for the dashboard test"
-        $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq \
-            chromium chromium-driver fonts-wqy-zenhei >/dev/null \
-            || echo "Could not install chromium: the dashboard test will be skipped (or fail under CI=true)"
+# System packages some tests need, installed where we can (root, or sudo without a password prompt).
+if [ "$(id -u)" = 0 ]; then sudo=""; elif command -v sudo >/dev/null 2>&1; then sudo="sudo -n"; else sudo=none; fi
+apt_install() {  # apt_install WHAT PACKAGE...: install Debian packages, or say what will be skipped
+    local what=$1; shift
+    if [ "$sudo" = none ] || ! command -v apt-get >/dev/null 2>&1; then
+        echo "Cannot install $*: $what will be skipped (or fail under CI=true)"
+        return 0
     fi
+    echo "Installing Debian's $* for $what"
+    { $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$@" >/dev/null; } \
+        </dev/null || echo "Could not install $*: $what will be skipped (or fail under CI=true)"
+}
+
+# The dashboard test drives Debian's Chromium (never a downloaded browser).
+if [ ! -x /usr/bin/chromium ]; then
+    apt_install "the dashboard test" chromium chromium-driver fonts-wqy-zenhei
+fi
+
+# The PostgreSQL store's tests start a real server of their own (tests/pg.py: initdb and pg_ctl, as the
+# `postgres` user when run as root, which the package creates).
+if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+    apt_install "the PostgreSQL tests" postgresql
 fi
 
 exec "$venv/bin/python" -m pytest "$@"

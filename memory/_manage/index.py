@@ -265,9 +265,13 @@ class GroupIndex:
         finally:
             self._writer = None
 
-    async def flush(self) -> None:
-        """Take the counts of every group changed since the last write and write the index and snapshots."""
-        await self.load()
+    async def flush(self, *, compare: bool = True) -> None:
+        """Take the counts of every group changed since the last write and write the index and snapshots. Without
+        `compare` the stored groups are not looked at again (on close, the store is already closed)."""
+        if compare or not self._loaded:
+            if not compare and self._store is not None:
+                return  # never read: the next start counts the groups whose signature moved
+            await self.load()
         self._take_changes()
         if not self._unwritten:
             return
@@ -307,7 +311,7 @@ class GroupIndex:
             await asyncio.gather(writer, return_exceptions=True)
         if self._dirty or self._unwritten:
             try:
-                await self.flush()
+                await self.flush(compare=False)
             except Exception:
                 log.exception("cannot write the group index %s", self._index_path)
 
