@@ -1,0 +1,338 @@
+"""Move the plugin's memory between its two stores: JSON files → PostgreSQL, or PostgreSQL → JSON files.
+
+    python scripts/migrate_store.py --from json:<plugin data dir> --to postgres:<dsn>
+    python scripts/migrate_store.py --from postgres: --to json:<plugin data dir>   # DSN from USER_MEMORY_POSTGRES_DSN
+    options: --dry-run (say what would move, change nothing), --group <platform>:<group id> (only these; repeatable)
+
+Run it with AstrBot's own Python while AstrBot is stopped (for PostgreSQL it needs asyncpg installed there). The
+plugin data dir is `data/plugin_data/astrbot_plugin_user_memory` under AstrBot's root (its `groups/` holds the
+files; the `groups/` directory itself is accepted too). `postgres:` with nothing after it takes the DSN from the
+environment variable USER_MEMORY_POSTGRES_DSN, which keeps the password out of the shell history.
+
+Every group moves whole — the document (members', group and global memories with fields this version does not
+know, archive, todos with their delivery records), its episodes, its change log entry for entry with the same ids
+(erasures stay erased), the carried call totals and the vectors — through the stores' own `export_group` /
+`import_group`, one group at a time, each imported in one commit. Each group is read back from the target after
+its import and compared with what was exported; a difference is reported as a failure.
+
+Safe to run again: a group the target already holds is skipped (never overwritten, never merged) and named in the
+summary. Exit status: 0 when every group moved or was skipped, 1 when any failed, 2 when a store cannot be opened.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from memory._models import GroupKey  # noqa: E402
+from memory._settings import DSN_ENV  # noqa: E402
+from memory._storage import MemoryStore, UserMemoryStore  # noqa: E402
+
+JSON = "json"
+POSTGRES = "postgres"
+GROUPS_DIR = "groups"
+# Derived files of a JSON data dir that describe the groups as they were: the plugin rebuilds them from the group
+# files when they are missing, so a migration into the directory removes them rather than leave them stale.
+DERIVED_FILES = ("todo_due_index.json", "groups_index.json")
+
+
+class MigrationError(Exception):
+    """A store could not be opened or named; nothing was moved."""
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One side of a migration: `json:<dir>` or `postgres:<dsn>`."""
+
+    kind: str
+    where: str  # the data dir (json) or the DSN (postgres)
+
+    @classmethod
+    def parse(cls, text: str, environ: dict[str, str] | os._Environ[str] = os.environ) -> Endpoint:
+        kind, _, where = text.partition(":")
+        kind = kind.strip().lower()
+        if kind in ("postgresql", "pg"):
+            kind = POSTGRES
+        if kind == JSON:
+            if not where:
+                raise MigrationError("json: needs the plugin data dir, e.g. json:data/plugin_data/astrbot_plugin_user_memory")
+            return cls(JSON, where)
+        if kind == POSTGRES:
+            dsn = where or environ.get(DSN_ENV, "")
+            if not dsn:
+                raise MigrationError(f"postgres: needs a DSN (postgres:postgresql://user:password@host/db) or {DSN_ENV}")
+            return cls(POSTGRES, dsn)
+        raise MigrationError(f"{text!r}: say json:<data dir> or postgres:<dsn>")
+
+    def describe(self) -> str:
+        if self.kind == JSON:
+            return f"JSON files in {self.groups_dir(existing=True)}"
+        return f"PostgreSQL {_without_password(self.where)}"
+
+    def groups_dir(self, *, existing: bool) -> Path:
+        """Where the group files are: `<data dir>/groups`, or the directory itself when it is named `groups` (or, as a
+        source, holds group files itself)."""
+        path = Path(self.where).expanduser()
+        if path.name == GROUPS_DIR:
+            return path
+        if existing and not (path / GROUPS_DIR).is_dir() and path.is_dir():
+            return path
+        return path / GROUPS_DIR
+
+
+def _without_password(dsn: str) -> str:
+    """The DSN as it may be printed: the password replaced by ***."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(dsn)
+    except ValueError:
+        return "(DSN)"
+    if parts.password is None:
+        return dsn
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+async def open_store(endpoint: Endpoint, *, source: bool) -> MemoryStore:
+    """The endpoint's store, started; raises MigrationError when it cannot serve."""
+    if endpoint.kind == JSON:
+        directory = endpoint.groups_dir(existing=source)
+        if source and not directory.is_dir():
+            raise MigrationError(f"{directory} does not exist: name the plugin data dir that holds groups/")
+        store: MemoryStore = UserMemoryStore(directory)
+    else:
+        from memory._storage import PostgresMemoryStore
+
+        store = PostgresMemoryStore(endpoint.where, instance=f"migrate-{socket.gethostname()}-{os.getpid()}")
+    await store.start()
+    reason = await _wait_available(store)
+    if reason is not None:
+        await store.close()
+        raise MigrationError(f"{endpoint.describe()} is unavailable: {reason}")
+    return store
+
+
+async def _wait_available(store: MemoryStore, seconds: float = 10.0) -> str | None:
+    """None once the store serves, else why not after `seconds` (a server store retries in the background)."""
+    deadline = asyncio.get_running_loop().time() + seconds
+    while store.unavailable is not None and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.2)
+    return store.unavailable
+
+
+@dataclass
+class Moved:
+    """What one group brought along."""
+
+    memories: int = 0
+    archived: int = 0
+    todos: int = 0
+    episodes: int = 0
+    log_entries: int = 0
+    vectors: int = 0
+
+    def add(self, other: Moved) -> None:
+        for name in vars(self):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+    def __str__(self) -> str:
+        return (f"{self.memories} memories, {self.archived} archived, {self.todos} todos, {self.episodes} episodes, "
+                f"{self.log_entries} change-log entries, {self.vectors} vectors")
+
+
+@dataclass
+class Report:
+    moved: dict[GroupKey, Moved] = field(default_factory=dict)
+    skipped: list[GroupKey] = field(default_factory=list)  # already in the target: left alone
+    failed: dict[GroupKey, str] = field(default_factory=dict)
+    dry_run: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+    def lines(self) -> list[str]:
+        total = Moved()
+        for moved in self.moved.values():
+            total.add(moved)
+        verb = "would move" if self.dry_run else "moved"
+        out = [f"{verb} {len(self.moved)} group(s): {total}"]
+        if self.skipped:
+            out.append(f"skipped {len(self.skipped)} group(s) the target already holds (left as they are there):")
+            out += [f"  {key}" for key in self.skipped]
+        if self.failed:
+            out.append(f"FAILED {len(self.failed)} group(s):")
+            out += [f"  {key}: {reason}" for key, reason in self.failed.items()]
+        return out
+
+
+async def migrate(
+    source: MemoryStore, target: MemoryStore, *, groups: Sequence[GroupKey] | None = None, dry_run: bool = False,
+    progress: Callable[[str], None] = lambda line: None,
+) -> Report:
+    """Copy every group of `source` (or only `groups`) that `target` does not hold yet, each verified after import."""
+    report = Report(dry_run=dry_run)
+    present = await target.stored_groups()
+    wanted = sorted(await source.stored_groups(), key=lambda k: (k.platform, k.group_id))
+    if groups is not None:
+        wanted = [key for key in wanted if key in set(groups)]
+        for key in groups:
+            if key not in wanted:
+                report.failed[key] = "the source holds no such group"
+    for key in wanted:
+        if key in present:
+            report.skipped.append(key)
+            progress(f"{key}: skipped, the target already holds it")
+            continue
+        try:
+            dump = await source.export_group(key)
+            moved = _count(dump)
+            if not dry_run:
+                await target.import_group(key, dump)
+                difference = _difference(dump, await target.export_group(key))
+                if difference is not None:
+                    raise MigrationError(f"imported, but reading it back differs: {difference}")
+        except Exception as exc:  # one group's failure must not stop the others; it is reported
+            report.failed[key] = f"{type(exc).__name__}: {exc}"
+            progress(f"{key}: FAILED: {exc}")
+            continue
+        report.moved[key] = moved
+        progress(f"{key}: {moved}")
+    return report
+
+
+def _count(dump: Any) -> Moved:
+    doc = dump.document
+    return Moved(
+        memories=len(doc.all_memories()), archived=len(doc.archive), todos=len(doc.todos),
+        episodes=len(dump.episodes), log_entries=len(dump.log), vectors=sum(len(v) for v in _vector_sets(dump)),
+    )
+
+
+def _vector_sets(dump: Any) -> list[Any]:
+    return list(getattr(dump, "vectors", None) or [])
+
+
+def canonical(dump: Any) -> dict[str, Any]:
+    """A group dump as plain JSON values, for comparing two of them (documents and episodes with their unknown
+    fields; the log entry for entry)."""
+    return json.loads(json.dumps(_plain(dump), sort_keys=True, ensure_ascii=False, default=_plain))
+
+
+def _plain(value: Any) -> Any:
+    if hasattr(value, "model_dump"):
+        return value.model_dump(mode="json")
+    if hasattr(value, "__dataclass_fields__"):
+        return {name: _plain(getattr(value, name)) for name in value.__dataclass_fields__}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if hasattr(value, "tolist"):  # a numpy vector
+        return value.tolist()
+    return value
+
+
+def _difference(exported: Any, read_back: Any) -> str | None:
+    """Where two dumps differ (the first path), or None when they are the same."""
+    return _first_difference(canonical(exported), canonical(read_back), "")
+
+
+def _first_difference(a: Any, b: Any, path: str) -> str | None:
+    if isinstance(a, dict) and isinstance(b, dict):
+        for name in sorted(set(a) | set(b)):
+            if name not in a or name not in b:
+                return f"{path}/{name} only on one side"
+            found = _first_difference(a[name], b[name], f"{path}/{name}")
+            if found:
+                return found
+        return None
+    if isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b):
+            return f"{path}: {len(a)} items, read back {len(b)}"
+        for i, (x, y) in enumerate(zip(a, b)):
+            found = _first_difference(x, y, f"{path}[{i}]")
+            if found:
+                return found
+        return None
+    return None if a == b else f"{path}: {a!r} became {b!r}"
+
+
+def remove_derived_files(endpoint: Endpoint) -> list[Path]:
+    """After groups moved into a JSON data dir: drop its indexes of the groups, which the plugin rebuilds."""
+    data_dir = endpoint.groups_dir(existing=False).parent
+    removed = []
+    for name in DERIVED_FILES:
+        path = data_dir / name
+        if path.exists():
+            path.unlink()
+            removed.append(path)
+    return removed
+
+
+def parse_group(text: str) -> GroupKey:
+    platform, sep, group_id = text.partition(":")
+    if not sep or not platform:
+        raise MigrationError(f"--group {text!r}: say <platform>:<group id> (empty group id: the global memories)")
+    return GroupKey(platform, group_id)
+
+
+async def run(argv: Sequence[str] | None = None, out: Callable[[str], None] = print) -> int:
+    parser = argparse.ArgumentParser(
+        prog="migrate_store.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--from", dest="source", required=True, help="json:<plugin data dir> or postgres:<dsn>")
+    parser.add_argument("--to", dest="target", required=True, help="json:<plugin data dir> or postgres:<dsn>")
+    parser.add_argument("--group", action="append", default=None, metavar="PLATFORM:GROUP_ID",
+                        help="move only this group (repeatable); PLATFORM: alone is the platform's global memories")
+    parser.add_argument("--dry-run", action="store_true", help="say what would move; change nothing")
+    args = parser.parse_args(argv)
+    try:
+        source, target = Endpoint.parse(args.source), Endpoint.parse(args.target)
+        if source == target or (source.kind == target.kind == JSON and
+                                source.groups_dir(existing=True).resolve() == target.groups_dir(existing=False).resolve()):
+            raise MigrationError("--from and --to name the same store")
+        groups = [parse_group(g) for g in args.group] if args.group else None
+        out(f"from: {source.describe()}")
+        out(f"to:   {target.describe() if target.kind == POSTGRES else f'JSON files in {target.groups_dir(existing=False)}'}")
+        source_store = await open_store(source, source=True)
+        try:
+            target_store = await open_store(target, source=False)
+        except BaseException:
+            await source_store.close()
+            raise
+    except MigrationError as exc:
+        out(f"error: {exc}")
+        return 2
+    try:
+        report = await migrate(source_store, target_store, groups=groups, dry_run=args.dry_run, progress=out)
+    finally:
+        await target_store.close()
+        await source_store.close()
+    if target.kind == JSON and report.moved and not args.dry_run:
+        for path in remove_derived_files(target):
+            out(f"removed {path} (the plugin rebuilds it from the group files)")
+    out("")
+    for line in report.lines():
+        out(line)
+    return 0 if report.ok else 1
+
+
+def main() -> None:
+    sys.exit(asyncio.run(run()))
+
+
+if __name__ == "__main__":
+    main()
