@@ -2,7 +2,7 @@
 JSON document per group with its change log (`changelog.py`), written through the durable file helpers (`files.py`)
 that the vectors file beside it (`_recall/semantic.py`) uses too."""
 
-from .base import GROUP_OWNER, MemoryStore, Owner, owner_lists
+from .base import GROUP_OWNER, GroupDump, MemoryStore, Owner, owner_lists
 from .changelog import CALL, EPISODE, ERASE, MEMORY, TODO
 from .files import LeftoverTempFiles, group_file_path, read_bytes, write_atomic
 from .store import UserMemoryStore
@@ -12,6 +12,7 @@ __all__ = [
     "EPISODE",
     "ERASE",
     "GROUP_OWNER",
+    "GroupDump",
     "MEMORY",
     "TODO",
     "LeftoverTempFiles",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Collection, Sequence
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from .._models import ArchivedMemory, GroupDocument, GroupKey, Memory
@@ -39,6 +40,20 @@ ArchiveChange = Callable[
 TodoChange = Callable[[list[Todo]], tuple[list[Todo], R]]
 # An episode change receives the group's episodes (archived ones included) and returns (the new list, a result).
 EpisodeChange = Callable[[list[Episode]], tuple[list[Episode], R]]
+
+
+@dataclass
+class GroupDump:
+    """Everything a store holds of one group, to move it to another store without losing anything: the document
+    (unknown fields, todos with their delivery records, the archive, opt-out flags), the episodes (archived ones
+    included), every change-log entry as stored (ids kept, erased ones without content), the carried totals of
+    trimmed calls (`changelog.CallTotals.as_entries()` lines) and the id the log gives next."""
+
+    document: GroupDocument
+    episodes: list[Episode] = field(default_factory=list)
+    log: list[dict[str, Any]] = field(default_factory=list)  # oldest first, without the carried lines
+    carried: list[dict[str, Any]] = field(default_factory=list)
+    next_log_id: int = 1
 
 
 class MemoryStore(ABC):
@@ -193,6 +208,15 @@ class MemoryStore(ABC):
 
     # A store shared by several instances also calls the listeners (`add_listener`, `add_todo_listener`,
     # `add_commit_listener`) for a group held in memory when another instance's commit to it reached this one.
+
+    @abstractmethod
+    async def export_group(self, key: GroupKey) -> GroupDump:
+        """Everything the store holds of the group (an empty document when it holds nothing)."""
+
+    @abstractmethod
+    async def import_group(self, key: GroupKey, dump: GroupDump) -> None:
+        """Store `dump` as the group, durably and as it is (ids, times and log entries kept, nothing logged anew).
+        Raises `ValueError` (nothing changed) when the store already holds anything of the group."""
 
     @abstractmethod
     async def close(self) -> None:
