@@ -47,6 +47,13 @@ async def build_data_dir(data_dir: Path) -> None:
     so the log has been trimmed and carries call totals), then given fields this version does not know."""
     groups = data_dir / "groups"
     store = UserMemoryStore(groups, durable=False, log_max_bytes=12_000)
+    await store.change(TEAM, "ou_a", add("最早的一条，会被裁剪出变更记录"), actor="ou_a")
+    for i in range(60):  # enough to trim the log: the oldest calls leave, their totals are carried
+        await store.record(TEAM, {"kind": "call", "messages": 10, "input_tokens": 100 + i, "output_tokens": 7,
+                                  "applied": 1, "rejected": 0, "parse_error": None}, actor="extraction")
+        if i % 10 == 0:
+            await store.record(TEAM, {"kind": "call", "input_tokens": 50, "output_tokens": 5, "decision": "keep"},
+                               actor="review")
     await store.change(TEAM, "ou_a", add("住在上海"), actor="ou_a")
     await store.change(TEAM, "ou_a", lambda m: ([*m, memory("future-1", "喜欢猫", mood={"from": "v9", "n": [1, "二"]})],
                                                 None), actor="ou_a")
@@ -80,13 +87,6 @@ async def build_data_dir(data_dir: Path) -> None:
     await store.change(TEAM, "ou_c", add("手机号 138xxxx"), actor="ou_c")
     await store.change(TEAM, "ou_c", add("住在杭州"), actor="ou_c")
     await store.change_many(TEAM, ["ou_c"], lambda lists: ({"ou_c": []}, None), actor="ou_c", label="erase")
-    for i in range(60):  # enough to trim the log: the oldest calls leave, their totals are carried
-        await store.record(TEAM, {"kind": "call", "messages": 10, "input_tokens": 100 + i, "output_tokens": 7,
-                                  "applied": 1, "rejected": 0, "parse_error": None}, actor="extraction")
-        if i % 10 == 0:
-            await store.record(TEAM, {"kind": "call", "input_tokens": 50, "output_tokens": 5, "decision": "keep"},
-                               actor="review")
-    await store.change(TEAM, "ou_a", add("最近在学日语"), actor="ou_a")  # a change after the trim
 
     await store.change(QQ, "10001", add("QQ 群里的成员记忆"), actor="10001")
     await store.change(ODD, "ou_z", add("群号里有斜杠和中文"), actor="ou_z")
