@@ -5,6 +5,7 @@ trimmed entries still gone), carried call totals, vectors — and the plugin wor
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -17,6 +18,7 @@ from conftest import REPO, make_event
 from memory import GroupKey, Memory, UserMemoryStore
 from memory._episodes.model import Episode
 from memory._models import ArchivedMemory
+from memory._recall.semantic import VectorStore, vectors_path
 from memory._rules.operations import save
 from memory._settings import DSN_ENV
 from memory._storage import GROUP_OWNER, changelog
@@ -31,6 +33,7 @@ QQ = GroupKey("aiocqhttp", "123456789")
 ODD = GroupKey("lark", "oc/../群 名")  # an id that cannot be a file name: the safe-name mapping must round-trip
 GLOBAL = GroupKey.global_for("lark")
 T0 = 1_763_700_000.0
+EMBEDDING_MODEL = "embedder/hash-8"
 
 
 def add(content, memory_type="fact", **kw):
@@ -91,6 +94,11 @@ async def build_data_dir(data_dir: Path) -> None:
     await store.change(QQ, "10001", add("QQ 群里的成员记忆"), actor="10001")
     await store.change(ODD, "ou_z", add("群号里有斜杠和中文"), actor="ou_z")
     await store.change(GLOBAL, "ou_a", add("全局：名字叫王强"), actor="ou_a")
+    # Semantic recall's vectors of the group's memories (members' and the group's)
+    vectors = VectorStore(groups, HashEmbeddings(), EMBEDDING_MODEL, durable=False)
+    await vectors.sync(TEAM, (await store.document(TEAM)).all_memories())
+    await vectors.sync(GLOBAL, (await store.document(GLOBAL)).all_memories())
+    await vectors.close()
     await store.close()
 
     # Fields of a newer version: at the top of the document, on a member's entry (a future opt-out flag), and beside
@@ -102,12 +110,21 @@ async def build_data_dir(data_dir: Path) -> None:
     path.write_text(json.dumps(doc, ensure_ascii=False, indent=1), "utf-8")
 
 
+class HashEmbeddings:
+    """A deterministic embedding provider: 8 numbers from the text's hash."""
+
+    async def get_embeddings(self, texts):
+        return [[b / 255 - 0.5 for b in hashlib.sha256(t.encode()).digest()[:8]] for t in texts]
+
+
 def group_files(groups_dir: Path, key: GroupKey) -> dict[str, object]:
     """What the JSON files of a group say, parsed: the document, the episodes, the change log's lines."""
     path = UserMemoryStore(groups_dir).path_for(key)
     episodes = episode_file_path(path)
     log = changelog.log_path(path)
+    vectors = vectors_path(groups_dir, key)
     return {
+        "vectors": json.loads(vectors.read_text("utf-8")) if vectors.exists() else None,
         "document": json.loads(path.read_text("utf-8")),
         "episodes": json.loads(episodes.read_text("utf-8")) if episodes.exists() else None,
         "log": [json.loads(line) for line in log.read_text("utf-8").splitlines() if line.strip()]
@@ -131,6 +148,8 @@ async def test_json_to_postgres_and_back_gives_the_same_json(tmp_path, postgres_
                changelog.log_path(src_store.path_for(TEAM)).read_text("utf-8").splitlines()]
     assert src_log[0]["kind"] == changelog.CARRIED and src_log[1]["id"] > 1, "the data must include a trimmed log"
     assert any(e.get("erased") for e in src_log) and any("txn" in e for e in src_log)
+    assert "138" not in changelog.log_path(src_store.path_for(TEAM)).read_text("utf-8")
+    assert len(group_files(source / "groups", TEAM)["vectors"]["vectors"]) == 8
 
     code, output = await run_script("--from", f"json:{source}", "--to", f"postgres:{postgres_dsn}")
     assert code == 0, output
@@ -162,6 +181,7 @@ async def test_json_to_postgres_and_back_gives_the_same_json(tmp_path, postgres_
     src_totals, back_totals = await src_store.call_totals(TEAM), await back_store.call_totals(TEAM)
     assert back_totals == src_totals and back_totals.calls == 66 and back_totals.by_actor["review"].calls == 6
     assert [e["id"] for e in await back_store.log_entries(TEAM)] == [e["id"] for e in await src_store.log_entries(TEAM)]
+    assert "138" not in changelog.log_path(back_store.path_for(TEAM)).read_text("utf-8")  # erased stays erased
     # The log goes on from where it was, in the moved-back store as in the source
     await back_store.change(TEAM, "ou_b", add("回到 JSON 之后的新记忆"), actor="ou_b")
     await src_store.change(TEAM, "ou_b", add("回到 JSON 之后的新记忆"), actor="ou_b")
