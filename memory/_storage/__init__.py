@@ -1,10 +1,13 @@
-"""Where memories are kept. Callers type against `MemoryStore` (`base.py`); `UserMemoryStore` (`store.py`) keeps one
-JSON document per group with its change log (`changelog.py`), written through the durable file helpers (`files.py`)
-that the vectors file beside it (`_recall/semantic.py`) uses too."""
+"""Where memories are kept. Callers type against `MemoryStore` (`base.py`); both stores share the cache, changes and
+group commit of `_cached.py`. `UserMemoryStore` (`store.py`) keeps one JSON document per group with its change log
+(`changelog.py`), written through the durable file helpers (`files.py`) that the vectors file beside it
+(`_recall/semantic.py`) uses too; `PostgresMemoryStore` (`_postgres/`) keeps them in PostgreSQL tables shared by
+several instances."""
 
 from .base import GROUP_OWNER, GroupDump, MemoryStore, Owner, owner_lists
 from .changelog import CALL, EPISODE, ERASE, MEMORY, TODO
 from .files import LeftoverTempFiles, group_file_path, read_bytes, write_atomic
+from ._postgres import PostgresMemoryStore
 from .store import UserMemoryStore
 
 __all__ = [
@@ -18,6 +21,7 @@ __all__ = [
     "LeftoverTempFiles",
     "MemoryStore",
     "Owner",
+    "PostgresMemoryStore",
     "UserMemoryStore",
     "group_file_path",
     "owner_lists",

@@ -119,6 +119,9 @@ class CachedStore(MemoryStore):
     def _failure(self, group: CachedGroup, exc: BaseException) -> str:
         """Log a failed commit; the reason the callers are told."""
 
+    def _check_available(self) -> Any:
+        """Raise `StorageUnavailable` when the store cannot serve right now (a server that cannot be reached)."""
+
     def _busy(self, group: CachedGroup) -> bool:
         """Whether the backend is still working on the group (beyond the queue and the lock)."""
         return False
@@ -180,6 +183,7 @@ class CachedStore(MemoryStore):
 
     async def memories(self, key: GroupKey, owner: Owner) -> list[Memory]:
         """The owner's memories (a member's, or the group's with GROUP_OWNER), loading the group on first use."""
+        self._check_available()
         cached = self.peek(key, owner)
         if cached is not None:
             return list(cached)
@@ -190,6 +194,7 @@ class CachedStore(MemoryStore):
 
     async def document(self, key: GroupKey) -> GroupDocument:
         """The whole document, loaded if needed. Callers must treat it as read-only."""
+        self._check_available()
         group = self._group(key)
         if group.doc is not None:
             return group.doc
@@ -217,6 +222,7 @@ class CachedStore(MemoryStore):
 
     async def episodes(self, key: GroupKey) -> list[Episode]:
         """The group's episodes (archived ones included), loading them on first use."""
+        self._check_available()
         cached = self.peek_episodes(key)
         if cached is not None:
             return list(cached)
@@ -227,6 +233,7 @@ class CachedStore(MemoryStore):
     # ------------------------------------------------------------------------------------------ changes
     async def _run(self, key: GroupKey, operation: Operation, *, episodes: bool = False) -> Any:
         """Apply `operation` to the loaded group under its lock; its result once the change is durable."""
+        self._check_available()
         group = self._group(key)
         async with group.lock:
             if episodes:

@@ -1,0 +1,6 @@
+"""The PostgreSQL store: several instances of the bot share one memory. asyncpg is imported only when the store
+starts, so a JSON user installs nothing for it."""
+
+from .store import PostgresMemoryStore, mask_dsn
+
+__all__ = ["PostgresMemoryStore", "mask_dsn"]

@@ -1,0 +1,294 @@
+"""A group's document, episodes and change log as rows of the tables in `schema.py`, and back.
+
+Reading takes one statement per table; writing replaces only the lists a commit changed (an owner's memories, the
+todos, the archive, the episodes: each list is replaced, never edited in place, by the cached store, so an
+identity check against what was last stored finds them) and appends the commit's log entries.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..._episodes.model import Episode
+from ..._models import ArchivedMemory, GroupDocument, GroupKey, Memory
+from ..._todos.model import Todo
+from .. import changelog
+from ..base import GROUP_OWNER, Owner
+
+_LISTS = {"users", "group_memories", "todos", "archive", "platform", "group_id"}
+
+
+@dataclass
+class Stored:
+    """What the database holds of a group as of `version`, by the identity of the cached lists."""
+
+    gid: int | None
+    version: int
+    owners: dict[Owner, list[Memory]] = field(default_factory=dict)
+    users: list[list[Any]] = field(default_factory=list)
+    todos: list[Todo] | None = None
+    archive: list[ArchivedMemory] | None = None
+    episodes: list[Episode] | None = None
+    head: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class LogCursor:
+    next_id: int
+    totals: changelog.CallTotals | None = None
+
+
+@dataclass
+class Loaded:
+    doc: GroupDocument
+    episodes: list[Episode]
+    log: LogCursor
+    stored: Stored
+
+
+def snapshot(gid: int | None, version: int, doc: GroupDocument, episodes: list[Episode]) -> Stored:
+    return Stored(
+        gid, version, owners=_owner_lists(doc), users=_users(doc), todos=doc.todos, archive=doc.archive,
+        episodes=episodes, head=_head(doc),
+    )
+
+
+async def load(conn: Any, key: GroupKey) -> Loaded:
+    """The group as stored (an empty document when it has no row); run it in one transaction."""
+    row = await conn.fetchrow(
+        "SELECT gid, version, head, users, log_next_id FROM um_groups WHERE platform = $1 AND group_id = $2",
+        key.platform, key.group_id,
+    )
+    if row is None:
+        doc = GroupDocument(platform=key.platform, group_id=key.group_id)
+        return Loaded(doc, [], LogCursor(1), snapshot(None, 0, doc, []))
+    gid = row["gid"]
+    memories = await conn.fetch("SELECT owner, body FROM um_memories WHERE gid = $1 ORDER BY owner, pos", gid)
+    todos = await conn.fetch("SELECT body FROM um_todos WHERE gid = $1 ORDER BY pos", gid)
+    archive = await conn.fetch("SELECT body FROM um_archive WHERE gid = $1 ORDER BY pos", gid)
+    episodes = await conn.fetch("SELECT body FROM um_episodes WHERE gid = $1 ORDER BY pos", gid)
+    by_owner: dict[Owner, list[dict[str, Any]]] = {}
+    for owner, body in memories:
+        by_owner.setdefault(owner, []).append(body)
+    users: dict[str, Any] = {}
+    for user, extra in row["users"]:
+        users[user] = {**extra, "memories": by_owner.pop(user, [])}
+    for user, bodies in by_owner.items():  # rows of a member the users column misses: never lose them
+        if user is not None:
+            users[user] = {"memories": bodies}
+    doc = GroupDocument.model_validate({
+        **row["head"], "platform": key.platform, "group_id": key.group_id, "users": users,
+        "group_memories": by_owner.get(GROUP_OWNER, []), "todos": [r["body"] for r in todos],
+        "archive": [r["body"] for r in archive],
+    })
+    loaded_episodes = [Episode.model_validate(r["body"]) for r in episodes]
+    return Loaded(doc, loaded_episodes, LogCursor(row["log_next_id"]),
+                  snapshot(gid, row["version"], doc, loaded_episodes))
+
+
+async def lock_group(conn: Any, key: GroupKey) -> tuple[int, int]:
+    """(gid, version) of the group's row, created if missing, locked until the transaction ends."""
+    query = "SELECT gid, version FROM um_groups WHERE platform = $1 AND group_id = $2 FOR UPDATE"
+    row = await conn.fetchrow(query, key.platform, key.group_id)
+    if row is None:
+        await conn.execute(
+            "INSERT INTO um_groups (platform, group_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+            key.platform, key.group_id,
+        )
+        row = await conn.fetchrow(query, key.platform, key.group_id)
+    return row["gid"], row["version"]
+
+
+async def write(
+    conn: Any, key: GroupKey, gid: int, stored: Stored, doc: GroupDocument, episodes: list[Episode] | None,
+    entries: Sequence[dict[str, Any]], next_log_id: int,
+) -> bool:
+    """Write what changed since `stored` and append `entries` (inside the caller's transaction); whether the
+    todos changed."""
+    now = _owner_lists(doc)
+    changed_owners = [o for o in {*now, *stored.owners} if now.get(o) is not stored.owners.get(o)]
+    scope_of_member = "global" if key.is_global else "member"
+    for owner in changed_owners:
+        await conn.execute("DELETE FROM um_memories WHERE gid = $1 AND owner IS NOT DISTINCT FROM $2", gid, owner)
+        scope = "group" if owner is GROUP_OWNER else scope_of_member
+        await _insert(conn, "um_memories", [
+            (gid, owner, pos, m.id, scope, m.type.value, m.content, m.importance, str(m.source), m.created_at,
+             m.updated_at, m.last_used_at, _body(m))
+            for pos, m in enumerate(now.get(owner) or ())
+        ])
+    todos_changed = doc.todos is not stored.todos
+    if todos_changed:
+        await conn.execute("DELETE FROM um_todos WHERE gid = $1", gid)
+        await _insert(conn, "um_todos", [
+            (gid, pos, t.id, t.assignee, str(t.status), t.due_at, t.remind_at, t.platform_id, _body(t))
+            for pos, t in enumerate(doc.todos)
+        ])
+    if doc.archive is not stored.archive:
+        await conn.execute("DELETE FROM um_archive WHERE gid = $1", gid)
+        await _insert(conn, "um_archive", [
+            (gid, pos, a.owner, a.memory.id, a.archived_at, a.reason, a.actor, _body(a))
+            for pos, a in enumerate(doc.archive)
+        ])
+    if episodes is not None and episodes is not stored.episodes:
+        await conn.execute("DELETE FROM um_episodes WHERE gid = $1", gid)
+        await _insert(conn, "um_episodes", [
+            (gid, pos, e.id, e.start, e.end, _body(e)) for pos, e in enumerate(episodes)
+        ])
+    log_rows = [_log_row(gid, entry) for entry in entries]
+    await _insert(conn, "um_log", log_rows)
+    head, users = _head(doc), _users(doc)
+    await conn.execute(
+        "UPDATE um_groups SET version = version + 1, head = $2, users = $3, log_next_id = $4,"
+        " log_bytes = log_bytes + $5, changed_at = now(),"
+        " todos_changed_at = CASE WHEN $6 THEN now() ELSE todos_changed_at END WHERE gid = $1",
+        gid, head, users, next_log_id, sum(r[9] for r in log_rows), todos_changed,
+    )
+    return todos_changed
+
+
+async def erase(conn: Any, gid: int, owners: set[str], todos: set[str]) -> None:
+    """Purge the content of the log entries of erased members' own memories and of erased todos."""
+    if not owners and not todos:
+        return
+    rows = await conn.fetch(
+        "SELECT id, entry FROM um_log WHERE gid = $1 AND NOT entry ? 'erased' AND ("
+        "(kind = 'memory' AND scope IS DISTINCT FROM 'group' AND owner = ANY($2::text[]))"
+        " OR (kind = 'todo' AND target = ANY($3::text[])))",
+        gid, sorted(owners), sorted(todos),
+    )
+    updated = [_log_row(gid, changelog.erased(r["entry"])) for r in rows]
+    if not updated:
+        return
+    await conn.executemany(
+        "UPDATE um_log SET entry = $3, bytes = $4 WHERE gid = $1 AND id = $2",
+        [(gid, r[1], r[10], r[9]) for r in updated],
+    )
+    await conn.execute(
+        "UPDATE um_groups SET log_bytes = (SELECT coalesce(sum(bytes), 0) FROM um_log WHERE gid = $1) WHERE gid = $1",
+        gid,
+    )
+
+
+async def trim(conn: Any, gid: int, max_bytes: int) -> changelog.CallTotals | None:
+    """Drop the oldest entries while the log weighs more than `max_bytes` (down to TRIM_TO_FRACTION of it), their
+    call totals carried; the group's carried totals when it trimmed."""
+    row = await conn.fetchrow("SELECT log_bytes, carried FROM um_groups WHERE gid = $1", gid)
+    if row["log_bytes"] <= max_bytes:
+        return None
+    budget = int(max_bytes * changelog.TRIM_TO_FRACTION)
+    size = row["log_bytes"]
+    carried = changelog.totals(row["carried"])
+    cut = None
+    rows = await conn.fetch(
+        "SELECT id, bytes, CASE WHEN kind = 'call' THEN entry END AS call FROM um_log WHERE gid = $1 ORDER BY id", gid
+    )
+    for entry_id, weight, call in rows:
+        if size <= budget:
+            break
+        size -= weight
+        cut = entry_id
+        if call is not None:
+            carried.add(call)
+    if cut is None:
+        return None
+    await conn.execute("DELETE FROM um_log WHERE gid = $1 AND id <= $2", gid, cut)
+    await conn.execute("UPDATE um_groups SET log_bytes = $2, carried = $3 WHERE gid = $1", gid, size,
+                       carried.as_entries())
+    return carried
+
+
+async def log_entries(conn: Any, key: GroupKey) -> list[dict[str, Any]]:
+    """The carried totals' lines, then every entry oldest first (like the JSON log file)."""
+    row = await conn.fetchrow("SELECT gid, carried FROM um_groups WHERE platform = $1 AND group_id = $2",
+                              key.platform, key.group_id)
+    if row is None:
+        return []
+    entries = await conn.fetch("SELECT entry FROM um_log WHERE gid = $1 ORDER BY id", row["gid"])
+    return [*row["carried"], *(r["entry"] for r in entries)]
+
+
+async def call_totals(conn: Any, key: GroupKey) -> changelog.CallTotals:
+    row = await conn.fetchrow("SELECT gid, carried FROM um_groups WHERE platform = $1 AND group_id = $2",
+                              key.platform, key.group_id)
+    if row is None:
+        return changelog.CallTotals()
+    calls = await conn.fetch("SELECT entry FROM um_log WHERE gid = $1 AND kind = 'call' ORDER BY id", row["gid"])
+    return changelog.totals([*row["carried"], *(r["entry"] for r in calls)])
+
+
+async def insert_group(
+    conn: Any, key: GroupKey, doc: GroupDocument, episodes: list[Episode], entries: Sequence[dict[str, Any]],
+    carried: list[dict[str, Any]], next_log_id: int,
+) -> int:
+    """Store a whole group that has no row yet (an import); its gid. The version starts at 1."""
+    gid = await conn.fetchval(
+        "INSERT INTO um_groups (platform, group_id, carried) VALUES ($1, $2, $3) RETURNING gid",
+        key.platform, key.group_id, carried,
+    )
+    empty = Stored(gid, 0, todos=[], archive=[], episodes=[])
+    last = max((e["id"] for e in entries if isinstance(e.get("id"), int)), default=0)
+    await write(conn, key, gid, empty, doc, episodes, entries, max(next_log_id, last + 1, (doc.change_log_id or 0) + 1))
+    return gid
+
+
+def _log_row(gid: int, entry: dict[str, Any]) -> tuple[Any, ...]:
+    text = json.dumps(entry, ensure_ascii=False)
+    owner = entry.get("owner")
+    target = entry.get("target")
+    at = entry.get("at")
+    return (
+        gid, entry["id"], float(at) if isinstance(at, (int, float)) and not isinstance(at, bool) else None,
+        _text(entry.get("actor")), _text(entry.get("kind")), _text(entry.get("op")), _text(entry.get("scope")),
+        _text(owner), _text(target), len(text.encode("utf-8")) + 1, _Raw(text),
+    )
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+class _Raw(str):
+    """A value already encoded as JSON text (the jsonb codec passes it through)."""
+
+
+def encode_json(value: Any) -> str:
+    return value if isinstance(value, _Raw) else json.dumps(value, ensure_ascii=False)
+
+
+async def _insert(conn: Any, table: str, rows: list[tuple[Any, ...]]) -> None:
+    if not rows:
+        return
+    marks = ", ".join(f"${i + 1}" for i in range(len(rows[0])))
+    columns = _COLUMNS[table]
+    await conn.executemany(f"INSERT INTO {table} ({columns}) VALUES ({marks})", rows)
+
+
+_COLUMNS = {
+    "um_memories": "gid, owner, pos, id, scope, type, content, importance, source, created_at, updated_at,"
+                   " last_used_at, body",
+    "um_todos": "gid, pos, id, owner, status, due_at, remind_at, platform_id, body",
+    "um_archive": "gid, pos, owner, id, archived_at, reason, actor, body",
+    "um_episodes": "gid, pos, id, start_at, end_at, body",
+    "um_log": "gid, id, at, actor, kind, op, scope, owner, target, bytes, entry",
+}
+
+
+def _body(item: Any) -> _Raw:
+    return _Raw(item.model_dump_json(exclude_none=True))
+
+
+def _owner_lists(doc: GroupDocument) -> dict[Owner, list[Memory]]:
+    lists: dict[Owner, list[Memory]] = {GROUP_OWNER: doc.group_memories}
+    lists.update((user, entry.memories) for user, entry in doc.users.items())
+    return lists
+
+
+def _users(doc: GroupDocument) -> list[list[Any]]:
+    return [[user, dict(entry.model_extra or {})] for user, entry in doc.users.items()]
+
+
+def _head(doc: GroupDocument) -> dict[str, Any]:
+    return doc.model_dump(mode="json", exclude=_LISTS, exclude_none=True)

@@ -1,0 +1,145 @@
+"""The PostgreSQL tables and their version (`um_meta`), created and migrated in one transaction under an advisory
+lock, so instances starting together neither race nor see a half-made schema.
+
+One row per group in `um_groups` (its version is bumped by every commit), the group's items in one row each
+(`um_memories`, `um_archive`, `um_todos`, `um_episodes`), its change log (`um_log`, one row per entry), the
+embeddings of its memories (`um_vectors`, written by `vectors.py`) and leases across instances (`um_claims`).
+Every item row holds the full item as `body` jsonb (fields of newer versions survive a round trip); the other
+columns are derived from it on write, for queries and for people reading the tables.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+SCHEMA_VERSION = 1
+CHANGES_CHANNEL = "um_changed"
+# pg_advisory_xact_lock key of schema migrations: any constant no other lock of this database uses ("umschema").
+_MIGRATION_LOCK = 0x756D736368656D61
+
+_VERSION_1 = """
+CREATE TABLE IF NOT EXISTS um_meta (
+    key   text PRIMARY KEY,
+    value jsonb NOT NULL
+);
+CREATE TABLE IF NOT EXISTS um_groups (
+    gid          bigserial PRIMARY KEY,
+    platform     text NOT NULL,
+    group_id     text NOT NULL,              -- '' for a platform's global memories
+    version      bigint NOT NULL DEFAULT 0,  -- bumped by every commit to the group
+    head         jsonb NOT NULL DEFAULT '{}',  -- the document's other fields (updated_at, aging_since, unknown ones)
+    users        jsonb NOT NULL DEFAULT '[]',  -- [[user id, unknown fields of the member's entry]] in document order
+    log_next_id  bigint NOT NULL DEFAULT 1,  -- change-log ids are never reused or renumbered
+    log_bytes    bigint NOT NULL DEFAULT 0,  -- what the log's entries weigh (trimmed oldest first past a budget)
+    carried      jsonb NOT NULL DEFAULT '[]',  -- the totals of trimmed model calls, one line per actor
+    changed_at   timestamptz NOT NULL DEFAULT now(),
+    todos_changed_at timestamptz NOT NULL DEFAULT now(),
+    UNIQUE (platform, group_id)
+);
+CREATE TABLE IF NOT EXISTS um_memories (
+    gid          bigint NOT NULL REFERENCES um_groups ON DELETE CASCADE,
+    owner        text,                       -- a member's user id; NULL: the group's shared memories
+    pos          int NOT NULL,               -- order in the owner's list
+    id           text NOT NULL,
+    scope        text NOT NULL,              -- member, group or global
+    type         text NOT NULL,
+    content      text NOT NULL,
+    importance   double precision NOT NULL,
+    source       text,
+    created_at   double precision,
+    updated_at   double precision,
+    last_used_at double precision,
+    body         jsonb NOT NULL
+);
+CREATE INDEX IF NOT EXISTS um_memories_owner ON um_memories (gid, owner, pos);
+CREATE TABLE IF NOT EXISTS um_archive (
+    gid          bigint NOT NULL REFERENCES um_groups ON DELETE CASCADE,
+    pos          int NOT NULL,
+    owner        text,
+    id           text NOT NULL,
+    archived_at  double precision NOT NULL,
+    reason       text NOT NULL,
+    actor        text NOT NULL,
+    body         jsonb NOT NULL,
+    PRIMARY KEY (gid, pos)
+);
+CREATE TABLE IF NOT EXISTS um_todos (
+    gid          bigint NOT NULL REFERENCES um_groups ON DELETE CASCADE,
+    pos          int NOT NULL,
+    id           text NOT NULL,
+    owner        text,                       -- the assignee; NULL: the whole group
+    status       text NOT NULL,
+    due_at       double precision,
+    remind_at    double precision,
+    platform_id  text NOT NULL,              -- the AstrBot platform instance that sends its reminders
+    body         jsonb NOT NULL,
+    PRIMARY KEY (gid, pos)
+);
+CREATE INDEX IF NOT EXISTS um_todos_remind ON um_todos (remind_at) WHERE remind_at IS NOT NULL;
+CREATE TABLE IF NOT EXISTS um_episodes (
+    gid          bigint NOT NULL REFERENCES um_groups ON DELETE CASCADE,
+    pos          int NOT NULL,
+    id           text NOT NULL,
+    start_at     double precision NOT NULL,
+    end_at       double precision NOT NULL,
+    body         jsonb NOT NULL,
+    PRIMARY KEY (gid, pos)
+);
+CREATE TABLE IF NOT EXISTS um_log (
+    gid          bigint NOT NULL REFERENCES um_groups ON DELETE CASCADE,
+    id           bigint NOT NULL,
+    at           double precision,
+    actor        text,
+    kind         text,
+    op           text,
+    scope        text,
+    owner        text,
+    target       text,
+    bytes        int NOT NULL,
+    entry        jsonb NOT NULL,
+    PRIMARY KEY (gid, id)
+);
+CREATE TABLE IF NOT EXISTS um_vectors (
+    gid          bigint NOT NULL REFERENCES um_groups ON DELETE CASCADE,
+    memory_id    text NOT NULL,
+    model        text NOT NULL,
+    content_hash text NOT NULL,
+    vec          float4[] NOT NULL,
+    PRIMARY KEY (gid, memory_id, model)
+);
+CREATE TABLE IF NOT EXISTS um_claims (
+    name         text PRIMARY KEY,
+    holder       text NOT NULL,
+    until        timestamptz NOT NULL         -- the server's clock: instances' clocks need not agree
+);
+"""
+
+# The statements that bring a schema of version n - 1 to version n.
+_MIGRATIONS = {1: _VERSION_1}
+
+
+class NewerSchema(Exception):
+    """The database was prepared by a newer version of the plugin."""
+
+
+async def prepare(conn: Any) -> int:
+    """Create or migrate the tables to SCHEMA_VERSION in one transaction on `conn` (a connection with asyncpg's
+    own jsonb codec: values as text); the version found before. Raises
+    NewerSchema (nothing changed) for a database of a newer version."""
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock($1)", _MIGRATION_LOCK)
+        found = 0
+        if await conn.fetchval("SELECT to_regclass('um_meta') IS NOT NULL"):
+            value = await conn.fetchval("SELECT value FROM um_meta WHERE key = 'schema_version'")
+            found = int(value) if value is not None else 0
+        if found > SCHEMA_VERSION:
+            raise NewerSchema(f"数据库的表结构版本 {found} 来自更新版本的插件（本插件支持 {SCHEMA_VERSION}），请升级插件")
+        for version in range(found + 1, SCHEMA_VERSION + 1):
+            await conn.execute(_MIGRATIONS[version])
+        if found < SCHEMA_VERSION:
+            await conn.execute(
+                "INSERT INTO um_meta (key, value) VALUES ('schema_version', $1::jsonb)"
+                " ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+                str(SCHEMA_VERSION),
+            )
+        return found

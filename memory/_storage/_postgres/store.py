@@ -1,0 +1,425 @@
+"""PostgresMemoryStore: the cached store (`_cached.py`) over PostgreSQL tables (`schema.py`), shared by several
+instances of the bot.
+
+- Reads are served from the cache once a group is loaded (one read transaction); `peek` never does I/O and a
+  warm read never awaits the network.
+- A commit is one transaction per batch of changes (group commit). It locks the group's row
+  (`SELECT ... FOR UPDATE`); when another instance committed since this cache was loaded, it loads the group
+  again inside that transaction and runs the batch's operations again on the fresh state, so no update is lost;
+  the callers get the results of that run. The commit sends a notification (`notify.py`) that the other instances
+  use to refresh their caches in the background.
+- Any database error fails the commit's callers with `StorageUnavailable` and drops the group's cache. While the
+  server cannot be reached, `unavailable` says why and every read or change raises `StorageUnavailable`; the
+  store keeps reconnecting. asyncpg is imported only by `start()`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..._errors import StorageUnavailable
+from ..._models import GroupDocument, GroupKey
+from ..._episodes.model import Episode
+from .. import changelog
+from .._cached import CachedGroup, CachedStore
+from ..base import GroupDump
+from . import rows, schema
+from .notify import Change, ConnectionLost, Follower
+
+log = logging.getLogger("astrbot_plugin_user_memory")
+
+ASYNCPG_MISSING = "需要安装 asyncpg：在 AstrBot 的 Python 里 pip install asyncpg"
+NOT_STARTED = "PostgreSQL 存储尚未启动"
+CLOSED = "PostgreSQL 存储已关闭"
+POOL_SIZE = 8
+CONNECT_SECONDS = 10.0
+COMMAND_SECONDS = 30.0
+
+
+@dataclass(eq=False, kw_only=True)
+class _PgGroup(CachedGroup):
+    log: rows.LogCursor | None = None  # type: ignore[assignment]
+    stored: rows.Stored | None = None  # what the database held when this cache was loaded or last committed
+    heard_version: int = 0  # the newest version another instance announced
+    refreshing: asyncio.Task[None] | None = None
+
+
+class PostgresMemoryStore(CachedStore):
+    """Memories of members in PostgreSQL (the `MemoryStore` of `base.py`); `instance` names this instance in
+    notifications and leases. `pool` is the asyncpg pool (None while unavailable) for the modules that keep their
+    own tables in the same database (vectors)."""
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        instance: str,
+        clock: Callable[[], float] = time.time,
+        log_max_bytes: int = changelog.MAX_BYTES,
+    ) -> None:
+        super().__init__(clock=clock, log_max_bytes=log_max_bytes)
+        self._dsn = dsn
+        self.instance = instance
+        self.pool: Any = None
+        self._unavailable: str | None = NOT_STARTED
+        self._follower: Follower | None = None
+        self._asyncpg: Any = None
+        self._prepared = False
+        self._closed = False
+
+    # ------------------------------------------------------------------------------------------ connection
+    async def start(self) -> None:
+        """Connect, prepare the schema and follow the other instances; returns after the first attempt (never
+        raises: when it failed the store stays `unavailable` and keeps trying)."""
+        if self._follower is not None or self._closed:
+            return
+        try:
+            import asyncpg
+        except ImportError:
+            self._unavailable = ASYNCPG_MISSING
+            log.error("storage_backend is postgres but asyncpg is not installed: %s", ASYNCPG_MISSING)
+            return
+        self._asyncpg = asyncpg
+        self._follower = Follower(self._listen_connection, self._heard, self._up, self._down)
+        self._follower.start()
+        await self._follower.first_attempt()
+
+    @property
+    def unavailable(self) -> str | None:
+        return self._unavailable
+
+    async def _listen_connection(self) -> Any:
+        return await self._asyncpg.connect(self._dsn, timeout=CONNECT_SECONDS)
+
+    async def _up(self, connection: Any) -> None:
+        """A (new) LISTEN connection is up: prepare the schema and the pool once, then catch up on what was missed
+        while no connection listened."""
+        if not self._prepared:
+            found = await schema.prepare(connection)
+            if found < schema.SCHEMA_VERSION:
+                log.info("PostgreSQL schema prepared (version %d -> %d)", found, schema.SCHEMA_VERSION)
+            self._prepared = True
+        if self.pool is None:
+            self.pool = await self._asyncpg.create_pool(
+                self._dsn, min_size=1, max_size=POOL_SIZE, init=_init_connection, timeout=CONNECT_SECONDS,
+                command_timeout=COMMAND_SECONDS,
+            )
+        assert self._follower is not None
+        missed_since = self._follower.alive_at
+        self._follower.alive_at = await connection.fetchval("SELECT now()")
+        if self._unavailable is not None:
+            log.info("PostgreSQL storage available (instance %s)", self.instance)
+        self._unavailable = None
+        await self._sweep(connection, missed_since)
+
+    def _down(self, exc: BaseException) -> None:
+        if isinstance(exc, ConnectionLost):  # the next attempt, right away, says whether the server is there
+            return
+        if isinstance(exc, schema.NewerSchema):
+            self._unavailable = str(exc)
+        else:
+            self._unavailable = f"无法连接 PostgreSQL（{mask_dsn(self._dsn)}）：{_describe(exc)}"
+        log.error("PostgreSQL storage unavailable: %s", self._unavailable)
+
+    def _check_available(self) -> Any:
+        """The pool, or StorageUnavailable saying why there is none."""
+        if self._unavailable is not None or self.pool is None:
+            raise StorageUnavailable(f"记忆存储暂不可用：{self._unavailable or NOT_STARTED}")
+        return self.pool
+
+    def _failure(self, group: CachedGroup, exc: BaseException) -> str:
+        log.error("commit of group %s to PostgreSQL failed: %s", group.key, _describe(exc),
+                  exc_info=exc if not self._is_connection_error(exc) else None)
+        if isinstance(exc, StorageUnavailable):
+            return str(exc)
+        if isinstance(exc, asyncio.CancelledError):
+            return "写入被中断"
+        return f"PostgreSQL 出错（{_describe(exc)}）"
+
+    def _is_connection_error(self, exc: BaseException) -> bool:
+        asyncpg = self._asyncpg
+        return isinstance(exc, (OSError, asyncio.TimeoutError)) or (
+            asyncpg is not None and isinstance(exc, (asyncpg.InterfaceError, asyncpg.PostgresConnectionError))
+        )
+
+    # ------------------------------------------------------------------------------------------ loading
+    def _new_group(self, key: GroupKey) -> _PgGroup:
+        return _PgGroup(key)
+
+    async def _load(self, group: CachedGroup) -> GroupDocument:
+        assert isinstance(group, _PgGroup)
+        if group.doc is not None:
+            return group.doc
+        pool = self._check_available()
+        try:
+            async with pool.acquire(timeout=CONNECT_SECONDS) as conn:
+                async with conn.transaction(isolation="repeatable_read", readonly=True):
+                    loaded = await rows.load(conn, group.key)
+        except Exception as exc:
+            raise self._read_failed(group.key, exc) from exc
+        self._install(group, loaded)
+        assert group.doc is not None
+        return group.doc
+
+    async def _load_episodes(self, group: CachedGroup) -> list[Episode]:
+        await self._load(group)
+        assert group.episodes is not None
+        return group.episodes
+
+    def _read_failed(self, key: GroupKey, exc: BaseException) -> StorageUnavailable:
+        log.error("reading group %s from PostgreSQL failed: %s", key, _describe(exc),
+                  exc_info=exc if not self._is_connection_error(exc) else None)
+        return StorageUnavailable(f"群 {key} 的记忆无法从 PostgreSQL 读取（{_describe(exc)}）")
+
+    @staticmethod
+    def _install(group: _PgGroup, loaded: rows.Loaded) -> None:
+        """Make `loaded` the group's cached state (nothing of the old one is pending)."""
+        group.doc, group.episodes, group.log, group.stored = loaded.doc, loaded.episodes, loaded.log, loaded.stored
+        group.pending, group.erase_owners, group.erase_todos = [], set(), set()
+
+    def _forget_versions(self, group: CachedGroup) -> None:
+        assert isinstance(group, _PgGroup)
+        group.stored = None
+
+    # ------------------------------------------------------------------------------------------ committing
+    async def _commit(self, group: CachedGroup) -> None:
+        """One transaction for everything queued: lock the row, run the batch again on fresh state if another
+        instance committed meanwhile, write, notify. Holds the group's lock throughout, so nothing is applied to
+        the cache while the batch may still be run again."""
+        assert isinstance(group, _PgGroup)
+        async with group.lock:
+            await self._run_commit_hooks()
+            pool = self._check_available()
+            key = group.key
+            async with pool.acquire(timeout=CONNECT_SECONDS) as conn:
+                async with conn.transaction():
+                    gid, version = await rows.lock_group(conn, key)
+                    assert group.stored is not None
+                    if version != group.stored.version:
+                        await self._catch_up(conn, group)
+                    target = group.version
+                    doc, log_cursor = group.doc, group.log
+                    assert doc is not None and log_cursor is not None and group.stored is not None
+                    entries = group.pending
+                    todos_changed = await rows.write(
+                        conn, key, gid, group.stored, doc, group.episodes, entries, log_cursor.next_id
+                    )
+                    await rows.erase(conn, gid, group.erase_owners, group.erase_todos)
+                    await rows.trim(conn, gid, self._log_max_bytes)
+                    notice = Change(key, version + 1, self.instance, todos_changed)
+                    await conn.execute("SELECT pg_notify($1, $2)", schema.CHANGES_CHANNEL, notice.payload())
+            group.pending, group.erase_owners, group.erase_todos = [], set(), set()
+            group.stored = rows.snapshot(gid, version + 1, doc, group.episodes or [])
+            if log_cursor.totals is not None:
+                for entry in entries:
+                    if entry.get("kind") == changelog.CALL:
+                        log_cursor.totals.add(entry)
+            self._tell_committed(group)
+            self._acknowledge(group, target)
+
+    async def _catch_up(self, conn: Any, group: _PgGroup) -> None:
+        """Another instance committed since the cache was loaded: load the group in this transaction (the row
+        lock is held) and run the queued operations again on it."""
+        log.debug("group %s changed elsewhere; running %d change(s) again", group.key, len(group.queued))
+        old_todos = group.doc.todos if group.doc is not None else None
+        self._install(group, await rows.load(conn, group.key))
+        assert group.doc is not None
+        self._tell_document(group.key, group.doc)
+        if group.doc.todos != old_todos:
+            self._tell_todos(group.key, group.doc.todos)
+        self._run_again(group)
+
+    # ------------------------------------------------------------------------------------------ other instances
+    def _heard(self, change: Change) -> None:
+        """A notification: refresh the group if held (in the background), or tell the todo listeners to look."""
+        if change.instance == self.instance:
+            return
+        group = self._groups.get(change.key)
+        if not isinstance(group, _PgGroup) or group.doc is None:
+            if change.todos_changed:
+                self._tell_todos(change.key, None)
+            return
+        self._refresh_later(group, change.version)
+
+    def _refresh_later(self, group: _PgGroup, version: int) -> None:
+        group.heard_version = max(group.heard_version, version)
+        if group.refreshing is None:
+            group.refreshing = asyncio.create_task(self._refresh(group), name=f"memory-refresh:{group.key}")
+
+    async def _refresh(self, group: _PgGroup) -> None:
+        """Load the group again until the cache is as new as the newest version heard of. A group with changes
+        queued is left to its commit, which loads it again itself."""
+        try:
+            while True:
+                async with group.lock:
+                    stored = group.stored
+                    if group.doc is None or stored is None or group.queued or stored.version >= group.heard_version:
+                        return
+                    pool = self._check_available()
+                    async with pool.acquire(timeout=CONNECT_SECONDS) as conn:
+                        async with conn.transaction(isolation="repeatable_read", readonly=True):
+                            loaded = await rows.load(conn, group.key)
+                    old_todos = group.doc.todos
+                    self._install(group, loaded)
+                    doc = loaded.doc
+                    self._tell_document(group.key, doc)
+                    if doc.todos != old_todos:
+                        self._tell_todos(group.key, doc.todos)
+                    self._tell_committed(group)
+        except Exception as exc:  # the next notification or the sweep after a reconnection tries again
+            log.warning("refreshing group %s from PostgreSQL failed: %s", group.key, _describe(exc))
+        finally:
+            group.refreshing = None
+
+    async def _sweep(self, conn: Any, missed_since: Any) -> None:
+        """After a (re)connection: refresh every held group whose version moved, and tell the todo listeners about
+        groups not held whose todos changed while nobody listened."""
+        held = {key: g for key, g in self._groups.items() if isinstance(g, _PgGroup) and g.stored is not None}
+        if held:
+            found = await conn.fetch(
+                "SELECT platform, group_id, version FROM um_groups"
+                " WHERE (platform, group_id) IN (SELECT * FROM unnest($1::text[], $2::text[]))",
+                [k.platform for k in held], [k.group_id for k in held],
+            )
+            for platform, group_id, version in found:
+                group = held[GroupKey(platform, group_id)]
+                assert group.stored is not None
+                if version > group.stored.version:
+                    self._refresh_later(group, version)
+        if missed_since is not None:
+            changed = await conn.fetch(
+                "SELECT platform, group_id FROM um_groups WHERE todos_changed_at >= $1 - interval '5 seconds'",
+                missed_since,
+            )
+            for platform, group_id in changed:
+                key = GroupKey(platform, group_id)
+                if key not in held:
+                    self._tell_todos(key, None)
+
+    # ------------------------------------------------------------------------------------------ the log
+    async def log_entries(self, key: GroupKey) -> list[dict[str, Any]]:
+        """The carried totals' lines, then every entry of the group's change log, oldest first."""
+        return await self._read(key, rows.log_entries)
+
+    async def call_totals(self, key: GroupKey) -> changelog.CallTotals:
+        """What the group's background model calls added up to, trimmed ones included."""
+        group = self._group(key)
+        async with group.lock:
+            await self._load(group)
+            assert group.log is not None
+            if group.log.totals is not None:
+                return group.log.totals
+            totals = await self._read(key, rows.call_totals)
+            group.log.totals = totals
+            return totals
+
+    async def _read(self, key: GroupKey, read: Callable[[Any, GroupKey], Any]) -> Any:
+        pool = self._check_available()
+        try:
+            async with pool.acquire(timeout=CONNECT_SECONDS) as conn:
+                async with conn.transaction(isolation="repeatable_read", readonly=True):
+                    return await read(conn, key)
+        except Exception as exc:
+            raise self._read_failed(key, exc) from exc
+
+    # ------------------------------------------------------------------------------------------ groups and leases
+    async def stored_groups(self) -> dict[GroupKey, str]:
+        """Every group with a row, its version as signature."""
+        pool = self._check_available()
+        try:
+            found = await pool.fetch("SELECT platform, group_id, version FROM um_groups")
+        except Exception as exc:
+            raise StorageUnavailable(f"无法列出 PostgreSQL 中的群（{_describe(exc)}）") from exc
+        return {GroupKey(platform, group_id): str(version) for platform, group_id, version in found}
+
+    async def claim(self, name: str, seconds: float) -> bool:
+        """Take or renew the lease `name` until `seconds` from now on the server's clock; False when another
+        instance holds it, or the server cannot be reached (then nobody can take it)."""
+        if self._unavailable is not None or self.pool is None:
+            return False
+        try:
+            held = await self.pool.fetchval(
+                "INSERT INTO um_claims (name, holder, until) VALUES ($1, $2, now() + make_interval(secs => $3))"
+                " ON CONFLICT (name) DO UPDATE SET holder = EXCLUDED.holder, until = EXCLUDED.until"
+                " WHERE um_claims.holder = EXCLUDED.holder OR um_claims.until < now() RETURNING holder",
+                name, self.instance, float(seconds),
+            )
+        except Exception as exc:
+            log.warning("claiming %s failed: %s", name, _describe(exc))
+            return False
+        return held is not None
+
+    async def release(self, name: str) -> None:
+        if self.pool is None:
+            return
+        try:
+            await self.pool.execute("DELETE FROM um_claims WHERE name = $1 AND holder = $2", name, self.instance)
+        except Exception as exc:  # it expires on its own
+            log.warning("releasing %s failed: %s", name, _describe(exc))
+
+    # ------------------------------------------------------------------------------------------ moving groups
+    async def import_group(self, key: GroupKey, dump: GroupDump) -> None:
+        """Store `dump` as the group in one transaction; ValueError when the database holds anything of it."""
+        group = self._group(key)
+        assert isinstance(group, _PgGroup)
+        async with group.lock:
+            pool = self._check_available()
+            document = dump.document.model_copy(update={"platform": key.platform, "group_id": key.group_id})
+            async with pool.acquire(timeout=CONNECT_SECONDS) as conn:
+                async with conn.transaction():
+                    existing = await conn.fetchval(
+                        "SELECT version FROM um_groups WHERE platform = $1 AND group_id = $2 FOR UPDATE",
+                        key.platform, key.group_id,
+                    )
+                    if existing is not None:
+                        raise ValueError(f"群 {key} 已有数据，不能导入")
+                    await rows.insert_group(conn, key, document, list(dump.episodes), dump.log, dump.carried,
+                                            dump.next_log_id)
+                    notice = Change(key, 1, self.instance, bool(document.todos))
+                    await conn.execute("SELECT pg_notify($1, $2)", schema.CHANGES_CHANNEL, notice.payload())
+            group.forget_state()
+            group.stored = None
+
+    async def close(self) -> None:
+        """Wait for every commit in flight, then close the connections. Safe to call more than once."""
+        await super().close()
+        self._closed = True
+        refreshing = [g.refreshing for g in self._groups.values() if isinstance(g, _PgGroup) and g.refreshing]
+        for task in refreshing:
+            task.cancel()
+        await asyncio.gather(*refreshing, return_exceptions=True)
+        if self._follower is not None:
+            await self._follower.close()
+            self._follower = None
+        if self.pool is not None:
+            pool, self.pool = self.pool, None
+            try:
+                await asyncio.wait_for(pool.close(), 5)
+            except Exception:
+                pool.terminate()
+        self._unavailable = CLOSED
+
+
+async def _init_connection(conn: Any) -> None:
+    await conn.set_type_codec("jsonb", encoder=rows.encode_json, decoder=json.loads, schema="pg_catalog")
+
+
+_PASSWORD_IN_URL = re.compile(r"(://[^:/@]*:)[^@]*@")
+_PASSWORD_PARAM = re.compile(r"(password\s*=\s*)('[^']*'|\S+)", re.IGNORECASE)
+
+
+def mask_dsn(dsn: str) -> str:
+    """The DSN without its password, to show to an admin."""
+    return _PASSWORD_PARAM.sub(r"\1***", _PASSWORD_IN_URL.sub(r"\1***@", dsn))
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
