@@ -39,6 +39,7 @@ if str(REPO) not in sys.path:
 from memory._models import GroupKey  # noqa: E402
 from memory._settings import DSN_ENV  # noqa: E402
 from memory._storage import MemoryStore, UserMemoryStore  # noqa: E402
+from memory._storage._postgres.store import mask_dsn  # noqa: E402
 
 JSON = "json"
 POSTGRES = "postgres"
@@ -79,7 +80,7 @@ class Endpoint:
     def describe(self) -> str:
         if self.kind == JSON:
             return f"JSON files in {self.groups_dir(existing=True)}"
-        return f"PostgreSQL {_without_password(self.where)}"
+        return f"PostgreSQL {mask_dsn(self.where)}"
 
     def groups_dir(self, *, existing: bool) -> Path:
         """Where the group files are: `<data dir>/groups`, or the directory itself when it is named `groups` (or, as a
@@ -90,20 +91,6 @@ class Endpoint:
         if existing and not (path / GROUPS_DIR).is_dir() and path.is_dir():
             return path
         return path / GROUPS_DIR
-
-
-def _without_password(dsn: str) -> str:
-    """The DSN as it may be printed: the password replaced by ***."""
-    from urllib.parse import urlsplit, urlunsplit
-
-    try:
-        parts = urlsplit(dsn)
-    except ValueError:
-        return "(DSN)"
-    if parts.password is None:
-        return dsn
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
 
 
 async def open_store(endpoint: Endpoint, *, source: bool) -> MemoryStore:
