@@ -169,7 +169,8 @@ async def visibility(dsn: str, count: int) -> tuple[list[int], list[int]]:
     return from_call, from_ack
 
 
-async def injection(json_dir: Path, dsn: str, iterations: int, rounds: int = 4) -> dict[str, tuple[float, float, float]]:
+async def injection(json_dir: Path, dsn: str, user: str, iterations: int,
+                    rounds: int = 4) -> dict[str, tuple[float, float, float]]:
     """Warm `on_llm_request` latency (µs) through the plugin adapter, the plugin's store JSON or PostgreSQL."""
     from astrbot.api import AstrBotConfig
     from astrbot.core.provider.entities import ProviderRequest
@@ -178,7 +179,6 @@ async def injection(json_dir: Path, dsn: str, iterations: int, rounds: int = 4) 
     from conftest import load_plugin_package, make_event
 
     main = load_plugin_package()
-    user = "ou_00500"
     event = make_event("帮我看看这个代码", group=GROUP.group_id, user=user)
     relevant = make_event("模块3的回复风格是怎样的", group=GROUP.group_id, user=user)
     runs: dict[str, tuple[object, list[int]]] = {}
@@ -201,16 +201,18 @@ async def injection(json_dir: Path, dsn: str, iterations: int, rounds: int = 4) 
 
         runs[f"on_llm_request, {label}"] = (adapter, [])
         runs[f"on_llm_request, a message relevance acts on, {label}"] = (adapter_relevant, [])
-    for _ in range(rounds):
-        for call, samples in runs.values():
-            for _ in range(200):  # warm this path again after the other ones ran
-                await call()
-            for _ in range(iterations // rounds):
-                t0 = time.perf_counter_ns()
-                await call()
-                samples.append(time.perf_counter_ns() - t0)
-    for store in stores:
-        await store.close()
+    try:
+        for _ in range(rounds):
+            for call, samples in runs.values():
+                for _ in range(200):  # warm this path again after the other ones ran
+                    await call()
+                for _ in range(iterations // rounds):
+                    t0 = time.perf_counter_ns()
+                    await call()
+                    samples.append(time.perf_counter_ns() - t0)
+    finally:
+        for store in stores:
+            await store.close()
     return {name: percentiles(samples) for name, (_, samples) in runs.items()}
 
 
@@ -278,7 +280,7 @@ async def main() -> None:
 
             print(f"\ninjection latency, warm group, {args.iterations} calls per path (microseconds):")
             print(f"  {'path':<62}{'p50':>8}{'p99':>8}{'mean':>8}")
-            latencies = await injection(groups, inject_dsn, args.iterations)
+            latencies = await injection(groups, inject_dsn, f"ou_{args.members // 2:05d}", args.iterations)
             for name, (p50, p99, mean) in latencies.items():
                 print(f"  {name:<62}{p50:>8.1f}{p99:>8.1f}{mean:>8.1f}")
 
