@@ -12,17 +12,18 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import math
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
 from . import _fence as fence
 from ._episodes import summary as episode_summary
 from ._episodes.model import Episode
 from ._episodes.segments import CallLater, EpisodeRequest, Segment, Segmenter, Timer
-from ._errors import InvalidMemoryInput, PermissionDenied
+from ._errors import InvalidMemoryInput, MemoryPluginError, PermissionDenied
 from ._aging.usage import USED_OP, Reply, used
 from ._limiter import CallLimiter
 from ._models import Caller, GroupKey, MemberKey, Memory, MemoryType, Scope, Source
@@ -102,6 +103,10 @@ MAX_UTTERANCE_CHARS = 500
 CALL_TIMEOUT_SECONDS = 120.0  # a hung provider must not keep the group's next batches waiting forever
 BOOST_STEP = 0.1
 EXTRACTION_ACTOR = "extraction"
+# Instances sharing a store: how long the lease on observing a group lasts (renewed by the group's messages while
+# less than half of it is left), and how long an instance refused it leaves the group's messages to the holder.
+OBSERVE_LEASE_SECONDS = 600.0
+OBSERVE_REFUSED_SECONDS = 30.0
 
 
 @dataclass(frozen=True)
@@ -690,6 +695,28 @@ async def _store_episode(
     return episode
 
 
+class Leases(Protocol):
+    """Leases among the instances sharing a store (`MemoryStore.claim` / `release`)."""
+
+    async def claim(self, name: str, seconds: float) -> bool: ...
+
+    async def release(self, name: str) -> None: ...
+
+
+def observe_lease(key: GroupKey) -> str:
+    return f"observe:{key.platform}:{key.group_id}"
+
+
+@dataclass(eq=False)
+class _Lease:
+    """This instance's view of its lease on observing one group (times from `time.monotonic()`)."""
+
+    until: float = -math.inf  # held until then
+    refused_until: float = -math.inf  # another instance holds it: not asked again before then
+    asking: asyncio.Task[None] | None = None
+    waiting: list[tuple[Utterance, str]] = field(default_factory=list)  # observed while asking
+
+
 class ExtractionScheduler:
     """Buffers each group's messages and starts one background extraction per group at a time: after every
     `every_n` messages, or once the group has been quiet for `quiet_seconds` with messages pending. Across groups,
@@ -700,7 +727,12 @@ class ExtractionScheduler:
     batch never runs past a segment's end. A segment's closing starts an extraction at once, and `run` then gets a
     fourth argument: the `EpisodeRequest` that call is to write (None for calls that write none: see
     `segments.py` for which do); a batch of no messages with a request asks for the episode alone. `call_later` is
-    the clock of both kinds of timer."""
+    the clock of both kinds of timer.
+
+    With `leases` (a store shared by several instances), a group is observed by one instance at a time: the one
+    holding the lease `observe:<platform>:<group>` (`OBSERVE_LEASE_SECONDS`, renewed by the group's messages).
+    Messages that arrive while the lease is being asked for wait for the answer; an instance refused it drops the
+    group's messages (the holder extracts them) and asks again after `OBSERVE_REFUSED_SECONDS`."""
 
     def __init__(
         self,
@@ -713,8 +745,13 @@ class ExtractionScheduler:
         episode_messages: int = 0,
         episode_quiet_seconds: float = 0.0,
         call_later: CallLater | None = None,
+        leases: Leases | None = None,
+        lease_seconds: float = OBSERVE_LEASE_SECONDS,
     ) -> None:
         self._run = run
+        self._leases = leases
+        self._lease_seconds = lease_seconds
+        self._held: dict[GroupKey, _Lease] = {}
         self._limiter = limiter
         self._every_n = every_n
         self._quiet_seconds = quiet_seconds
@@ -740,6 +777,10 @@ class ExtractionScheduler:
             utterance = replace(utterance, text=text)
         if not clean_content(utterance.text):
             return
+        if self._leases is None or self._observing(key, utterance, origin):
+            self._accept(key, utterance, origin)
+
+    def _accept(self, key: GroupKey, utterance: Utterance, origin: str) -> None:
         pending = self._pending.setdefault(key, deque(maxlen=self._buffer_size))
         if self._segments is not None and len(pending) == pending.maxlen:
             self._segments.dropped(key)
@@ -753,6 +794,47 @@ class ExtractionScheduler:
             self._start(key)
         else:
             self._timers[key] = self._call_later(self._quiet_seconds, lambda: self._start(key, paused=True))
+
+    def _observing(self, key: GroupKey, utterance: Utterance, origin: str) -> bool:
+        """Whether this instance holds the group's lease now (then the message is buffered at once). Otherwise the
+        message waits for the answer to asking for it, or is dropped while another instance holds it."""
+        now = time.monotonic()
+        lease = self._held.setdefault(key, _Lease())
+        if lease.until > now:
+            if lease.until - now < self._lease_seconds / 2 and lease.asking is None:
+                lease.asking = asyncio.create_task(self._ask(key, lease), name=f"memory-observe-lease:{key}")
+            return True
+        if lease.refused_until > now:
+            return False
+        if len(lease.waiting) < self._buffer_size:
+            lease.waiting.append((utterance, origin))
+        if lease.asking is None:
+            lease.asking = asyncio.create_task(self._ask(key, lease), name=f"memory-observe-lease:{key}")
+        return False
+
+    async def _ask(self, key: GroupKey, lease: _Lease) -> None:
+        assert self._leases is not None
+        asked = time.monotonic()
+        try:
+            ours = await self._leases.claim(observe_lease(key), self._lease_seconds)
+        except MemoryPluginError as exc:
+            log.warning("observing %s: the lease cannot be taken now (%s)", key, exc)
+            ours = False
+        finally:
+            lease.asking = None
+        waiting, lease.waiting = lease.waiting, []
+        if ours:
+            lease.until = asked + self._lease_seconds
+            for utterance, origin in waiting:
+                self._accept(key, utterance, origin)
+        else:
+            lease.until = -math.inf
+            lease.refused_until = time.monotonic() + OBSERVE_REFUSED_SECONDS
+
+    def observing(self, key: GroupKey) -> bool:
+        """Whether this instance observes the group now (always, on a store no other instance shares)."""
+        lease = self._held.get(key)
+        return self._leases is None or (lease is not None and lease.until > time.monotonic())
 
     def pending(self, key: GroupKey) -> int:
         return len(self._pending.get(key, ()))
@@ -817,6 +899,12 @@ class ExtractionScheduler:
             await asyncio.gather(*self._running.values(), return_exceptions=True)
 
     async def close(self) -> None:
+        """Stop, and give up the observation leases this instance holds (another instance takes the groups over
+        at their next message)."""
+        asking = [lease.asking for lease in self._held.values() if lease.asking is not None]
+        for task in asking:
+            task.cancel()
+        await asyncio.gather(*asking, return_exceptions=True)
         for timer in self._timers.values():
             timer.cancel()
         self._timers.clear()
@@ -826,3 +914,10 @@ class ExtractionScheduler:
             task.cancel()
         await asyncio.gather(*self._running.values(), return_exceptions=True)
         self._running.clear()
+        held, self._held = [key for key, lease in self._held.items() if lease.until > time.monotonic()], {}
+        if self._leases is not None:
+            for key in held:
+                try:
+                    await self._leases.release(observe_lease(key))
+                except MemoryPluginError as exc:  # it lapses on its own
+                    log.warning("observing %s: the lease cannot be given up now (%s)", key, exc)

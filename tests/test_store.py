@@ -5,11 +5,14 @@ import os
 import pytest
 from hypothesis import settings as hyp_settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from hypothesis.stateful import (
+    RuleBasedStateMachine, initialize, invariant, precondition, rule, run_state_machine_as_test,
+)
 
 from unittest import mock
 
 from memory import GroupKey, InvalidMemoryInput, MemoryLimitReached, MemoryType, StorageUnavailable, UserMemoryStore
+from memory._storage import PostgresMemoryStore
 from memory._storage.changelog import ERASE
 from memory._rules.operations import forget, save
 
@@ -235,9 +238,15 @@ class StoreMachine(RuleBasedStateMachine):
 
         self.dir = tempfile.mkdtemp(prefix="store-machine-")
         self.loop = asyncio.new_event_loop()
-        self.store = UserMemoryStore(self.dir, durable=False)
+        self.store = self.open_store()
         self.model: dict[tuple[GroupKey, str], list[list[str]]] = {}
         self.clock = 0.0
+
+    def open_store(self):
+        return UserMemoryStore(self.dir, durable=False)
+
+    def failing_writes(self):
+        return mock.patch("memory._storage.store.write_atomic", _failing_write)
 
     def teardown(self):
         if hasattr(self, "loop"):
@@ -302,14 +311,14 @@ class StoreMachine(RuleBasedStateMachine):
 
     @rule(group=st.sampled_from(GROUPS), user=st.sampled_from(USERS), phrase=st.sampled_from(PHRASES))
     def failed_write(self, group, user, phrase):
-        with mock.patch("memory._storage.store.write_atomic", _failing_write):
+        with self.failing_writes():
             with pytest.raises((StorageUnavailable, MemoryLimitReached)):
                 self._save(group, user, "fact", phrase, 1)
 
     @rule()
     def reload(self):
         self.run(self.store.close())
-        self.store = UserMemoryStore(self.dir, durable=False)
+        self.store = self.open_store()
         for group in GROUPS:
             entries = self.run(self.store.log_entries(group))
             ids = [e["id"] for e in entries]
@@ -332,3 +341,28 @@ class StoreMachine(RuleBasedStateMachine):
 
 StoreMachine.TestCase.settings = hyp_settings(max_examples=60, stateful_step_count=30, deadline=None)
 test_store_matches_model = StoreMachine.TestCase
+
+
+class PostgresStoreMachine(StoreMachine):
+    """The same model against the PostgreSQL store, each example in a fresh database; a failed write is a
+    commit whose statements fail."""
+
+    server = None  # set by the test from the session's server
+
+    def open_store(self):
+        if not hasattr(self, "dsn"):
+            self.dsn = self.server.create_database()
+        store = PostgresMemoryStore(self.dsn, instance="machine")
+        self.run(store.start())
+        assert store.unavailable is None, store.unavailable
+        return store
+
+    def failing_writes(self):
+        return mock.patch("memory._storage._postgres.rows.write", _failing_write)
+
+
+def test_postgres_store_matches_model(postgres_server):
+    PostgresStoreMachine.server = postgres_server
+    run_state_machine_as_test(
+        PostgresStoreMachine, settings=hyp_settings(max_examples=20, stateful_step_count=25, deadline=None)
+    )

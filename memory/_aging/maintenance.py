@@ -5,11 +5,16 @@ A group's pass: archive memories that decayed below `archive_below_importance` o
 archived memories past `archive_retention_days`, archive expired episodes and purge them after the retention, then
 review and consolidation (functions given by the plugin; only with observation on, within per-group daily caps).
 
-Cheap when nothing changed: a small persisted state per group (`maintenance_state.json`) keeps the group files'
-signature (size, mtime) and the earliest time anything in the group can cross a threshold. A group whose files are
-unchanged and whose time has not come is skipped without being read. A group the pass loaded is unloaded after it
-(`store.unload`), so a pass never leaves every group it touched in memory. `stop()` ends it; the plugin calls it
-first thing in `terminate`.
+Cheap when nothing changed: a small persisted state per group (`maintenance_state.json`) keeps the group's
+signature in the store (`store.stored_groups()`: the files' sizes and mtimes, or the group's version on a server)
+and the earliest time anything in the group can cross a threshold. A group whose signature is unchanged and whose
+time has not come is skipped without being read. A group the pass loaded is unloaded after it (`store.unload`), so
+a pass never leaves every group it touched in memory. `stop()` ends it; the plugin calls it first thing in
+`terminate`.
+
+On a store shared by several instances each group's pass runs on one of them per interval: the pass takes the
+lease `maintenance:<platform>:<group>` for the interval (`store.claim`; a store no one shares grants it), and an
+instance that does not get it leaves the group alone until its next round.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from .._extraction import Generate
 from .._models import GroupKey
 from .._settings import Settings
 from .._storage import GROUP_OWNER, MemoryStore, owner_lists
-from .._storage.files import group_document_paths, group_identity, group_signature, write_atomic_sync
+from .._storage.files import write_atomic_sync
 from .archive import archive_memories, purge_expired
 from .decay import DAY, Action, action, episode_expired, next_change
 
@@ -44,6 +49,7 @@ IDLE_SLEEP_MAX = 3600.0
 # Memories archived per commit: a commit's log entries are built and encoded on the event loop, so a group that
 # archives hundreds at once (the first pass after a long pause) does it in steps that never stall it long.
 ARCHIVE_BATCH = 100
+SIGN_SECONDS = 5.0  # a write of someone else this soon after a pass that wrote may be taken as seen by the pass
 YIELD_EVERY = 2000  # memories decided between two yields to the event loop (a few ms of work)
 # The settings a group's skip time depends on: when one changes, every group is looked at again.
 _AGING_SETTINGS = (
@@ -68,6 +74,7 @@ class MaintenanceStats:
     rounds: int = 0  # rounds over all groups that were due
     passes: int = 0  # group passes that read the group
     skipped: int = 0  # groups skipped as unchanged (not read)
+    elsewhere: int = 0  # groups left to another instance sharing the store (it holds their lease)
     archived: int = 0
     purged: int = 0
     episodes_archived: int = 0
@@ -85,7 +92,7 @@ class GroupState:
 
     platform: str
     group_id: str
-    signature: list[int] = field(default_factory=list)  # size and mtime of the group file and its episode file
+    signature: str = ""  # the group's signature in the store when it was last read
     next_due: float = -math.inf  # before this, with the files unchanged, a pass has nothing to do
     last_pass: float = -math.inf
     settings: str = ""  # the aging settings the skip time was computed with
@@ -126,10 +133,9 @@ class MaintenanceScheduler:
         max_spacing: float = MAX_SPACING,
         durable: bool = True,
     ) -> None:
-        """`directory` holds the group files (the store's); `settings()` is read at every pass; `review` and
-        `consolidate` run only with a `generate` and observation on."""
+        """`directory` is the store's (unused: the store lists its groups); `settings()` is read at every pass;
+        `review` and `consolidate` run only with a `generate` and observation on."""
         self._store = store
-        self._directory = Path(directory)
         self._settings = settings
         self._state_path = Path(state_path)
         self._generate = generate
@@ -139,7 +145,10 @@ class MaintenanceScheduler:
         self._start_delay = start_delay
         self._max_spacing = max_spacing
         self._durable = durable
-        self._groups: dict[str, GroupState] = {}  # by the group file's path relative to `directory`
+        self._groups: dict[GroupKey, GroupState] = {}
+        self._signatures: dict[GroupKey, str] = {}  # the store's, as listed at the start of the round
+        self._unsigned: set[GroupKey] = set()  # groups a pass wrote whose signature since is not listed yet
+        self._listed_at = -math.inf  # time.monotonic() of the last listing
         self._task: asyncio.Task[None] | None = None
         self._stopped = False
         self._wake = asyncio.Event()
@@ -150,7 +159,8 @@ class MaintenanceScheduler:
         s = self.stats
         return (
             f"{'运行中' if self.running else '未运行'}，每 {self._settings().maintenance_interval_hours} 小时每群一次，"
-            f"已知 {len(self._groups)} 个群；已维护 {s.passes} 次、未变化跳过 {s.skipped} 次，"
+            f"已知 {len(self._groups)} 个群；已维护 {s.passes} 次、未变化跳过 {s.skipped} 次"
+            + (f"、由其他实例维护 {s.elsewhere} 次" if s.elsewhere else "") + "，"
             f"归档记忆 {s.archived} 条、永久清除 {s.purged} 条，归档情境 {s.episodes_archived} 条、清除 {s.episodes_purged} 条，"
             f"审核调用 {s.review_calls} 次、合并调用 {s.consolidation_calls} 次，失败 {s.failures} 次，耗时 {s.seconds:.1f} 秒"
         )
@@ -224,42 +234,55 @@ class MaintenanceScheduler:
         interval = self._interval()
         now = self._clock()
         due = sorted(
-            ((path, g) for path, g in self._groups.items() if g.last_pass + interval <= now),
-            key=lambda item: item[1].last_pass,
+            (g for g in self._groups.values() if g.last_pass + interval <= now), key=lambda g: g.last_pass
         )
         if spacing is None:
             spacing = min(self._max_spacing, interval / max(1, len(self._groups)))
         self.stats.rounds += 1
         handled = 0
-        for i, (path, state) in enumerate(due):
+        for i, state in enumerate(due):
             if self._stopped:
                 break
             if i and spacing > 0:
                 await self._sleep(spacing)
                 if self._stopped:
                     break
-            outcome = await self.run_group(path, state)
+                await self._relist()  # the group may have changed, or gone, while the round waited
+            outcome = await self.run_group(state)
+            if self._unsigned and (spacing > 0 or time.monotonic() - self._listed_at >= SIGN_SECONDS):
+                await self._relist()
             handled += 1
             if outcome.review_calls or outcome.consolidation_calls:
                 await self._save_state()  # the daily caps hold across a crash in the middle of a long round
             await asyncio.sleep(0)
+        if self._unsigned:
+            await self._relist()
         return handled
 
-    async def run_group(self, path: str, state: GroupState) -> GroupOutcome:
-        """One group's pass: skipped without reading it when its files are unchanged and nothing is due."""
+    async def run_group(self, state: GroupState) -> GroupOutcome:
+        """One group's pass: skipped without reading it when its signature is unchanged and nothing is due, or
+        when another instance sharing the store holds its lease for this interval."""
         started = time.perf_counter()
         settings = self._settings()
         now = self._clock()
         fingerprint = self._fingerprint(settings)
-        signature = await asyncio.to_thread(group_signature, self._directory / path)
+        key = state.key
+        signature = self._signatures.get(key)
         state.last_pass = now
-        if signature[:2] == [0, 0]:  # the group file went away since the round began: never create it again
-            self._groups.pop(path, None)
+        if signature is None:  # the group went away since it was listed: never create it again
+            self._groups.pop(key, None)
             return GroupOutcome()
         if signature == state.signature and now < state.next_due and fingerprint == state.settings:
             self.stats.skipped += 1
             return GroupOutcome()
-        key = state.key
+        try:
+            ours = await self._store.claim(f"maintenance:{key.platform}:{key.group_id}", self._interval())
+        except MemoryPluginError as exc:
+            log.error("memory maintenance of group %s cannot start: %s", key, exc)
+            return self._failed(state)
+        if not ours:
+            self.stats.elsewhere += 1
+            return GroupOutcome()
         was_loaded = self._store.peek(key, GROUP_OWNER) is not None
         try:
             outcome, next_due, wrote = await self._maintain(key, state, settings, now)
@@ -273,9 +296,11 @@ class MaintenanceScheduler:
             if not was_loaded:
                 self._store.unload(key)
             self.stats.seconds += time.perf_counter() - started
-        # Someone else's write during the pass: keep the old signature, so the next pass reads the group again.
-        after = await asyncio.to_thread(group_signature, self._directory / path)
-        state.signature = after if wrote or after == signature else signature
+        # A pass that did not write keeps the signature it read (a write of someone else during it makes the next
+        # pass read the group again); one that wrote takes the group's signature after it, listed soon after.
+        state.signature = "" if wrote else signature
+        if wrote:
+            self._unsigned.add(key)
         state.next_due, state.settings = next_due, fingerprint
         self.stats.passes += 1
         self.stats.last_pass_at = now
@@ -407,10 +432,25 @@ class MaintenanceScheduler:
 
     # ---------------------------------------------------------------------------------------- groups and state
     async def _discover(self) -> None:
-        """Learn the group files on disk (a new file's key is read from its head, once)."""
-        known = {path: (state.platform, state.group_id) for path, state in self._groups.items()}
-        found = await asyncio.to_thread(_discover, self._directory, known)
-        self._groups = {path: self._groups.get(path) or GroupState(*found[path]) for path in found}
+        """Learn the store's groups and their signatures."""
+        self._signatures = await self._store.stored_groups()
+        self._listed_at = time.monotonic()
+        self._groups = {key: self._groups.get(key) or GroupState(key.platform, key.group_id) for key in self._signatures}
+
+    async def _relist(self) -> None:
+        """List the store's groups again, and give the groups passes wrote their signature after the write. A
+        listing scans the group files: back-to-back passes (no spacing) share one every `SIGN_SECONDS`."""
+        try:
+            self._signatures = await self._store.stored_groups()
+        except MemoryPluginError as exc:  # unsigned groups stay so: read again at their next pass
+            log.warning("memory maintenance: the store's groups cannot be listed now: %s", exc)
+            return
+        self._listed_at = time.monotonic()
+        for key in self._unsigned:
+            state = self._groups.get(key)
+            if state is not None:
+                state.signature = self._signatures.get(key, "")
+        self._unsigned.clear()
 
     async def _load_state(self) -> None:
         try:
@@ -424,7 +464,11 @@ class MaintenanceScheduler:
         try:
             data = json.loads(raw)
             groups = data["groups"] if data.get("version") == STATE_VERSION else {}
-            self._groups = {path: GroupState(**value) for path, value in groups.items()}
+            states = [GroupState(**value) for value in groups.values()]
+            for state in states:  # states written before the store listed its groups kept the files' numbers
+                if isinstance(state.signature, list):
+                    state.signature = ":".join(map(str, state.signature))
+            self._groups = {state.key: state for state in states}
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
             log.warning("maintenance state %s is unreadable (%s); every group is looked at again", self._state_path,
                         exc)
@@ -433,7 +477,8 @@ class MaintenanceScheduler:
     async def _save_state(self) -> None:
         if not self._groups:
             return
-        data = {"version": STATE_VERSION, "groups": {p: _state_json(s) for p, s in self._groups.items()}}
+        data = {"version": STATE_VERSION,
+                "groups": {f"{k.platform}/{k.group_id}": _state_json(s) for k, s in self._groups.items()}}
         raw = json.dumps(data, ensure_ascii=False).encode("utf-8")
         try:
             await asyncio.to_thread(write_atomic_sync, self._state_path, raw, durable=self._durable)
@@ -453,21 +498,3 @@ def _state_json(state: GroupState) -> dict[str, Any]:
         if not math.isfinite(data[name]):
             data[name] = -1e300 if data[name] < 0 else 1e300
     return data
-
-
-def _discover(directory: Path, known: dict[str, tuple[str, str]]) -> dict[str, tuple[str, str]]:
-    """{path relative to `directory`: (platform, group id)} of every group file (runs in a thread)."""
-    found: dict[str, tuple[str, str]] = {}
-    for path in group_document_paths(directory):
-        relative = path.relative_to(directory).as_posix()
-        if relative in known:
-            found[relative] = known[relative]
-            continue
-        try:
-            identity = group_identity(path)
-        except (OSError, ValueError) as exc:
-            log.warning("memory maintenance: cannot tell which group %s is (%s); skipped", path, exc)
-            continue
-        if identity is not None:
-            found[relative] = identity
-    return found

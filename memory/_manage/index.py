@@ -9,6 +9,11 @@ rebuilt from the group files. Listing groups reads the index in memory and never
 
 Daily count snapshots (`groups_daily.json`, beside it) keep each group's memory count at the end of each day it
 changed, for "memories over time"; bounded to `MAX_DAYS` days.
+
+On a store shared by several instances (PostgreSQL) the group files are not there: the index keeps each group's
+signature in the store (`store.stored_groups()`) instead, and `load()` compares them again at most every
+`REFRESH_SECONDS`, counting again (through the store) only the groups whose signature moved: those another
+instance changed, or that are new.
 """
 
 from __future__ import annotations
@@ -24,7 +29,9 @@ from datetime import datetime, tzinfo
 from pathlib import Path
 from typing import Any
 
+from .._errors import MemoryPluginError
 from .._models import GroupDocument, GroupKey
+from .._storage import GROUP_OWNER, MemoryStore
 from .._storage.files import episode_file_path, group_document_paths, group_file_path, write_atomic
 
 log = logging.getLogger("astrbot_plugin_user_memory")
@@ -33,6 +40,7 @@ INDEX_FILE = "groups_index.json"
 DAILY_FILE = "groups_daily.json"
 INDEX_VERSION = 1
 WRITE_DELAY_SECONDS = 1.0  # changes of this long are written together
+REFRESH_SECONDS = 2.0  # shared store: the store's signatures are compared again at most this often
 MAX_DAYS = 400
 
 
@@ -53,6 +61,7 @@ class GroupEntry:
     last_change: float = 0.0
     file_size: int = -1  # the group file as last counted: a file that differs is counted again on opening
     file_mtime_ns: int = -1
+    signature: str = ""  # shared store: the group's signature as last counted ("": count again)
 
     @property
     def key(self) -> GroupKey:
@@ -108,12 +117,16 @@ def _entry_from_raw(raw: dict[str, Any], file: str, episodes: int) -> GroupEntry
 
 
 class GroupIndex:
-    """Every known group with its counts, persisted in `<data_dir>/groups_index.json`."""
+    """Every known group with its counts, persisted in `<data_dir>/groups_index.json`. With `store` (one shared by
+    several instances) the groups and their signatures come from the store instead of the files in `groups_dir`."""
 
     def __init__(
         self, groups_dir: Path, data_dir: Path, *, zone: tzinfo | None = None,
         clock: Callable[[], float] = time.time, write_delay: float = WRITE_DELAY_SECONDS,
+        store: MemoryStore | None = None,
     ) -> None:
+        self._store = store
+        self._refreshed_at = -float("inf")  # time.monotonic() of the last comparison with the store
         self._groups_dir = Path(groups_dir)
         self._index_path = Path(data_dir) / INDEX_FILE
         self._daily_path = Path(data_dir) / DAILY_FILE
@@ -133,16 +146,63 @@ class GroupIndex:
 
     async def load(self) -> None:
         """Read the index (once), checking it against the group files' sizes and times; counts only files that
-        differ, and rebuilds everything when the index is missing or unreadable."""
-        if self._loaded:
+        differ, and rebuilds everything when the index is missing or unreadable. On a shared store: checks it
+        against the store's signatures, the first time and then at most every `REFRESH_SECONDS`."""
+        if self._loaded and (self._store is None or time.monotonic() - self._refreshed_at < REFRESH_SECONDS):
             return
         async with self._load_lock:
-            if not self._loaded:
+            if self._store is not None:
+                await self._refresh(self._store)
+            elif not self._loaded:
                 self._entries, self._daily, changed = await asyncio.to_thread(self._read_and_check)
                 self._loaded = True
                 if changed:
                     self._unwritten = True
                     self._schedule()
+
+    async def _refresh(self, store: MemoryStore) -> None:
+        """Count again every group whose signature in the store moved since it was counted; forget groups the store
+        no longer has. The first time, a store that cannot list its groups raises; later, the index stays as it
+        was (and is compared again at the next load)."""
+        if self._loaded and time.monotonic() - self._refreshed_at < REFRESH_SECONDS:
+            return  # another request refreshed it while this one waited
+        if not self._loaded:
+            self._entries, self._daily = await asyncio.to_thread(
+                lambda: ({e.key: e for e in self._read_index()}, self._read_daily())
+            )
+        try:
+            signatures = await store.stored_groups()
+            self._take_changes()
+            changed = [key for key, signature in signatures.items()
+                       if (entry := self._entries.get(key)) is None or entry.signature != signature]
+            gone = [key for key in self._entries if key not in signatures]
+            today = self._day(self._clock())
+            for key in changed:
+                was_loaded = store.peek(key, GROUP_OWNER) is not None
+                try:
+                    doc, episodes = await store.document(key), await store.episodes(key)
+                finally:
+                    if not was_loaded:
+                        store.unload(key)
+                entry = entry_from(key, doc, self._relative(key), len(episodes))
+                entry.signature = signatures[key]
+                previous = self._entries.get(key)
+                self._entries[key] = entry
+                if previous is None or previous.memories != entry.memories:
+                    self._daily.setdefault(today, {})[key] = entry.memories
+        except MemoryPluginError:
+            if not self._loaded:
+                raise
+            log.warning("group index: the store's groups cannot be compared now; listing them as they were")
+            return
+        finally:
+            self._refreshed_at = time.monotonic()
+        for key in gone:
+            del self._entries[key]
+        self._loaded = True
+        if changed or gone:
+            self._unwritten = True
+            self._schedule()
 
     def find(self, platform: str, group_id: str) -> GroupKey | None:
         """The known group's key, or None: a request naming an unknown group must create nothing."""
@@ -233,7 +293,8 @@ class GroupIndex:
             previous = self._entries.get(key)
             count = len(episodes) if episodes is not None else (previous.episodes if previous else 0)
             entry = entry_from(key, doc, file, count)
-            entry.file_size, entry.file_mtime_ns = _stat(self._groups_dir / file)
+            if self._store is None:
+                entry.file_size, entry.file_mtime_ns = _stat(self._groups_dir / file)
             self._entries[key] = entry
             self._daily.setdefault(today, {})[key] = entry.memories
         self._unwritten = True

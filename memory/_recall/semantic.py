@@ -8,8 +8,10 @@ installs it), with a pure-Python fallback.
   :meth:`VectorStore.schedule_sync`) after a memory is saved embeds only memories that are new or whose content
   changed, in batches, and drops deleted ones. It never raises on a provider failure: the vectors stay missing
   and a memory without a vector simply gets no semantic score.
-* Per group, the vectors live in ``<group file stem>.vectors.json`` beside the group file (derived data:
-  a corrupt file is discarded and rebuilt)::
+* Per group, the vectors are kept by a :class:`VectorPersistence`: with the JSON store in
+  ``<group file stem>.vectors.json`` beside the group file (:class:`VectorFiles`; derived data: a corrupt file is
+  discarded and rebuilt), with PostgreSQL in the table ``um_vectors`` (``_storage/_postgres/vectors.py``), where
+  instances sharing it also take the vectors another instance computed instead of embedding them again::
 
       {"format": 1, "model": "<model id>", "dim": 512, "encoding": "f32le-b64",
        "vectors": {"<memory id>": {"h": "<content hash>", "v": "<base64 of little-endian float32>"}}}
@@ -36,14 +38,16 @@ import math
 import operator
 import struct
 import time
+from abc import ABC, abstractmethod
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import aiofiles.os
 
+from .._errors import MemoryPluginError
 from .._models import GroupKey, Memory
 from .._storage import LeftoverTempFiles, group_file_path, read_bytes, write_atomic
 
@@ -59,6 +63,9 @@ log = logging.getLogger("astrbot_plugin_user_memory")
 __all__ = [
     "DEFAULT_SEMANTIC_WEIGHT",
     "EmbeddingProvider",
+    "GroupVectors",
+    "VectorFiles",
+    "VectorPersistence",
     "VectorStore",
     "combine",
     "content_hash",
@@ -139,11 +146,11 @@ def _decode(s: str, dim: int) -> Vector:
 class _Group:
     """The vectors of one group in memory: memory id -> (content hash, unit vector)."""
 
-    path: Path
     model: str
     dim: int = 0  # 0: unknown yet (no vector)
     entries: dict[str, tuple[str, Vector]] = field(default_factory=dict)
     version: int = 0
+    unsaved: set[str] = field(default_factory=set)  # ids whose vector changed since the last successful save
     sync_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     # numpy only: a matrix of all vectors and each id's row, rebuilt lazily when `version` changes
     _matrix: Any = None
@@ -166,7 +173,19 @@ class _Group:
             self._matrix_version = self.version
         return self._matrix, self._rows
 
+
+# --------------------------------------------------------------------------- persistence
+@dataclass(frozen=True)
+class GroupVectors:
+    """A group's stored vectors of one model: memory id -> (content hash, unit float32 vector). Moving a group's
+    data between stores moves these (`VectorPersistence.read_group` / `write_group`), bit for bit."""
+
+    model: str
+    dim: int
+    entries: dict[str, tuple[str, Vector]]
+
     def to_json(self) -> bytes:
+        """The vectors file's bytes."""
         doc = {
             "format": FILE_FORMAT,
             "model": self.model,
@@ -176,20 +195,103 @@ class _Group:
         }
         return json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
+    def same_as(self, other: GroupVectors) -> bool:
+        """Equal model, dimension, ids, hashes and float32 bits (entry order aside)."""
+        return (self.model, self.dim, self.entries.keys()) == (other.model, other.dim, other.entries.keys()) and all(
+            h == other.entries[d][0] and _encode(v) == _encode(other.entries[d][1])
+            for d, (h, v) in self.entries.items()
+        )
 
-def _parse(raw: bytes, model: str) -> tuple[int, dict[str, tuple[str, Vector]]] | None:
-    """(dim, entries) of a vectors file written for `model`; None when it is for another model or unreadable.
 
-    Entries that cannot be decoded are dropped one by one (they are re-embedded by the next sync).
-    """
+class VectorPersistence(ABC):
+    """Where a `VectorStore` keeps each group's vectors. Failures raise `OSError` or `MemoryPluginError`
+    (`StorageUnavailable`); the vector store logs them and carries on (vectors are derived data)."""
+
+    @abstractmethod
+    async def load(self, key: GroupKey, model: str) -> GroupVectors | None:
+        """The group's vectors of `model`, or None when there are none (or only unreadable ones, or another
+        model's that this persistence keeps one of)."""
+
+    @abstractmethod
+    async def save(self, key: GroupKey, vectors: GroupVectors, changed: Collection[str]) -> None:
+        """Make the group's stored vectors of `vectors.model` exactly `vectors.entries`; `changed` names those
+        new or changed since the last save (a persistence may write only those, and drop the others' ids)."""
+
+    async def fetch(self, key: GroupKey, model: str, ids: Collection[str]) -> dict[str, tuple[str, Vector]]:
+        """Stored vectors of `model` among `ids` that another instance sharing the persistence saved (it then
+        need not embed them again); none where no other instance shares it."""
+        return {}
+
+    @abstractmethod
+    async def read_group(self, key: GroupKey) -> list[GroupVectors]:
+        """Every stored vector of the group, per model (moving data between stores)."""
+
+    @abstractmethod
+    async def write_group(self, key: GroupKey, groups: Sequence[GroupVectors]) -> None:
+        """Replace every stored vector of the group with `groups` (moving data between stores)."""
+
+
+class VectorFiles(VectorPersistence):
+    """One file per group beside the group's JSON document, holding one model's vectors (the JSON store's)."""
+
+    def __init__(self, directory: Path, *, durable: bool = True) -> None:
+        self._directory = Path(directory)
+        self._durable = durable
+        self._leftovers = LeftoverTempFiles()
+
+    def path_for(self, key: GroupKey) -> Path:
+        return vectors_path(self._directory, key)
+
+    async def load(self, key: GroupKey, model: str) -> GroupVectors | None:
+        path = self.path_for(key)
+        await asyncio.to_thread(self._leftovers.remove_for, path)
+        try:
+            raw = await read_bytes(path)
+        except OSError as e:
+            log.warning("cannot read %s (%s); vectors will be rebuilt", path, e)
+            return None
+        if raw is None:
+            return None
+        try:
+            parsed = _parse(raw)
+        except (ValueError, TypeError, UnicodeDecodeError) as e:
+            log.warning("discarding unreadable vectors file %s (%s); it will be rebuilt", path, e)
+            return None
+        if parsed.model != model:
+            log.info("vectors in %s are for another model; they will be rebuilt for %s", path, model)
+            return None
+        return parsed
+
+    async def save(self, key: GroupKey, vectors: GroupVectors, changed: Collection[str]) -> None:
+        path = self.path_for(key)
+        if not vectors.entries:
+            try:
+                await aiofiles.os.remove(path)
+            except FileNotFoundError:
+                pass
+            return
+        await write_atomic(path, vectors.to_json(), durable=self._durable)
+
+    async def read_group(self, key: GroupKey) -> list[GroupVectors]:
+        raw = await read_bytes(self.path_for(key))
+        return [] if raw is None else [_parse(raw)]
+
+    async def write_group(self, key: GroupKey, groups: Sequence[GroupVectors]) -> None:
+        if len(groups) > 1:
+            raise ValueError(f"a vectors file holds one model's vectors, not {len(groups)} models'")
+        await self.save(key, groups[0] if groups else GroupVectors("", 0, {}), ())
+
+
+def _parse(raw: bytes) -> GroupVectors:
+    """The vectors of a vectors file. Entries that cannot be decoded are dropped one by one (they are re-embedded
+    by the next sync); a file that is not a vectors file raises ValueError."""
     doc = json.loads(raw)
     if not isinstance(doc, dict) or doc.get("format") != FILE_FORMAT or doc.get("encoding") != _ENCODING:
         raise ValueError("unknown vectors file format")
-    if doc.get("model") != model:
-        return None
+    model = doc.get("model")
     dim = doc.get("dim")
     vectors = doc.get("vectors")
-    if not isinstance(dim, int) or dim < 0 or not isinstance(vectors, dict):
+    if not isinstance(model, str) or not isinstance(dim, int) or dim < 0 or not isinstance(vectors, dict):
         raise ValueError("bad vectors file header")
     entries: dict[str, tuple[str, Vector]] = {}
     for mid, item in vectors.items():
@@ -200,7 +302,19 @@ def _parse(raw: bytes, model: str) -> tuple[int, dict[str, tuple[str, Vector]]] 
             entries[mid] = (h, _decode(v, dim))
         except (KeyError, TypeError, ValueError, binascii.Error):
             continue
-    return dim, entries
+    return GroupVectors(model, dim, entries)
+
+
+def unit_vector(values: Sequence[float]) -> Vector:
+    """A stored vector from its float32 values as read back from a store (already unit length)."""
+    if _np is not None:
+        return _np.asarray(values, dtype=_np.float32)
+    return struct.unpack(f"<{len(values)}f", struct.pack(f"<{len(values)}f", *values))
+
+
+def vector_values(v: Vector) -> list[float]:
+    """The float32 values of a vector, for a store that keeps them as numbers (exactly: float32 fits a float)."""
+    return v.tolist() if _np is not None else list(v)
 
 
 # --------------------------------------------------------------------------- breaker
@@ -254,7 +368,8 @@ class CircuitBreaker:
 
 # --------------------------------------------------------------------------- the store
 class VectorStore:
-    """Embeddings of memories, per group, persisted beside the group files under `directory`.
+    """Embeddings of memories, per group, persisted by `persistence`, or beside the group files under it when it is
+    a directory (`VectorFiles`).
 
     `model_id` names the model (e.g. ``"<provider id>/<model name>"``); files written for another model id, or
     vectors of another dimension than the provider now returns, are rebuilt. `timeout` bounds the query
@@ -263,7 +378,7 @@ class VectorStore:
 
     def __init__(
         self,
-        directory: Path,
+        persistence: Path | VectorPersistence,
         provider: EmbeddingProvider,
         model_id: str,
         *,
@@ -276,13 +391,14 @@ class VectorStore:
         durable: bool = True,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._directory = Path(directory)
+        self.persistence = (
+            persistence if isinstance(persistence, VectorPersistence) else VectorFiles(persistence, durable=durable)
+        )
         self._provider = provider
         self.model_id = model_id
         self.timeout = timeout
         self.sync_timeout = sync_timeout
         self.batch_size = max(1, batch_size)
-        self._durable = durable
         self.breaker = CircuitBreaker(breaker_failures, breaker_cooldown, clock)
         self._query_cache: OrderedDict[str, Vector] = OrderedDict()
         self._query_cache_size = query_cache_size
@@ -290,11 +406,12 @@ class VectorStore:
         self._load_locks: dict[GroupKey, asyncio.Lock] = {}
         self._pending: dict[GroupKey, list[Memory]] = {}
         self._tasks: dict[GroupKey, asyncio.Task[None]] = {}
-        self._leftovers = LeftoverTempFiles()
         self.provider_calls = 0  # for tests and diagnostics
 
     def path_for(self, key: GroupKey) -> Path:
-        return vectors_path(self._directory, key)
+        """The group's vectors file (only with `VectorFiles`)."""
+        assert isinstance(self.persistence, VectorFiles)
+        return self.persistence.path_for(key)
 
     # ----------------------------------------------------------------- provider calls
     async def _embed(self, texts: list[str], timeout: float) -> list[Vector]:
@@ -361,48 +478,49 @@ class VectorStore:
         return group
 
     async def _load(self, key: GroupKey) -> _Group:
-        path = self.path_for(key)
-        group = _Group(path, self.model_id)
-        await asyncio.to_thread(self._leftovers.remove_for, path)
-        try:
-            raw = await read_bytes(path)
-        except OSError as e:
-            log.warning("cannot read %s (%s); vectors will be rebuilt", path, e)
-            return group
-        if raw is None:
-            return group
-        try:
-            parsed = _parse(raw, self.model_id)
-        except (ValueError, TypeError, UnicodeDecodeError) as e:
-            log.warning("discarding unreadable vectors file %s (%s); it will be rebuilt", path, e)
-            return group
-        if parsed is None:
-            log.info("vectors in %s are for another model; they will be rebuilt for %s", path, self.model_id)
-            return group
-        dim, entries = parsed
-        group.set(entries, dim)
+        group = _Group(self.model_id)
+        stored = await self.persistence.load(key, self.model_id)
+        if stored is not None:
+            group.set(stored.entries, stored.dim)
         return group
 
     # ----------------------------------------------------------------- sync
     async def sync(self, key: GroupKey, memories: Iterable[Memory]) -> None:
         """Make the group's vectors match `memories` (all of the group's memories, every owner): embed the new
-        and changed ones, drop the others, and save the file when something changed. Never raises because of
-        the provider (failures are logged; those memories stay without a vector until the next sync)."""
+        and changed ones (or take those another instance sharing the persistence stored), drop the others, and
+        save when something changed. Never raises because of the provider or the persistence (failures are
+        logged; those memories stay without a vector until the next sync)."""
         # Blank contents get no vector (some providers reject empty strings, failing the whole batch).
         wanted = {m.id: (content_hash(m.content), m.content) for m in memories if m.content.strip()}
-        group = await self._group(key)
-        async with group.sync_lock:
-            kept = {d: e for d, e in group.entries.items() if d in wanted and e[0] == wanted[d][0]}
-            changed = len(kept) != len(group.entries)
-            fresh, dim = await self._embed_ids([d for d in wanted if d not in kept], wanted, 0)
-            if fresh and kept and dim != group.dim:
-                # Another model behind the same id: old and new vectors cannot be compared, so re-embed all.
-                log.warning("embedding dimension changed %d -> %d in %s; rebuilding its vectors", group.dim, dim, key)
-                kept, _ = await self._embed_ids(list(kept), wanted, dim)
-            if not fresh and not changed:
-                return
-            group.set(kept | fresh, dim or group.dim)
-            await self._save(key, group)
+        try:
+            group = await self._group(key)
+            async with group.sync_lock:
+                await self._sync(key, group, wanted)
+        except (OSError, MemoryPluginError) as e:
+            log.warning("vectors of %s cannot be synced now: %s", key, e)
+
+    async def _sync(self, key: GroupKey, group: _Group, wanted: dict[str, tuple[str, str]]) -> None:
+        kept = {d: e for d, e in group.entries.items() if d in wanted and e[0] == wanted[d][0]}
+        changed = len(kept) != len(group.entries)
+        missing = [d for d in wanted if d not in kept]
+        kept_dim = group.dim if kept else 0
+        if missing:
+            for d, (h, v) in (await self.persistence.fetch(key, self.model_id, missing)).items():
+                if d in wanted and h == wanted[d][0] and len(v) == (kept_dim or len(v)):
+                    kept[d], kept_dim, changed = (h, v), len(v), True
+        fresh, dim = await self._embed_ids([d for d in wanted if d not in kept], wanted, 0)
+        if fresh and kept and dim != kept_dim:
+            # Another model behind the same id: old and new vectors cannot be compared, so re-embed all.
+            log.warning("embedding dimension changed %d -> %d in %s; rebuilding its vectors", kept_dim, dim, key)
+            kept, _ = await self._embed_ids(list(kept), wanted, dim)
+            group.unsaved.update(kept)
+        if not fresh and not changed:
+            if group.unsaved:  # an earlier save failed
+                await self._save(key, group)
+            return
+        group.set(kept | fresh, dim or kept_dim)
+        group.unsaved.update(fresh)
+        await self._save(key, group)
 
     async def _embed_ids(
         self, ids: list[str], wanted: Mapping[str, tuple[str, str]], dim: int
@@ -424,16 +542,13 @@ class VectorStore:
         return out, dim
 
     async def _save(self, key: GroupKey, group: _Group) -> None:
+        unsaved = set(group.unsaved) & group.entries.keys()
         try:
-            if not group.entries:
-                try:
-                    await aiofiles.os.remove(group.path)
-                except FileNotFoundError:
-                    pass
-                return
-            await write_atomic(group.path, group.to_json(), durable=self._durable)
-        except OSError as e:  # derived data: the vectors stay in memory and the file is rewritten next time
-            log.warning("cannot write %s: %s", group.path, e)
+            await self.persistence.save(key, GroupVectors(self.model_id, group.dim, dict(group.entries)), unsaved)
+        except (OSError, MemoryPluginError) as e:  # derived data: kept in memory, written with the next save
+            log.warning("cannot save the vectors of %s: %s", key, e)
+            return
+        group.unsaved -= unsaved
 
     def schedule_sync(self, key: GroupKey, memories: Iterable[Memory]) -> asyncio.Task[None]:
         """Run :meth:`sync` in the background (needs a running loop). Calls for a group while its sync runs are
@@ -499,8 +614,16 @@ class VectorStore:
             return None
         ids = list(memory_ids)
         group = self._groups.get(key)
-        if group is None:  # first use of this group: read its file while the query is being embedded
-            group, qv = await asyncio.gather(self._group(key), self.query_vector(query))
+        if group is None:  # first use of this group: read its vectors while the query is being embedded
+            loaded, qv = await asyncio.gather(self._group(key), self.query_vector(query), return_exceptions=True)
+            if isinstance(qv, BaseException):
+                raise qv
+            if isinstance(loaded, (OSError, MemoryPluginError)):
+                log.warning("vectors of %s cannot be read now: %s", key, loaded)
+                return None
+            if isinstance(loaded, BaseException):
+                raise loaded
+            group = loaded
         else:
             qv = await self.query_vector(query)
         if qv is None:
@@ -513,6 +636,7 @@ class VectorStore:
                 len(qv), key, group.dim,
             )
             group.set({}, 0)  # stale vectors of another model: drop them so the next sync re-embeds everything
+            group.unsaved.clear()
             return None
         return _similarities(group, qv, ids)
 

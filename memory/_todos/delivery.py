@@ -3,6 +3,12 @@
 The guarantee (DECISIONS §7): every reminder is sent once, or ends visibly as failed or missed. The scheduler sends
 first and records afterwards, so a crash between the two repeats that one reminder after the restart; recording
 first would lose it instead, and a repeated reminder is the lesser harm.
+
+Instances sharing one store (PostgreSQL) also claim a reminder before sending it: the claim (`claimed`) is written
+to the delivery record through the store, whose commit re-runs the change on the group's fresh state under its row
+lock, so of two instances claiming at once one sees the other's claim and sends nothing. A claim lapses after
+`CLAIM_SECONDS`: an instance that died between claiming and recording leaves the reminder to another (sent twice
+at worst, never lost), and every outcome below ends the claim.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from .rules import TodoPolicy, wall_time
 LATE_AFTER = 120.0  # seconds: a reminder sent later than this after its time says it is late
 NOT_READY_RETRY = 5.0  # seconds until the next try when the platform is not up (yet); bounded by max lateness
 MAX_ERROR_CHARS = 200
+CLAIM_SECONDS = 300.0  # longer than any send takes; a dead claimant's reminder goes out this much later
 
 
 @dataclass(frozen=True)
@@ -51,12 +58,27 @@ def reminder(key: GroupKey, todo: Todo, noticed: float, policy: TodoPolicy, *, m
     return Reminder(key, todo, occurrence, text, todo.assignee, mention_all and todo.assignee is None)
 
 
+def claimed_elsewhere(todo: Todo, instance: str, now: float) -> bool:
+    """Whether another instance claimed the todo's current reminder and may still be sending it."""
+    record = todo.delivery
+    return record is not None and record.occurrence == todo.remind_at and record.claimed_by_other(instance, now)
+
+
+def claimed(todo: Todo, instance: str, now: float) -> Todo:
+    """The todo with its current reminder claimed by `instance` until `CLAIM_SECONDS` from now."""
+    occurrence = todo.remind_at
+    assert occurrence is not None
+    record = _record(todo, occurrence).model_copy(update={"claimed_by": instance, "claimed_until": now + CLAIM_SECONDS})
+    return todo.model_copy(update={"delivery": record})
+
+
 def sent(todo: Todo, occurrence: float, now: float, policy: TodoPolicy, *, noticed: float | None = None) -> Todo:
     """Record a delivered reminder; it counts as late when the pass that found it (`noticed`) was late."""
     late = (now if noticed is None else noticed) - occurrence > LATE_AFTER
     state = DeliveryState.LATE if late else DeliveryState.SENT
     record = _record(todo, occurrence).model_copy(update={
         "state": state, "sent_at": now, "attempts": _record(todo, occurrence).attempts + 1, "next_attempt_at": None,
+        "claimed_until": None,
     })
     return _settled(todo, record, now, policy, done=todo.due_at is None and todo.recurrence is None)
 
@@ -67,17 +89,17 @@ def failed(todo: Todo, occurrence: float, now: float, error: BaseException, poli
     message = _error_text(error)
     if attempts >= policy.max_attempts:
         record = old.model_copy(update={"state": DeliveryState.FAILED, "attempts": attempts, "last_error": message,
-                                        "next_attempt_at": None})
+                                        "next_attempt_at": None, "claimed_until": None})
         return _settled(todo, record, now, policy)
     retry_at = now + policy.retry_base * 2 ** (attempts - 1)
     record = old.model_copy(update={"state": DeliveryState.RETRYING, "attempts": attempts, "last_error": message,
-                                    "next_attempt_at": retry_at})
+                                    "next_attempt_at": retry_at, "claimed_until": None})
     return todo.model_copy(update={"delivery": record})
 
 
 def not_ready(todo: Todo, occurrence: float, now: float, platform_id: str) -> Todo:
     record = _record(todo, occurrence).model_copy(update={
-        "last_error": f"平台 {platform_id or '?'} 未运行", "next_attempt_at": now + NOT_READY_RETRY,
+        "last_error": f"平台 {platform_id or '?'} 未运行", "next_attempt_at": now + NOT_READY_RETRY, "claimed_until": None,
     })
     return todo.model_copy(update={"delivery": record})
 
@@ -89,7 +111,8 @@ def too_late(todo: Todo, now: float, policy: TodoPolicy) -> Todo:
     assert occurrence is not None
     old = _record(todo, occurrence)
     state = DeliveryState.FAILED if old.attempts else DeliveryState.MISSED
-    return _settled(todo, old.model_copy(update={"state": state, "next_attempt_at": None}), now, policy)
+    return _settled(todo, old.model_copy(update={"state": state, "next_attempt_at": None, "claimed_until": None}),
+                    now, policy)
 
 
 def _record(todo: Todo, occurrence: float) -> Delivery:

@@ -5,6 +5,9 @@ group is never later than that group's real next event (earlier is harmless: the
 and moves the value on). So a lowered value is written durably before the document that needs it (the store
 awaits `before_commit` in each commit); a raised one is written lazily. A lost or corrupt index is rebuilt from
 the group files.
+
+On a store shared by several instances the index also keeps the store's group signatures as of its last
+`reconcile`: a group whose signature moved since (another instance changed it) is looked at again.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 from .._models import GroupKey
 from .._storage.files import move_aside, read_bytes, write_atomic
@@ -36,6 +40,7 @@ class DueIndex:
         self._must_persist = False  # a value went below what is on disk: write before the next document
         self._dirty = False  # values went up (or away): write when convenient
         self._written = False
+        self._signatures: dict[GroupKey, str] | None = None  # shared store only: as of the last `reconcile`
         self._write_lock = asyncio.Lock()
         self.rebuilt = False
 
@@ -46,7 +51,7 @@ class DueIndex:
         """Read the index; when it is missing or unreadable, rebuild it from the group files and write it."""
         try:
             raw = await read_bytes(self.path)
-            values = _parse(raw) if raw is not None else None
+            values, self._signatures = _parse(raw) if raw is not None else (None, None)
         except (OSError, ValueError) as exc:
             log.error("todo due index %s is unreadable (%s); rebuilding it from the group files", self.path, exc)
             try:
@@ -82,6 +87,20 @@ class DueIndex:
         else:
             self._dirty = True
 
+    def reconcile(self, signatures: dict[GroupKey, str], now: float) -> int:
+        """Compare the store's group signatures with those of the last call: a group that is new or changed is due
+        `now` (to be looked at again), one that is gone leaves the index. How many are due for that."""
+        known = self._signatures or {}
+        moved = [key for key, signature in signatures.items() if known.get(key) != signature]
+        for key in moved:
+            self.note(key, min(now, self._next.get(key, now)))
+        for key in [key for key in self._next if key not in signatures]:
+            self.note(key, None)
+        if moved or self._signatures is None or len(known) != len(signatures):
+            self._signatures = dict(signatures)
+            self._dirty = True
+        return len(moved)
+
     def earliest(self) -> tuple[float, GroupKey] | None:
         while self._heap:
             instant, platform, group_id = self._heap[0]
@@ -113,8 +132,12 @@ class DueIndex:
                 return
             snapshot = dict(self._next)
             self._must_persist = self._dirty = False
-            data = {"version": INDEX_VERSION,
-                    "groups": [[k.platform, k.group_id, t] for k, t in sorted(snapshot.items(), key=lambda i: i[1])]}
+            data: dict[str, Any] = {
+                "version": INDEX_VERSION,
+                "groups": [[k.platform, k.group_id, t] for k, t in sorted(snapshot.items(), key=lambda i: i[1])],
+            }
+            if self._signatures is not None:
+                data["signatures"] = [[k.platform, k.group_id, s] for k, s in self._signatures.items()]
             try:
                 await write_atomic(self.path, json.dumps(data, ensure_ascii=False).encode("utf-8"),
                                    durable=self._durable)
@@ -125,7 +148,8 @@ class DueIndex:
             self._on_disk, self._written = snapshot, True
 
 
-def _parse(raw: bytes) -> dict[GroupKey, float]:
+def _parse(raw: bytes) -> tuple[dict[GroupKey, float], dict[GroupKey, str] | None]:
+    """(next instant per group, the store's group signatures when a shared store's index keeps them)."""
     value = json.loads(raw)
     if not isinstance(value, dict) or value.get("version") != INDEX_VERSION or not isinstance(value.get("groups"), list):
         raise ValueError("not a due index of this version")
@@ -135,4 +159,11 @@ def _parse(raw: bytes) -> dict[GroupKey, float]:
                 or isinstance(item[2], bool) or not isinstance(item[2], (int, float))):
             raise ValueError(f"bad entry {item!r}")
         out[GroupKey(item[0], item[1])] = float(item[2])
-    return out
+    signatures = value.get("signatures")
+    if signatures is None:
+        return out, None
+    if not isinstance(signatures, list) or not all(
+        isinstance(item, list) and len(item) == 3 and all(isinstance(x, str) for x in item) for item in signatures
+    ):
+        raise ValueError("bad signatures")
+    return out, {GroupKey(p, g): s for p, g, s in signatures}

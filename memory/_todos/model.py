@@ -54,6 +54,13 @@ class Delivery(BaseModel):
     next_attempt_at: float | None = None
     sent_at: float | None = None
     last_error: str | None = None
+    # Instances sharing one store: the instance sending this occurrence now, recorded before it sends, and until
+    # when that claim stands (then another instance may send it: the claimant died between claiming and recording).
+    claimed_by: str | None = None
+    claimed_until: float | None = None
+
+    def claimed_by_other(self, instance: str, now: float) -> bool:
+        return self.claimed_until is not None and self.claimed_until > now and self.claimed_by != instance
 
 
 class Todo(BaseModel):

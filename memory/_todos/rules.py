@@ -340,16 +340,22 @@ def reminder_time(todo: Todo) -> float | None:
     return None  # this occurrence is settled (sent, failed, missed)
 
 
-def next_event(todo: Todo, policy: TodoPolicy) -> float | None:
-    """The next instant the scheduler has something to do for this todo: a reminder, its expiry or its purge."""
+ReminderTime = Callable[[Todo], float | None]
+
+
+def next_event(todo: Todo, policy: TodoPolicy, when_reminded: ReminderTime = reminder_time) -> float | None:
+    """The next instant the scheduler has something to do for this todo: a reminder (when `when_reminded` says: an
+    instance sharing the store with others may have to wait for them), its expiry or its purge."""
     if todo.status is not TodoStatus.PENDING:
         return (todo.completed_at or todo.updated_at) + policy.keep
-    times = [t for t in (reminder_time(todo), _expiry(todo, policy)) if t is not None]
+    times = [t for t in (when_reminded(todo), _expiry(todo, policy)) if t is not None]
     return min(times) if times else None
 
 
-def next_event_of(todos: Sequence[Todo], policy: TodoPolicy) -> float | None:
-    times = [t for t in map(lambda todo: next_event(todo, policy), todos) if t is not None]
+def next_event_of(
+    todos: Sequence[Todo], policy: TodoPolicy, when_reminded: ReminderTime = reminder_time
+) -> float | None:
+    times = [t for t in (next_event(todo, policy, when_reminded) for todo in todos) if t is not None]
     return min(times) if times else None
 
 

@@ -4,6 +4,14 @@ It never polls: it sleeps until the earliest instant of the due index (`index.py
 todo change brings an event forward. At each wake it handles only the groups that are due: expiry and clean-up,
 reminders that are too late to send (missed), and sends with retry (`delivery.py`). `stop()` cancels it; the
 plugin calls it in `terminate`, so a config save in the dashboard never leaves two schedulers.
+
+On a store shared by several instances (PostgreSQL; the plugin then passes `platform_ids`), every instance runs
+one: a reminder goes out once because the instance about to send it first claims it in the todo's delivery record
+(`delivery.claimed`), and only an instance running the todo's platform instance may claim it. Each instance learns
+of the todos the others change from the store (`todo_listener(key, None)`: look at the group again) and, for
+what it may have missed (it was down, its notifications were interrupted), by comparing the store's group
+signatures with those its due index last saw (`reconcile`, at start and every `RECONCILE_SECONDS`): every group
+that changed since is looked at again.
 """
 
 from __future__ import annotations
@@ -12,7 +20,9 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Callable, Sequence
+import os
+import socket
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +40,10 @@ MAX_SLEEP = 3600.0  # re-check at least hourly, whatever the index says: guards 
 MIN_PASS_INTERVAL = 1.0  # seconds before a pass that would repeat one that made no progress (no busy loop)
 BROKEN_GROUP_RETRY = 60.0  # a group whose file cannot be read is tried again after this long
 INDEX_FILE = "todo_due_index.json"
+RECONCILE_SECONDS = 300.0  # shared store: how often the store's group signatures are compared with the index's
+# shared store: a due reminder this instance may not send (another platform instance's, or claimed by another
+# instance) is looked at again this often, until it is sent or too late (then this instance records it missed)
+RECHECK_SECONDS = 30.0
 
 
 @dataclass
@@ -52,7 +66,13 @@ class ReminderScheduler:
         mention_all: bool = False,
         clock: Callable[[], float] = time.time,
         durable: bool = True,
+        platform_ids: Callable[[], Collection[str]] | None = None,
+        instance: str | None = None,
     ) -> None:
+        """`platform_ids` (given when the store is shared by several instances) returns the platform instance ids
+        this instance runs: it then claims each reminder before sending it, sends only those of its platform
+        instances, and follows the other instances' todo changes; `instance` names it in the claims (default:
+        host name and process id)."""
         self._store = store
         self._directory = Path(directory)
         self._send = send
@@ -64,13 +84,38 @@ class ReminderScheduler:
         self._task: asyncio.Task[None] | None = None
         self._stopped = False
         self._after_last_pass: tuple[float, GroupKey] | None = None
+        self._platform_ids = platform_ids
+        self._instance = instance or f"{socket.gethostname()}:{os.getpid()}"
+        self._reconciled_at = -float("inf")
         self.stats = SchedulerStats()
         store.add_todo_listener(self._todos_changed)
         store.add_commit_hook(self.index.before_commit)
 
+    @property
+    def shared(self) -> bool:
+        """Whether other instances share the store (and send reminders too)."""
+        return self._platform_ids is not None
+
     async def open(self) -> None:
-        """Read the due index (or rebuild it from the group files). `run_due` works from here on."""
+        """Read the due index (or rebuild it from the group files). `run_due` works from here on. On a shared store
+        a lost index is rebuilt by looking at every group again (`reconcile`), in the loop, not here."""
         await self.index.open(self._rebuild)
+        if self.shared:
+            await self.reconcile()
+
+    async def reconcile(self) -> int:
+        """Shared store: look again at every group whose signature in the store differs from the one the index
+        last saw (another instance changed it meanwhile, or it is new); how many. Never raises for the store."""
+        self._reconciled_at = self._clock()
+        try:
+            current = await self._store.stored_groups()
+        except MemoryPluginError as exc:
+            log.warning("todo due index: the store's groups cannot be listed now (%s); trying again later", exc)
+            return 0
+        moved = self.index.reconcile(current, self._clock())
+        if moved:
+            self._wake.set()
+        return moved
 
     async def start(self) -> None:
         """Open the due index and start sleeping until the first due instant."""
@@ -100,15 +145,48 @@ class ReminderScheduler:
     def _todos_changed(self, key: GroupKey, todos: Sequence[Todo] | None) -> None:
         if self._stopped:
             return
-        if todos is None:  # a failed write threw the group's state away: look at it again now
+        if todos is None:  # thrown away by a failed write, or changed by another instance: look at it again now
             self.index.note(key, self._clock())
         else:
-            self.index.note(key, rules.next_event_of(todos, self._policy()))
+            self.index.note(key, self._next_event(todos))
+
+    def _next_event(self, todos: Sequence[Todo]) -> float | None:
+        policy = self._policy()
+        if not self.shared:
+            return rules.next_event_of(todos, policy)
+        now = self._clock()
+        mine = self._mine()
+
+        def when_reminded(todo: Todo) -> float | None:
+            at = rules.reminder_time(todo)
+            if at is None or todo.remind_at is None:
+                return at
+            record = todo.delivery
+            if record is not None and delivery.claimed_elsewhere(todo, self._instance, now):
+                at = max(at, record.claimed_until or at)  # the claimant sends it, or its claim lapses
+            if todo.platform_id not in mine:  # another instance sends it; this one records it missed when too late
+                at = max(at, min(now + RECHECK_SECONDS, todo.remind_at + policy.max_lateness + 1.0))
+            return at
+
+        return rules.next_event_of(todos, policy, when_reminded)
+
+    def _mine(self) -> frozenset[str]:
+        return frozenset(self._platform_ids()) if self._platform_ids is not None else frozenset()
+
+    def _sendable(self, todo: Todo, now: float, mine: frozenset[str]) -> bool:
+        """Due, and (shared store) this instance's to send: its platform instance, and no one else's claim."""
+        return _due(todo, now) and (not self.shared or (
+            todo.platform_id in mine and not delivery.claimed_elsewhere(todo, self._instance, now)
+        ))
 
     async def _run(self) -> None:
         while not self._stopped:
+            if self.shared and self._clock() - self._reconciled_at >= RECONCILE_SECONDS:
+                await self.reconcile()
             earliest = self.index.earliest()
             delay = MAX_SLEEP if earliest is None else min(MAX_SLEEP, earliest[0] - self._clock())
+            if self.shared:
+                delay = min(delay, self._reconciled_at + RECONCILE_SECONDS - self._clock())
             if delay > 0:
                 self._wake.clear()
                 try:
@@ -152,31 +230,57 @@ class ReminderScheduler:
         due, so waiting behind other groups' sends is never taken for downtime."""
         policy = self._policy()
         now = self._clock()
+        mine = self._mine()
         ops: dict[str, str] = {}
+        # shared store: a group looked at only because another instance changed it is not kept in memory
+        was_loaded = not self.shared or self._store.peek_todos(key) is not None
 
         def tidy(todos: list[Todo]) -> tuple[list[Todo], None]:
+            ops.clear()  # a shared store may run this again on fresher todos: only the last run counts
             todos, found = rules.housekeep(todos, now, policy)
             ops.update(found)
             out = []
             for todo in todos:
                 at = rules.reminder_time(todo)
                 if at is not None and at <= now and todo.remind_at is not None \
-                        and noticed - todo.remind_at > policy.max_lateness:
+                        and noticed - todo.remind_at > policy.max_lateness \
+                        and not (self.shared and delivery.claimed_elsewhere(todo, self._instance, now)):
                     todo = delivery.too_late(todo, now, policy)
                     ops[todo.id] = "missed"
-                    self.stats.missed += 1
                 out.append(todo)
             return out, None
 
         await self._store.change_todos(key, tidy, actor=ACTOR, label=lambda target, op: ops.get(target, op))
-        for todo_id in [t.id for t in await self._store.todos(key) if _due(t, now)]:
+        self.stats.missed += sum(op == "missed" for op in ops.values())
+        for todo_id in [t.id for t in await self._store.todos(key) if self._sendable(t, now, mine)]:
             if self._stopped:
                 return
             current = next((t for t in await self._store.todos(key) if t.id == todo_id), None)
-            if current is None or not _due(current, self._clock()):
-                continue  # changed (completed, cancelled, moved) while earlier reminders were sent
+            if current is None or not self._sendable(current, self._clock(), mine):
+                continue  # changed (completed, cancelled, moved, claimed) while earlier reminders were sent
+            if self.shared:
+                current = await self._claim(key, todo_id, mine)
+                if current is None:
+                    continue  # another instance claimed it first
             await self._deliver(key, current, policy, noticed=max(noticed, current.remind_at or noticed))
         self._todos_changed(key, await self._store.todos(key))
+        if not was_loaded:
+            self._store.unload(key)
+
+    async def _claim(self, key: GroupKey, todo_id: str, mine: frozenset[str]) -> Todo | None:
+        """Record in the todo's delivery record that this instance sends its reminder now: the todo as claimed, or
+        None when it is no longer this instance's to send. Durable before it returns; the store re-runs the change
+        on the group's fresh state if another instance committed meanwhile, so two claims never both succeed."""
+        now = self._clock()
+
+        def claim(todos: list[Todo]) -> tuple[list[Todo], Todo | None]:
+            todo = next((t for t in todos if t.id == todo_id), None)
+            if todo is None or not self._sendable(todo, now, mine):
+                return todos, None
+            mine_now = delivery.claimed(todo, self._instance, now)
+            return [mine_now if t.id == todo_id else t for t in todos], mine_now
+
+        return await self._store.change_todos(key, claim, actor=ACTOR, label="remind_claim")
 
     async def _deliver(self, key: GroupKey, todo: Todo, policy: rules.TodoPolicy, *, noticed: float) -> None:
         message = delivery.reminder(key, todo, noticed, policy, mention_all=self._mention_all)
@@ -208,7 +312,10 @@ class ReminderScheduler:
         await self._store.change_todos(key, record, actor=ACTOR, label=op)
 
     async def _rebuild(self) -> dict[GroupKey, float]:
-        """Every group's next event, read from the group files (only when the index is lost)."""
+        """Every group's next event, read from the group files (only when the index is lost). A shared store's
+        groups are looked at again by `reconcile` instead."""
+        if self.shared:
+            return {}
         policy = self._policy()
         return await asyncio.to_thread(_scan, self._directory / "groups", policy)
 

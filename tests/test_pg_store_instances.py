@@ -1,0 +1,139 @@
+"""Two PostgresMemoryStore instances on one database, in one process: no lost update, notifications keep the
+other's cache fresh, a dropped LISTEN connection is recovered, leases are exclusive and expire."""
+
+import asyncio
+import time
+
+import pytest
+
+from memory import GroupKey, Memory, MemoryType
+from memory._storage import PostgresMemoryStore
+from memory._todos.model import Todo
+
+G = GroupKey("lark", "oc_shared")
+G2 = GroupKey("lark", "oc_other")
+BOUND = 5.0  # seconds: far above the expected delay (the bench measures it), only to not hang
+
+
+def counter(value: int) -> Memory:
+    return Memory(id="counter", type=MemoryType.FACT, content=f"count:{value}", created_at=1.0, updated_at=1.0)
+
+
+def increment(memories: list[Memory]) -> tuple[list[Memory], int]:
+    current = next((int(m.content.split(":")[1]) for m in memories if m.id == "counter"), 0)
+    others = [m for m in memories if m.id != "counter"]
+    return [*others, counter(current + 1)], current + 1
+
+
+async def opened(dsn: str, name: str) -> PostgresMemoryStore:
+    store = PostgresMemoryStore(dsn, instance=name)
+    await store.start()
+    assert store.unavailable is None, store.unavailable
+    return store
+
+
+@pytest.fixture
+async def pair(postgres_dsn):
+    a, b = await opened(postgres_dsn, "a"), await opened(postgres_dsn, "b")
+    yield a, b
+    await a.close()
+    await b.close()
+
+
+async def until(condition, bound: float = BOUND) -> float:
+    """Wait until `condition()` holds; how long it took (fails after `bound`)."""
+    start = time.monotonic()
+    while not condition():
+        assert time.monotonic() - start < bound, "condition not reached in time"
+        await asyncio.sleep(0.01)
+    return time.monotonic() - start
+
+
+async def test_concurrent_increments_from_two_instances_are_never_lost(pair):
+    a, b = pair
+    n = 30
+    # Both caches loaded first, so nearly every commit of one finds the other's version newer.
+    await a.memories(G, "u1")
+    await b.memories(G, "u1")
+    results = await asyncio.gather(*(
+        store.change(G, "u1", increment, actor="test") for _ in range(n) for store in (a, b)
+    ))
+    # Each caller got the value its change left in the shared state: all distinct, none lost.
+    assert sorted(results) == list(range(1, 2 * n + 1))
+    fresh = await opened(a._dsn, "c")
+    try:
+        assert [m.content for m in await fresh.memories(G, "u1")] == [f"count:{2 * n}"]
+        entries = [e for e in await fresh.log_entries(G) if e.get("kind") == "memory"]
+        assert [e["id"] for e in entries] == list(range(1, 2 * n + 1))
+        assert [e["new"]["content"] for e in entries] == [f"count:{i}" for i in range(1, 2 * n + 1)]
+    finally:
+        await fresh.close()
+
+
+async def test_a_change_through_one_instance_reaches_the_others_cache(pair):
+    a, b = pair
+    assert b.peek(G, "u1") is None
+    assert await b.memories(G, "u1") == []
+    seen: list[tuple[GroupKey, int]] = []
+    b.add_listener(lambda key, doc: seen.append((key, len(doc.users.get("u1").memories if "u1" in doc.users else []))))
+    await a.change(G, "u1", increment, actor="test")
+    await until(lambda: b.peek(G, "u1"))
+    assert [m.content for m in b.peek(G, "u1")] == ["count:1"]
+    assert seen[-1] == (G, 1)
+    # and B's next change builds on it
+    assert await b.change(G, "u1", increment, actor="test") == 2
+    await until(lambda: [m.content for m in a.peek(G, "u1")] == ["count:2"])
+
+
+async def test_todo_listeners_hear_of_todos_changed_elsewhere(pair):
+    a, b = pair
+    heard: list[tuple[GroupKey, object]] = []
+    b.add_todo_listener(lambda key, todos: heard.append((key, todos)))
+    todo = Todo(id="t1", content="交周报", creator="u1", created_at=1.0, updated_at=1.0, platform_id="lark1")
+    await a.change_todos(G2, lambda todos: ([*todos, todo], None), actor="u1")
+    await until(lambda: heard)
+    assert heard == [(G2, None)]  # B does not hold the group: look again
+    await b.todos(G2)
+    await a.change_todos(G2, lambda todos: ([t.model_copy(update={"content": "交月报"}) for t in todos], None),
+                         actor="u1")
+    await until(lambda: len(heard) == 2)
+    assert [t.content for t in heard[1][1]] == ["交月报"]
+
+
+async def test_a_killed_listen_connection_is_recovered(pair, postgres_server):
+    a, b = pair
+    await b.memories(G, "u1")
+    pid = b._follower.connection.get_server_pid()
+    database = a._dsn.rsplit("/", 1)[1]
+    postgres_server.psql(f"SELECT pg_terminate_backend({pid})", database)
+    await a.change(G, "u1", increment, actor="test")  # its notification may be lost: the sweep brings it
+    await until(lambda: b.peek(G, "u1") and b.peek(G, "u1")[0].content == "count:1")
+    await until(lambda: b._follower.connection is not None and b._follower.connection.get_server_pid() != pid)
+    assert b.unavailable is None
+    await a.change(G, "u1", increment, actor="test")
+    await until(lambda: b.peek(G, "u1")[0].content == "count:2")
+
+
+async def test_leases_are_exclusive_and_expire(pair):
+    a, b = pair
+    assert await a.claim("maintenance:lark:oc_shared", 0.5)
+    assert not await b.claim("maintenance:lark:oc_shared", 0.5)
+    assert await a.claim("maintenance:lark:oc_shared", 0.5)  # renewed by its holder
+    assert await b.claim("other", 10)
+    await asyncio.sleep(0.6)
+    assert await b.claim("maintenance:lark:oc_shared", 10)
+    assert not await a.claim("maintenance:lark:oc_shared", 10)
+    await b.release("maintenance:lark:oc_shared")
+    assert await a.claim("maintenance:lark:oc_shared", 10)
+    await b.release("maintenance:lark:oc_shared")  # not its lease: nothing happens
+    assert not await b.claim("maintenance:lark:oc_shared", 10)
+
+
+async def test_stored_groups_sign_each_commit(pair):
+    a, b = pair
+    assert await b.stored_groups() == {}
+    await a.change(G, "u1", increment, actor="test")
+    first = await b.stored_groups()
+    await a.change(G, "u1", increment, actor="test")
+    second = await b.stored_groups()
+    assert set(first) == {G} and first[G] != second[G]
