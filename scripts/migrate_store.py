@@ -38,8 +38,9 @@ if str(REPO) not in sys.path:
 
 from memory._models import GroupKey  # noqa: E402
 from memory._settings import DSN_ENV  # noqa: E402
-from memory._storage import MemoryStore, UserMemoryStore  # noqa: E402
+from memory._storage import GroupDump, MemoryStore, UserMemoryStore  # noqa: E402
 from memory._storage._postgres.store import mask_dsn  # noqa: E402
+from memory._recall.semantic import GroupVectors, VectorFiles, VectorPersistence  # noqa: E402
 
 JSON = "json"
 POSTGRES = "postgres"
@@ -93,23 +94,34 @@ class Endpoint:
         return path / GROUPS_DIR
 
 
-async def open_store(endpoint: Endpoint, *, source: bool) -> MemoryStore:
+@dataclass
+class Side:
+    """One side's memory store and where it keeps the vectors of semantic recall."""
+
+    store: MemoryStore
+    vectors: VectorPersistence
+
+
+async def open_side(endpoint: Endpoint, *, source: bool) -> Side:
     """The endpoint's store, started; raises MigrationError when it cannot serve."""
     if endpoint.kind == JSON:
         directory = endpoint.groups_dir(existing=source)
         if source and not directory.is_dir():
             raise MigrationError(f"{directory} does not exist: name the plugin data dir that holds groups/")
         store: MemoryStore = UserMemoryStore(directory)
+        vectors: VectorPersistence = VectorFiles(directory)
     else:
         from memory._storage import PostgresMemoryStore
+        from memory._storage._postgres.vectors import PostgresVectors
 
         store = PostgresMemoryStore(endpoint.where, instance=f"migrate-{socket.gethostname()}-{os.getpid()}")
+        vectors = PostgresVectors(store)
     await store.start()
     reason = await _wait_available(store)
     if reason is not None:
         await store.close()
         raise MigrationError(f"{endpoint.describe()} is unavailable: {reason}")
-    return store
+    return Side(store, vectors)
 
 
 async def _wait_available(store: MemoryStore, seconds: float = 10.0) -> str | None:
@@ -145,6 +157,7 @@ class Report:
     moved: dict[GroupKey, Moved] = field(default_factory=dict)
     skipped: list[GroupKey] = field(default_factory=list)  # already in the target: left alone
     failed: dict[GroupKey, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
     dry_run: bool = False
 
     @property
@@ -160,6 +173,7 @@ class Report:
         if self.skipped:
             out.append(f"skipped {len(self.skipped)} group(s) the target already holds (left as they are there):")
             out += [f"  {key}" for key in self.skipped]
+        out += self.notes
         if self.failed:
             out.append(f"FAILED {len(self.failed)} group(s):")
             out += [f"  {key}: {reason}" for key, reason in self.failed.items()]
@@ -167,13 +181,14 @@ class Report:
 
 
 async def migrate(
-    source: MemoryStore, target: MemoryStore, *, groups: Sequence[GroupKey] | None = None, dry_run: bool = False,
+    source: Side, target: Side, *, groups: Sequence[GroupKey] | None = None, dry_run: bool = False,
     progress: Callable[[str], None] = lambda line: None,
 ) -> Report:
-    """Copy every group of `source` (or only `groups`) that `target` does not hold yet, each verified after import."""
+    """Copy every group of `source` (or only `groups`) that `target` does not hold yet, with its vectors, each
+    verified after import."""
     report = Report(dry_run=dry_run)
-    present = await target.stored_groups()
-    wanted = sorted(await source.stored_groups(), key=lambda k: (k.platform, k.group_id))
+    present = await target.store.stored_groups()
+    wanted = sorted(await source.store.stored_groups(), key=lambda k: (k.platform, k.group_id))
     if groups is not None:
         wanted = [key for key in wanted if key in set(groups)]
         for key in groups:
@@ -185,13 +200,15 @@ async def migrate(
             progress(f"{key}: skipped, the target already holds it")
             continue
         try:
-            dump = await source.export_group(key)
-            moved = _count(dump)
+            dump = await source.store.export_group(key)
+            vectors = await source.vectors.read_group(key)
+            if len(vectors) > 1 and isinstance(target.vectors, VectorFiles):
+                vectors, left = _one_model(vectors)
+                report.notes.append(f"{key}: vectors of {', '.join(left)} not moved (a vectors file holds one model's;"
+                                    " semantic recall embeds the memories again for the model it is set to)")
+            moved = _count(dump, vectors)
             if not dry_run:
-                await target.import_group(key, dump)
-                difference = _difference(dump, await target.export_group(key))
-                if difference is not None:
-                    raise MigrationError(f"imported, but reading it back differs: {difference}")
+                await move_group(key, dump, vectors, target)
         except Exception as exc:  # one group's failure must not stop the others; it is reported
             report.failed[key] = f"{type(exc).__name__}: {exc}"
             progress(f"{key}: FAILED: {exc}")
@@ -201,16 +218,33 @@ async def migrate(
     return report
 
 
-def _count(dump: Any) -> Moved:
+async def move_group(key: GroupKey, dump: GroupDump, vectors: list[GroupVectors], target: Side) -> None:
+    """Import the group, then its vectors (they hang on the group), and read both back to compare."""
+    await target.store.import_group(key, dump)
+    difference = _difference(dump, await target.store.export_group(key))
+    if difference is not None:
+        raise MigrationError(f"imported, but reading it back differs: {difference}")
+    if not vectors:
+        return
+    await target.vectors.write_group(key, vectors)
+    back = {v.model: v for v in await target.vectors.read_group(key)}
+    for written in vectors:
+        if written.model not in back or not written.same_as(back[written.model]):
+            raise MigrationError(f"imported, but its vectors of {written.model!r} read back differently")
+
+
+def _one_model(vectors: list[GroupVectors]) -> tuple[list[GroupVectors], list[str]]:
+    """The model with the most vectors, and the names of the others."""
+    kept = max(vectors, key=lambda v: len(v.entries))
+    return [kept], [v.model for v in vectors if v is not kept]
+
+
+def _count(dump: GroupDump, vectors: list[GroupVectors]) -> Moved:
     doc = dump.document
     return Moved(
         memories=len(doc.all_memories()), archived=len(doc.archive), todos=len(doc.todos),
-        episodes=len(dump.episodes), log_entries=len(dump.log), vectors=sum(len(v) for v in _vector_sets(dump)),
+        episodes=len(dump.episodes), log_entries=len(dump.log), vectors=sum(len(v.entries) for v in vectors),
     )
-
-
-def _vector_sets(dump: Any) -> list[Any]:
-    return list(getattr(dump, "vectors", None) or [])
 
 
 def canonical(dump: Any) -> dict[str, Any]:
@@ -228,8 +262,6 @@ def _plain(value: Any) -> Any:
         return [_plain(v) for v in value]
     if isinstance(value, dict):
         return {str(k): _plain(v) for k, v in value.items()}
-    if hasattr(value, "tolist"):  # a numpy vector
-        return value.tolist()
     return value
 
 
@@ -294,20 +326,20 @@ async def run(argv: Sequence[str] | None = None, out: Callable[[str], None] = pr
         groups = [parse_group(g) for g in args.group] if args.group else None
         out(f"from: {source.describe()}")
         out(f"to:   {target.describe() if target.kind == POSTGRES else f'JSON files in {target.groups_dir(existing=False)}'}")
-        source_store = await open_store(source, source=True)
+        source_side = await open_side(source, source=True)
         try:
-            target_store = await open_store(target, source=False)
+            target_side = await open_side(target, source=False)
         except BaseException:
-            await source_store.close()
+            await source_side.store.close()
             raise
     except MigrationError as exc:
         out(f"error: {exc}")
         return 2
     try:
-        report = await migrate(source_store, target_store, groups=groups, dry_run=args.dry_run, progress=out)
+        report = await migrate(source_side, target_side, groups=groups, dry_run=args.dry_run, progress=out)
     finally:
-        await target_store.close()
-        await source_store.close()
+        await target_side.store.close()
+        await source_side.store.close()
     if target.kind == JSON and report.moved and not args.dry_run:
         for path in remove_derived_files(target):
             out(f"removed {path} (the plugin rebuilds it from the group files)")
