@@ -79,7 +79,7 @@ async def build_data_dir(data_dir: Path) -> None:
                      delivery=Delivery(occurrence=T0 + 60, state=DeliveryState.SENT, attempts=2, sent_at=T0 + 61,
                                        last_error="timeout", channel="webhook"))
     group_todo = Todo(id="todo-2", content="周五团建", creator="ou_b", created_at=T0, updated_at=T0,
-                      recurrence="每周五 18:00", remind_at=T0 + 86400, platform_id="lark_main",
+                      recurrence="weekly:fri", remind_at=T0 + 86400, platform_id="lark_main",
                       origin="lark_main:GroupMessage:oc_team", source="extraction", confirmed=False)
     await store.change_todos(TEAM, lambda todos: ([*todos, delivered, group_todo], None), actor="ou_a")
     episode = Episode(id="ep-1", start=T0, end=T0 + 600, participants=["ou_a", "ou_b"],
