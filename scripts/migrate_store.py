@@ -72,7 +72,7 @@ class Endpoint:
                 raise MigrationError("json: needs the plugin data dir, e.g. json:data/plugin_data/astrbot_plugin_user_memory")
             return cls(JSON, where)
         if kind == POSTGRES:
-            dsn = where or environ.get(DSN_ENV, "")
+            dsn = where.strip() or environ.get(DSN_ENV, "").strip()
             if not dsn:
                 raise MigrationError(f"postgres: needs a DSN (postgres:postgresql://user:password@host/db) or {DSN_ENV}")
             return cls(POSTGRES, dsn)

@@ -155,7 +155,8 @@ async def test_json_to_postgres_and_back_gives_the_same_json(tmp_path, postgres_
 
     code, output = await run_script("--from", f"json:{source}", "--to", f"postgres:{postgres_dsn}")
     assert code == 0, output
-    assert "moved 4 group(s)" in output and "FAILED" not in output
+    assert "moved 4 group(s): 10 memories, 1 archived, 2 todos, 1 episodes" in output and "8 vectors" in output
+    assert "FAILED" not in output
 
     # Back out, as a user runs it: AstrBot's Python, the script's own process, the DSN from the environment.
     result = subprocess.run(
