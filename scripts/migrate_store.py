@@ -27,7 +27,7 @@ import json
 import os
 import socket
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,6 +40,7 @@ from memory._models import GroupKey  # noqa: E402
 from memory._settings import DSN_ENV  # noqa: E402
 from memory._storage import GroupDump, MemoryStore, UserMemoryStore  # noqa: E402
 from memory._storage._postgres.store import mask_dsn  # noqa: E402
+from memory._storage.files import group_document_paths, group_identity  # noqa: E402
 from memory._recall.semantic import GroupVectors, VectorFiles, VectorPersistence  # noqa: E402
 
 JSON = "json"
@@ -62,7 +63,9 @@ class Endpoint:
     where: str  # the data dir (json) or the DSN (postgres)
 
     @classmethod
-    def parse(cls, text: str, environ: dict[str, str] | os._Environ[str] = os.environ) -> Endpoint:
+    def parse(cls, text: str, environ: Mapping[str, str] = os.environ) -> Endpoint:
+        if text.startswith(("postgres://", "postgresql://")):  # a bare DSN URL
+            return cls(POSTGRES, text)
         kind, _, where = text.partition(":")
         kind = kind.strip().lower()
         if kind in ("postgresql", "pg"):
@@ -78,9 +81,9 @@ class Endpoint:
             return cls(POSTGRES, dsn)
         raise MigrationError(f"{text!r}: say json:<data dir> or postgres:<dsn>")
 
-    def describe(self) -> str:
+    def describe(self, *, source: bool) -> str:
         if self.kind == JSON:
-            return f"JSON files in {self.groups_dir(existing=True)}"
+            return f"JSON files in {self.groups_dir(existing=source)}"
         return f"PostgreSQL {mask_dsn(self.where)}"
 
     def groups_dir(self, *, existing: bool) -> Path:
@@ -120,11 +123,11 @@ async def open_side(endpoint: Endpoint, *, source: bool) -> Side:
     reason = await _wait_available(store)
     if reason is not None:
         await store.close()
-        raise MigrationError(f"{endpoint.describe()} is unavailable: {reason}")
+        raise MigrationError(f"{endpoint.describe(source=source)} is unavailable: {reason}")
     return Side(store, vectors)
 
 
-async def _wait_available(store: MemoryStore, seconds: float = 10.0) -> str | None:
+async def _wait_available(store: MemoryStore, seconds: float = 5.0) -> str | None:
     """None once the store serves, else why not after `seconds` (a server store retries in the background)."""
     deadline = asyncio.get_running_loop().time() + seconds
     while store.unavailable is not None and asyncio.get_running_loop().time() < deadline:
@@ -158,11 +161,12 @@ class Report:
     skipped: list[GroupKey] = field(default_factory=list)  # already in the target: left alone
     failed: dict[GroupKey, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    unreadable: list[Path] = field(default_factory=list)  # source files that name no group: not moved
     dry_run: bool = False
 
     @property
     def ok(self) -> bool:
-        return not self.failed
+        return not self.failed and not self.unreadable
 
     def lines(self) -> list[str]:
         total = Moved()
@@ -174,6 +178,10 @@ class Report:
             out.append(f"skipped {len(self.skipped)} group(s) the target already holds (left as they are there):")
             out += [f"  {key}" for key in self.skipped]
         out += self.notes
+        if self.unreadable:
+            out.append(f"NOT MOVED {len(self.unreadable)} file(s) that cannot be read as a group (look at them, fix "
+                       "or move them aside, run again):")
+            out += [f"  {path}" for path in self.unreadable]
         if self.failed:
             out.append(f"FAILED {len(self.failed)} group(s):")
             out += [f"  {key}: {reason}" for key, reason in self.failed.items()]
@@ -190,7 +198,8 @@ async def migrate(
     present = await target.store.stored_groups()
     wanted = sorted(await source.store.stored_groups(), key=lambda k: (k.platform, k.group_id))
     if groups is not None:
-        wanted = [key for key in wanted if key in set(groups)]
+        named = set(groups)
+        wanted = [key for key in wanted if key in named]
         for key in groups:
             if key not in wanted:
                 report.failed[key] = "the source holds no such group"
@@ -290,6 +299,19 @@ def _first_difference(a: Any, b: Any, path: str) -> str | None:
     return None if a == b else f"{path}: {a!r} became {b!r}"
 
 
+def unreadable_group_files(directory: Path) -> list[Path]:
+    """Group documents under `directory` that the JSON store does not list (their platform and group id cannot be
+    read): a migration would silently leave them behind."""
+    unreadable = []
+    for path in group_document_paths(directory):
+        try:
+            if group_identity(path) is None:
+                unreadable.append(path)
+        except (OSError, ValueError):
+            unreadable.append(path)
+    return unreadable
+
+
 def remove_derived_files(endpoint: Endpoint) -> list[Path]:
     """After groups moved into a JSON data dir: drop its indexes of the groups, which the plugin rebuilds."""
     data_dir = endpoint.groups_dir(existing=False).parent
@@ -324,8 +346,8 @@ async def run(argv: Sequence[str] | None = None, out: Callable[[str], None] = pr
                                 source.groups_dir(existing=True).resolve() == target.groups_dir(existing=False).resolve()):
             raise MigrationError("--from and --to name the same store")
         groups = [parse_group(g) for g in args.group] if args.group else None
-        out(f"from: {source.describe()}")
-        out(f"to:   {target.describe() if target.kind == POSTGRES else f'JSON files in {target.groups_dir(existing=False)}'}")
+        out(f"from: {source.describe(source=True)}")
+        out(f"to:   {target.describe(source=False)}")
         source_side = await open_side(source, source=True)
         try:
             target_side = await open_side(target, source=False)
@@ -337,6 +359,8 @@ async def run(argv: Sequence[str] | None = None, out: Callable[[str], None] = pr
         return 2
     try:
         report = await migrate(source_side, target_side, groups=groups, dry_run=args.dry_run, progress=out)
+        if source.kind == JSON and groups is None:
+            report.unreadable = unreadable_group_files(source.groups_dir(existing=True))
     finally:
         await target_side.store.close()
         await source_side.store.close()

@@ -256,3 +256,13 @@ async def test_a_store_that_cannot_be_reached_stops_before_anything_moves(tmp_pa
     code, output = await run_script("--from", f"json:{tmp_path / 'nothing'}", "--to", f"json:{tmp_path / 'x'}")
     assert code == 2 and "does not exist" in output, output
     assert not (tmp_path / "x").exists()
+
+
+async def test_a_file_that_names_no_group_is_reported_not_left_behind_silently(tmp_path, postgres_dsn):
+    source = tmp_path / "source"
+    await build_data_dir(source)
+    broken = source / "groups" / "lark" / "oc_broken.json"
+    broken.write_text('{"platform": "lark", "users": {', "utf-8")  # torn: no group id can be read
+    code, output = await run_script("--from", f"json:{source}", "--to", postgres_dsn)  # a bare DSN URL works too
+    assert code == 1, output
+    assert "moved 4 group(s)" in output and "NOT MOVED 1 file(s)" in output and str(broken) in output
