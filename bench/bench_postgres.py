@@ -283,9 +283,11 @@ async def main() -> None:
             groups = data_dir / "groups"
             path = build_group(groups, args.members, args.per_member)
             print(f"load average {os.getloadavg()[0]:.1f} (2 cores shared with other work)")
-            print(f"group: {args.members} members x {args.per_member} memories, file {path.stat().st_size / 1e6:.1f} MB;"
-                  f" PostgreSQL {server.psql('SHOW server_version').strip()} on loopback, fsync "
-                  f"{server.psql('SHOW fsync').strip()}, synchronous_commit {server.psql('SHOW synchronous_commit').strip()}")
+            show = {name: server.psql(f"SHOW {name}").strip() for name in ("server_version", "fsync",
+                                                                          "synchronous_commit")}
+            print(f"group: {args.members} members x {args.per_member} memories, file "
+                  f"{path.stat().st_size / 1e6:.1f} MB; PostgreSQL {show['server_version']} on loopback, fsync "
+                  f"{show['fsync']}, synchronous_commit {show['synchronous_commit']}")
             inject_dsn = server.create_database()
             t0 = time.perf_counter()
             await move_to_postgres(data_dir, inject_dsn)

@@ -72,12 +72,14 @@ class Endpoint:
             kind = POSTGRES
         if kind == JSON:
             if not where:
-                raise MigrationError("json: needs the plugin data dir, e.g. json:data/plugin_data/astrbot_plugin_user_memory")
+                raise MigrationError(
+                    "json: needs the plugin data dir, e.g. json:data/plugin_data/astrbot_plugin_user_memory")
             return cls(JSON, where)
         if kind == POSTGRES:
             dsn = where.strip() or environ.get(DSN_ENV, "").strip()
             if not dsn:
-                raise MigrationError(f"postgres: needs a DSN (postgres:postgresql://user:password@host/db) or {DSN_ENV}")
+                raise MigrationError(
+                    f"postgres: needs a DSN (postgres:postgresql://user:password@host/db) or {DSN_ENV}")
             return cls(POSTGRES, dsn)
         raise MigrationError(f"{text!r}: say json:<data dir> or postgres:<dsn>")
 
@@ -342,8 +344,9 @@ async def run(argv: Sequence[str] | None = None, out: Callable[[str], None] = pr
     args = parser.parse_args(argv)
     try:
         source, target = Endpoint.parse(args.source), Endpoint.parse(args.target)
-        if source == target or (source.kind == target.kind == JSON and
-                                source.groups_dir(existing=True).resolve() == target.groups_dir(existing=False).resolve()):
+        same_files = source.kind == target.kind == JSON and (
+            source.groups_dir(existing=True).resolve() == target.groups_dir(existing=False).resolve())
+        if source == target or same_files:
             raise MigrationError("--from and --to name the same store")
         groups = [parse_group(g) for g in args.group] if args.group else None
         out(f"from: {source.describe(source=True)}")

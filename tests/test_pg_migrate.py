@@ -138,7 +138,7 @@ async def run_script(*args: str) -> tuple[int, str]:
     return code, "\n".join(lines)
 
 
-async def test_json_to_postgres_and_back_gives_the_same_json(tmp_path, postgres_dsn):
+async def test_json_to_postgres_and_back_gives_the_same_json(tmp_path, postgres_server, postgres_dsn):
     source, back = tmp_path / "source", tmp_path / "back"
     await build_data_dir(source)
     src_store = UserMemoryStore(source / "groups")
@@ -157,6 +157,11 @@ async def test_json_to_postgres_and_back_gives_the_same_json(tmp_path, postgres_
     assert code == 0, output
     assert "moved 4 group(s): 10 memories, 1 archived, 2 todos, 1 episodes" in output and "8 vectors" in output
     assert "FAILED" not in output
+    database = postgres_dsn.rsplit("/", 1)[1]
+    in_tables = postgres_server.psql(
+        "SELECT (SELECT count(*) FROM um_groups), (SELECT count(*) FROM um_vectors),"
+        " (SELECT count(*) FROM um_vectors WHERE array_length(vec, 1) = 8)", database)
+    assert in_tables.strip() == "4|8|8"  # real rows: every group, every vector as float4[]
 
     # Back out, as a user runs it: AstrBot's Python, the script's own process, the DSN from the environment.
     result = subprocess.run(
@@ -183,7 +188,8 @@ async def test_json_to_postgres_and_back_gives_the_same_json(tmp_path, postgres_
     assert (await back_store.episodes(TEAM))[0].model_extra == {"topic_tags": ["上线"]}
     src_totals, back_totals = await src_store.call_totals(TEAM), await back_store.call_totals(TEAM)
     assert back_totals == src_totals and back_totals.calls == 66 and back_totals.by_actor["review"].calls == 6
-    assert [e.get("id") for e in await back_store.log_entries(TEAM)] == [e.get("id") for e in await src_store.log_entries(TEAM)]
+    ids = [e.get("id") for e in await src_store.log_entries(TEAM)]
+    assert [e.get("id") for e in await back_store.log_entries(TEAM)] == ids
     assert "138" not in changelog.log_path(back_store.path_for(TEAM)).read_text("utf-8")  # erased stays erased
     # The log goes on from where it was, in the moved-back store as in the source
     await back_store.change(TEAM, "ou_b", add("回到 JSON 之后的新记忆"), actor="ou_b")
