@@ -246,8 +246,18 @@ async def saves_section(tmp: Path, server, data_dir: Path, members: int, per_mem
         else:
             where = server.create_database()
             await move_to_postgres(data_dir, where)
+        before = commits(server, where) if backend == "postgres" else 0
         rate = saves_per_second(backend, where, instances, args.savers, args.saves)
-        print(f"  {label:<46}{rate:8.1f} saves/s")
+        per_save = ""
+        if backend == "postgres":
+            per_save = f"  ({args.saves / (commits(server, where) - before):.1f} saves per commit)"
+        print(f"  {label:<46}{rate:8.1f} saves/s{per_save}")
+
+
+def commits(server, dsn: str) -> int:
+    """How many commits the group has had: its version, which every commit bumps."""
+    return int(server.psql(f"SELECT version FROM um_groups WHERE platform = '{GROUP.platform}'"
+                           f" AND group_id = '{GROUP.group_id}'", dsn.rsplit("/", 1)[1]))
 
 
 async def visibility_section(dsn: str, label: str, count: int) -> list[int]:
