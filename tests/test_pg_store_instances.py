@@ -103,15 +103,34 @@ async def test_todo_listeners_hear_of_todos_changed_elsewhere(pair):
 async def test_a_killed_listen_connection_is_recovered(pair, postgres_server):
     a, b = pair
     await b.memories(G, "u1")
+    heard: list[tuple[GroupKey, object]] = []
+    b.add_todo_listener(lambda key, todos: heard.append((key, todos)))
+    reconnect = asyncio.Event()
+    connect = b._follower._connect
+
+    async def held_back():
+        await reconnect.wait()
+        return await connect()
+
+    b._follower._connect = held_back
     pid = b._follower.connection.get_server_pid()
     database = a._dsn.rsplit("/", 1)[1]
     postgres_server.psql(f"SELECT pg_terminate_backend({pid})", database)
-    await a.change(G, "u1", increment, actor="test")  # its notification may be lost: the sweep brings it
+    await until(lambda: b._follower.connection is None)
+    # While nobody listens for B, A changes a group B holds and the todos of one it does not.
+    await a.change(G, "u1", increment, actor="test")
+    todo = Todo(id="t1", content="交周报", creator="u1", created_at=1.0, updated_at=1.0, platform_id="lark1")
+    await a.change_todos(G2, lambda todos: ([*todos, todo], None), actor="u1")
+    await asyncio.sleep(0.3)
+    assert b.peek(G, "u1") == () and heard == []
+    reconnect.set()
     await until(lambda: b.peek(G, "u1") and b.peek(G, "u1")[0].content == "count:1")
-    await until(lambda: b._follower.connection is not None and b._follower.connection.get_server_pid() != pid)
+    assert heard == [(G2, None)]
+    assert b._follower.connection.get_server_pid() != pid
     assert b.unavailable is None
     await a.change(G, "u1", increment, actor="test")
     await until(lambda: b.peek(G, "u1")[0].content == "count:2")
+    assert b.unavailable is None
 
 
 async def test_leases_are_exclusive_and_expire(pair):

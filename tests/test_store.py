@@ -195,6 +195,19 @@ async def test_limit_through_the_store(tmp_path):
 
 # --- stateful: random sequences against a plain dict model -------------------------------------------------------
 
+async def test_an_erasure_takes_the_content_of_changes_in_the_same_commit(tmp_path):
+    store = UserMemoryStore(tmp_path, durable=False)
+    await store.memories(G1, "u1")
+    # One commit: the save's entry is not in the log yet when the erasure comes.
+    await asyncio.gather(
+        store.change(G1, "u1", add("fact", "秘密内容"), actor="u1"),
+        store.change(G1, "u1", lambda memories: forget(memories, "all"), actor="u1", label=ERASE),
+    )
+    entries = await store.log_entries(G1)
+    assert [e["op"] for e in entries] == ["add", ERASE] and all(e.get("erased") for e in entries)
+    assert "秘密内容" not in json.dumps(entries, ensure_ascii=False)
+
+
 GROUPS = [GroupKey("lark", "oc_1"), GroupKey("aiocqhttp", "oc_1"), GroupKey("lark", "../../x"), GroupKey("lark", "群/二")]
 USERS = ["ou_a", "ou_b"]
 PHRASES = ["喜欢猫", "是后端负责人", "Prefers short answers", "周末去爬山", "住在杭州", "用 Rust 写代码"]

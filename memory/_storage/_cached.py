@@ -281,6 +281,7 @@ class CachedStore(MemoryStore):
             if erasing:  # also when nothing is left to delete: what the log holds about them goes
                 erased = {o for o in owners if o is not GROUP_OWNER}
                 group.erase_owners.update(erased)
+                _erase_pending(group, erased, frozenset())
                 self._erase_archived(group, doc, erased, actor)
             if updated:
                 now = self._clock()
@@ -433,7 +434,9 @@ class CachedStore(MemoryStore):
             if updated == current and not (erasing and erased):
                 return result, False
             if erasing:
-                group.erase_todos.update({t.id for t in current} - {t.id for t in updated}, erased)
+                gone = {t.id for t in current} - {t.id for t in updated} | set(erased)
+                group.erase_todos.update(gone)
+                _erase_pending(group, set(), gone)
             if updated != current:
                 now = self._clock()
                 entries = _numbered(group, [
@@ -620,7 +623,9 @@ class CachedStore(MemoryStore):
         )
 
 
-def diff(before: Sequence[Memory | Todo | Episode], after: Sequence[Memory | Todo | Episode]) -> list[tuple[str, Any, Any]]:
+def diff(
+    before: Sequence[Memory | Todo | Episode], after: Sequence[Memory | Todo | Episode]
+) -> list[tuple[str, Any, Any]]:
     """(op, old, new) for every item deleted or changed (in `before`'s order), then every item added."""
     new_by_id = {item.id: item for item in after}
     old_ids = {item.id for item in before}
@@ -647,6 +652,11 @@ def _entry(
         "new": new.model_dump(mode="json", exclude_none=True) if new else None, **extra,
     }
     return changelog.erased(entry) if name == changelog.ERASE else entry
+
+
+def _erase_pending(group: CachedGroup, owners: set[str], todos: set[str] | frozenset[str]) -> None:
+    """An erasure also takes the content of entries of the same commit not written yet."""
+    group.pending = [changelog.erased(e) if changelog.erasable(e, owners, todos) else e for e in group.pending]
 
 
 def _numbered(group: CachedGroup, entries: list[dict[str, Any]], transaction: bool = True) -> list[dict[str, Any]]:

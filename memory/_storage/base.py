@@ -1,5 +1,6 @@
-"""MemoryStore: what the rest of `memory/` asks of a store of memories, whatever keeps them (today one JSON file
-per group, `store.py`). Only what callers use is here; how a store finds its data (paths, connections) is not."""
+"""MemoryStore: what the rest of `memory/` asks of a store of memories, whatever keeps them (one JSON file per group,
+`store.py`, or PostgreSQL tables shared by several instances, `_postgres/`). Only what callers use is here; how a
+store finds its data (paths, connections) is not."""
 
 from __future__ import annotations
 

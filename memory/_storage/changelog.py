@@ -290,13 +290,17 @@ def _to_erase(
     """The entry on `line` when it is a not yet erased change to a member's own memory of one of `erase_owners`,
     or to one of `erase_todos`."""
     entry = _parse(line)
-    if entry is None or entry.get("erased"):
-        return None
+    return entry if entry is not None and erasable(entry, erase_owners, erase_todos) else None
+
+
+def erasable(entry: dict[str, Any], erase_owners: set[str], erase_todos: set[str] | frozenset[str]) -> bool:
+    """Whether an erasure of `erase_owners` and `erase_todos` takes the entry's content: a change, not yet erased,
+    to a member's own memory of one of them, or to one of the todos."""
+    if entry.get("erased"):
+        return False
     if entry.get("kind") == TODO:
-        return entry if entry.get("target") in erase_todos else None
-    if entry.get("kind") != MEMORY:
-        return None
-    return entry if entry.get("owner") in erase_owners and entry.get("scope") != "group" else None
+        return entry.get("target") in erase_todos
+    return entry.get("kind") == MEMORY and entry.get("owner") in erase_owners and entry.get("scope") != "group"
 
 
 # ----------------------------------------------------------------------------------------------- reading

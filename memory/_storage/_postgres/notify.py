@@ -118,8 +118,9 @@ class Follower:
                 await self._drop()
                 self._on_down(exc)
                 self._first_attempt.set()
-                delay = 0.0 if isinstance(exc, ConnectionLost) else BACKOFF_SECONDS[min(failures, len(BACKOFF_SECONDS) - 1)]
-                failures += not isinstance(exc, ConnectionLost)
+                dropped = isinstance(exc, ConnectionLost)  # try again at once; backoff only while it cannot connect
+                delay = 0.0 if dropped else BACKOFF_SECONDS[min(failures, len(BACKOFF_SECONDS) - 1)]
+                failures += not dropped
                 log.warning("PostgreSQL change follower: %s; retrying in %.1f s", exc, delay)
                 await asyncio.sleep(delay)
 

@@ -111,13 +111,16 @@ async def write(
     now = _owner_lists(doc)
     changed_owners = [o for o in {*now, *stored.owners} if now.get(o) is not stored.owners.get(o)]
     scope_of_member = "global" if key.is_global else "member"
-    for owner in changed_owners:
-        await conn.execute("DELETE FROM um_memories WHERE gid = $1 AND owner IS NOT DISTINCT FROM $2", gid, owner)
-        scope = "group" if owner is GROUP_OWNER else scope_of_member
+    if changed_owners:
+        members = [o for o in changed_owners if o is not GROUP_OWNER]
+        await conn.execute(
+            "DELETE FROM um_memories WHERE gid = $1 AND (owner = ANY($2::text[]) OR ($3 AND owner IS NULL))",
+            gid, members, GROUP_OWNER in changed_owners,
+        )
         await _insert(conn, "um_memories", [
-            (gid, owner, pos, m.id, scope, m.type.value, m.content, m.importance, str(m.source), m.created_at,
-             m.updated_at, m.last_used_at, _body(m))
-            for pos, m in enumerate(now.get(owner) or ())
+            (gid, owner, pos, m.id, "group" if owner is GROUP_OWNER else scope_of_member, m.type.value, m.content,
+             m.importance, str(m.source), m.created_at, m.updated_at, m.last_used_at, _body(m))
+            for owner in changed_owners for pos, m in enumerate(now.get(owner) or ())
         ])
     todos_changed = doc.todos is not stored.todos
     if todos_changed:

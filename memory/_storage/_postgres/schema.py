@@ -133,7 +133,9 @@ async def prepare(conn: Any) -> int:
             value = await conn.fetchval("SELECT value FROM um_meta WHERE key = 'schema_version'")
             found = int(value) if value is not None else 0
         if found > SCHEMA_VERSION:
-            raise NewerSchema(f"数据库的表结构版本 {found} 来自更新版本的插件（本插件支持 {SCHEMA_VERSION}），请升级插件")
+            raise NewerSchema(
+                f"数据库的表结构版本 {found} 来自更新版本的插件（本插件支持 {SCHEMA_VERSION}），请升级插件"
+            )
         for version in range(found + 1, SCHEMA_VERSION + 1):
             await conn.execute(_MIGRATIONS[version])
         if found < SCHEMA_VERSION:

@@ -184,6 +184,9 @@ class PostgresMemoryStore(CachedStore):
         group.doc, group.episodes, group.log, group.stored = loaded.doc, loaded.episodes, loaded.log, loaded.stored
         group.pending, group.erase_owners, group.erase_todos = [], set(), set()
 
+    def _busy(self, group: CachedGroup) -> bool:
+        return isinstance(group, _PgGroup) and group.refreshing is not None
+
     def _forget_versions(self, group: CachedGroup) -> None:
         assert isinstance(group, _PgGroup)
         group.stored = None
@@ -295,7 +298,8 @@ class PostgresMemoryStore(CachedStore):
                     self._refresh_later(group, version)
         if missed_since is not None:
             changed = await conn.fetch(
-                "SELECT platform, group_id FROM um_groups WHERE todos_changed_at >= $1 - interval '5 seconds'",
+                "SELECT platform, group_id FROM um_groups"
+                " WHERE todos_changed_at >= $1::timestamptz - interval '5 seconds'",
                 missed_since,
             )
             for platform, group_id in changed:
