@@ -435,7 +435,9 @@ class MaintenanceScheduler:
         """Learn the store's groups and their signatures."""
         self._signatures = await self._store.stored_groups()
         self._listed_at = time.monotonic()
-        self._groups = {key: self._groups.get(key) or GroupState(key.platform, key.group_id) for key in self._signatures}
+        self._groups = {
+            key: self._groups.get(key) or GroupState(key.platform, key.group_id) for key in self._signatures
+        }
 
     async def _relist(self) -> None:
         """List the store's groups again, and give the groups passes wrote their signature after the write. A

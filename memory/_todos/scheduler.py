@@ -10,8 +10,8 @@ one: a reminder goes out once because the instance about to send it first claims
 (`delivery.claimed`), and only an instance running the todo's platform instance may claim it. Each instance learns
 of the todos the others change from the store (`todo_listener(key, None)`: look at the group again) and, for
 what it may have missed (it was down, its notifications were interrupted), by comparing the store's group
-signatures with those its due index last saw (`reconcile`, at start and every `RECONCILE_SECONDS`): every group
-that changed since is looked at again.
+signatures with those its due index last saw (`reconcile`, at start and hourly): every group that changed since
+is looked at again.
 """
 
 from __future__ import annotations
@@ -40,7 +40,10 @@ MAX_SLEEP = 3600.0  # re-check at least hourly, whatever the index says: guards 
 MIN_PASS_INTERVAL = 1.0  # seconds before a pass that would repeat one that made no progress (no busy loop)
 BROKEN_GROUP_RETRY = 60.0  # a group whose file cannot be read is tried again after this long
 INDEX_FILE = "todo_due_index.json"
-RECONCILE_SECONDS = 300.0  # shared store: how often the store's group signatures are compared with the index's
+# Shared store: how often the store's group signatures are compared with the index's. The store's notifications
+# (and its sweep after a lost connection) tell of the other instances' todo changes as they happen: this is only
+# the safety net, and the catch-up at start.
+RECONCILE_SECONDS = 3600.0
 # shared store: a due reminder this instance may not send (another platform instance's, or claimed by another
 # instance) is looked at again this often, until it is sent or too late (then this instance records it missed)
 RECHECK_SECONDS = 30.0
