@@ -121,20 +121,12 @@ async def open_side(endpoint: Endpoint, *, source: bool) -> Side:
 
         store = PostgresMemoryStore(endpoint.where, instance=f"migrate-{socket.gethostname()}-{os.getpid()}")
         vectors = PostgresVectors(store)
-    await store.start()
-    reason = await _wait_available(store)
+    await store.start()  # returns after the first attempt to connect: then it serves, or says why not
+    reason = store.unavailable
     if reason is not None:
         await store.close()
         raise MigrationError(f"{endpoint.describe(source=source)} is unavailable: {reason}")
     return Side(store, vectors)
-
-
-async def _wait_available(store: MemoryStore, seconds: float = 5.0) -> str | None:
-    """None once the store serves, else why not after `seconds` (a server store retries in the background)."""
-    deadline = asyncio.get_running_loop().time() + seconds
-    while store.unavailable is not None and asyncio.get_running_loop().time() < deadline:
-        await asyncio.sleep(0.2)
-    return store.unavailable
 
 
 @dataclass
