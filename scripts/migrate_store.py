@@ -41,14 +41,16 @@ from memory._settings import DSN_ENV  # noqa: E402
 from memory._storage import GroupDump, MemoryStore, UserMemoryStore  # noqa: E402
 from memory._storage._postgres.store import mask_dsn  # noqa: E402
 from memory._storage.files import group_document_paths, group_identity  # noqa: E402
+from memory._manage.index import INDEX_FILE as GROUP_INDEX_FILE  # noqa: E402
 from memory._recall.semantic import GroupVectors, VectorFiles, VectorPersistence  # noqa: E402
+from memory._todos.scheduler import INDEX_FILE as DUE_INDEX_FILE  # noqa: E402
 
 JSON = "json"
 POSTGRES = "postgres"
 GROUPS_DIR = "groups"
 # Derived files of a JSON data dir that describe the groups as they were: the plugin rebuilds them from the group
 # files when they are missing, so a migration into the directory removes them rather than leave them stale.
-DERIVED_FILES = ("todo_due_index.json", "groups_index.json")
+DERIVED_FILES = (DUE_INDEX_FILE, GROUP_INDEX_FILE)
 
 
 class MigrationError(Exception):

@@ -24,6 +24,7 @@ from memory._settings import DSN_ENV
 from memory._storage import GROUP_OWNER, changelog
 from memory._storage.files import episode_file_path
 from memory._todos.model import Delivery, DeliveryState, Todo
+from memory._todos.scheduler import INDEX_FILE as DUE_INDEX_FILE
 
 sys.path.insert(0, str(REPO / "scripts"))
 import migrate_store  # noqa: E402
@@ -163,12 +164,17 @@ async def test_json_to_postgres_and_back_gives_the_same_json(tmp_path, postgres_
         " (SELECT count(*) FROM um_vectors WHERE array_length(vec, 1) = 8)", database)
     assert in_tables.strip() == "4|8|8"  # real rows: every group, every vector as float4[]
 
-    # Back out, as a user runs it: AstrBot's Python, the script's own process, the DSN from the environment.
+    # Back out, as a user runs it: AstrBot's Python, the script's own process, the DSN from the environment; into
+    # a data dir whose due index (of earlier groups) would hide the moved todos from the reminder scheduler.
+    back.mkdir()
+    stale_index = back / DUE_INDEX_FILE
+    stale_index.write_text('{"version": 1, "groups": []}', "utf-8")
     result = subprocess.run(
         [sys.executable, str(REPO / "scripts" / "migrate_store.py"), "--from", "postgres:", "--to", f"json:{back}"],
         env={**os.environ, DSN_ENV: postgres_dsn}, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "moved 4 group(s)" in result.stdout
+    assert not stale_index.exists()  # the plugin rebuilds it from the group files
 
     back_store = UserMemoryStore(back / "groups")
     assert set(await back_store.stored_groups()) == keys
