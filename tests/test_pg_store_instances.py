@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from memory import GroupKey, Memory, MemoryType
+from memory import GroupKey, InvalidMemoryInput, Memory, MemoryType
 from memory._storage import PostgresMemoryStore
 from memory._todos.model import Todo
 
@@ -156,3 +156,58 @@ async def test_stored_groups_sign_each_commit(pair):
     await a.change(G, "u1", increment, actor="test")
     second = await b.stored_groups()
     assert set(first) == {G} and first[G] != second[G]
+
+
+async def test_a_change_refused_on_a_stale_cache_is_judged_on_what_is_stored(postgres_dsn):
+    a = await opened(postgres_dsn, "a")
+    deaf = PostgresMemoryStore(postgres_dsn, instance="deaf")
+    deaf._heard = lambda change: None  # never hears the other's commits: its cache stays as loaded
+    await deaf.start()
+
+    def delete_counter(memories):
+        if not any(m.id == "counter" for m in memories):
+            raise InvalidMemoryInput("没有 id 为 counter 的记忆")
+        return [m for m in memories if m.id != "counter"], "deleted"
+
+    try:
+        await deaf.memories(G, "u1")
+        await a.change(G, "u1", increment, actor="test")
+        # On the stale cache there is no counter: refused there, the change is judged again on what is stored.
+        assert await deaf.change(G, "u1", delete_counter, actor="test") == "deleted"
+        assert deaf.peek(G, "u1") == ()
+        # And a change that does nothing on the stale cache is judged on what is stored too.
+        await a.change(G, "u1", increment, actor="test")
+        assert await deaf.change(G, "u1", lambda memories: (memories, len(memories)), actor="test") == 1
+        assert [m.content for m in deaf.peek(G, "u1")] == ["count:1"]
+        with pytest.raises(InvalidMemoryInput):  # refused on what is stored: refused
+            await deaf.change(G2, "u1", delete_counter, actor="test")
+    finally:
+        await a.close()
+        await deaf.close()
+
+
+async def test_a_refresh_reads_again_only_what_moved_and_equals_a_fresh_load(postgres_dsn, tmp_path):
+    from test_pg_store_moving import G as RICH, adding, memory, rich_json_group
+
+    source = await rich_json_group(tmp_path)
+    a = await opened(postgres_dsn, "a")
+    await a.import_group(RICH, await source.export_group(RICH))
+    b = await opened(postgres_dsn, "b")
+    try:
+        before = await b.document(RICH)
+        untouched = before.users["ou_quiet"].memories
+        await a.change(RICH, "ou_a", adding(memory("m7", "新来的")), actor="ou_a")
+        await until(lambda: b.peek(RICH, "ou_a") and b.peek(RICH, "ou_a")[-1].id == "m7")
+        refreshed = await b.document(RICH)
+        assert refreshed.users["ou_quiet"].memories is untouched  # not read again
+        assert refreshed.users["ou_quiet"].model_extra == {"extraction_opt_out": True}
+        assert refreshed.todos is before.todos and refreshed.archive is before.archive
+        fresh = await opened(postgres_dsn, "c")
+        try:
+            assert (await fresh.document(RICH)).model_dump() == refreshed.model_dump()
+            assert await fresh.episodes(RICH) == await b.episodes(RICH)
+        finally:
+            await fresh.close()
+    finally:
+        await a.close()
+        await b.close()

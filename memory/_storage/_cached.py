@@ -119,6 +119,12 @@ class CachedStore(MemoryStore):
     def _failure(self, group: CachedGroup, exc: BaseException) -> str:
         """Log a failed commit; the reason the callers are told."""
 
+    async def _freshen(self, group: CachedGroup) -> bool:
+        """Before a change is refused or found to change nothing: when another process changed the group since it
+        was loaded, load it again (running the queued operations again on it) and say so (caller holds the lock).
+        Local files change only through this store: nothing to do."""
+        return False
+
     def _check_available(self) -> Any:
         """Raise `StorageUnavailable` when the store cannot serve right now (a server that cannot be reached)."""
 
@@ -240,7 +246,15 @@ class CachedStore(MemoryStore):
                 await self._load_episodes(group)
             else:
                 await self._load(group)
-            result, changed = operation(group)
+            try:
+                result, changed = operation(group)
+            except Exception:
+                if not await self._freshen(group):
+                    raise
+                result, changed = operation(group)
+            else:
+                if not changed and await self._freshen(group):
+                    result, changed = operation(group)
             if not changed:
                 return result
             done = self._enqueue(group, operation, result)

@@ -121,7 +121,8 @@ class Follower:
                 dropped = isinstance(exc, ConnectionLost)  # try again at once; backoff only while it cannot connect
                 delay = 0.0 if dropped else BACKOFF_SECONDS[min(failures, len(BACKOFF_SECONDS) - 1)]
                 failures += not dropped
-                log.warning("PostgreSQL change follower: %s; retrying in %.1f s", exc, delay)
+                log.log(logging.WARNING if failures <= 1 else logging.DEBUG,
+                        "PostgreSQL change follower: %s; retrying in %.1f s", exc, delay)
                 await asyncio.sleep(delay)
 
     async def _watch(self, connection: Any, lost: asyncio.Event) -> None:

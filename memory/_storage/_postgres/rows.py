@@ -12,8 +12,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import TypeAdapter
+
 from ..._episodes.model import Episode
-from ..._models import ArchivedMemory, GroupDocument, GroupKey, Memory
+from ..._models import ArchivedMemory, GroupDocument, GroupKey, Memory, UserMemories
 from ..._todos.model import Todo
 from .. import changelog
 from ..base import GROUP_OWNER, Owner
@@ -32,11 +34,16 @@ class Stored:
     todos: list[Todo] | None = None
     archive: list[ArchivedMemory] | None = None
     episodes: list[Episode] | None = None
-    head: dict[str, Any] = field(default_factory=dict)
+    # {list name: the group version that last wrote it}: "g" the group's memories, "m:<user id>" a member's,
+    # "todos", "archive", "episodes". A refresh reads again only the lists whose version moved.
+    lists: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
 class LogCursor:
+    """The `_cached.LogCursor` of a group in PostgreSQL."""
+
+
     next_id: int
     totals: changelog.CallTotals | None = None
 
@@ -49,44 +56,94 @@ class Loaded:
     stored: Stored
 
 
-def snapshot(gid: int | None, version: int, doc: GroupDocument, episodes: list[Episode]) -> Stored:
-    return Stored(
-        gid, version, owners=_owner_lists(doc), users=_users(doc), todos=doc.todos, archive=doc.archive,
-        episodes=episodes, head=_head(doc),
-    )
+def snapshot(
+    gid: int | None, version: int, doc: GroupDocument, episodes: list[Episode], lists: dict[str, int]
+) -> Stored:
+    return Stored(gid, version, owners=_owner_lists(doc), users=_users(doc), todos=doc.todos, archive=doc.archive,
+                  episodes=episodes, lists=lists)
 
 
-async def load(conn: Any, key: GroupKey) -> Loaded:
-    """The group as stored (an empty document when it has no row); run it in one transaction."""
+def _list_name(owner: Owner) -> str:
+    return "g" if owner is GROUP_OWNER else f"m:{owner}"
+
+
+async def load(conn: Any, key: GroupKey, since: Stored | None = None) -> Loaded:
+    """The group as stored (an empty document when it has no row); run it in one transaction. With `since` (what
+    the cache last knew was stored) only the lists whose version moved are read again; the others keep their
+    objects. The server aggregates each list into one JSON text that pydantic parses in one go."""
     row = await conn.fetchrow(
-        "SELECT gid, version, head, users, log_next_id FROM um_groups WHERE platform = $1 AND group_id = $2",
+        "SELECT gid, version, head, users, log_next_id, lists FROM um_groups WHERE platform = $1 AND group_id = $2",
         key.platform, key.group_id,
     )
     if row is None:
         doc = GroupDocument(platform=key.platform, group_id=key.group_id)
-        return Loaded(doc, [], LogCursor(1), snapshot(None, 0, doc, []))
-    gid = row["gid"]
-    memories = await conn.fetch("SELECT owner, body FROM um_memories WHERE gid = $1 ORDER BY owner, pos", gid)
-    todos = await conn.fetch("SELECT body FROM um_todos WHERE gid = $1 ORDER BY pos", gid)
-    archive = await conn.fetch("SELECT body FROM um_archive WHERE gid = $1 ORDER BY pos", gid)
-    episodes = await conn.fetch("SELECT body FROM um_episodes WHERE gid = $1 ORDER BY pos", gid)
-    by_owner: dict[Owner, list[dict[str, Any]]] = {}
-    for owner, body in memories:
-        by_owner.setdefault(owner, []).append(body)
-    users: dict[str, Any] = {}
+        return Loaded(doc, [], LogCursor(1), snapshot(None, 0, doc, [], {}))
+    gid, lists = row["gid"], row["lists"]
+    if since is None or since.gid != gid:
+        return await _load_whole(conn, key, row)
+    moved = {name for name in {*lists, *since.lists} if lists.get(name) != since.lists.get(name)}
+    owners = [name[2:] for name in moved if name.startswith("m:")]
+    memories = dict(await conn.fetch(
+        "SELECT owner, json_agg(body ORDER BY pos)::text FROM um_memories"
+        " WHERE gid = $1 AND (owner = ANY($2::text[]) OR ($3 AND owner IS NULL)) GROUP BY owner",
+        gid, owners, "g" in moved,
+    )) if owners or "g" in moved else {}
+    doc = GroupDocument.model_validate({**row["head"], "platform": key.platform, "group_id": key.group_id})
     for user, extra in row["users"]:
-        users[user] = {**extra, "memories": by_owner.pop(user, [])}
-    for user, bodies in by_owner.items():  # rows of a member the users column misses: never lose them
+        if f"m:{user}" in moved:
+            entry = UserMemories.model_validate_json(f'{{"memories": {memories.get(user, "[]")}}}')
+        else:
+            entry = UserMemories.model_construct(memories=since.owners.get(user, []))
+        for name, value in extra.items():
+            setattr(entry, name, value)
+        doc.users[user] = entry
+    doc.group_memories = (
+        _MEMORIES.validate_json(memories.get(GROUP_OWNER, "[]")) if "g" in moved else since.owners[GROUP_OWNER]
+    )
+    doc.todos = await _list(conn, gid, "um_todos", _TODOS) if "todos" in moved else since.todos or []
+    doc.archive = await _list(conn, gid, "um_archive", _ARCHIVE) if "archive" in moved else since.archive or []
+    episodes = await _list(conn, gid, "um_episodes", _EPISODES) if "episodes" in moved else since.episodes or []
+    return Loaded(doc, episodes, LogCursor(row["log_next_id"]), snapshot(gid, row["version"], doc, episodes, lists))
+
+
+async def _list(conn: Any, gid: int, table: str, adapter: TypeAdapter[Any]) -> Any:
+    return adapter.validate_json(await conn.fetchval(f"SELECT {_AGGREGATE.format(table=table)}", gid))
+
+
+async def _load_whole(conn: Any, key: GroupKey, row: Any) -> Loaded:
+    gid = row["gid"]
+    memories = await conn.fetch(
+        "SELECT owner, json_agg(body ORDER BY pos)::text FROM um_memories WHERE gid = $1 GROUP BY owner", gid
+    )
+    lists = await conn.fetchrow(
+        f"SELECT {_AGGREGATE.format(table='um_todos')}, {_AGGREGATE.format(table='um_archive')},"
+        f" {_AGGREGATE.format(table='um_episodes')}", gid,
+    )
+    by_owner: dict[Owner, str] = dict(memories)
+    users = []
+    for user, extra in row["users"]:
+        fields = json.dumps(extra, ensure_ascii=False)[1:-1]
+        entry = f'{{"memories": {by_owner.pop(user, "[]")}{", " + fields if fields else ""}}}'
+        users.append(f"{json.dumps(user, ensure_ascii=False)}: {entry}")
+    for user, items in by_owner.items():  # rows of a member the users column misses: never lose them
         if user is not None:
-            users[user] = {"memories": bodies}
-    doc = GroupDocument.model_validate({
-        **row["head"], "platform": key.platform, "group_id": key.group_id, "users": users,
-        "group_memories": by_owner.get(GROUP_OWNER, []), "todos": [r["body"] for r in todos],
-        "archive": [r["body"] for r in archive],
-    })
-    loaded_episodes = [Episode.model_validate(r["body"]) for r in episodes]
-    return Loaded(doc, loaded_episodes, LogCursor(row["log_next_id"]),
-                  snapshot(gid, row["version"], doc, loaded_episodes))
+            users.append(f'{json.dumps(user, ensure_ascii=False)}: {{"memories": {items}}}')
+    head = json.dumps({**row["head"], "platform": key.platform, "group_id": key.group_id}, ensure_ascii=False)
+    text = (
+        f'{head[:-1]}, "users": {{{", ".join(users)}}}, "group_memories": {by_owner.get(GROUP_OWNER, "[]")},'
+        f' "todos": {lists[0]}, "archive": {lists[1]}}}'
+    )
+    doc = GroupDocument.model_validate_json(text)
+    episodes = _EPISODES.validate_json(lists[2])
+    return Loaded(doc, episodes, LogCursor(row["log_next_id"]),
+                  snapshot(gid, row["version"], doc, episodes, row["lists"]))
+
+
+_AGGREGATE = "(SELECT coalesce(json_agg(body ORDER BY pos), '[]')::text FROM {table} WHERE gid = $1)"
+_EPISODES = TypeAdapter(list[Episode])
+_MEMORIES = TypeAdapter(list[Memory])
+_TODOS = TypeAdapter(list[Todo])
+_ARCHIVE = TypeAdapter(list[ArchivedMemory])
 
 
 async def lock_group(conn: Any, key: GroupKey) -> tuple[int, int]:
@@ -105,11 +162,18 @@ async def lock_group(conn: Any, key: GroupKey) -> tuple[int, int]:
 async def write(
     conn: Any, key: GroupKey, gid: int, stored: Stored, doc: GroupDocument, episodes: list[Episode] | None,
     entries: Sequence[dict[str, Any]], next_log_id: int,
-) -> bool:
-    """Write what changed since `stored` and append `entries` (inside the caller's transaction); whether the
-    todos changed."""
+) -> dict[str, int]:
+    """Write what changed since `stored` as version `stored.version + 1` and append `entries` (inside the caller's
+    transaction, the group's row locked at `stored.version`); the versions of the lists after it."""
+    version = stored.version + 1
+    lists = dict(stored.lists)
     now = _owner_lists(doc)
     changed_owners = [o for o in {*now, *stored.owners} if now.get(o) is not stored.owners.get(o)]
+    for owner in changed_owners:
+        if now.get(owner):
+            lists[_list_name(owner)] = version
+        else:
+            lists.pop(_list_name(owner), None)
     scope_of_member = "global" if key.is_global else "member"
     if changed_owners:
         members = [o for o in changed_owners if o is not GROUP_OWNER]
@@ -124,18 +188,21 @@ async def write(
         ])
     todos_changed = doc.todos is not stored.todos
     if todos_changed:
+        lists["todos"] = version
         await conn.execute("DELETE FROM um_todos WHERE gid = $1", gid)
         await _insert(conn, "um_todos", [
             (gid, pos, t.id, t.assignee, str(t.status), t.due_at, t.remind_at, t.platform_id, _body(t))
             for pos, t in enumerate(doc.todos)
         ])
     if doc.archive is not stored.archive:
+        lists["archive"] = version
         await conn.execute("DELETE FROM um_archive WHERE gid = $1", gid)
         await _insert(conn, "um_archive", [
             (gid, pos, a.owner, a.memory.id, a.archived_at, a.reason, a.actor, _body(a))
             for pos, a in enumerate(doc.archive)
         ])
     if episodes is not None and episodes is not stored.episodes:
+        lists["episodes"] = version
         await conn.execute("DELETE FROM um_episodes WHERE gid = $1", gid)
         await _insert(conn, "um_episodes", [
             (gid, pos, e.id, e.start, e.end, _body(e)) for pos, e in enumerate(episodes)
@@ -144,12 +211,12 @@ async def write(
     await _insert(conn, "um_log", log_rows)
     head, users = _head(doc), _users(doc)
     await conn.execute(
-        "UPDATE um_groups SET version = version + 1, head = $2, users = $3, log_next_id = $4,"
+        "UPDATE um_groups SET version = $7, head = $2, users = $3, log_next_id = $4, lists = $8,"
         " log_bytes = log_bytes + $5, changed_at = now(),"
         " todos_changed_at = CASE WHEN $6 THEN now() ELSE todos_changed_at END WHERE gid = $1",
-        gid, head, users, next_log_id, sum(r[9] for r in log_rows), todos_changed,
+        gid, head, users, next_log_id, sum(r[9] for r in log_rows), todos_changed, version, lists,
     )
-    return todos_changed
+    return lists
 
 
 async def erase(conn: Any, gid: int, owners: set[str], todos: set[str]) -> None:
@@ -231,7 +298,7 @@ async def insert_group(
         "INSERT INTO um_groups (platform, group_id, carried) VALUES ($1, $2, $3) RETURNING gid",
         key.platform, key.group_id, carried,
     )
-    empty = Stored(gid, 0, todos=[], archive=[], episodes=[])
+    empty = Stored(gid, 0, owners={GROUP_OWNER: []}, todos=[], archive=[], episodes=[])
     last = max((e["id"] for e in entries if isinstance(e.get("id"), int)), default=0)
     await write(conn, key, gid, empty, doc, episodes, entries, max(next_log_id, last + 1, (doc.change_log_id or 0) + 1))
     return gid

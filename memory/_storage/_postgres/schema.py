@@ -32,6 +32,7 @@ CREATE TABLE IF NOT EXISTS um_groups (
     log_next_id  bigint NOT NULL DEFAULT 1,  -- change-log ids are never reused or renumbered
     log_bytes    bigint NOT NULL DEFAULT 0,  -- what the log's entries weigh (trimmed oldest first past a budget)
     carried      jsonb NOT NULL DEFAULT '[]',  -- the totals of trimmed model calls, one line per actor
+    lists        jsonb NOT NULL DEFAULT '{}',  -- {list: the version that last wrote it}: what a refresh reads again
     changed_at   timestamptz NOT NULL DEFAULT now(),
     todos_changed_at timestamptz NOT NULL DEFAULT now(),
     UNIQUE (platform, group_id)

@@ -123,10 +123,12 @@ class PostgresMemoryStore(CachedStore):
         if isinstance(exc, ConnectionLost):  # the next attempt, right away, says whether the server is there
             return
         if isinstance(exc, schema.NewerSchema):
-            self._unavailable = str(exc)
+            reason = str(exc)
         else:
-            self._unavailable = f"无法连接 PostgreSQL（{mask_dsn(self._dsn)}）：{_describe(exc)}"
-        log.error("PostgreSQL storage unavailable: %s", self._unavailable)
+            reason = f"无法连接 PostgreSQL（{mask_dsn(self._dsn)}）：{_describe(exc)}"
+        if reason != self._unavailable:  # once per reason, not at every retry
+            log.error("PostgreSQL storage unavailable: %s", reason)
+        self._unavailable = reason
 
     def _check_available(self) -> Any:
         """The pool, or StorageUnavailable saying why there is none."""
@@ -211,15 +213,16 @@ class PostgresMemoryStore(CachedStore):
                     doc, log_cursor = group.doc, group.log
                     assert doc is not None and log_cursor is not None and group.stored is not None
                     entries = group.pending
-                    todos_changed = await rows.write(
+                    lists = await rows.write(
                         conn, key, gid, group.stored, doc, group.episodes, entries, log_cursor.next_id
                     )
+                    todos_changed = lists.get("todos") == version + 1
                     await rows.erase(conn, gid, group.erase_owners, group.erase_todos)
                     await rows.trim(conn, gid, self._log_max_bytes)
                     notice = Change(key, version + 1, self.instance, todos_changed)
                     await conn.execute("SELECT pg_notify($1, $2)", schema.CHANGES_CHANNEL, notice.payload())
             group.pending, group.erase_owners, group.erase_todos = [], set(), set()
-            group.stored = rows.snapshot(gid, version + 1, doc, group.episodes or [])
+            group.stored = rows.snapshot(gid, version + 1, doc, group.episodes or [], lists)
             if log_cursor.totals is not None:
                 for entry in entries:
                     if entry.get("kind") == changelog.CALL:
@@ -231,12 +234,37 @@ class PostgresMemoryStore(CachedStore):
         """Another instance committed since the cache was loaded: load the group in this transaction (the row
         lock is held) and run the queued operations again on it."""
         log.debug("group %s changed elsewhere; running %d change(s) again", group.key, len(group.queued))
+        self._adopt(group, await rows.load(conn, group.key, group.stored))
+
+    async def _freshen(self, group: CachedGroup) -> bool:
+        """A change was refused or changed nothing on the cached state: if that state is not the stored one any
+        more, load the group again so the change is judged on what is stored (a round trip only in this case; a
+        change that does something is checked by its commit)."""
+        assert isinstance(group, _PgGroup) and group.stored is not None
+        key = group.key
+        pool = self._check_available()
+        try:
+            async with pool.acquire(timeout=CONNECT_SECONDS) as conn:
+                version = await conn.fetchval(
+                    "SELECT version FROM um_groups WHERE platform = $1 AND group_id = $2", key.platform, key.group_id
+                )
+                if (version or 0) == group.stored.version:
+                    return False
+                async with conn.transaction(isolation="repeatable_read", readonly=True):
+                    loaded = await rows.load(conn, key, group.stored)
+        except Exception as exc:
+            raise self._read_failed(key, exc) from exc
+        self._adopt(group, loaded)
+        return True
+
+    def _adopt(self, group: _PgGroup, loaded: rows.Loaded) -> None:
+        """Make a fresh load the cached state, tell the listeners, and run the queued operations again on it."""
         old_todos = group.doc.todos if group.doc is not None else None
-        self._install(group, await rows.load(conn, group.key))
-        assert group.doc is not None
-        self._tell_document(group.key, group.doc)
-        if group.doc.todos != old_todos:
-            self._tell_todos(group.key, group.doc.todos)
+        self._install(group, loaded)
+        doc = loaded.doc
+        self._tell_document(group.key, doc)
+        if doc.todos != old_todos:
+            self._tell_todos(group.key, doc.todos)
         self._run_again(group)
 
     # ------------------------------------------------------------------------------------------ other instances
@@ -268,13 +296,8 @@ class PostgresMemoryStore(CachedStore):
                     pool = self._check_available()
                     async with pool.acquire(timeout=CONNECT_SECONDS) as conn:
                         async with conn.transaction(isolation="repeatable_read", readonly=True):
-                            loaded = await rows.load(conn, group.key)
-                    old_todos = group.doc.todos
-                    self._install(group, loaded)
-                    doc = loaded.doc
-                    self._tell_document(group.key, doc)
-                    if doc.todos != old_todos:
-                        self._tell_todos(group.key, doc.todos)
+                            loaded = await rows.load(conn, group.key, stored)
+                    self._adopt(group, loaded)
                     self._tell_committed(group)
         except Exception as exc:  # the next notification or the sweep after a reconnection tries again
             log.warning("refreshing group %s from PostgreSQL failed: %s", group.key, _describe(exc))
