@@ -125,7 +125,7 @@ async def test_a_groups_messages_are_observed_by_one_instance(pair):
         return run
 
     schedulers = {
-        name: ExtractionScheduler(extractor(name), every_n=2, quiet_seconds=60, buffer_size=10,
+        name: ExtractionScheduler(extractor(name), every_n=1, quiet_seconds=60, buffer_size=10,
                                   limiter=CallLimiter(4), leases=store)
         for name, store in (("a", a), ("b", b))
     }

@@ -99,7 +99,8 @@ async def test_a_due_reminder_is_sent_once_by_two_schedulers(tmp_path, stores):
     clock.now = DUE
     await asyncio.gather(sa.run_due(), sb.run_due())
     assert [content for _, content in sender.sent] == ["交周报"]
-    [todo] = await a.todos(G)
+    sender_store = a if sender.sent[0][0] == "a" else b
+    [todo] = await sender_store.todos(G)
     assert todo.status is TodoStatus.DONE and todo.delivery.state is DeliveryState.SENT
     assert todo.delivery.claimed_by == sender.sent[0][0] and todo.delivery.claimed_until is None
     clock.now += 600
