@@ -6,7 +6,7 @@ import json
 import pytest
 
 from memory import GroupKey, MemoryType, StorageUnavailable
-from memory._storage import GroupDump, PostgresMemoryStore, UserMemoryStore
+from memory._storage import PostgresMemoryStore
 from memory._storage.changelog import ERASE
 from memory._rules.operations import forget, save
 

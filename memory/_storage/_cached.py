@@ -12,7 +12,6 @@ callers then get the results of that run.
 from __future__ import annotations
 
 import asyncio
-import logging
 from abc import abstractmethod
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
@@ -27,8 +26,6 @@ from .base import (
     GROUP_OWNER, ArchiveChange, Change, EpisodeChange, GroupDump, Label, ManyChange, MemoryStore, Owner, R,
     TodoChange,
 )
-
-log = logging.getLogger("astrbot_plugin_user_memory")
 
 
 class LogCursor(Protocol):
