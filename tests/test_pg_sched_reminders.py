@@ -181,3 +181,20 @@ async def test_a_claim_left_by_an_instance_that_died_lapses_and_another_sends(tm
     clock.now = sb.index.earliest()[0]
     await sb.run_due()
     assert sender.sent == [("b", "交周报")]
+
+
+async def test_many_reminders_due_at_once_in_three_instances_are_each_sent_once(tmp_path, stores):
+    clock, sender = Clock(NOW), Sender()
+    schedulers = [scheduler(tmp_path, name, store, sender, clock) for name, store in zip("abc", stores)]
+    for s in schedulers:
+        await s.open()
+    texts = [f"任务{i}" for i in range(12)]
+    for i, text in enumerate(texts):
+        await add(stores[i % 3], text)
+    for store in stores:
+        await store.todos(G)
+    await until(lambda: all(len(store.peek_todos(G) or ()) == len(texts) for store in stores))
+    clock.now = DUE
+    for _ in range(3):  # passes that overlap, then passes that find everything settled
+        await asyncio.gather(*(s.run_due() for s in schedulers))
+    assert sorted(content for _, content in sender.sent) == sorted(texts)
