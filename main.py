@@ -188,8 +188,7 @@ class UserMemoryPlugin(Star):
         self.maintenance: MaintenanceScheduler | None = None
         if self.settings.enable_user_memory:
             self.maintenance = MaintenanceScheduler(
-                self.store, self.data_dir / "groups", lambda: self.settings,
-                state_path=self.data_dir / MAINTENANCE_STATE_FILE,
+                self.store, lambda: self.settings, state_path=self.data_dir / MAINTENANCE_STATE_FILE,
             )
             if self.settings.enable_background_extraction:  # review and consolidation are background model calls
                 self.maintenance.configure(

@@ -153,7 +153,7 @@ async def run_mode(mode: str, directory: Path, state: Path, groups: int) -> None
 
         await measure("baseline: naive pass (load all, keep loaded)", naive, store)
         return
-    scheduler = MaintenanceScheduler(store, directory, lambda: settings, state_path=state, clock=clock,
+    scheduler = MaintenanceScheduler(store, lambda: settings, state_path=state, clock=clock,
                                      start_delay=0, durable=False)
 
     async def round_() -> str:

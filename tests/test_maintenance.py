@@ -46,7 +46,7 @@ class Report:
 def setup(tmp_path, clock, settings=None, **kwargs):
     store = UserMemoryStore(tmp_path / "groups", clock=clock, durable=False)
     config = settings or Settings()
-    scheduler = MaintenanceScheduler(store, tmp_path / "groups", lambda: config, state_path=tmp_path / "state.json",
+    scheduler = MaintenanceScheduler(store, lambda: config, state_path=tmp_path / "state.json",
                                      clock=clock, start_delay=0, durable=False, **kwargs)
     return store, scheduler
 
@@ -131,7 +131,7 @@ async def test_the_skip_state_survives_a_restart(tmp_path):
     await seed(store)
     await one_round(scheduler)
     await scheduler.stop()
-    again = MaintenanceScheduler(UserMemoryStore(tmp_path / "groups", clock=clock, durable=False), tmp_path / "groups",
+    again = MaintenanceScheduler(UserMemoryStore(tmp_path / "groups", clock=clock, durable=False),
                                  Settings, state_path=tmp_path / "state.json", clock=clock, start_delay=0)
     await again._load_state()
     clock.days(2)
@@ -302,7 +302,7 @@ async def test_a_changed_aging_setting_or_episode_file_makes_an_unchanged_group_
     clock = Clock()
     config = {"settings": Settings()}
     store = UserMemoryStore(tmp_path / "groups", clock=clock, durable=False)
-    scheduler = MaintenanceScheduler(store, tmp_path / "groups", lambda: config["settings"],
+    scheduler = MaintenanceScheduler(store, lambda: config["settings"],
                                      state_path=tmp_path / "state.json", clock=clock, start_delay=0, durable=False)
     await seed(store)
     await one_round(scheduler)
@@ -355,7 +355,7 @@ async def test_the_daily_caps_hold_across_a_restart(tmp_path):
     store, scheduler = setup(tmp_path, clock, on, generate=generate, review=review)
     await store.change(G1, "u1", put(memory("hot", importance=0.9)), actor="extraction")
     await one_round(scheduler)  # no stop(): as if the process died right after
-    again = MaintenanceScheduler(UserMemoryStore(tmp_path / "groups", clock=clock, durable=False), tmp_path / "groups",
+    again = MaintenanceScheduler(UserMemoryStore(tmp_path / "groups", clock=clock, durable=False),
                                  lambda: on, state_path=tmp_path / "state.json", clock=clock, start_delay=0,
                                  generate=generate, review=review)
     await again._load_state()

@@ -54,7 +54,7 @@ async def until(condition, bound: float = BOUND) -> None:
 # -- maintenance ---------------------------------------------------------------------------------------------------
 
 def maintenance(tmp_path, name, store) -> MaintenanceScheduler:
-    return MaintenanceScheduler(store, tmp_path, Settings, state_path=tmp_path / f"{name}.json", start_delay=0,
+    return MaintenanceScheduler(store, Settings, state_path=tmp_path / f"{name}.json", start_delay=0,
                                 durable=False)
 
 

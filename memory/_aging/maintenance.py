@@ -121,7 +121,6 @@ class MaintenanceScheduler:
     def __init__(
         self,
         store: MemoryStore,
-        directory: Path,
         settings: Callable[[], Settings],
         *,
         state_path: Path,
@@ -133,7 +132,7 @@ class MaintenanceScheduler:
         max_spacing: float = MAX_SPACING,
         durable: bool = True,
     ) -> None:
-        """`directory` is the store's (unused: the store lists its groups); `settings()` is read at every pass;
+        """The store lists its groups; `settings()` is read at every pass;
         `review` and `consolidate` run only with a `generate` and observation on."""
         self._store = store
         self._settings = settings

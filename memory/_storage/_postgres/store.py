@@ -37,6 +37,9 @@ log = logging.getLogger("astrbot_plugin_user_memory")
 
 ASYNCPG_MISSING = "需要安装 asyncpg：在 AstrBot 的 Python 里 pip install asyncpg"
 NOT_STARTED = "PostgreSQL 存储尚未启动"
+# What tools and members are told: short, no host, database or driver error (`unavailable`, the admin status and the
+# log say why).
+UNAVAILABLE_TO_CALLERS = "记忆存储暂不可用（管理员可用 /memory status 查看原因）"
 CLOSED = "PostgreSQL 存储已关闭"
 POOL_SIZE = 8
 CONNECT_SECONDS = 10.0
@@ -136,7 +139,7 @@ class PostgresMemoryStore(CachedStore):
     def _check_available(self) -> Any:
         """The pool, or StorageUnavailable saying why there is none."""
         if self._unavailable is not None or self.pool is None:
-            raise StorageUnavailable(f"记忆存储暂不可用：{self._unavailable or NOT_STARTED}")
+            raise StorageUnavailable(UNAVAILABLE_TO_CALLERS)
         return self.pool
 
     def _failure(self, group: CachedGroup, exc: BaseException) -> str:
@@ -146,7 +149,7 @@ class PostgresMemoryStore(CachedStore):
             return str(exc)
         if isinstance(exc, asyncio.CancelledError):
             return "写入被中断"
-        return f"PostgreSQL 出错（{_describe(exc)}）"
+        return "数据库出错，已记入日志"
 
     def _is_connection_error(self, exc: BaseException) -> bool:
         asyncpg = self._asyncpg
@@ -181,7 +184,7 @@ class PostgresMemoryStore(CachedStore):
     def _read_failed(self, key: GroupKey, exc: BaseException) -> StorageUnavailable:
         log.error("reading group %s from PostgreSQL failed: %s", key, _describe(exc),
                   exc_info=exc if not self._is_connection_error(exc) else None)
-        return StorageUnavailable(f"群 {key} 的记忆无法从 PostgreSQL 读取（{_describe(exc)}）")
+        return StorageUnavailable(UNAVAILABLE_TO_CALLERS)
 
     @staticmethod
     def _install(group: _PgGroup, loaded: rows.Loaded) -> None:
