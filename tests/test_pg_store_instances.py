@@ -12,7 +12,7 @@ from memory._todos.model import Todo
 
 G = GroupKey("lark", "oc_shared")
 G2 = GroupKey("lark", "oc_other")
-BOUND = 5.0  # seconds: far above the expected delay (the bench measures it), only to not hang
+BOUND = 60.0  # seconds: far above the expected delay (the bench measures it) on a loaded CI; only to not hang
 
 
 def counter(value: int) -> Memory:
@@ -125,7 +125,9 @@ async def test_a_killed_listen_connection_is_recovered(pair, postgres_server):
     assert b.peek(G, "u1") == () and heard == []
     reconnect.set()
     await until(lambda: b.peek(G, "u1") and b.peek(G, "u1")[0].content == "count:1")
-    assert heard == [(G2, None)]
+    # The sweep starts G's refresh and then asks which unheld groups' todos moved: G2 may be told after G shows.
+    await until(lambda: heard)
+    assert set(heard) == {(G2, None)}  # told once per (re)connection: a heartbeat missed under load tells again
     assert b._follower.connection.get_server_pid() != pid
     assert b.unavailable is None
     await a.change(G, "u1", increment, actor="test")
