@@ -544,14 +544,17 @@
     const list = el("div", {});
     let before = null;
     let entries = [];
+    let newest = 0;  // an answer overtaken by a later request (another group chosen meanwhile) is not drawn
     const load = async (more) => {
+      const request = ++newest;
       if (!more) { entries = []; before = null; }
       try {
         const r = await api.get("history", { platform: state.platform, group_id: group.value, limit: HISTORY_PAGE, before });
+        if (request !== newest) return;
         entries = entries.concat(asList(r, "items"));
         before = r.next_before ?? null;
         draw(before !== null);
-      } catch (e) { clear(list).appendChild(el("p", { class: "error" }, errorText(e))); }
+      } catch (e) { if (request === newest) clear(list).appendChild(el("p", { class: "error" }, errorText(e))); }
     };
     const draw = (hasMore) => {
       clear(list);
@@ -657,10 +660,15 @@
   // ---------- Statistics ----------
   function renderStats(view) {
     const out = el("div", {});
+    // The first request (every group) reads many groups and can answer after the request for the group chosen
+    // since: an answer overtaken by a later request is not drawn.
+    let newest = 0;
     const load = async () => {
+      const request = ++newest;
       clear(out).appendChild(el("p", { class: "muted" }, t("loading")));
       try {
         const s = await api.get("stats", { platform: state.platform, group_id: group.value });
+        if (request !== newest) return;
         clear(out);
         const over = asList(s.over_time);
         const breakdown = s.breakdown || {};
@@ -672,7 +680,7 @@
           el("h3", {}, t("calls")), callsTable(s.calls),
           el("h3", {}, t("mostInjected")), injectedTable(asList(s.most_injected)),
         ]);
-      } catch (e) { clear(out).appendChild(el("p", { class: "error" }, errorText(e))); }
+      } catch (e) { if (request === newest) clear(out).appendChild(el("p", { class: "error" }, errorText(e))); }
     };
     const group = groupSelect(true, load);
     append(view, [el("div", { class: "filters" }, el("label", {}, t("group"), group)), out]);
