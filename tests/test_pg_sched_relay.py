@@ -4,9 +4,10 @@ to the holder, which takes each platform message in once. Lark's cluster mode gi
 several OneBot clients give every message to every instance."""
 
 import asyncio
-import time
 
 import pytest
+
+from pg import opened_store, until
 
 from memory import GroupKey
 from memory._extraction import ExtractionScheduler, Utterance
@@ -15,21 +16,6 @@ from memory._storage import PostgresMemoryStore
 
 G = GroupKey("lark", "oc_relay")
 ORIGIN = "lark_bot:GroupMessage:oc_relay"
-BOUND = 5.0
-
-
-async def opened(dsn: str, name: str) -> PostgresMemoryStore:
-    store = PostgresMemoryStore(dsn, instance=name)
-    await store.start()
-    assert store.unavailable is None, store.unavailable
-    return store
-
-
-async def until(condition, bound: float = BOUND) -> None:
-    start = time.monotonic()
-    while not condition():
-        assert time.monotonic() - start < bound, "condition not reached in time"
-        await asyncio.sleep(0.01)
 
 
 class Instances:
@@ -66,7 +52,7 @@ class Instances:
 
 @pytest.fixture
 async def instances(postgres_dsn):
-    stores = {"a": await opened(postgres_dsn, "a"), "b": await opened(postgres_dsn, "b")}
+    stores = {"a": await opened_store(postgres_dsn, "a"), "b": await opened_store(postgres_dsn, "b")}
     pair = Instances(stores)
     yield pair
     for scheduler in pair.schedulers.values():
@@ -135,7 +121,7 @@ async def test_an_oversized_relay_is_skipped_and_said(instances, caplog):
 
 
 async def test_relayed_messages_count_toward_the_holders_episode_segment(postgres_dsn):
-    stores = {"a": await opened(postgres_dsn, "a"), "b": await opened(postgres_dsn, "b")}
+    stores = {"a": await opened_store(postgres_dsn, "a"), "b": await opened_store(postgres_dsn, "b")}
     calls: list[tuple[str, list[str], bool]] = []
 
     def extractor(name):
