@@ -4,6 +4,7 @@ to the holder, which takes each platform message in once. Lark's cluster mode gi
 several OneBot clients give every message to every instance."""
 
 import asyncio
+import math
 
 import pytest
 
@@ -91,7 +92,8 @@ async def test_when_the_holder_closes_the_other_takes_the_group_over(instances):
     assert instances.extracted == [("a", "消息0"), ("a", "消息1")]
 
     await instances.schedulers["a"].close()  # gives the lease up and says so
-    await asyncio.sleep(0.3)
+    # b stops leaving the group to a when the word reaches it (a notification: a fixed wait is too short under load)
+    await until(lambda: instances.schedulers["b"]._held[G].refused_until == -math.inf)
     for i in range(2, 5):
         instances.say("b", i)
         await asyncio.sleep(0.1)
