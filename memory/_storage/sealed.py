@@ -57,7 +57,10 @@ def seal_list(
         d = m.model_dump(mode="json", exclude_none=True, exclude={"merged_from"})
         d["content"] = ""
         readable.append(d)
-    values = [[m.content, m.merged_from] for m in memories]
+    # [contents in list order, [[index, merged_from], ...]]: few memories are merges, and a flat list of strings
+    # is what opens fastest on a cold load.
+    merged = [[i, m.merged_from] for i, m in enumerate(memories) if m.merged_from is not None]
+    values = [[m.content for m in memories], merged]
     return readable, sealer.seal(LIST, group_key, [owner, [m.id for m in memories]], values)
 
 
@@ -65,32 +68,40 @@ def open_list(
     sealer: Sealer, group_key: GroupKey, owner: str | None, readable: Sequence[Mapping[str, Any]], token: str
 ) -> list[Memory]:
     """The memories `seal_list` was given."""
-    values = _list_values(sealer, group_key, owner, [d.get("id") for d in readable], token)
-    return [
-        Memory.model_validate({**d, "content": content, **({"merged_from": merged} if merged is not None else {})})
-        for d, (content, merged) in zip(readable, values, strict=True)
-    ]
+    contents, merged = _list_values(sealer, group_key, owner, [d.get("id") for d in readable], token)
+    records = [{**d, "content": content} for d, content in zip(readable, contents, strict=True)]
+    for i, sources in merged.items():
+        records[i]["merged_from"] = sources
+    return [Memory.model_validate(r) for r in records]
 
 
 def fill_list(sealer: Sealer, group_key: GroupKey, owner: str | None, memories: Sequence[Memory], token: str) -> None:
     """Put the contents back into memories just parsed from a sealed list, in place: the cold-load path, where
     building every memory a second time would cost more than the decryption. Only for models nobody holds yet."""
-    values = _list_values(sealer, group_key, owner, [m.id for m in memories], token)
-    for m, (content, merged) in zip(memories, values, strict=True):
-        # Frozen models: set the fields directly, before any other code sees them.
-        m.__dict__.update(content=content, merged_from=merged)
+    contents, merged = _list_values(sealer, group_key, owner, [m.id for m in memories], token)
+    # Frozen models: the fields are set directly, before any other code sees them.
+    for m, content in zip(memories, contents, strict=True):
+        m.__dict__["content"] = content
+    for i, sources in merged.items():
+        memories[i].__dict__["merged_from"] = sources
 
 
 def _list_values(
     sealer: Sealer, group_key: GroupKey, owner: str | None, ids: list[Any], token: str
-) -> list[tuple[str, list[dict[str, Any]] | None]]:
+) -> tuple[list[str], dict[int, list[dict[str, Any]]]]:
     values = sealer.open(LIST, group_key, [owner, ids], token)
-    if not isinstance(values, list) or len(values) != len(ids) or not all(
-        isinstance(v, list) and len(v) == 2 and isinstance(v[0], str) and isinstance(v[1], list | None)
-        for v in values
-    ):
+    try:
+        contents, pairs = values
+        merged = {i: sources for i, sources in pairs}
+        fits = (
+            type(contents) is list and len(contents) == len(ids) and all(type(c) is str for c in contents)
+            and all(type(i) is int and 0 <= i < len(ids) and type(s) is list for i, s in merged.items())
+        )
+    except (TypeError, ValueError):
+        fits = False
+    if not fits:
         raise Tampered(f"群 {group_key} 的加密记忆与其条目对不上")
-    return [(v[0], v[1]) for v in values]
+    return contents, merged
 
 
 def open_document(sealer: Sealer, group_key: GroupKey, doc: GroupDocument) -> None:
