@@ -272,3 +272,14 @@ def test_an_erased_entry_stays_content_free():
     # A token left in an erased entry by mistake is dropped, never opened (not even with the key gone).
     stray = {**erased, SEALED: record[SEALED]}
     assert open_entry(sealer(OTHER_KEY), GROUP, stray) == erased
+
+
+def test_what_erasure_looks_for_stays_readable_in_a_sealed_entry():
+    """`changelog.rewrite` finds a member's entries by owner and target, `erase_person` a todo's by its creator and
+    assignee: both must work on the sealed log without the key."""
+    record = seal_entry(sealer(), GROUP, entry(changelog.TODO, target="t-1", old=None, new=todo().model_dump(mode="json")))
+    assert record["new"]["creator"] == "ou_a" and record["new"]["assignee"] == "ou_a" and record["target"] == "t-1"
+    line = changelog.encode([seal_entry(sealer(), GROUP, entry())])
+    assert json.dumps("ou_a").encode() in line
+    erased = changelog._to_erase(line.rstrip(b"\n"), {"ou_a"}, frozenset())
+    assert erased is not None and SEALED not in changelog.erased(erased)
