@@ -107,7 +107,8 @@ def test_a_list_token_moved_to_another_owner_or_group_fails(owner, group):
 def test_a_list_token_with_other_entries_fails():
     s = sealer()
     readable, token = seal_list(s, GROUP, "ou_a", memories())
-    for changed in (readable[::-1], readable[:2], [*readable, readable[0]], [{**readable[0], "id": "x"}, *readable[1:]]):
+    renamed = [{**readable[0], "id": "x"}, *readable[1:]]
+    for changed in (readable[::-1], readable[:2], [*readable, readable[0]], renamed):
         with pytest.raises(Tampered):
             open_list(s, GROUP, "ou_a", changed, token)
 
@@ -277,7 +278,8 @@ def test_an_erased_entry_stays_content_free():
 def test_what_erasure_looks_for_stays_readable_in_a_sealed_entry():
     """`changelog.rewrite` finds a member's entries by owner and target, `erase_person` a todo's by its creator and
     assignee: both must work on the sealed log without the key."""
-    record = seal_entry(sealer(), GROUP, entry(changelog.TODO, target="t-1", old=None, new=todo().model_dump(mode="json")))
+    added = entry(changelog.TODO, target="t-1", old=None, new=todo().model_dump(mode="json"))
+    record = seal_entry(sealer(), GROUP, added)
     assert record["new"]["creator"] == "ou_a" and record["new"]["assignee"] == "ou_a" and record["target"] == "t-1"
     line = changelog.encode([seal_entry(sealer(), GROUP, entry())])
     assert json.dumps("ou_a").encode() in line
