@@ -118,6 +118,9 @@ class GroupDocument(BaseModel):
     # When maintenance first aged this group (`_aging/decay.py`): idle time never counts from before it, so an
     # upgrade does not archive a pile of old memories at once. None until the first maintenance pass.
     aging_since: float | None = None
+    # Members who asked not to be observed here (user id -> since when; see `_privacy/`). In the platform's global
+    # document it means every group of the platform. Kept apart from `users`, whose entries go with their memories.
+    opted_out: dict[str, float] = Field(default_factory=dict)
     updated_at: float = 0.0
     # The id of the last change-log entry this document includes (see _storage/changelog.py); None in files written
     # before the change log existed.

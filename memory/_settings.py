@@ -79,6 +79,10 @@ class Settings:
     storage_backend: str = JSON_BACKEND
     postgres_dsn: str = ""  # the environment variable DSN_ENV wins when set
     postgres_instance_name: str = ""  # empty: host name and process id
+    # privacy (README "隐私")
+    encryption_key: str = ""  # the environment variable crypto.KEY_ENV wins when set
+    extraction_max_age_days: int = 0  # 0: extracted memories are kept however long they go unused
+    extraction_excluded_groups: tuple[str, ...] = ()  # group ids or platform:group ids nobody observes
 
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any] | None) -> tuple[Settings, list[str]]:
@@ -127,6 +131,8 @@ class Settings:
 
 
 def _same(raw: Any, effective: Any) -> bool:
+    if isinstance(effective, tuple):  # a list setting: the config holds a list
+        return isinstance(raw, list) and tuple(raw) == effective
     return type(raw) is type(effective) and raw == effective if isinstance(effective, bool) else raw == effective
 
 
@@ -174,6 +180,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "archive_unused_max_importance": (0.0, 1.0),
     "archive_retention_days": (1, 3650),
     "maintenance_interval_hours": (1, 168),
+    "extraction_max_age_days": (0, 3650),
 }
 _CHOICES: dict[str, tuple[str, ...]] = {
     "group_memory_writers": (EVERYONE, ADMINS),
@@ -187,6 +194,10 @@ def _coerce(name: str, default: Any, value: Any) -> tuple[Any, str | None]:
     for a whole-number setting; (None, what was wrong) when only the default can stand in."""
     if isinstance(default, bool):
         return (value, None) if isinstance(value, bool) else (None, "应为 true 或 false")
+    if isinstance(default, tuple):
+        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+            return None, "应为文本列表"
+        return tuple(dict.fromkeys(item.strip() for item in value if item.strip())), None
     if isinstance(default, str):
         if not isinstance(value, str):
             return None, "应为文本"

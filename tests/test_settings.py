@@ -119,12 +119,22 @@ def test_every_setting_is_in_the_schema_and_the_readme_with_its_default():
     fields = {f.name: f.default for f in dataclasses.fields(Settings)}
     assert set(schema) == set(fields)
     for name, default in fields.items():
-        assert schema[name]["default"] == default, name
+        assert schema[name]["default"] == (list(default) if isinstance(default, tuple) else default), name
         assert name in rows, f"{name} has no row in the README settings table"
         shown = rows[name].strip()
         if isinstance(default, bool):
             assert shown == f"`{str(default).lower()}`", name
-        elif isinstance(default, str) and not default:
+        elif isinstance(default, (str, tuple)) and not default:
             assert shown == "空", name
         else:
             assert shown.strip("`") == (f"{default:g}" if isinstance(default, float) else str(default)), name
+
+
+def test_a_list_setting_takes_text_items_and_is_not_written_back_when_unchanged():
+    settings, warnings = Settings.from_mapping({"extraction_excluded_groups": [" oc_a ", "lark:oc_b", "oc_a", ""]})
+    assert settings.extraction_excluded_groups == ("oc_a", "lark:oc_b") and warnings == []
+    assert settings.changed_values({"extraction_excluded_groups": ["oc_a", "lark:oc_b"]}) == {}
+    bad, warnings = Settings.from_mapping({"extraction_excluded_groups": "oc_a"})
+    assert bad.extraction_excluded_groups == () and "应为文本列表" in warnings[0]
+    bad, _ = Settings.from_mapping({"extraction_excluded_groups": ["oc_a", 3]})
+    assert bad.extraction_excluded_groups == ()

@@ -1,0 +1,221 @@
+"""Which fields of the stored models are member content, and how both stores and the export seal and open them.
+
+Ids, types, sources, importance, owners and times stay readable (the stores index, diff and erase by them); the
+content goes into a token (`crypto.py`). A required text field keeps its place as "" so a sealed record still
+parses as its model; the other sealed fields are left out. Fields a newer version added stay as they are.
+
+- One owner's memory list is ONE token (one AES-GCM call: per-memory tokens cost too much on a cold load), bound to
+  the owner and the list's ids in order.
+- A todo, an archived memory, an episode: one token each under `"sealed"`, bound to its id (and assignee/owner).
+- A change-log entry: the content fields of `old`/`new` and `review_reason` go into `"sealed"`, bound to the
+  entry's id. An erased entry keeps no token (`changelog.erased` keeps none of these fields).
+
+Pure functions over models and dicts: no file or database I/O. A record without a token (written before
+encryption was turned on) opens as it is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+
+from .._episodes.model import Episode
+from .._models import ArchivedMemory, GroupDocument, GroupKey, Memory
+from .._todos.model import Todo
+from . import changelog
+from .crypto import Sealer, Tampered
+
+SEALED = "sealed"  # the key of a record's token
+GROUP_MEMORIES_SEALED = "group_memories_sealed"  # the document head's token of the group's shared memories
+LIST, TODO, ARCHIVE, EPISODE, LOG = "memories", "todo", "archive", "episode", "log"  # what a token was sealed as
+
+SEALED_FIELDS: dict[type[BaseModel], tuple[str, ...]] = {
+    Memory: ("content", "merged_from"),  # merged_from holds the merged sources' contents
+    Todo: ("content",),
+    Episode: ("summary", "participant_names"),
+}
+_BLANK = {"content": "", "summary": ""}  # required text: kept as "" so the sealed record still parses
+_ENTRY_FIELDS = {
+    changelog.MEMORY: SEALED_FIELDS[Memory], changelog.TODO: SEALED_FIELDS[Todo],
+    changelog.EPISODE: SEALED_FIELDS[Episode],
+}
+_ENTRY_TEXT = ("review_reason",)  # top-level entry fields that quote or paraphrase content
+
+Item = TypeVar("Item", Todo, Episode, ArchivedMemory)
+
+
+# ----------------------------------------------------------------------------------------------- memory lists
+def seal_list(
+    sealer: Sealer, group_key: GroupKey, owner: str | None, memories: Sequence[Memory]
+) -> tuple[list[dict[str, Any]], str]:
+    """(the memories without their content, one token of every content in list order). `owner` None: the group's
+    shared memories."""
+    readable = []
+    for m in memories:
+        d = m.model_dump(mode="json", exclude_none=True, exclude={"merged_from"})
+        d["content"] = ""
+        readable.append(d)
+    # [contents in list order, [[index, merged_from], ...]]: few memories are merges, and a flat list of strings
+    # is what opens fastest on a cold load.
+    merged = [[i, m.merged_from] for i, m in enumerate(memories) if m.merged_from is not None]
+    values = [[m.content for m in memories], merged]
+    return readable, sealer.seal(LIST, group_key, [owner, [m.id for m in memories]], values)
+
+
+def open_list(
+    sealer: Sealer, group_key: GroupKey, owner: str | None, readable: Sequence[Mapping[str, Any]], token: str
+) -> list[Memory]:
+    """The memories `seal_list` was given."""
+    contents, merged = _list_values(sealer, group_key, owner, [d.get("id") for d in readable], token)
+    records = [{**d, "content": content} for d, content in zip(readable, contents, strict=True)]
+    for i, sources in merged.items():
+        records[i]["merged_from"] = sources
+    return [Memory.model_validate(r) for r in records]
+
+
+def fill_list(sealer: Sealer, group_key: GroupKey, owner: str | None, memories: Sequence[Memory], token: str) -> None:
+    """Put the contents back into memories just parsed from a sealed list, in place: the cold-load path, where
+    building every memory a second time would cost more than the decryption. Only for models nobody holds yet."""
+    contents, merged = _list_values(sealer, group_key, owner, [m.id for m in memories], token)
+    # Frozen models: the fields are set directly, before any other code sees them.
+    for m, content in zip(memories, contents, strict=True):
+        m.__dict__["content"] = content
+    for i, sources in merged.items():
+        memories[i].__dict__["merged_from"] = sources
+
+
+def _list_values(
+    sealer: Sealer, group_key: GroupKey, owner: str | None, ids: list[Any], token: str
+) -> tuple[list[str], dict[int, list[dict[str, Any]]]]:
+    values = sealer.open(LIST, group_key, [owner, ids], token)
+    try:
+        contents, pairs = values
+        merged = {i: sources for i, sources in pairs}
+        fits = (
+            type(contents) is list and len(contents) == len(ids) and all(type(c) is str for c in contents)
+            and all(type(i) is int and 0 <= i < len(ids) and type(s) is list for i, s in merged.items())
+        )
+    except (TypeError, ValueError):
+        fits = False
+    if not fits:
+        raise Tampered(f"群 {group_key} 的加密记忆与其条目对不上")
+    return contents, merged
+
+
+def open_document(sealer: Sealer, group_key: GroupKey, doc: GroupDocument) -> None:
+    """Open a document parsed from a sealed file, in place: every member's list (`"sealed"` beside `memories`),
+    the group's list (`group_memories_sealed` in the head), todos and archived memories. Parts written without
+    encryption are left as they are."""
+    for user_id, entry in doc.users.items():
+        token = (entry.model_extra or {}).pop(SEALED, None)
+        if token is not None:
+            fill_list(sealer, group_key, user_id, entry.memories, token)
+    token = (doc.model_extra or {}).pop(GROUP_MEMORIES_SEALED, None)
+    if token is not None:
+        fill_list(sealer, group_key, None, doc.group_memories, token)
+    doc.todos = [open_item(sealer, group_key, t) for t in doc.todos]
+    doc.archive = [open_item(sealer, group_key, a) for a in doc.archive]
+
+
+# ----------------------------------------------------------------------------------------------- single items
+def seal_item(sealer: Sealer, group_key: GroupKey, item: Todo | Episode | ArchivedMemory) -> dict[str, Any]:
+    """The item as a dict without its content, the content in `"sealed"`."""
+    record = item.model_dump(mode="json", exclude_none=True)
+    record.pop(SEALED, None)
+    if isinstance(item, ArchivedMemory):
+        secret = _take(record["memory"], SEALED_FIELDS[Memory])
+    else:
+        secret = _take(record, SEALED_FIELDS[type(item)])
+    kind, parts = _item_place(item)
+    record[SEALED] = sealer.seal(kind, group_key, parts, secret)
+    return record
+
+
+def open_item(sealer: Sealer, group_key: GroupKey, item: Item) -> Item:
+    """The item `seal_item` was given, from the model parsed from its dict (the token is an extra field). An item
+    without a token is returned as it is."""
+    extra = item.model_extra or {}
+    if SEALED not in extra:
+        return item
+    kind, parts = _item_place(item)
+    secret = sealer.open(kind, group_key, parts, extra[SEALED])
+    if not isinstance(secret, dict):
+        raise Tampered(f"群 {group_key} 的加密数据（{kind}）不是它应有的样子")
+    record = item.model_dump()
+    del record[SEALED]
+    (record["memory"] if isinstance(item, ArchivedMemory) else record).update(secret)
+    return type(item).model_validate(record)
+
+
+def _item_place(item: Todo | Episode | ArchivedMemory) -> tuple[str, list[Any]]:
+    """What an item's token is bound to: moved to another item, owner or assignee, it no longer opens."""
+    if isinstance(item, Todo):
+        return TODO, [item.id, item.assignee]
+    if isinstance(item, Episode):
+        return EPISODE, [item.id]
+    return ARCHIVE, [item.owner, item.memory.id]
+
+
+def _take(record: dict[str, Any], fields: Sequence[str]) -> dict[str, Any]:
+    """Remove `fields` from `record` (required text stays, as ""); returns what was removed."""
+    secret = {}
+    for name in fields:
+        if name in record:
+            secret[name] = record[name]
+            if name in _BLANK:
+                record[name] = _BLANK[name]
+            else:
+                del record[name]
+    return secret
+
+
+# ----------------------------------------------------------------------------------------------- log entries
+def seal_entry(sealer: Sealer, group_key: GroupKey, entry: Mapping[str, Any]) -> dict[str, Any]:
+    """The entry with the content of `old`/`new` and `review_reason` sealed under `"sealed"`; id, time, actor,
+    kind, op, scope, owner and target stay readable (erasure finds entries by them). `old`/`new` of a target kind
+    this version does not know are sealed whole. An entry with no content (a call, an erased change) is returned
+    as it is. The entry's id must already be given: the token is bound to it."""
+    record = dict(entry)
+    if record.get("erased"):
+        return record
+    fields = _ENTRY_FIELDS.get(record.get("kind"))  # type: ignore[arg-type]
+    secret: dict[str, Any] = {}
+    for side in ("old", "new"):
+        value = record.get(side)
+        if not isinstance(value, dict):
+            continue
+        if fields is None:
+            secret[side] = record.pop(side)
+            continue
+        record[side] = readable = dict(value)  # the caller's entry stays as it was
+        if taken := _take(readable, fields):
+            secret[side] = taken
+    for name in _ENTRY_TEXT:
+        if name in record:
+            secret[name] = record.pop(name)
+    if secret:
+        record[SEALED] = sealer.seal(LOG, group_key, [record.get("id")], secret)
+    return record
+
+
+def open_entry(sealer: Sealer, group_key: GroupKey, entry: dict[str, Any]) -> dict[str, Any]:
+    """The entry `seal_entry` was given. An entry without a token is returned itself; an erased one never opens
+    (it keeps no content, and a token left in it by mistake is dropped)."""
+    if SEALED not in entry:
+        return entry
+    record = {k: v for k, v in entry.items() if k != SEALED}
+    if record.get("erased"):
+        return record
+    secret = sealer.open(LOG, group_key, [record.get("id")], entry[SEALED])
+    if not isinstance(secret, dict):
+        raise Tampered(f"群 {group_key} 的变更记录第 {record.get('id')} 条不是它应有的样子")
+    for side in ("old", "new"):
+        if isinstance(secret.get(side), dict):
+            readable = record.get(side)
+            record[side] = {**readable, **secret[side]} if isinstance(readable, dict) else secret[side]
+    for name in _ENTRY_TEXT:
+        if name in secret:
+            record[name] = secret[name]
+    return record
