@@ -290,3 +290,24 @@ async def test_relayed_messages_travel_sealed(postgres_dsn):
         await listener.close()
     assert received == [{"group": "oc_secret", "text": MARKS["member"]}]
     assert heard and all("MARK" not in payload for payload in heard)
+
+
+async def test_erasure_purges_sealed_log_content_by_its_readable_columns(postgres_dsn):
+    from memory._storage.changelog import ERASE
+
+    store = await started(postgres_dsn, KEY)
+    try:
+        await fill(store)
+        await store.change(G, "ou_a", lambda memories: ([], None), actor="ou_a", label=ERASE)
+        conn = await asyncpg.connect(postgres_dsn)
+        assert await conn.fetchval("SELECT count(*) FROM um_log WHERE entry ? 'erased'") >= 3
+        assert not await conn.fetch("SELECT id FROM um_log WHERE owner = 'ou_a' AND kind = 'memory' AND entry ? 'sealed'")
+        await conn.close()
+        opened = json.dumps(await store.log_entries(G), ensure_ascii=False)
+        assert MARKS["member"] not in opened and MARKS["reason"] not in opened and MARKS["logold"] not in opened
+        assert MARKS["group"] in opened  # the group's shared memories are not the member's to erase
+        assert await store.key_ids() == [KEY.kid]
+        await store.set_key_ids([OTHER.kid, KEY.kid])
+        assert await store.key_ids() == [OTHER.kid, KEY.kid]
+    finally:
+        await store.close()
