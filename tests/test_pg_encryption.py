@@ -301,7 +301,8 @@ async def test_erasure_purges_sealed_log_content_by_its_readable_columns(postgre
         await store.change(G, "ou_a", lambda memories: ([], None), actor="ou_a", label=ERASE)
         conn = await asyncpg.connect(postgres_dsn)
         assert await conn.fetchval("SELECT count(*) FROM um_log WHERE entry ? 'erased'") >= 3
-        assert not await conn.fetch("SELECT id FROM um_log WHERE owner = 'ou_a' AND kind = 'memory' AND entry ? 'sealed'")
+        assert not await conn.fetch(
+            "SELECT id FROM um_log WHERE owner = 'ou_a' AND kind = 'memory' AND entry ? 'sealed'")
         await conn.close()
         opened = json.dumps(await store.log_entries(G), ensure_ascii=False)
         assert MARKS["member"] not in opened and MARKS["reason"] not in opened and MARKS["logold"] not in opened
@@ -311,3 +312,22 @@ async def test_erasure_purges_sealed_log_content_by_its_readable_columns(postgre
         assert await store.key_ids() == [OTHER.kid, KEY.kid]
     finally:
         await store.close()
+
+
+async def test_reseal_as_plaintext_turns_encryption_off_for_the_group(postgres_dsn):
+    store = await started(postgres_dsn, KEY)
+    try:
+        await fill(store)
+        expected = await content_of(store)
+        await store.reseal(G, plaintext=True)
+        text = await tables_text(postgres_dsn)
+        assert MARKS["member"] in text and MARKS["hash"] in text and f"e1.{KEY.kid}." not in text
+        await store.set_key_ids([])
+    finally:
+        await store.close()
+    plain = await started(postgres_dsn, None)
+    try:
+        assert plain.unavailable is None
+        assert await content_of(plain) == expected
+    finally:
+        await plain.close()
