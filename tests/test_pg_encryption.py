@@ -331,3 +331,24 @@ async def test_reseal_as_plaintext_turns_encryption_off_for_the_group(postgres_d
         assert await content_of(plain) == expected
     finally:
         await plain.close()
+
+
+async def test_an_instance_with_the_key_refreshes_sealed_lists_another_changed(postgres_dsn):
+    a = await started(postgres_dsn, KEY)
+    b = await started(postgres_dsn, KEY, "b")
+    try:
+        await fill(a)
+        await b.document(G)  # warm: the next load reads only the lists that moved
+        await a.change(G, "ou_a", adding(memory("m8", "MARKlater后来的")), actor="ou_a")
+        await a.change(G, None, adding(memory("g2", "MARKgroup2群里的")), actor="ou_a")
+        for _ in range(200):
+            seen = b.peek(G, None)
+            if seen and seen[-1].id == "g2":
+                break
+            await asyncio.sleep(0.02)
+        assert [m.content for m in b.peek(G, "ou_a")][-1] == "MARKlater后来的"
+        assert [m.content for m in b.peek(G, None)] == [MARKS["group"], "MARKgroup2群里的"]
+        assert await content_of(b) == await content_of(a)
+    finally:
+        await a.close()
+        await b.close()
