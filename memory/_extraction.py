@@ -944,15 +944,16 @@ class ExtractionScheduler:
         lease = self._held.get(key)
         return self._leases is None or (lease is not None and lease.until > time.monotonic())
 
-    def forget_member(self, key: GroupKey, user_id: str) -> None:
-        """Drop the member's buffered messages (they opted out): none reaches a later batch or episode."""
-        pending = self._pending.get(key)
-        if pending:
-            kept = [u for u in pending if u.user_id != user_id]
-            pending.clear()
-            pending.extend(kept)
+    def forget_member(self, user_id: str, where: Callable[[GroupKey], bool]) -> None:
+        """Drop the member's buffered messages in the groups `where` admits (they opted out): none reaches a later
+        batch or episode."""
+        for key, pending in self._pending.items():
+            if where(key) and any(u.user_id == user_id for u in pending):
+                kept = [u for u in pending if u.user_id != user_id]
+                pending.clear()
+                pending.extend(kept)
         if self._segments is not None:
-            self._segments.drop_member(key, user_id)
+            self._segments.drop_member(user_id, where)
 
     def pending(self, key: GroupKey) -> int:
         return len(self._pending.get(key, ()))

@@ -147,12 +147,14 @@ class Segmenter:
         if segment is not None:
             segment.taken += 1
 
-    def drop_member(self, key: GroupKey, user_id: str) -> None:
-        """Take every line of the member (who opted out) out of the group's segments, keeping the counts of lines
-        taken and covered true for the lines left; a segment left empty goes."""
-        segments = self._segments.get(key)
-        if not segments:
-            return
+    def drop_member(self, user_id: str, where: Callable[[GroupKey], bool]) -> None:
+        """Take every line of the member (who opted out) out of the segments of the groups `where` admits."""
+        for key in [key for key in self._segments if where(key)]:
+            self._drop_lines(key, user_id)
+
+    def _drop_lines(self, key: GroupKey, user_id: str) -> None:
+        """Keep the counts of lines taken and covered true for the lines left; a segment left empty goes."""
+        segments = self._segments[key]
         for segment in list(segments):
             kept = [i for i, line in enumerate(segment.lines) if line.user_id != user_id]
             if len(kept) == len(segment.lines):

@@ -13,14 +13,13 @@ import json
 import logging
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .._models import GroupDocument, GroupKey
 from .._rules import operations as ops
-from .._storage._postgres import PostgresMemoryStore
 from .._storage.files import group_file_path, write_atomic
 
 log = logging.getLogger("astrbot_plugin_user_memory")
@@ -34,6 +33,8 @@ MAX_ITEMS = 200  # aggregates kept per group; the least recent goes first, count
 TARGET_MAX_CHARS = 64
 FLUSH_SECONDS = 1.0
 FOREIGN_MIN_PREFIX = 8  # hex digits: a shorter prefix could name anyone's memory by chance
+# How a tool reports a refusal to the audit: (kind, the id it named or ""); the caller, group and tool are bound.
+Refused = Callable[[str, str], Awaitable[None]]
 
 
 @dataclass
@@ -172,6 +173,8 @@ class AuditFiles(AuditLog):
 
 def open_audit(store: Any, data_dir: Path) -> AuditLog:
     """The audit beside the store: a table of its database for PostgreSQL, else a file beside each group's."""
+    from .._storage._postgres import PostgresMemoryStore  # noqa: PLC0415 (the todo rules import this module)
+
     if isinstance(store, PostgresMemoryStore):
         from .._storage._postgres.audit import PostgresAudit  # noqa: PLC0415 (it imports this module)
 

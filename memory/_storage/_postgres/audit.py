@@ -11,9 +11,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ..._errors import StorageUnavailable
 from ..._models import GroupKey
 from ..._privacy.audit import MAX_ITEMS, TARGET_MAX_CHARS, AuditLog, AuditPage
-from .store import CONNECT_SECONDS, PostgresMemoryStore
+from .store import CONNECT_SECONDS, PostgresMemoryStore, _describe
 
 log = logging.getLogger("astrbot_plugin_user_memory")
 
@@ -87,6 +88,14 @@ class PostgresAudit(AuditLog):
             log.warning("cannot record a refused access in %s", key, exc_info=True)
 
     async def entries(self, key: GroupKey) -> AuditPage:
+        try:
+            return await self._entries(key)
+        except StorageUnavailable:
+            raise
+        except Exception as exc:
+            raise StorageUnavailable(f"cannot read the audit: {_describe(exc)}") from exc
+
+    async def _entries(self, key: GroupKey) -> AuditPage:
         async with await self._connection() as conn:
             await self._prepare(conn)
             rows = await conn.fetch(
