@@ -20,6 +20,7 @@ from typing import Any
 
 from .._models import GroupDocument, GroupKey
 from .._rules import operations as ops
+from .._storage.base import owner_lists
 from .._storage.files import group_file_path, write_atomic
 
 log = logging.getLogger("astrbot_plugin_user_memory")
@@ -86,6 +87,11 @@ def _owned_ids(doc: GroupDocument) -> Iterable[tuple[str, str]]:
     for todo in doc.todos:
         if todo.assignee is not None:
             yield todo.assignee, todo.id
+
+
+def misnamed_owner(doc: GroupDocument, owner: str | None, memory_id: str) -> bool:
+    """Whether `memory_id` is a memory of this document under another owner than the one a request names."""
+    return any(o != owner and any(m.id == memory_id for m in memories) for o, memories in owner_lists(doc))
 
 
 class AuditLog(ABC):
