@@ -5,7 +5,6 @@ so a refusal in a group nothing was ever stored for needs no group row."""
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable
@@ -72,7 +71,7 @@ class PostgresAudit(AuditLog):
             self._ready = True
 
     async def record(self, key: GroupKey, kind: str, actor: str, via: str, target: str = "") -> None:
-        last = json.dumps({"via": via[:TARGET_MAX_CHARS], "target": target[:TARGET_MAX_CHARS]})
+        last = {"via": via[:TARGET_MAX_CHARS], "target": target[:TARGET_MAX_CHARS]}  # the pool encodes jsonb
         try:
             async with await self._connection() as conn:
                 await self._prepare(conn)
@@ -99,12 +98,12 @@ class PostgresAudit(AuditLog):
         async with await self._connection() as conn:
             await self._prepare(conn)
             rows = await conn.fetch(
-                "SELECT actor, kind, count, first_at, last_at, last::text AS last FROM um_audit"
+                "SELECT actor, kind, count, first_at, last_at, last FROM um_audit"
                 " WHERE platform = $1 AND group_id = $2 ORDER BY last_at DESC", key.platform, key.group_id,
             )
             dropped = await conn.fetchval(
                 "SELECT dropped FROM um_audit_dropped WHERE platform = $1 AND group_id = $2",
                 key.platform, key.group_id,
             )
-        items = [{**dict(row), "last": json.loads(row["last"])} for row in rows]
+        items = [dict(row) for row in rows]
         return AuditPage(items, int(dropped or 0))
