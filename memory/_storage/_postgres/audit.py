@@ -83,7 +83,9 @@ class PostgresAudit(AuditLog):
                     )
                     if count > self._max_items:
                         await conn.execute(_TRIM, key.platform, key.group_id, self._max_items)
-        except Exception:  # the store logs its own unavailability; a refusal stays refused either way
+        except StorageUnavailable:  # the store says why elsewhere; a refusal stays refused either way
+            log.warning("cannot record a refused access in %s: storage unavailable", key)
+        except Exception:
             log.warning("cannot record a refused access in %s", key, exc_info=True)
 
     async def entries(self, key: GroupKey) -> AuditPage:
