@@ -47,6 +47,9 @@ async def test_an_opted_out_member_never_reaches_a_background_request(make_plugi
     answer = await plugin.lark_memory_privacy(make_event(user="ou_quiet", name=NAME), action="optout",
                                               invented="ignored")
     assert "不再" in answer
+    assert plugin.extraction.pending(G) == 0  # what was buffered of them went at once
+    await say(plugin, SECRET, "ou_quiet", name=NAME)
+    assert plugin.extraction.pending(G) == 0  # and nothing new enters the buffer
     for i in range(3):
         await say(plugin, f"{SECRET} 第{i}次", "ou_quiet", name=NAME)
         await say(plugin, f"大家好{i}", "ou_other", name="小李")
