@@ -36,6 +36,7 @@ CREATE TABLE IF NOT EXISTS um_audit_dropped (
     PRIMARY KEY (platform, group_id)
 );
 """
+_DDL_LOCK = 0x756D617564697421  # pg_advisory_xact_lock key of this DDL ("umaudit!"), apart from the schema's
 _UPSERT = (
     "INSERT INTO um_audit (platform, group_id, actor, kind, count, first_at, last_at, last)"
     " VALUES ($1, $2, $3, $4, 1, $5, $5, $6::jsonb) ON CONFLICT (platform, group_id, actor, kind)"
@@ -67,7 +68,9 @@ class PostgresAudit(AuditLog):
 
     async def _prepare(self, conn: Any) -> None:
         if not self._ready:
-            await conn.execute(DDL)
+            async with conn.transaction():  # instances starting together must not race on CREATE TABLE
+                await conn.execute("SELECT pg_advisory_xact_lock($1)", _DDL_LOCK)
+                await conn.execute(DDL)
             self._ready = True
 
     async def record(self, key: GroupKey, kind: str, actor: str, via: str, target: str = "") -> None:
