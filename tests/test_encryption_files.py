@@ -172,6 +172,18 @@ async def test_one_members_commit_reseals_only_that_member(tmp_path, monkeypatch
     assert after["group_memories_sealed"] == before["group_memories_sealed"]
     assert after["todos"] == before["todos"]
 
+    await store.close()  # after a cold load too: what was read sealed with the current key is not sealed again
+    calls.clear()
+    reloaded = await sealed_store(tmp_path)
+    await reloaded.change(GROUP, "ou_3", lambda ms: ([*ms, memory("m-3b", "又一条")], None), actor="ou_3")
+    assert sorted(calls) == ["log", "memories"]
+    again = json.loads(reloaded.path_for(GROUP).read_text())
+    assert {u: again["users"][u] for u in again["users"] if u != "ou_3"} == {
+        u: after["users"][u] for u in after["users"] if u != "ou_3"}
+    assert again["group_memories_sealed"] == after["group_memories_sealed"] and again["todos"] == after["todos"]
+    doc = await (await sealed_store(tmp_path)).document(GROUP)
+    assert [m.content for m in doc.users["ou_3"].memories] == ["记忆3", "又一条"]
+
 
 async def test_a_token_moved_to_another_owner_or_group_does_not_open(tmp_path):
     store = await sealed_store(tmp_path)

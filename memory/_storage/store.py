@@ -25,7 +25,7 @@ from .files import (
     LeftoverTempFiles, episode_file_path, group_file_path, move_aside, read_bytes, read_marker, stored_groups,
     write_atomic, write_marker,
 )
-from .serialize import DocumentSerializer
+from .serialize import DocumentSerializer, Loaded
 
 __all__ = ["GROUP_OWNER", "UserMemoryStore", "dump_episodes", "parse_document", "parse_episode_document"]
 
@@ -169,7 +169,9 @@ class UserMemoryStore(CachedStore):
             doc = GroupDocument(platform=group.key.platform, group_id=group.key.group_id)
         else:
             try:
-                doc = parse_document(raw, group.key, self._sealer)
+                loaded = Loaded()
+                doc = parse_document(raw, group.key, self._sealer, loaded=loaded)
+                group.serializer.loaded(doc, loaded)
             except StorageUnavailable as exc:  # a key that is missing or data tampered with: never "corrupt"
                 log.error("memory file %s of group %s cannot be opened: %s", group.path, group.key, exc)
                 raise
@@ -376,11 +378,13 @@ class _NewerSchema(ValueError):
     pass
 
 
-def parse_document(raw: bytes, key: GroupKey, sealer: Sealer | None = None) -> GroupDocument:
+def parse_document(
+    raw: bytes, key: GroupKey, sealer: Sealer | None = None, *, loaded: Loaded | None = None
+) -> GroupDocument:
     """Parse, open and migrate a group file. Raises _NewerSchema for a file of a newer version (whatever its shape),
     ValueError when it is not a valid document for `key`, KeyUnavailable when it is sealed with a key not
     configured, Tampered when a token does not open. A UTF-8 byte order mark is accepted; a plaintext file (written
-    before encryption was turned on) opens as it is."""
+    before encryption was turned on) opens as it is. `loaded` gets the tokens the file held (see `Loaded`)."""
     raw = raw.removeprefix(UTF8_BOM)
     try:
         doc = GroupDocument.model_validate_json(raw)
@@ -395,7 +399,15 @@ def parse_document(raw: bytes, key: GroupKey, sealer: Sealer | None = None) -> G
     if doc.encryption is not None:
         if sealer is None:
             raise KeyUnavailable(str(doc.encryption.get("kid", "?")), ())
+        if loaded is not None:
+            loaded.lists = {u: e.model_extra[sealed.SEALED] for u, e in doc.users.items()
+                            if sealed.SEALED in (e.model_extra or {})}
+            if (group_token := (doc.model_extra or {}).get(sealed.GROUP_MEMORIES_SEALED)) is not None:
+                loaded.lists[None] = group_token
+            read = [*doc.todos, *doc.archive]
         sealed.open_document(sealer, key, doc)  # one decryption per owner list, filled into the parsed models
+        if loaded is not None:
+            loaded.items = list(zip([*doc.todos, *doc.archive], read, strict=True))
         doc.encryption = None  # in memory everything is plaintext; the serializer writes the head it seals with
     if doc.schema_version < SCHEMA_VERSION:  # version 0: the design's format, missing only these two fields
         doc.schema_version = SCHEMA_VERSION
