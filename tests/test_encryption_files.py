@@ -339,3 +339,22 @@ def test_concurrent_commits_keep_tokens_bound_to_their_lists(tmp_path):
 
     assert asyncio.run(main()) == sorted(f"内容{n}" for n in range(30))
     assert os.listdir(tmp_path)
+
+
+async def test_the_marker_is_written_before_sealed_data_and_refuses_plaintext_groups_without_the_key(tmp_path):
+    store = UserMemoryStore(tmp_path, durable=False, sealer=sealer())  # never started: the first commit records it
+    await store.change(GROUP, "ou_a", lambda ms: ([*ms, memory("m-1", "x")], None), actor="ou_a")
+    assert json.loads((tmp_path / MARKER_NAME).read_text()) == {"format": 1, "kids": [key_id(KEY)], "state": "migrating"}
+    plain_group = GroupKey("lark", "oc_plain")
+    plain_path = store.path_for(plain_group)
+    plain_path.write_text(json.dumps({"platform": "lark", "group_id": "oc_plain", "users": {}}))
+    before = snapshot(tmp_path)
+    keyless = UserMemoryStore(tmp_path)  # not started either: its first use reads the marker
+    with pytest.raises(StorageUnavailable, match=key_id(KEY)):
+        await keyless.document(plain_group)
+    with pytest.raises(StorageUnavailable):
+        await keyless.log_entries(plain_group)
+    with pytest.raises(StorageUnavailable):
+        await keyless.change(plain_group, "ou_b", lambda ms: ([*ms, memory("m-2", "y")], None), actor="ou_b")
+    assert keyless.unavailable is not None and key_id(KEY) in keyless.unavailable
+    assert snapshot(tmp_path) == before
