@@ -358,3 +358,9 @@ async def test_the_marker_is_written_before_sealed_data_and_refuses_plaintext_gr
         await keyless.change(plain_group, "ou_b", lambda ms: ([*ms, memory("m-2", "y")], None), actor="ou_b")
     assert keyless.unavailable is not None and key_id(KEY) in keyless.unavailable
     assert snapshot(tmp_path) == before
+
+
+async def test_reseal_of_a_group_with_no_file_makes_none(tmp_path):
+    store = await sealed_store(tmp_path)
+    await store.reseal(GroupKey("lark", "oc_never"))
+    assert not store.path_for(GroupKey("lark", "oc_never")).exists()

@@ -378,6 +378,8 @@ class UserMemoryStore(CachedStore):
         leaves every file readable with the keys of the keyring; running it again finishes the group."""
         group = self._group(key)
         assert isinstance(group, _FileGroup)
+        if not await asyncio.to_thread(group.path.exists):  # nothing stored: no file is made for it
+            return
 
         def operation(group: CachedGroup) -> tuple[None, bool]:
             assert isinstance(group, _FileGroup)
