@@ -209,7 +209,7 @@ class Sealer:
         if cipher is None:
             raise KeyUnavailable(kid, self.kids)
         try:
-            raw = memoryview(binascii.a2b_base64(body, strict_mode=True))  # slices without copying the ciphertext
+            raw = binascii.a2b_base64(body, strict_mode=True)
             return cipher.decrypt(raw[:_NONCE_BYTES], raw[_NONCE_BYTES:], _associated(kind, group_key, parts))
         except (binascii.Error, ValueError, self._invalid_tag) as exc:
             raise Tampered(

@@ -5,8 +5,7 @@ content goes into a token (`crypto.py`). A required text field keeps its place a
 parses as its model; the other sealed fields are left out. Fields a newer version added stay as they are.
 
 - One owner's memory list is ONE token (one AES-GCM call: per-memory tokens cost too much on a cold load), bound to
-  the owner and the list's ids in order: the associated data names the owner, the plaintext carries the ids, and
-  opening compares them with the readable ids (serializing 20 ids into the associated data cost more than that).
+  the owner and the list's ids in order.
 - A todo, an archived memory, an episode: one token each under `"sealed"`, bound to its id (and assignee/owner).
 - A change-log entry: the content fields of `old`/`new` and `review_reason` go into `"sealed"`, bound to the
   entry's id. An erased entry keeps no token (`changelog.erased` keeps none of these fields).
@@ -58,11 +57,11 @@ def seal_list(
         d = m.model_dump(mode="json", exclude_none=True, exclude={"merged_from"})
         d["content"] = ""
         readable.append(d)
-    # [ids in list order, contents in list order, [[index, merged_from], ...]]: few memories are merges, and flat
-    # lists of strings are what opens fastest on a cold load.
+    # [contents in list order, [[index, merged_from], ...]]: few memories are merges, and a flat list of strings
+    # is what opens fastest on a cold load.
     merged = [[i, m.merged_from] for i, m in enumerate(memories) if m.merged_from is not None]
-    values = [[m.id for m in memories], [m.content for m in memories], merged]
-    return readable, sealer.seal(LIST, group_key, [owner], values)
+    values = [[m.content for m in memories], merged]
+    return readable, sealer.seal(LIST, group_key, [owner, [m.id for m in memories]], values)
 
 
 def open_list(
@@ -90,14 +89,12 @@ def fill_list(sealer: Sealer, group_key: GroupKey, owner: str | None, memories: 
 def _list_values(
     sealer: Sealer, group_key: GroupKey, owner: str | None, ids: list[Any], token: str
 ) -> tuple[list[str], dict[int, list[dict[str, Any]]]]:
-    values = sealer.open(LIST, group_key, [owner], token)
+    values = sealer.open(LIST, group_key, [owner, ids], token)
     try:
-        sealed_ids, contents, pairs = values
+        contents, pairs = values
         merged = {i: sources for i, sources in pairs}
-        # The authenticated ids must be the readable ones, in order: entries renamed, swapped, added or dropped
-        # no longer open (the associated data binds the token to its owner and group only).
         fits = (
-            sealed_ids == ids and type(contents) is list and len(contents) == len(ids) and all(type(c) is str for c in contents)
+            type(contents) is list and len(contents) == len(ids) and all(type(c) is str for c in contents)
             and all(type(i) is int and 0 <= i < len(ids) and type(s) is list for i, s in merged.items())
         )
     except (TypeError, ValueError):
