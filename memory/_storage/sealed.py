@@ -98,14 +98,16 @@ def _list_values(
     parts, bound = _list_place(owner, ids)
     data = sealer.open_bytes(LIST, group_key, parts, token, bound)
     try:
-        if data[:1] == b"\0":
+        if data[:1] == b"\0":  # split text: every content is a str already
             _, head, *contents = data.decode("utf-8").split("\0")
             pairs = json.loads(head)
+            texts = True
         else:
             contents, pairs = json.loads(data)
+            texts = type(contents) is list and all(type(c) is str for c in contents)
         merged = {i: sources for i, sources in pairs}
         fits = (
-            type(contents) is list and len(contents) == len(ids) and all(type(c) is str for c in contents)
+            texts and len(contents) == len(ids)
             and all(type(i) is int and 0 <= i < len(ids) and type(s) is list for i, s in merged.items())
         )
     except (TypeError, ValueError):  # UnicodeDecodeError and JSONDecodeError too: authenticated, yet not ours
