@@ -126,6 +126,17 @@ def test_any_contents_round_trip(contents):
     assert open_list(s, GROUP, "ou_a", readable, token) == original
 
 
+def test_chinese_contents_are_sealed_in_two_bytes_a_character_and_others_in_utf8():
+    s = sealer()
+    chinese = [memory(i, "周三负责支付服务的回滚预案" * 5) for i in range(20)]  # 65 characters each
+    english = [memory(i, "rollback plan for the payment service " * 2) for i in range(20)]
+    for original in (chinese, english):
+        readable, token = seal_list(s, GROUP, "ou_a", original)
+        assert open_list(s, GROUP, "ou_a", readable, token) == original
+    _, token = seal_list(s, GROUP, "ou_a", chinese)
+    assert len(token) < 20 * 65 * 2 * 4 / 3 + 200  # UTF-8 would take 3 bytes a character
+
+
 @pytest.mark.parametrize("ids", [["a\nb", "c"], ["", ""], [""], ["a", "b\n"]])
 def test_ids_holding_newlines_stay_bound_to_exactly_their_list(ids):
     """The ids are bound as newline-joined text only when none holds a newline: ["a\nb", "c"] and ["a", "b\nc"]
