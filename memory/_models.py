@@ -121,6 +121,8 @@ class GroupDocument(BaseModel):
     # Members who asked not to be observed here (user id -> since when; see `_privacy/`). In the platform's global
     # document it means every group of the platform. Kept apart from `users`, whose entries go with their memories.
     opted_out: dict[str, float] = Field(default_factory=dict)
+    # {"v": 1, "kid": key id} when the file's member content is sealed (`_storage/sealed.py`); None in plaintext.
+    encryption: dict[str, Any] | None = None
     updated_at: float = 0.0
     # The id of the last change-log entry this document includes (see _storage/changelog.py); None in files written
     # before the change log existed.

@@ -50,6 +50,7 @@ import aiofiles.os
 from .._errors import MemoryPluginError
 from .._models import GroupKey, Memory
 from .._storage import LeftoverTempFiles, group_file_path, read_bytes, write_atomic
+from .._storage.crypto import KeyUnavailable, Sealer, token_kid
 
 try:  # AstrBot installs numpy; the plugin itself does not require it
     import numpy as _np
@@ -74,6 +75,7 @@ __all__ = [
 
 FILE_FORMAT = 1
 _ENCODING = "f32le-b64"
+_SEALED, _VECTORS_KIND = "sealed", "vectors"  # a sealed file's token, and what it was sealed as
 # Chosen on LoCoMo and the Chinese recall set (bench/RECALL.md): weighted sum, semantic weight 0.5.
 DEFAULT_SEMANTIC_WEIGHT = 0.5
 
@@ -184,15 +186,17 @@ class GroupVectors:
     dim: int
     entries: dict[str, tuple[str, Vector]]
 
-    def to_json(self) -> bytes:
-        """The vectors file's bytes."""
-        doc = {
-            "format": FILE_FORMAT,
-            "model": self.model,
-            "dim": self.dim,
-            "encoding": _ENCODING,
-            "vectors": {d: {"h": h, "v": _encode(v)} for d, (h, v) in self.entries.items()},
-        }
+    def to_json(self, key: GroupKey | None = None, sealer: Sealer | None = None) -> bytes:
+        """The vectors file's bytes. With a sealer the vectors (and their content hashes: a short text's hash can
+        be guessed, a vector inverted toward its text) are one token bound to the group and model: one AES-GCM
+        call for the whole file."""
+        doc: dict[str, Any] = {"format": FILE_FORMAT, "model": self.model, "dim": self.dim, "encoding": _ENCODING}
+        vectors = {d: {"h": h, "v": _encode(v)} for d, (h, v) in self.entries.items()}
+        if sealer is None or key is None:
+            doc["vectors"] = vectors
+        else:
+            data = json.dumps(vectors, separators=(",", ":")).encode("ascii")
+            doc[_SEALED] = sealer.seal_bytes(_VECTORS_KIND, key, [self.model], data)
         return json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
     def same_as(self, other: GroupVectors) -> bool:
@@ -234,10 +238,11 @@ class VectorPersistence(ABC):
 class VectorFiles(VectorPersistence):
     """One file per group beside the group's JSON document, holding one model's vectors (the JSON store's)."""
 
-    def __init__(self, directory: Path, *, durable: bool = True) -> None:
+    def __init__(self, directory: Path, *, durable: bool = True, sealer: Sealer | None = None) -> None:
         self._directory = Path(directory)
         self._durable = durable
         self._leftovers = LeftoverTempFiles()
+        self._sealer = sealer
 
     def path_for(self, key: GroupKey) -> Path:
         return vectors_path(self._directory, key)
@@ -253,7 +258,7 @@ class VectorFiles(VectorPersistence):
         if raw is None:
             return None
         try:
-            parsed = _parse(raw)
+            parsed = _parse(raw, key, self._sealer)
         except (ValueError, TypeError, UnicodeDecodeError) as e:
             log.warning("discarding unreadable vectors file %s (%s); it will be rebuilt", path, e)
             return None
@@ -270,11 +275,11 @@ class VectorFiles(VectorPersistence):
             except FileNotFoundError:
                 pass
             return
-        await write_atomic(path, vectors.to_json(), durable=self._durable)
+        await write_atomic(path, vectors.to_json(key, self._sealer), durable=self._durable)
 
     async def read_group(self, key: GroupKey) -> list[GroupVectors]:
         raw = await read_bytes(self.path_for(key))
-        return [] if raw is None else [_parse(raw)]
+        return [] if raw is None else [_parse(raw, key, self._sealer)]
 
     async def write_group(self, key: GroupKey, groups: Sequence[GroupVectors]) -> None:
         if len(groups) > 1:
@@ -282,15 +287,34 @@ class VectorFiles(VectorPersistence):
         await self.save(key, groups[0] if groups else GroupVectors("", 0, {}), ())
 
 
-def _parse(raw: bytes) -> GroupVectors:
+async def reseal_vectors_file(path: Path, key: GroupKey, sealer: Sealer | None, *, durable: bool) -> None:
+    """Write a group's vectors file again with `sealer`'s current key (opening it with any key it has); a missing
+    or unreadable file is left alone (vectors are derived: the next sync rebuilds them)."""
+    raw = await read_bytes(path)
+    if raw is None:
+        return
+    try:
+        parsed = _parse(raw, key, sealer)
+    except (ValueError, TypeError, UnicodeDecodeError):
+        return
+    await write_atomic(path, parsed.to_json(key, sealer), durable=durable)
+
+
+def _parse(raw: bytes, key: GroupKey, sealer: Sealer | None) -> GroupVectors:
     """The vectors of a vectors file. Entries that cannot be decoded are dropped one by one (they are re-embedded
-    by the next sync); a file that is not a vectors file raises ValueError."""
+    by the next sync); a file that is not a vectors file raises ValueError; a sealed one raises KeyUnavailable
+    (no key for it) or Tampered, never ValueError: it is not rebuilt over."""
     doc = json.loads(raw)
     if not isinstance(doc, dict) or doc.get("format") != FILE_FORMAT or doc.get("encoding") != _ENCODING:
         raise ValueError("unknown vectors file format")
     model = doc.get("model")
     dim = doc.get("dim")
     vectors = doc.get("vectors")
+    token = doc.get(_SEALED)
+    if token is not None and isinstance(model, str):
+        if sealer is None:
+            raise KeyUnavailable(token_kid(token) or "?", ())
+        vectors = json.loads(sealer.open_bytes(_VECTORS_KIND, key, [model], token))
     if not isinstance(model, str) or not isinstance(dim, int) or dim < 0 or not isinstance(vectors, dict):
         raise ValueError("bad vectors file header")
     entries: dict[str, tuple[str, Vector]] = {}

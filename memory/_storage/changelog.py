@@ -23,7 +23,7 @@ import json
 import logging
 import math
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -123,8 +123,14 @@ class LogState:
     totals: CallTotals | None = None  # computed on first use, then kept up to date by the store
 
 
-def encode(entries: Iterable[dict[str, Any]]) -> bytes:
-    """JSON lines. Raises (UnicodeEncodeError, TypeError) for what cannot be written: the commit then fails whole."""
+Transform = Callable[[dict[str, Any]], dict[str, Any]]  # an entry as written <-> as read (sealing, `sealed.py`)
+
+
+def encode(entries: Iterable[dict[str, Any]], seal: Transform | None = None) -> bytes:
+    """JSON lines (each entry passed through `seal` first). Raises (UnicodeEncodeError, TypeError) for what cannot
+    be written: the commit then fails whole."""
+    if seal is not None:
+        entries = map(seal, entries)
     return "".join(json.dumps(e, ensure_ascii=False) + "\n" for e in entries).encode("utf-8")
 
 
@@ -249,11 +255,12 @@ def truncate(path: Path, end: int) -> None:
 
 def rewrite(
     path: Path, end: int, data: bytes, *, erase_owners: set[str], max_bytes: int, durable: bool,
-    erase_todos: set[str] | frozenset[str] = frozenset(),
+    erase_todos: set[str] | frozenset[str] = frozenset(), transform: Transform | None = None,
 ) -> tuple[int, int]:
     """Rewrite the log in one atomic replace: purge the content of erased members' memories and of erased todos,
     trim the oldest entries when the log would pass `max_bytes` (down to TRIM_TO_FRACTION of it, their call totals
-    carried in the head line), then `data` at the end. Returns (where `data` starts, the new end)."""
+    carried in the head line), then `data` at the end. Returns (where `data` starts, the new end). `transform`
+    re-encodes every entry kept (sealing it with another key); unreadable lines are kept as they are."""
     # Only lines that can matter are parsed (this runs in a thread, but parsing holds the GIL the loop needs).
     needles = [json.dumps(o, ensure_ascii=False).encode("utf-8") for o in (*erase_owners, *erase_todos)]
     carried = CallTotals()
@@ -266,6 +273,8 @@ def rewrite(
             entry := _to_erase(line, erase_owners, erase_todos)
         ) is not None:
             line = json.dumps(erased(entry), ensure_ascii=False).encode("utf-8")
+        elif transform is not None and (entry := _parse(line)) is not None:
+            line = json.dumps(transform(entry), ensure_ascii=False).encode("utf-8")
         kept.append(line + b"\n")
     total = sum(map(len, kept)) + len(data)
     if total > max_bytes:
@@ -304,8 +313,9 @@ def erasable(entry: dict[str, Any], erase_owners: set[str], erase_todos: set[str
 
 
 # ----------------------------------------------------------------------------------------------- reading
-def read_entries(path: Path, end: int) -> list[dict[str, Any]]:
-    """Every readable entry up to `end`, oldest first. Lines that are not a JSON object (a torn line, `5`,
+def read_entries(path: Path, end: int, open_entry: Transform | None = None) -> list[dict[str, Any]]:
+    """Every readable entry up to `end`, oldest first, each passed through `open_entry` (which raises for a key
+    that is missing or a token that was tampered with). Lines that are not a JSON object (a torn line, `5`,
     `null`, invalid UTF-8) are skipped."""
     entries = []
     bad = 0
@@ -314,7 +324,7 @@ def read_entries(path: Path, end: int) -> list[dict[str, Any]]:
         if entry is None:
             bad += 1
         else:
-            entries.append(entry)
+            entries.append(entry if open_entry is None else open_entry(entry))
     if bad:
         log.warning("change log %s: skipped %d unreadable line(s)", path, bad)
     return entries

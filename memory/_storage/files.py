@@ -106,6 +106,28 @@ def stored_groups(directory: Path) -> dict[GroupKey, str]:
     return found
 
 
+MARKER_NAME = ".encryption.json"  # beside the platform directories: never taken for a group
+
+
+def read_marker(directory: Path) -> dict[str, Any] | None:
+    """The store's key marker (`{"format": 1, "kids": [...], "state": ...}`), None when there is none; ValueError
+    when it is not one (blocks: run it in a thread)."""
+    try:
+        raw = (directory / MARKER_NAME).read_bytes()
+    except FileNotFoundError:
+        return None
+    value = json.loads(raw)
+    if not isinstance(value, dict) or not isinstance(value.get("kids"), list):
+        raise ValueError("not an encryption marker")
+    return value
+
+
+def write_marker(directory: Path, marker: dict[str, Any], *, durable: bool = True) -> None:
+    """Replace the store's key marker (blocks: run it in a thread)."""
+    data = json.dumps({"format": 1, **marker}, ensure_ascii=False).encode("utf-8")
+    write_atomic_sync(directory / MARKER_NAME, data, durable=durable)
+
+
 async def read_bytes(path: Path) -> bytes | None:
     """The file's bytes, or None when it does not exist. Other OS errors propagate."""
     try:

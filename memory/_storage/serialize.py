@@ -1,25 +1,39 @@
-"""Writing a group document as JSON without re-serializing members whose memories did not change.
+"""Writing a group document as JSON without re-serializing (or re-sealing) members whose memories did not change.
 
 A busy group's file can hold 20,000 memories (several MB); serializing all of it for every commit would stall the
 event loop for tens of milliseconds. The store replaces a member's `UserMemories` object on every change, so a
-fragment cached against that object is valid for as long as the object is the one in the document.
+fragment cached against that object is valid for as long as the object is the one in the document. The group's
+shared memories and todos are cached the same way, by the identity of their objects.
+
+With a sealer, member content goes into tokens (`sealed.py`): one per owner list, one per todo and archived
+memory. The head's `encryption` names the key that sealed the file; a file without it holds no tokens.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import Any
 
 from pydantic import BaseModel
 
-from .._models import ArchivedMemory, GroupDocument, UserMemories
+from .._models import ArchivedMemory, GroupDocument, GroupKey, Memory, UserMemories
+from .._todos.model import Todo
+from . import sealed
+from .crypto import Sealer
+
+ENCRYPTION_FORMAT = 1
 
 
 class DocumentSerializer:
     """Serializes one group's document, one readable line per memory, reusing unchanged members' fragments."""
 
-    def __init__(self) -> None:
+    def __init__(self, key: GroupKey | None = None, sealer: Sealer | None = None) -> None:
+        self._key = key
+        self._sealer = sealer if key is not None else None
         self._fragments: dict[str, tuple[UserMemories, bytes]] = {}
+        self._group: tuple[list[Memory], tuple[int, ...], str, str | None] | None = None
+        self._todos: dict[int, tuple[Todo, str]] = {}  # todos are replaced, never changed in place
         self._archived: dict[int, tuple[ArchivedMemory, str]] = {}  # archived memories never change in place
 
     def dumps(self, doc: GroupDocument) -> bytes:
@@ -27,40 +41,81 @@ class DocumentSerializer:
         for user_id, entry in doc.users.items():
             cached = self._fragments.get(user_id)
             if cached is None or cached[0] is not entry:
-                cached = (entry, _user_fragment(user_id, entry).encode("utf-8"))
+                cached = (entry, self._user_fragment(user_id, entry).encode("utf-8"))
             fragments[user_id] = cached
         self._fragments = fragments
-        head = doc.model_dump(mode="json", exclude={"users", "group_memories", "todos", "archive"}, exclude_none=True)
+        head = doc.model_dump(
+            mode="json", exclude={"users", "group_memories", "todos", "archive", "encryption"}, exclude_none=True
+        )
+        head.pop(sealed.GROUP_MEMORIES_SEALED, None)
+        group_memories, group_token = self._group_memories(doc.group_memories)
+        if self._sealer is not None:
+            head = {"encryption": {"v": ENCRYPTION_FORMAT, "kid": self._sealer.kid}, **head}
+            if group_token is not None:
+                head[sealed.GROUP_MEMORIES_SEALED] = group_token
         parts = [f" {json.dumps(k, ensure_ascii=False)}: {json.dumps(v, ensure_ascii=False)}" for k, v in head.items()]
-        parts.append(f' "todos": {_line_list(doc.todos, "  ")}')
-        parts.append(f' "group_memories": {_line_list(doc.group_memories, "  ")}')
+        parts.append(f' "todos": {self._todo_list(doc.todos)}')
+        parts.append(f' "group_memories": {group_memories}')
         parts.append(f' "archive": {self._archive(doc.archive)}')
         if not fragments:
             return ("{\n" + ",\n".join([*parts, ' "users": {}']) + "\n}\n").encode("utf-8")
         head_bytes = ("{\n" + ",\n".join(parts) + ',\n "users": {\n').encode("utf-8")
         return b"".join((head_bytes, b",\n".join(fragment for _, fragment in fragments.values()), b"\n }\n}\n"))
 
+    def _user_fragment(self, user_id: str, entry: UserMemories) -> str:
+        key = json.dumps(user_id, ensure_ascii=False)
+        extra = {k: v for k, v in (entry.model_extra or {}).items() if k != sealed.SEALED}
+        if self._sealer is None:
+            if extra:  # fields from a newer version: keep them, at the cost of a compact line
+                return f"  {key}: {entry.model_dump_json(exclude_none=True, exclude={sealed.SEALED})}"
+            return f'  {key}: {{"memories": {_line_list(entry.memories, "   ")}}}'
+        assert self._key is not None
+        readable, token = sealed.seal_list(self._sealer, self._key, user_id, entry.memories)
+        more = "".join(f", {json.dumps(k, ensure_ascii=False)}: {json.dumps(v, ensure_ascii=False)}"
+                       for k, v in extra.items())
+        return f'  {key}: {{"memories": {_dict_lines(readable, "   ")}{more}, "sealed": {json.dumps(token)}}}'
+
+    def _group_memories(self, memories: list[Memory]) -> tuple[str, str | None]:
+        """The group's shared memories as a JSON list (and their token), reused while the list and its items are
+        the same objects."""
+        identity = tuple(map(id, memories))
+        cached = self._group
+        if cached is not None and cached[0] is memories and cached[1] == identity:
+            return cached[2], cached[3]
+        if self._sealer is None or not memories:
+            text, token = _line_list(memories, "  "), None
+        else:
+            assert self._key is not None
+            readable, token = sealed.seal_list(self._sealer, self._key, None, memories)
+            text = _dict_lines(readable, "  ")
+        self._group = (memories, identity, text, token)
+        return text, token
+
+    def _todo_list(self, todos: Sequence[Todo]) -> str:
+        lines, self._todos = self._items(todos, self._todos)
+        return lines
 
     def _archive(self, archive: Sequence[ArchivedMemory]) -> str:
         """The archive as a JSON list, one line per item, reusing the lines of items already written."""
-        if not archive:
-            self._archived = {}
-            return "[]"
-        lines: dict[int, tuple[ArchivedMemory, str]] = {}
-        for item in archive:
-            cached = self._archived.get(id(item))
+        lines, self._archived = self._items(archive, self._archived)
+        return lines
+
+    def _items(self, items: Sequence[Any], cache: dict[int, tuple[Any, str]]) -> tuple[str, dict[int, tuple[Any, str]]]:
+        if not items:
+            return "[]", {}
+        lines: dict[int, tuple[Any, str]] = {}
+        for item in items:
+            cached = cache.get(id(item))
             if cached is None or cached[0] is not item:
-                cached = (item, "  " + item.model_dump_json(exclude_none=True))
+                cached = (item, "  " + self._item_line(item))
             lines[id(item)] = cached
-        self._archived = lines
-        return "[\n" + ",\n".join(line for _, line in lines.values()) + "\n ]"
+        return "[\n" + ",\n".join(line for _, line in lines.values()) + "\n ]", lines
 
-
-def _user_fragment(user_id: str, entry: UserMemories) -> str:
-    key = json.dumps(user_id, ensure_ascii=False)
-    if entry.model_extra:  # fields from a newer version: keep them, at the cost of a compact line
-        return f"  {key}: {entry.model_dump_json(exclude_none=True)}"
-    return f'  {key}: {{"memories": {_line_list(entry.memories, "   ")}}}'
+    def _item_line(self, item: Todo | ArchivedMemory) -> str:
+        if self._sealer is None:
+            return item.model_dump_json(exclude_none=True)
+        assert self._key is not None
+        return json.dumps(sealed.seal_item(self._sealer, self._key, item), ensure_ascii=False)
 
 
 def _line_list(items: Sequence[BaseModel], indent: str) -> str:
@@ -68,4 +123,11 @@ def _line_list(items: Sequence[BaseModel], indent: str) -> str:
     if not items:
         return "[]"
     lines = ",\n".join(indent + m.model_dump_json(exclude_none=True) for m in items)
+    return f"[\n{lines}\n{indent[:-1]}]"
+
+
+def _dict_lines(items: Sequence[dict[str, Any]], indent: str) -> str:
+    if not items:
+        return "[]"
+    lines = ",\n".join(indent + json.dumps(d, ensure_ascii=False) for d in items)
     return f"[\n{lines}\n{indent[:-1]}]"

@@ -16,12 +16,14 @@ from pydantic import ValidationError
 
 from .._errors import StorageUnavailable
 from .._models import SCHEMA_VERSION, GroupDocument, GroupKey
-from . import changelog
+from . import changelog, sealed
 from .._episodes.model import EPISODE_SCHEMA_VERSION, Episode, EpisodeDocument
 from ._cached import CachedGroup, CachedStore
 from .base import GROUP_OWNER, GroupDump
+from .crypto import KeyUnavailable, Sealer, token_kid
 from .files import (
-    LeftoverTempFiles, episode_file_path, group_file_path, move_aside, read_bytes, stored_groups, write_atomic,
+    LeftoverTempFiles, episode_file_path, group_file_path, move_aside, read_bytes, read_marker, stored_groups,
+    write_atomic, write_marker,
 )
 from .serialize import DocumentSerializer
 
@@ -40,6 +42,7 @@ class _FileGroup(CachedGroup):
     durable_episode_version: int = 0
     io_lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # the flusher's writes vs. log readers
     serializer: DocumentSerializer = field(default_factory=DocumentSerializer)
+    reseal: bool = False  # the next commit rewrites every file of the group with the current key
 
 
 class UserMemoryStore(CachedStore):
@@ -49,6 +52,12 @@ class UserMemoryStore(CachedStore):
     changed) atomically; if that fails the log is cut back and the group is reloaded from disk on next use. Any
     error of a write (the disk, or data that cannot be serialized) is handled that way, and the group keeps being
     served.
+
+    With a `sealer`, member content is sealed in every file (`serialize.py`, `sealed.py`); in memory it is
+    plaintext. The key ids the data uses are kept in `<directory>/.encryption.json`: when none of them is
+    configured the whole store is `unavailable` (every read and change raises, nothing is written). A group whose
+    own files need a key that is not configured, or whose tokens do not open, is unavailable by itself the same
+    way: its load raises `KeyUnavailable`/`Tampered` (never "corrupt": nothing is moved aside or rewritten).
     """
 
     def __init__(
@@ -58,17 +67,71 @@ class UserMemoryStore(CachedStore):
         clock: Callable[[], float] = time.time,
         durable: bool = True,
         log_max_bytes: int = changelog.MAX_BYTES,
+        sealer: Sealer | None = None,
     ) -> None:
         super().__init__(clock=clock, log_max_bytes=log_max_bytes)
         self._directory = Path(directory)
         self._durable = durable
         self._leftovers = LeftoverTempFiles()
+        self._sealer = sealer
+        self._unavailable: str | None = None
+
+    @property
+    def sealer(self) -> Sealer | None:
+        return self._sealer
+
+    @property
+    def unavailable(self) -> str | None:
+        return self._unavailable
+
+    def _check_available(self) -> None:
+        if self._unavailable is not None:
+            raise StorageUnavailable(self._unavailable)
+
+    async def start(self) -> None:
+        """Check the store's key marker against the configured keys: data sealed with keys none of which is
+        configured makes the store unavailable (nothing is written); a store with a key records its id."""
+        try:
+            marker = await asyncio.to_thread(read_marker, self._directory)
+        except (OSError, ValueError) as exc:
+            self._unavailable = f"加密标记文件 {self._directory}/.encryption.json 无法读取（{exc}）"
+            log.error("storage unavailable: %s", self._unavailable)
+            return
+        kids = list(marker.get("kids", ())) if marker else []
+        configured = self._sealer.kids if self._sealer is not None else ()
+        if kids and not set(kids) & set(configured):
+            self._unavailable = str(KeyUnavailable(kids[0], configured))
+            log.error("storage unavailable: %s", self._unavailable)
+            return
+        self._unavailable = None
+        if self._sealer is not None and self._sealer.kid not in kids:
+            state = "rotating" if kids else "migrating"
+            await asyncio.to_thread(
+                write_marker, self._directory, {"kids": [self._sealer.kid, *kids], "state": state},
+                durable=self._durable,
+            )
+
+    def _seal_entry(self, key: GroupKey) -> changelog.Transform | None:
+        sealer = self._sealer
+        return None if sealer is None else lambda entry: sealed.seal_entry(sealer, key, entry)
+
+    def _open_entry(self, key: GroupKey) -> changelog.Transform:
+        sealer = self._sealer
+
+        def open_entry(entry: dict[str, Any]) -> dict[str, Any]:
+            if sealer is None:
+                if sealed.SEALED in entry and not entry.get("erased"):
+                    raise _key_missing(entry[sealed.SEALED])
+                return entry
+            return sealed.open_entry(sealer, key, entry)
+
+        return open_entry
 
     def path_for(self, key: GroupKey) -> Path:
         return group_file_path(self._directory, key)
 
     def _new_group(self, key: GroupKey) -> _FileGroup:
-        return _FileGroup(key, path=self.path_for(key))
+        return _FileGroup(key, path=self.path_for(key), serializer=DocumentSerializer(key, self._sealer))
 
     def _busy(self, group: CachedGroup) -> bool:
         assert isinstance(group, _FileGroup)
@@ -106,7 +169,10 @@ class UserMemoryStore(CachedStore):
             doc = GroupDocument(platform=group.key.platform, group_id=group.key.group_id)
         else:
             try:
-                doc = parse_document(raw, group.key)
+                doc = parse_document(raw, group.key, self._sealer)
+            except StorageUnavailable as exc:  # a key that is missing or data tampered with: never "corrupt"
+                log.error("memory file %s of group %s cannot be opened: %s", group.path, group.key, exc)
+                raise
             except _NewerSchema as exc:
                 log.error("memory file %s was written by a newer plugin version (%s); leaving it alone", group.path, exc)
                 raise StorageUnavailable(f"群 {group.key} 的记忆文件来自更新版本的插件，请升级插件") from exc
@@ -145,7 +211,10 @@ class UserMemoryStore(CachedStore):
         episodes: list[Episode] = []
         if raw is not None:
             try:
-                episodes = parse_episode_document(raw, group.key).episodes
+                episodes = parse_episode_document(raw, group.key, self._sealer).episodes
+            except StorageUnavailable as exc:
+                log.error("episode file %s of group %s cannot be opened: %s", path, group.key, exc)
+                raise
             except _NewerSchema as exc:
                 log.error("episode file %s was written by a newer plugin version (%s); leaving it alone", path, exc)
                 raise StorageUnavailable(f"群 {group.key} 的情境记忆文件来自更新版本的插件，请升级插件") from exc
@@ -184,12 +253,13 @@ class UserMemoryStore(CachedStore):
         assert log_state is not None
         return group, log_state
 
-    @staticmethod
-    async def _read_log(group: _FileGroup, log_state: changelog.LogState) -> list[dict[str, Any]]:
-        """The log's readable entries on disk, never while the flusher is writing it."""
+    async def _read_log(self, group: _FileGroup, log_state: changelog.LogState) -> list[dict[str, Any]]:
+        """The log's readable entries on disk, opened, never while the flusher is writing it."""
         async with group.io_lock:
             try:
-                return await asyncio.to_thread(changelog.read_entries, log_state.path, log_state.end)
+                return await asyncio.to_thread(
+                    changelog.read_entries, log_state.path, log_state.end, self._open_entry(group.key)
+                )
             except OSError as exc:  # like an unreadable document: the commands report it instead of crashing
                 log.error("change log %s of group %s cannot be read: %s", log_state.path, group.key, exc)
                 raise StorageUnavailable(f"群 {group.key} 的变更记录无法读取（{exc.strerror or exc}）") from exc
@@ -204,11 +274,13 @@ class UserMemoryStore(CachedStore):
             if group.queued or any(await asyncio.gather(*(asyncio.to_thread(p.exists) for p in paths))):
                 raise ValueError(f"群 {key} 已有数据，不能导入")
             document = dump.document.model_copy(update={"platform": key.platform, "group_id": key.group_id})
-            lines = changelog.encode([*dump.carried, *dump.log])
+            lines = changelog.encode([*dump.carried, *dump.log], self._seal_entry(key))
             await asyncio.to_thread(changelog.append, paths[2], 0, lines, durable=self._durable)
             if dump.episodes:
-                await write_atomic(paths[1], dump_episodes(key, dump.episodes), durable=self._durable)
-            await write_atomic(group.path, DocumentSerializer().dumps(document), durable=self._durable)
+                await write_atomic(paths[1], dump_episodes(key, dump.episodes, self._sealer), durable=self._durable)
+            await write_atomic(
+                group.path, DocumentSerializer(key, self._sealer).dumps(document), durable=self._durable
+            )
             group.forget_state()
 
     async def stored_groups(self) -> dict[GroupKey, str]:
@@ -222,22 +294,24 @@ class UserMemoryStore(CachedStore):
         entries, group.pending = group.pending, []
         erase_owners, group.erase_owners = group.erase_owners, set()
         erase_todos, group.erase_todos = group.erase_todos, set()
+        reseal, group.reseal = group.reseal, False
         await self._run_commit_hooks()
         # Serialize everything before the first write, so data that cannot be written fails the commit whole.
         document = group.serializer.dumps(group.doc) if doc_target > group.durable_doc_version else None
         episodes_target = group.episode_version
         episodes = (
-            dump_episodes(group.key, group.episodes)
+            dump_episodes(group.key, group.episodes, self._sealer)
             if group.episodes is not None and episodes_target > group.durable_episode_version else None
         )
-        lines = changelog.encode(entries)
+        lines = changelog.encode(entries, self._seal_entry(group.key))
         log_state = group.log
         start, end = log_state.end, log_state.end
-        if erase_owners or erase_todos or log_state.end + len(lines) > self._log_max_bytes:
+        if reseal or erase_owners or erase_todos or log_state.end + len(lines) > self._log_max_bytes:
+            opened, seal = self._open_entry(group.key), self._seal_entry(group.key)
             start, end = await asyncio.to_thread(
                 changelog.rewrite, log_state.path, log_state.end, lines, erase_owners=erase_owners,
-                erase_todos=erase_todos,
-                max_bytes=self._log_max_bytes, durable=self._durable,
+                erase_todos=erase_todos, max_bytes=self._log_max_bytes, durable=self._durable,
+                transform=(lambda e: seal(opened(e)) if seal else opened(e)) if reseal else None,
             )
             log_state.end = start  # the rewritten file is committed up to the new entries
         elif lines:
@@ -248,6 +322,12 @@ class UserMemoryStore(CachedStore):
             try:
                 if episodes is not None:  # first: an episode without its log entry beats an entry without it
                     await write_atomic(episode_file_path(group.path), episodes, durable=self._durable)
+                if reseal:
+                    # Imported here: the recall package imports this one.
+                    from .._recall.semantic import reseal_vectors_file, vectors_path
+
+                    await reseal_vectors_file(vectors_path(self._directory, group.key), group.key, self._sealer,
+                                              durable=self._durable)
                 if document is not None:
                     await write_atomic(group.path, document, durable=self._durable)
             except BaseException:
@@ -269,14 +349,38 @@ class UserMemoryStore(CachedStore):
         self._acknowledge(group, target)
 
 
+    async def reseal(self, key: GroupKey) -> None:
+        """Rewrite every file of the group with the current key (none: in plaintext), opening what is stored
+        with any configured key: the change log, the episodes, the vectors and then the document, whose head
+        names the key (the group is done when it does). Each file is replaced atomically, so a kill at any point
+        leaves every file readable with the keys of the keyring; running it again finishes the group."""
+        group = self._group(key)
+        assert isinstance(group, _FileGroup)
+
+        def operation(group: CachedGroup) -> tuple[None, bool]:
+            assert isinstance(group, _FileGroup)
+            group.reseal = True
+            group.serializer = DocumentSerializer(key, self._sealer)  # no fragment sealed with another key
+            group.doc_version += 1
+            group.episode_version += 1
+            return None, True
+
+        await self._run(key, operation, episodes=True)
+
+
+def _key_missing(token: Any) -> KeyUnavailable:
+    return KeyUnavailable(token_kid(token) or "?", ())
+
 
 class _NewerSchema(ValueError):
     pass
 
 
-def parse_document(raw: bytes, key: GroupKey) -> GroupDocument:
-    """Parse and migrate a group file. Raises _NewerSchema for a file of a newer version (whatever its shape),
-    ValueError when it is not a valid document for `key`. A UTF-8 byte order mark is accepted."""
+def parse_document(raw: bytes, key: GroupKey, sealer: Sealer | None = None) -> GroupDocument:
+    """Parse, open and migrate a group file. Raises _NewerSchema for a file of a newer version (whatever its shape),
+    ValueError when it is not a valid document for `key`, KeyUnavailable when it is sealed with a key not
+    configured, Tampered when a token does not open. A UTF-8 byte order mark is accepted; a plaintext file (written
+    before encryption was turned on) opens as it is."""
     raw = raw.removeprefix(UTF8_BOM)
     try:
         doc = GroupDocument.model_validate_json(raw)
@@ -288,15 +392,20 @@ def parse_document(raw: bytes, key: GroupKey) -> GroupDocument:
         raise _NewerSchema(f"schema_version {doc.schema_version} > {SCHEMA_VERSION}")
     if doc.group_id != key.group_id or (doc.platform and doc.platform != key.platform):
         raise ValueError(f"file belongs to group {doc.platform}:{doc.group_id}, not {key}")
+    if doc.encryption is not None:
+        if sealer is None:
+            raise KeyUnavailable(str(doc.encryption.get("kid", "?")), ())
+        sealed.open_document(sealer, key, doc)  # one decryption per owner list, filled into the parsed models
+        doc.encryption = None  # in memory everything is plaintext; the serializer writes the head it seals with
     if doc.schema_version < SCHEMA_VERSION:  # version 0: the design's format, missing only these two fields
         doc.schema_version = SCHEMA_VERSION
     doc.platform = key.platform
     return doc
 
 
-def parse_episode_document(raw: bytes, key: GroupKey) -> EpisodeDocument:
-    """Parse a group's episode file. Raises _NewerSchema for a newer version's file, ValueError when it is not a
-    valid episode file of `key`."""
+def parse_episode_document(raw: bytes, key: GroupKey, sealer: Sealer | None = None) -> EpisodeDocument:
+    """Parse and open a group's episode file. Raises _NewerSchema for a newer version's file, ValueError when it
+    is not a valid episode file of `key`, KeyUnavailable/Tampered when its sealed episodes do not open."""
     raw = raw.removeprefix(UTF8_BOM)
     try:
         doc = EpisodeDocument.model_validate_json(raw)
@@ -307,13 +416,23 @@ def parse_episode_document(raw: bytes, key: GroupKey) -> EpisodeDocument:
         raise _NewerSchema(f"schema_version {doc.schema_version} > {EPISODE_SCHEMA_VERSION}")
     if doc.group_id != key.group_id or (doc.platform and doc.platform != key.platform):
         raise ValueError(f"file belongs to group {doc.platform}:{doc.group_id}, not {key}")
+    for episode in doc.episodes:
+        if sealed.SEALED in (episode.model_extra or {}):
+            if sealer is None:
+                raise _key_missing(episode.model_extra[sealed.SEALED])  # type: ignore[index]
+            doc.episodes = [sealed.open_item(sealer, key, e) for e in doc.episodes]
+            break
     return doc
 
 
-def dump_episodes(key: GroupKey, episodes: Sequence[Episode]) -> bytes:
-    """A group's episode file, one readable line per episode."""
+def dump_episodes(key: GroupKey, episodes: Sequence[Episode], sealer: Sealer | None = None) -> bytes:
+    """A group's episode file, one readable line per episode (its content sealed, with a sealer)."""
     head = {"schema_version": EPISODE_SCHEMA_VERSION, "platform": key.platform, "group_id": key.group_id}
-    lines = ",\n".join("  " + e.model_dump_json(exclude_none=True) for e in episodes)
+    lines = ",\n".join(
+        "  " + (e.model_dump_json(exclude_none=True) if sealer is None
+                else json.dumps(sealed.seal_item(sealer, key, e), ensure_ascii=False))
+        for e in episodes
+    )
     body = f"[\n{lines}\n ]" if episodes else "[]"
     parts = [f" {json.dumps(k, ensure_ascii=False)}: {json.dumps(v, ensure_ascii=False)}" for k, v in head.items()]
     return ("{\n" + ",\n".join([*parts, f' "episodes": {body}']) + "\n}\n").encode("utf-8")
