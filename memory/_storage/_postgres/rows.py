@@ -3,6 +3,12 @@
 Reading takes one statement per table; writing replaces only the lists a commit changed (an owner's memories, the
 todos, the archive, the episodes: each list is replaced, never edited in place, by the cached store, so an
 identity check against what was last stored finds them) and appends the commit's log entries.
+
+With a sealer (`sealed.py`) every member content is sealed on write and opened on read: an owner's memory list as
+one token in the `sealed` column of its first row (so a commit seals only the owners it rewrites, and a cold load
+opens one token per owner), a todo, archived memory or episode as a token inside its `body`, a log entry's content
+as a token inside `entry`. Rows written without a key open as they are; a token without a sealer raises
+`KeyUnavailable` (never an empty content).
 """
 
 from __future__ import annotations
@@ -18,7 +24,9 @@ from ..._episodes.model import Episode
 from ..._models import ArchivedMemory, GroupDocument, GroupKey, Memory, UserMemories
 from ..._todos.model import Todo
 from .. import changelog
+from .. import sealed
 from ..base import GROUP_OWNER, Owner
+from ..crypto import KeyUnavailable, Sealer, token_kid
 
 _LISTS = {"users", "group_memories", "todos", "archive", "platform", "group_id"}
 
@@ -67,7 +75,7 @@ def _list_name(owner: Owner) -> str:
     return "g" if owner is GROUP_OWNER else f"m:{owner}"
 
 
-async def load(conn: Any, key: GroupKey, since: Stored | None = None) -> Loaded:
+async def load(conn: Any, key: GroupKey, since: Stored | None = None, sealer: Sealer | None = None) -> Loaded:
     """The group as stored (an empty document when it has no row); run it in one transaction. With `since` (what
     the cache last knew was stored) only the lists whose version moved are read again; the others keep their
     objects. The server aggregates each list into one JSON text that pydantic parses in one go."""
@@ -80,29 +88,43 @@ async def load(conn: Any, key: GroupKey, since: Stored | None = None) -> Loaded:
         return Loaded(doc, [], LogCursor(1), snapshot(None, 0, doc, [], {}))
     gid, lists = row["gid"], row["lists"]
     if since is None or since.gid != gid:
-        return await _load_whole(conn, key, row)
+        return await _load_whole(conn, key, row, sealer)
     moved = {name for name in {*lists, *since.lists} if lists.get(name) != since.lists.get(name)}
     owners = [name[2:] for name in moved if name.startswith("m:")]
-    memories = dict(await conn.fetch(
-        "SELECT owner, json_agg(body ORDER BY pos)::text FROM um_memories"
+    found = await conn.fetch(
+        f"SELECT owner, {_MEMORY_AGGREGATE} FROM um_memories"
         " WHERE gid = $1 AND (owner = ANY($2::text[]) OR ($3 AND owner IS NULL)) GROUP BY owner",
         gid, owners, "g" in moved,
-    )) if owners or "g" in moved else {}
+    ) if owners or "g" in moved else []
+    memories = {r[0]: r[1] for r in found}
+    tokens = {r[0]: r[2] for r in found}
     doc = GroupDocument.model_validate({**row["head"], "platform": key.platform, "group_id": key.group_id})
     for user, extra in row["users"]:
         if f"m:{user}" in moved:
             entry = UserMemories.model_validate_json(f'{{"memories": {memories.get(user, "[]")}}}')
+            _fill(sealer, key, user, entry.memories, tokens.get(user))
         else:
             entry = UserMemories.model_construct(memories=since.owners.get(user, []))
         for name, value in extra.items():
             setattr(entry, name, value)
         doc.users[user] = entry
-    doc.group_memories = (
-        _MEMORIES.validate_json(memories.get(GROUP_OWNER, "[]")) if "g" in moved else since.owners[GROUP_OWNER]
-    )
-    doc.todos = await _list(conn, gid, "um_todos", _TODOS) if "todos" in moved else since.todos or []
-    doc.archive = await _list(conn, gid, "um_archive", _ARCHIVE) if "archive" in moved else since.archive or []
-    episodes = await _list(conn, gid, "um_episodes", _EPISODES) if "episodes" in moved else since.episodes or []
+    if "g" in moved:
+        doc.group_memories = _MEMORIES.validate_json(memories.get(GROUP_OWNER, "[]"))
+        _fill(sealer, key, GROUP_OWNER, doc.group_memories, tokens.get(GROUP_OWNER))
+    else:
+        doc.group_memories = since.owners[GROUP_OWNER]
+    if "todos" in moved:
+        doc.todos = _open_items(sealer, key, await _list(conn, gid, "um_todos", _TODOS))
+    else:
+        doc.todos = since.todos or []
+    if "archive" in moved:
+        doc.archive = _open_items(sealer, key, await _list(conn, gid, "um_archive", _ARCHIVE))
+    else:
+        doc.archive = since.archive or []
+    if "episodes" in moved:
+        episodes = _open_items(sealer, key, await _list(conn, gid, "um_episodes", _EPISODES))
+    else:
+        episodes = since.episodes or []
     return Loaded(doc, episodes, LogCursor(row["log_next_id"]), snapshot(gid, row["version"], doc, episodes, lists))
 
 
@@ -110,16 +132,15 @@ async def _list(conn: Any, gid: int, table: str, adapter: TypeAdapter[Any]) -> A
     return adapter.validate_json(await conn.fetchval(f"SELECT {_AGGREGATE.format(table=table)}", gid))
 
 
-async def _load_whole(conn: Any, key: GroupKey, row: Any) -> Loaded:
+async def _load_whole(conn: Any, key: GroupKey, row: Any, sealer: Sealer | None) -> Loaded:
     gid = row["gid"]
-    memories = await conn.fetch(
-        "SELECT owner, json_agg(body ORDER BY pos)::text FROM um_memories WHERE gid = $1 GROUP BY owner", gid
-    )
+    memories = await conn.fetch(f"SELECT owner, {_MEMORY_AGGREGATE} FROM um_memories WHERE gid = $1 GROUP BY owner", gid)
+    tokens = {r[0]: r[2] for r in memories if r[2] is not None}
     lists = await conn.fetchrow(
         f"SELECT {_AGGREGATE.format(table='um_todos')}, {_AGGREGATE.format(table='um_archive')},"
         f" {_AGGREGATE.format(table='um_episodes')}", gid,
     )
-    by_owner: dict[Owner, str] = dict(memories)
+    by_owner: dict[Owner, str] = {r[0]: r[1] for r in memories}
     users = []
     for user, extra in row["users"]:
         fields = json.dumps(extra, ensure_ascii=False)[1:-1]
@@ -135,15 +156,53 @@ async def _load_whole(conn: Any, key: GroupKey, row: Any) -> Loaded:
     )
     doc = GroupDocument.model_validate_json(text)
     episodes = _EPISODES.validate_json(lists[2])
+    for owner, token in tokens.items():
+        entry = doc.users.get(owner) if owner is not GROUP_OWNER else None
+        _fill(sealer, key, owner, doc.group_memories if owner is GROUP_OWNER else entry.memories if entry else [], token)
+    doc.todos = _open_items(sealer, key, doc.todos)
+    doc.archive = _open_items(sealer, key, doc.archive)
+    episodes = _open_items(sealer, key, episodes)
     return Loaded(doc, episodes, LogCursor(row["log_next_id"]),
                   snapshot(gid, row["version"], doc, episodes, row["lists"]))
 
 
 _AGGREGATE = "(SELECT coalesce(json_agg(body ORDER BY pos), '[]')::text FROM {table} WHERE gid = $1)"
+# An owner's rows as one JSON text, and the list's token (on its first row only).
+_MEMORY_AGGREGATE = "json_agg(body ORDER BY pos)::text, max(sealed)"
 _EPISODES = TypeAdapter(list[Episode])
 _MEMORIES = TypeAdapter(list[Memory])
 _TODOS = TypeAdapter(list[Todo])
 _ARCHIVE = TypeAdapter(list[ArchivedMemory])
+
+
+def _need(sealer: Sealer | None, token: str) -> Sealer:
+    """The sealer that opens `token`; KeyUnavailable when no key is configured (sealed rows never load empty)."""
+    if sealer is None:
+        raise KeyUnavailable(token_kid(token) or "?", ())
+    return sealer
+
+
+def _fill(sealer: Sealer | None, key: GroupKey, owner: Owner, memories: list[Memory], token: str | None) -> None:
+    if token is not None:
+        sealed.fill_list(_need(sealer, token), key, owner, memories, token)
+
+
+def _open_items(sealer: Sealer | None, key: GroupKey, items: list[Any]) -> list[Any]:
+    return [
+        sealed.open_item(_need(sealer, token), key, item)
+        if (token := (item.model_extra or {}).get(sealed.SEALED)) is not None else item
+        for item in items
+    ]
+
+
+def open_entry(sealer: Sealer | None, key: GroupKey, entry: dict[str, Any]) -> dict[str, Any]:
+    """A log entry as it was logged (an erased one has no content to open)."""
+    token = entry.get(sealed.SEALED)
+    if token is None:
+        return entry
+    if entry.get("erased"):
+        return {k: v for k, v in entry.items() if k != sealed.SEALED}
+    return sealed.open_entry(_need(sealer, token), key, entry)
 
 
 async def lock_group(conn: Any, key: GroupKey) -> tuple[int, int]:
@@ -161,7 +220,7 @@ async def lock_group(conn: Any, key: GroupKey) -> tuple[int, int]:
 
 async def write(
     conn: Any, key: GroupKey, gid: int, stored: Stored, doc: GroupDocument, episodes: list[Episode] | None,
-    entries: Sequence[dict[str, Any]], next_log_id: int,
+    entries: Sequence[dict[str, Any]], next_log_id: int, sealer: Sealer | None = None,
 ) -> dict[str, int]:
     """Write what changed since `stored` as version `stored.version + 1` and append `entries` (inside the caller's
     transaction, the group's row locked at `stored.version`); the versions of the lists after it."""
@@ -181,33 +240,43 @@ async def write(
             "DELETE FROM um_memories WHERE gid = $1 AND (owner = ANY($2::text[]) OR ($3 AND owner IS NULL))",
             gid, members, GROUP_OWNER in changed_owners,
         )
-        await _insert(conn, "um_memories", [
-            (gid, owner, pos, m.id, "group" if owner is GROUP_OWNER else scope_of_member, m.type.value, m.content,
-             m.importance, str(m.source), m.created_at, m.updated_at, m.last_used_at, _body(m))
-            for owner in changed_owners for pos, m in enumerate(now.get(owner) or ())
-        ])
+        memory_rows = []
+        for owner in changed_owners:
+            memories = now.get(owner) or []
+            scope = "group" if owner is GROUP_OWNER else scope_of_member
+            if sealer is not None and memories:
+                readable, token = sealed.seal_list(sealer, key, owner, memories)
+                bodies = [_Raw(json.dumps(r, ensure_ascii=False)) for r in readable]
+            else:
+                token, bodies = None, [_body(m) for m in memories]
+            memory_rows += [
+                (gid, owner, pos, m.id, scope, m.type.value, "" if token else m.content, m.importance, str(m.source),
+                 m.created_at, m.updated_at, m.last_used_at, body, token if pos == 0 else None)
+                for pos, (m, body) in enumerate(zip(memories, bodies))
+            ]
+        await _insert(conn, "um_memories", memory_rows)
     todos_changed = doc.todos is not stored.todos
     if todos_changed:
         lists["todos"] = version
         await conn.execute("DELETE FROM um_todos WHERE gid = $1", gid)
         await _insert(conn, "um_todos", [
-            (gid, pos, t.id, t.assignee, str(t.status), t.due_at, t.remind_at, t.platform_id, _body(t))
+            (gid, pos, t.id, t.assignee, str(t.status), t.due_at, t.remind_at, t.platform_id, _item_body(sealer, key, t))
             for pos, t in enumerate(doc.todos)
         ])
     if doc.archive is not stored.archive:
         lists["archive"] = version
         await conn.execute("DELETE FROM um_archive WHERE gid = $1", gid)
         await _insert(conn, "um_archive", [
-            (gid, pos, a.owner, a.memory.id, a.archived_at, a.reason, a.actor, _body(a))
+            (gid, pos, a.owner, a.memory.id, a.archived_at, a.reason, a.actor, _item_body(sealer, key, a))
             for pos, a in enumerate(doc.archive)
         ])
     if episodes is not None and episodes is not stored.episodes:
         lists["episodes"] = version
         await conn.execute("DELETE FROM um_episodes WHERE gid = $1", gid)
         await _insert(conn, "um_episodes", [
-            (gid, pos, e.id, e.start, e.end, _body(e)) for pos, e in enumerate(episodes)
+            (gid, pos, e.id, e.start, e.end, _item_body(sealer, key, e)) for pos, e in enumerate(episodes)
         ])
-    log_rows = [_log_row(gid, entry) for entry in entries]
+    log_rows = [_log_row(gid, sealed.seal_entry(sealer, key, e) if sealer else e) for e in entries]
     await _insert(conn, "um_log", log_rows)
     head, users = _head(doc), _users(doc)
     await conn.execute(
@@ -270,14 +339,14 @@ async def trim(conn: Any, gid: int, max_bytes: int) -> changelog.CallTotals | No
     return carried
 
 
-async def log_entries(conn: Any, key: GroupKey) -> list[dict[str, Any]]:
+async def log_entries(conn: Any, key: GroupKey, sealer: Sealer | None = None) -> list[dict[str, Any]]:
     """The carried totals' lines, then every entry oldest first (like the JSON log file)."""
     row = await conn.fetchrow("SELECT gid, carried FROM um_groups WHERE platform = $1 AND group_id = $2",
                               key.platform, key.group_id)
     if row is None:
         return []
     entries = await conn.fetch("SELECT entry FROM um_log WHERE gid = $1 ORDER BY id", row["gid"])
-    return [*row["carried"], *(r["entry"] for r in entries)]
+    return [*row["carried"], *(open_entry(sealer, key, r["entry"]) for r in entries)]
 
 
 async def call_totals(conn: Any, key: GroupKey) -> changelog.CallTotals:
@@ -291,7 +360,7 @@ async def call_totals(conn: Any, key: GroupKey) -> changelog.CallTotals:
 
 async def insert_group(
     conn: Any, key: GroupKey, doc: GroupDocument, episodes: list[Episode], entries: Sequence[dict[str, Any]],
-    carried: list[dict[str, Any]], next_log_id: int,
+    carried: list[dict[str, Any]], next_log_id: int, sealer: Sealer | None = None,
 ) -> int:
     """Store a whole group that has no row yet (an import); its gid. The version starts at 1."""
     gid = await conn.fetchval(
@@ -300,8 +369,37 @@ async def insert_group(
     )
     empty = Stored(gid, 0, owners={GROUP_OWNER: []}, todos=[], archive=[], episodes=[])
     last = max((e["id"] for e in entries if isinstance(e.get("id"), int)), default=0)
-    await write(conn, key, gid, empty, doc, episodes, entries, max(next_log_id, last + 1, (doc.change_log_id or 0) + 1))
+    await write(conn, key, gid, empty, doc, episodes, entries, max(next_log_id, last + 1, (doc.change_log_id or 0) + 1),
+                sealer)
     return gid
+
+
+async def reseal(conn: Any, key: GroupKey, sealer: Sealer | None) -> int | None:
+    """Rewrite every row of the group with `sealer` (opening with any key it has; None writes plaintext), inside
+    the caller's transaction; the group's new version (None: the group has no row). Vectors: `vectors.py`."""
+    row = await conn.fetchrow(
+        "SELECT gid, version, head, users, log_next_id, lists FROM um_groups WHERE platform = $1 AND group_id = $2"
+        " FOR UPDATE", key.platform, key.group_id,
+    )
+    if row is None:
+        return None
+    gid, version = row["gid"], row["version"]
+    loaded = await _load_whole(conn, key, row, sealer)
+    everything = Stored(gid, version, lists=dict(row["lists"]))  # no list is known stored: all are written
+    await write(conn, key, gid, everything, loaded.doc, loaded.episodes, [], row["log_next_id"], sealer)
+    found = await conn.fetch("SELECT entry FROM um_log WHERE gid = $1 ORDER BY id", gid)
+    updated = []
+    for r in found:
+        entry = open_entry(sealer, key, r["entry"])
+        updated.append(_log_row(gid, sealed.seal_entry(sealer, key, entry) if sealer else entry))
+    await conn.executemany(
+        "UPDATE um_log SET entry = $3, bytes = $4 WHERE gid = $1 AND id = $2", [(gid, r[1], r[10], r[9]) for r in updated]
+    )
+    await conn.execute(
+        "UPDATE um_groups SET log_bytes = (SELECT coalesce(sum(bytes), 0) FROM um_log WHERE gid = $1) WHERE gid = $1",
+        gid,
+    )
+    return version + 1
 
 
 def _log_row(gid: int, entry: dict[str, Any]) -> tuple[Any, ...]:
@@ -338,7 +436,7 @@ async def _insert(conn: Any, table: str, rows: list[tuple[Any, ...]]) -> None:
 
 _COLUMNS = {
     "um_memories": "gid, owner, pos, id, scope, type, content, importance, source, created_at, updated_at,"
-                   " last_used_at, body",
+                   " last_used_at, body, sealed",
     "um_todos": "gid, pos, id, owner, status, due_at, remind_at, platform_id, body",
     "um_archive": "gid, pos, owner, id, archived_at, reason, actor, body",
     "um_episodes": "gid, pos, id, start_at, end_at, body",
@@ -348,6 +446,12 @@ _COLUMNS = {
 
 def _body(item: Any) -> _Raw:
     return _Raw(item.model_dump_json(exclude_none=True))
+
+
+def _item_body(sealer: Sealer | None, key: GroupKey, item: Todo | Episode | ArchivedMemory) -> _Raw:
+    if sealer is None:
+        return _body(item)
+    return _Raw(json.dumps(sealed.seal_item(sealer, key, item), ensure_ascii=False))
 
 
 def _owner_lists(doc: GroupDocument) -> dict[Owner, list[Memory]]:

@@ -6,13 +6,18 @@ One row per group in `um_groups` (its version is bumped by every commit), the gr
 embeddings of its memories (`um_vectors`, written by `vectors.py`) and leases across instances (`um_claims`).
 Every item row holds the full item as `body` jsonb (fields of newer versions survive a round trip); the other
 columns are derived from it on write, for queries and for people reading the tables.
+
+Version 2 (encryption at rest, `sealed.py`): with a key, an owner's memory list is one token in `sealed` of its
+first row (`body` and `content` then hold no content), and a vector row is one token in `sealed` (`vec` NULL,
+`content_hash` ''). `um_meta` key `encryption` names the key ids the data is sealed with.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+ENCRYPTION_META = "encryption"  # um_meta key: {"kids": [ids of the keys the data is sealed with]}
 CHANGES_CHANNEL = "um_changed"
 RELAY_CHANNEL = "um_observe"  # messages an instance relays to the one observing their group
 # pg_advisory_xact_lock key of schema migrations: any constant no other lock of this database uses ("umschema").
@@ -116,8 +121,13 @@ CREATE TABLE IF NOT EXISTS um_claims (
 );
 """
 
+_VERSION_2 = """
+ALTER TABLE um_memories ADD COLUMN IF NOT EXISTS sealed text;  -- the owner's list as one token, on its pos 0 row
+ALTER TABLE um_vectors ADD COLUMN IF NOT EXISTS sealed text, ALTER COLUMN vec DROP NOT NULL;
+"""
+
 # The statements that bring a schema of version n - 1 to version n.
-_MIGRATIONS = {1: _VERSION_1}
+_MIGRATIONS = {1: _VERSION_1, 2: _VERSION_2}
 
 
 class NewerSchema(Exception):

@@ -11,6 +11,9 @@ instances of the bot.
 - Any database error fails the commit's callers with `StorageUnavailable` and drops the group's cache. While the
   server cannot be reached, `unavailable` says why and every read or change raises `StorageUnavailable`; the
   store keeps reconnecting. asyncpg is imported only by `start()`.
+- With a `sealer` (encryption at rest, `rows.py`) member content reaches the database only sealed. `um_meta`
+  records the ids of the keys in use: an instance without one of them is `unavailable` (why: `KeyUnavailable`) and
+  writes nothing; a relayed message travels sealed.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from ..._episodes.model import Episode
 from .. import changelog
 from .._cached import CachedGroup, CachedStore
 from ..base import GroupDump
+from ..crypto import KeyUnavailable, Sealer, Tampered
 from . import rows, schema
 from .notify import Change, ConnectionLost, Follower
 
@@ -68,9 +72,11 @@ class PostgresMemoryStore(CachedStore):
         instance: str,
         clock: Callable[[], float] = time.time,
         log_max_bytes: int = changelog.MAX_BYTES,
+        sealer: Sealer | None = None,
     ) -> None:
         super().__init__(clock=clock, log_max_bytes=log_max_bytes)
         self._dsn = dsn
+        self.sealer = sealer
         self.instance = instance
         self.pool: Any = None
         self._unavailable: str | None = NOT_STARTED
@@ -108,6 +114,7 @@ class PostgresMemoryStore(CachedStore):
         """A (new) LISTEN connection is up: prepare the schema and the pool once, then catch up on what was missed
         while no connection listened."""
         if not self._prepared:
+            await self._check_keys(connection)
             found = await schema.prepare(connection)
             if found < schema.SCHEMA_VERSION:
                 log.info("PostgreSQL schema prepared (version %d -> %d)", found, schema.SCHEMA_VERSION)
@@ -125,10 +132,30 @@ class PostgresMemoryStore(CachedStore):
         self._unavailable = None
         await self._sweep(connection, missed_since)
 
+    async def _check_keys(self, connection: Any) -> None:
+        """KeyUnavailable (nothing written) when the data is sealed with keys none of which is configured; a keyed
+        instance adds its key's id to the marker before it seals anything."""
+        marker: Any = {}
+        if await connection.fetchval("SELECT to_regclass('um_meta') IS NOT NULL"):
+            text = await connection.fetchval("SELECT value FROM um_meta WHERE key = $1", schema.ENCRYPTION_META)
+            marker = json.loads(text) if text else {}  # this connection reads jsonb as text
+        kids = [k for k in marker.get("kids", []) if isinstance(k, str)] if isinstance(marker, dict) else []
+        configured = self.sealer.kids if self.sealer is not None else ()
+        if kids and not set(kids) & set(configured):
+            raise KeyUnavailable(kids[0], configured)
+        if self.sealer is not None and self.sealer.kid not in kids:
+            await schema.prepare(connection)  # um_meta must exist before the marker
+            await connection.execute(
+                "INSERT INTO um_meta (key, value) VALUES ($1, $2::jsonb) ON CONFLICT (key) DO UPDATE SET value ="
+                " jsonb_set(um_meta.value, '{kids}', (um_meta.value->'kids') || to_jsonb($3::text))"
+                " WHERE NOT (um_meta.value->'kids') ? $3",
+                schema.ENCRYPTION_META, json.dumps({"kids": [self.sealer.kid]}), self.sealer.kid,
+            )
+
     def _down(self, exc: BaseException) -> None:
         if isinstance(exc, ConnectionLost):  # the next attempt, right away, says whether the server is there
             return
-        if isinstance(exc, schema.NewerSchema):
+        if isinstance(exc, (schema.NewerSchema, StorageUnavailable)):
             reason = str(exc)
         else:
             reason = f"无法连接 PostgreSQL（{mask_dsn(self._dsn)}）：{_describe(exc)}"
@@ -169,7 +196,7 @@ class PostgresMemoryStore(CachedStore):
         try:
             async with pool.acquire(timeout=CONNECT_SECONDS) as conn:
                 async with conn.transaction(isolation="repeatable_read", readonly=True):
-                    loaded = await rows.load(conn, group.key)
+                    loaded = await rows.load(conn, group.key, sealer=self.sealer)
         except Exception as exc:
             raise self._read_failed(group.key, exc) from exc
         self._install(group, loaded)
@@ -182,6 +209,9 @@ class PostgresMemoryStore(CachedStore):
         return group.episodes
 
     def _read_failed(self, key: GroupKey, exc: BaseException) -> StorageUnavailable:
+        if isinstance(exc, (KeyUnavailable, Tampered)):  # the reason is the admin's to fix: say it
+            log.error("reading group %s from PostgreSQL: %s", key, exc)
+            return exc
         log.error("reading group %s from PostgreSQL failed: %s", key, _describe(exc),
                   exc_info=exc if not self._is_connection_error(exc) else None)
         return StorageUnavailable(UNAVAILABLE_TO_CALLERS)
@@ -220,7 +250,7 @@ class PostgresMemoryStore(CachedStore):
                     assert doc is not None and log_cursor is not None and group.stored is not None
                     entries = group.pending
                     lists = await rows.write(
-                        conn, key, gid, group.stored, doc, group.episodes, entries, log_cursor.next_id
+                        conn, key, gid, group.stored, doc, group.episodes, entries, log_cursor.next_id, self.sealer
                     )
                     todos_changed = lists.get("todos") == version + 1
                     await rows.erase(conn, gid, group.erase_owners, group.erase_todos)
@@ -240,7 +270,7 @@ class PostgresMemoryStore(CachedStore):
         """Another instance committed since the cache was loaded: load the group in this transaction (the row
         lock is held) and run the queued operations again on it."""
         log.debug("group %s changed elsewhere; running %d change(s) again", group.key, len(group.queued))
-        self._adopt(group, await rows.load(conn, group.key, group.stored))
+        self._adopt(group, await rows.load(conn, group.key, group.stored, self.sealer))
 
     async def _freshen(self, group: CachedGroup) -> bool:
         """A change was refused or changed nothing on the cached state: if that state is not the stored one any
@@ -257,7 +287,7 @@ class PostgresMemoryStore(CachedStore):
                 if (version or 0) == group.stored.version:
                     return False
                 async with conn.transaction(isolation="repeatable_read", readonly=True):
-                    loaded = await rows.load(conn, key, group.stored)
+                    loaded = await rows.load(conn, key, group.stored, self.sealer)
         except Exception as exc:
             raise self._read_failed(key, exc) from exc
         self._adopt(group, loaded)
@@ -302,7 +332,7 @@ class PostgresMemoryStore(CachedStore):
                     pool = self._check_available()
                     async with pool.acquire(timeout=CONNECT_SECONDS) as conn:
                         async with conn.transaction(isolation="repeatable_read", readonly=True):
-                            loaded = await rows.load(conn, group.key, stored)
+                            loaded = await rows.load(conn, group.key, stored, self.sealer)
                     self._adopt(group, loaded)
                     self._tell_committed(group)
         except Exception as exc:  # the next notification or the sweep after a reconnection tries again
@@ -339,7 +369,7 @@ class PostgresMemoryStore(CachedStore):
     # ------------------------------------------------------------------------------------------ the log
     async def log_entries(self, key: GroupKey) -> list[dict[str, Any]]:
         """The carried totals' lines, then every entry of the group's change log, oldest first."""
-        return await self._read(key, rows.log_entries)
+        return await self._read(key, lambda conn, k: rows.log_entries(conn, k, self.sealer))
 
     async def call_totals(self, key: GroupKey) -> changelog.CallTotals:
         """What the group's background model calls added up to, trimmed ones included."""
@@ -405,7 +435,11 @@ class PostgresMemoryStore(CachedStore):
         if self._unavailable is not None or self.pool is None:
             log.debug("not relayed (storage unavailable): %.200s", payload)
             return
-        text = json.dumps({"i": self.instance, "d": payload})  # ASCII: the size check counts what is sent
+        if self.sealer is not None:  # relayed messages are members' words: never in a NOTIFY in plaintext
+            sealed_payload = self.sealer.seal("relay", _RELAY_KEY, [], payload)
+            text = json.dumps({"i": self.instance, "s": sealed_payload})
+        else:
+            text = json.dumps({"i": self.instance, "d": payload})  # ASCII: the size check counts what is sent
         if len(text) > RELAY_MAX_BYTES:
             log.warning("not relayed: %d bytes, more than one notification carries (%d)", len(text), RELAY_MAX_BYTES)
             return
@@ -420,9 +454,18 @@ class PostgresMemoryStore(CachedStore):
     def _relayed(self, text: str) -> None:
         try:
             value = json.loads(text)
-            instance, payload = str(value["i"]), value["d"]
-        except (ValueError, KeyError, TypeError):
-            log.warning("ignoring a malformed relayed payload: %.200s", text)
+            instance = str(value["i"])
+            if instance == self.instance:
+                return
+            if "s" in value:
+                if self.sealer is None:
+                    log.warning("ignoring a sealed relayed payload: no encryption key configured")
+                    return
+                payload = self.sealer.open("relay", _RELAY_KEY, [], value["s"])
+            else:
+                payload = value["d"]
+        except (ValueError, KeyError, TypeError, StorageUnavailable) as exc:
+            log.warning("ignoring a relayed payload that does not open (%s): %.200s", type(exc).__name__, text)
             return
         if instance == self.instance or not isinstance(payload, dict):
             return
@@ -446,11 +489,29 @@ class PostgresMemoryStore(CachedStore):
                     if existing is not None:
                         raise ValueError(f"群 {key} 已有数据，不能导入")
                     await rows.insert_group(conn, key, document, list(dump.episodes), dump.log, dump.carried,
-                                            dump.next_log_id)
+                                            dump.next_log_id, self.sealer)
                     notice = Change(key, 1, self.instance, bool(document.todos))
                     await conn.execute("SELECT pg_notify($1, $2)", schema.CHANGES_CHANNEL, notice.payload())
             group.forget_state()
             group.stored = None
+
+    async def reseal(self, key: GroupKey) -> None:
+        """Rewrite everything the database holds of the group (rows, log, vectors) with the current sealer, in one
+        transaction: a kill at any point leaves the old rows or the new ones, both readable with the keyring."""
+        from .vectors import reseal_vectors  # vectors.py imports this module
+
+        group = self._group(key)
+        assert isinstance(group, _PgGroup)
+        async with group.lock:  # no commit of this instance runs meanwhile; a later one sees the version moved
+            pool = self._check_available()
+            async with pool.acquire(timeout=CONNECT_SECONDS) as conn:
+                async with conn.transaction():
+                    version = await rows.reseal(conn, key, self.sealer)
+                    if version is None:
+                        return
+                    await reseal_vectors(conn, self.sealer, key)
+                    notice = Change(key, version, self.instance, False)
+                    await conn.execute("SELECT pg_notify($1, $2)", schema.CHANGES_CHANNEL, notice.payload())
 
     async def close(self) -> None:
         """Wait for every commit in flight, then close the connections. Safe to call more than once."""
@@ -475,6 +536,8 @@ class PostgresMemoryStore(CachedStore):
 async def _init_connection(conn: Any) -> None:
     await conn.set_type_codec("jsonb", encoder=rows.encode_json, decoder=json.loads, schema="pg_catalog")
 
+
+_RELAY_KEY = GroupKey("", "")  # relayed payloads belong to no one group's rows
 
 _PASSWORD_IN_URL = re.compile(r"(://[^:/@]*:)[^@]*@")
 _PASSWORD_PARAM = re.compile(r"(password\s*=\s*)('[^']*'|\S+)", re.IGNORECASE)
