@@ -26,16 +26,14 @@ async def main(where: str) -> None:
     await store.start()
     if store.unavailable is not None:
         sys.exit(f"store unavailable: {store.unavailable}")
-    migration = EncryptionMigration(store, progress_for(store, data_dir), encryption.keyring.kid, spacing=0.01,
-                                    save_every=0.0)
-    original = store.reseal
 
     async def reseal(key):
-        await original(key)
+        await store.reseal(key)
         sys.stdout.write(f"{migration.status_line()}\n")
         sys.stdout.flush()
 
-    store.reseal = reseal
+    migration = EncryptionMigration(store, progress_for(store, data_dir), encryption.keyring.kid, spacing=0.01,
+                                    save_every=0.0, step=reseal)
     finished = await migration.run_pass()
     await store.close()
     sys.stdout.write(f"{'FINISHED' if finished and migration.finished else 'NOT FINISHED'} {migration.status_line()}\n")

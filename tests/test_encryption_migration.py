@@ -98,15 +98,14 @@ async def test_the_pass_reseals_every_group_and_the_status_shows_its_progress(ba
     environ = {KEY_ENV: new_key()}
     encryption = choose_encryption(settings, environ)
     store = await started(settings, data_dir, environ)
-    migration = EncryptionMigration(store, progress_for(store, data_dir), encryption.keyring.kid, spacing=0)
     lines = []
-    original = store.reseal
 
     async def reseal(key):
         lines.append(encryption_line(encryption, migration.status_line()))
-        await original(key)
+        await store.reseal(key)
 
-    store.reseal = reseal
+    migration = EncryptionMigration(store, progress_for(store, data_dir), encryption.keyring.kid, spacing=0,
+                                    step=reseal)
     assert await migration.run_pass()
     await store.close()
     assert lines[0].startswith(f"已启用（密钥 {encryption.keyring.kid}，来自环境变量 {KEY_ENV}）")
@@ -116,8 +115,11 @@ async def test_the_pass_reseals_every_group_and_the_status_shows_its_progress(ba
 
     again = await started(settings, data_dir, environ)  # a restart: the record says done, nothing is rewritten
     calls = []
-    again.reseal = lambda key: calls.append(key)
-    rerun = EncryptionMigration(again, progress_for(again, data_dir), encryption.keyring.kid, spacing=0)
+
+    async def count(key):
+        calls.append(key)
+
+    rerun = EncryptionMigration(again, progress_for(again, data_dir), encryption.keyring.kid, spacing=0, step=count)
     assert await rerun.run_pass() and calls == [] and rerun.finished
     await again.close()
 

@@ -18,7 +18,7 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -101,9 +101,15 @@ class EncryptionMigration:
     def __init__(
         self, store: MemoryStore, progress: Progress, kid: str, *, spacing: float = SPACING_SECONDS,
         save_every: float = SAVE_SECONDS, retry: float = RETRY_SECONDS,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = time.monotonic, step: Callable[[GroupKey], Awaitable[None]] | None = None,
+        lease: bool = True,
     ) -> None:
+        """`step` reseals one group (default `store.reseal`; the rotation script's also reads it back). `lease`:
+        run only while holding the store's lease (the plugin); the rotation script, run alone and killed perhaps,
+        must not wait for a lease a killed run still holds."""
         self._store = store
+        self._lease = lease
+        self._step = step or store.reseal  # type: ignore[attr-defined]  # both stores have it
         self._progress = progress
         self.kid = kid
         self._spacing = spacing
@@ -150,7 +156,7 @@ class EncryptionMigration:
         if store.unavailable is not None:
             self.waiting = "等待存储可用"
             return False
-        if not await store.claim(LEASE, LEASE_SECONDS):
+        if not await self._claim():
             self.waiting = "由另一个实例进行"
             return False
         try:
@@ -160,8 +166,12 @@ class EncryptionMigration:
             self.total = None
             return False
         finally:
-            with contextlib.suppress(StorageUnavailable):
-                await store.release(LEASE)
+            if self._lease:
+                with contextlib.suppress(StorageUnavailable):
+                    await store.release(LEASE)
+
+    async def _claim(self) -> bool:
+        return not self._lease or await self._store.claim(LEASE, LEASE_SECONDS)
 
     async def _pass(self) -> bool:
         store = self._store
@@ -178,13 +188,13 @@ class EncryptionMigration:
         for key in groups:
             if _name(key) in done:
                 continue
-            if not await store.claim(LEASE, LEASE_SECONDS):  # lost it (a long pause): the holder goes on
+            if not await self._claim():  # lost it (a long pause): the holder goes on
                 await self._save(done, finished=False)
                 self.waiting, self.total = "由另一个实例进行", None
                 return False
             loaded = store.peek(key, GROUP_OWNER) is not None
             try:
-                await store.reseal(key)
+                await self._step(key)
             except StorageUnavailable as exc:
                 if store.unavailable is not None:
                     raise
