@@ -5,7 +5,10 @@ each next to the same JSON work without encryption (the baseline):
 2. a cold load's worth, 1,000 owners x 20 memories: building the file text (every owner sealed, as a migration
    does; a commit seals only the owners it changed: see 1.), and parsing it back into a `GroupDocument`
    (`model_validate_json`, then `open_document` filling the parsed memories in place: the target is < 30%);
-3. a batch of 50 change-log entries (old and new values of a memory): encoding the lines, and reading them back.
+3. a batch of 50 change-log entries (old and new values of a memory): encoding the lines, and reading them back;
+4. the JSON store itself (`UserMemoryStore` with and without a sealer): the cold load of a 1,000 x 20 group from
+   its file (read, parse, open, change log opened) and a commit after one member changed (the serializer seals
+   only that member's list; the file write itself is the same in both and left out).
 
 CPU time (`time.process_time`), best of `--repeat` runs: the machine is shared, the best run is the least disturbed.
 The store's own paths (serializer caches, the file write, PostgreSQL rows) are measured by their benches.
@@ -30,7 +33,7 @@ sys.path.insert(0, str(REPO))
 from memory._models import GroupDocument, GroupKey, Memory, MemoryType, UserMemories  # noqa: E402
 from memory._storage import changelog  # noqa: E402
 from memory._storage.crypto import keyring_from, new_key  # noqa: E402
-from memory._storage.serialize import DocumentSerializer  # noqa: E402
+from memory._storage.serialize import DocumentSerializer, Loaded  # noqa: E402
 from memory._storage.store import parse_document  # noqa: E402
 from memory._storage.sealed import (  # noqa: E402
     GROUP_MEMORIES_SEALED, SEALED, open_document, open_entry, open_list, seal_entry, seal_list,
@@ -176,6 +179,73 @@ def bench_log(sealer, entries: int, repeat: int) -> None:
     print(f"  bytes: {len(plain)} plain, {len(sealed)} sealed")
 
 
+# ----------------------------------------------------------------------------------------------- 4. the store
+def bench_store(sealer, owners: int, per_owner: int, repeat: int) -> None:
+    import asyncio
+    import tempfile
+
+    from memory._storage.store import UserMemoryStore
+
+    rng = random.Random(4)
+    doc = GroupDocument(platform=GROUP.platform, group_id=GROUP.group_id, users={
+        f"ou_{u:05d}": UserMemories(memories=owner_list(rng, u, per_owner)) for u in range(owners)})
+    header(f"4. the JSON store: {owners} owners x {per_owner} memories")
+    with tempfile.TemporaryDirectory() as tmp:
+        dirs = {"plain": Path(tmp) / "plain", "sealed": Path(tmp) / "sealed"}
+        sealers = {"plain": None, "sealed": sealer}
+        for name, directory in dirs.items():
+            store = UserMemoryStore(directory, durable=False, sealer=sealers[name])
+            path = store.path_for(GROUP)
+            path.parent.mkdir(parents=True)
+            path.write_bytes(DocumentSerializer(GROUP, sealers[name]).dumps(doc))
+
+        def cold_load(name: str) -> Callable[[], GroupDocument]:
+            async def load() -> GroupDocument:
+                store = UserMemoryStore(dirs[name], durable=False, sealer=sealers[name])
+                return await store.document(GROUP)
+
+            return lambda: asyncio.run(load())
+
+        assert cold_load("sealed")() == cold_load("plain")() == doc
+        compare("cold load from the file", cold_load("plain"), cold_load("sealed"), repeat, "owner", owners)
+        size = {name: (dirs[name] / GROUP.platform).stat() and sum(
+            p.stat().st_size for p in dirs[name].rglob("*.json")) for name in dirs}
+        print(f"  file: {size['plain'] / 1e6:.2f} MB plain, {size['sealed'] / 1e6:.2f} MB sealed")
+
+    serializers = {"plain": DocumentSerializer(GROUP), "sealed": DocumentSerializer(GROUP, sealer)}
+    for serializer in serializers.values():
+        serializer.dumps(doc)
+    changing = "ou_00007"
+
+    def commit(name: str) -> Callable[[], bytes]:
+        def one() -> bytes:  # what a commit does after `_put` replaced one member's list
+            memories = doc.users[changing].memories
+            doc.users[changing] = UserMemories(memories=[*memories[1:], memories[0]])
+            return serializers[name].dumps(doc)
+
+        return one
+
+    compare("commit after one member changed", commit("plain"), commit("sealed"), repeat * 4)
+
+    # The first commit after a cold load: no fragment cached yet; a sealed file's tokens are reused as read.
+    files = {name: DocumentSerializer(GROUP, sealers[name]).dumps(doc) for name in sealers}
+    times: dict[str, list[float]] = {"plain": [], "sealed": []}
+    for _ in range(max(3, repeat // 2)):
+        for name in times:
+            loaded = Loaded()
+            fresh = parse_document(files[name], GROUP, sealers[name], loaded=loaded)
+            serializer = DocumentSerializer(GROUP, sealers[name])
+            serializer.loaded(fresh, loaded)
+            fresh.users[changing] = UserMemories(memories=fresh.users[changing].memories[1:])
+            t = time.process_time()
+            serializer.dumps(fresh)
+            times[name].append(time.process_time() - t)
+            del fresh, loaded, serializer
+    plain_ms, sealed_ms = min(times["plain"]) * 1000, min(times["sealed"]) * 1000
+    print(f"  {'first commit after a cold load':<34} {plain_ms:9.3f} ms {sealed_ms:9.3f} ms  {sealed_ms - plain_ms:+9.3f} ms"
+          f"  {(sealed_ms - plain_ms) / plain_ms:+7.0%}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--owners", type=int, default=1000)
@@ -192,6 +262,7 @@ def main() -> None:
     bench_one_owner(sealer, args.per_owner, args.repeat)
     bench_cold_load(sealer, args.owners, args.per_owner, args.repeat)
     bench_log(sealer, args.entries, args.repeat)
+    bench_store(sealer, args.owners, args.per_owner, args.repeat)
 
 
 if __name__ == "__main__":

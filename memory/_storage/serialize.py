@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel
@@ -20,9 +21,18 @@ from pydantic import BaseModel
 from .._models import ArchivedMemory, GroupDocument, GroupKey, Memory, UserMemories
 from .._todos.model import Todo
 from . import sealed
-from .crypto import Sealer
+from .crypto import Sealer, token_kid
 
 ENCRYPTION_FORMAT = 1
+
+
+@dataclass
+class Loaded:
+    """The tokens a sealed file held, by the objects its load made: the first commit after a load writes the
+    parts that did not change without sealing them again (later commits have the serializer's own caches)."""
+
+    lists: dict[str | None, str] = field(default_factory=dict)  # owner (None: the group's) -> its list's token
+    items: list[tuple[Any, Any]] = field(default_factory=list)  # (todo or archived memory, the same as read)
 
 
 class DocumentSerializer:
@@ -35,6 +45,23 @@ class DocumentSerializer:
         self._group: tuple[list[Memory], tuple[int, ...], str, str | None] | None = None
         self._todos: dict[int, tuple[Todo, str]] = {}  # todos are replaced, never changed in place
         self._archived: dict[int, tuple[ArchivedMemory, str]] = {}  # archived memories never change in place
+        self._loaded_lists: dict[str | None, tuple[Any, str]] = {}
+        self._loaded_items: dict[int, tuple[Any, Any]] = {}
+
+    def loaded(self, doc: GroupDocument, loaded: Loaded) -> None:
+        """`doc` was just parsed from a sealed file holding `loaded`: reuse what is still sealed with the
+        current key until it changes."""
+        if self._sealer is None:
+            return
+        kid = self._sealer.kid
+        self._loaded_lists = {
+            owner: (doc.users.get(owner) if owner is not None else doc.group_memories, token)
+            for owner, token in loaded.lists.items() if token_kid(token) == kid
+        }
+        self._loaded_items = {
+            id(item): (item, read) for item, read in loaded.items
+            if token_kid((read.model_extra or {}).get(sealed.SEALED)) == kid
+        }
 
     def dumps(self, doc: GroupDocument) -> bytes:
         fragments: dict[str, tuple[UserMemories, bytes]] = {}
@@ -44,6 +71,7 @@ class DocumentSerializer:
                 cached = (entry, self._user_fragment(user_id, entry).encode("utf-8"))
             fragments[user_id] = cached
         self._fragments = fragments
+        self._loaded_lists = {None: self._loaded_lists[None]} if None in self._loaded_lists else {}
         head = doc.model_dump(
             mode="json", exclude={"users", "group_memories", "todos", "archive", "encryption"}, exclude_none=True
         )
@@ -57,6 +85,7 @@ class DocumentSerializer:
         parts.append(f' "todos": {self._todo_list(doc.todos)}')
         parts.append(f' "group_memories": {group_memories}')
         parts.append(f' "archive": {self._archive(doc.archive)}')
+        self._loaded_lists, self._loaded_items = {}, {}
         if not fragments:
             return ("{\n" + ",\n".join([*parts, ' "users": {}']) + "\n}\n").encode("utf-8")
         head_bytes = ("{\n" + ",\n".join(parts) + ',\n "users": {\n').encode("utf-8")
@@ -70,7 +99,11 @@ class DocumentSerializer:
                 return f"  {key}: {entry.model_dump_json(exclude_none=True, exclude={sealed.SEALED})}"
             return f'  {key}: {{"memories": {_line_list(entry.memories, "   ")}}}'
         assert self._key is not None
-        readable, token = sealed.seal_list(self._sealer, self._key, user_id, entry.memories)
+        loaded = self._loaded_lists.get(user_id)
+        if loaded is not None and loaded[0] is entry:
+            readable, token = _readable(entry.memories), loaded[1]
+        else:
+            readable, token = sealed.seal_list(self._sealer, self._key, user_id, entry.memories)
         more = "".join(f", {json.dumps(k, ensure_ascii=False)}: {json.dumps(v, ensure_ascii=False)}"
                        for k, v in extra.items())
         return f'  {key}: {{"memories": {_dict_lines(readable, "   ")}{more}, "sealed": {json.dumps(token)}}}'
@@ -86,7 +119,11 @@ class DocumentSerializer:
             text, token = _line_list(memories, "  "), None
         else:
             assert self._key is not None
-            readable, token = sealed.seal_list(self._sealer, self._key, None, memories)
+            loaded = self._loaded_lists.get(None)
+            if loaded is not None and loaded[0] is memories:
+                readable, token = _readable(memories), loaded[1]
+            else:
+                readable, token = sealed.seal_list(self._sealer, self._key, None, memories)
             text = _dict_lines(readable, "  ")
         self._group = (memories, identity, text, token)
         return text, token
@@ -115,6 +152,9 @@ class DocumentSerializer:
         if self._sealer is None:
             return item.model_dump_json(exclude_none=True)
         assert self._key is not None
+        loaded = self._loaded_items.get(id(item))
+        if loaded is not None and loaded[0] is item:
+            return loaded[1].model_dump_json(exclude_none=True)  # the item as read: still sealed
         return json.dumps(sealed.seal_item(self._sealer, self._key, item), ensure_ascii=False)
 
 
@@ -124,6 +164,16 @@ def _line_list(items: Sequence[BaseModel], indent: str) -> str:
         return "[]"
     lines = ",\n".join(indent + m.model_dump_json(exclude_none=True) for m in items)
     return f"[\n{lines}\n{indent[:-1]}]"
+
+
+def _readable(memories: Sequence[Memory]) -> list[dict[str, Any]]:
+    """A sealed list's memories as `sealed.seal_list` writes them beside its token (its token is reused)."""
+    readable = []
+    for m in memories:
+        d = m.model_dump(mode="json", exclude_none=True, exclude={"merged_from"})
+        d["content"] = ""
+        readable.append(d)
+    return readable
 
 
 def _dict_lines(items: Sequence[dict[str, Any]], indent: str) -> str:

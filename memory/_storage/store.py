@@ -22,10 +22,10 @@ from ._cached import CachedGroup, CachedStore
 from .base import GROUP_OWNER, GroupDump
 from .crypto import KeyUnavailable, Sealer, token_kid
 from .files import (
-    LeftoverTempFiles, episode_file_path, group_file_path, move_aside, read_bytes, read_marker, stored_groups,
-    write_atomic, write_marker,
+    LeftoverTempFiles, MARKER_NAME, episode_file_path, group_file_path, move_aside, read_bytes, read_marker,
+    stored_groups, write_atomic, write_marker,
 )
-from .serialize import DocumentSerializer
+from .serialize import DocumentSerializer, Loaded
 
 __all__ = ["GROUP_OWNER", "UserMemoryStore", "dump_episodes", "parse_document", "parse_episode_document"]
 
@@ -75,6 +75,7 @@ class UserMemoryStore(CachedStore):
         self._leftovers = LeftoverTempFiles()
         self._sealer = sealer
         self._unavailable: str | None = None
+        self._marker: list[str] | None = None  # the key ids the marker lists, once read
 
     @property
     def sealer(self) -> Sealer | None:
@@ -85,31 +86,46 @@ class UserMemoryStore(CachedStore):
         return self._unavailable
 
     def _check_available(self) -> None:
+        if self._marker is None:  # first use, maybe before `start` ran: a tiny file, read once
+            self._check_marker()
         if self._unavailable is not None:
             raise StorageUnavailable(self._unavailable)
 
     async def start(self) -> None:
-        """Check the store's key marker against the configured keys: data sealed with keys none of which is
-        configured makes the store unavailable (nothing is written); a store with a key records its id."""
+        """Check the store's key marker against the configured keys (data sealed with keys none of which is
+        configured makes the store unavailable: nothing is written) and, with a key, record its id."""
+        await asyncio.to_thread(self._check_marker)
+        await self._ensure_kid()
+
+    def _check_marker(self) -> None:
         try:
-            marker = await asyncio.to_thread(read_marker, self._directory)
+            marker = read_marker(self._directory)
         except (OSError, ValueError) as exc:
-            self._unavailable = f"加密标记文件 {self._directory}/.encryption.json 无法读取（{exc}）"
+            self._marker = []
+            self._unavailable = f"加密标记文件 {self._directory / MARKER_NAME} 无法读取（{exc}）"
             log.error("storage unavailable: %s", self._unavailable)
             return
-        kids = list(marker.get("kids", ())) if marker else []
+        self._marker = kids = [str(k) for k in marker["kids"]] if marker else []
         configured = self._sealer.kids if self._sealer is not None else ()
         if kids and not set(kids) & set(configured):
             self._unavailable = str(KeyUnavailable(kids[0], configured))
             log.error("storage unavailable: %s", self._unavailable)
-            return
-        self._unavailable = None
-        if self._sealer is not None and self._sealer.kid not in kids:
-            state = "rotating" if kids else "migrating"
-            await asyncio.to_thread(
-                write_marker, self._directory, {"kids": [self._sealer.kid, *kids], "state": state},
-                durable=self._durable,
-            )
+        else:
+            self._unavailable = None
+
+    async def _ensure_kid(self) -> None:
+        """With a key, make the marker list its id before anything is sealed with it. A store whose data used
+        other keys is rotating; one that had none is migrating (`_privacy/migration.py`)."""
+        if (self._sealer is not None and self._unavailable is None and self._marker is not None
+                and self._sealer.kid not in self._marker):
+            await asyncio.to_thread(self._record_kid)
+
+    def _record_kid(self) -> None:
+        assert self._sealer is not None and self._marker is not None
+        state = "rotating" if self._marker else "migrating"
+        kids = [self._sealer.kid, *self._marker]
+        write_marker(self._directory, {"kids": kids, "state": state}, durable=self._durable)
+        self._marker = kids
 
     def _seal_entry(self, key: GroupKey) -> changelog.Transform | None:
         sealer = self._sealer
@@ -169,7 +185,9 @@ class UserMemoryStore(CachedStore):
             doc = GroupDocument(platform=group.key.platform, group_id=group.key.group_id)
         else:
             try:
-                doc = parse_document(raw, group.key, self._sealer)
+                loaded = Loaded()
+                doc = parse_document(raw, group.key, self._sealer, loaded=loaded)
+                group.serializer.loaded(doc, loaded)
             except StorageUnavailable as exc:  # a key that is missing or data tampered with: never "corrupt"
                 log.error("memory file %s of group %s cannot be opened: %s", group.path, group.key, exc)
                 raise
@@ -245,6 +263,7 @@ class UserMemoryStore(CachedStore):
 
     async def _open_log(self, key: GroupKey) -> tuple[_FileGroup, changelog.LogState]:
         """The group and its change log, loading the document (and opening the log) if needed."""
+        self._check_available()
         group = self._group(key)
         assert isinstance(group, _FileGroup)
         async with group.lock:
@@ -267,9 +286,11 @@ class UserMemoryStore(CachedStore):
     async def import_group(self, key: GroupKey, dump: GroupDump) -> None:
         """Write `dump` as the group's files (document, episodes, change log with its carried totals), durably;
         ValueError when any of them exists already."""
+        self._check_available()
         group = self._group(key)
         assert isinstance(group, _FileGroup)
         async with group.lock:
+            await self._ensure_kid()
             paths = [group.path, episode_file_path(group.path), changelog.log_path(group.path)]
             if group.queued or any(await asyncio.gather(*(asyncio.to_thread(p.exists) for p in paths))):
                 raise ValueError(f"群 {key} 已有数据，不能导入")
@@ -295,6 +316,7 @@ class UserMemoryStore(CachedStore):
         erase_owners, group.erase_owners = group.erase_owners, set()
         erase_todos, group.erase_todos = group.erase_todos, set()
         reseal, group.reseal = group.reseal, False
+        await self._ensure_kid()
         await self._run_commit_hooks()
         # Serialize everything before the first write, so data that cannot be written fails the commit whole.
         document = group.serializer.dumps(group.doc) if doc_target > group.durable_doc_version else None
@@ -376,11 +398,13 @@ class _NewerSchema(ValueError):
     pass
 
 
-def parse_document(raw: bytes, key: GroupKey, sealer: Sealer | None = None) -> GroupDocument:
+def parse_document(
+    raw: bytes, key: GroupKey, sealer: Sealer | None = None, *, loaded: Loaded | None = None
+) -> GroupDocument:
     """Parse, open and migrate a group file. Raises _NewerSchema for a file of a newer version (whatever its shape),
     ValueError when it is not a valid document for `key`, KeyUnavailable when it is sealed with a key not
     configured, Tampered when a token does not open. A UTF-8 byte order mark is accepted; a plaintext file (written
-    before encryption was turned on) opens as it is."""
+    before encryption was turned on) opens as it is. `loaded` gets the tokens the file held (see `Loaded`)."""
     raw = raw.removeprefix(UTF8_BOM)
     try:
         doc = GroupDocument.model_validate_json(raw)
@@ -395,7 +419,15 @@ def parse_document(raw: bytes, key: GroupKey, sealer: Sealer | None = None) -> G
     if doc.encryption is not None:
         if sealer is None:
             raise KeyUnavailable(str(doc.encryption.get("kid", "?")), ())
+        if loaded is not None:
+            loaded.lists = {u: e.model_extra[sealed.SEALED] for u, e in doc.users.items()
+                            if sealed.SEALED in (e.model_extra or {})}
+            if (group_token := (doc.model_extra or {}).get(sealed.GROUP_MEMORIES_SEALED)) is not None:
+                loaded.lists[None] = group_token
+            read = [*doc.todos, *doc.archive]
         sealed.open_document(sealer, key, doc)  # one decryption per owner list, filled into the parsed models
+        if loaded is not None:
+            loaded.items = list(zip([*doc.todos, *doc.archive], read, strict=True))
         doc.encryption = None  # in memory everything is plaintext; the serializer writes the head it seals with
     if doc.schema_version < SCHEMA_VERSION:  # version 0: the design's format, missing only these two fields
         doc.schema_version = SCHEMA_VERSION
