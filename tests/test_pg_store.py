@@ -59,7 +59,7 @@ async def test_the_tables_hold_readable_rows(pg_store, postgres_server, postgres
     got = postgres_server.psql(
         "SELECT owner, scope, type, content FROM um_memories ORDER BY content", database).split()
     assert got == ["u1|member|fact|住在杭州", "|group|fact|周五发版"]
-    assert postgres_server.psql("SELECT value FROM um_meta", database).strip() == "1"
+    assert postgres_server.psql("SELECT value FROM um_meta WHERE key = 'schema_version'", database).strip() == "2"
 
 
 async def test_not_started_store_is_unavailable_and_changes_nothing(postgres_dsn):

@@ -513,6 +513,18 @@ class PostgresMemoryStore(CachedStore):
                     notice = Change(key, version, self.instance, False)
                     await conn.execute("SELECT pg_notify($1, $2)", schema.CHANGES_CHANNEL, notice.payload())
 
+    async def key_ids(self) -> list[str]:
+        """The ids of the keys the data is recorded as sealed with (`um_meta`; empty: never encrypted)."""
+        value = await self._check_available().fetchval("SELECT value FROM um_meta WHERE key = $1", schema.ENCRYPTION_META)
+        return list(value.get("kids", [])) if isinstance(value, dict) else []
+
+    async def set_key_ids(self, kids: list[str]) -> None:
+        """Record that the data is sealed with exactly these keys (a finished rotation drops the old key's id)."""
+        await self._check_available().execute(
+            "INSERT INTO um_meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+            schema.ENCRYPTION_META, {"kids": list(kids)},
+        )
+
     async def close(self) -> None:
         """Wait for every commit in flight, then close the connections. Safe to call more than once."""
         await super().close()
