@@ -94,8 +94,7 @@ async def mark_only(endpoint: Endpoint, side: Side, kid: str) -> None:
     if endpoint.kind == JSON:
         await asyncio.to_thread(write_marker, endpoint.groups_dir(existing=True), {"kids": [kid], "state": "on"})
         return
-    await side.store.pool.execute(  # type: ignore[attr-defined]
-        "UPDATE um_meta SET value = $2 WHERE key = $1", "encryption", {"kids": [kid]})
+    await side.store.set_key_ids([kid])  # type: ignore[attr-defined]
 
 
 def describe(counts: Counter[str], kid: str) -> list[str]:

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from memory import GroupKey, Settings
+from memory._errors import StorageUnavailable
 from memory._models import Memory, MemoryType, Source
 from memory._privacy.migration import EncryptionMigration, progress_for
 from memory._status import encryption_line
@@ -167,3 +168,33 @@ async def test_another_instance_holding_the_lease_makes_the_pass_wait(postgres_d
     finally:
         await first.close()
         await second.close()
+
+
+@pytest.mark.parametrize("postgres", [False, True])
+async def test_a_malformed_key_makes_the_store_unavailable_and_the_status_says_why(make_plugin, event, monkeypatch,
+                                                                                    postgres, request):
+    monkeypatch.delenv(KEY_ENV, raising=False)
+    extra = ({"storage_backend": "postgres", "postgres_dsn": request.getfixturevalue("postgres_dsn")}
+             if postgres else {})
+    plugin = make_plugin(encryption_key="not-a-key", **extra)
+    await plugin.initialize()
+    assert plugin.store.unavailable is not None and "encryption_key 不是可用的加密密钥" in plugin.store.unavailable
+    with pytest.raises(StorageUnavailable):  # nothing read, nothing written in plaintext
+        await plugin.store.memories(GROUPS[0], "ou_a")
+    await plugin.terminate()
+
+
+def test_the_status_masks_the_key_and_names_its_id_and_source():
+    from memory._status import Health, status_text
+
+    key = new_key()
+    settings = Settings(encryption_key=key)
+    encryption = choose_encryption(settings, {})
+    line = encryption_line(encryption, "存量数据加密进行中：3/9 个群")
+    assert line == f"已启用（密钥 {encryption.keyring.kid}，来自设置 encryption_key）；存量数据加密进行中：3/9 个群"
+    health = Health(groups_loaded=0, extraction_on=False, pending_here=0, pending_all=0, calls_running=0,
+                    calls_queued=0, calls_limit=1, embedding="", rosters_cached=0, roster_here=None, encryption=line)
+    text = status_text(settings, [], health)
+    assert key not in text and "encryption_key = '已设置'" in text and f"加密：{line}" in text
+    assert encryption_line(choose_encryption(Settings(), {}), None) == "未启用"
+    assert encryption_line(choose_encryption(Settings(encryption_key="x"), {}), None).startswith("密钥无效：设置 encryption_key")

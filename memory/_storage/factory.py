@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from .._errors import StorageUnavailable
 from .._recall.semantic import VectorFiles, VectorPersistence
 from .._settings import DSN_ENV, POSTGRES_BACKEND, Settings
 from ._postgres import PostgresMemoryStore, mask_dsn  # asyncpg itself is imported only by the store's start()
@@ -147,6 +148,9 @@ class _JsonWithBadKey(UserMemoryStore):
     def __init__(self, directory: Path, *, reason: str) -> None:
         super().__init__(directory)
         self._reason = self._unavailable = reason
+
+    def _check_available(self) -> None:
+        raise StorageUnavailable(self._reason)
 
     async def start(self) -> None:
         self._unavailable = self._reason
