@@ -358,3 +358,31 @@ async def test_the_marker_is_written_before_sealed_data_and_refuses_plaintext_gr
         await keyless.change(plain_group, "ou_b", lambda ms: ([*ms, memory("m-2", "y")], None), actor="ou_b")
     assert keyless.unavailable is not None and key_id(KEY) in keyless.unavailable
     assert snapshot(tmp_path) == before
+
+
+async def test_reseal_of_a_group_with_no_file_makes_none(tmp_path):
+    store = await sealed_store(tmp_path)
+    await store.reseal(GroupKey("lark", "oc_never"))
+    assert not store.path_for(GroupKey("lark", "oc_never")).exists()
+
+
+async def test_a_sealed_file_parses_unopened_for_readers_of_ids_and_times(tmp_path):
+    from memory._storage.store import parse_document  # noqa: PLC0415
+
+    store = await sealed_store(tmp_path)
+    await fill(store)
+    doc = parse_document(store.path_for(GROUP).read_bytes(), GROUP, opened=False)
+    assert [(t.id, t.content) for t in doc.todos] == [("t-1", "")]
+
+
+async def test_an_import_into_a_sealed_store_is_sealed(tmp_path):
+    plain = UserMemoryStore(tmp_path / "plain", durable=False)
+    await fill(plain)
+    dump = await plain.export_group(GROUP)
+    store = await sealed_store(tmp_path / "sealed")
+    await store.import_group(GROUP, dump)
+    data = all_bytes(tmp_path / "sealed")
+    for place, marker in MARKERS.items():
+        assert marker.encode() not in data, place
+    again = await (await sealed_store(tmp_path / "sealed")).export_group(GROUP)
+    assert again.document == dump.document and again.episodes == dump.episodes and again.log == dump.log

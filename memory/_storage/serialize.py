@@ -100,13 +100,11 @@ class DocumentSerializer:
             return f'  {key}: {{"memories": {_line_list(entry.memories, "   ")}}}'
         assert self._key is not None
         loaded = self._loaded_lists.get(user_id)
-        if loaded is not None and loaded[0] is entry:
-            readable, token = _readable(entry.memories), loaded[1]
-        else:
-            readable, token = sealed.seal_list(self._sealer, self._key, user_id, entry.memories)
+        token = loaded[1] if loaded is not None and loaded[0] is entry else sealed.seal_list(
+            self._sealer, self._key, user_id, entry.memories)[1]
         more = "".join(f", {json.dumps(k, ensure_ascii=False)}: {json.dumps(v, ensure_ascii=False)}"
                        for k, v in extra.items())
-        return f'  {key}: {{"memories": {_dict_lines(readable, "   ")}{more}, "sealed": {json.dumps(token)}}}'
+        return f'  {key}: {{"memories": {_readable_lines(entry.memories, "   ")}{more}, "sealed": {json.dumps(token)}}}'
 
     def _group_memories(self, memories: list[Memory]) -> tuple[str, str | None]:
         """The group's shared memories as a JSON list (and their token), reused while the list and its items are
@@ -120,11 +118,9 @@ class DocumentSerializer:
         else:
             assert self._key is not None
             loaded = self._loaded_lists.get(None)
-            if loaded is not None and loaded[0] is memories:
-                readable, token = _readable(memories), loaded[1]
-            else:
-                readable, token = sealed.seal_list(self._sealer, self._key, None, memories)
-            text = _dict_lines(readable, "  ")
+            token = loaded[1] if loaded is not None and loaded[0] is memories else sealed.seal_list(
+                self._sealer, self._key, None, memories)[1]
+            text = _readable_lines(memories, "  ")
         self._group = (memories, identity, text, token)
         return text, token
 
@@ -166,18 +162,16 @@ def _line_list(items: Sequence[BaseModel], indent: str) -> str:
     return f"[\n{lines}\n{indent[:-1]}]"
 
 
-def _readable(memories: Sequence[Memory]) -> list[dict[str, Any]]:
-    """A sealed list's memories as `sealed.seal_list` writes them beside its token (its token is reused)."""
-    readable = []
-    for m in memories:
-        d = m.model_dump(mode="json", exclude_none=True, exclude={"merged_from"})
-        d["content"] = ""
-        readable.append(d)
-    return readable
+_SEALED_MEMORY_FIELDS = frozenset(sealed.SEALED_FIELDS[Memory])
 
 
-def _dict_lines(items: Sequence[dict[str, Any]], indent: str) -> str:
-    if not items:
+def _readable_lines(memories: Sequence[Memory], indent: str) -> str:
+    """A sealed list's memories as `sealed.seal_list` gives them (content "", merged_from left out), one line
+    each, written by pydantic's serializer: several times faster than building dicts and `json.dumps`."""
+    if not memories:
         return "[]"
-    lines = ",\n".join(indent + json.dumps(d, ensure_ascii=False) for d in items)
+    lines = ",\n".join(
+        f'{indent}{{"content":"",{m.model_dump_json(exclude_none=True, exclude=_SEALED_MEMORY_FIELDS)[1:]}'
+        for m in memories
+    )
     return f"[\n{lines}\n{indent[:-1]}]"

@@ -378,6 +378,8 @@ class UserMemoryStore(CachedStore):
         leaves every file readable with the keys of the keyring; running it again finishes the group."""
         group = self._group(key)
         assert isinstance(group, _FileGroup)
+        if not await asyncio.to_thread(group.path.exists):  # nothing stored: no file is made for it
+            return
 
         def operation(group: CachedGroup) -> tuple[None, bool]:
             assert isinstance(group, _FileGroup)
@@ -399,12 +401,13 @@ class _NewerSchema(ValueError):
 
 
 def parse_document(
-    raw: bytes, key: GroupKey, sealer: Sealer | None = None, *, loaded: Loaded | None = None
+    raw: bytes, key: GroupKey, sealer: Sealer | None = None, *, loaded: Loaded | None = None, opened: bool = True
 ) -> GroupDocument:
     """Parse, open and migrate a group file. Raises _NewerSchema for a file of a newer version (whatever its shape),
     ValueError when it is not a valid document for `key`, KeyUnavailable when it is sealed with a key not
     configured, Tampered when a token does not open. A UTF-8 byte order mark is accepted; a plaintext file (written
-    before encryption was turned on) opens as it is. `loaded` gets the tokens the file held (see `Loaded`)."""
+    before encryption was turned on) opens as it is. `loaded` gets the tokens the file held (see `Loaded`).
+    `opened=False`: a sealed file is not opened (its contents stay ""), for readers of ids and times only."""
     raw = raw.removeprefix(UTF8_BOM)
     try:
         doc = GroupDocument.model_validate_json(raw)
@@ -416,7 +419,7 @@ def parse_document(
         raise _NewerSchema(f"schema_version {doc.schema_version} > {SCHEMA_VERSION}")
     if doc.group_id != key.group_id or (doc.platform and doc.platform != key.platform):
         raise ValueError(f"file belongs to group {doc.platform}:{doc.group_id}, not {key}")
-    if doc.encryption is not None:
+    if doc.encryption is not None and opened:
         if sealer is None:
             raise KeyUnavailable(str(doc.encryption.get("kid", "?")), ())
         if loaded is not None:
