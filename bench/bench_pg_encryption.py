@@ -43,7 +43,8 @@ def group_document(members: int, per_member: int) -> GroupDocument:
     for u in range(members):
         doc.users[f"ou_{u:05d}"] = UserMemories(memories=[
             Memory(id=f"{u:08x}-0000-4000-8000-{i:012x}", type=TYPES[i % 3],
-                   content=f"成员{u}的第{i}条记忆：负责模块{i}，喜欢简洁直接的回复风格", created_at=t + i, updated_at=t + i)
+                   content=f"成员{u}的第{i}条记忆：负责模块{i}，喜欢简洁直接的回复风格",
+                   created_at=t + i, updated_at=t + i)
             for i in range(per_member)
         ])
     return doc
@@ -73,7 +74,8 @@ async def commits(dsn: str, sealer, count: int) -> list[float]:
         await store.document(GROUP)
         times = []
         for i in range(count):
-            item = Memory(id=f"bench-{i:06d}", type=MemoryType.FACT, content=f"第{i}次提交的新记忆：周五发版",
+            content = f"第{i}次提交的新记忆：周五发版"
+            item = Memory(id=f"bench-{i:06d}", type=MemoryType.FACT, content=content,
                           created_at=1.0, updated_at=1.0)
             owner = f"ou_{i % 50:05d}"
             t0 = time.perf_counter()

@@ -301,7 +301,8 @@ async def test_erasure_purges_sealed_log_content_by_its_readable_columns(postgre
         await store.change(G, "ou_a", lambda memories: ([], None), actor="ou_a", label=ERASE)
         conn = await asyncpg.connect(postgres_dsn)
         assert await conn.fetchval("SELECT count(*) FROM um_log WHERE entry ? 'erased'") >= 3
-        assert not await conn.fetch("SELECT id FROM um_log WHERE owner = 'ou_a' AND kind = 'memory' AND entry ? 'sealed'")
+        assert not await conn.fetch(
+            "SELECT id FROM um_log WHERE owner = 'ou_a' AND kind = 'memory' AND entry ? 'sealed'")
         await conn.close()
         opened = json.dumps(await store.log_entries(G), ensure_ascii=False)
         assert MARKS["member"] not in opened and MARKS["reason"] not in opened and MARKS["logold"] not in opened
@@ -311,3 +312,43 @@ async def test_erasure_purges_sealed_log_content_by_its_readable_columns(postgre
         assert await store.key_ids() == [OTHER.kid, KEY.kid]
     finally:
         await store.close()
+
+
+async def test_reseal_as_plaintext_turns_encryption_off_for_the_group(postgres_dsn):
+    store = await started(postgres_dsn, KEY)
+    try:
+        await fill(store)
+        expected = await content_of(store)
+        await store.reseal(G, plaintext=True)
+        text = await tables_text(postgres_dsn)
+        assert MARKS["member"] in text and MARKS["hash"] in text and f"e1.{KEY.kid}." not in text
+        await store.set_key_ids([])
+    finally:
+        await store.close()
+    plain = await started(postgres_dsn, None)
+    try:
+        assert plain.unavailable is None
+        assert await content_of(plain) == expected
+    finally:
+        await plain.close()
+
+
+async def test_an_instance_with_the_key_refreshes_sealed_lists_another_changed(postgres_dsn):
+    a = await started(postgres_dsn, KEY)
+    b = await started(postgres_dsn, KEY, "b")
+    try:
+        await fill(a)
+        await b.document(G)  # warm: the next load reads only the lists that moved
+        await a.change(G, "ou_a", adding(memory("m8", "MARKlater后来的")), actor="ou_a")
+        await a.change(G, None, adding(memory("g2", "MARKgroup2群里的")), actor="ou_a")
+        for _ in range(200):
+            seen = b.peek(G, None)
+            if seen and seen[-1].id == "g2":
+                break
+            await asyncio.sleep(0.02)
+        assert [m.content for m in b.peek(G, "ou_a")][-1] == "MARKlater后来的"
+        assert [m.content for m in b.peek(G, None)] == [MARKS["group"], "MARKgroup2群里的"]
+        assert await content_of(b) == await content_of(a)
+    finally:
+        await a.close()
+        await b.close()

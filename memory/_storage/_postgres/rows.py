@@ -134,7 +134,9 @@ async def _list(conn: Any, gid: int, table: str, adapter: TypeAdapter[Any]) -> A
 
 async def _load_whole(conn: Any, key: GroupKey, row: Any, sealer: Sealer | None) -> Loaded:
     gid = row["gid"]
-    memories = await conn.fetch(f"SELECT owner, {_MEMORY_AGGREGATE} FROM um_memories WHERE gid = $1 GROUP BY owner", gid)
+    memories = await conn.fetch(
+        f"SELECT owner, {_MEMORY_AGGREGATE} FROM um_memories WHERE gid = $1 GROUP BY owner", gid
+    )
     tokens = {r[0]: r[2] for r in memories if r[2] is not None}
     lists = await conn.fetchrow(
         f"SELECT {_AGGREGATE.format(table='um_todos')}, {_AGGREGATE.format(table='um_archive')},"
@@ -158,7 +160,8 @@ async def _load_whole(conn: Any, key: GroupKey, row: Any, sealer: Sealer | None)
     episodes = _EPISODES.validate_json(lists[2])
     for owner, token in tokens.items():
         entry = doc.users.get(owner) if owner is not GROUP_OWNER else None
-        _fill(sealer, key, owner, doc.group_memories if owner is GROUP_OWNER else entry.memories if entry else [], token)
+        listed = doc.group_memories if owner is GROUP_OWNER else entry.memories if entry is not None else []
+        _fill(sealer, key, owner, listed, token)
     doc.todos = _open_items(sealer, key, doc.todos)
     doc.archive = _open_items(sealer, key, doc.archive)
     episodes = _open_items(sealer, key, episodes)
@@ -260,7 +263,8 @@ async def write(
         lists["todos"] = version
         await conn.execute("DELETE FROM um_todos WHERE gid = $1", gid)
         await _insert(conn, "um_todos", [
-            (gid, pos, t.id, t.assignee, str(t.status), t.due_at, t.remind_at, t.platform_id, _item_body(sealer, key, t))
+            (gid, pos, t.id, t.assignee, str(t.status), t.due_at, t.remind_at, t.platform_id,
+             _item_body(sealer, key, t))
             for pos, t in enumerate(doc.todos)
         ])
     if doc.archive is not stored.archive:
@@ -369,14 +373,14 @@ async def insert_group(
     )
     empty = Stored(gid, 0, owners={GROUP_OWNER: []}, todos=[], archive=[], episodes=[])
     last = max((e["id"] for e in entries if isinstance(e.get("id"), int)), default=0)
-    await write(conn, key, gid, empty, doc, episodes, entries, max(next_log_id, last + 1, (doc.change_log_id or 0) + 1),
-                sealer)
+    next_id = max(next_log_id, last + 1, (doc.change_log_id or 0) + 1)
+    await write(conn, key, gid, empty, doc, episodes, entries, next_id, sealer)
     return gid
 
 
-async def reseal(conn: Any, key: GroupKey, sealer: Sealer | None) -> int | None:
-    """Rewrite every row of the group with `sealer` (opening with any key it has; None writes plaintext), inside
-    the caller's transaction; the group's new version (None: the group has no row). Vectors: `vectors.py`."""
+async def reseal(conn: Any, key: GroupKey, opener: Sealer | None, sealer: Sealer | None) -> int | None:
+    """Rewrite every row of the group with `sealer` (None: plaintext), opening with `opener`, inside the caller's
+    transaction; the group's new version (None: the group has no row). Vectors: `vectors.py`."""
     row = await conn.fetchrow(
         "SELECT gid, version, head, users, log_next_id, lists FROM um_groups WHERE platform = $1 AND group_id = $2"
         " FOR UPDATE", key.platform, key.group_id,
@@ -384,16 +388,17 @@ async def reseal(conn: Any, key: GroupKey, sealer: Sealer | None) -> int | None:
     if row is None:
         return None
     gid, version = row["gid"], row["version"]
-    loaded = await _load_whole(conn, key, row, sealer)
+    loaded = await _load_whole(conn, key, row, opener)
     everything = Stored(gid, version, lists=dict(row["lists"]))  # no list is known stored: all are written
     await write(conn, key, gid, everything, loaded.doc, loaded.episodes, [], row["log_next_id"], sealer)
     found = await conn.fetch("SELECT entry FROM um_log WHERE gid = $1 ORDER BY id", gid)
     updated = []
     for r in found:
-        entry = open_entry(sealer, key, r["entry"])
+        entry = open_entry(opener, key, r["entry"])
         updated.append(_log_row(gid, sealed.seal_entry(sealer, key, entry) if sealer else entry))
     await conn.executemany(
-        "UPDATE um_log SET entry = $3, bytes = $4 WHERE gid = $1 AND id = $2", [(gid, r[1], r[10], r[9]) for r in updated]
+        "UPDATE um_log SET entry = $3, bytes = $4 WHERE gid = $1 AND id = $2",
+        [(gid, r[1], r[10], r[9]) for r in updated],
     )
     await conn.execute(
         "UPDATE um_groups SET log_bytes = (SELECT coalesce(sum(bytes), 0) FROM um_log WHERE gid = $1) WHERE gid = $1",

@@ -495,9 +495,10 @@ class PostgresMemoryStore(CachedStore):
             group.forget_state()
             group.stored = None
 
-    async def reseal(self, key: GroupKey) -> None:
-        """Rewrite everything the database holds of the group (rows, log, vectors) with the current sealer, in one
-        transaction: a kill at any point leaves the old rows or the new ones, both readable with the keyring."""
+    async def reseal(self, key: GroupKey, *, plaintext: bool = False) -> None:
+        """Rewrite everything the database holds of the group (rows, log, vectors) with the current sealer (or, with
+        `plaintext`, unsealed: turning encryption off), opening with any key of the keyring, in one transaction: a
+        kill at any point leaves the old rows or the new ones, both readable with the keyring."""
         from .vectors import reseal_vectors  # vectors.py imports this module
 
         group = self._group(key)
@@ -506,16 +507,18 @@ class PostgresMemoryStore(CachedStore):
             pool = self._check_available()
             async with pool.acquire(timeout=CONNECT_SECONDS) as conn:
                 async with conn.transaction():
-                    version = await rows.reseal(conn, key, self.sealer)
+                    sealer = None if plaintext else self.sealer
+                    version = await rows.reseal(conn, key, self.sealer, sealer)
                     if version is None:
                         return
-                    await reseal_vectors(conn, self.sealer, key)
+                    await reseal_vectors(conn, key, self.sealer, sealer)
                     notice = Change(key, version, self.instance, False)
                     await conn.execute("SELECT pg_notify($1, $2)", schema.CHANGES_CHANNEL, notice.payload())
 
     async def key_ids(self) -> list[str]:
         """The ids of the keys the data is recorded as sealed with (`um_meta`; empty: never encrypted)."""
-        value = await self._check_available().fetchval("SELECT value FROM um_meta WHERE key = $1", schema.ENCRYPTION_META)
+        pool = self._check_available()
+        value = await pool.fetchval("SELECT value FROM um_meta WHERE key = $1", schema.ENCRYPTION_META)
         return list(value.get("kids", [])) if isinstance(value, dict) else []
 
     async def set_key_ids(self, kids: list[str]) -> None:

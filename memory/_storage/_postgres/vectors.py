@@ -65,7 +65,8 @@ class PostgresVectors(VectorPersistence):
         await self._write(key, write)
 
     async def read_group(self, key: GroupKey) -> list[GroupVectors]:
-        found = self._opened(key, await self._fetch(_ROWS + " ORDER BY v.model, v.memory_id", key.platform, key.group_id))
+        found = await self._fetch(_ROWS + " ORDER BY v.model, v.memory_id", key.platform, key.group_id)
+        found = self._opened(key, found)
         models = dict.fromkeys(row[0] for row in found)
         return [_one_model(model, [row for row in found if row[0] == model]) for model in models]
 
@@ -73,7 +74,8 @@ class PostgresVectors(VectorPersistence):
         async def write(conn: Any, gid: int) -> None:
             await conn.execute("DELETE FROM um_vectors WHERE gid = $1", gid)
             await conn.executemany(_UPSERT, [
-                _row(self._store.sealer, key, gid, g.model, d, h, v) for g in groups for d, (h, v) in g.entries.items()
+                _row(self._store.sealer, key, gid, g.model, d, h, v)
+                for g in groups for d, (h, v) in g.entries.items()
             ])
 
         await self._write(key, write)
@@ -139,11 +141,13 @@ def _open_row(sealer: Sealer | None, key: GroupKey, row: Any) -> tuple[str, str,
     return model, memory_id, data[1:1 + size].decode("utf-8"), struct.unpack(f"<{len(values) // 4}f", values)
 
 
-async def reseal_vectors(conn: Any, sealer: Sealer | None, key: GroupKey) -> None:
-    """Rewrite the group's vector rows with `sealer` (None: plaintext), inside the caller's transaction."""
+async def reseal_vectors(conn: Any, key: GroupKey, opener: Sealer | None, sealer: Sealer | None) -> None:
+    """Rewrite the group's vector rows with `sealer` (None: plaintext), opening with `opener`, inside the caller's
+    transaction."""
     found = await conn.fetch(_ROWS, key.platform, key.group_id)
     gid = await conn.fetchval(_GID, key.platform, key.group_id)
-    rows = [_row(sealer, key, gid, m, d, h, unit_vector(vec)) for m, d, h, vec in (_open_row(sealer, key, r) for r in found)]
+    opened = [_open_row(opener, key, r) for r in found]
+    rows = [_row(sealer, key, gid, model, d, h, unit_vector(vec)) for model, d, h, vec in opened]
     if rows:
         await conn.executemany(_UPSERT, rows)
 
