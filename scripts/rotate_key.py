@@ -2,7 +2,7 @@
 
     python scripts/rotate_key.py --new-key                       # prints a fresh key (url-safe base64, 44 chars)
     USER_MEMORY_ENCRYPTION_KEY_OLD=<old> USER_MEMORY_ENCRYPTION_KEY=<new> \\
-        python scripts/rotate_key.py json:<plugin data dir>     # or postgres:<dsn> / postgres: (USER_MEMORY_POSTGRES_DSN)
+        python scripts/rotate_key.py json:<plugin data dir>   # or postgres:<dsn>, postgres: (USER_MEMORY_POSTGRES_DSN)
     ... --check                                                  # only count what is still sealed with another key
 
 Run it with AstrBot's own Python while AstrBot is stopped (or while it runs with the same two variables set: the

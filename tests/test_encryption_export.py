@@ -35,7 +35,8 @@ async def test_a_sealed_export_holds_no_content_and_imports_only_with_the_key(tm
     head = json.loads(raw)
     assert head["plaintext"] is False and head["encryption"]["kid"] == key_id(parse_key(key, "k"))
     assert not any(mark in raw.decode() for mark in MARKS)
-    assert [(s["platform"], s["group_id"]) for s in head["groups"]] == [(k.platform, k.group_id) for k in (G, G2, GLOBAL)]
+    named = [(s["platform"], s["group_id"]) for s in head["groups"]]
+    assert named == [(k.platform, k.group_id) for k in (G, G2, GLOBAL)]
 
     with pytest.raises(transfer.ImportRefused, match=head["encryption"]["kid"]):
         transfer.read_import(raw)

@@ -197,4 +197,5 @@ def test_the_status_masks_the_key_and_names_its_id_and_source():
     text = status_text(settings, [], health)
     assert key not in text and "encryption_key = '已设置'" in text and f"加密：{line}" in text
     assert encryption_line(choose_encryption(Settings(), {}), None) == "未启用"
-    assert encryption_line(choose_encryption(Settings(encryption_key="x"), {}), None).startswith("密钥无效：设置 encryption_key")
+    bad = encryption_line(choose_encryption(Settings(encryption_key="x"), {}), None)
+    assert bad.startswith("密钥无效：设置 encryption_key")
