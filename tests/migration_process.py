@@ -19,7 +19,9 @@ from memory._storage.factory import choose_encryption, open_store  # noqa: E402
 
 async def main(where: str) -> None:
     kind, _, target = where.partition(":")
-    settings = Settings(storage_backend="postgres", postgres_dsn=target) if kind == "postgres" else Settings()
+    # One name across restarts, as a configured instance has: it takes back the lease its killed run held.
+    settings = (Settings(storage_backend="postgres", postgres_dsn=target, postgres_instance_name="migrator")
+                if kind == "postgres" else Settings())
     data_dir = Path(target) if kind == "json" else Path(".")
     encryption = choose_encryption(settings, os.environ)
     store = open_store(settings, data_dir, os.environ, encryption)

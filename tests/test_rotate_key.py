@@ -70,13 +70,19 @@ async def test_rotation_killed_at_random_points_then_finished(backend):
     assert checked.returncode == 1 and f"key {key_id(parse_key(old, 'old'))}" in checked.stdout
 
     rng = random.Random(7)
+    killed = 0
     for _ in range(12):
         child = subprocess.Popen([sys.executable, str(SCRIPT), where], env={**os.environ, **both},
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        await asyncio.sleep(rng.uniform(0.4, 2.0))
-        child.kill()
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(rng.randint(3, 5)):  # the head lines, then a few groups: killed amid the next one
+            await asyncio.to_thread(child.stdout.readline)
+        await asyncio.sleep(rng.uniform(0, 0.03))
+        if child.poll() is None:
+            child.kill()
+            killed += 1
         child.communicate(timeout=60)
         assert await dumps_with(settings, data_dir, both) == before  # readable with the two keys at any point
+    assert killed >= 3
 
     done = rotate(where, both)
     assert done.returncode == 0, done.stdout + done.stderr
