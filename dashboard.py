@@ -26,6 +26,7 @@ from .memory._manage.edit import (
 from .memory._manage.erase import erase_person
 from .memory._manage.history import before_id, history_page, page_limit, revert_entry
 from .memory._manage import stats as manage_stats, transfer
+from .memory._privacy.audit import DASHBOARD_SCOPE, misnamed_owner
 
 if TYPE_CHECKING:
     from .main import UserMemoryPlugin
@@ -272,10 +273,19 @@ def _confirmed(call: Call) -> bool:
     return call.params.get("confirm") is True
 
 
+async def _audit_scope(call: Call, via: str, refs: list[MemoryRef]) -> None:
+    """Record a request naming a memory under another owner than the one it names (in that document only)."""
+    for ref in refs:
+        doc = await call.plugin.store.document(ref.document)
+        if misnamed_owner(doc, ref.owner, ref.id):
+            await call.plugin.audit.record(ref.key, DASHBOARD_SCOPE, call.actor, via, ref.id)
+
+
 @route("memory/edit", "POST", "记忆管理：修改一条记忆的内容、类型或重要度（校验同保存工具）")
 async def edit_route(call: Call) -> dict[str, Any]:
     plugin = call.plugin
     ref = _ref(await _document(call), call.params)
+    await _audit_scope(call, "memory/edit", [ref])
     memory = await edit_memory(
         plugin.store, ref, content=call.params.get("content"), memory_type=call.params.get("type"),
         importance=call.params.get("importance"), max_length=plugin.settings.memory_max_content_length,
@@ -292,7 +302,9 @@ async def delete_route(call: Call) -> dict[str, Any]:
         raise InvalidMemoryInput("items 必须是要删除的记忆列表 [{scope, owner, id}, …]")
     if len(items) > MAX_DELETE:
         raise InvalidMemoryInput(f"一次最多删除 {MAX_DELETE} 条记忆")
-    deleted = await delete_memories(call.plugin.store, [_ref(key, item) for item in items], actor=call.actor)
+    refs = [_ref(key, item) for item in items]
+    await _audit_scope(call, "memory/delete", refs)
+    deleted = await delete_memories(call.plugin.store, refs, actor=call.actor)
     return {"deleted": [m.id for m in deleted]}
 
 
@@ -300,6 +312,7 @@ async def delete_route(call: Call) -> dict[str, Any]:
 async def move_route(call: Call) -> dict[str, Any]:
     plugin = call.plugin
     ref = _ref(await _document(call), call.params)
+    await _audit_scope(call, "memory/move", [ref])
     now = time.time()
     if ref.scope is Scope.GROUP:
         roster = plugin.members.roster(ref.key)
@@ -321,6 +334,15 @@ async def history_route(call: Call) -> dict[str, Any]:
         owner = item.get("owner")
         item["owner_name"] = call.plugin.members.name(key, owner) if isinstance(owner, str) else None
     return page
+
+
+@route("audit", "GET", "记忆管理：一个群被拒绝的访问（按人和类型汇总，只有 id，没有内容）")
+async def audit_route(call: Call) -> dict[str, Any]:
+    key = await _document(call)
+    page = await call.plugin.audit.entries(key)
+    for item in page.items:
+        item["actor_name"] = call.plugin.members.name(key, item["actor"])
+    return {"items": page.items, "dropped": page.dropped}
 
 
 @route("history/revert", "POST", "记忆管理：按编号撤销一条变更（与 /memory revert 相同；此后已变化则拒绝）")

@@ -21,6 +21,8 @@ from astrbot.api.star import Context, Star, StarTools
 from astrbot.core.provider.register import llm_tools
 
 from .dashboard import register_routes, release
+from .memory._privacy.audit import ADMIN_COMMAND, FOREIGN_ID, Refused, foreign_id, open_audit
+from .memory._privacy.optout import admits, excluded, opted_out_in, set_privacy
 from .memory import (
     DISABLED,
     NOT_IN_GROUP,
@@ -84,7 +86,7 @@ from .memory import (
 PLUGIN_NAME = "astrbot_plugin_user_memory"
 MEMORY_TOOLS = (
     "lark_save_memory", "lark_list_memory", "lark_forget_memory", "lark_add_todo", "lark_list_todos",
-    "lark_update_todo",
+    "lark_update_todo", "lark_memory_privacy",
 )
 # Adapters that can post a message nobody asked for (DECISIONS §7): reminders are refused elsewhere.
 REMINDER_PLATFORMS = frozenset({"lark", "aiocqhttp"})
@@ -95,6 +97,9 @@ _tool_name = operator.attrgetter("name")
 INTERNAL_ERROR = "记忆工具内部出错，没有做任何更改。请直接回复用户，不要重试。"
 CLEAR_CONFIRM_WORDS = ("confirm", "确认", "yes")
 READ_FAILED = "暂时无法读取记忆（{}），请稍后再试。"
+# AstrBot's own refusal of a command its permission filter guards (waking_check/stage.py): the admin commands check
+# in the handler instead, to audit the attempt, and answer the same.
+NOT_ADMIN = "您(ID: {})的权限不足以使用此指令。通过 /sid 获取 ID 并请管理员添加。"
 # The event extra holding the ids of the memories injected for this request, read back when its reply is done.
 INJECTED_MEMORIES = "astrbot_plugin_user_memory:injected"
 MAX_BUDGET_VARIANTS = 1024
@@ -152,6 +157,7 @@ class UserMemoryPlugin(Star):
         self.data_dir = Path(StarTools.get_data_dir(PLUGIN_NAME))
         self.storage = choose_store(self.settings)
         self.store = open_store(self.settings, self.data_dir)
+        self.audit = open_audit(self.store, self.data_dir)  # refused access, apart from the change log
         self._store_starting: asyncio.Task[None] | None = None
         self._store_watch: asyncio.Task[None] | None = None
         self.recall = Recall()
@@ -331,6 +337,7 @@ class UserMemoryPlugin(Star):
         await self.members.close()
         if self.extraction is not None:
             await self.extraction.close()
+        await self.audit.close()
         await self.store.close()
         await self.group_index.close()
         if self.vectors is not None:
@@ -349,6 +356,10 @@ class UserMemoryPlugin(Star):
         member = member_of(event)
         text = (event.message_str or "").strip()
         if member is None or not text or member.user_id == event.get_self_id() or self._is_command(event):
+            return
+        if excluded(self.settings.extraction_excluded_groups, member.group):
+            return
+        if not await admits(self.store, member.group, member.user_id):  # O(1) once the group is loaded
             return
         caller = self._caller_in_group(event, member)
         speaker = Utterance(
@@ -437,7 +448,9 @@ class UserMemoryPlugin(Star):
             name = given
         else:
             name = self.members.name(member.group, member.user_id) or given or member.user_id
-        self.members.note_spoken(member.group, member.user_id, name)
+        hidden = opted_out_in(self.store, member.group)
+        if not hidden or member.user_id not in hidden:  # a member who opted out leaves no name behind
+            self.members.note_spoken(member.group, member.user_id, name)
         return name
 
     @staticmethod
@@ -537,7 +550,7 @@ class UserMemoryPlugin(Star):
             return
         event.set_extra(INJECTED_MEMORIES, None)  # one judgment per injection, whatever else calls this hook
         member = member_of(event)
-        if member is not None:
+        if member is not None and await admits(self.store, member.group, member.user_id):
             self.replies.record(member.group, member.user_id, self._speaker_name(event, member), injected,
                                 resp.completion_text or "")
 
@@ -626,10 +639,12 @@ class UserMemoryPlugin(Star):
         caller = self._caller(event)
         if isinstance(caller, str):
             return caller
+        await self._audit_foreign(caller, "lark_save_memory", replace_id)
         return await self._guarded(
             save_memory(
                 self.store, caller, self.settings,
                 memory_type=memory_type, content=content, replace_id=replace_id, scope=scope,
+                refused=self._refused(caller, "lark_save_memory"),
             )
         )
 
@@ -654,7 +669,65 @@ class UserMemoryPlugin(Star):
         caller = self._caller(event)
         if isinstance(caller, str):
             return caller
-        return await self._guarded(forget_memory(self.store, caller, self.settings, target, scope))
+        await self._audit_foreign(caller, "lark_forget_memory", target)
+        return await self._guarded(forget_memory(self.store, caller, self.settings, target, scope,
+                                                 refused=self._refused(caller, "lark_forget_memory")))
+
+    @filter.llm_tool(name="lark_memory_privacy")
+    async def lark_memory_privacy(
+        self, event: AstrMessageEvent, action: str = "", all_groups: bool = False, **_ignored: Any
+    ) -> str:
+        """成员要求不要再从聊天中记录或观察自己时使用（如“别记录我的事”“不要观察我”“别记我说的话”），或要求恢复记录时使用（“恢复记录”“可以记录我了”）。只作用于发言的成员自己；之后明确要求记住的内容仍会保存，已有记忆保留（要删除请用 lark_forget_memory）。
+
+        Args:
+            action(string): 必填。optout：停止从聊天中记录该成员；optin：恢复记录
+            all_groups(boolean): 可选，默认 false（只在本群）；成员明确说“所有群”时为 true
+        """
+        caller = self._caller(event)
+        if isinstance(caller, str):
+            return caller
+        wanted = str(action or "").strip().lower()
+        if wanted not in ("optout", "optin"):
+            return "action 必须是 optout（停止记录）或 optin（恢复记录）。没有做任何更改。"
+        everywhere = all_groups is True or str(all_groups).strip().lower() in ("true", "1", "yes", "all")
+        return await self._guarded(self._set_privacy(caller, wanted == "optout", everywhere))
+
+    async def _set_privacy(self, caller: Caller, on: bool, all_groups: bool) -> str:
+        """Opt the caller out of or back into observation; what is already buffered of them goes at once."""
+        try:
+            text = await set_privacy(self.store, caller, on=on, all_groups=all_groups)
+        except MemoryPluginError as exc:
+            return f"没能保存这项设置：{exc}。请稍后再试。"
+        if on:
+            group, user_id = caller.member.group, caller.member.user_id
+            def where(key: GroupKey) -> bool:
+                return key.platform == group.platform if all_groups else key == group
+            if self.extraction is not None:
+                self.extraction.forget_member(user_id, where)
+            self.members.forget_spoken(user_id, where)
+        return text
+
+    def _refused(self, caller: Caller, via: str) -> Refused:
+        """The audit callback a tool reports its refusals to, bound to the caller and the tool."""
+        async def record(kind: str, target: str) -> None:
+            await self.audit.record(caller.member.group, kind, caller.member.user_id, via, target)
+        return record
+
+    async def _audit_foreign(self, caller: Caller, via: str, raw: Any) -> None:
+        """Record a tool call naming the id of another member's memory or todo in this group (never looked up in
+        other groups: there it is just not found). The tool itself refuses as for any unknown id."""
+        if not raw:
+            return
+        key = caller.member.group
+        doc = self.store.peek_document(key)
+        if doc is None:
+            try:
+                doc = await self.store.document(key)
+            except MemoryPluginError:
+                return
+        found = foreign_id(doc, caller.member.user_id, raw)
+        if found is not None:
+            await self.audit.record(key, FOREIGN_ID, caller.member.user_id, via, found)
 
     # -- todos and reminders ---------------------------------------------------------------------------------------
     def _todo_caller(self, event: AstrMessageEvent) -> Caller | str:
@@ -693,6 +766,7 @@ class UserMemoryPlugin(Star):
         return await self._guarded(add_todo(
             self.store, caller, self.todo_policy, self._origin(event, caller.member), content=content,
             remind_at=remind_at, due_at=due_at, assignee=assignee, recurrence=recurrence,
+            refused=self._refused(caller, "lark_add_todo"),
         ))
 
     @filter.llm_tool(name="lark_list_todos")
@@ -728,9 +802,10 @@ class UserMemoryPlugin(Star):
         caller = self._todo_caller(event)
         if isinstance(caller, str):
             return caller
+        await self._audit_foreign(caller, "lark_update_todo", todo_id)
         return await self._guarded(update_todo(
             self.store, caller, self.todo_policy, self._origin(event, caller.member), todo_id=todo_id,
-            status=status, remind_at=remind_at, content=content,
+            status=status, remind_at=remind_at, content=content, refused=self._refused(caller, "lark_update_todo"),
         ))
 
     async def _send_reminder(self, reminder: Reminder) -> bool:
@@ -800,6 +875,41 @@ class UserMemoryPlugin(Star):
         else:
             yield event.plain_result("我在本群没有记住关于你的任何信息，没有需要清除的。")
 
+    @memory_command.command("optout")
+    async def memory_optout_command(self, event: AstrMessageEvent, where: str = ""):
+        """不再从本群聊天中记录你的事（/memory optout all：所有群）；你明确要求记住的仍会保存"""
+        yield event.plain_result(await self._privacy_command(event, True, where))
+
+    @memory_command.command("optin")
+    async def memory_optin_command(self, event: AstrMessageEvent, where: str = ""):
+        """恢复从本群聊天中记录你的事（/memory optin all：所有群）"""
+        yield event.plain_result(await self._privacy_command(event, False, where))
+
+    async def _privacy_command(self, event: AstrMessageEvent, on: bool, where: str) -> str:
+        caller = self._caller(event)
+        if isinstance(caller, str):
+            return caller
+        return await self._guarded(self._set_privacy(caller, on, str(where).strip().lower() in ("all", "所有群")))
+
+    def _history_text(self, count: int) -> Callable[[GroupKey], Awaitable[str]]:
+        async def text(key: GroupKey) -> str:
+            try:
+                audit = await self.audit.entries(key)
+            except MemoryPluginError:
+                audit = None
+            return await history_text(self.store, key, count, self.todo_policy.zone, audit,
+                                      lambda user_id: self.members.name(key, user_id))
+        return text
+
+    async def _admin_only(self, event: AstrMessageEvent, command: str) -> str | None:
+        """None for an AstrBot admin; else AstrBot's own refusal text, the attempt recorded in the group's audit."""
+        if event.is_admin():
+            return None
+        member = member_of(event)
+        if member is not None:
+            await self.audit.record(member.group, ADMIN_COMMAND, member.user_id, f"/memory {command}")
+        return NOT_ADMIN.format(event.get_sender_id())
+
     @memory_command.command("stats")
     async def memory_stats_command(self, event: AstrMessageEvent):
         """本群后台记忆提取、审核与合并的调用次数、token 用量与决定"""
@@ -814,17 +924,23 @@ class UserMemoryPlugin(Star):
         zone = self.todo_policy.zone
         yield event.plain_result(await self._for_group(event, lambda key: episodes_text(self.store, key, zone)))
 
-    @filter.permission_type(filter.PermissionType.ADMIN)
     @memory_command.command("history")
     async def memory_history_command(self, event: AstrMessageEvent, limit: int = 10):
         """（管理员）查看本群最近的记忆变更（所有来源，带编号）"""
+        refused = await self._admin_only(event, "history")
+        if refused is not None:
+            yield event.plain_result(refused)
+            return
         count = max(1, min(int(limit), 50))
-        yield event.plain_result(await self._for_group(event, lambda key: history_text(self.store, key, count, self.todo_policy.zone)))
+        yield event.plain_result(await self._for_group(event, self._history_text(count)))
 
-    @filter.permission_type(filter.PermissionType.ADMIN)
     @memory_command.command("revert")
     async def memory_revert_command(self, event: AstrMessageEvent, number: int = 0):
         """（管理员）按编号撤销一条记忆变更（一次提交的多项一起撤销；撤销归档即恢复）：/memory revert <编号>"""
+        refused = await self._admin_only(event, "revert")
+        if refused is not None:
+            yield event.plain_result(refused)
+            return
         actor = f"admin:{event.get_sender_id()}"
         core = self.settings.memory_core_importance
         yield event.plain_result(await self._for_group(
@@ -832,10 +948,13 @@ class UserMemoryPlugin(Star):
                                                            core_importance=core))
         ))
 
-    @filter.permission_type(filter.PermissionType.ADMIN)
     @memory_command.command("archived")
     async def memory_archived_command(self, event: AstrMessageEvent):
         """（管理员）查看本群归档的记忆（带编号，/memory revert <编号> 恢复）"""
+        refused = await self._admin_only(event, "archived")
+        if refused is not None:
+            yield event.plain_result(refused)
+            return
         retention = self.settings.archive_retention_days
         yield event.plain_result(await self._for_group(
             event, lambda key: archived_text(self.store, key, retention, zone=self.todo_policy.zone)
@@ -846,10 +965,13 @@ class UserMemoryPlugin(Star):
             return ""
         return f"，{self.members.name(key, user_id) or user_id} 添加"
 
-    @filter.permission_type(filter.PermissionType.ADMIN)
     @memory_command.command("status")
     async def memory_status_command(self, event: AstrMessageEvent):
         """（管理员）查看生效的配置、配置警告和运行状况"""
+        refused = await self._admin_only(event, "status")
+        if refused is not None:
+            yield event.plain_result(refused)
+            return
         member = member_of(event)
         key = member.group if member else None
         health = Health(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, tzinfo
 from typing import Any
 
@@ -16,7 +16,15 @@ from ._aging.review import REVIEW_ACTOR
 from ._errors import InvalidMemoryInput, StorageUnavailable
 from ._aging.archive import archive_memories, restore_memories
 from ._models import GroupKey, Memory
+from ._privacy.audit import AuditPage
 
+PRIVACY = "privacy"  # a member's opt-out flag moved (`_privacy/optout.py`), logged without content
+_PRIVACY_LABELS = {"optout": "关闭了从聊天中记录自己", "optin": "恢复了从聊天中记录自己"}
+AUDIT_SHOWN = 5
+_AUDIT_KINDS = {
+    "foreign_id": "指名别人的记忆或待办", "group_change": "无权修改群公共内容", "admin_command": "非管理员使用管理指令",
+    "dashboard_scope": "管理页请求越界",
+}
 _OP_LABELS = {
     "add": "新增", "update": "更新", "delete": "删除", "boost": "强化", "used": "被回复用到", "revert": "撤销", ERASE: "清除",
     # todo operations (the scheduler's are named by what happened)
@@ -47,7 +55,7 @@ def _is_memory_change(entry: dict[str, Any]) -> bool:
 
 
 def _is_shown(entry: dict[str, Any]) -> bool:
-    return entry.get("kind") in (MEMORY, TODO, EPISODE) and _has_id(entry)
+    return entry.get("kind") in (MEMORY, TODO, EPISODE, PRIVACY) and _has_id(entry)
 
 
 def _line(entry: dict[str, Any]) -> str:
@@ -58,6 +66,8 @@ def _line(entry: dict[str, Any]) -> str:
         return f"{op} [{_owner_text(entry)}] 归档的记忆 {str(entry.get('target'))[:8]}（保留期满，永久清除）"
     if entry.get("kind") == TODO:
         return f"待办{op} [{_owner_text(entry)}] {_todo_state(entry.get('old'))} → {_todo_state(entry.get('new'))}"
+    if entry.get("kind") == PRIVACY:
+        return f"[{_owner_text(entry)}] {_PRIVACY_LABELS.get(entry.get('op'), str(entry.get('op')))}"
     if entry.get("kind") == EPISODE:
         return f"情境记忆{op} {summary_of(entry.get('old'))} → {summary_of(entry.get('new'))}"
     why = f"（理由：{entry['review_reason']}）" if entry.get("review_reason") else ""
@@ -93,15 +103,19 @@ def _units(changes: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     return units
 
 
-async def history_text(store: MemoryStore, key: GroupKey, limit: int = 10, zone: tzinfo | None = None) -> str:
+async def history_text(
+    store: MemoryStore, key: GroupKey, limit: int = 10, zone: tzinfo | None = None,
+    audit: AuditPage | None = None, name: Callable[[str], str | None] = lambda _: None,
+) -> str:
     """The latest changes of the group's memories and todos (every writer), newest last; a transaction is shown as
-    one item."""
+    one item. Then the `audit` of refused access, the most recent aggregates first (`name` gives display names)."""
+    refused = _audit_text(audit, zone, name) if audit is not None and audit.items else ""
     try:
         changes = [e for e in await store.log_entries(key) if _is_shown(e)]
     except StorageUnavailable as exc:
-        return f"读取变更记录失败：{exc}"
+        return f"读取变更记录失败：{exc}" + refused
     if not changes:
-        return "本群还没有记忆、待办或情境记忆的变更记录。"
+        return "本群还没有记忆、待办或情境记忆的变更记录。" + refused
     units = _units(changes)
     lines = []
     for unit in units[-limit:]:
@@ -113,8 +127,25 @@ async def history_text(store: MemoryStore, key: GroupKey, limit: int = 10, zone:
         lines.extend(f"  #{e['id']} {_line(e)}" for e in unit)
     return (
         f"本群最近的记忆、待办与情境记忆变更（共 {len(units)} 项；/memory revert <编号> 撤销记忆或情境记忆的变更，"
-        f"一次提交的多项一起撤销；清除的内容无法撤销；待办请用待办工具修改）：\n" + "\n".join(lines)
+        f"一次提交的多项一起撤销；清除的内容无法撤销；待办请用待办工具修改）：\n" + "\n".join(lines) + refused
     )
+
+
+def _audit_text(audit: AuditPage, zone: tzinfo | None, name: Callable[[str], str | None]) -> str:
+    lines = []
+    for item in audit.items[:AUDIT_SHOWN]:
+        actor = str(item.get("actor"))
+        who = f"{name(actor)}（{actor}）" if name(actor) else actor
+        last = item.get("last") or {}
+        lines.append(
+            f"- {who} {_AUDIT_KINDS.get(item.get('kind'), str(item.get('kind')))} {item.get('count')} 次，"
+            f"最近 {_stamp(item.get('last_at'), zone)}（{last.get('via', '')} {last.get('target', '')}）".rstrip()
+        )
+    more = len(audit.items) - AUDIT_SHOWN
+    tail = f"\n另有 {more} 项" if more > 0 else ""
+    if audit.dropped:
+        tail += f"\n（较早的 {audit.dropped} 项已不再保留）"
+    return "\n\n被拒绝的访问（按人和类型汇总）：\n" + "\n".join(lines) + tail
 
 
 async def revert_change(

@@ -24,3 +24,9 @@ class MemoryLimitReached(InvalidMemoryInput):
 
 class StorageUnavailable(MemoryPluginError):
     """A group's file cannot be read or written; its memories are left as they were on disk."""
+
+
+class Unauthorized(PermissionDenied):
+    """The caller lacks the right for a change others may make (a group memory they did not add, an admin-only
+    write): refused, nothing changed, and recorded in the audit of refused access. A feature turned off stays a
+    plain `PermissionDenied`."""

@@ -27,6 +27,7 @@ from ._errors import InvalidMemoryInput, MemoryPluginError, PermissionDenied
 from ._aging.usage import USED_OP, Reply, used
 from ._limiter import CallLimiter
 from ._models import Caller, GroupKey, MemberKey, Memory, MemoryType, Scope, Source
+from ._privacy.optout import opted_out
 from ._recall import LexicalIndex
 from ._reply_json import json_values
 from ._rules import check_group_write, may_change
@@ -420,8 +421,8 @@ def _validate_todo(
     and with a time ahead (an open-ended proposal would stay pending, unconfirmed, forever)."""
     if proposals is None:
         raise InvalidMemoryInput("todos are off")
-    # The member whose commitment it is: the only one who can confirm it. (A member who opted out of extraction,
-    # once the privacy issue adds that, is refused here.)
+    # The member whose commitment it is: the only one who can confirm it. A member who opted out is never a speaker
+    # of the batch (`run_extraction` leaves their lines out), so never a subject.
     speaker = _speaker(raw, by_label)
     whose = str(raw.get("assignee") or raw.get("scope") or "").strip().upper()
     if whose not in ("", "SELF", "MEMBER", str(raw.get("subject", "")).strip().upper()):
@@ -567,6 +568,14 @@ async def run_extraction(
             return await _run_episode_only(store, key, episode, generate, clock, call_timeout)
         return report
     doc = await store.document(key)
+    hidden = await opted_out(store, key)
+    if hidden:  # a member who opted out while the batch waited: their lines and replies go unseen
+        utterances = [u for u in utterances if u.user_id not in hidden]
+        replies = [r for r in replies if r.user_id not in hidden]
+        if episode is not None and any(line.user_id in hidden for line in episode.view().lines):
+            episode = None
+        if not utterances:
+            return report
     speakers = list(speaker_labels(utterances))
     member_memories = {u: list(doc.users[u].memories) for u in speakers if u in doc.users}
     shown = select_shown(utterances, member_memories, list(doc.group_memories))
@@ -934,6 +943,17 @@ class ExtractionScheduler:
         """Whether this instance observes the group now (always, on a store no other instance shares)."""
         lease = self._held.get(key)
         return self._leases is None or (lease is not None and lease.until > time.monotonic())
+
+    def forget_member(self, user_id: str, where: Callable[[GroupKey], bool]) -> None:
+        """Drop the member's buffered messages in the groups `where` admits (they opted out): none reaches a later
+        batch or episode."""
+        for key, pending in self._pending.items():
+            if where(key) and any(u.user_id == user_id for u in pending):
+                kept = [u for u in pending if u.user_id != user_id]
+                pending.clear()
+                pending.extend(kept)
+        if self._segments is not None:
+            self._segments.drop_member(user_id, where)
 
     def pending(self, key: GroupKey) -> int:
         return len(self._pending.get(key, ()))

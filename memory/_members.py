@@ -77,6 +77,11 @@ class MemberDirectory:
     def spoken_name(self, key: GroupKey, user_id: str) -> str | None:
         return self._spoken.get((key, user_id))
 
+    def forget_spoken(self, user_id: str, where: Callable[[GroupKey], bool]) -> None:
+        """Drop the names the reply path called the member by in the groups `where` admits (they opted out)."""
+        for spoken in [k for k in self._spoken if k[1] == user_id and where(k[0])]:
+            del self._spoken[spoken]
+
     def forget(self, user_id: str) -> None:
         """Drop a member's cached name from every roster (an erasure of everything about them); the next fetch
         may bring it back only if the platform still lists them."""

@@ -7,8 +7,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ._errors import InvalidMemoryInput, MemoryLimitReached, StorageUnavailable
+from ._errors import InvalidMemoryInput, MemoryLimitReached, StorageUnavailable, Unauthorized
 from ._models import Caller, GroupKey, Memory, Scope
+from ._privacy.audit import GROUP_CHANGE, Refused
 from ._prompt import Scoped, memory_line, memory_lines, scoped_lines
 from ._rules import SaveKind, check_group_write, may_change
 from ._rules import operations as ops
@@ -73,6 +74,7 @@ async def save_memory(
     replace_id: Any = "",
     scope: Any = "",
     clock: Callable[[], float] = time.time,
+    refused: Refused | None = None,
 ) -> str:
     try:
         where = location(caller, parse_scope(scope, settings))
@@ -103,6 +105,8 @@ async def save_memory(
             f"或用 replace_id 替换其中一条。当前记忆：\n{memory_lines(current, where.scope)}"
         )
     except InvalidMemoryInput as exc:
+        if isinstance(exc, Unauthorized) and refused is not None:
+            await refused(GROUP_CHANGE, _id_only(replace_id))
         return f"保存失败：{exc}。{NOTHING_CHANGED}"
     except StorageUnavailable as exc:
         return f"保存失败：{exc}。请告诉用户稍后再试；已有记忆不受影响。"
@@ -165,8 +169,20 @@ async def list_memory(store: MemoryStore, caller: Caller, settings: Settings) ->
     return f"该成员能看到的记忆（共 {len(items)} 条，id 可用于替换或删除）：\n{scoped_lines(items)}"
 
 
+def _id_only(raw: Any) -> str:
+    """What the audit may keep of an argument: an id, never a description (content)."""
+    return raw.strip() if ops.is_id_like(raw) else ""
+
+
+def _names_one_of(target: Any, memories: Sequence[Memory]) -> bool:
+    """Whether `target` is an id (prefix) of one of `memories`."""
+    wanted = _id_only(target).strip("[]").replace("-", "").lower()
+    return bool(wanted) and any(m.id.replace("-", "").lower().startswith(wanted) for m in memories)
+
+
 async def forget_memory(
-    store: MemoryStore, caller: Caller, settings: Settings, target: Any, scope: Any = "", *, actor: str | None = None
+    store: MemoryStore, caller: Caller, settings: Settings, target: Any, scope: Any = "", *, actor: str | None = None,
+    refused: Refused | None = None,
 ) -> str:
     """Delete from the scopes the caller may delete in. "all" and descriptions reach the caller's own memories
     (this group's and, when enabled, global ones) unless scope=group is given; an id reaches every scope the
@@ -200,6 +216,8 @@ async def forget_memory(
             deleted.extend((s, m) for m in removed)
     except InvalidMemoryInput as exc:
         if len(deletable) < len(candidates):
+            if refused is not None and _names_one_of(target, [m for s, m in candidates if (s, m) not in deletable]):
+                await refused(GROUP_CHANGE, _id_only(target))
             return f"删除失败：{exc}。非管理员只能删除自己添加的群公共记忆。{NOTHING_CHANGED}"
         return f"删除失败：{exc}。{NOTHING_CHANGED}"
     except StorageUnavailable as exc:

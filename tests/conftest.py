@@ -74,8 +74,8 @@ def make_plugin(astrbot_root, plugin_main):
     yield build
 
 
-def make_event(text="", *, group="oc_group1", user="ou_userA", name=None, platform="lark", private=False):
-    """A real AstrMessageEvent as a platform adapter builds it."""
+def make_event(text="", *, group="oc_group1", user="ou_userA", name=None, platform="lark", private=False, admin=False):
+    """A real AstrMessageEvent as a platform adapter builds it (`admin`: the sender is one of AstrBot's admins)."""
     from astrbot.core.platform.astr_message_event import AstrMessageEvent
     from astrbot.core.platform.astrbot_message import AstrBotMessage, MessageMember
     from astrbot.core.platform.message_type import MessageType
@@ -93,7 +93,10 @@ def make_event(text="", *, group="oc_group1", user="ou_userA", name=None, platfo
     if not private:
         message.group_id = group
     meta = PlatformMetadata(name=platform, description=platform, id=f"{platform}_bot")
-    return AstrMessageEvent(text, message, meta, message.session_id)
+    event = AstrMessageEvent(text, message, meta, message.session_id)
+    if admin:
+        event.role = "admin"  # what the waking stage sets for an id in admins_id
+    return event
 
 
 @pytest.fixture

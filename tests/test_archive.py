@@ -186,14 +186,14 @@ async def test_the_plugins_erasures_reach_the_archive_and_admins_see_and_restore
     await call_tool(plugin, "lark_save_memory", me, memory_type="fact", content="现在的事实")
     await archive_memories(plugin.store, key, [("ou_me", "a1"), ("ou_other", "b1")], reason="decay",
                            actor="maintenance")
-    listing = await command_text(plugin.memory_archived_command(make_event(user="admin")))
+    listing = await command_text(plugin.memory_archived_command(make_event(user="admin", admin=True)))
     assert "12345" in listing and "别人的旧事实" in listing
     assert "已删除" in await call_tool(plugin, "lark_forget_memory", me, target="all")
     assert [a.memory.id for a in await plugin.store.archived(key)] == ["b1"]
     assert b"12345" not in plugin.store.path_for(key).read_bytes()
     await command_text(plugin.memory_clear_command(other, "confirm"))
     assert await plugin.store.archived(key) == []
-    assert "没有归档" in await command_text(plugin.memory_archived_command(make_event(user="admin")))
+    assert "没有归档" in await command_text(plugin.memory_archived_command(make_event(user="admin", admin=True)))
 
 
 async def test_the_plugin_never_injects_lists_or_offers_an_archived_memory(make_plugin):
@@ -209,7 +209,7 @@ async def test_the_plugin_never_injects_lists_or_offers_an_archived_memory(make_
     assert "小白" not in await command_text(plugin.memory_list_command(me))
     assert "没有找到" in await call_tool(plugin, "lark_forget_memory", me, target="小白")
     entry = next(e for e in await plugin.store.log_entries(key) if e.get("op") == "archive")
-    assert "已撤销" in await command_text(plugin.memory_revert_command(make_event(user="admin"), entry["id"]))
+    assert "已撤销" in await command_text(plugin.memory_revert_command(make_event(user="admin", admin=True), entry["id"]))
     assert "小白" in await system_prompt_for(plugin, me)
 
 

@@ -386,3 +386,19 @@ async def test_an_import_into_a_sealed_store_is_sealed(tmp_path):
         assert marker.encode() not in data, place
     again = await (await sealed_store(tmp_path / "sealed")).export_group(GROUP)
     assert again.document == dump.document and again.episodes == dump.episodes and again.log == dump.log
+
+
+async def test_a_lost_due_index_is_rebuilt_from_sealed_group_files(tmp_path):
+    """The reminder scheduler's rebuild reads only times and ids: it needs no key, and finds sealed todos."""
+    from memory._todos import rules
+    from memory._todos.scheduler import _scan
+    from memory._todos.when import resolve_zone
+
+    store = UserMemoryStore(tmp_path / "groups", sealer=sealer())
+    due = Todo(id="t1", content="交周报 SECRET-TODO", creator="ou_a", assignee="ou_a", created_at=1.0,
+               updated_at=1.0, due_at=2_000_000_000.0)
+    await store.change_todos(GROUP, lambda todos: ([*todos, due], None), actor="ou_a")
+    await store.close()
+    assert b"SECRET-TODO" not in (tmp_path / "groups" / "lark" / "oc_secret.json").read_bytes()
+    policy = rules.TodoPolicy(zone=resolve_zone("Asia/Shanghai", None)[0])
+    assert set(_scan(tmp_path / "groups", policy)) == {GROUP}

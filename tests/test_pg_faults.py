@@ -104,7 +104,7 @@ async def test_postgres_restarting_mid_run_loses_nothing_acknowledged_and_the_pl
         await asyncio.to_thread(durable_server.stop, "immediate")  # a crash: no checkpoint, recovery on start
         assert await until(lambda: refused), "saves are refused while the server is down"
         down = await call_tool(plugin, "lark_list_memory", make_event(group="oc_restart", user="ou_1"))
-        status = await command_text(plugin.memory_status_command(make_event("/memory status", user=ADMIN)))
+        status = await command_text(plugin.memory_status_command(make_event("/memory status", user=ADMIN, admin=True)))
         assert plugin.store.unavailable and "不可用" in status
         await asyncio.to_thread(durable_server.start)
         before = len(acked)
@@ -166,7 +166,7 @@ async def test_a_wrong_dsn_lets_the_plugin_load_and_says_why(make_plugin, durabl
         assert plugin.store.unavailable and "no_such_database" in plugin.store.unavailable
         result = await call_tool(plugin, "lark_save_memory", make_event(), memory_type="fact", content="是后端")
         assert "保存失败" in result, result
-        status = await command_text(plugin.memory_status_command(make_event("/memory status", user=ADMIN)))
+        status = await command_text(plugin.memory_status_command(make_event("/memory status", user=ADMIN, admin=True)))
         assert "不可用" in status and "no_such_database" in status, status
         assert not (plugin.data_dir / "groups").exists(), "never falls back to the JSON files"
     finally:
@@ -184,7 +184,7 @@ async def test_every_entry_point_answers_while_postgres_is_down(make_plugin, dur
     dsn = durable_server.create_database()
     plugin = make_plugin(storage_backend="postgres", postgres_dsn=dsn, enable_global_memory=True)
     await plugin.initialize()
-    me = make_event("hi", group="oc_down", user=ADMIN)
+    me = make_event("hi", group="oc_down", user=ADMIN, admin=True)
     key = GroupKey("lark", "oc_down")
     down = False
     try:

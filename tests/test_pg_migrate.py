@@ -151,7 +151,7 @@ async def test_json_to_postgres_and_back_gives_the_same_json(tmp_path, postgres_
     assert {e["actor"] for e in carried} == {"extraction", "review"} and src_log[len(carried)]["id"] > 1, \
         "the data must include a trimmed log"
     assert any(e.get("erased") for e in src_log) and any("txn" in e for e in src_log)
-    assert "138" not in changelog.log_path(src_store.path_for(TEAM)).read_text("utf-8")
+    assert "手机号 138xxxx" not in changelog.log_path(src_store.path_for(TEAM)).read_text("utf-8")
     assert len(group_files(source / "groups", TEAM)["vectors"]["vectors"]) == 7
 
     code, output = await run_script("--from", f"json:{source}", "--to", f"postgres:{postgres_dsn}")
@@ -196,7 +196,7 @@ async def test_json_to_postgres_and_back_gives_the_same_json(tmp_path, postgres_
     assert back_totals == src_totals and back_totals.calls == 66 and back_totals.by_actor["review"].calls == 6
     ids = [e.get("id") for e in await src_store.log_entries(TEAM)]
     assert [e.get("id") for e in await back_store.log_entries(TEAM)] == ids
-    assert "138" not in changelog.log_path(back_store.path_for(TEAM)).read_text("utf-8")  # erased stays erased
+    assert "手机号 138xxxx" not in changelog.log_path(back_store.path_for(TEAM)).read_text("utf-8")  # erased stays erased
     # The log goes on from where it was, in the moved-back store as in the source
     await back_store.change(TEAM, "ou_b", add("回到 JSON 之后的新记忆"), actor="ou_b")
     await src_store.change(TEAM, "ou_b", add("回到 JSON 之后的新记忆"), actor="ou_b")

@@ -53,7 +53,7 @@ async def test_json_stays_the_default_in_the_same_place(make_plugin, monkeypatch
     assert plugin.store.path_for(GroupKey("lark", "oc_group1")).is_relative_to(plugin.data_dir / "groups")
     await call_tool(plugin, "lark_save_memory", make_event(), memory_type="fact", content="是后端负责人")
     assert list((plugin.data_dir / "groups").rglob("*.json"))
-    status = await command_text(plugin.memory_status_command(make_event("/memory status", user=ADMIN)))
+    status = await command_text(plugin.memory_status_command(make_event("/memory status", user=ADMIN, admin=True)))
     assert "存储：JSON 文件" in status
     await plugin.terminate()
 
@@ -95,7 +95,7 @@ async def test_no_dsn_leaves_the_store_unavailable_with_a_clear_message(make_plu
         assert plugin.store.unavailable == NO_DSN
         result = await call_tool(plugin, "lark_save_memory", make_event(), memory_type="fact", content="是后端")
         assert "保存失败" in result and "/memory status" in result, result
-        status = await command_text(plugin.memory_status_command(make_event("/memory status", user=ADMIN)))
+        status = await command_text(plugin.memory_status_command(make_event("/memory status", user=ADMIN, admin=True)))
         assert "未配置连接串" in status and NO_DSN in status
         assert not (plugin.data_dir / "groups").exists(), "never falls back to the JSON files"
     finally:
@@ -110,7 +110,7 @@ async def test_without_asyncpg_the_plugin_loads_and_names_the_package(make_plugi
         assert "pip install asyncpg" in plugin.store.unavailable
         result = await call_tool(plugin, "lark_list_memory", make_event())
         assert "暂不可用" in result and "/memory status" in result, result
-        status = await command_text(plugin.memory_status_command(make_event("/memory status", user=ADMIN)))
+        status = await command_text(plugin.memory_status_command(make_event("/memory status", user=ADMIN, admin=True)))
         assert "pip install asyncpg" in status
     finally:
         await plugin.terminate()
@@ -129,7 +129,7 @@ async def test_an_unreachable_server_never_blocks_loading_nor_crashes_an_entry_p
         assert plugin.store.unavailable
         for text in await every_entry_point(plugin):
             assert "不可用" in text or "稍后再试" in text or "无法" in text, text
-        status = await command_text(plugin.memory_status_command(make_event("/memory status", user=ADMIN)))
+        status = await command_text(plugin.memory_status_command(make_event("/memory status", user=ADMIN, admin=True)))
         assert "不可用" in status and mask_dsn(dsn) in status
         assert PASSWORD not in status, "the status never shows the password"
         assert not (plugin.data_dir / "groups").exists(), "never falls back to the JSON files"
@@ -162,7 +162,7 @@ async def test_a_server_that_never_answers_does_not_hold_up_loading(make_plugin,
 
 async def every_entry_point(plugin) -> list[str]:
     """What every tool, command and dashboard route answers (each must answer, none may raise)."""
-    me = make_event("hi", user=ADMIN)
+    me = make_event("hi", user=ADMIN, admin=True)
     answers = [
         await call_tool(plugin, "lark_save_memory", me, memory_type="fact", content="是后端负责人"),
         await call_tool(plugin, "lark_list_memory", me),
@@ -224,7 +224,7 @@ async def test_tools_and_injection_on_postgres(make_plugin, postgres_server, pos
         assert "已保存" in await call_tool(plugin, "lark_save_memory", me, memory_type="preference",
                                           content="希望被称呼为「老王」")
         assert "希望被称呼为「老王」" in await system_prompt_for(plugin, make_event("在吗"))
-        status = await command_text(plugin.memory_status_command(make_event("/memory status", user=ADMIN)))
+        status = await command_text(plugin.memory_status_command(make_event("/memory status", user=ADMIN, admin=True)))
         assert "PostgreSQL，实例 bot-a" in status and "可用，已缓存 1 个群" in status
     finally:
         caplog.clear()

@@ -31,6 +31,7 @@ from .. import _fence as fence
 from .._errors import InvalidMemoryInput
 from .._extraction import Generate, call_model, parse_one_operation, shown_number
 from .._models import GroupKey, Memory, MemoryType, Source
+from .._privacy.optout import opted_out
 from .._recall.lexical import CJK_STOP_CHARS, tokenize
 from .._rules import operations as ops
 from .._settings import Settings
@@ -161,10 +162,13 @@ async def consolidate_group(
     if budget <= 0:
         return report
     doc = await store.document(key)
+    hidden = await opted_out(store, key)  # no background call sees the memories of a member who opted out
     judged: set[tuple[str, ...]] | None = None
     for owner, memories in owner_lists(doc):
         if report.calls >= budget:
             break
+        if owner in hidden:
+            continue
         found = _near_duplicates(memories)
         await asyncio.sleep(0)  # one owner's list at a time on the event loop (a long list takes a few ms)
         for group in found:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +28,7 @@ from .. import _fence as fence
 from .._errors import InvalidMemoryInput
 from .._extraction import Generate, call_model, parse_one_operation, shown_number
 from .._models import GroupDocument, GroupKey, Memory, Source
+from .._privacy.optout import opted_out
 from .._recall import LexicalIndex
 from .._settings import Settings
 from .._storage import CALL, MemoryStore, Owner, owner_lists
@@ -106,13 +108,17 @@ class ReviewReport:
     unresolved: list[tuple[str, str]] = field(default_factory=list)  # (memory id, why nothing changed)
 
 
-def candidates(doc: GroupDocument, settings: Settings, now: float) -> list[Candidate]:
+def candidates(
+    doc: GroupDocument, settings: Settings, now: float, hidden: Collection[str] = frozenset()
+) -> list[Candidate]:
     """The memories due for review (`decay.action`), the most urgent first: promotions by importance, then decays,
-    weakest first. A memory KEPT in a promotion review is not asked again until it is updated or used; a KEPT decay
+    weakest first; none of the `hidden` members' (who opted out: no background call sees their memories). A memory KEPT in a promotion review is not asked again until it is updated or used; a KEPT decay
     review has its base reset, so it comes back only after decaying again."""
     aging_since = doc.aging_since
     due: list[Candidate] = []
     for owner, memories in owner_lists(doc):
+        if owner in hidden:
+            continue
         for memory in memories:
             kind = _KINDS.get(action(memory, now, settings, aging_since))
             if kind is not None:
@@ -131,7 +137,8 @@ async def review_group(
     report = ReviewReport()
     if budget <= 0:
         return report
-    for candidate in candidates(await store.document(key), settings, now):
+    doc = await store.document(key)
+    for candidate in candidates(doc, settings, now, await opted_out(store, key)):
         calls_left = budget - report.calls
         if calls_left <= 0:
             break

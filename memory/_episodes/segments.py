@@ -147,6 +147,29 @@ class Segmenter:
         if segment is not None:
             segment.taken += 1
 
+    def drop_member(self, user_id: str, where: Callable[[GroupKey], bool]) -> None:
+        """Take every line of the member (who opted out) out of the segments of the groups `where` admits."""
+        for key in [key for key in self._segments if where(key)]:
+            self._drop_lines(key, user_id)
+
+    def _drop_lines(self, key: GroupKey, user_id: str) -> None:
+        """Keep the counts of lines taken and covered true for the lines left; a segment left empty goes."""
+        segments = self._segments[key]
+        for segment in list(segments):
+            kept = [i for i, line in enumerate(segment.lines) if line.user_id != user_id]
+            if len(kept) == len(segment.lines):
+                continue
+            segment.taken = sum(1 for i in kept if i < segment.taken)
+            segment.covered = sum(1 for i in kept if i < segment.covered)
+            segment.lines = [segment.lines[i] for i in kept]
+            if not segment.lines:
+                segments.remove(segment)
+        if not segments or segments[-1].closed:
+            timer = self._quiet.pop(key, None)
+            if timer is not None:
+                timer.cancel()
+        self._drop_done(key)
+
     def waiting(self, key: GroupKey) -> bool:
         """Whether a closed segment of the group still waits for lines to be extracted or for its episode."""
         return any(s.closed and not s.done for s in self._segments.get(key, ()))

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Protocol, TypeVar
 
-from .._errors import InvalidMemoryInput, MemoryLimitReached, PermissionDenied
+from .._errors import InvalidMemoryInput, MemoryLimitReached, Unauthorized
 from .._models import Memory, MemoryType, Source
 from .._text import clean_content, dedupe_key, require_encodable
 from .matching import match_description, same_slot
@@ -126,11 +126,11 @@ def save(
     if replace_id not in ("", None):
         target = find_by_id(memories, replace_id)
         if not may_change(target):
-            raise PermissionDenied(f"不能修改 id={target.short_id} 的记忆：{ONLY_ADDER_OR_ADMIN}")
+            raise Unauthorized(f"不能修改 id={target.short_id} 的记忆：{ONLY_ADDER_OR_ADMIN}")
         twin = next((m for m in memories if m.id != target.id and dedupe_key(m.content) == key), None)
         if twin is not None:  # the new text already exists elsewhere: keep one copy
             if not may_change(twin):
-                raise PermissionDenied(
+                raise Unauthorized(
                     f"同样的内容已作为 id={twin.short_id} 的记忆存在，它由别人添加，不能与之合并：{ONLY_ADDER_OR_ADMIN}"
                 )
             memories = [m for m in memories if m.id != twin.id]

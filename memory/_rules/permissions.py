@@ -8,7 +8,7 @@ for facts and preferences, `group_instruction_writers` for instructions (injecte
 
 from __future__ import annotations
 
-from .._errors import PermissionDenied
+from .._errors import PermissionDenied, Unauthorized
 from .._models import Memory, MemoryType, Scope
 from .._settings import ADMINS, Settings
 
@@ -19,13 +19,14 @@ def may_change(actor_id: str, can_manage_group: bool, scope: Scope, memory: Memo
 
 
 def check_group_write(can_manage_group: bool, memory_type: MemoryType, settings: Settings) -> None:
-    """Raise `PermissionDenied` when the actor may not write (add or rewrite) a group memory of this type."""
+    """Raise `Unauthorized` when the actor may not write (add or rewrite) a group memory of this type, and
+    `PermissionDenied` when group memories are off."""
     if settings.group_memory_max == 0:
         raise PermissionDenied("群公共记忆已被管理员关闭")
     if can_manage_group:
         return
     if memory_type is MemoryType.INSTRUCTION:
         if settings.group_instruction_writers == ADMINS:
-            raise PermissionDenied("只有管理员可以添加群公共指令（对全群生效）：请改用 scope=member 记在该成员名下")
+            raise Unauthorized("只有管理员可以添加群公共指令（对全群生效）：请改用 scope=member 记在该成员名下")
     elif settings.group_memory_writers == ADMINS:
-        raise PermissionDenied("只有管理员可以添加群公共记忆：请改用 scope=member 记在该成员名下")
+        raise Unauthorized("只有管理员可以添加群公共记忆：请改用 scope=member 记在该成员名下")

@@ -204,6 +204,11 @@ class CachedStore(MemoryStore):
         async with group.lock:
             return await self._load(group)
 
+    def peek_document(self, key: GroupKey) -> GroupDocument | None:
+        """The document if it is already in memory, else None. Never does I/O."""
+        group = self._groups.get(key)
+        return None if group is None else group.doc
+
     def peek_archive(self, key: GroupKey) -> Sequence[ArchivedMemory] | None:
         """The document's archived memories if it is already in memory, else None. Never does I/O."""
         group = self._groups.get(key)
@@ -425,6 +430,29 @@ class CachedStore(MemoryStore):
             group.doc.aging_since = at
             group.doc_version += 1
             return at, True
+
+        return await self._run(key, operation)
+
+    async def set_opted_out(self, key: GroupKey, user_id: str, on: bool, *, actor: str) -> bool:
+        """Set or clear the member's opt-out flag, durably, logged without content; whether it moved."""
+
+        def operation(group: CachedGroup) -> tuple[bool, bool]:
+            assert group.doc is not None and group.log is not None
+            flags = dict(group.doc.opted_out)
+            if (user_id in flags) == on:
+                return False, False
+            if on:
+                flags[user_id] = self._clock()
+            else:
+                del flags[user_id]
+            group.doc.opted_out = flags
+            group.doc_version += 1
+            entry = {
+                "id": 0, "at": self._clock(), "actor": actor, "kind": "privacy", "op": "optout" if on else "optin",
+                "owner": user_id, "target": user_id,
+            }
+            group.pending.extend(_numbered(group, [entry]))
+            return True, True
 
         return await self._run(key, operation)
 

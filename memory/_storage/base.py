@@ -127,6 +127,15 @@ class MemoryStore(ABC):
         """The document's `aging_since`, set to `at` (durably, not logged) if it had none."""
 
     @abstractmethod
+    async def set_opted_out(self, key: GroupKey, user_id: str, on: bool, *, actor: str) -> bool:
+        """Set or clear the member's opt-out flag in the document (the platform's global document: every group of
+        the platform), durably, logged without content (kind "privacy", op "optout" / "optin"); whether it moved."""
+
+    @abstractmethod
+    def peek_document(self, key: GroupKey) -> GroupDocument | None:
+        """The document if it is already in memory, else None. Never does I/O."""
+
+    @abstractmethod
     def unload(self, key: GroupKey) -> bool:
         """Drop the document from memory if nothing of it is pending or being written; whether it was dropped."""
 

@@ -18,7 +18,7 @@ from datetime import datetime, time
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from .._errors import InvalidMemoryInput, MemoryLimitReached, PermissionDenied
+from .._errors import InvalidMemoryInput, MemoryLimitReached, Unauthorized
 from .._models import Caller, Source
 from .._rules.operations import find_by_id_prefix, parse_content
 from .._settings import ADMINS, Settings
@@ -226,7 +226,7 @@ def add(
     user_id = caller.member.user_id
     to_group = parse_assignee(assignee) == GROUP
     if to_group and policy.group_writers_admins_only and not caller.can_manage_group:
-        raise PermissionDenied("只有管理员可以添加全群待办：请改为 assignee=self 记在自己名下")
+        raise Unauthorized("只有管理员可以添加全群待办：请改为 assignee=self 记在自己名下")
     target = None if to_group else user_id
     key = dedupe_key(text)
     same = next((t for t in todos if t.status is TodoStatus.PENDING and t.assignee == target
@@ -300,7 +300,7 @@ def update(todos: list[Todo], caller: Caller, todo_id: Any, change: Callable[[To
     """`todos` with one todo changed as `change(todo)` reads the arguments; (todos, before, after)."""
     todo = find(todos, caller.member.user_id, todo_id)
     if not may_change(caller, todo):
-        raise PermissionDenied(
+        raise Unauthorized(
             f"待办 {todo.short_id} 是全群待办，只有创建者或群管理员可以修改"
         )
     if todo.status is not TodoStatus.PENDING:

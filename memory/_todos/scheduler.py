@@ -342,7 +342,7 @@ def _scan(directory: Path, policy: rules.TodoPolicy) -> dict[GroupKey, float]:
                 continue
             head = json.loads(raw.removeprefix(b"\xef\xbb\xbf"))
             key = GroupKey(str(head.get("platform") or path.parent.name), str(head.get("group_id")))
-            instant = rules.next_event_of(parse_document(raw, key).todos, policy)
+            instant = rules.next_event_of(parse_document(raw, key, opened=False).todos, policy)  # times only
         except (OSError, ValueError, AttributeError) as exc:
             log.warning("todo due index rebuild: skipped %s (%s)", path, exc)
             continue

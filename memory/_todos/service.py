@@ -6,9 +6,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from .._errors import InvalidMemoryInput, StorageUnavailable
+from .._errors import InvalidMemoryInput, StorageUnavailable, Unauthorized
 from .._fence import data
 from .._models import Caller
+from .._privacy.audit import GROUP_CHANGE, Refused
 from .._storage import MemoryStore
 from .._storage.base import R, TodoChange
 from . import rules, when
@@ -56,6 +57,7 @@ async def add_todo(
     assignee: Any = "self",
     recurrence: Any = "",
     now: float | None = None,
+    refused: Refused | None = None,
 ) -> str:
     now = time.time() if now is None else now
     zone = policy.zone
@@ -66,7 +68,7 @@ async def add_todo(
                                          origin=origin, now=now, policy=policy)
         return todos, (schedule, todo, existed)
 
-    done = await _apply(store, caller, change, now, zone)
+    done = await _apply(store, caller, change, now, zone, refused)
     if isinstance(done, str):
         return done
     schedule, todo, existed = done
@@ -122,6 +124,7 @@ async def update_todo(
     remind_at: Any = "",
     content: Any = "",
     now: float | None = None,
+    refused: Refused | None = None,
 ) -> str:
     now = time.time() if now is None else now
     zone = policy.zone
@@ -135,7 +138,7 @@ async def update_todo(
         )
         return todos, (before, after)
 
-    done = await _apply(store, caller, change, now, zone)
+    done = await _apply(store, caller, change, now, zone, refused, todo_id)
     if isinstance(done, str):
         return done
     before, after = done
@@ -163,12 +166,15 @@ def list_order(todo: Todo) -> tuple[bool, float, float]:
     return todo.status is not TodoStatus.PENDING, first if first is not None else float("inf"), todo.created_at
 
 
-async def _apply(store: MemoryStore, caller: Caller, change: TodoChange[R], now: float, zone: Any) -> R | str:
+async def _apply(store: MemoryStore, caller: Caller, change: TodoChange[R], now: float, zone: Any,
+                 refused: Refused | None = None, target: Any = "") -> R | str:
     """Run a change of the caller's group's todos; a refusal or a storage failure becomes the text for the model
-    (nothing changed)."""
+    (nothing changed). A change the caller lacks the right for goes to `refused` (the audit) with the todo id."""
     try:
         return await store.change_todos(caller.member.group, change, actor=caller.member.user_id)
     except InvalidMemoryInput as exc:
+        if isinstance(exc, Unauthorized) and refused is not None:
+            await refused(GROUP_CHANGE, target if isinstance(target, str) else "")
         return f"{exc}。{NOTHING_CHANGED}{_now_suffix(exc, now, zone)}"
     except StorageUnavailable as exc:
         return NOT_SAVED.format(error=exc)

@@ -38,6 +38,10 @@
       message: "消息", runRecall: "试一下", block: "会注入的记忆块", reason: "原因", score: "分数",
       noBlock: "这条消息不会注入任何记忆", items: "条目",
       history: "变更历史", when: "时间", actor: "操作者", op: "操作", kind: "对象", target: "目标",
+      refusedTitle: "被拒绝的访问（按人和类型汇总，只记 id，不记内容）", refusedCount: "次数", refusedFirst: "首次",
+      refusedLast: "最近", refusedVia: "途径", refusedDropped: "较早的 {0} 项已不再保留", noRefused: "没有被拒绝的访问",
+      audit_foreign_id: "指名别人的记忆或待办", audit_group_change: "无权修改群公共内容",
+      audit_admin_command: "非管理员使用管理指令", audit_dashboard_scope: "管理页请求越界",
       oldValue: "原值", newValue: "新值", revert: "撤销", loadMore: "加载更多",
       confirmRevert: "撤销变更 #{0}？如果目标之后又被改过，撤销会被拒绝。", erasedEntry: "（内容已按删除要求清除）",
       exportTitle: "导出", exportAll: "全部", exportGroup: "一个群", exportMember: "一位成员", download: "下载 JSON",
@@ -85,6 +89,10 @@
       message: "Message", runRecall: "Try it", block: "Block that would be injected", reason: "Reason", score: "Score",
       noBlock: "This message would inject no memory", items: "Items",
       history: "Change history", when: "When", actor: "Actor", op: "Operation", kind: "Kind", target: "Target",
+      refusedTitle: "Refused access (per person and kind; ids only, no content)", refusedCount: "Count", refusedFirst: "First",
+      refusedLast: "Latest", refusedVia: "Via", refusedDropped: "{0} older entries are no longer kept", noRefused: "No refused access",
+      audit_foreign_id: "Named another member's memory or todo", audit_group_change: "Group change without the right",
+      audit_admin_command: "Admin command by a non-admin", audit_dashboard_scope: "Dashboard request out of scope",
       oldValue: "Old", newValue: "New", revert: "Revert", loadMore: "Load more",
       confirmRevert: "Revert change #{0}? It is refused if the target changed since.", erasedEntry: "(content erased on request)",
       exportTitle: "Export", exportAll: "Everything", exportGroup: "One group", exportMember: "One member",
@@ -576,9 +584,30 @@
         load(false);
       } catch (err) { notify(errorText(err), "error"); }
     };
-    const group = groupSelect(false, () => load(false));
-    append(view, [el("div", { class: "filters" }, el("label", {}, t("group"), group)), list]);
-    if (group.options.length) load(false);
+    const refused = el("div", {});
+    const AUDIT_KINDS = { foreign_id: "audit_foreign_id", group_change: "audit_group_change",
+      admin_command: "audit_admin_command", dashboard_scope: "audit_dashboard_scope" };
+    const loadRefused = async () => {
+      try {
+        const r = await api.get("audit", { platform: state.platform, group_id: group.value });
+        const items = asList(r, "items");
+        clear(refused);
+        append(refused, [el("h3", {}, t("refusedTitle")),
+          !items.length ? el("p", { class: "muted" }, t("noRefused")) :
+            el("table", { class: "table", id: "audit-table" },
+              el("thead", {}, el("tr", {}, [t("actor"), t("kind"), t("refusedCount"), t("refusedFirst"), t("refusedLast"), t("refusedVia"), t("target")].map((h) => el("th", {}, h)))),
+              el("tbody", {}, items.map((a) => el("tr", {},
+                el("td", {}, a.actor_name ? `${a.actor_name} (${a.actor})` : a.actor),
+                el("td", {}, AUDIT_KINDS[a.kind] ? t(AUDIT_KINDS[a.kind]) : a.kind),
+                el("td", { class: "num" }, a.count), el("td", { class: "small" }, fmtTime(a.first_at)),
+                el("td", { class: "small" }, fmtTime(a.last_at)), el("td", {}, a.last?.via ?? ""),
+                el("td", { class: "small" }, a.last?.target ?? ""))))),
+          r.dropped ? el("p", { class: "muted" }, t("refusedDropped", r.dropped)) : null]);
+      } catch (e) { clear(refused).appendChild(el("p", { class: "error" }, errorText(e))); }
+    };
+    const group = groupSelect(false, () => { load(false); loadRefused(); });
+    append(view, [el("div", { class: "filters" }, el("label", {}, t("group"), group)), list, refused]);
+    if (group.options.length) { load(false); loadRefused(); }
   }
 
   // ---------- Export / import ----------

@@ -1,0 +1,1 @@
+"""Members' privacy: opting out of observation, and the audit of refused access."""

@@ -1,0 +1,193 @@
+"""Members who opt out: the real plugin with a model that records every background request. Nothing a member who
+opted out says, nor their name or id, reaches extraction, episodes, replies, review or consolidation; explicit saves
+still work; opting in restores observation; the platform-wide flag; groups the admin excludes."""
+
+import asyncio
+import json
+import uuid
+
+from conftest import make_event
+from test_plugin import command_text
+
+from memory import GroupKey, Memory, MemoryType, Settings, Source, UserMemoryStore
+from memory._aging.consolidation import consolidate_group
+from memory._aging.review import candidates, review_group
+from memory._privacy.optout import opted_out_in
+from memory._storage import GroupDump
+
+G = GroupKey("lark", "oc_group1")
+G2 = GroupKey("lark", "oc_group2")
+SECRET = "紫色长颈鹿XQZ"  # a unique text of the member who opted out
+NAME = "隐身的小王"
+
+
+def recording_plugin(make_plugin, **overrides):
+    plugin = make_plugin(enable_background_extraction=True, extraction_every_n_messages=2, **overrides)
+    requests = []
+
+    async def generate(origin, system_prompt, prompt):
+        requests.append(system_prompt + "\n" + prompt)
+        return json.dumps({"operations": []}), 10, 1
+
+    plugin._generate = generate
+    return plugin, requests
+
+
+def leaks(requests, *needles):
+    return [r for r in requests for n in needles if n in r]
+
+
+async def say(plugin, text, user, group="oc_group1", name=None):
+    await plugin.observe_group_message(make_event(text, user=user, group=group, name=name))
+
+
+async def test_an_opted_out_member_never_reaches_a_background_request(make_plugin):
+    plugin, requests = recording_plugin(make_plugin)
+    await say(plugin, f"我最近在养{SECRET}", "ou_quiet", name=NAME)  # buffered before the opt-out
+    answer = await plugin.lark_memory_privacy(make_event(user="ou_quiet", name=NAME), action="optout",
+                                              invented="ignored")
+    assert "不再" in answer
+    assert plugin.extraction.pending(G) == 0  # what was buffered of them went at once
+    await say(plugin, SECRET, "ou_quiet", name=NAME)
+    assert plugin.extraction.pending(G) == 0  # and nothing new enters the buffer
+    for i in range(3):
+        await say(plugin, f"{SECRET} 第{i}次", "ou_quiet", name=NAME)
+        await say(plugin, f"大家好{i}", "ou_other", name="小李")
+    await plugin.extraction.drain()
+    assert requests and not leaks(requests, SECRET, NAME, "ou_quiet")
+    assert any("大家好" in r for r in requests)
+    assert plugin.members.spoken_name(G, "ou_quiet") is None
+    # an explicit save still works, and stays
+    saved = await plugin.lark_save_memory(make_event(user="ou_quiet"), memory_type="fact", content="是设计师")
+    assert "已保存" in saved
+    assert [m.content for m in await plugin.store.memories(G, "ou_quiet")] == ["是设计师"]
+    # opting in restores observation
+    assert "恢复" in await command_text(plugin.memory_optin_command(make_event(user="ou_quiet")))
+    await say(plugin, "我回来了ABC", "ou_quiet", name=NAME)
+    await say(plugin, "欢迎", "ou_other")
+    await plugin.extraction.drain()
+    assert any("我回来了ABC" in r for r in requests)
+    entries = [e for e in await plugin.store.log_entries(G) if e.get("kind") == "privacy"]
+    assert [(e["op"], e["owner"]) for e in entries] == [("optout", "ou_quiet"), ("optin", "ou_quiet")]
+    assert all("old" not in e and "new" not in e for e in entries)
+    await plugin.terminate()
+
+
+async def test_the_platform_wide_flag_and_excluded_groups(make_plugin):
+    plugin, requests = recording_plugin(make_plugin, extraction_excluded_groups=["oc_group3"])
+    text = await command_text(plugin.memory_optout_command(make_event(user="ou_quiet"), "all"))
+    assert "所有群" in text
+    assert "ou_quiet" in (await plugin.store.document(GroupKey.global_for("lark"))).opted_out
+    for group in ("oc_group1", "oc_group2"):
+        await say(plugin, f"{SECRET}{group}", "ou_quiet", group=group, name=NAME)
+        await say(plugin, "随便聊聊", "ou_other", group=group)
+        await say(plugin, "再聊聊", "ou_other", group=group)
+    await say(plugin, "排除的群里的话EXC", "ou_other", group="oc_group3")
+    await say(plugin, "排除的群里的话EXC2", "ou_other", group="oc_group3")
+    await plugin.extraction.drain()
+    assert len(requests) == 2 and not leaks(requests, SECRET, NAME, "ou_quiet", "EXC")
+    # optin in one group leaves the platform-wide flag, and says so
+    text = await command_text(plugin.memory_optin_command(make_event(user="ou_quiet")))
+    assert "所有群" in text and "optin all" in text
+    assert "ou_quiet" in opted_out_in(plugin.store, G)
+    await command_text(plugin.memory_optin_command(make_event(user="ou_quiet"), "all"))
+    assert opted_out_in(plugin.store, G) == frozenset()
+    await asyncio.sleep(0)  # let the roster fetch the event started begin before terminate cancels it
+    await plugin.terminate()
+
+
+async def test_the_flag_survives_clear_and_a_move_to_another_store(make_plugin, tmp_path):
+    plugin, _ = recording_plugin(make_plugin)
+    await plugin.lark_save_memory(make_event(user="ou_quiet"), memory_type="fact", content="是设计师")
+    await plugin.lark_memory_privacy(make_event(user="ou_quiet"), action="optout")
+    await command_text(plugin.memory_clear_command(make_event(user="ou_quiet"), "confirm"))
+    assert await plugin.store.memories(G, "ou_quiet") == []
+    assert "ou_quiet" in (await plugin.store.document(G)).opted_out
+    dump = await plugin.store.export_group(G)
+    await plugin.terminate()
+    other = UserMemoryStore(tmp_path / "other", durable=False)
+    await other.import_group(G, GroupDump(dump.document, dump.episodes, dump.log, dump.carried, dump.next_log_id))
+    await other.close()
+    again = UserMemoryStore(tmp_path / "other", durable=False)
+    assert "ou_quiet" in (await again.document(G)).opted_out
+    await again.close()
+
+
+async def test_the_flag_survives_a_move_to_postgresql(tmp_path, postgres_dsn):
+    from memory._storage._postgres import PostgresMemoryStore
+
+    source = UserMemoryStore(tmp_path, durable=False)
+    await source.set_opted_out(G, "ou_quiet", True, actor="ou_quiet")
+    dump = await source.export_group(G)
+    await source.close()
+    pg = PostgresMemoryStore(postgres_dsn, instance="a")
+    await pg.start()
+    await pg.import_group(G, dump)
+    await pg.close()
+    pg = PostgresMemoryStore(postgres_dsn, instance="b")
+    await pg.start()
+    assert "ou_quiet" in (await pg.document(G)).opted_out
+    assert await pg.set_opted_out(G, "ou_quiet", False, actor="ou_quiet") is True
+    assert (await pg.document(G)).opted_out == {}
+    await pg.close()
+
+
+def memory(content, *, importance=0.5, age_days=1.0, now):
+    at = now - age_days * 86400
+    return Memory(id=str(uuid.uuid4()), type=MemoryType.FACT, content=content, created_at=at, updated_at=at,
+                  source=Source.EXTRACTION, importance=importance)
+
+
+async def test_review_and_consolidation_never_show_an_opted_out_members_memories(tmp_path):
+    now = 1000 * 86400.0
+    store = UserMemoryStore(tmp_path, clock=lambda: now, durable=False)
+    mine = [memory(f"喜欢{SECRET}", importance=0.9, now=now), memory(f"养了一只{SECRET}", importance=0.9, now=now),
+            memory(f"喜欢{SECRET}猫", importance=0.9, now=now)]
+    await store.change(G, "ou_quiet", lambda current: ([*current, *mine], None), actor="test")
+    await store.set_opted_out(G, "ou_quiet", True, actor="ou_quiet")
+    settings = Settings(enable_background_extraction=True)
+    assert candidates(await store.document(G), settings, now, frozenset({"ou_quiet"})) == []
+    prompts = []
+
+    async def generate(system_prompt, prompt):
+        prompts.append(system_prompt + prompt)
+        return json.dumps({"op": "keep", "id": 1, "reason": "x"}), 1, 1
+
+    await review_group(store, G, generate, settings, now, budget=5)
+    await consolidate_group(store, G, generate, settings, now, budget=5)
+    assert not leaks(prompts, SECRET, "ou_quiet")
+    await store.set_opted_out(G, "ou_quiet", False, actor="ou_quiet")
+    await review_group(store, G, generate, settings, now, budget=5)
+    assert leaks(prompts, SECRET)  # the same memories are reviewed once they opt back in
+    await store.close()
+
+
+async def test_no_todo_is_proposed_for_an_opted_out_member(make_plugin):
+    plugin, requests = recording_plugin(make_plugin, enable_todos=True)
+
+    async def generate(origin, system_prompt, prompt):
+        requests.append(prompt)
+        return json.dumps({"operations": [{"op": "todo", "subject": "U1", "content": "交周报",
+                                           "remind_at": "2099-01-01T10:00"}]}), 10, 1
+
+    plugin._generate = generate
+    await plugin.lark_memory_privacy(make_event(user="ou_quiet"), action="optout")
+    await say(plugin, "我明天交周报", "ou_quiet")
+    await say(plugin, "我明天交周报", "ou_quiet")
+    await plugin.extraction.drain()
+    assert requests == [] and await plugin.store.todos(G) == []
+    await plugin.terminate()
+
+
+async def test_the_warm_check_does_no_io(make_plugin, monkeypatch):
+    plugin, _ = recording_plugin(make_plugin)
+    await say(plugin, "你好", "ou_a")  # loads the group and the platform's global document once
+
+    async def no_io(*_):
+        raise AssertionError("the store was asked to load on the message path")
+
+    monkeypatch.setattr(plugin.store, "document", no_io)
+    await say(plugin, "再见", "ou_a")
+    assert opted_out_in(plugin.store, G) == frozenset()
+    await asyncio.sleep(0)  # let the roster fetch the event started begin before terminate cancels it
+    await plugin.terminate()
