@@ -409,7 +409,7 @@ def _imported(call: Call) -> list[transfer.ImportedGroup]:
     if not isinstance(content, str) or not content:
         raise InvalidMemoryInput("缺少参数 content（导入文件的文本）")
     try:
-        return transfer.read_import(content.encode("utf-8"), call.text("platform"))
+        return transfer.read_import(content.encode("utf-8"), call.text("platform"), call.plugin.store.sealer)
     except UnicodeEncodeError:
         raise InvalidMemoryInput("导入文件含有无法编码的字符") from None
     except transfer.ImportRefused as exc:

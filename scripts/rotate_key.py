@@ -79,7 +79,7 @@ def verified_reseal(side: Side) -> Callable[[GroupKey], object]:
 
     async def step(key: GroupKey) -> None:
         before = canonical(await store.export_group(key))
-        await store.reseal(key)  # type: ignore[attr-defined]
+        await store.reseal(key)
         store.unload(key)
         after = canonical(await store.export_group(key))
         store.unload(key)

@@ -203,3 +203,25 @@ def test_the_status_masks_the_key_and_names_its_id_and_source():
     assert encryption_line(choose_encryption(Settings(), {}), None) == "未启用"
     bad = encryption_line(choose_encryption(Settings(encryption_key="x"), {}), None)
     assert bad.startswith("密钥无效：设置 encryption_key")
+
+
+async def test_the_plugin_runs_the_pass_and_the_status_shows_it(make_plugin, event, monkeypatch):
+    key = new_key()
+    monkeypatch.setenv(KEY_ENV, "")
+    plain = make_plugin()
+    await plain.initialize()
+    await plain.store.change(GROUPS[0], "ou_a", lambda c: ([*c, memory(1, "ou_a")], None), actor="t")
+    assert plain.key_migration is None
+    await plain.terminate()
+    monkeypatch.setenv(KEY_ENV, key)
+    plugin = make_plugin()
+    await plugin.initialize()
+    for _ in range(100):
+        if plugin.key_migration.finished:
+            break
+        await asyncio.sleep(0.05)
+    (reply,) = [r async for r in plugin.memory_status_command(event("/memory status", admin=True))]
+    kid = choose_encryption(Settings(), {KEY_ENV: key}).keyring.kid
+    assert f"加密：已启用（密钥 {kid}，来自环境变量 {KEY_ENV}）；已加密全部 1 个群的存量数据" in reply.chain[0].text
+    await plugin.terminate()
+    assert MARK.encode() not in b"".join(p.read_bytes() for p in plugin.data_dir.rglob("*.json*") if p.is_file())

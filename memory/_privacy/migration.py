@@ -109,7 +109,7 @@ class EncryptionMigration:
         must not wait for a lease a killed run still holds."""
         self._store = store
         self._lease = lease
-        self._step = step or store.reseal  # type: ignore[attr-defined]  # both stores have it
+        self._step = step or store.reseal
         self._progress = progress
         self.kid = kid
         self._spacing = spacing
