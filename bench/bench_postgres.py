@@ -27,7 +27,6 @@ import asyncio
 import json
 import os
 import random
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -42,7 +41,7 @@ sys.path.insert(0, str(REPO / "bench"))
 sys.path.insert(0, str(REPO / "scripts"))
 os.environ.setdefault("ASTRBOT_ROOT", tempfile.mkdtemp(prefix="bench-astrbot-"))
 
-from memory import GroupKey, Memory, MemoryType, UserMemoryStore  # noqa: E402
+from memory import Memory, MemoryType, UserMemoryStore  # noqa: E402
 from memory._rules.operations import save  # noqa: E402
 
 from bench_core import GROUP, build_group, percentiles  # noqa: E402

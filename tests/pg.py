@@ -139,3 +139,31 @@ class PostgresServer:
 
 def start_server(*, fsync: bool = False) -> PostgresServer:
     return PostgresServer(fsync=fsync).init().start()
+
+
+# -- stores on it ------------------------------------------------------------------------------------------------
+# How long a test waits for a background effect (a notification, a refresh, a lease) before it fails: far above the
+# delays bench/bench_postgres.py measures, so that on a loaded 2-core CI only a real failure trips it.
+WAIT_BOUND = 60.0
+
+
+async def opened_store(dsn: str, instance: str):
+    """A started PostgresMemoryStore on `dsn` named `instance`, asserted available."""
+    from memory._storage import PostgresMemoryStore
+
+    store = PostgresMemoryStore(dsn, instance=instance)
+    await store.start()
+    assert store.unavailable is None, store.unavailable
+    return store
+
+
+async def until(condition, bound: float = WAIT_BOUND) -> float:
+    """Wait until `condition()` holds; how long it took (fails after `bound`)."""
+    import asyncio
+    import time
+
+    start = time.monotonic()
+    while not condition():
+        assert time.monotonic() - start < bound, "condition not reached in time"
+        await asyncio.sleep(0.01)
+    return time.monotonic() - start

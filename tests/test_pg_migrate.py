@@ -12,8 +12,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from conftest import REPO, make_event
 from memory import GroupKey, Memory, UserMemoryStore
 from memory._episodes.model import Episode

@@ -6,6 +6,8 @@ import time
 
 import pytest
 
+from pg import opened_store, until
+
 from memory import GroupKey, Memory, MemoryType
 from memory._aging.maintenance import MaintenanceScheduler
 from memory._extraction import ExtractionScheduler, Utterance
@@ -13,12 +15,11 @@ from memory._limiter import CallLimiter
 from memory._manage import index as group_index
 from memory._manage.index import GroupIndex
 from memory._settings import Settings
-from memory._storage import GROUP_OWNER, PostgresMemoryStore
+from memory._storage import GROUP_OWNER
 
 G = GroupKey("lark", "oc_shared")
 G2 = GroupKey("lark", "oc_second")
 DAY = 86400.0
-BOUND = 5.0
 
 
 def memory(memory_id: str, at: float) -> Memory:
@@ -29,26 +30,12 @@ def put(*memories):
     return lambda current: ([*current, *memories], None)
 
 
-async def opened(dsn: str, name: str) -> PostgresMemoryStore:
-    store = PostgresMemoryStore(dsn, instance=name)
-    await store.start()
-    assert store.unavailable is None, store.unavailable
-    return store
-
-
 @pytest.fixture
 async def pair(postgres_dsn):
-    a, b = await opened(postgres_dsn, "a"), await opened(postgres_dsn, "b")
+    a, b = await opened_store(postgres_dsn, "a"), await opened_store(postgres_dsn, "b")
     yield a, b
     await a.close()
     await b.close()
-
-
-async def until(condition, bound: float = BOUND) -> None:
-    start = time.monotonic()
-    while not condition():
-        assert time.monotonic() - start < bound, "condition not reached in time"
-        await asyncio.sleep(0.01)
 
 
 # -- maintenance ---------------------------------------------------------------------------------------------------

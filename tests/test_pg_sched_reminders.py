@@ -2,14 +2,14 @@
 instances in one process, each with its own reminder scheduler and due index, one fake clock for all schedulers."""
 
 import asyncio
-import time
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
 import pytest
 
+from pg import opened_store, until
+
 from memory import Caller, GroupKey, MemberKey
-from memory._storage import PostgresMemoryStore
 from memory._todos.model import DeliveryState, TodoStatus
 from memory._todos.rules import Origin, TodoPolicy
 from memory._todos.scheduler import ReminderScheduler
@@ -18,7 +18,6 @@ from memory._todos.service import add_todo
 SH = ZoneInfo("Asia/Shanghai")
 G = GroupKey("lark", "oc_shared")
 ORIGIN = Origin("lark_bot", "lark_bot:GroupMessage:oc_shared", can_remind=True)
-BOUND = 5.0
 
 
 def at(text: str) -> float:
@@ -52,20 +51,6 @@ class Sender:
         return send
 
 
-async def opened(dsn: str, name: str) -> PostgresMemoryStore:
-    store = PostgresMemoryStore(dsn, instance=name)
-    await store.start()
-    assert store.unavailable is None, store.unavailable
-    return store
-
-
-async def until(condition, bound: float = BOUND) -> None:
-    start = time.monotonic()
-    while not condition():
-        assert time.monotonic() - start < bound, "condition not reached in time"
-        await asyncio.sleep(0.01)
-
-
 def scheduler(tmp_path, name, store, sender, clock, platforms=("lark_bot",)) -> ReminderScheduler:
     directory = tmp_path / name
     directory.mkdir(exist_ok=True)
@@ -82,7 +67,7 @@ async def add(store, text="交周报", remind_at="2026-11-23T10:00"):
 
 @pytest.fixture
 async def stores(postgres_dsn):
-    opened_stores = [await opened(postgres_dsn, name) for name in ("a", "b", "c")]
+    opened_stores = [await opened_store(postgres_dsn, name) for name in ("a", "b", "c")]
     yield opened_stores
     for store in opened_stores:
         await store.close()

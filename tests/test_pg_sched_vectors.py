@@ -3,9 +3,10 @@ them again, and a group's vectors move between the files and the database bit fo
 
 import pytest
 
+from pg import opened_store
+
 from memory import GroupKey, Memory, MemoryType
 from memory._recall import semantic as sem
-from memory._storage import PostgresMemoryStore
 from memory._storage._postgres.vectors import PostgresVectors
 
 from test_semantic import FakeProvider
@@ -22,16 +23,9 @@ def put(*items):
     return lambda current: ([*current, *items], None)
 
 
-async def opened(dsn: str, name: str) -> PostgresMemoryStore:
-    store = PostgresMemoryStore(dsn, instance=name)
-    await store.start()
-    assert store.unavailable is None, store.unavailable
-    return store
-
-
 @pytest.fixture
 async def pair(postgres_dsn):
-    a, b = await opened(postgres_dsn, "a"), await opened(postgres_dsn, "b")
+    a, b = await opened_store(postgres_dsn, "a"), await opened_store(postgres_dsn, "b")
     yield a, b
     await a.close()
     await b.close()

@@ -2,7 +2,6 @@
 store says why, reconnects by itself, and nothing it acknowledged is lost."""
 
 import asyncio
-import os
 
 import pytest
 

@@ -496,16 +496,29 @@
       el("button", { type: "submit" }, t("search"))), results]);
   }
 
+  // A loader whose calls supersede each other: `current()` tells a call whether a later one has been made since,
+  // so an answer that comes after a newer request (a slow first request, another group chosen meanwhile) is
+  // dropped instead of drawn over, or added to, the newer one.
+  function latestOnly(load) {
+    let newest = 0;
+    return (...args) => {
+      const request = ++newest;
+      return load(() => request === newest, ...args);
+    };
+  }
+
   // ---------- Recall tester ----------
   function renderRecall(view) {
     const memberSel = el("select", { name: "user_id" });
-    const fillMembers = async () => {
+    const fillMembers = latestOnly(async (current) => {
       clear(memberSel);
       try {
         const d = await api.get("group", { platform: state.platform, group_id: group.value });
+        if (!current()) return;
+        clear(memberSel);
         asList(d.members ?? d, "members").forEach((u) => memberSel.appendChild(option(u.id, u.name ? `${u.name} (${u.id})` : u.id)));
-      } catch (e) { notify(errorText(e), "error"); }
-    };
+      } catch (e) { if (current()) notify(errorText(e), "error"); }
+    });
     const group = groupSelect(false, fillMembers);
     const message = el("textarea", { rows: 3, name: "message", class: "wide", placeholder: t("message") });
     const out = el("div", { class: "recall-out" });
@@ -554,15 +567,16 @@
     const list = el("div", {});
     let before = null;
     let entries = [];
-    const load = async (more) => {
+    const load = latestOnly(async (current, more) => {
       if (!more) { entries = []; before = null; }
       try {
         const r = await api.get("history", { platform: state.platform, group_id: group.value, limit: HISTORY_PAGE, before });
+        if (!current()) return;
         entries = entries.concat(asList(r, "items"));
         before = r.next_before ?? null;
         draw(before !== null);
-      } catch (e) { clear(list).appendChild(el("p", { class: "error" }, errorText(e))); }
-    };
+      } catch (e) { if (current()) clear(list).appendChild(el("p", { class: "error" }, errorText(e))); }
+    });
     const draw = (hasMore) => {
       clear(list);
       if (!entries.length) { list.appendChild(el("p", { class: "muted" }, t("empty"))); return; }
@@ -691,10 +705,12 @@
   // ---------- Statistics ----------
   function renderStats(view) {
     const out = el("div", {});
-    const load = async () => {
+    // The first request (every group) reads many groups: it can answer after the request for the group chosen since.
+    const load = latestOnly(async (current) => {
       clear(out).appendChild(el("p", { class: "muted" }, t("loading")));
       try {
         const s = await api.get("stats", { platform: state.platform, group_id: group.value });
+        if (!current()) return;
         clear(out);
         const over = asList(s.over_time);
         const breakdown = s.breakdown || {};
@@ -706,8 +722,8 @@
           el("h3", {}, t("calls")), callsTable(s.calls),
           el("h3", {}, t("mostInjected")), injectedTable(asList(s.most_injected)),
         ]);
-      } catch (e) { clear(out).appendChild(el("p", { class: "error" }, errorText(e))); }
-    };
+      } catch (e) { if (current()) clear(out).appendChild(el("p", { class: "error" }, errorText(e))); }
+    });
     const group = groupSelect(true, load);
     append(view, [el("div", { class: "filters" }, el("label", {}, t("group"), group)), out]);
     load();
