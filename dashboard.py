@@ -392,11 +392,14 @@ def _export_keys(call: Call) -> tuple[list[GroupKey], str | None, str]:
     return keys, user_id, "user_memory_" + "".join(c if c.isalnum() or c in "-_" else "_" for c in name) + ".json"
 
 
-@route("export", "GET", "记忆管理：导出成员、群或全部记忆（JSON，本插件带版本号的格式，明文）")
+@route("export", "GET", "记忆管理：导出成员、群或全部记忆（JSON，本插件带版本号的格式；配置了密钥时加密，decrypted=1 导出明文）")
 async def export(call: Call) -> Response:
     keys, user_id, filename = _export_keys(call)
+    decrypted = call.text("decrypted") in ("1", "true")
+    stream = transfer.export_stream(call.plugin.store, keys, user_id, sealer=call.plugin.store.sealer,
+                                    decrypted=decrypted)
     return stream_response(
-        transfer.export_stream(call.plugin.store, keys, user_id), content_type="application/json",
+        stream, content_type="application/json",
         headers={"Content-Disposition": f'attachment; filename="{filename}"'},
     )
 
@@ -406,7 +409,7 @@ def _imported(call: Call) -> list[transfer.ImportedGroup]:
     if not isinstance(content, str) or not content:
         raise InvalidMemoryInput("缺少参数 content（导入文件的文本）")
     try:
-        return transfer.read_import(content.encode("utf-8"), call.text("platform"))
+        return transfer.read_import(content.encode("utf-8"), call.text("platform"), call.plugin.store.sealer)
     except UnicodeEncodeError:
         raise InvalidMemoryInput("导入文件含有无法编码的字符") from None
     except transfer.ImportRefused as exc:

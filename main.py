@@ -75,6 +75,9 @@ from .memory import (
     semantic_similarities,
     stats_text,
     status_text,
+    encryption_line,
+    choose_encryption,
+    open_migration,
     storage_line,
     choose_store,
     open_store,
@@ -156,7 +159,10 @@ class UserMemoryPlugin(Star):
         self.embedding_state = "未配置（仅词法召回）"
         self.data_dir = Path(StarTools.get_data_dir(PLUGIN_NAME))
         self.storage = choose_store(self.settings)
-        self.store = open_store(self.settings, self.data_dir)
+        self.encryption = choose_encryption(self.settings)
+        self.store = open_store(self.settings, self.data_dir, encryption=self.encryption)
+        # Seals what was stored before the key (or with another one), in the background; None without a key.
+        self.key_migration = open_migration(self.store, self.encryption.keyring.kid, self.data_dir)
         self.audit = open_audit(self.store, self.data_dir)  # refused access, apart from the change log
         self._store_starting: asyncio.Task[None] | None = None
         self._store_watch: asyncio.Task[None] | None = None
@@ -237,6 +243,8 @@ class UserMemoryPlugin(Star):
 
     async def initialize(self) -> None:
         await self._start_store()
+        if self.key_migration is not None:
+            self.key_migration.start()  # waits for the store (and on PostgreSQL for its lease) by itself
         if self.reminders is not None:
             # Reads only the small due index; platforms are not up yet, so the first sends wait for them.
             await self.reminders.start()
@@ -337,6 +345,8 @@ class UserMemoryPlugin(Star):
         await self.members.close()
         if self.extraction is not None:
             await self.extraction.close()
+        if self.key_migration is not None:
+            await self.key_migration.stop()
         await self.audit.close()
         await self.store.close()
         await self.group_index.close()
@@ -988,6 +998,8 @@ class UserMemoryPlugin(Star):
             reminders=self._reminders_state(),
             maintenance=self.maintenance.status_line() if self.maintenance is not None else "关闭",
             storage=storage_line(self.storage, self.store),
+            encryption=encryption_line(
+                self.encryption, self.key_migration.status_line() if self.key_migration is not None else None),
         )
         yield event.plain_result(status_text(self.settings, self.setting_warnings, health))
 

@@ -22,9 +22,10 @@ from ._members import MemberDirectory, Roster, roster_from
 from ._prompt import DISABLED, MEMORY_BLOCK_END, MEMORY_BLOCK_START, NOT_IN_GROUP
 from ._recall import Recall, VectorStore, combine, semantic_similarities
 from ._settings import Settings
-from ._status import Health, status_text, storage_line
+from ._privacy.migration import open_migration
+from ._status import Health, encryption_line, status_text, storage_line
 from ._storage import GROUP_OWNER, UserMemoryStore
-from ._storage.factory import StoreChoice, choose_store, open_store, open_vectors
+from ._storage.factory import StoreChoice, choose_encryption, choose_store, open_store, open_vectors
 from ._todos.delivery import Reminder
 from ._todos.model import Todo, TodoStatus
 from ._todos.rules import Origin, TodoPolicy
@@ -57,6 +58,9 @@ __all__ = [
     "StoreChoice",
     "choose_store",
     "open_store",
+    "open_migration",
+    "encryption_line",
+    "choose_encryption",
     "open_vectors",
     "ExtractionScheduler",
     "EpisodeRequest",

@@ -9,9 +9,10 @@ from ._members import Roster
 from ._settings import Settings
 from ._storage.base import MemoryStore
 from ._storage._postgres import mask_dsn
-from ._storage.factory import StoreChoice, without_secret
+from ._storage.factory import EncryptionChoice, StoreChoice, without_secret
 
-SECRET_SETTINGS = frozenset({"postgres_dsn"})
+SECRET_SETTINGS = frozenset({"postgres_dsn", "encryption_key"})
+_KEYS = frozenset({"encryption_key"})  # shown only as set or not: no part of a key is shown
 
 
 @dataclass(frozen=True)
@@ -29,11 +30,12 @@ class Health:
     reminders: str = "关闭"  # one line on the reminder scheduler
     maintenance: str = "关闭"  # one line on the maintenance scheduler (decay, archive, review)
     storage: str = "JSON 文件"  # one line on the store: backend, instance, whether it serves (`storage_line`)
+    encryption: str = "未启用"  # one line on encryption at rest (`encryption_line`)
 
 
 def status_text(settings: Settings, warnings: Sequence[str], health: Health) -> str:
     lines = ["记忆插件状态", "", "【生效的配置】"]
-    lines += [f"{f.name} = {_shown(getattr(settings, f.name), secret=f.name in SECRET_SETTINGS)}"
+    lines += [f"{f.name} = {_shown(getattr(settings, f.name), secret=f.name in SECRET_SETTINGS, key=f.name in _KEYS)}"
               for f in fields(settings)]
     lines += ["", f"【配置警告】{len(warnings)} 条" + ("（已按上述生效值写回配置）" if warnings else "")]
     lines += [f"- {w}" for w in warnings]
@@ -45,6 +47,7 @@ def status_text(settings: Settings, warnings: Sequence[str], health: Health) -> 
                   if health.extraction_on else "关闭")
     lines += ["", "【运行状况】",
               f"存储：{health.storage}",
+              f"加密：{health.encryption}",
               f"已加载的群：{health.groups_loaded}",
               f"后台提取：{extraction}",
               f"向量召回：{health.embedding}",
@@ -58,7 +61,8 @@ def storage_line(choice: StoreChoice, store: MemoryStore) -> str:
     """Which store serves, and for PostgreSQL: this instance's name, the server (password masked), whether it
     serves now and, when not, why."""
     if not choice.postgres:
-        return "JSON 文件（本机插件数据目录）"
+        reason = store.unavailable
+        return "JSON 文件（本机插件数据目录）" + ("" if reason is None else f"；不可用：{reason}")
     server = f"{mask_dsn(choice.dsn)}（来自{choice.dsn_source}）" if choice.dsn else "未配置连接串"
     reason = store.unavailable
     state = (f"可用，已缓存 {store.loaded_groups} 个群" if reason is None
@@ -66,7 +70,22 @@ def storage_line(choice: StoreChoice, store: MemoryStore) -> str:
     return f"PostgreSQL，实例 {choice.instance}，{server}；{state}"
 
 
-def _shown(value: object, *, secret: bool = False) -> str:
+def encryption_line(encryption: EncryptionChoice, migration: str | None) -> str:
+    """Off; on with the key's id, where it comes from and the migration's progress (`migration`); or why the
+    configured key cannot be used (the store line says why data cannot be opened with a key that can)."""
+    if encryption.error is not None:
+        return f"密钥无效：{encryption.error}（存储不读写任何数据，也不会以明文写入）"
+    if not encryption.enabled:
+        return "未启用"
+    old = [kid for kid in encryption.keyring.kids if kid != encryption.keyring.kid]
+    line = f"已启用（密钥 {encryption.keyring.kid}，来自{encryption.source}" + (
+        f"；旧密钥 {'、'.join(old)} 仅用于解密）" if old else "）")
+    return f"{line}；{migration}" if migration else line
+
+
+def _shown(value: object, *, secret: bool = False, key: bool = False) -> str:
+    if key and isinstance(value, str):
+        return "'已设置'" if value.strip() else "''"
     if secret and isinstance(value, str):
         return repr(mask_dsn(value))
     if isinstance(value, bool):

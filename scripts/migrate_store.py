@@ -15,6 +15,11 @@ know, archive, todos with their delivery records), its episodes, its change log 
 `import_group`, one group at a time, each imported in one commit. Each group is read back from the target after
 its import and compared with what was exported; a difference is reported as a failure.
 
+Encrypted data moves too: the key comes from USER_MEMORY_ENCRYPTION_KEY (and USER_MEMORY_ENCRYPTION_KEY_OLD for
+data still sealed with the previous key), as for the plugin. Both stores open with it: the source's sealed data is
+read in plaintext in this process only, and the target seals everything it writes. Without a key, a source holding
+sealed data is refused (nothing moves).
+
 Safe to run again: a group the target already holds is skipped (never overwritten, never merged) and named in the
 summary. Exit status: 0 when every group moved or was skipped, 1 when any failed, 2 when a store cannot be opened.
 """
@@ -38,6 +43,7 @@ if str(REPO) not in sys.path:
 
 from memory._models import GroupKey  # noqa: E402
 from memory._settings import DSN_ENV  # noqa: E402
+from memory._storage.crypto import KeyFormatError, Sealer, keyring_from  # noqa: E402
 from memory._storage import GroupDump, MemoryStore, UserMemoryStore  # noqa: E402
 from memory._storage._postgres.store import mask_dsn  # noqa: E402
 from memory._storage.files import group_document_paths, group_identity  # noqa: E402
@@ -109,19 +115,28 @@ class Side:
     vectors: VectorPersistence
 
 
-async def open_side(endpoint: Endpoint, *, source: bool) -> Side:
-    """The endpoint's store, started; raises MigrationError when it cannot serve."""
+def sealer_from(environ: Mapping[str, str] = os.environ) -> Sealer | None:
+    """The sealer of the keys in the environment (None without a key); MigrationError for a key that is not one."""
+    try:
+        return keyring_from("", environ).sealer()
+    except KeyFormatError as exc:
+        raise MigrationError(str(exc)) from None
+
+
+async def open_side(endpoint: Endpoint, *, source: bool, sealer: Sealer | None = None) -> Side:
+    """The endpoint's store, started, sealing with `sealer`; raises MigrationError when it cannot serve."""
     if endpoint.kind == JSON:
         directory = endpoint.groups_dir(existing=source)
         if source and not directory.is_dir():
             raise MigrationError(f"{directory} does not exist: name the plugin data dir that holds groups/")
-        store: MemoryStore = UserMemoryStore(directory)
-        vectors: VectorPersistence = VectorFiles(directory)
+        store: MemoryStore = UserMemoryStore(directory, sealer=sealer)
+        vectors: VectorPersistence = VectorFiles(directory, sealer=sealer)
     else:
         from memory._storage import PostgresMemoryStore
         from memory._storage._postgres.vectors import PostgresVectors
 
-        store = PostgresMemoryStore(endpoint.where, instance=f"migrate-{socket.gethostname()}-{os.getpid()}")
+        store = PostgresMemoryStore(
+            endpoint.where, instance=f"migrate-{socket.gethostname()}-{os.getpid()}", sealer=sealer)
         vectors = PostgresVectors(store)
     await store.start()  # returns after the first attempt to connect: then it serves, or says why not
     reason = store.unavailable
@@ -345,9 +360,11 @@ async def run(argv: Sequence[str] | None = None, out: Callable[[str], None] = pr
         groups = [parse_group(g) for g in args.group] if args.group else None
         out(f"from: {source.describe(source=True)}")
         out(f"to:   {target.describe(source=False)}")
-        source_side = await open_side(source, source=True)
+        sealer = sealer_from()
+        out(f"key:  {sealer.kid if sealer else 'none (plaintext)'}")
+        source_side = await open_side(source, source=True, sealer=sealer)
         try:
-            target_side = await open_side(target, source=False)
+            target_side = await open_side(target, source=False, sealer=sealer)
         except BaseException:
             await source_side.store.close()
             raise

@@ -156,13 +156,13 @@ async def test_one_members_commit_reseals_only_that_member(tmp_path, monkeypatch
                                                              updated_at=1.0)], None), actor="t")
     before = json.loads(store.path_for(GROUP).read_text())
     calls: list[str] = []
-    original = Sealer.seal
+    original = Sealer.seal_bytes  # every seal goes through it
 
-    def counting(self, kind, group_key, parts, obj):
+    def counting(self, kind, group_key, parts, data, bound=None):
         calls.append(kind)
-        return original(self, kind, group_key, parts, obj)
+        return original(self, kind, group_key, parts, data, bound)
 
-    monkeypatch.setattr(Sealer, "seal", counting)
+    monkeypatch.setattr(Sealer, "seal_bytes", counting)
     await store.change(GROUP, "ou_2", lambda ms: ([*ms, memory("m-2b", "新的")], None), actor="ou_2")
     assert sorted(calls) == ["log", "memories"]  # one list, one log entry: nothing else sealed again
     after = json.loads(store.path_for(GROUP).read_text())

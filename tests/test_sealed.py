@@ -113,6 +113,48 @@ def test_a_list_token_with_other_entries_fails():
             open_list(s, GROUP, "ou_a", changed, token)
 
 
+@pytest.mark.parametrize("contents", [
+    ["带\0空字符", "", "尾\0"],  # NUL in a content: the JSON layout
+    ["", "", ""],  # empty contents split back as they were
+    ["\n行\n", "[]", "\\0"],
+])
+def test_any_contents_round_trip(contents):
+    s = sealer()
+    original = [memory(i, c) for i, c in enumerate(contents)]
+    original[1] = memory(1, contents[1], merged_from=[{"id": "x", "content": "含\0与\n", "type": "fact"}])
+    readable, token = seal_list(s, GROUP, "ou_a", original)
+    assert open_list(s, GROUP, "ou_a", readable, token) == original
+
+
+def test_chinese_contents_are_sealed_in_two_bytes_a_character_and_others_in_utf8():
+    s = sealer()
+    chinese = [memory(i, "周三负责支付服务的回滚预案" * 5) for i in range(20)]  # 65 characters each
+    english = [memory(i, "rollback plan for the payment service " * 2) for i in range(20)]
+    for original in (chinese, english):
+        readable, token = seal_list(s, GROUP, "ou_a", original)
+        assert open_list(s, GROUP, "ou_a", readable, token) == original
+    _, token = seal_list(s, GROUP, "ou_a", chinese)
+    assert len(token) < 20 * 65 * 2 * 4 / 3 + 200  # UTF-8 would take 3 bytes a character
+
+
+@pytest.mark.parametrize("ids", [["a\nb", "c"], ["", ""], [""], ["a", "b\n"]])
+def test_ids_holding_newlines_stay_bound_to_exactly_their_list(ids):
+    """The ids are bound as newline-joined text only when none holds a newline: ["a\nb", "c"] and ["a", "b\nc"]
+    join alike, and must not open each other's token."""
+    s = sealer()
+    original = [Memory(id=i, type="fact", content=f"第{n}条", created_at=1.0, updated_at=1.0)
+                for n, i in enumerate(ids)]
+    readable, token = seal_list(s, GROUP, "ou_a", original)
+    assert open_list(s, GROUP, "ou_a", readable, token) == original
+    joined = "\n".join(ids)
+    for other in ([*joined.split("\n")], [joined], ["a", "b\nc"], ids[::-1], [*ids, ""]):
+        if other == ids:
+            continue
+        changed = [{**d, "id": i} for d, i in zip([*readable, *readable], other)]
+        with pytest.raises(Tampered):
+            open_list(s, GROUP, "ou_a", changed, token)
+
+
 def test_a_list_sealed_with_another_key_is_unavailable_not_corrupt():
     readable, token = seal_list(sealer(OTHER_KEY), GROUP, "ou_a", memories())
     with pytest.raises(KeyUnavailable) as raised:

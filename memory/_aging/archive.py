@@ -6,6 +6,7 @@ as the move; `/memory revert <id>` of an "archive" entry restores that memory (`
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -13,7 +14,8 @@ from typing import Any
 from .._models import ArchivedMemory, GroupKey, Memory
 from .._settings import Settings
 from .._storage import MemoryStore, Owner
-from .decay import DAY, is_protected
+from .decay import DAY, Action, is_protected
+from .usage import USED_OP
 
 _DEFAULT_CORE_IMPORTANCE = Settings().memory_core_importance
 
@@ -29,14 +31,16 @@ async def archive_memories(
     now: float | None = None,
     extra: dict[str, Any] | None = None,
     only_if: Callable[[Memory], bool] | None = None,
+    protect_core: bool = True,
 ) -> int:
     """Move the named (owner, memory id) pairs into the group's archive in one durable commit; how many moved.
 
     Protected memories (explicit, or core at `core_importance` — pass `settings.memory_core_importance`) are
     skipped, never archived; ids the owner does not have (any more) are skipped too. `now` (default: the wall
     clock) is the archive time the retention counts from; `only_if`, checked under the group's lock, skips a memory
-    it says no to (a revert's "unchanged since")."""
-    protection = Settings(memory_core_importance=core_importance)
+    it says no to (a revert's "unchanged since"). `protect_core=False` (the retention of extracted memories)
+    archives core memories too; explicit ones never."""
+    protection = Settings(memory_core_importance=core_importance if protect_core else math.inf)
     at = time.time() if now is None else now
     wanted: dict[Owner, set[str]] = {}
     for owner, memory_id in moves:
@@ -68,8 +72,11 @@ async def restore_memories(
     store: MemoryStore, key: GroupKey, memory_ids: Sequence[str], *, actor: str, extra: dict[str, Any] | None = None
 ) -> int:
     """Move the named archived memories back to their owners' lists in one durable commit; how many moved. An id
-    not in the archive (restored or purged since) is skipped; one whose owner already has that id is skipped."""
+    not in the archive (restored or purged since) is skipped; one whose owner already has that id is skipped. A
+    memory the retention of extracted memories archived comes back as used now, else the next pass would archive
+    it again."""
     ids = set(memory_ids)
+    at = time.time()
     archived = [a for a in await store.archived(key) if a.memory.id in ids]
     if not archived:
         return 0
@@ -89,7 +96,25 @@ async def restore_memories(
                 kept.append(item)
         return lists, kept, moved
 
-    return await store.change_archive(key, owners, restore, actor=actor, extra=extra)
+    moved = await store.change_archive(key, owners, restore, actor=actor, extra=extra)
+    aged = {a.memory.id for a in archived if a.reason == Action.ARCHIVE_MAX_AGE.value}
+    if aged:
+        await _mark_used(store, key, [a.owner for a in archived if a.memory.id in aged], aged, at, actor=actor)
+    return moved
+
+
+async def _mark_used(
+    store: MemoryStore, key: GroupKey, owners: Sequence[Owner], ids: set[str], at: float, *, actor: str
+) -> None:
+    """A second commit (an archive move keeps the memory exactly as it was): the restored memories count as used
+    at `at`. Lost to a crash in between, the next pass archives them again, and a revert brings them back again."""
+
+    def touch(lists: dict[Owner, list[Memory]]) -> tuple[dict[Owner, list[Memory]], None]:
+        for owner, memories in lists.items():
+            lists[owner] = [m.model_copy(update={"last_used_at": at}) if m.id in ids else m for m in memories]
+        return lists, None
+
+    await store.change_many(key, list(dict.fromkeys(owners)), touch, actor=actor, label=USED_OP)
 
 
 async def purge_expired(store: MemoryStore, key: GroupKey, now: float, retention_days: float, *, actor: str) -> int:

@@ -27,10 +27,11 @@ class Action(StrEnum):
     PROMOTION_REVIEW = "promotion_review"  # reached `review_promote_at`: PROMOTE to core, KEEP or DELETE
     ARCHIVE_DECAYED = "decay"  # below `archive_below_importance` (the value is the archive reason)
     ARCHIVE_UNUSED = "unused"  # idle `archive_unused_days` with base importance ≤ `archive_unused_max_importance`
+    ARCHIVE_MAX_AGE = "max_age"  # extracted, unused `extraction_max_age_days` (privacy): core or not
 
     @property
     def archives(self) -> bool:
-        return self in (Action.ARCHIVE_DECAYED, Action.ARCHIVE_UNUSED)
+        return self in (Action.ARCHIVE_DECAYED, Action.ARCHIVE_UNUSED, Action.ARCHIVE_MAX_AGE)
 
 
 def is_core(memory: Memory, settings: Settings) -> bool:
@@ -81,9 +82,25 @@ def episode_expired(episode: Episode, now: float, settings: Settings) -> bool:
     return now - episode.end >= settings.episode_max_age_days * DAY
 
 
+def last_use(memory: Memory) -> float:
+    """When the memory last served a reply, else when it was last written (extraction's boost writes it)."""
+    return memory.last_used_at if memory.last_used_at is not None else memory.updated_at
+
+
+def max_age_due(memory: Memory, settings: Settings) -> float:
+    """When `extraction_max_age_days` archives the memory (`math.inf`: never). Only extracted memories: what a
+    member asked to remember stays. Counted from the last use alone, neither from a review nor from the group's
+    aging start: a privacy limit is not deferred by an upgrade."""
+    if settings.extraction_max_age_days <= 0 or memory.source is not Source.EXTRACTION:
+        return math.inf
+    return last_use(memory) + settings.extraction_max_age_days * DAY
+
+
 def action(memory: Memory, now: float, settings: Settings, aging_since: float | None) -> Action:
     """What maintenance should do with the memory now. Archive wins over review; a promotion review is due once
     per sign of life (a memory review kept is not reviewed again until it is updated or used)."""
+    if now >= max_age_due(memory, settings):
+        return Action.ARCHIVE_MAX_AGE
     if is_core(memory, settings):
         return Action.NONE
     effective = effective_importance(memory, now, settings, aging_since)
@@ -109,10 +126,10 @@ def _news_since_review(memory: Memory) -> bool:
 def next_change(memory: Memory, now: float, settings: Settings, aging_since: float | None) -> float:
     """The earliest time after `now` at which `action` can give another answer with nothing else changing
     (`math.inf` if never): maintenance skips a group until the earliest of these."""
-    if is_protected(memory, settings):
-        return math.inf  # neither decays nor ages: only a change (which changes the file) moves it
+    times = [max_age_due(memory, settings)]
+    if is_protected(memory, settings):  # neither decays nor ages: only a change (which changes the file) moves it
+        return min((t for t in times if t > now), default=math.inf)
     since = idle_since(memory, aging_since)
-    times = []
     if memory.importance <= settings.archive_unused_max_importance:
         times.append(since + settings.archive_unused_days * DAY)
     base, factor = memory.importance, settings.memory_decay_factor

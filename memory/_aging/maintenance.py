@@ -55,7 +55,7 @@ YIELD_EVERY = 2000  # memories decided between two yields to the event loop (a f
 _AGING_SETTINGS = (
     "memory_decay_after_days", "memory_decay_factor", "memory_core_importance", "review_promote_at",
     "review_decay_below", "archive_below_importance", "archive_unused_days", "archive_unused_max_importance",
-    "archive_retention_days", "episode_max_age_days", "enable_background_extraction",
+    "archive_retention_days", "episode_max_age_days", "enable_background_extraction", "extraction_max_age_days",
 )
 
 
@@ -342,6 +342,7 @@ class MaintenanceScheduler:
                 archived += await archive_memories(
                     store, key, pairs[start:start + ARCHIVE_BATCH], reason=reason, actor=ACTOR,
                     core_importance=settings.memory_core_importance, now=now,
+                    protect_core=reason != Action.ARCHIVE_MAX_AGE.value,
                 )
         purged = await purge_expired(store, key, now, settings.archive_retention_days, actor=ACTOR)
         episodes_archived, episodes_purged = await self._age_episodes(key, settings, now)

@@ -7,11 +7,18 @@ An export is one JSON object:
 
 A section is a group document as the plugin stores it (`GroupDocument`: `platform`, `group_id`, `users`,
 `group_memories`, `todos`, `archive`) plus the group's `episodes`; the platform's global memories are the section
-with an empty `group_id`. Contents are PLAINTEXT: the plugin stores nothing encrypted, and an export holds every
-memory, todo and conversation summary it covers, so treat the file as the members' personal data.
+with an empty `group_id`. An export holds every memory, todo and conversation summary it covers: treat the file as
+the members' personal data.
 
-Import takes such an export, or one group file of the plugin (version 1) or of design 000 (version 0: no
-`schema_version`, no `platform`; the platform is given with the import). It is previewed item by item (new,
+With an encryption key configured an export is sealed unless the admin asks for a decrypted one: the head says
+`"plaintext": false, "encryption": {"v": 1, "kid": <key id>}` and each section keeps only `platform`, `group_id`
+and `user_id` readable, the rest in one token (`"sealed"`, kind "export", bound to the group and the member).
+Only an installation holding that key imports it. A decrypted export says `"plaintext": true`.
+
+Import takes such an export, or one group file of the plugin (version 1, sealed or not) or of design 000 (version
+0: no `schema_version`, no `platform`; the platform is given with the import). Sealed parts are opened with the
+configured keys; without the key that sealed them the import is refused (it would otherwise import empty
+contents). It is previewed item by item (new,
 duplicate, conflicting, invalid) and applied all-or-nothing per group: one commit and one transaction in the
 group's change log per group, only the new items added; a group holding an invalid item is refused whole.
 """
@@ -27,12 +34,15 @@ from typing import Any
 from pydantic import ValidationError
 
 from .._episodes.model import Episode
-from .._errors import InvalidMemoryInput
+from .._errors import InvalidMemoryInput, StorageUnavailable
 from .._models import SCHEMA_VERSION, ArchivedMemory, GroupDocument, GroupKey, Memory
 from .._rules.matching import same_slot
 from .._rules.operations import parse_content, parse_memory_type
 from .._storage import GROUP_OWNER, MemoryStore
 from .._storage.base import Owner
+from .._storage.crypto import Sealer, token_kid
+from .._storage.sealed import SEALED
+from .._storage.store import parse_document
 from .._text import clean_content, dedupe_key, require_encodable
 from .._todos.model import Todo
 
@@ -42,6 +52,7 @@ MAX_IMPORT_BYTES = 16 * 1024 * 1024
 MAX_IMPORT_ITEMS = 100_000
 MAX_IMPORT_GROUPS = 10_000
 
+EXPORT_KIND = "export"  # what an export section's token is sealed as
 NEW, DUPLICATE, CONFLICTING, INVALID = "new", "duplicate", "conflicting", "invalid"
 
 
@@ -69,13 +80,24 @@ def _dump(models: Iterable[Any]) -> list[dict]:
     return [m.model_dump(mode="json", exclude_none=True) for m in models]
 
 
+def seal_section(sealer: Sealer, part: dict[str, Any], user_id: str | None) -> dict[str, Any]:
+    key = GroupKey(part["platform"], part["group_id"])
+    body = {k: v for k, v in part.items() if k not in ("platform", "group_id")}
+    return {"platform": key.platform, "group_id": key.group_id, "user_id": user_id,
+            SEALED: sealer.seal(EXPORT_KIND, key, [user_id or ""], body)}
+
+
 async def export_stream(
-    store: MemoryStore, keys: Iterable[GroupKey], user_id: str | None = None, *, now: float | None = None
+    store: MemoryStore, keys: Iterable[GroupKey], user_id: str | None = None, *, now: float | None = None,
+    sealer: Sealer | None = None, decrypted: bool = False,
 ) -> AsyncIterator[bytes]:
     """The export of `keys` as JSON, one group at a time (an "everything" export never holds more than one
-    group's section in memory)."""
-    head = {"format": EXPORT_FORMAT, "export_version": EXPORT_VERSION,
-            "exported_at": time.time() if now is None else now, "plaintext": True}
+    group's section in memory); sealed with `sealer` unless `decrypted`."""
+    seal = None if decrypted else sealer
+    head: dict[str, Any] = {"format": EXPORT_FORMAT, "export_version": EXPORT_VERSION,
+                            "exported_at": time.time() if now is None else now, "plaintext": seal is None}
+    if seal is not None:
+        head["encryption"] = {"v": 1, "kid": seal.kid}
     yield (json.dumps(head, ensure_ascii=False)[:-1] + ', "groups": [\n').encode("utf-8")
     first = True
     for key in keys:
@@ -84,14 +106,17 @@ async def export_stream(
         part = section(key, doc, episodes, user_id)
         if user_id is not None and not (part["users"] or part["todos"] or part["archive"]):
             continue
+        if seal is not None:
+            part = seal_section(seal, part, user_id)
         yield (("" if first else ",\n") + json.dumps(part, ensure_ascii=False)).encode("utf-8")
         first = False
     yield b"\n]}\n"
 
 
 async def export_bytes(store: MemoryStore, keys: Iterable[GroupKey], user_id: str | None = None,
-                       *, now: float | None = None) -> bytes:
-    return b"".join([chunk async for chunk in export_stream(store, keys, user_id, now=now)])
+                       *, now: float | None = None, sealer: Sealer | None = None, decrypted: bool = False) -> bytes:
+    return b"".join([chunk async for chunk in
+                     export_stream(store, keys, user_id, now=now, sealer=sealer, decrypted=decrypted)])
 
 
 # -- reading an import -----------------------------------------------------------------------------------------------
@@ -108,9 +133,9 @@ class ImportedGroup:
         return sum(map(len, self.memories.values())) + len(self.archived) + len(self.todos) + len(self.episodes)
 
 
-def read_import(raw: bytes, platform: str = "") -> list[ImportedGroup]:
-    """The groups of an export or of one group file (version 0 or 1). `platform` names the platform of a file
-    that does not say (design 000's files). Raises ImportRefused."""
+def read_import(raw: bytes, platform: str = "", sealer: Sealer | None = None) -> list[ImportedGroup]:
+    """The groups of an export or of one group file (version 0 or 1), sealed parts opened with `sealer`.
+    `platform` names the platform of a file that does not say (design 000's files). Raises ImportRefused."""
     if len(raw) > MAX_IMPORT_BYTES:
         raise ImportRefused(f"导入文件过大（{len(raw)} 字节），最多 {MAX_IMPORT_BYTES} 字节")
     try:
@@ -126,8 +151,9 @@ def read_import(raw: bytes, platform: str = "") -> list[ImportedGroup]:
         sections = data.get("groups")
         if not isinstance(sections, list):
             raise ImportRefused("导出文件缺少 groups 列表")
+        sections = [_open_section(s, sealer) for s in sections]
     elif "group_id" in data and "users" in data:
-        sections = [data]
+        sections = [_open_group_file(raw, data, sealer)]
     else:
         raise ImportRefused("无法识别的文件：既不是本插件的导出文件，也不是群记忆文件")
     if len(sections) > MAX_IMPORT_GROUPS:
@@ -137,6 +163,44 @@ def read_import(raw: bytes, platform: str = "") -> list[ImportedGroup]:
     if total > MAX_IMPORT_ITEMS:
         raise ImportRefused(f"导入的条目过多（{total}），最多 {MAX_IMPORT_ITEMS} 条")
     return groups
+
+
+def _needs_key(kid: Any, sealer: Sealer | None) -> ImportRefused:
+    have = "、".join(sealer.kids) if sealer is not None else "未配置密钥"
+    return ImportRefused(f"导入文件已用密钥 {kid} 加密，需要该密钥才能导入（本插件配置的密钥：{have}）")
+
+
+def _open_section(raw: Any, sealer: Sealer | None) -> Any:
+    """An export's section with its token opened (a plaintext section as it is)."""
+    if not isinstance(raw, dict) or SEALED not in raw:
+        return raw
+    token = raw[SEALED]
+    if sealer is None or token_kid(token) not in sealer.kids:
+        raise _needs_key(token_kid(token), sealer)
+    key = GroupKey(str(raw.get("platform", "")), str(raw.get("group_id", "")))
+    try:
+        body = sealer.open(EXPORT_KIND, key, [raw.get("user_id") or ""], token)
+    except StorageUnavailable as exc:
+        raise ImportRefused(f"群 {key} 的加密内容无法打开：{exc}") from None
+    if not isinstance(body, dict):
+        raise ImportRefused(f"群 {key} 的加密内容不是它应有的样子")
+    return {"platform": key.platform, "group_id": key.group_id, **body}
+
+
+def _open_group_file(raw: bytes, data: dict[str, Any], sealer: Sealer | None) -> Any:
+    """A group file of the plugin, opened when it is sealed (its head names the key)."""
+    encryption = data.get("encryption")
+    if not encryption:
+        return data
+    kid = encryption.get("kid") if isinstance(encryption, dict) else None
+    if sealer is None or kid not in sealer.kids:
+        raise _needs_key(kid, sealer)
+    key = GroupKey(str(data.get("platform", "")), str(data.get("group_id", "")))
+    try:
+        doc = parse_document(raw, key, sealer)
+    except (StorageUnavailable, ValueError) as exc:
+        raise ImportRefused(f"群 {key} 的加密文件无法打开：{exc}") from None
+    return doc.model_dump(mode="json", exclude_none=True, exclude={"encryption"})
 
 
 def _group(raw: Any, platform: str, n: int) -> ImportedGroup:

@@ -13,6 +13,7 @@ from .._models import ArchivedMemory, GroupDocument, GroupKey, Memory
 from .._episodes.model import Episode
 from .._todos.model import Todo
 from .changelog import CallTotals
+from .crypto import Sealer
 
 R = TypeVar("R")
 # A change function receives one owner's current memories and returns (their new memories, a result).
@@ -60,6 +61,8 @@ class GroupDump:
 class MemoryStore(ABC):
     """Memories of members per group document, each change logged in the document's change log by the same
     commit. A change returns only once it (and its log entries) is durable, else raises `StorageUnavailable`."""
+
+    sealer: Sealer | None = None  # what seals member content at rest (`crypto.py`); None: stored in plaintext
 
     @abstractmethod
     def add_listener(self, listener: Callable[[GroupKey, GroupDocument], None]) -> None:
@@ -235,6 +238,14 @@ class MemoryStore(ABC):
     async def import_group(self, key: GroupKey, dump: GroupDump) -> None:
         """Store `dump` as the group, durably and as it is (ids, times and log entries kept, nothing logged anew).
         Raises `ValueError` (nothing changed) when the store already holds anything of the group."""
+
+    @abstractmethod
+    async def reseal(self, key: GroupKey) -> None:
+        """Rewrite everything the store holds of the group with the current key (opening it with any key of the
+        keyring), so afterwards no record of the group needs another key; a group with nothing stored is left
+        alone. Safe against kill -9 at any point: every record stays readable with the keyring (old or new key),
+        and running it again finishes the group. Used by the pass that turns encryption on and by
+        `scripts/rotate_key.py`."""
 
     @abstractmethod
     async def close(self) -> None:

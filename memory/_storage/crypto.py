@@ -8,7 +8,8 @@ key that only opens (data sealed before an interrupted or finished rotation).
 A sealed value is a token, a JSON string: `"e1." + kid + "." + base64(nonce ‖ ciphertext ‖ tag)`. The kid
 (8 hex digits derived from the key) tells which key sealed it, so a missing or wrong key is known before any
 decryption. The associated data binds a token to where it belongs (kind, platform, group id and the caller's
-parts: owner, item id, ...): a token copied to another group, member or item fails to open.
+parts: owner, item id, ...; compact JSON, then optionally a newline and the caller's `bound` text): a token copied to
+another group, member or item fails to open.
 
 The errors are `StorageUnavailable`, never `ValueError`: the stores move a file that raises `ValueError` aside as
 corrupt, and data that a missing key cannot open is not corrupt.
@@ -195,12 +196,16 @@ class Sealer:
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:  # authenticated, yet not what seal writes
             raise Tampered(f"群 {group_key} 的加密数据（{kind}）不是有效的 JSON") from exc
 
-    def seal_bytes(self, kind: str, group_key: GroupKey, parts: Sequence[Any], data: bytes) -> str:
+    def seal_bytes(self, kind: str, group_key: GroupKey, parts: Sequence[Any], data: bytes, bound: str | None = None
+    ) -> str:
+        """`bound`: text bound as it is (no JSON encoding, which costs more than the decryption for a list of ids);
+        the caller keeps it unambiguous for its kind and parts."""
         nonce = os.urandom(_NONCE_BYTES)
-        sealed = self._current.encrypt(nonce, data, _associated(kind, group_key, parts))
+        sealed = self._current.encrypt(nonce, data, _associated(kind, group_key, parts, bound))
         return f"{TOKEN_PREFIX}{self.kid}.{binascii.b2a_base64(nonce + sealed, newline=False).decode('ascii')}"
 
-    def open_bytes(self, kind: str, group_key: GroupKey, parts: Sequence[Any], token: str) -> bytes:
+    def open_bytes(self, kind: str, group_key: GroupKey, parts: Sequence[Any], token: str, bound: str | None = None
+    ) -> bytes:
         match = _TOKEN_HEAD.match(token) if isinstance(token, str) else None
         if match is None:
             raise Tampered(f"群 {group_key} 的加密数据（{kind}）格式不对：被改动或来自更新版本的插件")
@@ -209,16 +214,18 @@ class Sealer:
         if cipher is None:
             raise KeyUnavailable(kid, self.kids)
         try:
-            raw = binascii.a2b_base64(body, strict_mode=True)
-            return cipher.decrypt(raw[:_NONCE_BYTES], raw[_NONCE_BYTES:], _associated(kind, group_key, parts))
+            raw = memoryview(binascii.a2b_base64(body, strict_mode=True))  # sliced without copying the ciphertext
+            return cipher.decrypt(raw[:_NONCE_BYTES], raw[_NONCE_BYTES:], _associated(kind, group_key, parts, bound))
         except (binascii.Error, ValueError, self._invalid_tag) as exc:
             raise Tampered(
                 f"群 {group_key} 的加密数据（{kind}）校验失败：被改动、损坏，或被移到了别处（另一个群、成员或条目）"
             ) from exc
 
 
-def _associated(kind: str, group_key: GroupKey, parts: Sequence[Any]) -> bytes:
-    return _dumps([_AAD_VERSION, kind, group_key.platform, group_key.group_id, *parts])
+def _associated(kind: str, group_key: GroupKey, parts: Sequence[Any], bound: str | None) -> bytes:
+    head = _ENCODER.encode([_AAD_VERSION, kind, group_key.platform, group_key.group_id, *parts])
+    # Compact JSON holds no raw newline: with a `bound` text or without, no two places share associated data.
+    return (head if bound is None else f"{head}\n{bound}").encode("utf-8")
 
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))  # json.dumps would build one per call

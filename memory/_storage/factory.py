@@ -1,7 +1,11 @@
 """Which store keeps the memories, from the settings: the JSON files beside the plugin (the default) or a PostgreSQL
 database that several instances of the same bot share. A PostgreSQL store that cannot serve (no DSN, asyncpg
 missing, server unreachable) stays unavailable and says why; it never falls back to the JSON files, which would
-split the data between two places."""
+split the data between two places.
+
+With an encryption key (environment variable, else the secret setting) the store seals member content on every
+write (`crypto.py`, `sealed.py`). A key that is not a key makes the store unavailable with the reason: the plugin
+loads, and nothing is ever written in plaintext because of a typo in the key."""
 
 from __future__ import annotations
 
@@ -13,11 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from .._errors import StorageUnavailable
 from .._recall.semantic import VectorFiles, VectorPersistence
 from .._settings import DSN_ENV, POSTGRES_BACKEND, Settings
 from ._postgres import PostgresMemoryStore, mask_dsn  # asyncpg itself is imported only by the store's start()
 from ._postgres.vectors import PostgresVectors
 from .base import MemoryStore
+from .crypto import KEY_ENV, KeyFormatError, Keyring, Sealer, keyring_from
 from .store import UserMemoryStore
 
 MASK = "***"
@@ -50,22 +56,58 @@ def choose_store(settings: Settings, environ: Mapping[str, str] = os.environ) ->
     return StoreChoice(POSTGRES_BACKEND, dsn, source if dsn else "", instance)
 
 
-def open_store(settings: Settings, data_dir: Path, environ: Mapping[str, str] = os.environ) -> MemoryStore:
+@dataclass(frozen=True)
+class EncryptionChoice:
+    """The configured keys, where the current one comes from, or why they cannot be used (`KeyFormatError`)."""
+
+    keyring: Keyring = Keyring(None)
+    source: str = ""  # "环境变量 USER_MEMORY_ENCRYPTION_KEY" or "设置 encryption_key"
+    error: str | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return self.keyring.enabled
+
+    def sealer(self) -> Sealer | None:
+        return self.keyring.sealer()
+
+
+def choose_encryption(settings: Settings, environ: Mapping[str, str] = os.environ) -> EncryptionChoice:
+    try:
+        keyring = keyring_from(settings.encryption_key, environ)
+    except KeyFormatError as exc:
+        return EncryptionChoice(error=str(exc))
+    if not keyring.enabled:
+        return EncryptionChoice(keyring)
+    source = f"环境变量 {KEY_ENV}" if environ.get(KEY_ENV, "").strip() else "设置 encryption_key"
+    return EncryptionChoice(keyring, source)
+
+
+def open_store(
+    settings: Settings, data_dir: Path, environ: Mapping[str, str] = os.environ,
+    encryption: EncryptionChoice | None = None,
+) -> MemoryStore:
     """The store the settings select, not started yet (`await store.start()` connects a PostgreSQL store)."""
     choice = choose_store(settings, environ)
+    encryption = encryption or choose_encryption(settings, environ)
+    sealer = encryption.sealer()
     if not choice.postgres:
-        return UserMemoryStore(Path(data_dir) / "groups")
+        if encryption.error is not None:
+            return _JsonWithBadKey(Path(data_dir) / "groups", reason=encryption.error)
+        return UserMemoryStore(Path(data_dir) / "groups", sealer=sealer)
     if not choice.dsn:
-        return _WithoutDsn("", instance=choice.instance)
-    return PostgresMemoryStore(choice.dsn, instance=choice.instance)
+        return _Refused("", instance=choice.instance, reason=NO_DSN)
+    if encryption.error is not None:
+        return _Refused(choice.dsn, instance=choice.instance, reason=encryption.error)
+    return PostgresMemoryStore(choice.dsn, instance=choice.instance, sealer=sealer)
 
 
 def open_vectors(store: MemoryStore, data_dir: Path) -> VectorPersistence:
     """Where the embeddings of memories are kept: in the store's database when it is PostgreSQL (the instances
-    share them), else in a file beside each group's file."""
+    share them), else in a file beside each group's file, sealed with the store's key."""
     if isinstance(store, PostgresMemoryStore):
         return PostgresVectors(store)
-    return VectorFiles(Path(data_dir) / "groups")
+    return VectorFiles(Path(data_dir) / "groups", sealer=store.sealer if isinstance(store, UserMemoryStore) else None)
 
 
 def without_secret(text: str, dsn: str) -> str:
@@ -87,9 +129,28 @@ def _passwords(dsn: str) -> list[str]:
     return [secret for secret in found if secret and secret != MASK]
 
 
-class _WithoutDsn(PostgresMemoryStore):
-    """`storage_backend = postgres` with no DSN anywhere: never connects (an empty DSN would reach whatever server
-    the driver's defaults name) and says what to configure."""
+class _Refused(PostgresMemoryStore):
+    """A PostgreSQL store that must not connect: no DSN anywhere (an empty DSN would reach whatever server the
+    driver's defaults name), or a key that is not a key. It says what to configure."""
+
+    def __init__(self, dsn: str, *, instance: str, reason: str) -> None:
+        super().__init__(dsn, instance=instance)
+        self._reason = reason
 
     async def start(self) -> None:
-        self._unavailable = NO_DSN
+        self._unavailable = self._reason
+
+
+class _JsonWithBadKey(UserMemoryStore):
+    """The JSON store while the configured key is not a key: it reads and writes nothing (it could not open sealed
+    files, and must not write plaintext) and says why."""
+
+    def __init__(self, directory: Path, *, reason: str) -> None:
+        super().__init__(directory)
+        self._reason = self._unavailable = reason
+
+    def _check_available(self) -> None:
+        raise StorageUnavailable(self._reason)
+
+    async def start(self) -> None:
+        self._unavailable = self._reason

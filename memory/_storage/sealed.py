@@ -5,7 +5,9 @@ content goes into a token (`crypto.py`). A required text field keeps its place a
 parses as its model; the other sealed fields are left out. Fields a newer version added stay as they are.
 
 - One owner's memory list is ONE token (one AES-GCM call: per-memory tokens cost too much on a cold load), bound to
-  the owner and the list's ids in order.
+  the owner and the list's ids in order (`_list_place`). Its plaintext is the contents joined by NUL after the
+  merges as JSON, in UTF-16 when that is shorter (Chinese: 2 bytes a character instead of 3); a content holding
+  NUL, rare, falls back to JSON. Splitting opens faster than `json.loads`, and fewer bytes decode and decrypt faster.
 - A todo, an archived memory, an episode: one token each under `"sealed"`, bound to its id (and assignee/owner).
 - A change-log entry: the content fields of `old`/`new` and `review_reason` go into `"sealed"`, bound to the
   entry's id. An erased entry keeps no token (`changelog.erased` keeps none of these fields).
@@ -16,6 +18,7 @@ encryption was turned on) opens as it is.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -57,11 +60,18 @@ def seal_list(
         d = m.model_dump(mode="json", exclude_none=True, exclude={"merged_from"})
         d["content"] = ""
         readable.append(d)
-    # [contents in list order, [[index, merged_from], ...]]: few memories are merges, and a flat list of strings
-    # is what opens fastest on a cold load.
-    merged = [[i, m.merged_from] for i, m in enumerate(memories) if m.merged_from is not None]
-    values = [[m.content for m in memories], merged]
-    return readable, sealer.seal(LIST, group_key, [owner, [m.id for m in memories]], values)
+    merged = [[i, m.merged_from] for i, m in enumerate(memories) if m.merged_from is not None]  # few are merges
+    contents = [m.content for m in memories]
+    joined = "\0".join(contents)
+    if contents and joined.count("\0") == len(contents) - 1:  # JSON escapes NUL: the merges hold none
+        text = f"\0{json.dumps(merged, ensure_ascii=False, separators=(',', ':'))}\0{joined}"
+        data = text.encode("utf-8")
+        if len(text) * 2 < len(data):  # mostly Chinese: 2 bytes a character instead of 3, less to decode and open
+            data = text.encode("utf-16-le")
+    else:
+        data = json.dumps([contents, merged], ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    parts, bound = _list_place(owner, [m.id for m in memories])
+    return readable, sealer.seal_bytes(LIST, group_key, parts, data, bound)
 
 
 def open_list(
@@ -89,19 +99,38 @@ def fill_list(sealer: Sealer, group_key: GroupKey, owner: str | None, memories: 
 def _list_values(
     sealer: Sealer, group_key: GroupKey, owner: str | None, ids: list[Any], token: str
 ) -> tuple[list[str], dict[int, list[dict[str, Any]]]]:
-    values = sealer.open(LIST, group_key, [owner, ids], token)
+    parts, bound = _list_place(owner, ids)
+    data = sealer.open_bytes(LIST, group_key, parts, token, bound)
     try:
-        contents, pairs = values
+        if data[:1] == b"\0":  # split text (every content is a str already), UTF-16 when it starts with a 2-byte NUL
+            _, head, *contents = data.decode("utf-16-le" if data[1:2] == b"\0" else "utf-8").split("\0")
+            pairs = json.loads(head)
+            texts = True
+        else:
+            contents, pairs = json.loads(data)
+            texts = type(contents) is list and all(type(c) is str for c in contents)
         merged = {i: sources for i, sources in pairs}
         fits = (
-            type(contents) is list and len(contents) == len(ids) and all(type(c) is str for c in contents)
+            texts and len(contents) == len(ids)
             and all(type(i) is int and 0 <= i < len(ids) and type(s) is list for i, s in merged.items())
         )
-    except (TypeError, ValueError):
+    except (TypeError, ValueError):  # UnicodeDecodeError and JSONDecodeError too: authenticated, yet not ours
         fits = False
     if not fits:
         raise Tampered(f"群 {group_key} 的加密记忆与其条目对不上")
     return contents, merged
+
+
+def _list_place(owner: str | None, ids: list[Any]) -> tuple[list[Any], str | None]:
+    """What a list's token is bound to: (parts, bound text). The ids joined by newlines when none holds one (the
+    count makes the split unique), else as JSON: building the JSON of every id cost a quarter of the opening."""
+    try:
+        joined = "\n".join(ids)
+    except TypeError:  # an id that is not text: a tampered file, which the JSON form still binds
+        return [owner, ids], None
+    if joined.count("\n") == len(ids) - 1:
+        return [owner, len(ids)], joined
+    return [owner, ids], None
 
 
 def open_document(sealer: Sealer, group_key: GroupKey, doc: GroupDocument) -> None:

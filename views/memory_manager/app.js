@@ -44,6 +44,7 @@
       audit_admin_command: "非管理员使用管理指令", audit_dashboard_scope: "管理页请求越界",
       oldValue: "原值", newValue: "新值", revert: "撤销", loadMore: "加载更多",
       confirmRevert: "撤销变更 #{0}？如果目标之后又被改过，撤销会被拒绝。", erasedEntry: "（内容已按删除要求清除）",
+      exportDecrypted: "导出明文（不加密：文件含全部内容，请妥善保管）",
       exportTitle: "导出", exportAll: "全部", exportGroup: "一个群", exportMember: "一位成员", download: "下载 JSON",
       importTitle: "导入", chooseFile: "选择导出文件（JSON）", preview: "预览", apply: "应用导入",
       importNew: "新增", importDuplicate: "重复", importConflict: "冲突", importInvalid: "无效", importAdded: "已导入", importApplied: "导入完成", importPlatform: "文件未注明平台时用",
@@ -95,6 +96,7 @@
       audit_admin_command: "Admin command by a non-admin", audit_dashboard_scope: "Dashboard request out of scope",
       oldValue: "Old", newValue: "New", revert: "Revert", loadMore: "Load more",
       confirmRevert: "Revert change #{0}? It is refused if the target changed since.", erasedEntry: "(content erased on request)",
+      exportDecrypted: "Export decrypted (plaintext: holds every content; keep it safe)",
       exportTitle: "Export", exportAll: "Everything", exportGroup: "One group", exportMember: "One member",
       download: "Download JSON", importTitle: "Import", chooseFile: "Choose an export file (JSON)", preview: "Preview",
       apply: "Apply import", importNew: "New", importDuplicate: "Duplicate", importConflict: "Conflicting", importInvalid: "Invalid", importAdded: "Added",
@@ -629,6 +631,7 @@
     const what = el("select", {}, option("all", t("exportAll")), option("group", t("exportGroup")), option("member", t("exportMember")));
     const group = groupSelect(false);
     const user = el("input", { type: "text", placeholder: t("memberId") });
+    const decrypted = el("input", { type: "checkbox", id: "export-decrypted" });
     const sync = () => { group.disabled = what.value === "all"; user.disabled = what.value !== "member"; };
     what.addEventListener("change", sync);
     sync();
@@ -636,6 +639,7 @@
       const params = { platform: state.platform };
       if (what.value !== "all") params.group_id = group.value;
       if (what.value === "member") params.user_id = user.value.trim();
+      if (decrypted.checked) params.decrypted = "1";
       const name = ["memories", state.platform, params.group_id, params.user_id].filter(Boolean).join("-") + ".json";
       try { await bridge.download("export", params, name); } catch (e) { notify(errorText(e), "error"); }
     };
@@ -673,7 +677,8 @@
     };
     append(view, [
       el("section", { class: "card" }, el("h2", {}, t("exportTitle")),
-        el("div", { class: "filters" }, what, group, user, el("button", { type: "button", id: "export-btn", onclick: exportNow }, t("download")))),
+        el("div", { class: "filters" }, what, group, user, el("label", {}, decrypted, t("exportDecrypted")),
+          el("button", { type: "button", id: "export-btn", onclick: exportNow }, t("download")))),
       el("section", { class: "card" }, el("h2", {}, t("importTitle")), el("p", { class: "muted small" }, t("importNote")),
         el("div", { class: "filters" }, el("label", {}, t("chooseFile"), file),
           el("label", {}, t("importPlatform"), importPlatform),
