@@ -22,6 +22,9 @@ from .schema import CHANGES_CHANNEL, RELAY_CHANNEL
 log = logging.getLogger("astrbot_plugin_user_memory")
 
 HEARTBEAT_SECONDS = 2.0
+# A heartbeat may take this many intervals to answer before the connection counts as dead: a busy server or loop
+# must not cost a reconnect (a terminated connection is noticed at once by the termination listener anyway).
+HEARTBEAT_PATIENCE = 5
 BACKOFF_SECONDS = (0.2, 0.5, 1.0, 2.0, 5.0)
 
 
@@ -138,7 +141,7 @@ class Follower:
                 return
             except asyncio.TimeoutError:
                 pass
-            self.alive_at = await connection.fetchval("SELECT now()", timeout=self._heartbeat)
+            self.alive_at = await connection.fetchval("SELECT now()", timeout=self._heartbeat * HEARTBEAT_PATIENCE)
 
     def _heard(self, _connection: Any, _pid: int, _channel: str, payload: str) -> None:
         change = Change.parse(payload)
