@@ -602,7 +602,8 @@ async def run_extraction(
         raw_ops = parse_operations(reply)
     except ValueError as exc:
         report.parse_error = str(exc)
-        log.warning("extraction reply for %s skipped: %s; reply starts %r", key, exc, (reply or "")[:200])
+        # never the reply itself: it repeats members' words, and the host's log is not encrypted
+        log.warning("extraction reply for %s skipped: %s (%d characters)", key, exc, len(reply or ""))
         raw_ops = []
     valid, report.rejected = validate(raw_ops, utterances, shown, settings, proposals, clock(), judged)
     proposed = [op for op in valid if op.op == "todo"]
@@ -640,8 +641,10 @@ async def run_extraction(
         "output_tokens": report.output_tokens, "applied": len(report.applied), "rejected": len(report.rejected),
         "parse_error": report.parse_error, **produced,
     }, actor=EXTRACTION_ACTOR)
-    for raw, reason in report.rejected:
-        log.info("extraction for %s rejected %s: %s", key, raw, reason)
+    for raw, reason in report.rejected:  # the operation's name and target only, never its content
+        op = raw.get("op") if isinstance(raw, dict) else None
+        target = raw.get("id") if isinstance(raw, dict) else None
+        log.info("extraction for %s rejected op %r (id %r): %s", key, op, target, reason)
     return report
 
 
@@ -858,7 +861,7 @@ class ExtractionScheduler:
                 return
             key, utterance, origin = read_relayed(payload)
         except (KeyError, TypeError, ValueError) as exc:
-            log.warning("ignoring a malformed relayed message (%r): %.200s", exc, payload)
+            log.warning("ignoring a malformed relayed message (%r, %d characters)", exc, len(payload))
             return
         utterance = _tidy(utterance)
         if clean_content(utterance.text) and utterance.message_id:

@@ -1,6 +1,7 @@
 """Background extraction against a scripted model: the design's example, validation, protection, history."""
 
 import asyncio
+import logging
 import json
 import re
 
@@ -511,3 +512,16 @@ async def test_a_hung_model_call_is_abandoned(store):
     report = await run_extraction(store, G, [said("ou_a", "我是设计师")], hang, SETTINGS, call_timeout=0.05)
     assert report.applied == [] and report.parse_error
     assert (await store.call_totals(G)).calls == 1
+
+
+async def test_the_plugin_log_never_holds_what_members_said(store, caplog):
+    """The host's log is not encrypted: a skipped reply or a rejected operation is logged by name, not content."""
+    caplog.set_level(logging.DEBUG, logger="astrbot_plugin_user_memory")
+    skipped = "我觉得没什么要记的：手机号 13800001111"
+    await run_extraction(store, G, [said("ou_a", "我是设计师")], scripted(lambda p: skipped), SETTINGS)
+    rejected = ('{"operations": [{"op": "add", "scope": "member", "subject": "U9", "type": "fact",'
+                ' "content": "住在幸福路 7 号"}]}')
+    report = await run_extraction(store, G, [said("ou_a", "我是设计师")], scripted(lambda p: rejected), SETTINGS)
+    assert report.rejected, "the unknown subject is refused"
+    assert "13800001111" not in caplog.text and "幸福路" not in caplog.text
+    assert "rejected op 'add'" in caplog.text
