@@ -124,3 +124,14 @@ def postgres_server():
 def postgres_dsn(postgres_server):
     """The DSN of a fresh, empty database on the session's server."""
     return postgres_server.create_database()
+
+
+@pytest.fixture
+async def pair(postgres_dsn):
+    """Two started PostgreSQL stores (instances "a" and "b") on one fresh database."""
+    from pg import opened_store
+
+    a, b = await opened_store(postgres_dsn, "a"), await opened_store(postgres_dsn, "b")
+    yield a, b
+    await a.close()
+    await b.close()

@@ -4,9 +4,7 @@
 import asyncio
 import time
 
-import pytest
-
-from pg import opened_store, until
+from pg import until
 
 from memory import GroupKey, Memory, MemoryType
 from memory._aging.maintenance import MaintenanceScheduler
@@ -28,14 +26,6 @@ def memory(memory_id: str, at: float) -> Memory:
 
 def put(*memories):
     return lambda current: ([*current, *memories], None)
-
-
-@pytest.fixture
-async def pair(postgres_dsn):
-    a, b = await opened_store(postgres_dsn, "a"), await opened_store(postgres_dsn, "b")
-    yield a, b
-    await a.close()
-    await b.close()
 
 
 # -- maintenance ---------------------------------------------------------------------------------------------------

@@ -1,10 +1,6 @@
 """Vectors in PostgreSQL (`um_vectors`): they persist and reload, another instance takes them instead of embedding
 them again, and a group's vectors move between the files and the database bit for bit."""
 
-import pytest
-
-from pg import opened_store
-
 from memory import GroupKey, Memory, MemoryType
 from memory._recall import semantic as sem
 from memory._storage._postgres.vectors import PostgresVectors
@@ -21,14 +17,6 @@ def memories(*texts: str) -> list[Memory]:
 
 def put(*items):
     return lambda current: ([*current, *items], None)
-
-
-@pytest.fixture
-async def pair(postgres_dsn):
-    a, b = await opened_store(postgres_dsn, "a"), await opened_store(postgres_dsn, "b")
-    yield a, b
-    await a.close()
-    await b.close()
 
 
 async def test_vectors_persist_reload_and_are_shared_between_instances(pair):

@@ -25,14 +25,6 @@ def increment(memories: list[Memory]) -> tuple[list[Memory], int]:
     return [*others, counter(current + 1)], current + 1
 
 
-@pytest.fixture
-async def pair(postgres_dsn):
-    a, b = await opened_store(postgres_dsn, "a"), await opened_store(postgres_dsn, "b")
-    yield a, b
-    await a.close()
-    await b.close()
-
-
 async def test_concurrent_increments_from_two_instances_are_never_lost(pair):
     a, b = pair
     n = 30
