@@ -1,8 +1,8 @@
 """kill -9 with encryption on: every acknowledged save is on disk and opens; a reseal (rotation) killed at any point
 leaves every file readable with the keyring, and running it again finishes it.
 
-Run as a script, this file is the child the tests kill: `save <dir> <start>` saves like `saver_process.py`,
-`reseal <dir>` reseals every group; both take their keys from the environment like the plugin.
+The savers are `saver_process.py` (keys from the environment, like the plugin); run as a script, this file is the
+rotation child the tests kill: `reseal <dir>` reseals every group.
 """
 
 import asyncio
@@ -24,6 +24,7 @@ from memory._models import Memory, MemoryType  # noqa: E402
 from memory._storage.crypto import KEY_ENV, OLD_KEY_ENV, Keyring, key_id, keyring_from  # noqa: E402
 
 GROUP = GroupKey("lark", "oc_crash")
+SAVER = Path(__file__).with_name("saver_process.py")
 KEY = bytes(range(32))
 OLD_KEY = bytes(range(100, 132))
 B64 = {k: __import__("base64").urlsafe_b64encode(k).decode() for k in (KEY, OLD_KEY)}
@@ -31,25 +32,6 @@ B64 = {k: __import__("base64").urlsafe_b64encode(k).decode() for k in (KEY, OLD_
 
 def store_from_environment(directory: str) -> UserMemoryStore:
     return UserMemoryStore(Path(directory), sealer=keyring_from("", os.environ).sealer())
-
-
-async def child_save(directory: str, start: int) -> None:
-    from memory._rules.operations import save  # noqa: PLC0415
-
-    store = store_from_environment(directory)
-    await store.start()
-
-    async def one(n: int) -> None:
-        change = lambda memories: save(memories, memory_type="fact", content=f"秘密 {n}", now=float(n),  # noqa: E731
-                                       max_count=1_000_000, max_length=200)
-        await store.change(GROUP, f"u{n % 7}", change, actor="test")
-        sys.stdout.write(f"ACK {n}\n")
-        sys.stdout.flush()
-
-    n = start
-    while True:
-        await asyncio.gather(*(one(n + k) for k in range(8)))
-        n += 8
 
 
 async def child_reseal(directory: str) -> None:
@@ -63,8 +45,8 @@ async def child_reseal(directory: str) -> None:
     sys.stdout.flush()
 
 
-def child(env: dict[str, str], *args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, __file__, *args], stdout=subprocess.PIPE, text=True,
+def child(env: dict[str, str], script: str | Path, *args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, str(script), *args], stdout=subprocess.PIPE, text=True,
                             env={**os.environ, **env})
 
 
@@ -92,7 +74,7 @@ def test_sigkill_with_a_key_never_loses_an_acknowledged_save(tmp_path):
     acked: set[int] = set()
     start = 0
     for _ in range(12):
-        proc = child({KEY_ENV: B64[KEY]}, "save", str(tmp_path), str(start))
+        proc = child({KEY_ENV: B64[KEY]}, SAVER, "json", str(tmp_path), str(start), "秘密")
         first = proc.stdout.readline()
         assert first.startswith("ACK"), first
         time.sleep(rng.uniform(0.0, 0.15))
@@ -136,14 +118,14 @@ def test_a_rotation_killed_at_any_point_stays_readable_and_a_rerun_finishes_it(t
     rotation = {KEY_ENV: B64[KEY], OLD_KEY_ENV: B64[OLD_KEY]}
     rng = random.Random(99)
     for _ in range(20):
-        proc = child(rotation, "reseal", str(tmp_path))
+        proc = child(rotation, __file__, "reseal", str(tmp_path))
         time.sleep(rng.uniform(0.05, 0.6))
         proc.send_signal(signal.SIGKILL)
         proc.communicate(timeout=10)
         assert open_all(tmp_path, Keyring(KEY, (OLD_KEY,))) == expected  # both keys: everything opens
         assert not [p for p in tmp_path.rglob("*") if ".corrupt-" in p.name]
     assert kids_on_disk(tmp_path)
-    proc = child(rotation, "reseal", str(tmp_path))
+    proc = child(rotation, __file__, "reseal", str(tmp_path))
     out, _ = proc.communicate(timeout=60)
     assert "ALL" in out
     assert kids_on_disk(tmp_path) == {key_id(KEY)}
@@ -152,7 +134,4 @@ def test_a_rotation_killed_at_any_point_stays_readable_and_a_rerun_finishes_it(t
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "save":
-        asyncio.run(child_save(sys.argv[2], int(sys.argv[3])))
-    else:
-        asyncio.run(child_reseal(sys.argv[2]))
+    asyncio.run(child_reseal(sys.argv[2]))

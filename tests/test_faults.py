@@ -26,7 +26,7 @@ def test_sigkill_never_loses_an_acknowledged_save(tmp_path):
     acked: set[int] = set()
     start = 0
     for _ in range(25):
-        proc = subprocess.Popen([sys.executable, str(SAVER), str(tmp_path), str(start)], stdout=subprocess.PIPE,
+        proc = subprocess.Popen([sys.executable, str(SAVER), "json", str(tmp_path), str(start)], stdout=subprocess.PIPE,
                                 text=True)
         deadline = time.monotonic() + 10
         # Kill at a random moment after the child has started acknowledging saves.

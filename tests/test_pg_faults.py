@@ -2,7 +2,7 @@
 
 - PostgreSQL crashes and comes back mid-run while members save: the tools say storage is unavailable (short
   text, no crash), nothing acknowledged is lost, and the same plugin object serves again without a restart;
-- an instance is killed with SIGKILL mid-commit (two saver processes, tests/pg_saver_process.py): every
+- an instance is killed with SIGKILL mid-commit (two saver processes, tests/saver_process.py): every
   acknowledged save is in the database afterwards;
 - a wrong DSN: the plugin loads, says why in `/memory status` and keeps its tools answering.
 """
@@ -27,7 +27,7 @@ from memory import GroupKey
 from memory._settings import DSN_ENV
 from memory._storage import PostgresMemoryStore
 
-SAVER = Path(__file__).with_name("pg_saver_process.py")
+SAVER = Path(__file__).with_name("saver_process.py")
 CRASH_GROUP = GroupKey("lark", "oc_crash")
 ADMIN = "ou_admin"
 
@@ -129,7 +129,7 @@ def test_kill_9_of_an_instance_mid_commit_never_loses_an_acknowledged_save(durab
     acked: set[int] = set()
     start = 0
     for round_ in range(6):
-        procs = [subprocess.Popen([sys.executable, str(SAVER), dsn, f"saver-{name}", str(start + offset)],
+        procs = [subprocess.Popen([sys.executable, str(SAVER), "postgres", dsn, f"saver-{name}", str(start + offset)],
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                  for name, offset in (("a", 0), ("b", 500_000))]
         outputs = []
