@@ -11,7 +11,7 @@ follows from the store's listener when semantic recall is on. Invalid input or a
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -143,14 +143,7 @@ async def move_to_group(store: MemoryStore, ref: MemoryRef, *, confirm: bool, no
         raise InvalidMemoryInput("移为群公共记忆后本群所有成员的对话都会用到它：请确认（confirm）后再移动")
     member = ref.owner
 
-    def move(lists: dict[Owner, list[Memory]]) -> tuple[dict[Owner, list[Memory]], Memory]:
-        memory = _find(lists[member], ref)
-        _no_twin(lists[GROUP_OWNER], memory.content)
-        moved = memory.model_copy(update={"added_by": member, "updated_at": now})
-        lists[member] = [m for m in lists[member] if m.id != memory.id]
-        lists[GROUP_OWNER] = [*lists[GROUP_OWNER], moved]
-        return lists, moved
-
+    move = _mover(ref, member, GROUP_OWNER, added_by=member, now=now)
     return await store.change_many(ref.key, [member, GROUP_OWNER], move, actor=actor)
 
 
@@ -170,12 +163,22 @@ async def move_to_member(
     if member not in seen and member not in known_members:
         raise InvalidMemoryInput(f"成员 {member!r} 不在本群的已知成员中")
 
+    move = _mover(ref, GROUP_OWNER, member, added_by=None, now=now)
+    return await store.change_many(ref.key, [GROUP_OWNER, member], move, actor=actor)
+
+
+def _mover(
+    ref: MemoryRef, source: Owner, target: Owner, *, added_by: str | None, now: float
+) -> Callable[[dict[Owner, list[Memory]]], tuple[dict[Owner, list[Memory]], Memory]]:
+    """The change that moves the memory `ref` names from `source`'s list to the end of `target`'s (refused when the
+    target already holds the same text)."""
+
     def move(lists: dict[Owner, list[Memory]]) -> tuple[dict[Owner, list[Memory]], Memory]:
-        memory = _find(lists[GROUP_OWNER], ref)
-        _no_twin(lists[member], memory.content)
-        moved = memory.model_copy(update={"added_by": None, "updated_at": now})
-        lists[GROUP_OWNER] = [m for m in lists[GROUP_OWNER] if m.id != memory.id]
-        lists[member] = [*lists[member], moved]
+        memory = _find(lists[source], ref)
+        _no_twin(lists[target], memory.content)
+        moved = memory.model_copy(update={"added_by": added_by, "updated_at": now})
+        lists[source] = [m for m in lists[source] if m.id != memory.id]
+        lists[target] = [*lists[target], moved]
         return lists, moved
 
-    return await store.change_many(ref.key, [GROUP_OWNER, member], move, actor=actor)
+    return move

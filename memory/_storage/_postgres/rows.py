@@ -305,14 +305,7 @@ async def erase(conn: Any, gid: int, owners: set[str], todos: set[str]) -> None:
     updated = [_log_row(gid, changelog.erased(r["entry"])) for r in rows]
     if not updated:
         return
-    await conn.executemany(
-        "UPDATE um_log SET entry = $3, bytes = $4 WHERE gid = $1 AND id = $2",
-        [(gid, r[1], r[10], r[9]) for r in updated],
-    )
-    await conn.execute(
-        "UPDATE um_groups SET log_bytes = (SELECT coalesce(sum(bytes), 0) FROM um_log WHERE gid = $1) WHERE gid = $1",
-        gid,
-    )
+    await _rewrite_log_rows(conn, gid, updated)
 
 
 async def trim(conn: Any, gid: int, max_bytes: int) -> changelog.CallTotals | None:
@@ -396,15 +389,20 @@ async def reseal(conn: Any, key: GroupKey, opener: Sealer | None, sealer: Sealer
     for r in found:
         entry = open_entry(opener, key, r["entry"])
         updated.append(_log_row(gid, sealed.seal_entry(sealer, key, entry) if sealer else entry))
+    await _rewrite_log_rows(conn, gid, updated)
+    return version + 1
+
+
+async def _rewrite_log_rows(conn: Any, gid: int, rows: list[tuple[Any, ...]]) -> None:
+    """Replace the entries of these log rows (`_log_row` tuples) and recount the log's size."""
     await conn.executemany(
         "UPDATE um_log SET entry = $3, bytes = $4 WHERE gid = $1 AND id = $2",
-        [(gid, r[1], r[10], r[9]) for r in updated],
+        [(gid, r[1], r[10], r[9]) for r in rows],
     )
     await conn.execute(
         "UPDATE um_groups SET log_bytes = (SELECT coalesce(sum(bytes), 0) FROM um_log WHERE gid = $1) WHERE gid = $1",
         gid,
     )
-    return version + 1
 
 
 def _log_row(gid: int, entry: dict[str, Any]) -> tuple[Any, ...]:
