@@ -416,21 +416,26 @@ def _imported(call: Call) -> list[transfer.ImportedGroup]:
         raise InvalidMemoryInput(str(exc)) from None
 
 
-def _lengths(call: Call) -> tuple[int, int]:
-    return call.plugin.settings.memory_max_content_length, call.plugin.todo_policy.max_length
+def _import_rules(call: Call) -> tuple[transfer.Limits, dict[str, str]]:
+    """The limits every other path enforces, and the platform instances running now (id -> adapter) that an
+    imported todo's reminders may be bound to."""
+    manager = getattr(call.plugin.context, "platform_manager", None)
+    running = {p.meta().id: p.meta().name for p in getattr(manager, "platform_insts", ())}
+    return transfer.Limits.of(call.plugin.settings, call.plugin.todo_policy), running
 
 
-@route("import/preview", "POST", "记忆管理：预览导入（每条是新增、重复、冲突还是无效）")
+@route("import/preview", "POST", "记忆管理：预览导入（每条是新增、重复、冲突还是无效；群被拒绝的原因、提醒发往哪里、导入的不记录设置）")
 async def import_preview(call: Call) -> dict[str, Any]:
     groups = _imported(call)
-    previews = [await transfer.preview_group(call.plugin.store, g, *_lengths(call)) for g in groups]
+    previews = [await transfer.preview_group(call.plugin.store, g, *_import_rules(call)) for g in groups]
     return {"groups": [p.as_json(MAX_PREVIEW_ITEMS) for p in previews]}
 
 
-@route("import/apply", "POST", "记忆管理：导入（每个群要么全部导入要么不导入，只添加新条目）")
+@route("import/apply", "POST", "记忆管理：导入（每个群要么全部导入要么不导入，只添加新条目和不记录设置）")
 async def import_apply(call: Call) -> dict[str, Any]:
     groups = _imported(call)
-    results = [await transfer.apply_group(call.plugin.store, g, *_lengths(call), actor=call.actor) for g in groups]
+    results = [await transfer.apply_group(call.plugin.store, g, *_import_rules(call), actor=call.actor)
+               for g in groups]
     return {"groups": [r.as_json() for r in results]}
 
 

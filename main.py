@@ -58,6 +58,7 @@ from .memory import (
     VectorStore,
     add_todo,
     archived_text,
+    group_origin,
     combine,
     consolidate_group,
     episodes_text,
@@ -91,8 +92,6 @@ MEMORY_TOOLS = (
     "lark_save_memory", "lark_list_memory", "lark_forget_memory", "lark_add_todo", "lark_list_todos",
     "lark_update_todo", "lark_memory_privacy",
 )
-# Adapters that can post a message nobody asked for (DECISIONS §7): reminders are refused elsewhere.
-REMINDER_PLATFORMS = frozenset({"lark", "aiocqhttp"})
 NO_TODO_LINES: list[str] = []
 TODOS_OFF = "待办功能已被管理员关闭，没有记录任何待办。"
 _MEMORY_TOOL_NAMES = frozenset(MEMORY_TOOLS)
@@ -112,13 +111,6 @@ INJECTION_COUNTS_SAVE_SECONDS = 60.0
 # background while the plugin serves (tools say storage is unavailable until it is back).
 STORE_START_WAIT_SECONDS = 5.0
 STORE_WATCH_SECONDS = 1.0  # how often a store that could not serve at load is looked at until it does
-
-
-def group_origin(platform_id: str, adapter: str, group_id: str) -> Origin:
-    """Where a group's reminders go: the platform instance and the group's own session (with `unique_session` on,
-    the event's session is per member, so it is built from the group id)."""
-    return Origin(platform_id, f"{platform_id}:GroupMessage:{group_id}",
-                  can_remind=bool(platform_id) and adapter in REMINDER_PLATFORMS)
 
 
 def member_of(event: AstrMessageEvent) -> MemberKey | None:

@@ -28,7 +28,7 @@ from ._storage import GROUP_OWNER, UserMemoryStore
 from ._storage.factory import StoreChoice, choose_encryption, choose_store, open_store, open_vectors
 from ._todos.delivery import Reminder
 from ._todos.model import Todo, TodoStatus
-from ._todos.rules import Origin, TodoPolicy
+from ._todos.rules import Origin, TodoPolicy, group_origin
 from ._todos.scheduler import ReminderScheduler
 from ._todos.inject import TodoSection
 from ._todos.service import add_todo, list_todos, update_todo
@@ -100,6 +100,7 @@ __all__ = [
     "save_memory",
     "visible_memories",
     "Origin",
+    "group_origin",
     "Reminder",
     "ReminderScheduler",
     "Todo",

@@ -8,10 +8,30 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ._errors import InvalidMemoryInput
 from ._todos.model import Todo
 
 # Version 0 is the design document's format (no version field); version 1 adds `schema_version` and `platform`.
 SCHEMA_VERSION = 1
+MAX_ID_LENGTH = 256
+
+
+def check_id(value: Any, what: str) -> str:
+    """`value` if it can be a platform, group, member or item id, else InvalidMemoryInput saying why.
+
+    Platforms send short printable ids (`oc_5f…`, `123456789`, `!room:server`, base64 text); the dashboard names
+    groups and members by them (trimmed, bounded), so an id with spaces, control characters or thousands of
+    characters could be stored but never opened again. `..` has no place in an id either."""
+    if not isinstance(value, str) or not value:
+        raise InvalidMemoryInput(f"{what} 必须是非空文本，收到 {value!r}")
+    shown = repr(value[:40]) + ("…" if len(value) > 40 else "")
+    if len(value) > MAX_ID_LENGTH:
+        raise InvalidMemoryInput(f"{what} {shown} 过长（{len(value)} 个字符，最多 {MAX_ID_LENGTH} 个）")
+    if " " in value or not value.isprintable():
+        raise InvalidMemoryInput(f"{what} {shown} 含有空白或控制字符")
+    if ".." in value:
+        raise InvalidMemoryInput(f"{what} {shown} 不能含有“..”")
+    return value
 
 
 class MemoryType(StrEnum):

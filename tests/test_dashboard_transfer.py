@@ -5,10 +5,13 @@ conflicting and invalid items apart, application is one transaction per group an
 from __future__ import annotations
 
 import json
+from zoneinfo import ZoneInfo
 
 import pytest
 
 from memory import GROUP_OWNER, GroupKey, Memory, MemoryType, UserMemoryStore
+from memory._settings import Settings
+from memory._todos.rules import TodoPolicy
 from memory._episodes.model import Episode
 from memory._models import ArchivedMemory
 from memory._manage import transfer
@@ -18,6 +21,7 @@ G = GroupKey("lark", "oc_group1")
 G2 = GroupKey("lark", "oc_group2")
 GLOBAL = GroupKey.global_for("lark")
 ACTOR = "dashboard:admin"
+LIMITS = transfer.Limits.of(Settings(), TodoPolicy(zone=ZoneInfo("Asia/Shanghai")))
 
 
 def mem(mid, content, memory_type=MemoryType.FACT, at=1700000000.0):
@@ -57,7 +61,7 @@ def content_of(export: bytes) -> dict:
 async def import_all(store, raw, platform=""):
     results = []
     for group in transfer.read_import(raw, platform):
-        results.append(await transfer.apply_group(store, group, 200, 200, actor=ACTOR))
+        results.append(await transfer.apply_group(store, group, LIMITS, actor=ACTOR))
     return results
 
 
@@ -96,7 +100,7 @@ async def test_reimport_is_all_duplicates_and_adds_nothing(tmp_path):
     await seed(store)
     raw = await transfer.export_bytes(store, [G])
     (group,) = transfer.read_import(raw)
-    preview = await transfer.preview_group(store, group, 200, 200)
+    preview = await transfer.preview_group(store, group, LIMITS)
     assert preview.counts() == {"new": 0, "duplicate": 6, "conflicting": 0, "invalid": 0}
     (result,) = await import_all(store, raw)
     assert result.added == 0
@@ -113,7 +117,7 @@ async def test_preview_tells_new_duplicate_conflicting_and_invalid(tmp_path):
         {**mem("n4", "x").model_dump(), "content": "   "},  # empty after cleaning: invalid
     ]}}}
     (group,) = transfer.read_import(json.dumps(incoming).encode())
-    preview = await transfer.preview_group(store, group, 200, 200)
+    preview = await transfer.preview_group(store, group, LIMITS)
     status = {v.item.id: (v.status, v.existing) for v in preview.verdicts}
     assert status == {"n1": ("new", None), "n2": ("duplicate", "m2"), "m2": ("conflicting", "m2"),
                       "n3": ("conflicting", "m1"), "n4": ("invalid", None)}

@@ -11,7 +11,7 @@ from memory import UserMemoryStore
 from memory._manage import transfer
 from memory._storage.crypto import Keyring, Sealer, key_id, parse_key, new_key
 
-from test_dashboard_transfer import ACTOR, G, G2, GLOBAL, seed
+from test_dashboard_transfer import ACTOR, G, G2, GLOBAL, LIMITS, seed
 
 MARKS = ("老王", "养了一只猫", "周五交周报", "登录接口", "住在上海")
 
@@ -23,7 +23,7 @@ def sealer(key: str | None = None) -> Sealer:
 async def imported(raw, keys, open_with):
     target = UserMemoryStore(keys, durable=False)
     for group in transfer.read_import(raw, "", open_with):
-        await transfer.apply_group(target, group, 200, 200, actor=ACTOR)
+        await transfer.apply_group(target, group, LIMITS, actor=ACTOR)
     return target
 
 

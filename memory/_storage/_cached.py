@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from abc import abstractmethod
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -373,10 +373,13 @@ class CachedStore(MemoryStore):
     async def import_items(
         self, key: GroupKey, memories: dict[Owner, list[Memory]], archived: Sequence[ArchivedMemory],
         todos: Sequence[Todo], episodes: Sequence[Episode], *, actor: str, label: str = "import",
+        opted_out: Mapping[str, float] | None = None,
     ) -> int:
-        """Add imported items to the document (memories per owner, archived memories, todos) and to the group's
-        episodes, all in one commit: durable together or not at all, their log entries one transaction (op
-        `label`). Items whose id is already there are the caller's to leave out. Returns how many were added."""
+        """Add imported items to the document (memories per owner, archived memories, todos, opt-out flags) and to
+        the group's episodes, all in one commit: durable together or not at all, their log entries one transaction
+        (op `label`; a flag's entry is kind "privacy", op "optout", without content, as `set_opted_out` logs it).
+        Items whose id is already there and members already flagged are the caller's to leave out. Returns how
+        many items were added (flags not counted)."""
 
         def operation(group: CachedGroup) -> tuple[int, bool]:
             doc = group.doc
@@ -404,9 +407,16 @@ class CachedStore(MemoryStore):
                 _entry(now, actor, label, changelog.EPISODE, "add", "group", GROUP_OWNER, None, e, {})
                 for e in episodes
             ]
+            flags = {u: since for u, since in (opted_out or {}).items() if u not in doc.opted_out}
+            entries += [
+                {"id": 0, "at": now, "actor": actor, "kind": "privacy", "op": "optout", "owner": u, "target": u}
+                for u in flags
+            ]
             if not entries:
                 return 0, False
             _numbered(group, entries)
+            if flags:
+                doc.opted_out = {**doc.opted_out, **flags}
             if archived:
                 doc.archive = [*doc.archive, *archived]
             if todos:
@@ -416,7 +426,7 @@ class CachedStore(MemoryStore):
                 group.episodes = [*group.episodes, *episodes]
                 group.episode_version += 1
             self._put(group, doc, updated, entries, now)
-            return len(entries), True
+            return len(entries) - len(flags), True
 
         return await self._run(key, operation, episodes=True)
 

@@ -5,7 +5,7 @@ store finds its data (paths, connections) is not."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -179,9 +179,11 @@ class MemoryStore(ABC):
     async def import_items(
         self, key: GroupKey, memories: dict[Owner, list[Memory]], archived: Sequence[ArchivedMemory],
         todos: Sequence[Todo], episodes: Sequence[Episode], *, actor: str, label: str = "import",
+        opted_out: Mapping[str, float] | None = None,
     ) -> int:
-        """Add imported memories, archived memories, todos and episodes in one durable commit whose log entries
-        are one transaction; how many were added."""
+        """Add imported memories, archived memories, todos, episodes and opt-out flags (user id -> since; members
+        already flagged are the caller's to leave out) in one durable commit whose log entries are one
+        transaction; how many items were added (flags not counted)."""
 
     @abstractmethod
     async def record(self, key: GroupKey, entry: dict[str, Any], *, actor: str) -> int:

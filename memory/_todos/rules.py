@@ -84,6 +84,17 @@ class Origin:
     can_remind: bool  # the platform can send a message without a user's message to answer (DECISIONS §7)
 
 
+# Adapters that can post a message nobody asked for (DECISIONS §7): reminders are refused elsewhere.
+REMINDER_PLATFORMS = frozenset({"lark", "aiocqhttp"})
+
+
+def group_origin(platform_id: str, adapter: str, group_id: str) -> Origin:
+    """Where a group's reminders go: the platform instance and the group's own session (with `unique_session` on,
+    the event's session is per member, so it is built from the group id)."""
+    return Origin(platform_id, f"{platform_id}:GroupMessage:{group_id}",
+                  can_remind=bool(platform_id) and adapter in REMINDER_PLATFORMS)
+
+
 # -- reading the model's arguments ---------------------------------------------------------------------------------
 
 def parse_assignee(value: Any) -> str:
