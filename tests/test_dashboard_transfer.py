@@ -5,6 +5,7 @@ conflicting and invalid items apart, application is one transaction per group an
 from __future__ import annotations
 
 import json
+import logging
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -240,3 +241,205 @@ async def test_route_import_refuses_bad_files_without_change(make_plugin):
     for content in ("", "not json", json.dumps({"hello": 1})):
         status, payload = await call(plugin, "import/apply", body={"content": content})
         assert payload["status"] == "error", content
+
+
+# -- the rules every other path enforces (issue 18 items 4-6, 20) ----------------------------------------------------
+NOW = 1_800_000_000.0  # the todos' reminders are after this
+
+
+def todo(tid, *, creator="ou_wang", assignee="ou_wang", remind_at=None, status="pending", **fields):
+    return Todo(id=tid, content=f"待办 {tid}", creator=creator, assignee=assignee, created_at=1.0, updated_at=1.0,
+                status=status, remind_at=remind_at, **fields).model_dump(mode="json", exclude_none=True)
+
+
+def section_file(group_id="oc_group1", *, users=None, todos=(), group_memories=(), opted_out=None, platform="lark"):
+    return json.dumps({"format": transfer.EXPORT_FORMAT, "export_version": 1, "exported_at": 1.0, "plaintext": True,
+                       "groups": [{"platform": platform, "group_id": group_id, "users": users or {},
+                                   "group_memories": list(group_memories), "todos": list(todos), "archive": [],
+                                   "episodes": [], "opted_out": opted_out or {}}]}, ensure_ascii=False).encode()
+
+
+def memories(owner_prefix, n):
+    return [mem(f"{owner_prefix}{i}", f"第 {i} 件事：{owner_prefix}").model_dump(mode="json") for i in range(n)]
+
+
+async def test_an_imported_todo_reminds_the_group_it_is_imported_into(tmp_path):
+    store = UserMemoryStore(tmp_path / "a")
+    raw = section_file(todos=[
+        todo("t_other_group", remind_at=NOW + 3600, platform_id="lark_old",
+             origin="lark_old:GroupMessage:oc_somewhere_else"),
+        todo("t_private", remind_at=NOW + 7200, platform_id="lark_main", origin="lark_main:FriendMessage:ou_wang"),
+    ])
+    (group,) = transfer.read_import(raw)
+    preview = await transfer.preview_group(store, group, LIMITS, {"lark_main": "lark", "qq": "aiocqhttp"})
+    assert preview.refused is None
+    assert preview.as_json(10)["reminders"] == [{"to": "lark_main:GroupMessage:oc_group1", "todos": 2}]
+    assert {i["reminder_to"] for i in preview.as_json(10)["items"]} == {"lark_main:GroupMessage:oc_group1"}
+    (result,) = [await transfer.apply_group(store, group, LIMITS, {"lark_main": "lark"}, actor=ACTOR)]
+    assert result.added == 2
+    stored = {t.id: (t.platform_id, t.origin) for t in await store.todos(G)}
+    assert stored == {"t_other_group": ("lark_main", "lark_main:GroupMessage:oc_group1"),
+                      "t_private": ("lark_main", "lark_main:GroupMessage:oc_group1")}
+
+
+async def test_a_todo_keeps_its_instance_when_that_one_runs_the_group_s_adapter(tmp_path):
+    store = UserMemoryStore(tmp_path / "a")
+    raw = section_file(todos=[todo("t1", remind_at=NOW, platform_id="lark_b", origin="lark_b:GroupMessage:oc_x")])
+    (group,) = transfer.read_import(raw)
+    preview = await transfer.preview_group(store, group, LIMITS, {"lark_a": "lark", "lark_b": "lark"})
+    assert preview.verdicts[0].item.origin == "lark_b:GroupMessage:oc_group1"
+
+
+async def test_a_todo_whose_reminder_cannot_be_bound_refuses_its_group(tmp_path):
+    store = UserMemoryStore(tmp_path / "a")
+    raw = section_file(users={"ou_wang": {"memories": memories("m", 1)}},
+                       todos=[todo("t1", remind_at=NOW, platform_id="lark_x", origin="lark_x:GroupMessage:oc_x")])
+    for platforms, reason in (({}, "没有运行中的 lark 平台实例"),
+                              ({"a": "lark", "b": "lark"}, "有多个 lark 平台实例（a、b）")):
+        (group,) = transfer.read_import(raw)
+        result = await transfer.apply_group(store, group, LIMITS, platforms, actor=ACTOR)
+        assert result.added == 0 and reason in result.refused and "t1" in result.refused
+    assert await store.memories(G, "ou_wang") == [] and await store.todos(G) == []
+    # a platform that cannot send first (qq_official) never gets a reminder bound
+    raw = section_file(platform="qq_official", todos=[todo("t2", remind_at=NOW)])
+    (group,) = transfer.read_import(raw)
+    preview = await transfer.preview_group(store, group, LIMITS, {"qq": "qq_official"})
+    assert "不能主动发消息提醒" in preview.refused
+
+
+async def test_a_todo_without_a_pending_reminder_is_imported_unbound_when_no_instance_runs(tmp_path):
+    store = UserMemoryStore(tmp_path / "a")
+    raw = section_file(todos=[todo("t1", origin="lark_x:FriendMessage:ou_wang", platform_id="lark_x"),
+                              todo("t2", status="done", remind_at=NOW, origin="lark_x:GroupMessage:oc_x")])
+    (group,) = transfer.read_import(raw)
+    result = await transfer.apply_group(store, group, LIMITS, {}, actor=ACTOR)
+    assert result.refused is None and result.added == 2
+    assert {(t.platform_id, t.origin) for t in await store.todos(G)} == {("", "")}
+
+
+async def test_import_obeys_the_memory_caps(tmp_path):
+    store = UserMemoryStore(tmp_path / "a")
+    await seed(store)  # ou_wang has 2 memories in G, the group 1
+    limits = transfer.Limits.of(Settings(memory_max_per_user=20, group_memory_max=5), LIMITS.todos)
+    cases = [
+        ({"ou_wang": {"memories": memories("n", 300)}}, [], "成员 ou_wang 的记忆导入后将有 302 条，超过上限 20 条（memory_max_per_user）"),
+        ({"ou_wang": {"memories": memories("n", 19)}}, [], "将有 21 条"),
+        ({}, memories("p", 5), "本群公共记忆导入后将有 6 条，超过上限 5 条（group_memory_max）"),
+    ]
+    for users, group_memories, reason in cases:
+        (group,) = transfer.read_import(section_file(users=users, group_memories=group_memories))
+        preview = await transfer.preview_group(store, group, limits)
+        assert reason in preview.refused
+        result = await transfer.apply_group(store, group, limits, actor=ACTOR)
+        assert result.added == 0 and reason in result.refused
+    assert len(await store.memories(G, "ou_wang")) == 2 and len(await store.memories(G, GROUP_OWNER)) == 1
+    (group,) = transfer.read_import(section_file(users={"ou_wang": {"memories": memories("n", 18)}}))
+    assert (await transfer.apply_group(store, group, limits, actor=ACTOR)).added == 18  # up to the cap is fine
+
+
+async def test_import_obeys_the_pending_todo_cap(tmp_path):
+    store = UserMemoryStore(tmp_path / "a")
+    await seed(store)  # ou_wang has 1 pending todo in G
+    raw = section_file(todos=[todo(f"gt{i}", creator="ou_li", assignee=None) for i in range(100)])
+    (group,) = transfer.read_import(raw)
+    result = await transfer.apply_group(store, group, LIMITS, actor=ACTOR)
+    assert result.added == 0
+    assert "成员 ou_li 的未完成待办导入后将有 100 条，超过上限 20 条（todo_max_pending_per_member）" in result.refused
+    closed = section_file(todos=[todo(f"d{i}", status="done") for i in range(100)] + [todo("p1")])
+    (group,) = transfer.read_import(closed)
+    assert (await transfer.apply_group(store, group, LIMITS, actor=ACTOR)).added == 101  # closed ones do not count
+    assert len(await store.todos(G)) == 102
+
+
+@pytest.mark.parametrize("group_id", ["oc_a..b", "oc_a\x00b", "oc_a\nb", "oc a", "oc_" + "x" * 3000])
+async def test_a_group_id_outside_the_rules_refuses_that_group_only(tmp_path, group_id):
+    store = UserMemoryStore(tmp_path / "a")
+    bad = json.loads(section_file(group_id, users={"ou_a": {"memories": memories("m", 1)}}))
+    good = json.loads(section_file("oc_good", users={"ou_a": {"memories": memories("m", 1)}}))
+    bad["groups"] += good["groups"]
+    refused, imported = await import_all(store, json.dumps(bad).encode())
+    assert refused.added == 0 and "群 id" in refused.refused and "本群没有导入任何内容" in refused.refused
+    assert imported.refused is None and imported.added == 1
+    assert set(await store.stored_groups()) == {GroupKey("lark", "oc_good")}
+
+
+async def test_member_and_item_ids_outside_the_rules_refuse_the_group(tmp_path):
+    store = UserMemoryStore(tmp_path / "a")
+    for users, todos, opted, what in (
+        ({"ou a": {"memories": memories("m", 1)}}, [], {}, "成员 id"),
+        ({}, [todo("t1", assignee="ou\nx")], {}, "成员 id"),
+        ({}, [], {"x" * 300: 1.0}, "成员 id"),
+        ({"ou_a": {"memories": [{**memories("m", 1)[0], "id": "m 1"}]}}, [], {}, "条目 id"),
+    ):
+        (group,) = transfer.read_import(section_file(users=users, todos=todos, opted_out=opted))
+        result = await transfer.apply_group(store, group, LIMITS, actor=ACTOR)
+        assert result.added == 0 and what in result.refused
+    assert await store.stored_groups() == {}
+
+
+def test_a_deep_or_loose_file_is_refused_as_invalid():
+    deep = b"[" * 100_000 + b"]" * 100_000
+    with pytest.raises(transfer.ImportRefused, match="嵌套"):
+        transfer.read_import(deep)
+    nested: object = 1
+    for _ in range(transfer.MAX_IMPORT_DEPTH):
+        nested = {"x": nested}
+    extra = json.loads(section_file(users={"ou_a": {"memories": memories("m", 1)}}))
+    extra["groups"][0]["users"]["ou_a"]["memories"][0]["future_field"] = nested
+    with pytest.raises(transfer.ImportRefused, match="嵌套"):
+        transfer.read_import(json.dumps(extra).encode())
+    for version in (True, 0, "1", 1.0, None):
+        with pytest.raises(transfer.ImportRefused, match="版本"):
+            transfer.read_import(json.dumps({"format": transfer.EXPORT_FORMAT, "export_version": version,
+                                             "groups": []}).encode())
+    with pytest.raises(transfer.ImportRefused, match="JSON"):
+        transfer.read_import(section_file().replace(b'"exported_at": 1.0', b'"exported_at": NaN'))
+    with pytest.raises(transfer.ImportRefused, match="schema_version"):
+        transfer.read_import(json.dumps({"group_id": "oc_x", "platform": "lark", "users": {},
+                                         "schema_version": True}).encode())
+
+
+async def test_opt_outs_travel_with_export_and_import(tmp_path):
+    store = UserMemoryStore(tmp_path / "a")
+    await seed(store)
+    await store.set_opted_out(G, "ou_li", True, actor="ou_li")
+    await store.set_opted_out(GLOBAL, "ou_wang", True, actor="ou_wang")
+    since = (await store.document(G)).opted_out["ou_li"]
+    raw = await transfer.export_bytes(store, [G, G2, GLOBAL])
+    assert {s["group_id"]: s["opted_out"] for s in json.loads(raw)["groups"]} == {
+        "oc_group1": {"ou_li": since}, "oc_group2": {}, "": {"ou_wang": pytest.approx(since, abs=60)}}
+    member = json.loads(await transfer.export_bytes(store, [G], user_id="ou_wang"))
+    assert member["groups"][0]["opted_out"] == {}, "a member's export holds only their own opt-out"
+
+    fresh = UserMemoryStore(tmp_path / "b")
+    previews = {g.key: await transfer.preview_group(fresh, g, LIMITS) for g in transfer.read_import(raw)}
+    assert previews[G].as_json(10)["opted_out"] == ["ou_li"] and previews[G].as_json(10)["opted_out_count"] == 1
+    results = {r.key: r for r in await import_all(fresh, raw)}
+    assert results[G].opted_out == 1 and results[G].added == 6 and results[GLOBAL].opted_out == 1
+    await fresh.close()
+    reopened = UserMemoryStore(tmp_path / "b")
+    assert (await reopened.document(G)).opted_out == {"ou_li": since}
+    assert "ou_wang" in (await reopened.document(GLOBAL)).opted_out
+    entries = await reopened.log_entries(G)
+    (flag,) = [e for e in entries if e["kind"] == "privacy"]
+    assert flag["op"] == "optout" and flag["owner"] == "ou_li" and flag["txn"] == entries[0]["id"]
+    (group,) = [g for g in transfer.read_import(raw) if g.key == G]
+    assert (await transfer.preview_group(reopened, group, LIMITS)).opted_out == {}, "already flagged"
+
+
+async def test_route_refuses_a_deep_file_as_invalid_and_says_why_a_group_is_refused(make_plugin, caplog):
+    from dashboard_client import call, data
+
+    plugin = make_plugin()
+    status, payload = await call(plugin, "import/preview", body={"content": "[" * 100_000 + "]" * 100_000})
+    assert status == 400 and payload["status"] == "error" and "嵌套" in payload["message"]
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING or r.exc_info], "invalid input: no traceback"
+    raw = section_file("oc_bad..id", users={"ou_a": {"memories": memories("m", 1)}}).decode()
+    (group,) = (await data(plugin, "import/preview", body={"content": raw}))["groups"]
+    assert "不能含有" in group["refused"]
+    (group,) = (await data(plugin, "import/apply", body={"content": raw}))["groups"]
+    assert group["added"] == 0 and "不能含有" in group["refused"]
+    # no platform instance runs in this test host: a todo due to be reminded cannot be bound, and the preview says so
+    raw = section_file(todos=[todo("t1", remind_at=NOW, origin="lark_x:FriendMessage:ou_wang")]).decode()
+    (group,) = (await data(plugin, "import/preview", body={"content": raw}))["groups"]
+    assert "没有运行中的 lark 平台实例" in group["refused"] and group["reminders"] == []

@@ -158,7 +158,7 @@ def read_import(raw: bytes, platform: str = "", sealer: Sealer | None = None) ->
         raise ImportRefused("导入文件必须是一个 JSON 对象")
     if data.get("format") == EXPORT_FORMAT:
         version = data.get("export_version")
-        if isinstance(version, bool) or version not in READABLE_EXPORT_VERSIONS:
+        if type(version) is not int or version not in READABLE_EXPORT_VERSIONS:  # True and 1.0 are not versions
             newer = "，请升级插件" if type(version) is int and version > EXPORT_VERSION else ""
             raise ImportRefused(f"导出格式版本 {version!r} 不受支持（本插件读取版本 {EXPORT_VERSION}）{newer}")
         sections = data.get("groups")
