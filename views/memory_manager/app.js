@@ -48,7 +48,8 @@
       exportTitle: "导出", exportAll: "全部", exportGroup: "一个群", exportMember: "一位成员", download: "下载 JSON",
       importTitle: "导入", chooseFile: "选择导出文件（JSON）", preview: "预览", apply: "应用导入",
       importNew: "新增", importDuplicate: "重复", importConflict: "冲突", importInvalid: "无效", importAdded: "已导入", importApplied: "导入完成", importPlatform: "文件未注明平台时用",
-      importNote: "导入按群要么全部成功要么全部不变；也接受设计 000 的版本 0 文件。",
+      importNote: "导入按群要么全部成功要么全部不变，和其他途径一样检查 id、内容与上限（被拒绝的群写明原因）；待办的提醒改发到导入的群；成员的“不记录”设置一并导入。也接受设计 000 的版本 0 文件。",
+      importReminders: "提醒发往", importOptedOut: "不记录的成员",
       badFile: "文件不是有效的 JSON",
       statsTitle: "统计", overTime: "记忆数随时间", byType: "按类型", byScope: "按范围", bySource: "按来源",
       calls: "后台模型调用", tokensIn: "输入 tokens", tokensOut: "输出 tokens", mostInjected: "最常注入的记忆",
@@ -101,7 +102,8 @@
       download: "Download JSON", importTitle: "Import", chooseFile: "Choose an export file (JSON)", preview: "Preview",
       apply: "Apply import", importNew: "New", importDuplicate: "Duplicate", importConflict: "Conflicting", importInvalid: "Invalid", importAdded: "Added",
       importApplied: "Import applied", importPlatform: "Platform for files that name none",
-      importNote: "Import is all-or-nothing per group; design 000's version-0 files are accepted too.",
+      importNote: "Import is all-or-nothing per group and checks ids, contents and caps like every other path (a refused group says why); todos' reminders go to the group imported into; members' opt-outs are imported too. Design 000's version-0 files are accepted too.",
+      importReminders: "Reminders go to", importOptedOut: "Opted-out members",
       badFile: "The file is not valid JSON",
       statsTitle: "Statistics", overTime: "Memories over time", byType: "By type", byScope: "By scope",
       bySource: "By source", calls: "Background model calls", tokensIn: "Input tokens", tokensOut: "Output tokens",
@@ -690,15 +692,19 @@
     const groups = asList(r, "groups", "items");
     const rows = groups.map((g) => {
       const c = g.counts || {};
+      const reminders = asList(g.reminders).map((r) => `${r.to} (${fmtNum(r.todos)})`).join(", ");
+      const optedOut = asList(g.opted_out);
       return el("tr", { "data-group": g.group_id ?? "" },
         el("td", { class: "mono" }, g.group_id || t("globalDocument")),
         el("td", { class: "num" }, fmtNum(c.new ?? "")), el("td", { class: "num" }, fmtNum(c.duplicate ?? "")),
         el("td", { class: "num" }, fmtNum(c.conflicting ?? "")), el("td", { class: "num" }, fmtNum(c.invalid ?? "")),
+        el("td", { class: "mono small" }, reminders || "—"),
+        el("td", { class: "num", title: optedOut.join(", ") || null }, fmtNum(g.opted_out_count ?? 0)),
         el("td", { class: g.refused ? "error" : "num" }, g.refused ? g.refused : (g.added !== undefined ? fmtNum(g.added) : "")));
     });
     return el("table", { class: "table", id: "import-summary" },
       el("thead", {}, el("tr", {}, [t("group"), t("importNew"), t("importDuplicate"), t("importConflict"),
-        t("importInvalid"), t("importAdded")].map((h) => el("th", {}, h)))),
+        t("importInvalid"), t("importReminders"), t("importOptedOut"), t("importAdded")].map((h) => el("th", {}, h)))),
       el("tbody", {}, rows));
   }
 
