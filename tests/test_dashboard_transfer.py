@@ -443,3 +443,13 @@ async def test_route_refuses_a_deep_file_as_invalid_and_says_why_a_group_is_refu
     raw = section_file(todos=[todo("t1", remind_at=NOW, origin="lark_x:FriendMessage:ou_wang")]).decode()
     (group,) = (await data(plugin, "import/preview", body={"content": raw}))["groups"]
     assert "没有运行中的 lark 平台实例" in group["refused"] and group["reminders"] == []
+
+
+async def test_a_todo_already_there_is_a_duplicate_whatever_its_reminder(tmp_path):
+    store = UserMemoryStore(tmp_path / "a")
+    raw = section_file(todos=[todo("t1", remind_at=NOW, platform_id="lark_a", origin="lark_a:GroupMessage:oc_x")])
+    (group,) = transfer.read_import(raw)
+    assert (await transfer.apply_group(store, group, LIMITS, {"lark_a": "lark"}, actor=ACTOR)).added == 1
+    (group,) = transfer.read_import(raw)
+    preview = await transfer.preview_group(store, group, LIMITS, {})  # no instance runs now: nothing to bind
+    assert preview.refused is None and preview.counts()["duplicate"] == 1

@@ -322,7 +322,7 @@ class Verdict:
         out = {"kind": self.kind, "status": self.status, "owner": self.owner, "id": _id(self.item),
                "content": text, "existing": self.existing, "error": self.error}
         if isinstance(self.item, Todo):
-            out["reminder_to"] = self.item.origin or None
+            out["reminder_to"] = (self.item.origin or None) if self.status == NEW else None
         return out
 
 
@@ -431,12 +431,17 @@ async def preview_group(store: MemoryStore, group: ImportedGroup, limits: Limits
                                       lambda s, a=archived: isinstance(s, ArchivedMemory) and s == a))
     for todo in group.todos:
         try:
-            todo = _bound_todo(group.key, todo, limits.todos, platforms or {})
+            todo = _clean_todo(todo, limits.todos)
         except InvalidMemoryInput as exc:
             preview.verdicts.append(Verdict("todo", INVALID, todo, todo.assignee, error=str(exc)))
             continue
-        preview.verdicts.append(judge("todo", todo, todo.assignee, "",
-                                      lambda s, t=todo: isinstance(s, Todo) and s.content == t.content))
+        verdict = judge("todo", todo, todo.assignee, "", lambda s, t=todo: isinstance(s, Todo) and s.content == t.content)
+        if verdict.status == NEW:  # only a todo that is added needs its reminders bound
+            try:
+                verdict.item = _bound_todo(group.key, todo, platforms or {})
+            except InvalidMemoryInput as exc:
+                verdict = Verdict("todo", INVALID, todo, todo.assignee, error=str(exc))
+        preview.verdicts.append(verdict)
     for episode in group.episodes:
         try:
             summary = clean_content(require_encodable(episode.summary, "summary"))
@@ -465,19 +470,24 @@ def _clean_memory(memory: Memory, max_length: int) -> Memory:
     return memory.model_copy(update={"content": content, "type": memory_type})
 
 
-def _bound_todo(key: GroupKey, todo: Todo, policy: todo_rules.TodoPolicy, platforms: Mapping[str, str]) -> Todo:
-    """The todo with its content and rule as the todo rules take them and its reminders bound to the group it is
-    imported into, never to the session the file names; InvalidMemoryInput when it has a pending reminder that
-    cannot be bound (a todo without one is imported unbound: it is never reminded)."""
+def _clean_todo(todo: Todo, policy: todo_rules.TodoPolicy) -> Todo:
+    """The todo with its content and rule as the todo tools take them (InvalidMemoryInput if not)."""
     content = parse_content(todo.content, policy.max_length)
     if todo.recurrence:
         recurrence.parse_rule(todo.recurrence, todo.created_at, policy.zone)
+    return todo if content == todo.content else todo.model_copy(update={"content": content})
+
+
+def _bound_todo(key: GroupKey, todo: Todo, platforms: Mapping[str, str]) -> Todo:
+    """The todo with its reminders bound to the group it is imported into, never to the session the file names;
+    InvalidMemoryInput when it has a reminder still to send that cannot be bound (a todo without one is imported
+    unbound: it is never reminded)."""
     route = bind_reminders(key, todo, platforms)
     if isinstance(route, str):
         if todo_rules.reminder_time(todo) is not None:
             raise InvalidMemoryInput(f"待办 {todo.short_id} 的提醒无法发到本群：{route}")
-        return todo.model_copy(update={"content": content, "platform_id": "", "origin": ""})
-    return todo.model_copy(update={"content": content, "platform_id": route.platform_id, "origin": route.session})
+        return todo.model_copy(update={"platform_id": "", "origin": ""})
+    return todo.model_copy(update={"platform_id": route.platform_id, "origin": route.session})
 
 
 def _same_memory(stored: Any, memory: Memory) -> bool:
