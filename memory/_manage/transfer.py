@@ -435,7 +435,8 @@ async def preview_group(store: MemoryStore, group: ImportedGroup, limits: Limits
         except InvalidMemoryInput as exc:
             preview.verdicts.append(Verdict("todo", INVALID, todo, todo.assignee, error=str(exc)))
             continue
-        verdict = judge("todo", todo, todo.assignee, "", lambda s, t=todo: isinstance(s, Todo) and s.content == t.content)
+        verdict = judge("todo", todo, todo.assignee, "",
+                        lambda s, t=todo: isinstance(s, Todo) and s.content == t.content)
         if verdict.status == NEW:  # only a todo that is added needs its reminders bound
             try:
                 verdict.item = _bound_todo(group.key, todo, platforms or {})
