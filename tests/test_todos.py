@@ -265,7 +265,7 @@ async def test_a_reminder_is_sent_once_at_its_time_and_a_one_off_is_then_done(tm
     await s.run_due()
     assert len(sender.sent) == 1
     ops = [e["op"] for e in await store.log_entries(G) if e.get("kind") == "todo"]
-    assert ops == ["add", "remind"]
+    assert ops == ["add", "remind_attempt", "remind"]  # the attempt is recorded before the send
 
 
 async def test_a_completed_todo_is_not_sent(tmp_path, store, policy):
@@ -394,9 +394,10 @@ async def test_a_recurring_reminder_moves_to_its_next_occurrence_and_done_ends_t
     assert len(sender.sent) == 1
 
 
-async def test_a_crash_between_sending_and_recording_repeats_that_one_reminder(tmp_path, policy):
-    """The documented trade-off: send first, record after. A crash in between means the reminder is sent again
-    after the restart (never lost)."""
+async def test_a_crash_between_sending_and_recording_repeats_that_one_reminder_once_marked(tmp_path, policy):
+    """DECISIONS §7: the attempt is recorded before the send, so after a crash between sending and recording the
+    reminder goes out once more, marked as a possible repeat; the process of that attempt dying too ends it as
+    failed, never sent again. (tests/test_reminder_crash.py kills real processes.)"""
     store = UserMemoryStore(tmp_path / "groups")
     clock = Clock(NOW)
     first = scheduler(tmp_path, store, Sender(), policy, clock)
@@ -406,20 +407,38 @@ async def test_a_crash_between_sending_and_recording_repeats_that_one_reminder(t
     crashed = []
 
     async def send_then_die(reminder):
-        crashed.append(reminder.todo.content)
+        crashed.append(reminder.text)
         raise asyncio.CancelledError  # the process dies right after the platform accepted the message
 
-    clock.now = at("2026-11-23T10:00")
-    dying = scheduler(tmp_path, UserMemoryStore(tmp_path / "groups"), send_then_die, policy, clock)
-    await dying.open()
+    async def restart(send):
+        clock.now += 30
+        again = scheduler(tmp_path, UserMemoryStore(tmp_path / "groups"), send, policy, clock)
+        await again.open()
+        return again
+
+    clock.now = at("2026-11-23T10:00") - 30
     with pytest.raises(asyncio.CancelledError):
-        await dying.run_due()
+        await (await restart(send_then_die)).run_due()
     sender = Sender()
-    clock.now += 30
-    after = scheduler(tmp_path, UserMemoryStore(tmp_path / "groups"), sender, policy, clock)
-    await after.open()
-    await after.run_due()
-    assert crashed == ["交周报"] and [c for c, _, _ in sender.sent] == ["交周报"]
+    await (await restart(sender)).run_due()
+    assert crashed == ["提醒：交周报"] and [text for _, _, text in sender.sent] == ["提醒：交周报" + delivery.POSSIBLE_REPEAT]
+    [todo] = await UserMemoryStore(tmp_path / "groups").todos(G)
+    assert todo.status is TodoStatus.DONE and todo.delivery.state is DeliveryState.SENT and not todo.delivery.sending
+
+    adding = await restart(Sender())
+    await add(adding._store, policy, "开会", remind_at="2026-11-23T11:00", now=clock.now)
+    await adding.stop()
+    clock.now = at("2026-11-23T11:00") - 30
+    crashed.clear()
+    for _ in range(4):  # a crash loop: the reminder is tried twice, then recorded as failed
+        try:
+            await (await restart(send_then_die)).run_due()
+        except asyncio.CancelledError:
+            pass
+    assert crashed == ["提醒：开会", "提醒：开会" + delivery.POSSIBLE_REPEAT]
+    meeting = next(t for t in await UserMemoryStore(tmp_path / "groups").todos(G) if t.content == "开会")
+    assert meeting.delivery.state is DeliveryState.FAILED and meeting.delivery.last_error == delivery.UNCONFIRMED
+    assert "未能确认是否已送达" in await list_todos(UserMemoryStore(tmp_path / "groups"), caller(), policy, now=clock.now)
 
 
 async def test_the_loop_sleeps_until_due_and_is_woken_by_a_new_todo(tmp_path, store, policy):
