@@ -180,6 +180,20 @@ async def test_group_todos_follow_the_group_writer_rule_and_the_pending_limit(st
     assert "已有相同的待办" in await add(store, TodoPolicy(zone=SH), "一", remind_at="2026-11-24T10:00")
 
 
+async def test_the_group_limit_counts_every_members_pending_todos_and_names_its_setting(store):
+    capped = TodoPolicy(zone=SH, max_group_pending=3)
+    for who, text in ((A, "一"), (B, "二"), ("ou_carol", "三")):
+        await add(store, capped, text, who=who, remind_at="2026-11-23T10:00")
+    before = await store.todos(G)
+    refused = await add(store, capped, "四", who="ou_dave", remind_at="2026-11-23T10:00")
+    assert "todo_max_per_group" in refused and "3" in refused and "没有做任何更改" in refused
+    assert await store.todos(G) == before
+    assert "todo_max_per_group" in await add(store, capped, "大家开会", assignee="group", due_at="2026-11-27T18:00")
+    await update_todo(store, caller(A), capped, ORIGIN, todo_id=before[0].short_id, status="done", now=NOW)
+    assert "id=" in await add(store, capped, "四", who="ou_dave", remind_at="2026-11-23T10:00")  # room again
+    assert "todo_max_pending_per_member" in await add(store, TodoPolicy(zone=SH, max_pending=1), "五", who="ou_dave")
+
+
 async def test_every_todo_change_is_in_the_change_log(store, policy):
     todo_id = short_id(await add(store, policy, remind_at="2026-11-23T10:00"))
     await update_todo(store, caller(), policy, ORIGIN, todo_id=todo_id, status="done", now=NOW)
