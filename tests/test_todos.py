@@ -66,6 +66,12 @@ def short_id(result: str) -> str:
 
 # -- the tools -----------------------------------------------------------------------------------------------------
 
+async def test_terminal_escape_sequences_leave_nothing_in_the_content(store, policy):
+    await add(store, policy, "\x1b[31m交周报\x1b[0m给\x1b]0;标题\x07老王", remind_at="2026-11-23T10:00")
+    [todo] = await store.todos(G)
+    assert todo.content == "交周报给老王"
+
+
 async def test_add_states_the_absolute_local_time_and_the_current_time(store, policy):
     result = await add(store, policy, remind_at="2026-11-23T10:00")
     assert "将在 11月23日（周一）10:00 提醒你：「交周报」" in result or "将在 11月23日（周一）10:00 提醒你：交周报" in result
@@ -91,11 +97,15 @@ async def test_an_explicit_offset_wins_over_the_zone(store, policy):
     ({"remind_at": "2026-11-23T10:00", "assignee": "ou_bob"}, "暂不支持提醒其他某位成员"),
     ({"remind_at": "2026-11-23T10:00", "content": "   "}, "不能为空"),
     ({"remind_at": "2026-11-23T10:00", "content": "长" * 500}, "过长"),
+    ({"remind_at": "9999-12-31T10:00"}, "超出了可设置的时间范围（从现在到 2126 年底）"),
+    ({"due_at": "9999-12-31T23:59:59Z"}, "超出了可设置的时间范围"),
+    ({"remind_at": "10000-01-01T10:00", "recurrence": "daily"}, "超出了可设置的时间范围"),
 ])
 async def test_invalid_input_gets_a_short_error_with_the_current_time_and_changes_nothing(store, policy, args, wanted):
     args = {"content": "交周报", **args}
     result = await add_todo(store, caller(), policy, ORIGIN, now=NOW, **args)
     assert wanted in result and "没有做任何更改" in result and "当前时间：2026年11月22日" in result
+    assert "。。" not in result
     assert await store.todos(G) == []
 
 
