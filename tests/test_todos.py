@@ -465,6 +465,28 @@ async def test_a_crash_between_sending_and_recording_repeats_that_one_reminder_o
     assert "未能确认是否已送达" in await list_todos(UserMemoryStore(tmp_path / "groups"), caller(), policy, now=clock.now)
 
 
+async def test_a_reminder_whose_send_was_cut_short_is_failed_not_missed_when_too_late_to_repeat(tmp_path, policy):
+    store = UserMemoryStore(tmp_path / "groups")
+    clock = Clock(at("2026-11-23T10:00"))
+
+    async def send_then_die(reminder):
+        raise asyncio.CancelledError
+
+    s = scheduler(tmp_path, store, send_then_die, policy, clock)
+    await s.open()
+    await add(store, policy, remind_at="2026-11-23T10:00", now=NOW)
+    with pytest.raises(asyncio.CancelledError):
+        await s.run_due()
+    clock.now += policy.max_lateness + 60  # back only after the maximum lateness: too late to send it again
+    sender = Sender()
+    after = scheduler(tmp_path, UserMemoryStore(tmp_path / "groups"), sender, policy, clock)
+    await after.open()
+    await after.run_due()
+    [todo] = await UserMemoryStore(tmp_path / "groups").todos(G)
+    assert sender.sent == [] and todo.delivery.state is DeliveryState.FAILED and not todo.delivery.sending
+    assert "未能确认是否已送达" in todo.delivery.last_error
+
+
 async def test_the_loop_sleeps_until_due_and_is_woken_by_a_new_todo(tmp_path, store, policy):
     sender = Sender()
     s = ReminderScheduler(store, tmp_path, sender, lambda: policy, durable=False)

@@ -44,7 +44,6 @@ class Reminder:
     text: str
     mention: str | None
     mention_all: bool = False
-    possible_repeat: bool = False  # an earlier attempt may have been delivered (its process died before recording)
 
 
 # Sends a reminder as a new message in its group: True once sent, False when the platform is not up (a retry
@@ -62,10 +61,9 @@ def reminder(key: GroupKey, todo: Todo, noticed: float, policy: TodoPolicy, *, m
         text += f"（截止 {when.format_local(todo.due_at, policy.zone, noticed)}）"
     if noticed - occurrence > LATE_AFTER:
         text += f"（补发：原定 {when.format_local(occurrence, policy.zone, noticed)}，机器人当时不在线）"
-    repeat = _record(todo, occurrence).unconfirmed > 0
-    if repeat:
+    if _record(todo, occurrence).unconfirmed:  # an earlier attempt may have been delivered
         text += POSSIBLE_REPEAT
-    return Reminder(key, todo, occurrence, text, todo.assignee, mention_all and todo.assignee is None, repeat)
+    return Reminder(key, todo, occurrence, text, todo.assignee, mention_all and todo.assignee is None)
 
 
 def claimed_elsewhere(todo: Todo, instance: str, now: float) -> bool:
