@@ -186,7 +186,9 @@ def _latest(now: float, zone: ZoneInfo) -> float:
 
 def _range_error(label: str, text: str, zone: ZoneInfo, now: float) -> InvalidMemoryInput:
     latest = datetime.fromtimestamp(_latest(now, zone), zone).year
-    return InvalidMemoryInput(OUT_OF_RANGE.format(what=label, text=_shown(text), latest=latest, now=now_text(now, zone)))
+    return InvalidMemoryInput(
+        OUT_OF_RANGE.format(what=label, text=_shown(text), latest=latest, now=now_text(now, zone))
+    )
 
 
 def _format_error(reason: str, zone: ZoneInfo, now: float) -> InvalidMemoryInput:
