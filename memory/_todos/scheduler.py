@@ -10,11 +10,10 @@ crash loop repeats a reminder at most once (DECISIONS §7; `delivery.py` says ho
 
 On a store shared by several instances (PostgreSQL; the plugin then passes `platform_ids`), every instance runs
 one: a reminder goes out once because that record is also the instance's claim on it, and only an instance running
-the todo's platform instance may claim it. Each instance learns
-of the todos the others change from the store (`todo_listener(key, None)`: look at the group again) and, for
-what it may have missed (it was down, its notifications were interrupted), by comparing the store's group
-signatures with those its due index last saw (`reconcile`, at start and hourly): every group that changed since
-is looked at again.
+the todo's platform instance may claim it. Each instance learns of the todos the others change from the store
+(`todo_listener(key, None)`: look at the group again) and, for what it may have missed (it was down, its
+notifications were interrupted), by comparing the store's group signatures with those its due index last saw
+(`reconcile`, at start and hourly): every group that changed since is looked at again.
 """
 
 from __future__ import annotations
