@@ -29,7 +29,7 @@ _OP_LABELS = {
     "add": "新增", "update": "更新", "delete": "删除", "boost": "强化", "used": "被回复用到", "revert": "撤销", ERASE: "清除",
     # todo operations (the scheduler's are named by what happened)
     "expire": "过期", "purge": "移除", "missed": "错过提醒", "remind": "提醒", "remind_failed": "提醒失败",
-    "remind_waiting": "提醒待发", "remind_claim": "认领提醒",
+    "remind_waiting": "提醒待发", "remind_attempt": "开始发送提醒", "remind_claim": "认领提醒",
     # archive (`_aging/archive.py`); a memory's "purge" is the end of its retention
     "archive": "归档", "restore": "恢复",
     # review and consolidation (`_aging/review.py`, `_aging/consolidation.py`)

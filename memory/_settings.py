@@ -49,6 +49,7 @@ class Settings:
     todo_expiry_grace_hours: int = 24
     todo_keep_days: int = 30
     todo_max_pending_per_member: int = 20
+    todo_max_per_group: int = 200
     todo_inject_limit: int = 5
     reminder_max_lateness_minutes: int = 60
     reminder_max_attempts: int = 3
@@ -156,6 +157,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "todo_expiry_grace_hours": (0, 8760),
     "todo_keep_days": (1, 3650),
     "todo_max_pending_per_member": (1, 500),
+    "todo_max_per_group": (1, 10000),
     "todo_inject_limit": (0, 20),
     "reminder_max_lateness_minutes": (0, 10080),
     "reminder_max_attempts": (1, 10),

@@ -10,14 +10,20 @@ from ._errors import InvalidMemoryInput
 # Control, format, line/paragraph separators: anything that could start a new line or hide text in the prompt.
 _BREAKING_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Zs"})
 _SPACES = re.compile(r"\s+")
+# Terminal control sequences (ECMA-48), removed whole so no "[31m" is left behind: strings such as OSC titles and
+# links (ended by BEL or ST), CSI (colours, cursor moves; also its 8-bit form), and the other two-byte escapes.
+_ESCAPES = re.compile(r"\x1b[\]PX^_][^\x07\x1b]*(?:\x07|\x1b\\)|(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]|\x1b[ -/]*[0-~]")
 
 
 def clean_content(text: str) -> str:
-    """Collapse every run of whitespace and control characters to one space, so content stays on one line."""
+    """Drop terminal control sequences, then collapse every run of whitespace and control characters to one space,
+    so content stays on one line."""
     # str.isprintable() is False exactly for "Other" and "Separator" characters except the ASCII space, so text
     # that passes needs no per-character work (the common case, and the one on the injection hot path).
     if text.isprintable() and "  " not in text:
         return text.strip()
+    if "\x1b" in text or "\x9b" in text:
+        text = _ESCAPES.sub("", text)
     chars = [" " if unicodedata.category(ch) in _BREAKING_CATEGORIES else ch for ch in text]
     return _SPACES.sub(" ", "".join(chars)).strip()
 

@@ -180,6 +180,13 @@ async def test_the_members_pending_todo_limit_holds_for_proposals(store):
     assert [t.content for t in await store.todos(G)] == ["一"]
 
 
+async def test_the_groups_pending_todo_limit_holds_for_proposals(store):
+    report, _ = await extract(store, todo_op(content="一"), todo_op(subject="U1", content="二"),
+                              proposals=TodoProposals(TodoPolicy(zone=ZONE, max_group_pending=1), ORIGIN))
+    assert len(report.applied) == 1 and "todo_max_per_group" in report.rejected[0][1]
+    assert [t.content for t in await store.todos(G)] == ["一"]
+
+
 async def test_the_prompt_shows_the_speakers_pending_todos_only(store):
     await extract(store, todo_op(content="分享技术见解"))
     outsider = [Utterance("ou_c", "老张", "我明天交报告", 0.0)]

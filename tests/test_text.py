@@ -7,6 +7,13 @@ def test_clean_content_keeps_text_on_one_line():
     assert clean_content("全角\u3000空格") == "全角 空格"
 
 
+def test_clean_content_drops_terminal_control_sequences_whole():
+    assert clean_content("\x1b[31m红色\x1b[0m 提醒") == "红色 提醒"
+    assert clean_content("交\x1b[1;32m周报\x9b0m") == "交周报"
+    assert clean_content("\x1b]0;窗口标题\x07开会 \x1b]8;;https://x.cn\x1b\\链接\x1b]8;;\x1b\\") == "开会 链接"
+    assert clean_content("a\x1b(Bb\x1b") == "ab"
+
+
 def test_dedupe_key_ignores_width_case_space_and_punctuation():
     assert dedupe_key("希望被称呼为「老王」") == dedupe_key("希望被称呼为 “老王”。")
     assert dedupe_key("Use English") == dedupe_key("ＵＳＥ　english!")

@@ -109,7 +109,7 @@ def test_a_date_alone_is_refused_unless_a_time_of_day_is_given():
 
 
 @pytest.mark.parametrize("text", [None, 1795399200, 10.5, b"2026-11-23T10:00", "", "   ", "明天十点", "2026-13-01T10:00",
-                                  "2026-11-23T10:00 早上", "2026-02-30T10:00", "0001-01-01T00:00+08:00"])
+                                  "2026-11-23T10:00 早上", "2026-02-30T10:00"])
 def test_unreadable_times_get_an_error_naming_the_format_and_the_current_time(text):
     with pytest.raises(InvalidMemoryInput) as refused:
         parse_local(text, SHANGHAI, NOW, what="remind_at")
@@ -117,6 +117,17 @@ def test_unreadable_times_get_an_error_naming_the_format_and_the_current_time(te
     assert message.startswith("remind_at")
     assert "ISO 8601" in message and "2026-11-23T10:00" in message and "Asia/Shanghai" in message
     assert NOW_TEXT in message
+
+
+@pytest.mark.parametrize("text", ["9999-12-31T10:00", "9999-12-31T23:59:59Z", "10000-01-01T10:00",
+                                  "0001-01-01T00:00+08:00", "2127-01-01T00:00"])
+def test_well_formed_times_beyond_the_range_are_out_of_range_not_unreadable(text):
+    with pytest.raises(InvalidMemoryInput) as refused:
+        parse_local(text, SHANGHAI, NOW, what="remind_at")
+    message = str(refused.value)
+    assert message.startswith("remind_at") and "超出了可设置的时间范围（从现在到 2126 年底）" in message
+    assert "格式无法识别" not in message and NOW_TEXT in message
+    assert parse_local("2126-12-31T23:59", SHANGHAI, NOW) == at(SHANGHAI, 2126, 12, 31, 23, 59)
 
 
 def test_the_default_label_reads_as_one_chinese_phrase():

@@ -66,6 +66,12 @@ def short_id(result: str) -> str:
 
 # -- the tools -----------------------------------------------------------------------------------------------------
 
+async def test_terminal_escape_sequences_leave_nothing_in_the_content(store, policy):
+    await add(store, policy, "\x1b[31m交周报\x1b[0m给\x1b]0;标题\x07老王", remind_at="2026-11-23T10:00")
+    [todo] = await store.todos(G)
+    assert todo.content == "交周报给老王"
+
+
 async def test_add_states_the_absolute_local_time_and_the_current_time(store, policy):
     result = await add(store, policy, remind_at="2026-11-23T10:00")
     assert "将在 11月23日（周一）10:00 提醒你：「交周报」" in result or "将在 11月23日（周一）10:00 提醒你：交周报" in result
@@ -91,11 +97,15 @@ async def test_an_explicit_offset_wins_over_the_zone(store, policy):
     ({"remind_at": "2026-11-23T10:00", "assignee": "ou_bob"}, "暂不支持提醒其他某位成员"),
     ({"remind_at": "2026-11-23T10:00", "content": "   "}, "不能为空"),
     ({"remind_at": "2026-11-23T10:00", "content": "长" * 500}, "过长"),
+    ({"remind_at": "9999-12-31T10:00"}, "超出了可设置的时间范围（从现在到 2126 年底）"),
+    ({"due_at": "9999-12-31T23:59:59Z"}, "超出了可设置的时间范围"),
+    ({"remind_at": "10000-01-01T10:00", "recurrence": "daily"}, "超出了可设置的时间范围"),
 ])
 async def test_invalid_input_gets_a_short_error_with_the_current_time_and_changes_nothing(store, policy, args, wanted):
     args = {"content": "交周报", **args}
     result = await add_todo(store, caller(), policy, ORIGIN, now=NOW, **args)
     assert wanted in result and "没有做任何更改" in result and "当前时间：2026年11月22日" in result
+    assert "。。" not in result
     assert await store.todos(G) == []
 
 
@@ -178,6 +188,20 @@ async def test_group_todos_follow_the_group_writer_rule_and_the_pending_limit(st
     await add(store, admins_only, "二", remind_at="2026-11-23T11:00")
     assert "上限" in await add(store, admins_only, "三", remind_at="2026-11-23T12:00")
     assert "已有相同的待办" in await add(store, TodoPolicy(zone=SH), "一", remind_at="2026-11-24T10:00")
+
+
+async def test_the_group_limit_counts_every_members_pending_todos_and_names_its_setting(store):
+    capped = TodoPolicy(zone=SH, max_group_pending=3)
+    for who, text in ((A, "一"), (B, "二"), ("ou_carol", "三")):
+        await add(store, capped, text, who=who, remind_at="2026-11-23T10:00")
+    before = await store.todos(G)
+    refused = await add(store, capped, "四", who="ou_dave", remind_at="2026-11-23T10:00")
+    assert "todo_max_per_group" in refused and "3" in refused and "没有做任何更改" in refused
+    assert await store.todos(G) == before
+    assert "todo_max_per_group" in await add(store, capped, "大家开会", assignee="group", due_at="2026-11-27T18:00")
+    await update_todo(store, caller(A), capped, ORIGIN, todo_id=before[0].short_id, status="done", now=NOW)
+    assert "id=" in await add(store, capped, "四", who="ou_dave", remind_at="2026-11-23T10:00")  # room again
+    assert "todo_max_pending_per_member" in await add(store, TodoPolicy(zone=SH, max_pending=1), "五", who="ou_dave")
 
 
 async def test_every_todo_change_is_in_the_change_log(store, policy):
@@ -265,7 +289,7 @@ async def test_a_reminder_is_sent_once_at_its_time_and_a_one_off_is_then_done(tm
     await s.run_due()
     assert len(sender.sent) == 1
     ops = [e["op"] for e in await store.log_entries(G) if e.get("kind") == "todo"]
-    assert ops == ["add", "remind"]
+    assert ops == ["add", "remind_attempt", "remind"]  # the attempt is recorded before the send
 
 
 async def test_a_completed_todo_is_not_sent(tmp_path, store, policy):
@@ -394,9 +418,10 @@ async def test_a_recurring_reminder_moves_to_its_next_occurrence_and_done_ends_t
     assert len(sender.sent) == 1
 
 
-async def test_a_crash_between_sending_and_recording_repeats_that_one_reminder(tmp_path, policy):
-    """The documented trade-off: send first, record after. A crash in between means the reminder is sent again
-    after the restart (never lost)."""
+async def test_a_crash_between_sending_and_recording_repeats_that_one_reminder_once_marked(tmp_path, policy):
+    """DECISIONS §7: the attempt is recorded before the send, so after a crash between sending and recording the
+    reminder goes out once more, marked as a possible repeat; the process of that attempt dying too ends it as
+    failed, never sent again. (tests/test_reminder_crash.py kills real processes.)"""
     store = UserMemoryStore(tmp_path / "groups")
     clock = Clock(NOW)
     first = scheduler(tmp_path, store, Sender(), policy, clock)
@@ -406,20 +431,60 @@ async def test_a_crash_between_sending_and_recording_repeats_that_one_reminder(t
     crashed = []
 
     async def send_then_die(reminder):
-        crashed.append(reminder.todo.content)
+        crashed.append(reminder.text)
         raise asyncio.CancelledError  # the process dies right after the platform accepted the message
 
-    clock.now = at("2026-11-23T10:00")
-    dying = scheduler(tmp_path, UserMemoryStore(tmp_path / "groups"), send_then_die, policy, clock)
-    await dying.open()
+    async def restart(send):
+        clock.now += 30
+        again = scheduler(tmp_path, UserMemoryStore(tmp_path / "groups"), send, policy, clock)
+        await again.open()
+        return again
+
+    clock.now = at("2026-11-23T10:00") - 30
     with pytest.raises(asyncio.CancelledError):
-        await dying.run_due()
+        await (await restart(send_then_die)).run_due()
     sender = Sender()
-    clock.now += 30
+    await (await restart(sender)).run_due()
+    assert crashed == ["提醒：交周报"] and [text for _, _, text in sender.sent] == ["提醒：交周报" + delivery.POSSIBLE_REPEAT]
+    [todo] = await UserMemoryStore(tmp_path / "groups").todos(G)
+    assert todo.status is TodoStatus.DONE and todo.delivery.state is DeliveryState.SENT and not todo.delivery.sending
+
+    adding = await restart(Sender())
+    await add(adding._store, policy, "开会", remind_at="2026-11-23T11:00", now=clock.now)
+    await adding.stop()
+    clock.now = at("2026-11-23T11:00") - 30
+    crashed.clear()
+    for _ in range(4):  # a crash loop: the reminder is tried twice, then recorded as failed
+        try:
+            await (await restart(send_then_die)).run_due()
+        except asyncio.CancelledError:
+            pass
+    assert crashed == ["提醒：开会", "提醒：开会" + delivery.POSSIBLE_REPEAT]
+    meeting = next(t for t in await UserMemoryStore(tmp_path / "groups").todos(G) if t.content == "开会")
+    assert meeting.delivery.state is DeliveryState.FAILED and meeting.delivery.last_error == delivery.UNCONFIRMED
+    assert "未能确认是否已送达" in await list_todos(UserMemoryStore(tmp_path / "groups"), caller(), policy, now=clock.now)
+
+
+async def test_a_reminder_whose_send_was_cut_short_is_failed_not_missed_when_too_late_to_repeat(tmp_path, policy):
+    store = UserMemoryStore(tmp_path / "groups")
+    clock = Clock(at("2026-11-23T10:00"))
+
+    async def send_then_die(reminder):
+        raise asyncio.CancelledError
+
+    s = scheduler(tmp_path, store, send_then_die, policy, clock)
+    await s.open()
+    await add(store, policy, remind_at="2026-11-23T10:00", now=NOW)
+    with pytest.raises(asyncio.CancelledError):
+        await s.run_due()
+    clock.now += policy.max_lateness + 60  # back only after the maximum lateness: too late to send it again
+    sender = Sender()
     after = scheduler(tmp_path, UserMemoryStore(tmp_path / "groups"), sender, policy, clock)
     await after.open()
     await after.run_due()
-    assert crashed == ["交周报"] and [c for c, _, _ in sender.sent] == ["交周报"]
+    [todo] = await UserMemoryStore(tmp_path / "groups").todos(G)
+    assert sender.sent == [] and todo.delivery.state is DeliveryState.FAILED and not todo.delivery.sending
+    assert "未能确认是否已送达" in todo.delivery.last_error
 
 
 async def test_the_loop_sleeps_until_due_and_is_woken_by_a_new_todo(tmp_path, store, policy):

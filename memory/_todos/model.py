@@ -58,6 +58,10 @@ class Delivery(BaseModel):
     # when that claim stands (then another instance may send it: the claimant died between claiming and recording).
     claimed_by: str | None = None
     claimed_until: float | None = None
+    # Recorded before every send and cleared by its outcome (DECISIONS §7): still set when the next attempt begins
+    # means the process died between sending and recording. `unconfirmed` counts such attempts of this occurrence.
+    sending: bool = False
+    unconfirmed: int = 0
 
     def claimed_by_other(self, instance: str, now: float) -> bool:
         return self.claimed_until is not None and self.claimed_until > now and self.claimed_by != instance

@@ -53,6 +53,7 @@ class TodoPolicy:
     grace: float = 86400.0
     keep: float = 30 * 86400.0
     max_pending: int = 20
+    max_group_pending: int = 200
     max_length: int = 200
     max_lateness: float = 3600.0
     max_attempts: int = 3
@@ -67,6 +68,7 @@ class TodoPolicy:
             grace=settings.todo_expiry_grace_hours * 3600.0,
             keep=settings.todo_keep_days * 86400.0,
             max_pending=settings.todo_max_pending_per_member,
+            max_group_pending=settings.todo_max_per_group,
             max_length=settings.memory_max_content_length,
             max_lateness=settings.reminder_max_lateness_minutes * 60.0,
             max_attempts=settings.reminder_max_attempts,
@@ -217,6 +219,22 @@ def pending_count(todos: Sequence[Todo], user_id: str) -> int:
     )
 
 
+def check_room(todos: Sequence[Todo], user_id: str, policy: TodoPolicy) -> None:
+    """Refuse one more pending todo counted against `user_id` when the member's limit or the group's (every
+    member's pending todos together) is reached. Whatever adds todos goes through here: the tool, extraction's
+    proposals, imports."""
+    if pending_count(todos, user_id) >= policy.max_pending:
+        raise MemoryLimitReached(
+            f"待办数量已达上限（每位成员最多 {policy.max_pending} 条未完成，设置 todo_max_pending_per_member）："
+            "请先完成或取消一些（lark_update_todo）"
+        )
+    if sum(t.status is TodoStatus.PENDING for t in todos) >= policy.max_group_pending:
+        raise MemoryLimitReached(
+            f"本群未完成的待办已达上限（全群合计最多 {policy.max_group_pending} 条，设置 todo_max_per_group）："
+            "请先完成或取消一些（lark_update_todo），或请管理员调高这一设置"
+        )
+
+
 # -- changes -------------------------------------------------------------------------------------------------------
 
 def add(
@@ -246,10 +264,8 @@ def add(
         raise InvalidMemoryInput(
             f"已有相同的待办（id={same.short_id}）：要改时间或内容请用 lark_update_todo，不要重复添加"
         )
-    if same is None and pending_count(todos, user_id) >= policy.max_pending:
-        raise MemoryLimitReached(
-            f"待办数量已达上限（{policy.max_pending} 条未完成）：请先完成或取消一些（lark_update_todo）"
-        )
+    if same is None:
+        check_room(todos, user_id, policy)
     fields: dict[str, Any] = dict(
         content=text, due_at=schedule.due_at, remind_at=schedule.remind_at,
         recurrence=schedule.rule.text if schedule.rule else None, platform_id=origin.platform_id,

@@ -5,13 +5,15 @@ todo change brings an event forward. At each wake it handles only the groups tha
 reminders that are too late to send (missed), and sends with retry (`delivery.py`). `stop()` cancels it; the
 plugin calls it in `terminate`, so a config save in the dashboard never leaves two schedulers.
 
+Before each send the attempt is recorded in the todo's delivery record and made durable (`delivery.begin`), so a
+crash loop repeats a reminder at most once (DECISIONS §7; `delivery.py` says how).
+
 On a store shared by several instances (PostgreSQL; the plugin then passes `platform_ids`), every instance runs
-one: a reminder goes out once because the instance about to send it first claims it in the todo's delivery record
-(`delivery.claimed`), and only an instance running the todo's platform instance may claim it. Each instance learns
-of the todos the others change from the store (`todo_listener(key, None)`: look at the group again) and, for
-what it may have missed (it was down, its notifications were interrupted), by comparing the store's group
-signatures with those its due index last saw (`reconcile`, at start and hourly): every group that changed since
-is looked at again.
+one: a reminder goes out once because that record is also the instance's claim on it, and only an instance running
+the todo's platform instance may claim it. Each instance learns of the todos the others change from the store
+(`todo_listener(key, None)`: look at the group again) and, for what it may have missed (it was down, its
+notifications were interrupted), by comparing the store's group signatures with those its due index last saw
+(`reconcile`, at start and hourly): every group that changed since is looked at again.
 """
 
 from __future__ import annotations
@@ -261,29 +263,32 @@ class ReminderScheduler:
             current = next((t for t in await self._store.todos(key) if t.id == todo_id), None)
             if current is None or not self._sendable(current, self._clock(), mine):
                 continue  # changed (completed, cancelled, moved, claimed) while earlier reminders were sent
-            if self.shared:
-                current = await self._claim(key, todo_id, mine)
-                if current is None:
-                    continue  # another instance claimed it first
+            current = await self._claim(key, todo_id, mine)
+            if current is None:
+                continue  # another instance claimed it first, or its attempts went unconfirmed too often
             await self._deliver(key, current, policy, noticed=max(noticed, current.remind_at or noticed))
         self._todos_changed(key, await self._store.todos(key))
         if not was_loaded:
             self._store.unload(key)
 
     async def _claim(self, key: GroupKey, todo_id: str, mine: frozenset[str]) -> Todo | None:
-        """Record in the todo's delivery record that this instance sends its reminder now: the todo as claimed, or
-        None when it is no longer this instance's to send. Durable before it returns; the store re-runs the change
-        on the group's fresh state if another instance committed meanwhile, so two claims never both succeed."""
+        """Record in the todo's delivery record that this instance sends its reminder now (`delivery.begin`): the
+        todo as recorded, or None when it is not to be sent (no longer this instance's, or settled as failed after
+        unconfirmed attempts). Durable before it returns; the store re-runs the change on the group's fresh state if
+        another instance committed meanwhile, so two claims never both succeed."""
         now = self._clock()
+        op = "remind_attempt"
 
         def claim(todos: list[Todo]) -> tuple[list[Todo], Todo | None]:
+            nonlocal op
             todo = next((t for t in todos if t.id == todo_id), None)
             if todo is None or not self._sendable(todo, now, mine):
                 return todos, None
-            mine_now = delivery.claimed(todo, self._instance, now)
-            return [mine_now if t.id == todo_id else t for t in todos], mine_now
+            recorded, send = delivery.begin(todo, self._instance, now, self._policy())
+            op = "remind_attempt" if send else "remind_failed"
+            return [recorded if t.id == todo_id else t for t in todos], recorded if send else None
 
-        return await self._store.change_todos(key, claim, actor=ACTOR, label="remind_claim")
+        return await self._store.change_todos(key, claim, actor=ACTOR, label=lambda target, _: op)
 
     async def _deliver(self, key: GroupKey, todo: Todo, policy: rules.TodoPolicy, *, noticed: float) -> None:
         message = delivery.reminder(key, todo, noticed, policy, mention_all=self._mention_all)

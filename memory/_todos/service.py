@@ -175,7 +175,7 @@ async def _apply(store: MemoryStore, caller: Caller, change: TodoChange[R], now:
     except InvalidMemoryInput as exc:
         if isinstance(exc, Unauthorized) and refused is not None:
             await refused(GROUP_CHANGE, target if isinstance(target, str) else "")
-        return f"{exc}。{NOTHING_CHANGED}{_now_suffix(exc, now, zone)}"
+        return f"{str(exc).rstrip('。')}。{NOTHING_CHANGED}{_now_suffix(exc, now, zone)}"
     except StorageUnavailable as exc:
         return NOT_SAVED.format(error=exc)
 

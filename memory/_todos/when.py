@@ -26,6 +26,7 @@ EXPECTED_FORMAT = "请用 ISO 8601 本地时间，如 {example}（时区 {zone}�
 NOT_TEXT = "{what}应为文本，收到的是 {kind}。"
 EMPTY = "{what}为空。"
 UNREADABLE = "{what}格式无法识别：“{text}”。"
+OUT_OF_RANGE = "{what}“{text}”超出了可设置的时间范围（从现在到 {latest} 年底）。{now}"
 DATE_WITHOUT_TIME = "{what}“{text}”只有日期，缺少时刻。"
 SKIPPED_BY_DST = (
     "{what} {text} 在时区 {zone} 不存在（夏令时调整跳过了这段时间）。请换一个存在的时刻，如 {shifted}。{now}"
@@ -34,6 +35,8 @@ IN_THE_PAST = "{what} {when} 已经过去。{now}"
 
 _SHOWN_INPUT_CHARS = 40
 _ONLY_DATE = re.compile(r"\d{4}-?\d{2}-?\d{2}|\d{4}-?W\d{2}-?\d")
+_LONG_YEAR = re.compile(r"[+-]?\d{5,}-")  # well-formed but beyond what a date holds
+YEARS_AHEAD = 100  # the latest time accepted is the end of the local year this many years from now
 
 
 def resolve_zone(setting: str, host_setting: str | None) -> tuple[ZoneInfo, str | None]:
@@ -72,14 +75,18 @@ def parse_local(text: str, zone: ZoneInfo, now: float, *, what: str = "时间", 
     """The model's ISO 8601 date-time as a POSIX instant: local to `zone` unless it carries an offset (`+08:00`,
     `+0800`, `Z`), which wins. A date alone is refused, or means `date_only` o'clock that day when given.
 
-    Raises InvalidMemoryInput naming the allowed format and the current local time. Does not check the past.
+    Raises InvalidMemoryInput naming the allowed format and the current local time; a well-formed time later than
+    `YEARS_AHEAD` years from now (or beyond what a date holds) is refused as out of range, which keeps every
+    formatting and recurrence step of an accepted time within the calendar. Does not check the past.
     """
     label = _label(what)
     instant = _parse(text, zone, now, label, date_only)
     try:
         datetime.fromtimestamp(instant, zone)  # so every later formatting of it works
     except (OverflowError, ValueError, OSError):
-        raise _format_error(UNREADABLE.format(what=label, text=_shown(str(text).strip())), zone, now) from None
+        raise _range_error(label, str(text).strip(), zone, now) from None
+    if instant > _latest(now, zone):
+        raise _range_error(label, str(text).strip(), zone, now)
     return instant
 
 
@@ -101,12 +108,14 @@ def _parse(text: object, zone: ZoneInfo, now: float, label: str, date_only: time
     try:
         parsed = datetime.fromisoformat(cleaned)
     except ValueError:
+        if _LONG_YEAR.match(cleaned):
+            raise _range_error(label, cleaned, zone, now) from None
         raise _format_error(UNREADABLE.format(what=label, text=shown), zone, now) from None
     if parsed.tzinfo is not None:
         try:
             return parsed.timestamp()
         except (OverflowError, ValueError):
-            raise _format_error(UNREADABLE.format(what=label, text=shown), zone, now) from None
+            raise _range_error(label, cleaned, zone, now) from None
     return _local_instant(parsed, zone, now, label, shown)
 
 
@@ -167,7 +176,19 @@ def _local_instant(naive: datetime, zone: ZoneInfo, now: float, label: str, show
             )
         return local_instant(naive, zone)
     except (OverflowError, ValueError):  # a year at the edge of what datetime holds
-        raise _format_error(UNREADABLE.format(what=label, text=shown), zone, now) from None
+        raise _range_error(label, shown, zone, now) from None
+
+
+def _latest(now: float, zone: ZoneInfo) -> float:
+    year = min(datetime.fromtimestamp(now, zone).year + YEARS_AHEAD, 9998)
+    return local_instant(datetime(year, 12, 31, 23, 59, 59), zone)
+
+
+def _range_error(label: str, text: str, zone: ZoneInfo, now: float) -> InvalidMemoryInput:
+    latest = datetime.fromtimestamp(_latest(now, zone), zone).year
+    return InvalidMemoryInput(
+        OUT_OF_RANGE.format(what=label, text=_shown(text), latest=latest, now=now_text(now, zone))
+    )
 
 
 def _format_error(reason: str, zone: ZoneInfo, now: float) -> InvalidMemoryInput:
