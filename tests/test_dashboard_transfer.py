@@ -4,6 +4,7 @@ conflicting and invalid items apart, application is one transaction per group an
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from zoneinfo import ZoneInfo
@@ -350,6 +351,19 @@ async def test_import_obeys_the_pending_todo_cap(tmp_path):
     assert (await transfer.apply_group(store, group, LIMITS, actor=ACTOR)).added == 101  # closed ones do not count
     assert len(await store.todos(G)) == 102
 
+
+
+async def test_import_obeys_the_group_wide_pending_todo_cap(tmp_path):
+    store = UserMemoryStore(tmp_path / "a")
+    await seed(store)  # ou_wang has 1 pending todo in G
+    limits = transfer.Limits.of(Settings(), dataclasses.replace(LIMITS.todos, max_group_pending=10))
+    members = [todo(f"gw{i}", creator=f"ou_{i}", assignee=f"ou_{i}") for i in range(10)]
+    (group,) = transfer.read_import(section_file(todos=members))
+    result = await transfer.apply_group(store, group, limits, actor=ACTOR)
+    assert result.added == 0
+    assert "本群未完成的待办导入后将有 11 条，超过全群上限 10 条（todo_max_per_group）" in result.refused
+    (group,) = transfer.read_import(section_file(todos=members[:9]))
+    assert (await transfer.apply_group(store, group, limits, actor=ACTOR)).added == 9  # up to the cap is fine
 
 @pytest.mark.parametrize("group_id", ["oc_a..b", "oc_a\x00b", "oc_a\nb", "oc a", "oc_" + "x" * 3000])
 async def test_a_group_id_outside_the_rules_refuses_that_group_only(tmp_path, group_id):

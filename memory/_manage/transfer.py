@@ -528,6 +528,11 @@ def _todo_cap_breach(todos: Sequence[Todo], added: Sequence[Todo], policy: todo_
         if count > policy.max_pending:
             return (f"成员 {member} 的未完成待办导入后将有 {count} 条，超过上限 {policy.max_pending} 条"
                     "（todo_max_pending_per_member）")
+    if any(t.status is TodoStatus.PENDING for t in added):
+        total = sum(t.status is TodoStatus.PENDING for t in after)
+        if total > policy.max_group_pending:
+            return (f"本群未完成的待办导入后将有 {total} 条，超过全群上限 {policy.max_group_pending} 条"
+                    "（todo_max_per_group）")
     return None
 
 
