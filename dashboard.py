@@ -221,11 +221,12 @@ async def _serve(handler: Handler, method: str) -> Any:
     return json_response({"status": "ok", "data": result})
 
 
-@route("groups", "GET", "记忆管理：按平台列出群（成员数、记忆数、最近修改）")
+@route("groups", "GET", "记忆管理：按平台列出群（成员数、记忆数、最近修改），以及写在插件配置里的密钥")
 async def list_groups(call: Call) -> dict[str, Any]:
     index = call.plugin.group_index
     platform = call.text("platform")
-    return {"platforms": index.platforms(), "groups": [entry.as_json() for entry in index.groups(platform or None)]}
+    return {"platforms": index.platforms(), "groups": [entry.as_json() for entry in index.groups(platform or None)],
+            "config_secrets": [secret.as_json() for secret in call.plugin.config_secrets]}
 
 
 @route("group", "GET", "记忆管理：一个群的成员、各范围记忆数、待办和最近的情境记忆")

@@ -23,6 +23,7 @@ from astrbot.core.provider.register import llm_tools
 from .dashboard import register_routes, release
 from .memory._privacy.audit import ADMIN_COMMAND, FOREIGN_ID, Refused, foreign_id, open_audit
 from .memory._privacy.optout import admits, excluded, opted_out_in, set_privacy
+from .memory import config_secrets
 from .memory import (
     DISABLED,
     NOT_IN_GROUP,
@@ -160,6 +161,9 @@ class UserMemoryPlugin(Star):
         self.data_dir = Path(StarTools.get_data_dir(PLUGIN_NAME))
         self.storage = choose_store(self.settings)
         self.encryption = choose_encryption(self.settings)
+        self.config_secrets = config_secrets(self.settings)  # shown by /memory status and the dashboard page
+        for secret in self.config_secrets:
+            logger.warning(f"[{PLUGIN_NAME}] {secret.text}")
         self.store = open_store(self.settings, self.data_dir, encryption=self.encryption)
         # Seals what was stored before the key (or with another one), in the background; None without a key.
         self.key_migration = open_migration(self.store, self.encryption.keyring.kid, self.data_dir)
@@ -1001,7 +1005,7 @@ class UserMemoryPlugin(Star):
             encryption=encryption_line(
                 self.encryption, self.key_migration.status_line() if self.key_migration is not None else None),
         )
-        yield event.plain_result(status_text(self.settings, self.setting_warnings, health))
+        yield event.plain_result(status_text(self.settings, self.setting_warnings, health, self.config_secrets))
 
     def _reminders_state(self) -> str:
         if self.reminders is None:
