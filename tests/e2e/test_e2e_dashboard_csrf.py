@@ -158,3 +158,25 @@ def test_a_page_on_another_port_cannot_change_anything(manager, astrbot, lark, f
     assert headers["sec-fetch-site"] == "same-origin" and headers["content-type"].startswith("application/json")
     assert frame.evaluate("origin") == "null"  # the sandboxed page itself has no origin to post from
     assert sandbox.PLUGIN_NAME in frame.url
+
+
+def test_a_secret_in_the_plugin_config_is_named_on_the_page(manager, astrbot):  # noqa: F811
+    """AstrBot's config API gives the plugin's settings in clear to any dashboard login: the page says so, names
+    the environment variable instead, and shows no part of the secret."""
+    password = "pw-" + sandbox.generate_password()
+    original = astrbot.get_plugin_config()["config"]
+    # storage_backend stays json: the DSN is never used, only found.
+    astrbot.set_plugin_config({**original, "postgres_dsn": f"postgresql://astrbot:{password}@127.0.0.1:9/memory"})
+    try:
+        assert password in json.dumps(astrbot.get_plugin_config())  # AstrBot's behaviour, the reason for the warning
+        manager.open_from_sidebar()
+        banner = manager.frame.locator("#secrets p[data-setting=postgres_dsn]")
+        banner.wait_for()
+        assert "USER_MEMORY_POSTGRES_DSN" in banner.text_content()
+        assert password not in manager.frame.locator("body").text_content()
+        manager.shot("secret_banner")
+    finally:
+        astrbot.set_plugin_config(original)
+    manager.page.goto(astrbot.base_url + "/")
+    manager.open_from_sidebar()
+    assert manager.frame.locator("#secrets").is_hidden()
