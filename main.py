@@ -23,7 +23,6 @@ from astrbot.core.provider.register import llm_tools
 from .dashboard import register_routes, release
 from .memory._privacy.audit import ADMIN_COMMAND, FOREIGN_ID, Refused, foreign_id, open_audit
 from .memory._privacy.optout import admits, excluded, opted_out_in, set_privacy
-from .memory import config_secrets
 from .memory import (
     DISABLED,
     NOT_IN_GROUP,
@@ -81,6 +80,7 @@ from .memory import (
     open_migration,
     storage_line,
     choose_store,
+    config_secrets,
     open_store,
     open_vectors,
     update_todo,

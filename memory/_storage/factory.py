@@ -96,10 +96,10 @@ class ConfigSecret:
     def text(self) -> str:
         if self.shadowed:
             return (f"{self.setting} 写在插件配置里，但环境变量 {self.variable} 已设置并优先生效，这一项没有被使用："
-                    f"请清空它（任何能登录控制台的人都能读到它的明文）。")
+                    "请清空它（任何能登录控制台的人都能读到它的明文）。")
         return (f"{self.setting} 写在插件配置里：任何能登录控制台的人都能从 AstrBot 的插件配置接口读到它的明文，"
                 f"data/config/ 下的配置文件也以明文保存它。请把同样的值设为 AstrBot 进程的环境变量 {self.variable}，"
-                f"重启 AstrBot 后再清空这一项。")
+                "重启 AstrBot 后再清空这一项。")
 
     def as_json(self) -> dict[str, str | bool]:
         return {"setting": self.setting, "variable": self.variable, "shadowed": self.shadowed}
