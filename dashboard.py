@@ -13,6 +13,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from astrbot.api import logger
 from astrbot.api.web import error_response, json_response, request, stream_response
@@ -43,6 +44,9 @@ INTERNAL_ERROR = "服务器内部错误，没有做任何更改。"
 UNKNOWN_GROUP = "没有这个群的记忆：{platform} / {group_id}"
 UNKNOWN_PLATFORM = "没有这个平台的记忆：{platform}"
 UNKNOWN_MEMBER = "这个群里没有这个成员的记录：{user_id}"
+JSON_ONLY = "修改数据的请求只接受 Content-Type: application/json（防止跨站伪造请求），没有做任何更改。"
+FOREIGN_ORIGIN = ("拒绝了来自 {origin} 的修改请求：它不是本控制台的页面（防止跨站伪造请求），没有做任何更改。"
+                  "若经反向代理访问控制台，请让代理转发原始的 Host 头（或 X-Forwarded-Host）。")
 RECENT_EPISODES = 10
 
 Handler = Callable[["Call"], Awaitable[Any]]
@@ -142,8 +146,57 @@ def release(plugin: UserMemoryPlugin) -> None:
         _live.plugin = None
 
 
+def _forged(method: str, headers: Mapping[str, str]) -> tuple[str, int] | None:
+    """Why a request that changes something is refused before its body is read (message, status), or None.
+
+    A page of another site (another port of the same host is the same site, so the dashboard's SameSite=Strict
+    cookie goes with it) can send a form or a simple `fetch` only as text/plain, urlencoded or multipart: JSON
+    alone keeps them out, since a cross-origin JSON request needs a preflight the dashboard never grants. The
+    origin is checked as well where the browser says it: `Sec-Fetch-Site` (computed by the browser, exact, and
+    unaffected by a proxy that rewrites Host), else `Origin` against the host the request was sent to. The page's
+    bridge posts JSON from the dashboard's own window (the sandboxed iframe, origin "null", only asks it to), and
+    API-key clients send neither header."""
+    if method == "GET":
+        return None
+    if headers.get("content-type", "").split(";", 1)[0].strip().lower() != "application/json":
+        return JSON_ONLY, 415
+    site = headers.get("sec-fetch-site")
+    origin = headers.get("origin")
+    if site is not None:
+        same = site == "same-origin"
+    elif origin is not None:
+        same = _own_origin(origin, headers)
+    else:
+        return None
+    return None if same else (FOREIGN_ORIGIN.format(origin=(origin or site or "")[:100]), 403)
+
+
+def _own_origin(origin: str, headers: Mapping[str, str]) -> bool:
+    """Whether `origin` names the host the request was sent to (the proxy's X-Forwarded-Host, else Host), and the
+    scheme the proxy says, when it says one. A page cannot set these headers on a request it may send without a
+    preflight."""
+    try:
+        parts = urlsplit(origin)
+    except ValueError:
+        return False
+    if origin == "null" or not parts.netloc:
+        return False
+    hosts = {value.split(",", 1)[0].strip().lower()
+             for value in (headers.get("x-forwarded-host", ""), headers.get("host", "")) if value}
+    scheme = headers.get("x-forwarded-proto", "").split(",", 1)[0].strip().lower()
+    return parts.netloc.lower() in hosts and (not scheme or scheme == parts.scheme.lower())
+
+
 async def _serve(handler: Handler, method: str) -> Any:
     """The one guard every route goes through."""
+    refused = _forged(method, request.headers)
+    if refused is not None:
+        message, status = refused
+        logger.warning(f"[{PLUGIN_NAME}] refused a dashboard write to {request.path[:200]}: HTTP {status}, "
+                       f"Content-Type {request.headers.get('content-type', '')[:100]!r}, "
+                       f"Origin {request.headers.get('origin', '')[:100]!r}, "
+                       f"Sec-Fetch-Site {request.headers.get('sec-fetch-site', '')[:40]!r}")
+        return error_response(message, status_code=status)
     plugin = _live.plugin
     if plugin is None:
         return error_response(NOT_RUNNING, status_code=503)
@@ -168,11 +221,12 @@ async def _serve(handler: Handler, method: str) -> Any:
     return json_response({"status": "ok", "data": result})
 
 
-@route("groups", "GET", "记忆管理：按平台列出群（成员数、记忆数、最近修改）")
+@route("groups", "GET", "记忆管理：按平台列出群（成员数、记忆数、最近修改），以及写在插件配置里的密钥")
 async def list_groups(call: Call) -> dict[str, Any]:
     index = call.plugin.group_index
     platform = call.text("platform")
-    return {"platforms": index.platforms(), "groups": [entry.as_json() for entry in index.groups(platform or None)]}
+    return {"platforms": index.platforms(), "groups": [entry.as_json() for entry in index.groups(platform or None)],
+            "config_secrets": [secret.as_json() for secret in call.plugin.config_secrets]}
 
 
 @route("group", "GET", "记忆管理：一个群的成员、各范围记忆数、待办和最近的情境记忆")

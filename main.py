@@ -81,6 +81,7 @@ from .memory import (
     open_migration,
     storage_line,
     choose_store,
+    config_secrets,
     open_store,
     open_vectors,
     update_todo,
@@ -152,6 +153,9 @@ class UserMemoryPlugin(Star):
         self.data_dir = Path(StarTools.get_data_dir(PLUGIN_NAME))
         self.storage = choose_store(self.settings)
         self.encryption = choose_encryption(self.settings)
+        self.config_secrets = config_secrets(self.settings)  # shown by /memory status and the dashboard page
+        for secret in self.config_secrets:
+            logger.warning(f"[{PLUGIN_NAME}] {secret.text}")
         self.store = open_store(self.settings, self.data_dir, encryption=self.encryption)
         # Seals what was stored before the key (or with another one), in the background; None without a key.
         self.key_migration = open_migration(self.store, self.encryption.keyring.kid, self.data_dir)
@@ -993,7 +997,7 @@ class UserMemoryPlugin(Star):
             encryption=encryption_line(
                 self.encryption, self.key_migration.status_line() if self.key_migration is not None else None),
         )
-        yield event.plain_result(status_text(self.settings, self.setting_warnings, health))
+        yield event.plain_result(status_text(self.settings, self.setting_warnings, health, self.config_secrets))
 
     def _reminders_state(self) -> str:
         if self.reminders is None:

@@ -25,7 +25,9 @@ from ._settings import Settings
 from ._privacy.migration import open_migration
 from ._status import Health, encryption_line, status_text, storage_line
 from ._storage import GROUP_OWNER, UserMemoryStore
-from ._storage.factory import StoreChoice, choose_encryption, choose_store, open_store, open_vectors
+from ._storage.factory import (
+    ConfigSecret, StoreChoice, choose_encryption, choose_store, config_secrets, open_store, open_vectors,
+)
 from ._todos.delivery import Reminder
 from ._todos.model import Todo, TodoStatus
 from ._todos.rules import Origin, TodoPolicy, group_origin
@@ -57,6 +59,8 @@ __all__ = [
     "storage_line",
     "StoreChoice",
     "choose_store",
+    "ConfigSecret",
+    "config_secrets",
     "open_store",
     "open_migration",
     "encryption_line",

@@ -9,7 +9,7 @@ from ._members import Roster
 from ._settings import Settings
 from ._storage.base import MemoryStore
 from ._storage._postgres import mask_dsn
-from ._storage.factory import EncryptionChoice, StoreChoice, without_secret
+from ._storage.factory import ConfigSecret, EncryptionChoice, StoreChoice, without_secret
 
 SECRET_SETTINGS = frozenset({"postgres_dsn", "encryption_key"})
 _KEYS = frozenset({"encryption_key"})  # shown only as set or not: no part of a key is shown
@@ -33,12 +33,15 @@ class Health:
     encryption: str = "未启用"  # one line on encryption at rest (`encryption_line`)
 
 
-def status_text(settings: Settings, warnings: Sequence[str], health: Health) -> str:
+def status_text(settings: Settings, warnings: Sequence[str], health: Health,
+                secrets: Sequence[ConfigSecret] = ()) -> str:
     lines = ["记忆插件状态", "", "【生效的配置】"]
     lines += [f"{f.name} = {_shown(getattr(settings, f.name), secret=f.name in SECRET_SETTINGS, key=f.name in _KEYS)}"
               for f in fields(settings)]
     lines += ["", f"【配置警告】{len(warnings)} 条" + ("（已按上述生效值写回配置）" if warnings else "")]
     lines += [f"- {w}" for w in warnings]
+    if secrets:
+        lines += ["", f"【插件配置里的密钥】{len(secrets)} 条（应改用环境变量）"] + [f"- {s.text}" for s in secrets]
     roster = health.roster_here
     members = ("尚未获取（正在后台获取，获取前用平台给的名字）" if roster is None else
                f"{len(roster.names)} 个名字，群主 {'已知' if roster.owner else '未知'}，群管理员 {len(roster.admins)} 人")

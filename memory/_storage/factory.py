@@ -23,7 +23,7 @@ from .._settings import DSN_ENV, POSTGRES_BACKEND, Settings
 from ._postgres import PostgresMemoryStore, mask_dsn  # asyncpg itself is imported only by the store's start()
 from ._postgres.vectors import PostgresVectors
 from .base import MemoryStore
-from .crypto import KEY_ENV, KeyFormatError, Keyring, Sealer, keyring_from
+from .crypto import KEY_ENV, SETTING, KeyFormatError, Keyring, Sealer, keyring_from
 from .store import UserMemoryStore
 
 MASK = "***"
@@ -81,6 +81,36 @@ def choose_encryption(settings: Settings, environ: Mapping[str, str] = os.enviro
         return EncryptionChoice(keyring)
     source = f"环境变量 {KEY_ENV}" if environ.get(KEY_ENV, "").strip() else "设置 encryption_key"
     return EncryptionChoice(keyring, source)
+
+
+@dataclass(frozen=True)
+class ConfigSecret:
+    """A secret written in the plugin's config. AstrBot hands the config in clear to every dashboard login
+    (`GET /api/v1/plugins/config`) and keeps it in plaintext under data/config/: its place is `variable`."""
+
+    setting: str
+    variable: str
+    shadowed: bool  # the variable is set too and wins: the setting is not even used
+
+    @property
+    def text(self) -> str:
+        if self.shadowed:
+            return (f"{self.setting} 写在插件配置里，但环境变量 {self.variable} 已设置并优先生效，这一项没有被使用："
+                    "请清空它（任何能登录控制台的人都能读到它的明文）。")
+        return (f"{self.setting} 写在插件配置里：任何能登录控制台的人都能从 AstrBot 的插件配置接口读到它的明文，"
+                f"data/config/ 下的配置文件也以明文保存它。请把同样的值设为 AstrBot 进程的环境变量 {self.variable}，"
+                "重启 AstrBot 后再清空这一项。")
+
+    def as_json(self) -> dict[str, str | bool]:
+        return {"setting": self.setting, "variable": self.variable, "shadowed": self.shadowed}
+
+
+def config_secrets(settings: Settings, environ: Mapping[str, str] = os.environ) -> list[ConfigSecret]:
+    """The secrets that sit in the plugin's config: an encryption key, a DSN with a password in it."""
+    held = ((SETTING, KEY_ENV, bool(settings.encryption_key.strip())),
+            ("postgres_dsn", DSN_ENV, bool(_passwords(settings.postgres_dsn))))
+    return [ConfigSecret(setting, variable, bool(environ.get(variable, "").strip()))
+            for setting, variable, present in held if present]
 
 
 def open_store(

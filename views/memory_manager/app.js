@@ -63,6 +63,9 @@
       reason_own_instruction: "成员本人的指令", reason_group_instruction: "群指令", reason_relevance: "与消息相关",
       reason_all_fit: "全部放得下", reason_recency_prior: "按类型与新近程度",
       complete: "已全部完成", reattributed: "改记为前成员的群记忆", failed: "失败的群",
+      privacyLimits: "本插件删不到的地方：AstrBot 自己的日志和对话数据库（data/data_v4.db 里的对话记录、工具调用），以及 PostgreSQL 在 VACUUM 之前留下的旧行版本和 WAL（未开启加密时是明文）。见 README「删除某人的全部数据」。",
+      secretInConfig: "{0} 写在插件配置里：任何能登录控制台的人都能从 AstrBot 的插件配置接口读到它的明文。请把同样的值设为 AstrBot 进程的环境变量 {1}，重启 AstrBot 后再清空这一项。",
+      secretShadowed: "{0} 写在插件配置里，但环境变量 {1} 已设置并优先生效，这一项没有被使用：请清空它（任何能登录控制台的人都能读到它的明文）。",
     },
     en: {
       title: "Memory manager", platform: "Platform", lang: "中文", all: "All", allGroups: "All groups",
@@ -117,6 +120,9 @@
       reason_own_instruction: "The member's own instruction", reason_group_instruction: "Group instruction",
       reason_relevance: "Relevant to the message", reason_all_fit: "Everything fit", reason_recency_prior: "Type and recency",
       complete: "Complete", reattributed: "Group memories now by a former member", failed: "Failed groups",
+      privacyLimits: "What this plugin cannot reach: AstrBot's own log and conversation database (the conversations and tool calls in data/data_v4.db), and PostgreSQL's dead row versions and WAL until VACUUM (plaintext without encryption). See the README's section on erasing a person.",
+      secretInConfig: "{0} is in the plugin's config: anyone who can log in to the dashboard can read it in clear from AstrBot's plugin config API. Set the same value as the environment variable {1} of the AstrBot process, restart AstrBot, then clear the setting.",
+      secretShadowed: "{0} is in the plugin's config, but the environment variable {1} is set and wins, so the setting is not used: clear it (anyone who can log in to the dashboard can read it in clear).",
     },
   };
 
@@ -125,6 +131,7 @@
     tab: "browse",
     platform: "",
     groups: [],
+    configSecrets: [], // [{setting, variable, shadowed}]: secrets AstrBot shows in clear to every dashboard login
     openGroup: null, // {platform, group_id}
     groupDetail: null,
   };
@@ -385,6 +392,7 @@
     const r = await api.get("groups", { platform: state.platform });
     state.groups = asList(r, "groups", "items");
     state.platforms = asList(r && r.platforms);
+    state.configSecrets = asList(r && r.config_secrets);
     return state.groups;
   }
 
@@ -806,6 +814,7 @@
       } catch (e) { notify(errorText(e), "error"); }
     };
     append(view, [el("h2", {}, t("privacyTitle")), el("p", { class: "note" }, t("privacyText")),
+      el("p", { class: "muted small" }, t("privacyLimits")),
       el("form", { class: "filters", id: "privacy-form", onsubmit: run }, el("span", {}, state.platform), user,
         el("button", { type: "submit", class: "danger" }, t("erase"))), out]);
   }
@@ -824,6 +833,10 @@
     document.getElementById("title").textContent = t("title");
     document.getElementById("lang").textContent = t("lang");
     document.querySelectorAll("[data-t]").forEach((n) => { n.textContent = t(n.dataset.t); });
+    const secrets = clear(document.getElementById("secrets"));
+    state.configSecrets.forEach((s) => secrets.appendChild(el("p", { "data-setting": s.setting },
+      t(s.shadowed ? "secretShadowed" : "secretInConfig", s.setting, s.variable))));
+    secrets.hidden = state.configSecrets.length === 0;
     const tabs = clear(document.getElementById("tabs"));
     Object.keys(TABS).forEach((name) => tabs.appendChild(el("button", { type: "button", role: "tab", "data-tab": name,
       "aria-selected": String(state.tab === name), class: state.tab === name ? "tab active" : "tab",
