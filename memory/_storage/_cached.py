@@ -266,6 +266,15 @@ class CachedStore(MemoryStore):
         async with group.lock:
             return list(await self._load_episodes(group))
 
+    async def freshen(self, key: GroupKey) -> bool:
+        self._check_available()
+        group = self._group(key)
+        async with group.lock:
+            if group.doc is None:  # loaded now: as fresh as it gets
+                await self._load(group)
+                return False
+            return await self._freshen(group)
+
     # ------------------------------------------------------------------------------------------ changes
     async def _run(self, key: GroupKey, operation: Operation, *, episodes: bool = False) -> Any:
         """Apply `operation` to the loaded group under its lock; its result once the change is durable."""
