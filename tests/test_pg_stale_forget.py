@@ -28,6 +28,15 @@ async def deaf_store(dsn: str) -> PostgresMemoryStore:
     return store
 
 
+async def stored(dsn: str, owner: str) -> list[str]:
+    """The owner's memories as a fresh instance reads them."""
+    fresh = await opened_store(dsn, "fresh")
+    try:
+        return [m.content for m in await fresh.memories(G, owner)]
+    finally:
+        await fresh.close()
+
+
 async def test_a_forget_on_a_stale_cache_sees_the_save_another_instance_just_made(postgres_dsn):
     a, b = await opened_store(postgres_dsn, "a"), await deaf_store(postgres_dsn)
     settings = Settings()
@@ -46,13 +55,31 @@ async def test_a_forget_on_a_stale_cache_sees_the_save_another_instance_just_mad
         assert b.peek(G, "ou_a") == ()  # still stale: B decides "all" on an empty list
         everything = await forget_memory(b, ME, settings, "all")
         assert "住在杭州" in everything, everything
-        fresh = await opened_store(postgres_dsn, "c")
-        try:
-            assert await fresh.memories(G, "ou_a") == []
-        finally:
-            await fresh.close()
+        assert await stored(postgres_dsn, "ou_a") == []
         entries = await a.log_entries(G)
         assert all(e.get("erased") for e in entries if e.get("owner") == "ou_a"), entries
+    finally:
+        await a.close()
+        await b.close()
+
+
+async def test_the_dashboards_delete_and_erase_on_a_stale_cache_act_on_what_is_stored(postgres_dsn):
+    from memory import Scope
+    from memory._manage.edit import MemoryRef, delete_memories
+    from memory._manage.erase import erase_person
+
+    a, b = await opened_store(postgres_dsn, "a"), await deaf_store(postgres_dsn)
+    try:
+        await b.memories(G, "ou_a")
+        saved = (await a.change(G, "ou_a", add("住在杭州"), actor="ou_a")).memory
+        deleted = await delete_memories(b, [MemoryRef(G, Scope.MEMBER, "ou_a", saved.id)], actor="dashboard:root")
+        assert [m.id for m in deleted] == [saved.id]
+
+        await a.change(G, "ou_b", add("喜欢爬山"), actor="ou_b")
+        assert b.peek(G, "ou_b") == ()  # (erasing a person already looks at the stored log, and commits on what is stored)
+        report = await erase_person(b, "lark", "ou_b", [G], actor="dashboard:root")
+        assert report.memories == {str(G): 1}, report
+        assert await stored(postgres_dsn, "ou_b") == []
     finally:
         await a.close()
         await b.close()
