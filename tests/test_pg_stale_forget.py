@@ -76,7 +76,7 @@ async def test_the_dashboards_delete_and_erase_on_a_stale_cache_act_on_what_is_s
         assert [m.id for m in deleted] == [saved.id]
 
         await a.change(G, "ou_b", add("喜欢爬山"), actor="ou_b")
-        assert b.peek(G, "ou_b") == ()  # (erasing a person already looks at the stored log, and commits on what is stored)
+        assert b.peek(G, "ou_b") == ()  # (erasing a person looks at the stored log, and commits on what is stored)
         report = await erase_person(b, "lark", "ou_b", [G], actor="dashboard:root")
         assert report.memories == {str(G): 1}, report
         assert await stored(postgres_dsn, "ou_b") == []

@@ -110,8 +110,9 @@ class CachedStore(MemoryStore):
     under the group's lock and the caller then waits until a commit containing it is stored: concurrent changes in
     one group share one commit (group commit). If that commit fails, every waiting caller gets `StorageUnavailable`
     (nothing is acknowledged that is not durable) and the group's cache goes back to the state last stored, kept
-    in memory (`Saved`): reads keep being served from it, also while the storage cannot be reached. Every change is logged in the group's change log by the same commit: the store compares each owner's
-    memories before and after and writes one entry per memory added, changed or deleted.
+    in memory (`Saved`): reads keep being served from it, also while the storage cannot be reached. Every change
+    is logged in the group's change log by the same commit: the store compares each owner's memories before and
+    after and writes one entry per memory added, changed or deleted.
     """
 
     def __init__(self, *, clock: Callable[[], float], log_max_bytes: int) -> None:

@@ -10,8 +10,8 @@ instances of the bot.
   use to refresh their caches in the background.
 - Any database error fails the commit's callers with `StorageUnavailable` and puts the group's cache back to what
   was last stored, which replies keep reading (the next commit checks the version: a COMMIT that went through
-  unseen is loaded then). While the server cannot be reached, `unavailable` says why and every read or change raises `StorageUnavailable`; the
-  store keeps reconnecting. asyncpg is imported only by `start()`.
+  unseen is loaded then). While the server cannot be reached, `unavailable` says why and every read or change
+  raises `StorageUnavailable`; the store keeps reconnecting. asyncpg is imported only by `start()`.
 - With a `sealer` (encryption at rest, `rows.py`) member content reaches the database only sealed. `um_meta`
   records the ids of the keys in use: an instance without one of them is `unavailable` (why: `KeyUnavailable`) and
   writes nothing; a relayed message travels sealed.
