@@ -62,3 +62,29 @@ async def test_an_erasure_killed_after_its_document_write_is_purged_when_the_log
     assert [e["op"] for e in entries] == ["add", "add", changelog.ERASE, changelog.ERASE]
     assert all(e.get("erased") for e in entries)
     assert doc.change_log_id == entries[-1]["id"]
+
+
+async def test_a_purge_that_fails_after_the_document_write_is_finished_before_the_log_is_read(tmp_path, monkeypatch):
+    from memory._rules.operations import forget, save
+    from memory._storage import ERASE
+
+    store = UserMemoryStore(tmp_path)
+    add = lambda text: lambda ms: save(ms, memory_type="fact", content=text, now=1.0, max_count=9,  # noqa: E731
+                                       max_length=99)
+    await store.change(GROUP, "u1", add("住在杭州"), actor="u1")
+    real, failures = changelog.rewrite, []
+
+    def rewrite(*args, **kwargs):
+        if kwargs.get("erase_owners") and not failures:  # the purge, once: the disk refuses it
+            failures.append(1)
+            raise OSError(28, "No space left on device")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(changelog, "rewrite", rewrite)
+    removed = await store.change(GROUP, "u1", lambda ms: forget(ms, "all"), actor="u1", label=ERASE)
+    assert [m.content for m in removed.deleted] == ["住在杭州"] and failures, "the erasure is committed all the same"
+    assert "住在杭州" in changelog.log_path(store.path_for(GROUP)).read_text(encoding="utf-8")
+    entries = await store.log_entries(GROUP)  # a read finishes the purge first
+    assert all(e.get("erased") for e in entries) and len(entries) == 2, entries
+    text = changelog.log_path(store.path_for(GROUP)).read_text(encoding="utf-8")
+    assert "住在杭州" not in text and changelog.SCRUB not in text
