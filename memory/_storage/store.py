@@ -402,25 +402,26 @@ class UserMemoryStore(CachedStore):
                     group.saved = replace(group.saved, episodes=None)
                 raise
         log_state.end = end
-        if scrub_later:
-            log_state.scrub = (erase_owners, erase_todos)
-            try:
+        try:
+            if scrub_later:  # committed: whatever happens now, the purge is owed (and done on open at the latest)
+                log_state.scrub = (erase_owners, erase_todos)
                 await asyncio.to_thread(
                     changelog.finish_scrub, log_state, max_bytes=self._log_max_bytes, durable=self._durable
                 )
-            except OSError as exc:  # committed: the next write or read of the log purges first
-                log.error("change log %s: cannot purge the erased content yet (%s); the next write or read of the "
-                          "log does it first", log_state.path, exc)
-        if log_state.totals is not None:
-            for entry in entries:
-                if entry.get("kind") == changelog.CALL:
-                    log_state.totals.add(entry)
-        group.durable_doc_version = doc_target
-        group.durable_episode_version = episodes_target
-        group.saved = saved
-        if document is not None:
-            self._tell_committed(group)
-        self._acknowledge(group, target)
+        except OSError as exc:  # the next write or read of the log purges first
+            log.error("change log %s: cannot purge the erased content yet (%s); the next write or read of the log "
+                      "does it first", log_state.path, exc)
+        finally:  # also when cancelled during the purge: the commit is stored
+            if log_state.totals is not None:
+                for entry in entries:
+                    if entry.get("kind") == changelog.CALL:
+                        log_state.totals.add(entry)
+            group.durable_doc_version = doc_target
+            group.durable_episode_version = episodes_target
+            group.saved = saved
+            if document is not None:
+                self._tell_committed(group)
+            self._acknowledge(group, target)
 
     async def reseal(self, key: GroupKey) -> None:
         """Rewrite every file of the group with the current key (none: in plaintext), opening what is stored
