@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from memory import GroupKey, UserMemoryStore
 from memory._storage import changelog
 
@@ -26,6 +28,7 @@ def contents(doc, owner: str) -> set[str]:
     return {m.content for m in entry.memories} if entry else set()
 
 
+@pytest.mark.slow
 async def test_a_change_applied_while_a_commit_awaits_its_hook_never_reaches_the_document_without_its_entry(
         tmp_path):
     die_at_window("hook", tmp_path)
@@ -38,6 +41,7 @@ async def test_a_change_applied_while_a_commit_awaits_its_hook_never_reaches_the
     assert doc.change_log_id == max(e["id"] for e in entries)
 
 
+@pytest.mark.slow
 async def test_an_erasure_killed_before_its_document_write_leaves_memories_and_history_as_they_were(tmp_path):
     die_at_window("erase-before-document", tmp_path)
     store = UserMemoryStore(tmp_path)
@@ -49,6 +53,7 @@ async def test_an_erasure_killed_before_its_document_write_leaves_memories_and_h
     assert not any(e.get("op") == changelog.ERASE for e in entries), "no entry of the erasure that never happened"
 
 
+@pytest.mark.slow
 async def test_an_erasure_killed_after_its_document_write_is_purged_when_the_log_is_opened(tmp_path):
     die_at_window("erase-after-document", tmp_path)
     log_text = changelog.log_path(UserMemoryStore(tmp_path).path_for(GROUP)).read_text(encoding="utf-8")

@@ -39,6 +39,7 @@ def _no_dsn_in_the_environment(monkeypatch):
     monkeypatch.delenv(DSN_ENV, raising=False)
 
 
+@pytest.mark.slow
 async def test_a_save_in_flight_when_postgres_goes_down_leaves_the_group_served_from_its_cache(
         make_plugin, own_server):
     plugin = make_plugin(storage_backend="postgres", postgres_dsn=own_server.create_database(),
