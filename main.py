@@ -23,6 +23,7 @@ from astrbot.core.provider.register import llm_tools
 from .dashboard import register_routes, release
 from .memory._privacy.audit import ADMIN_COMMAND, FOREIGN_ID, Refused, foreign_id, open_audit
 from .memory._privacy.optout import admits, excluded, opted_out_in, set_privacy
+from .memory._logthrottle import LogThrottle
 from .memory import (
     DISABLED,
     NOT_IN_GROUP,
@@ -184,6 +185,8 @@ class UserMemoryPlugin(Star):
         # how often each memory was injected (the dashboard's statistics), saved off the reply path
         self.injection_counts = InjectionCounts()
         self._injection_counts_saver: asyncio.Task[None] | None = None
+        # a reply that cannot be given its memories (storage down, a cold group) warns once per cause per minute
+        self.injection_warnings = LogThrottle(logger)
         self.reminders: ReminderScheduler | None = None
         if self.settings.enable_user_memory and self.settings.enable_todos:
             self.reminders = ReminderScheduler(
@@ -484,7 +487,8 @@ class UserMemoryPlugin(Star):
             block, injected = await self.build_injection(caller, speaker, event.message_str or req.prompt or "",
                                                          time.time())
         except MemoryPluginError as exc:
-            logger.warning(f"[{PLUGIN_NAME}] memories of {member.group} not injected: {exc}")
+            cause = self.store.unavailable or str(exc)  # the store's reason, not the short text tools give
+            self.injection_warnings.warning(cause, f"[{PLUGIN_NAME}] memories of {member.group} not injected: {cause}")
             return
         if injected:
             self.injection_counts.note(member.group, injected)

@@ -174,6 +174,12 @@ def _id_only(raw: Any) -> str:
     return raw.strip() if ops.is_id_like(raw) else ""
 
 
+async def _freshen(store: MemoryStore, keys: Sequence[GroupKey]) -> bool:
+    """Whether any of the groups moved when brought up to what is stored (each is checked)."""
+    moved = [await store.freshen(key) for key in keys]
+    return any(moved)
+
+
 def _names_one_of(target: Any, memories: Sequence[Memory]) -> bool:
     """Whether `target` is an id (prefix) of one of `memories`."""
     wanted = _id_only(target).strip("[]").replace("-", "").lower()
@@ -189,7 +195,11 @@ async def forget_memory(
     caller sees. Group memories can be deleted by whoever added them, and by admins.
 
     "all" over the caller's own memories is an erasure: their content is purged from the change log too, and it
-    cannot be reverted. `actor` defaults to the caller's user id."""
+    cannot be reverted. `actor` defaults to the caller's user id.
+
+    The decision is taken on the cached lists; one that finds nothing to delete (or an id that is not there) is
+    taken again once when a shared store holds a newer version of a group (`MemoryStore.freshen`), so a forget
+    reaching this instance just after another one saved sees that save."""
     candidates: list[Scoped] = []
     deletable: list[Scoped] = []
     try:
@@ -197,11 +207,24 @@ async def forget_memory(
             scopes = [s for s in visible_scopes(settings) if s is not Scope.GROUP or ops.is_id_like(target)]
         else:
             scopes = [parse_scope(scope, settings)]
-        for s in scopes:
-            where = location(caller, s)
-            candidates.extend((s, m) for m in await store.memories(where.key, where.owner))
-        deletable = [(s, m) for s, m in candidates if _may_change(caller, s, m)]
-        _, outcome = ops.forget([m for _, m in deletable], target)
+        keys = list(dict.fromkeys(location(caller, s).key for s in scopes))
+        freshened = False
+        while True:
+            candidates = []
+            for s in scopes:
+                where = location(caller, s)
+                candidates.extend((s, m) for m in await store.memories(where.key, where.owner))
+            deletable = [(s, m) for s, m in candidates if _may_change(caller, s, m)]
+            try:
+                _, outcome = ops.forget([m for _, m in deletable], target)
+            except InvalidMemoryInput:
+                if freshened or not await _freshen(store, keys):
+                    raise
+                freshened = True
+                continue
+            if outcome.deleted or outcome.everything or freshened or not await _freshen(store, keys):
+                break
+            freshened = True
         doomed = {m.id for m in outcome.deleted}
         deleted: list[Scoped] = []
         for s in scopes:
@@ -210,7 +233,10 @@ async def forget_memory(
                 continue
             where = location(caller, s)
             removed = await store.change(
-                where.key, where.owner, lambda memories: ops.without(memories, doomed),
+                where.key, where.owner,
+                # an erasure takes every memory of the member's list as stored when it commits
+                (lambda memories: ops.without(memories, {m.id for m in memories})) if erasing
+                else (lambda memories: ops.without(memories, doomed)),
                 actor=actor or caller.member.user_id, label=ERASE if erasing else None,
             )
             deleted.extend((s, m) for m in removed)

@@ -115,8 +115,13 @@ async def delete_memories(store: MemoryStore, refs: Sequence[MemoryRef], *, acto
     by_document: dict[GroupKey, dict[Owner, set[str]]] = {}
     for ref in refs:
         by_document.setdefault(ref.document, {}).setdefault(ref.owner, set()).add(ref.id)
-    for ref in refs:  # all checked before anything is deleted
-        _find(await store.memories(ref.document, ref.owner), ref)
+    for ref in refs:  # all checked before anything is deleted (an id the cache lacks: on what is stored)
+        try:
+            _find(await store.memories(ref.document, ref.owner), ref)
+        except InvalidMemoryInput:
+            if not await store.freshen(ref.document):
+                raise
+            _find(await store.memories(ref.document, ref.owner), ref)
     deleted: list[Memory] = []
     for document, wanted in by_document.items():
 

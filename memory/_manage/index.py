@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import MemoryPluginError
+from .._logthrottle import LogThrottle
 from .._models import GroupDocument, GroupKey
 from .._storage import GROUP_OWNER, MemoryStore
 from .._storage.files import episode_file_path, group_document_paths, group_file_path, write_atomic
@@ -141,6 +142,7 @@ class GroupIndex:
         self._dirty: dict[GroupKey, tuple[GroupDocument, Sequence[Any] | None]] = {}
         self._writer: asyncio.Task[None] | None = None
         self._unwritten = False  # entries changed since the last write
+        self._warnings = LogThrottle(log, clock=clock)  # an outage fails every look at the store alike
 
     # -- reading ------------------------------------------------------------------------------------------
 
@@ -190,10 +192,12 @@ class GroupIndex:
                 self._entries[key] = entry
                 if previous is None or previous.memories != entry.memories:
                     self._daily.setdefault(today, {})[key] = entry.memories
-        except MemoryPluginError:
+        except MemoryPluginError as exc:
             if not self._loaded:
                 raise
-            log.warning("group index: the store's groups cannot be compared now; listing them as they were")
+            reason = store.unavailable or str(exc)
+            self._warnings.warning("compare", f"group index: the store's groups cannot be compared now ({reason}); "
+                                              "listing them as they were")
             return
         finally:
             self._refreshed_at = time.monotonic()
@@ -260,10 +264,22 @@ class GroupIndex:
         try:
             await asyncio.sleep(self._write_delay)
             await self.flush()
-        except Exception:  # never lose the commit path to the index: it is rebuilt from the files when needed
-            log.exception("cannot write the group index %s", self._index_path)
+        except Exception as exc:  # never lose the commit path to the index: it is rebuilt from the files when needed
+            self._failed(exc)
         finally:
             self._writer = None
+
+    def _failed(self, exc: Exception) -> None:
+        """Say why the index was not written: the store's groups could not be listed or read, or the file could
+        not be written (expected while the storage is down or the disk is full: one line per cause per interval,
+        no traceback), or a bug (with its traceback)."""
+        if isinstance(exc, MemoryPluginError):
+            reason = (self._store.unavailable if self._store is not None else None) or str(exc)
+            self._warnings.warning("list", f"group index not written: the store's groups cannot be listed ({reason})")
+        elif isinstance(exc, OSError):
+            self._warnings.warning("write", f"cannot write the group index {self._index_path}: {exc}")
+        else:
+            log.error("cannot write the group index %s", self._index_path, exc_info=exc)
 
     async def flush(self, *, compare: bool = True) -> None:
         """Take the counts of every group changed since the last write and write the index and snapshots. Without
@@ -312,8 +328,8 @@ class GroupIndex:
         if self._dirty or self._unwritten:
             try:
                 await self.flush(compare=False)
-            except Exception:
-                log.exception("cannot write the group index %s", self._index_path)
+            except Exception as exc:
+                self._failed(exc)
 
     # -- files ---------------------------------------------------------------------------------------------
 

@@ -50,6 +50,28 @@ class Queued:
     future: asyncio.Future[Any]
 
 
+@dataclass(frozen=True)
+class Saved:
+    """A group's state as last stored (loaded, or committed), kept so a failed commit can go back to it without
+    reading anything: a shallow copy of the document with its own `users` dict (every list in a document is
+    replaced by a change, never edited in place, and the items are immutable), and the episodes (None: not
+    loaded then), and the change log's next id then (ids given to entries that were never stored are given
+    again)."""
+
+    doc: GroupDocument
+    episodes: list[Episode] | None
+    next_log_id: int
+
+    @staticmethod
+    def of(group: CachedGroup) -> Saved:
+        assert group.doc is not None and group.log is not None
+        return Saved(group.doc.model_copy(update={"users": dict(group.doc.users)}), group.episodes,
+                     group.log.next_id)
+
+    def copy(self) -> GroupDocument:
+        return self.doc.model_copy(update={"users": dict(self.doc.users)})
+
+
 @dataclass(eq=False)
 class CachedGroup:
     key: GroupKey
@@ -66,13 +88,19 @@ class CachedGroup:
     erase_todos: set[str] = field(default_factory=set)  # todos whose content the next write purges
     queued: list[Queued] = field(default_factory=list)
     flusher: asyncio.Task[None] | None = None
+    saved: Saved | None = None  # the state last stored: what a failed commit goes back to
 
     def forget_state(self) -> None:
         """Drop everything held of the group (its next use loads it again); queued operations stay."""
         self.doc = None
         self.log = None
         self.episodes = None
+        self.saved = None
         self.pending, self.erase_owners, self.erase_todos = [], set(), set()
+
+    def mark_stored(self) -> None:
+        """The cached state is what is stored (just loaded, or committed): remember it for a failed commit."""
+        self.saved = Saved.of(self)
 
 
 class CachedStore(MemoryStore):
@@ -80,10 +108,11 @@ class CachedStore(MemoryStore):
 
     Reads are served from memory once a group is loaded (`peek` never does I/O). A change is applied in memory
     under the group's lock and the caller then waits until a commit containing it is stored: concurrent changes in
-    one group share one commit (group commit). If that commit fails, the group's cache is dropped (its next use
-    loads what is stored) and every waiting caller gets `StorageUnavailable`, so nothing is acknowledged that is not
-    durable. Every change is logged in the group's change log by the same commit: the store compares each owner's
-    memories before and after and writes one entry per memory added, changed or deleted.
+    one group share one commit (group commit). If that commit fails, every waiting caller gets `StorageUnavailable`
+    (nothing is acknowledged that is not durable) and the group's cache goes back to the state last stored, kept
+    in memory (`Saved`): reads keep being served from it, also while the storage cannot be reached. Every change
+    is logged in the group's change log by the same commit: the store compares each owner's memories before and
+    after and writes one entry per memory added, changed or deleted.
     """
 
     def __init__(self, *, clock: Callable[[], float], log_max_bytes: int) -> None:
@@ -237,6 +266,15 @@ class CachedStore(MemoryStore):
         group = self._group(key)
         async with group.lock:
             return list(await self._load_episodes(group))
+
+    async def freshen(self, key: GroupKey) -> bool:
+        self._check_available()
+        group = self._group(key)
+        async with group.lock:
+            if group.doc is None:  # loaded now: as fresh as it gets
+                await self._load(group)
+                return False
+            return await self._freshen(group)
 
     # ------------------------------------------------------------------------------------------ changes
     async def _run(self, key: GroupKey, operation: Operation, *, episodes: bool = False) -> Any:
@@ -610,17 +648,29 @@ class CachedStore(MemoryStore):
         group.queued = kept
 
     async def _roll_back(self, group: CachedGroup, exc: BaseException) -> None:
-        """A commit failed: fail every waiting change and drop the group's cache (its next use loads it again)."""
+        """A commit failed: fail every waiting change and put the group's cache back to the state last stored, which
+        it keeps serving (without one, drop the cache: its next use loads it again)."""
         error = StorageUnavailable(f"记忆没有保存：{self._failure(group, exc)}")
         async with group.lock:
             queued, group.queued = group.queued, []
-            group.forget_state()
-            group.version = group.durable_version = group.doc_version = group.episode_version = 0
-            self._forget_versions(group)
+            saved = group.saved
+            if saved is not None and group.doc is not None and group.log is not None:
+                group.doc, group.episodes, group.log.next_id = saved.copy(), saved.episodes, saved.next_log_id
+                group.pending, group.erase_owners, group.erase_todos = [], set(), set()
+                group.version = group.durable_version
+                self._restored(group)
+                self._tell_document(group.key, group.doc)
+            else:
+                group.forget_state()
+                group.version = group.durable_version = group.doc_version = group.episode_version = 0
+                self._forget_versions(group)
             for item in queued:
                 if not item.future.done():
                     item.future.set_exception(error)
             self._tell_todos(group.key, None)
+
+    def _restored(self, group: CachedGroup) -> None:
+        """Set the backend's own counters of a group whose cache went back to the state last stored."""
 
     def _forget_versions(self, group: CachedGroup) -> None:
         """Reset the backend's own counters of a group whose cache was dropped."""

@@ -134,6 +134,13 @@ class MemoryStore(ABC):
         """Set or clear the member's opt-out flag in the document (the platform's global document: every group of
         the platform), durably, logged without content (kind "privacy", op "optout" / "optin"); whether it moved."""
 
+    async def freshen(self, key: GroupKey) -> bool:
+        """Bring the cached group up to what is stored when another instance changed it since it was loaded (on
+        a shared store; local files change only through this store); whether it moved. A change decided outside
+        the store that finds nothing to do asks this before saying so (a change made through the store is judged
+        again on what is stored by the store itself)."""
+        return False
+
     @abstractmethod
     def peek_document(self, key: GroupKey) -> GroupDocument | None:
         """The document if it is already in memory, else None. Never does I/O."""

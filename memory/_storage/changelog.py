@@ -15,6 +15,13 @@ store appends the commit's entries (fsync), then writes the document, which reco
 (`change_log_id`). If the document write fails the log is cut back to where the commit's entries began; if the
 process dies between the two writes, opening the log cuts off the change entries newer than the document's id.
 Readers only ever read up to the committed end. Every function here blocks: the store runs them in a worker thread.
+
+An erasure that changes the document cannot purge the earlier entries before the document is written (a crash in
+between would leave the memories with their history gone), nor after it without a trace (a crash in between
+would keep the content). So its entries end with a scrub marker `{"kind": "scrub", "owners", "todos"}` (no id, no
+content): cut with the entries when the document never got written, committed with them when it did. The purge,
+a rewrite that also drops the marker, follows the document write; a committed marker still there (the last line:
+nothing is appended after it) is finished when the log is opened.
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ CALL = "call"
 EXTRACTION = "extraction"  # the actor of extraction calls, and of carried totals that name none
 CARRIED = "carried"
 ERASE = "erase"  # the op of an erasure: a member wiped their memories; their content leaves the log
+SCRUB = "scrub"  # the marker line of an erasure committed with its document whose purge may not be done yet
 MAX_BYTES = 2_000_000
 TRIM_TO_FRACTION = 0.6  # a trim keeps the newest entries up to this share of MAX_BYTES, so it is rare
 _TAIL_CHUNK = 65_536
@@ -121,6 +129,7 @@ class LogState:
     end: int
     next_id: int
     totals: CallTotals | None = None  # computed on first use, then kept up to date by the store
+    scrub: tuple[set[str], set[str]] | None = None  # (owners, todos) of a committed erasure not purged yet
 
 
 Transform = Callable[[dict[str, Any]], dict[str, Any]]  # an entry as written <-> as read (sealing, `sealed.py`)
@@ -142,13 +151,32 @@ def is_change(entry: dict[str, Any]) -> bool:
     return entry.get("kind") not in (CALL, CARRIED)
 
 
+def scrub_marker(owners: set[str], todos: set[str] | frozenset[str]) -> dict[str, Any]:
+    """The line that ends an erasure's entries when the purge follows the document write."""
+    return {"kind": SCRUB, "owners": sorted(owners), "todos": sorted(todos)}
+
+
+def finish_scrub(state: LogState, *, max_bytes: int, durable: bool) -> None:
+    """Purge what the committed erasure `state.scrub` names and drop its marker (one atomic rewrite)."""
+    if state.scrub is None:
+        return
+    owners, todos = state.scrub
+    _, state.end = rewrite(state.path, state.end, b"", erase_owners=owners, erase_todos=todos,
+                           max_bytes=max_bytes, durable=durable)
+    state.scrub = None
+
+
 # ----------------------------------------------------------------------------------------------- opening
-def open_log(document_path: Path, committed_id: int | None, leftovers: LeftoverTempFiles) -> LogState:
+def open_log(
+    document_path: Path, committed_id: int | None, leftovers: LeftoverTempFiles, *, max_bytes: int = MAX_BYTES,
+    durable: bool = True,
+) -> LogState:
     """Make the log consistent with its document and say where it ends.
 
     Removes temp files of crashed writes (document and log), migrates the old `<group>.history.jsonl`, cuts a torn
     last line and the change entries newer than `committed_id` (a crash between the log append and the document
-    write). `committed_id` is None for a document that does not record one (new, or older than the change log).
+    write), and finishes the purge of a committed erasure (a crash between the document write and the purge).
+    `committed_id` is None for a document that does not record one (new, or older than the change log).
     """
     path = log_path(document_path)
     leftovers.remove_for(document_path)
@@ -163,23 +191,42 @@ def open_log(document_path: Path, committed_id: int | None, leftovers: LeftoverT
         size = path.stat().st_size
     except FileNotFoundError:
         return LogState(path, 0, (committed_id or 0) + 1)
-    end, last_id = _consistent_end(path, size, committed_id)
+    end, last_id, scrub = _consistent_end(path, size, committed_id)
     if end < size:
         log.warning("change log %s: cut %d bytes not committed with the document", path, size - end)
         os.truncate(path, end)
-    return LogState(path, end, max(last_id, committed_id or 0) + 1)
+    state = LogState(path, end, max(last_id, committed_id or 0) + 1)
+    if scrub is not None:
+        log.warning("change log %s: finishing the purge of an erasure committed before a crash", path)
+        state.scrub = scrub
+        finish_scrub(state, max_bytes=max_bytes, durable=durable)
+    return state
 
 
-def _consistent_end(path: Path, size: int, committed_id: int | None) -> tuple[int, int]:
-    """(where the consistent part ends, the last id in it), reading the file backwards from its end."""
+def _consistent_end(
+    path: Path, size: int, committed_id: int | None
+) -> tuple[int, int, tuple[set[str], set[str]] | None]:
+    """(where the consistent part ends, the last id in it, what a committed scrub marker in it names), reading the
+    file backwards from its end."""
     cut = size
     last_id = 0
+    marker: tuple[int, dict[str, Any]] | None = None  # the last scrub marker seen, where it starts
+
+    def scrub() -> tuple[set[str], set[str]] | None:
+        if marker is None or marker[0] >= cut:  # none, or cut with the uncommitted entries before it
+            return None
+        owners, todos = marker[1].get("owners"), marker[1].get("todos")
+        return ({str(o) for o in owners} if isinstance(owners, list) else set(),
+                {str(t) for t in todos} if isinstance(todos, list) else set())
+
     with open(path, "rb") as f:
         for start, line, complete in _lines_backwards(f, size):
             if not complete:  # no newline after it: torn by a crash
                 cut = start
                 continue
             entry = _parse(line)
+            if entry is not None and entry.get("kind") == SCRUB and marker is None:
+                marker = (start, entry)
             if entry is None or isinstance(entry.get("id"), bool) or not isinstance(entry.get("id"), int):
                 continue
             entry_id = entry["id"]
@@ -190,8 +237,8 @@ def _consistent_end(path: Path, size: int, committed_id: int | None) -> tuple[in
                 else:
                     last_id = max(last_id, entry_id)
                 continue
-            return cut, max(last_id, entry_id)
-    return cut, last_id
+            return cut, max(last_id, entry_id), scrub()
+    return cut, last_id, scrub()
 
 
 def _lines_backwards(f: Any, size: int) -> Iterator[tuple[int, bytes, bool]]:
@@ -269,6 +316,8 @@ def rewrite(
         if b'"carried"' in line and (entry := _parse(line)) is not None and entry.get("kind") == CARRIED:
             carried.add(entry)
             continue
+        if b'"scrub"' in line and (entry := _parse(line)) is not None and entry.get("kind") == SCRUB:
+            continue  # a marker goes with the purge it asks for (callers finish it first: `finish_scrub`)
         if needles and any(n in line for n in needles) and (
             entry := _to_erase(line, erase_owners, erase_todos)
         ) is not None:
@@ -323,7 +372,7 @@ def read_entries(path: Path, end: int, open_entry: Transform | None = None) -> l
         entry = _parse(line)
         if entry is None:
             bad += 1
-        else:
+        elif entry.get("kind") != SCRUB:
             entries.append(entry if open_entry is None else open_entry(entry))
     if bad:
         log.warning("change log %s: skipped %d unreadable line(s)", path, bad)

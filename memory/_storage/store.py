@@ -8,7 +8,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,7 @@ from .._errors import StorageUnavailable
 from .._models import SCHEMA_VERSION, GroupDocument, GroupKey
 from . import changelog, sealed
 from .._episodes.model import EPISODE_SCHEMA_VERSION, Episode, EpisodeDocument
-from ._cached import CachedGroup, CachedStore
+from ._cached import CachedGroup, CachedStore, Saved
 from .base import GROUP_OWNER, GroupDump
 from .crypto import KeyUnavailable, Sealer, token_kid
 from .files import (
@@ -157,6 +157,10 @@ class UserMemoryStore(CachedStore):
         assert isinstance(group, _FileGroup)
         group.durable_doc_version = group.durable_episode_version = 0
 
+    def _restored(self, group: CachedGroup) -> None:
+        assert isinstance(group, _FileGroup)
+        group.doc_version, group.episode_version = group.durable_doc_version, group.durable_episode_version
+
     async def _commit(self, group: CachedGroup) -> None:
         assert isinstance(group, _FileGroup)
         async with group.io_lock:
@@ -206,11 +210,15 @@ class UserMemoryStore(CachedStore):
                 )
                 doc = GroupDocument(platform=group.key.platform, group_id=group.key.group_id)
         try:
-            group.log = await asyncio.to_thread(changelog.open_log, group.path, doc.change_log_id, self._leftovers)
+            group.log = await asyncio.to_thread(
+                changelog.open_log, group.path, doc.change_log_id, self._leftovers, max_bytes=self._log_max_bytes,
+                durable=self._durable,
+            )
         except OSError as exc:
             log.error("change log of group %s cannot be opened: %s", group.key, exc)
             raise StorageUnavailable(f"群 {group.key} 的变更记录无法读取（{exc.strerror or exc}）") from exc
         group.doc = doc
+        group.mark_stored()
         return doc
 
     async def _load_episodes(self, group: CachedGroup) -> list[Episode]:
@@ -245,6 +253,8 @@ class UserMemoryStore(CachedStore):
                 log.error("episode file %s of group %s is corrupt (%s); moved it to %s and started an empty one",
                           path, group.key, exc, moved.name)
         group.episodes = episodes
+        if group.saved is not None:  # the document may hold changes not stored yet; the episodes are as stored
+            group.saved = replace(group.saved, episodes=episodes)
         return episodes
 
     async def log_entries(self, key: GroupKey) -> list[dict[str, Any]]:
@@ -273,9 +283,14 @@ class UserMemoryStore(CachedStore):
         return group, log_state
 
     async def _read_log(self, group: _FileGroup, log_state: changelog.LogState) -> list[dict[str, Any]]:
-        """The log's readable entries on disk, opened, never while the flusher is writing it."""
+        """The log's readable entries on disk, opened, never while the flusher is writing it (an erasure's purge
+        still to do is done first)."""
         async with group.io_lock:
             try:
+                if log_state.scrub is not None:
+                    await asyncio.to_thread(
+                        changelog.finish_scrub, log_state, max_bytes=self._log_max_bytes, durable=self._durable
+                    )
                 return await asyncio.to_thread(
                     changelog.read_entries, log_state.path, log_state.end, self._open_entry(group.key)
                 )
@@ -309,15 +324,31 @@ class UserMemoryStore(CachedStore):
         return await asyncio.to_thread(stored_groups, self._directory)
 
     async def _write(self, group: _FileGroup) -> None:
-        """One commit: the pending log entries (fsync), then the document that records the last of them."""
+        """One commit: the pending log entries (fsync), then the document that records the last of them.
+
+        What the commit takes of the group (its log entries, the document and episodes as serialized, the state a
+        failure goes back to) is taken at one instant, nothing awaited in between: a change applied while this
+        commit awaits its hooks or its writes goes whole, with its entries, into the next commit. The commit hooks
+        run after that instant (what they make durable covers what the document holds) and before any write.
+
+        An erasure whose commit writes the document purges the earlier entries only after the document is
+        written: its entries end with a scrub marker (`changelog.py`), so a crash before the document write loses
+        the erasure whole (the marker is cut with the entries) and one after it leaves a committed marker, and
+        opening the log finishes the purge. A purge that fails here is finished by the next write or read of the
+        log."""
         assert group.doc is not None and group.log is not None
+        log_state = group.log
+        await self._ensure_kid()
+        if log_state.scrub is not None:  # nothing is appended after a committed marker
+            await asyncio.to_thread(
+                changelog.finish_scrub, log_state, max_bytes=self._log_max_bytes, durable=self._durable
+            )
+        # From here to the first write nothing is awaited.
         target, doc_target = group.version, group.doc_version
         entries, group.pending = group.pending, []
         erase_owners, group.erase_owners = group.erase_owners, set()
         erase_todos, group.erase_todos = group.erase_todos, set()
         reseal, group.reseal = group.reseal, False
-        await self._ensure_kid()
-        await self._run_commit_hooks()
         # Serialize everything before the first write, so data that cannot be written fails the commit whole.
         document = group.serializer.dumps(group.doc) if doc_target > group.durable_doc_version else None
         episodes_target = group.episode_version
@@ -325,14 +356,21 @@ class UserMemoryStore(CachedStore):
             dump_episodes(group.key, group.episodes, self._sealer)
             if group.episodes is not None and episodes_target > group.durable_episode_version else None
         )
+        saved = Saved.of(group)
         lines = changelog.encode(entries, self._seal_entry(group.key))
-        log_state = group.log
+        scrub_later = bool(erase_owners or erase_todos) and (document is not None or episodes is not None)
+        if scrub_later:
+            lines += changelog.encode([changelog.scrub_marker(erase_owners, erase_todos)])
+            erase_now: tuple[set[str], set[str]] = (set(), set())
+        else:
+            erase_now = (erase_owners, erase_todos)
+        await self._run_commit_hooks()
         start, end = log_state.end, log_state.end
-        if reseal or erase_owners or erase_todos or log_state.end + len(lines) > self._log_max_bytes:
+        if reseal or erase_now[0] or erase_now[1] or log_state.end + len(lines) > self._log_max_bytes:
             opened, seal = self._open_entry(group.key), self._seal_entry(group.key)
             start, end = await asyncio.to_thread(
-                changelog.rewrite, log_state.path, log_state.end, lines, erase_owners=erase_owners,
-                erase_todos=erase_todos, max_bytes=self._log_max_bytes, durable=self._durable,
+                changelog.rewrite, log_state.path, log_state.end, lines, erase_owners=erase_now[0],
+                erase_todos=erase_now[1], max_bytes=self._log_max_bytes, durable=self._durable,
                 transform=(lambda e: seal(opened(e)) if seal else opened(e)) if reseal else None,
             )
             log_state.end = start  # the rewritten file is committed up to the new entries
@@ -341,9 +379,11 @@ class UserMemoryStore(CachedStore):
                 changelog.append, log_state.path, log_state.end, lines, durable=self._durable
             )
         if document is not None or episodes is not None:
+            episodes_written = False
             try:
                 if episodes is not None:  # first: an episode without its log entry beats an entry without it
                     await write_atomic(episode_file_path(group.path), episodes, durable=self._durable)
+                    episodes_written = True
                 if reseal:
                     # Imported here: the recall package imports this one.
                     from .._recall.semantic import reseal_vectors_file, vectors_path
@@ -356,20 +396,32 @@ class UserMemoryStore(CachedStore):
                 if end != start:
                     try:
                         await asyncio.to_thread(changelog.truncate, log_state.path, start)
-                    except OSError as exc:  # opening the log again cuts what the document does not include
+                    except OSError as exc:  # the next write starts at the committed end and drops the rest
                         log.error("cannot cut the change log %s back: %s", log_state.path, exc)
+                if episodes_written and group.saved is not None:  # the file is new now: read it again
+                    group.saved = replace(group.saved, episodes=None)
                 raise
         log_state.end = end
-        if log_state.totals is not None:
-            for entry in entries:
-                if entry.get("kind") == changelog.CALL:
-                    log_state.totals.add(entry)
-        group.durable_doc_version = doc_target
-        group.durable_episode_version = episodes_target
-        if document is not None:
-            self._tell_committed(group)
-        self._acknowledge(group, target)
-
+        try:
+            if scrub_later:  # committed: whatever happens now, the purge is owed (and done on open at the latest)
+                log_state.scrub = (erase_owners, erase_todos)
+                await asyncio.to_thread(
+                    changelog.finish_scrub, log_state, max_bytes=self._log_max_bytes, durable=self._durable
+                )
+        except OSError as exc:  # the next write or read of the log purges first
+            log.error("change log %s: cannot purge the erased content yet (%s); the next write or read of the log "
+                      "does it first", log_state.path, exc)
+        finally:  # also when cancelled during the purge: the commit is stored
+            if log_state.totals is not None:
+                for entry in entries:
+                    if entry.get("kind") == changelog.CALL:
+                        log_state.totals.add(entry)
+            group.durable_doc_version = doc_target
+            group.durable_episode_version = episodes_target
+            group.saved = saved
+            if document is not None:
+                self._tell_committed(group)
+            self._acknowledge(group, target)
 
     async def reseal(self, key: GroupKey) -> None:
         """Rewrite every file of the group with the current key (none: in plaintext), opening what is stored

@@ -8,9 +8,10 @@ instances of the bot.
   again inside that transaction and runs the batch's operations again on the fresh state, so no update is lost;
   the callers get the results of that run. The commit sends a notification (`notify.py`) that the other instances
   use to refresh their caches in the background.
-- Any database error fails the commit's callers with `StorageUnavailable` and drops the group's cache. While the
-  server cannot be reached, `unavailable` says why and every read or change raises `StorageUnavailable`; the
-  store keeps reconnecting. asyncpg is imported only by `start()`.
+- Any database error fails the commit's callers with `StorageUnavailable` and puts the group's cache back to what
+  was last stored, which replies keep reading (the next commit checks the version: a COMMIT that went through
+  unseen is loaded then). While the server cannot be reached, `unavailable` says why and every read or change
+  raises `StorageUnavailable`; the store keeps reconnecting. asyncpg is imported only by `start()`.
 - With a `sealer` (encryption at rest, `rows.py`) member content reaches the database only sealed. `um_meta`
   records the ids of the keys in use: an instance without one of them is `unavailable` (why: `KeyUnavailable`) and
   writes nothing; a relayed message travels sealed.
@@ -221,6 +222,7 @@ class PostgresMemoryStore(CachedStore):
         """Make `loaded` the group's cached state (nothing of the old one is pending)."""
         group.doc, group.episodes, group.log, group.stored = loaded.doc, loaded.episodes, loaded.log, loaded.stored
         group.pending, group.erase_owners, group.erase_todos = [], set(), set()
+        group.mark_stored()
 
     def _busy(self, group: CachedGroup) -> bool:
         return isinstance(group, _PgGroup) and group.refreshing is not None
@@ -259,6 +261,7 @@ class PostgresMemoryStore(CachedStore):
                     await conn.execute("SELECT pg_notify($1, $2)", schema.CHANGES_CHANNEL, notice.payload())
             group.pending, group.erase_owners, group.erase_todos = [], set(), set()
             group.stored = rows.snapshot(gid, version + 1, doc, group.episodes or [], lists)
+            group.mark_stored()
             if log_cursor.totals is not None:
                 for entry in entries:
                     if entry.get("kind") == changelog.CALL:
