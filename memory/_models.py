@@ -72,6 +72,7 @@ class Memory(BaseModel):
     last_used_at: float | None = None  # when a reply last really drew on it (judged after the reply)
     promoted_at: float | None = None  # when review promoted it to core: it never decays
     reviewed_at: float | None = None  # when a decay review kept it: decay counts again from then
+    restored_at: float | None = None  # when it last came back from the archive: decay and max age count from then
     merged_from: list[dict[str, Any]] | None = None  # what a consolidation merged into it (provenance, undo)
 
     @property

@@ -154,7 +154,8 @@ async def test_decay_delete_archives_it_and_revert_brings_it_back_exactly(store)
     [change] = entries_by(await store.log_entries(G), "review")
     assert (change["op"], change["review_reason"], change["review"]) == ("archive", "已过时", "decay")
     assert "已撤销" in await revert_change(store, G, change["id"], actor="admin:a")
-    assert await store.memories(G, "ou_a") == [faded] and await store.archived(G) == []
+    assert await store.memories(G, "ou_a") == [faded.model_copy(update={"restored_at": NOW})]  # as it was, restored now
+    assert await store.archived(G) == []
 
 
 async def test_promote_is_not_a_decision_of_a_decay_review(store):

@@ -95,6 +95,9 @@ class CachedStore(MemoryStore):
         self._commit_hooks: list[Callable[[], Awaitable[None]]] = []
         self._commit_listeners: list[Callable[[GroupKey, GroupDocument, Sequence[Episode] | None], None]] = []
 
+    def now(self) -> float:
+        return self._clock()
+
     # ------------------------------------------------------------------------------------------ what a backend does
     @abstractmethod
     def _new_group(self, key: GroupKey) -> CachedGroup:
@@ -742,7 +745,7 @@ def _archive_entries(
             into, out_of = now_archived.get(item), was.get(item)
             if op == "delete" and into and not out_of and into.owner == owner and into.memory == old:
                 entry("archive", owner, item, old, None, reason=into.reason)
-            elif op == "add" and out_of and not into and out_of.owner == owner and out_of.memory == new:
+            elif op == "add" and out_of and not into and out_of.owner == owner and _same_but_restored(out_of.memory, new):
                 entry("restore", owner, item, None, new, reason=out_of.reason)
             else:
                 raise ValueError(f"an archive change only moves memories ({op} {item})")
@@ -755,6 +758,11 @@ def _archive_entries(
     if any(item not in was and item not in moved for item in now_archived):
         raise ValueError("a memory enters the archive only from its owner's list")
     return entries
+
+
+def _same_but_restored(archived: Memory, restored: Memory) -> bool:
+    """A restore brings the memory back as it was, only stamped with the time it came back (`restored_at`)."""
+    return archived == restored.model_copy(update={"restored_at": archived.restored_at})
 
 
 def memories_of(doc: GroupDocument, owner: Owner) -> Sequence[Memory]:
