@@ -122,6 +122,9 @@ class GroupDocument(BaseModel):
     # Members who asked not to be observed here (user id -> since when; see `_privacy/`). In the platform's global
     # document it means every group of the platform. Kept apart from `users`, whose entries go with their memories.
     opted_out: dict[str, float] = Field(default_factory=dict)
+    # Maintenance decisions a person undid, never proposed again for those memories (`_aging/declined.py`): each
+    # {"decision": "merge" | "promotion" | "decay", "ids": [memory ids]}. None (omitted in the file) while empty.
+    declined: list[dict[str, Any]] | None = None
     # {"v": 1, "kid": key id} when the file's member content is sealed (`_storage/sealed.py`); None in plaintext.
     encryption: dict[str, Any] | None = None
     updated_at: float = 0.0

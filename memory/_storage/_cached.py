@@ -436,6 +436,25 @@ class CachedStore(MemoryStore):
 
         return await self._run(key, operation)
 
+    async def decline(self, key: GroupKey, decision: str, memory_ids: Sequence[str]) -> bool:
+        """Remember that a person undid `decision` for these memories, durably, not logged; whether it changed."""
+        record = {"decision": decision, "ids": sorted(set(memory_ids))}
+
+        def operation(group: CachedGroup) -> tuple[bool, bool]:
+            doc = group.doc
+            assert doc is not None
+            present = {m.id for m in doc.all_memories()} | {a.memory.id for a in doc.archive}
+            kept = [d for d in doc.declined or () if not present.isdisjoint(d.get("ids") or ())]
+            if record not in kept:
+                kept.append(record)
+            if kept == (doc.declined or []):
+                return False, False
+            doc.declined = kept
+            group.doc_version += 1
+            return True, True
+
+        return await self._run(key, operation)
+
     async def set_opted_out(self, key: GroupKey, user_id: str, on: bool, *, actor: str) -> bool:
         """Set or clear the member's opt-out flag, durably, logged without content; whether it moved."""
 

@@ -134,6 +134,12 @@ class MemoryStore(ABC):
         """The document's `aging_since`, set to `at` (durably, not logged) if it had none."""
 
     @abstractmethod
+    async def decline(self, key: GroupKey, decision: str, memory_ids: Sequence[str]) -> bool:
+        """Remember in the document (durably, not logged: the revert that undid it is) that a person undid
+        maintenance's `decision` for these memories; records none of whose memories is left (listed or archived)
+        are dropped. Whether anything changed."""
+
+    @abstractmethod
     async def set_opted_out(self, key: GroupKey, user_id: str, on: bool, *, actor: str) -> bool:
         """Set or clear the member's opt-out flag in the document (the platform's global document: every group of
         the platform), durably, logged without content (kind "privacy", op "optout" / "optin"); whether it moved."""
