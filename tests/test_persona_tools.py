@@ -3,6 +3,8 @@ plugin's tools (memory: save, list, forget, privacy; todo: add, list, update) is
 of that family, and left as the persona chose when it names some. Real AstrBot persona manager (SQLite), config
 manager, provider manager and tool registry; the request carries what AstrBot left of the tools."""
 
+import dataclasses
+
 import pytest
 from astrbot.api import sp  # first: AstrBot's modules import each other in this order
 from astrbot.core.agent.tool import ToolSet
@@ -66,5 +68,5 @@ async def test_each_family_of_the_plugins_tools_is_judged_apart(host):
 
 async def test_todo_tools_stay_out_while_todos_are_off(host):
     plugin, personas = host
-    plugin.settings = plugin.settings.__class__(**{**plugin.settings.__dict__, "enable_todos": False})
+    plugin.settings = dataclasses.replace(plugin.settings, enable_todos=False)
     assert await offered(plugin, personas, ["get_weather"]) == MEMORY
