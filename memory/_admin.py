@@ -239,7 +239,8 @@ async def _decline(store: MemoryStore, key: GroupKey, decisions: Sequence[tuple[
         return f"（未能记下不再提议这一决定：{exc}；下一次维护可能再次提议）"
     if not decisions:
         return ""
-    return "；以后的维护不再对这些记忆提议同样的" + ("合并" if decisions[0][0] == MERGE else "审核")
+    what = "合并" if decisions[0][0] == MERGE else "审核"
+    return f"；以后的维护不再对这些记忆提议同样的{what}"
 
 
 async def _revert_archive_move(

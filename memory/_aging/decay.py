@@ -2,9 +2,9 @@
 
 Pure functions of (the item, the time, the settings): nothing is written. Decay is computed when read from the
 base importance and the last sign of life (DECISIONS §2): `effective = base × factor ** max(0, idle_days −
-after_days)`, idle counted from the latest of the memory's update, last use, last review, last restore from the archive
-and the group's "aging since" time (the first maintenance pass on the group after this version, so an upgrade never counts years of
-idleness at once). Protected memories (explicit, or core) never decay.
+after_days)`, idle counted from the latest of the memory's update, last use, last review, last restore from the
+archive and the group's "aging since" time (the first maintenance pass on the group after this version, so an upgrade
+never counts years of idleness at once). Protected memories (explicit, or core) never decay.
 """
 
 from __future__ import annotations

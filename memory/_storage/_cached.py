@@ -764,7 +764,7 @@ def _archive_entries(
             into, out_of = now_archived.get(item), was.get(item)
             if op == "delete" and into and not out_of and into.owner == owner and into.memory == old:
                 entry("archive", owner, item, old, None, reason=into.reason)
-            elif op == "add" and out_of and not into and out_of.owner == owner and _same_but_restored(out_of.memory, new):
+            elif op == "add" and out_of and not into and out_of.owner == owner and _restored(out_of.memory, new):
                 entry("restore", owner, item, None, new, reason=out_of.reason)
             else:
                 raise ValueError(f"an archive change only moves memories ({op} {item})")
@@ -779,7 +779,7 @@ def _archive_entries(
     return entries
 
 
-def _same_but_restored(archived: Memory, restored: Memory) -> bool:
+def _restored(archived: Memory, restored: Memory) -> bool:
     """A restore brings the memory back as it was, only stamped with the time it came back (`restored_at`)."""
     return archived == restored.model_copy(update={"restored_at": archived.restored_at})
 
