@@ -618,10 +618,10 @@ class UserMemoryPlugin(Star):
         persona_tools = await self._persona_tools(event, req)
         if not persona_tools:
             return
-        if req.func_tool is None:
-            req.func_tool = ToolSet()
         for family, tools in missing:
             if set(family).isdisjoint(persona_tools):
+                if req.func_tool is None:
+                    req.func_tool = ToolSet()
                 for tool in tools:
                     req.func_tool.add_tool(tool)
 
