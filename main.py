@@ -90,13 +90,13 @@ from .memory import (
 )
 
 PLUGIN_NAME = "astrbot_plugin_user_memory"
-MEMORY_TOOLS = (
-    "lark_save_memory", "lark_list_memory", "lark_forget_memory", "lark_add_todo", "lark_list_todos",
-    "lark_update_todo", "lark_memory_privacy",
-)
+# The plugin's tools in two families, judged apart when a persona's tool list leaves them out (`_keep_memory_tools`).
+MEMORY_TOOLS = ("lark_save_memory", "lark_list_memory", "lark_forget_memory", "lark_memory_privacy")
+TODO_TOOLS = ("lark_add_todo", "lark_list_todos", "lark_update_todo")
+TOOL_FAMILIES = (MEMORY_TOOLS, TODO_TOOLS)
 NO_TODO_LINES: list[str] = []
 TODOS_OFF = "待办功能已被管理员关闭，没有记录任何待办。"
-_MEMORY_TOOL_NAMES = frozenset(MEMORY_TOOLS)
+_FAMILY_NAMES = tuple(map(frozenset, TOOL_FAMILIES))
 _tool_name = operator.attrgetter("name")
 INTERNAL_ERROR = "记忆工具内部出错，没有做任何更改。请直接回复用户，不要重试。"
 CLEAR_CONFIRM_WORDS = ("confirm", "确认", "yes")
@@ -136,10 +136,13 @@ def _shared_caller(member: MemberKey, is_admin: bool, is_group_admin: bool) -> C
     return Caller(member, is_admin=is_admin, is_group_admin=is_group_admin)
 
 
-def offers_memory_tools(req: ProviderRequest) -> bool:
-    """Whether the request carries any of the memory tools (one scan of the tool names, without Python-level
-    steps per tool)."""
-    return req.func_tool is not None and not _MEMORY_TOOL_NAMES.isdisjoint(map(_tool_name, req.func_tool.tools))
+def offers_every_tool_family(req: ProviderRequest) -> bool:
+    """Whether the request carries at least one tool of each family (one pass over the tool names, without
+    Python-level steps per tool)."""
+    if req.func_tool is None:
+        return False
+    names = set(map(_tool_name, req.func_tool.tools))
+    return all(not family.isdisjoint(names) for family in _FAMILY_NAMES)
 
 
 class UserMemoryPlugin(Star):
@@ -479,7 +482,7 @@ class UserMemoryPlugin(Star):
         member = member_of(event)
         if member is None:
             return
-        if not offers_memory_tools(req):
+        if not offers_every_tool_family(req):
             await self._keep_memory_tools(event, req)  # rare: a persona's tool list, deactivated tools, ...
         caller = self._caller_in_group(event, member)
         speaker = self._speaker_name(event, member)
@@ -592,26 +595,35 @@ class UserMemoryPlugin(Star):
     # -- personas with an explicit tool list ----------------------------------------------------------------------
     async def _keep_memory_tools(self, event: AstrMessageEvent, req: ProviderRequest) -> None:
         """A persona with an explicit tool list makes AstrBot drop every other tool (ours too) before this hook,
-        which would switch the plugin off without a word. Called when none of the memory tools is in the request.
-        Add them back when the active persona's list is explicit, non-empty and names none of them (naming some
-        is a choice to respect, and then some are present). Left alone: a
-        persona with `tools: []` (no tools at all), tools the operator deactivated, a plugin disabled for the
+        which would switch the plugin off without a word. Called when a family of the plugin's tools (the memory
+        tools: save, list, forget, privacy; the todo tools: add, list, update) has no tool in the request. Each
+        family is judged apart: it is added back when the active persona's list is explicit, non-empty and names
+        none of that family's tools (naming some is a choice to respect, and then some are present), so a persona
+        that picks a todo tool still gets the memory tools. Left alone: a persona with `tools: []` (no tools at
+        all), tools the operator deactivated, the todo tools while todos are off, a plugin disabled for the
         session, and anything else that removed them while the persona takes every tool."""
         if req.conversation is None:  # AstrBot applied no persona at all
             return
         if event.plugins_name is not None and PLUGIN_NAME not in event.plugins_name:
             return
+        present = set(map(_tool_name, req.func_tool.tools)) if req.func_tool is not None else set()
         manager = self.context.get_llm_tool_manager()
-        tools = [tool for tool in map(manager.get_func, MEMORY_TOOLS) if tool is not None and tool.active]
-        if not tools:
+        families = TOOL_FAMILIES if self.settings.enable_todos else (MEMORY_TOOLS,)
+        missing = [
+            (family, tools) for family in families if present.isdisjoint(family)
+            if (tools := [tool for tool in map(manager.get_func, family) if tool is not None and tool.active])
+        ]
+        if not missing:
             return
         persona_tools = await self._persona_tools(event, req)
-        if not persona_tools or any(name in persona_tools for name in MEMORY_TOOLS):
+        if not persona_tools:
             return
-        if req.func_tool is None:
-            req.func_tool = ToolSet()
-        for tool in tools:
-            req.func_tool.add_tool(tool)
+        for family, tools in missing:
+            if set(family).isdisjoint(persona_tools):
+                if req.func_tool is None:
+                    req.func_tool = ToolSet()
+                for tool in tools:
+                    req.func_tool.add_tool(tool)
 
     async def _persona_tools(self, event: AstrMessageEvent, req: ProviderRequest) -> list[str] | None:
         """The tool list of the persona AstrBot applied to this request (resolved the way AstrBot resolves it);

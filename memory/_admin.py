@@ -11,8 +11,9 @@ from pydantic import ValidationError
 from ._episodes.revert import revert_episode_change, summary_of
 from ._storage import EPISODE, ERASE, MEMORY, TODO, MemoryStore
 from ._storage.changelog import EXTRACTION as EXTRACTION_ACTOR
-from ._aging.consolidation import CONSOLIDATION_ACTOR
-from ._aging.review import REVIEW_ACTOR
+from ._aging.consolidation import CONSOLIDATION_ACTOR, MERGE_OP, MERGED_SOURCE_OP
+from ._aging.declined import MERGE
+from ._aging.review import DECAY, PROMOTION, REVIEW_ACTOR
 from ._errors import InvalidMemoryInput, StorageUnavailable
 from ._aging.archive import archive_memories, restore_memories
 from ._models import GroupKey, Memory
@@ -212,7 +213,34 @@ async def revert_change(
     return f"已撤销 {what}：" + "；".join(
         f"[{_owner_text(e)}] 恢复为「{old.content}」" if old else f"[{_owner_text(e)}] 已移除「{_content(e.get('new'))}」"
         for e, old, _ in wanted
-    )
+    ) + await _decline(store, key, _undone(unit))
+
+
+def _undone(unit: Sequence[dict[str, Any]]) -> list[tuple[str, list[str]]]:
+    """The maintenance decisions the reverted entries carried out, as (decision, memory ids): a consolidation merge
+    (its sources), a review's PROMOTE, KEEP or DELETE (the memory, under the kind of review)."""
+    decisions = []
+    sources = [str(e.get("target")) for e in unit if e.get("actor") == CONSOLIDATION_ACTOR
+               and e.get("op") == MERGED_SOURCE_OP]
+    if len(sources) > 1 and any(e.get("op") == MERGE_OP for e in unit):
+        decisions.append((MERGE, sources))
+    decisions += [(e["review"], [str(e.get("target"))]) for e in unit
+                  if e.get("actor") == REVIEW_ACTOR and e.get("review") in (PROMOTION, DECAY)]
+    return decisions
+
+
+async def _decline(store: MemoryStore, key: GroupKey, decisions: Sequence[tuple[str, list[str]]]) -> str:
+    """Remember the undone decisions (`_aging/declined.py`): a second commit after the revert. Lost to a failure in
+    between, the next pass may propose the decision again, and a revert undoes it again; the reply says so."""
+    try:
+        for decision, ids in decisions:
+            await store.decline(key, decision, ids)
+    except StorageUnavailable as exc:
+        return f"（未能记下不再提议这一决定：{exc}；下一次维护可能再次提议）"
+    if not decisions:
+        return ""
+    what = "合并" if decisions[0][0] == MERGE else "审核"
+    return f"；以后的维护不再对这些记忆提议同样的{what}"
 
 
 async def _revert_archive_move(
@@ -228,6 +256,8 @@ async def _revert_archive_move(
         if entry.get("op") == "archive":
             moved = await restore_memories(store, key, [target], actor=actor, extra=extra)
             what = f"已撤销 #{entry_id}：[{_owner_text(entry)}] 恢复「{_content(entry.get('old'))}」"
+            if moved:
+                what += await _decline(store, key, _undone([entry]))
             gone = "它已不在归档中（已恢复或已过保留期清除）"
         else:
             restored = _dump(_memory(entry.get("new")))

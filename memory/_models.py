@@ -92,6 +92,7 @@ class Memory(BaseModel):
     last_used_at: float | None = None  # when a reply last really drew on it (judged after the reply)
     promoted_at: float | None = None  # when review promoted it to core: it never decays
     reviewed_at: float | None = None  # when a decay review kept it: decay counts again from then
+    restored_at: float | None = None  # when it last came back from the archive: decay and max age count from then
     merged_from: list[dict[str, Any]] | None = None  # what a consolidation merged into it (provenance, undo)
 
     @property
@@ -141,6 +142,9 @@ class GroupDocument(BaseModel):
     # Members who asked not to be observed here (user id -> since when; see `_privacy/`). In the platform's global
     # document it means every group of the platform. Kept apart from `users`, whose entries go with their memories.
     opted_out: dict[str, float] = Field(default_factory=dict)
+    # Maintenance decisions a person undid, never proposed again for those memories (`_aging/declined.py`): each
+    # {"decision": "merge" | "promotion" | "decay", "ids": [memory ids]}. None (omitted in the file) while empty.
+    declined: list[dict[str, Any]] | None = None
     # {"v": 1, "kid": key id} when the file's member content is sealed (`_storage/sealed.py`); None in plaintext.
     encryption: dict[str, Any] | None = None
     updated_at: float = 0.0

@@ -397,3 +397,49 @@ async def test_the_plugin_reviews_through_astrbots_default_model_only_with_obser
         assert calls == expected
         assert (memory.promoted_at is not None) is observation
         await plugin.terminate()
+
+
+async def test_a_restored_memory_decays_again_from_its_restore_whatever_archived_it(tmp_path):
+    """A revert of the archive entry brings the memory back stamped with the restore time: the next daily pass
+    keeps it, and it goes again only after a full idle period counted from the restore. A memory whose base is
+    already below the lines (archived at the first pass) also holds until it has decayed from its restored state."""
+    from memory._admin import revert_change
+
+    clock = Clock()
+    store, scheduler = setup(tmp_path, clock)
+    await store.change(G1, "u1", put(memory("fact")), actor="extraction")
+
+    async def days(first, last):
+        for day in range(first, last):
+            clock.days(day)
+            await one_round(scheduler)
+
+    async def revert_archive(memory_id):
+        entry = [e for e in await store.log_entries(G1) if e.get("op") == "archive" and e["target"] == memory_id][-1]
+        reply = await revert_change(store, G1, entry["id"], actor="admin:a")
+        assert reply.startswith("已撤销"), reply
+
+    async def active():
+        return {m.id for m in await store.memories(G1, "u1")}
+
+    await days(0, 38)
+    await store.change(G1, "u1", put(memory("faint", importance=0.05, at=clock.now)), actor="extraction")
+    await days(38, 40)
+    assert await active() == set()
+    assert {(a.memory.id, a.reason) for a in await store.archived(G1)} == {("fact", "decay"), ("faint", "decay")}
+    await revert_archive("fact")
+    await revert_archive("faint")
+    restored = {m.id: m for m in await store.memories(G1, "u1")}
+    assert {m.restored_at for m in restored.values()} == {clock.now}
+    assert restored["fact"].last_used_at is None  # a restore is not a use by a reply
+
+    await days(40, 46)
+    assert await active() == {"fact", "faint"}  # the next passes keep both
+    await days(46, 49)
+    assert await active() == {"fact"}  # the faint one went once it had decayed from its restored state
+    await days(49, 78)
+    assert await active() == {"fact"}
+    await days(78, 80)
+    assert await active() == set()  # ~38.4 idle days after the restore, like any default memory
+    assert [e["reason"] for e in await store.log_entries(G1) if e.get("op") == "archive" and e["target"] == "fact"] == [
+        "decay", "decay"]

@@ -1,6 +1,6 @@
 """`extraction_max_age_days`: maintenance archives an extracted memory unused for that long (reason "max_age"),
 core ones too, never an explicit one; counted from the last use, else the last update; 0 = off; a revert brings
-it back as used now, so the next pass keeps it."""
+it back stamped with the restore time, counted from then, so the next pass keeps it."""
 
 import dataclasses
 
@@ -69,7 +69,7 @@ async def test_maintenance_archives_them_and_a_revert_keeps_the_memory(tmp_path)
     reply = await revert_change(store, G, entry["id"], actor="admin")
     assert reply.startswith("已撤销"), reply
     back = next(m for m in await store.memories(G, "u1") if m.id == "old")
-    assert back.last_used_at is not None and back.last_used_at > T0 + 31 * DAY - 1  # counted from the revert
+    assert back.restored_at == T0 + 31 * DAY  # counted from the revert
     clock.now = T0 + 32 * DAY
     await scheduler.run_round(spacing=0)
     assert "old" in {m.id for m in await store.memories(G, "u1")}

@@ -103,7 +103,7 @@ async def test_promote_makes_it_core_logged_and_revertible(store):
     assert "审核升级为核心 [ou_a] 生日是三月五日 → 生日是三月五日（理由：生日是长期稳定的事实）" in await history_text(store, G)
     assert "已撤销" in await revert_change(store, G, change["id"], actor="admin:a")
     assert (await only(store)).promoted_at is None
-    assert [c.memory.content for c in candidates(await store.document(G), SETTINGS, NOW)] == ["生日是三月五日"]
+    assert candidates(await store.document(G), SETTINGS, NOW) == []  # the undone promotion is not proposed again
 
 
 async def test_keep_in_a_promotion_review_is_not_asked_again_until_importance_changes(store, clock):
@@ -154,7 +154,8 @@ async def test_decay_delete_archives_it_and_revert_brings_it_back_exactly(store)
     [change] = entries_by(await store.log_entries(G), "review")
     assert (change["op"], change["review_reason"], change["review"]) == ("archive", "已过时", "decay")
     assert "已撤销" in await revert_change(store, G, change["id"], actor="admin:a")
-    assert await store.memories(G, "ou_a") == [faded] and await store.archived(G) == []
+    assert await store.memories(G, "ou_a") == [faded.model_copy(update={"restored_at": NOW})]  # as it was, restored now
+    assert await store.archived(G) == []
 
 
 async def test_promote_is_not_a_decision_of_a_decay_review(store):

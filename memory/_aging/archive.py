@@ -14,8 +14,7 @@ from typing import Any
 from .._models import ArchivedMemory, GroupKey, Memory
 from .._settings import Settings
 from .._storage import MemoryStore, Owner
-from .decay import DAY, Action, is_protected
-from .usage import USED_OP
+from .decay import DAY, is_protected
 
 _DEFAULT_CORE_IMPORTANCE = Settings().memory_core_importance
 
@@ -72,11 +71,11 @@ async def restore_memories(
     store: MemoryStore, key: GroupKey, memory_ids: Sequence[str], *, actor: str, extra: dict[str, Any] | None = None
 ) -> int:
     """Move the named archived memories back to their owners' lists in one durable commit; how many moved. An id
-    not in the archive (restored or purged since) is skipped; one whose owner already has that id is skipped. A
-    memory the retention of extracted memories archived comes back as used now, else the next pass would archive
-    it again."""
+    not in the archive (restored or purged since) is skipped; one whose owner already has that id is skipped. Each
+    comes back stamped `restored_at` (the store's clock), whatever archived it: decay, the unused limit and the
+    extraction max age count again from then, so the next pass does not archive it again."""
     ids = set(memory_ids)
-    at = time.time()
+    at = store.now()
     archived = [a for a in await store.archived(key) if a.memory.id in ids]
     if not archived:
         return 0
@@ -90,31 +89,13 @@ async def restore_memories(
         for item in archive:
             owner_list = lists.get(item.owner)
             if item.memory.id in ids and owner_list is not None and all(m.id != item.memory.id for m in owner_list):
-                owner_list.append(item.memory)
+                owner_list.append(item.memory.model_copy(update={"restored_at": at}))
                 moved += 1
             else:
                 kept.append(item)
         return lists, kept, moved
 
-    moved = await store.change_archive(key, owners, restore, actor=actor, extra=extra)
-    aged = {a.memory.id for a in archived if a.reason == Action.ARCHIVE_MAX_AGE.value}
-    if aged:
-        await _mark_used(store, key, [a.owner for a in archived if a.memory.id in aged], aged, at, actor=actor)
-    return moved
-
-
-async def _mark_used(
-    store: MemoryStore, key: GroupKey, owners: Sequence[Owner], ids: set[str], at: float, *, actor: str
-) -> None:
-    """A second commit (an archive move keeps the memory exactly as it was): the restored memories count as used
-    at `at`. Lost to a crash in between, the next pass archives them again, and a revert brings them back again."""
-
-    def touch(lists: dict[Owner, list[Memory]]) -> tuple[dict[Owner, list[Memory]], None]:
-        for owner, memories in lists.items():
-            lists[owner] = [m.model_copy(update={"last_used_at": at}) if m.id in ids else m for m in memories]
-        return lists, None
-
-    await store.change_many(key, list(dict.fromkeys(owners)), touch, actor=actor, label=USED_OP)
+    return await store.change_archive(key, owners, restore, actor=actor, extra=extra)
 
 
 async def purge_expired(store: MemoryStore, key: GroupKey, now: float, retention_days: float, *, actor: str) -> int:

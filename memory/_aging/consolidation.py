@@ -23,7 +23,7 @@ import asyncio
 import logging
 import math
 import uuid
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +37,7 @@ from .._rules import operations as ops
 from .._settings import Settings
 from .._storage import CALL, MemoryStore, Owner, owner_lists
 from .decay import is_protected
+from .declined import kept_apart
 
 log = logging.getLogger("astrbot_plugin_user_memory")
 
@@ -89,9 +90,11 @@ class Cluster:
         return sorted(f"{m.id}@{m.updated_at}" for m in self.memories)
 
 
-def _near_duplicates(memories: Sequence[Memory]) -> list[tuple[Memory, ...]]:
+def _near_duplicates(
+    memories: Sequence[Memory], apart: Collection[frozenset[str]] = frozenset()
+) -> list[tuple[Memory, ...]]:
     """Greedy clusters of one owner's memories: pairs by falling similarity, each memory in at most one cluster,
-    only memories that may merge with each other (`_kind`)."""
+    only memories that may merge with each other (`_kind`) and no two a person un-merged (`apart`)."""
     if len(memories) < 2:
         return []
     terms = {m.id: subject_terms(m.content) for m in memories}
@@ -123,16 +126,21 @@ def _near_duplicates(memories: Sequence[Memory]) -> list[tuple[Memory, ...]]:
             break
         first, second = cluster_of.get(a), cluster_of.get(b)
         if first is None and second is None:
-            cluster_of[a] = cluster_of[b] = [a, b]
-        elif first is not None and second is None and len(first) < MAX_CLUSTER:
+            if frozenset((a, b)) not in apart:
+                cluster_of[a] = cluster_of[b] = [a, b]
+        elif first is not None and second is None and len(first) < MAX_CLUSTER and _joins(b, first, apart):
             first.append(b)
             cluster_of[b] = first
-        elif second is not None and first is None and len(second) < MAX_CLUSTER:
+        elif second is not None and first is None and len(second) < MAX_CLUSTER and _joins(a, second, apart):
             second.append(a)
             cluster_of[a] = second
     unique = {id(c): c for c in cluster_of.values()}.values()
     order = {m.id: i for i, m in enumerate(memories)}
     return [tuple(by_id[i] for i in sorted(c, key=order.__getitem__)) for c in unique]
+
+
+def _joins(memory_id: str, cluster: list[str], apart: Collection[frozenset[str]]) -> bool:
+    return not apart or all(frozenset((memory_id, other)) not in apart for other in cluster)
 
 
 def subject_terms(content: str) -> dict[str, float]:
@@ -163,13 +171,14 @@ async def consolidate_group(
         return report
     doc = await store.document(key)
     hidden = await opted_out(store, key)  # no background call sees the memories of a member who opted out
+    apart = kept_apart(doc)
     judged: set[tuple[str, ...]] | None = None
     for owner, memories in owner_lists(doc):
         if report.calls >= budget:
             break
         if owner in hidden:
             continue
-        found = _near_duplicates(memories)
+        found = _near_duplicates(memories, apart)
         await asyncio.sleep(0)  # one owner's list at a time on the event loop (a long list takes a few ms)
         for group in found:
             if report.calls >= budget:

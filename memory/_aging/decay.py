@@ -2,9 +2,9 @@
 
 Pure functions of (the item, the time, the settings): nothing is written. Decay is computed when read from the
 base importance and the last sign of life (DECISIONS §2): `effective = base × factor ** max(0, idle_days −
-after_days)`, idle counted from the latest of the memory's update, last use, last review and the group's "aging
-since" time (the first maintenance pass on the group after this version, so an upgrade never counts years of
-idleness at once). Protected memories (explicit, or core) never decay.
+after_days)`, idle counted from the latest of the memory's update, last use, last review, last restore from the
+archive and the group's "aging since" time (the first maintenance pass on the group after this version, so an upgrade
+never counts years of idleness at once). Protected memories (explicit, or core) never decay.
 """
 
 from __future__ import annotations
@@ -46,8 +46,9 @@ def is_protected(memory: Memory, settings: Settings) -> bool:
 
 
 def idle_since(memory: Memory, aging_since: float | None) -> float:
-    """The last sign of life: update, use by a reply, a review that kept it, or the group's aging start."""
-    times = [memory.updated_at, memory.last_used_at, memory.reviewed_at, aging_since]
+    """The last sign of life: update, use by a reply, a review that kept it, a restore, or the group's aging
+    start."""
+    times = [memory.updated_at, memory.last_used_at, memory.reviewed_at, memory.restored_at, aging_since]
     return max(t for t in times if t is not None)
 
 
@@ -89,11 +90,11 @@ def last_use(memory: Memory) -> float:
 
 def max_age_due(memory: Memory, settings: Settings) -> float:
     """When `extraction_max_age_days` archives the memory (`math.inf`: never). Only extracted memories: what a
-    member asked to remember stays. Counted from the last use alone, neither from a review nor from the group's
-    aging start: a privacy limit is not deferred by an upgrade."""
+    member asked to remember stays. Counted from the last use or an admin's restore, neither from a review nor from
+    the group's aging start: a privacy limit is not deferred by an upgrade."""
     if settings.extraction_max_age_days <= 0 or memory.source is not Source.EXTRACTION:
         return math.inf
-    return last_use(memory) + settings.extraction_max_age_days * DAY
+    return max(last_use(memory), memory.restored_at or 0.0) + settings.extraction_max_age_days * DAY
 
 
 def action(memory: Memory, now: float, settings: Settings, aging_since: float | None) -> Action:
@@ -105,16 +106,26 @@ def action(memory: Memory, now: float, settings: Settings, aging_since: float | 
         return Action.NONE
     effective = effective_importance(memory, now, settings, aging_since)
     if memory.source is not Source.EXPLICIT:
-        if effective < settings.archive_below_importance:
+        settling = now < settled_at(memory, settings)
+        if effective < settings.archive_below_importance and not settling:
             return Action.ARCHIVE_DECAYED
         unused = idle_days(memory, now, aging_since) >= settings.archive_unused_days
         if unused and memory.importance <= settings.archive_unused_max_importance:
             return Action.ARCHIVE_UNUSED
-        if effective < settings.review_decay_below:
+        if effective < settings.review_decay_below and not settling:
             return Action.DECAY_REVIEW
     if effective >= settings.review_promote_at and _news_since_review(memory):
         return Action.PROMOTION_REVIEW
     return Action.NONE
+
+
+def settled_at(memory: Memory, settings: Settings) -> float:
+    """Until when a restored memory is neither archived for decay nor put to a decay review: until it has decayed
+    from its restored state (`memory_decay_after_days` after the restore), even when its base importance is below
+    those lines already. `-inf` for a memory never restored."""
+    if memory.restored_at is None:
+        return -math.inf
+    return memory.restored_at + settings.memory_decay_after_days * DAY
 
 
 def _news_since_review(memory: Memory) -> bool:
@@ -130,6 +141,7 @@ def next_change(memory: Memory, now: float, settings: Settings, aging_since: flo
     if is_protected(memory, settings):  # neither decays nor ages: only a change (which changes the file) moves it
         return min((t for t in times if t > now), default=math.inf)
     since = idle_since(memory, aging_since)
+    times.append(settled_at(memory, settings))
     if memory.importance <= settings.archive_unused_max_importance:
         times.append(since + settings.archive_unused_days * DAY)
     base, factor = memory.importance, settings.memory_decay_factor

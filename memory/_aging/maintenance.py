@@ -38,6 +38,7 @@ from .._storage import GROUP_OWNER, MemoryStore, owner_lists
 from .._storage.files import write_atomic_sync
 from .archive import archive_memories, purge_expired
 from .decay import DAY, Action, action, episode_expired, next_change
+from .review import candidates
 
 log = logging.getLogger("astrbot_plugin_user_memory")
 
@@ -424,11 +425,7 @@ class MaintenanceScheduler:
         return min(times)
 
     async def _reviews_pending(self, key: GroupKey, settings: Settings, now: float) -> bool:
-        doc = await self._store.document(key)
-        return any(
-            action(m, now, settings, doc.aging_since) in (Action.DECAY_REVIEW, Action.PROMOTION_REVIEW)
-            for m in doc.all_memories()
-        )
+        return bool(candidates(await self._store.document(key), settings, now))
 
     # ---------------------------------------------------------------------------------------- groups and state
     async def _discover(self) -> None:

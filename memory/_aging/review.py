@@ -35,6 +35,7 @@ from .._storage import CALL, MemoryStore, Owner, owner_lists
 from .._text import clean_content
 from .archive import archive_memories
 from .decay import DAY, Action, action, effective_importance
+from .declined import declined_reviews
 
 log = logging.getLogger("astrbot_plugin_user_memory")
 
@@ -113,15 +114,17 @@ def candidates(
 ) -> list[Candidate]:
     """The memories due for review (`decay.action`), the most urgent first: promotions by importance, then decays,
     weakest first; none of the `hidden` members' (who opted out: no background call sees their memories). A memory KEPT in a promotion review is not asked again until it is updated or used; a KEPT decay
-    review has its base reset, so it comes back only after decaying again."""
+    review has its base reset, so it comes back only after decaying again. A review a person undid for a memory
+    (`declined.py`) is not asked again for it."""
     aging_since = doc.aging_since
+    declined = declined_reviews(doc)
     due: list[Candidate] = []
     for owner, memories in owner_lists(doc):
         if owner in hidden:
             continue
         for memory in memories:
             kind = _KINDS.get(action(memory, now, settings, aging_since))
-            if kind is not None:
+            if kind is not None and (kind, memory.id) not in declined:
                 due.append(Candidate(owner, memory, kind, effective_importance(memory, now, settings, aging_since)))
     return sorted(due, key=lambda c: (c.kind is not PROMOTION, -c.effective if c.kind is PROMOTION else c.effective))
 

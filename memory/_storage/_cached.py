@@ -124,6 +124,9 @@ class CachedStore(MemoryStore):
         self._commit_hooks: list[Callable[[], Awaitable[None]]] = []
         self._commit_listeners: list[Callable[[GroupKey, GroupDocument, Sequence[Episode] | None], None]] = []
 
+    def now(self) -> float:
+        return self._clock()
+
     # ------------------------------------------------------------------------------------------ what a backend does
     @abstractmethod
     def _new_group(self, key: GroupKey) -> CachedGroup:
@@ -481,6 +484,25 @@ class CachedStore(MemoryStore):
 
         return await self._run(key, operation)
 
+    async def decline(self, key: GroupKey, decision: str, memory_ids: Sequence[str]) -> bool:
+        """Remember that a person undid `decision` for these memories, durably, not logged; whether it changed."""
+        record = {"decision": decision, "ids": sorted(set(memory_ids))}
+
+        def operation(group: CachedGroup) -> tuple[bool, bool]:
+            doc = group.doc
+            assert doc is not None
+            present = {m.id for m in doc.all_memories()} | {a.memory.id for a in doc.archive}
+            kept = [d for d in doc.declined or () if not present.isdisjoint(d.get("ids") or ())]
+            if record not in kept:
+                kept.append(record)
+            if kept == (doc.declined or []):
+                return False, False
+            doc.declined = kept
+            group.doc_version += 1
+            return True, True
+
+        return await self._run(key, operation)
+
     async def set_opted_out(self, key: GroupKey, user_id: str, on: bool, *, actor: str) -> bool:
         """Set or clear the member's opt-out flag, durably, logged without content; whether it moved."""
 
@@ -802,7 +824,7 @@ def _archive_entries(
             into, out_of = now_archived.get(item), was.get(item)
             if op == "delete" and into and not out_of and into.owner == owner and into.memory == old:
                 entry("archive", owner, item, old, None, reason=into.reason)
-            elif op == "add" and out_of and not into and out_of.owner == owner and out_of.memory == new:
+            elif op == "add" and out_of and not into and out_of.owner == owner and _restored(out_of.memory, new):
                 entry("restore", owner, item, None, new, reason=out_of.reason)
             else:
                 raise ValueError(f"an archive change only moves memories ({op} {item})")
@@ -815,6 +837,11 @@ def _archive_entries(
     if any(item not in was and item not in moved for item in now_archived):
         raise ValueError("a memory enters the archive only from its owner's list")
     return entries
+
+
+def _restored(archived: Memory, restored: Memory) -> bool:
+    """A restore brings the memory back as it was, only stamped with the time it came back (`restored_at`)."""
+    return archived == restored.model_copy(update={"restored_at": archived.restored_at})
 
 
 def memories_of(doc: GroupDocument, owner: Owner) -> Sequence[Memory]:

@@ -33,8 +33,8 @@ ManyChange = Callable[[dict[Owner, list[Memory]]], tuple[dict[Owner, list[Memory
 # (memory id, the operation the store saw: "add" / "update" / "delete") such as extraction's "boost".
 Label = str | Callable[[str, str], str] | None
 # An archive change receives the named owners' memories and the document's archive and returns (their new
-# memories, the new archive, a result). It may only move memories between them or drop archived ones (purge);
-# same rules as `Change`.
+# memories, the new archive, a result). It may only move memories between them (a memory restored to its owner
+# may carry the time it came back, `restored_at`) or drop archived ones (purge); same rules as `Change`.
 ArchiveChange = Callable[
     [dict[Owner, list[Memory]], list[ArchivedMemory]], tuple[dict[Owner, list[Memory]], list[ArchivedMemory], R]
 ]
@@ -63,6 +63,10 @@ class MemoryStore(ABC):
     commit. A change returns only once it (and its log entries) is durable, else raises `StorageUnavailable`."""
 
     sealer: Sealer | None = None  # what seals member content at rest (`crypto.py`); None: stored in plaintext
+
+    @abstractmethod
+    def now(self) -> float:
+        """The store's clock: the time its log entries carry."""
 
     @abstractmethod
     def add_listener(self, listener: Callable[[GroupKey, GroupDocument], None]) -> None:
@@ -128,6 +132,12 @@ class MemoryStore(ABC):
     @abstractmethod
     async def start_aging(self, key: GroupKey, at: float) -> float:
         """The document's `aging_since`, set to `at` (durably, not logged) if it had none."""
+
+    @abstractmethod
+    async def decline(self, key: GroupKey, decision: str, memory_ids: Sequence[str]) -> bool:
+        """Remember in the document (durably, not logged: the revert that undid it is) that a person undid
+        maintenance's `decision` for these memories; records none of whose memories is left (listed or archived)
+        are dropped. Whether anything changed."""
 
     @abstractmethod
     async def set_opted_out(self, key: GroupKey, user_id: str, on: bool, *, actor: str) -> bool:

@@ -3,8 +3,8 @@
 - Lark names group senders by `open_id[:8]`. The plugin fetches the group's member list (the Lark chat members
   API, through AstrBot's `event.get_group()`) in the background and, once it has it, names the member in the
   injected preamble and in the extraction prompt. The chat's owner counts as a group admin.
-- A persona with an explicit tool list keeps the memory tools; a persona with `tools: []` stays tool-less; a tool
-  the operator deactivated stays off.
+- A persona with an explicit tool list keeps the memory tools (also when it picks a todo tool: the families are judged
+  apart); a persona with `tools: []` stays tool-less; a tool the operator deactivated stays off.
 """
 
 from __future__ import annotations
@@ -123,6 +123,13 @@ def test_a_persona_with_an_explicit_tool_list_keeps_the_memory_tools(start_astrb
     tools = offered(say("你好", group=group, user=user))
     assert {"lark_save_memory", "lark_list_memory", other_tool} <= tools and "lark_forget_memory" not in tools
     bot.api("POST", "/api/tools/toggle-tool", {"name": "lark_forget_memory", "activate": True})
+
+    # the memory and todo tools are judged apart: picking a todo tool still gets the memory tools back
+    res = bot.api("POST", "/api/persona/update", {"persona_id": PERSONA, "system_prompt": "你是一个简洁的助手。",
+                                                  "tools": [other_tool, "lark_add_todo"]})
+    assert res.get("status") == "ok", res
+    tools = offered(say("你好", group=group, user=user))
+    assert MEMORY_TOOLS | {"lark_add_todo", other_tool} <= tools and "lark_list_todos" not in tools, tools
 
     # tools: [] means no tools from the persona at all, ours included
     res = bot.api("POST", "/api/persona/update", {"persona_id": PERSONA, "system_prompt": "你是一个简洁的助手。",
