@@ -4,7 +4,8 @@ written by the store inside each commit, readable by a person.
 Entries (one JSON object a line):
 - a change: `{"id", "at", "actor", "kind": "memory", "op", "scope", "owner", "target", "old", "new"}`, plus
   `"txn"` (the id of the first entry of a commit that made several) and fields a writer attaches (`"reverts"`).
-  After an erasure the member's entries keep their id, time, actor and op, lose `old`/`new`, and say `"erased"`.
+  After an erasure the member's entries keep their id, time, actor and op, lose `old`/`new`, and say `"erased"`;
+  so does every earlier entry of a memory or episode purged after its retention or erased on its own.
 - a background model call: `{"id", "at", "actor", "kind": "call", "input_tokens", "output_tokens", ...}`, actor
   `extraction` (with `messages`, `applied`, `rejected`), `review` or `consolidation` (with the `decision` taken).
 - head lines `{"kind": "carried", "actor", ...}`, one per actor: what the calls trimmed away added up to (a head
@@ -39,6 +40,7 @@ CALL = "call"
 EXTRACTION = "extraction"  # the actor of extraction calls, and of carried totals that name none
 CARRIED = "carried"
 ERASE = "erase"  # the op of an erasure: a member wiped their memories; their content leaves the log
+PURGE = "purge"  # the op of the end of an archived memory's or episode's retention: its content leaves the log too
 MAX_BYTES = 2_000_000
 TRIM_TO_FRACTION = 0.6  # a trim keeps the newest entries up to this share of MAX_BYTES, so it is rare
 _TAIL_CHUNK = 65_536
@@ -124,6 +126,7 @@ class LogState:
 
 
 Transform = Callable[[dict[str, Any]], dict[str, Any]]  # an entry as written <-> as read (sealing, `sealed.py`)
+Targets = set[tuple[str, str]] | frozenset[tuple[str, str]]  # (kind, target id) of items whose log content goes
 
 
 def encode(entries: Iterable[dict[str, Any]], seal: Transform | None = None) -> bytes:
@@ -256,13 +259,18 @@ def truncate(path: Path, end: int) -> None:
 def rewrite(
     path: Path, end: int, data: bytes, *, erase_owners: set[str], max_bytes: int, durable: bool,
     erase_todos: set[str] | frozenset[str] = frozenset(), transform: Transform | None = None,
+    erase_targets: Targets = frozenset(),
 ) -> tuple[int, int]:
-    """Rewrite the log in one atomic replace: purge the content of erased members' memories and of erased todos,
-    trim the oldest entries when the log would pass `max_bytes` (down to TRIM_TO_FRACTION of it, their call totals
-    carried in the head line), then `data` at the end. Returns (where `data` starts, the new end). `transform`
+    """Rewrite the log in one atomic replace: purge the content of erased members' memories, of erased todos and
+    of the (kind, target) pairs in `erase_targets` (purged or erased memories and episodes), trim the oldest
+    entries when the log would pass `max_bytes` (down to TRIM_TO_FRACTION of it, their call totals carried in the
+    head line), then `data` at the end. Returns (where `data` starts, the new end). `transform`
     re-encodes every entry kept (sealing it with another key); unreadable lines are kept as they are."""
     # Only lines that can matter are parsed (this runs in a thread, but parsing holds the GIL the loop needs).
-    needles = [json.dumps(o, ensure_ascii=False).encode("utf-8") for o in (*erase_owners, *erase_todos)]
+    needles = [
+        json.dumps(o, ensure_ascii=False).encode("utf-8")
+        for o in (*erase_owners, *erase_todos, *(target for _, target in erase_targets))
+    ]
     carried = CallTotals()
     kept: list[bytes] = []
     for line in _raw_lines(path, end):
@@ -270,7 +278,7 @@ def rewrite(
             carried.add(entry)
             continue
         if needles and any(n in line for n in needles) and (
-            entry := _to_erase(line, erase_owners, erase_todos)
+            entry := _to_erase(line, erase_owners, erase_todos, erase_targets)
         ) is not None:
             line = json.dumps(erased(entry), ensure_ascii=False).encode("utf-8")
         elif transform is not None and (entry := _parse(line)) is not None:
@@ -294,19 +302,25 @@ def rewrite(
 
 
 def _to_erase(
-    line: bytes, erase_owners: set[str], erase_todos: set[str] | frozenset[str]
+    line: bytes, erase_owners: set[str], erase_todos: set[str] | frozenset[str], erase_targets: Targets
 ) -> dict[str, Any] | None:
     """The entry on `line` when it is a not yet erased change to a member's own memory of one of `erase_owners`,
-    or to one of `erase_todos`."""
+    to one of `erase_todos`, or to one of `erase_targets`."""
     entry = _parse(line)
-    return entry if entry is not None and erasable(entry, erase_owners, erase_todos) else None
+    return entry if entry is not None and erasable(entry, erase_owners, erase_todos, erase_targets) else None
 
 
-def erasable(entry: dict[str, Any], erase_owners: set[str], erase_todos: set[str] | frozenset[str]) -> bool:
-    """Whether an erasure of `erase_owners` and `erase_todos` takes the entry's content: a change, not yet erased,
-    to a member's own memory of one of them, or to one of the todos."""
+def erasable(
+    entry: dict[str, Any], erase_owners: set[str], erase_todos: set[str] | frozenset[str],
+    erase_targets: Targets = frozenset(),
+) -> bool:
+    """Whether an erasure of `erase_owners`, `erase_todos` and `erase_targets` takes the entry's content: a change,
+    not yet erased, to a member's own memory of one of them, to one of the todos, or to one of the (kind, target)
+    pairs."""
     if entry.get("erased"):
         return False
+    if (entry.get("kind"), entry.get("target")) in erase_targets:
+        return True
     if entry.get("kind") == TODO:
         return entry.get("target") in erase_todos
     return entry.get("kind") == MEMORY and entry.get("owner") in erase_owners and entry.get("scope") != "group"

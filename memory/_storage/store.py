@@ -315,6 +315,7 @@ class UserMemoryStore(CachedStore):
         entries, group.pending = group.pending, []
         erase_owners, group.erase_owners = group.erase_owners, set()
         erase_todos, group.erase_todos = group.erase_todos, set()
+        erase_targets, group.erase_targets = group.erase_targets, set()
         reseal, group.reseal = group.reseal, False
         await self._ensure_kid()
         await self._run_commit_hooks()
@@ -328,11 +329,12 @@ class UserMemoryStore(CachedStore):
         lines = changelog.encode(entries, self._seal_entry(group.key))
         log_state = group.log
         start, end = log_state.end, log_state.end
-        if reseal or erase_owners or erase_todos or log_state.end + len(lines) > self._log_max_bytes:
+        if reseal or erase_owners or erase_todos or erase_targets or log_state.end + len(lines) > self._log_max_bytes:
             opened, seal = self._open_entry(group.key), self._seal_entry(group.key)
             start, end = await asyncio.to_thread(
                 changelog.rewrite, log_state.path, log_state.end, lines, erase_owners=erase_owners,
-                erase_todos=erase_todos, max_bytes=self._log_max_bytes, durable=self._durable,
+                erase_todos=erase_todos, erase_targets=erase_targets, max_bytes=self._log_max_bytes,
+                durable=self._durable,
                 transform=(lambda e: seal(opened(e)) if seal else opened(e)) if reseal else None,
             )
             log_state.end = start  # the rewritten file is committed up to the new entries
