@@ -35,6 +35,7 @@ from .memory import (
     GroupIndex,
     GroupKey,
     Health,
+    InvalidMemoryInput,
     INJECTION_COUNTS_FILE,
     InjectionCounts,
     InjectionTrace,
@@ -51,6 +52,7 @@ from .memory import (
     Roster,
     Scope,
     Settings,
+    StorageUnavailable,
     TodoPolicy,
     TodoProposals,
     TodoSection,
@@ -60,6 +62,7 @@ from .memory import (
     archived_text,
     combine,
     consolidate_group,
+    delete_episode,
     episodes_text,
     forget_memory,
     history_text,
@@ -681,7 +684,8 @@ class UserMemoryPlugin(Star):
             return caller
         await self._audit_foreign(caller, "lark_forget_memory", target)
         return await self._guarded(forget_memory(self.store, caller, self.settings, target, scope,
-                                                 refused=self._refused(caller, "lark_forget_memory")))
+                                                 refused=self._refused(caller, "lark_forget_memory"),
+                                                 names=self._names_here(caller)))
 
     @filter.llm_tool(name="lark_memory_privacy")
     async def lark_memory_privacy(
@@ -716,6 +720,12 @@ class UserMemoryPlugin(Star):
                 self.extraction.forget_member(user_id, where)
             self.members.forget_spoken(user_id, where)
         return text
+
+    def _names_here(self, caller: Caller) -> set[str]:
+        """The names the member goes by in this group (roster, replies): a "forget all" takes them out of the
+        group's episodes."""
+        group = caller.member.group
+        return self.members.known_names(caller.member.user_id, lambda key: key == group)
 
     def _refused(self, caller: Caller, via: str) -> Refused:
         """The audit callback a tool reports its refusals to, bound to the caller and the tool."""
@@ -875,7 +885,8 @@ class UserMemoryPlugin(Star):
             return
         # Also with nothing stored: the erasure purges what the change log still holds of earlier deletions.
         actor = f"command:{caller.member.user_id}"
-        await self._guarded(forget_memory(self.store, caller, self.settings, "all", actor=actor))
+        await self._guarded(forget_memory(self.store, caller, self.settings, "all", actor=actor,
+                                          names=self._names_here(caller)))
         after = await self._read(caller)
         left = None if isinstance(after, str) else sum(s is not Scope.GROUP for s, _ in after)
         if left != 0:
@@ -932,7 +943,34 @@ class UserMemoryPlugin(Star):
             yield event.plain_result(DISABLED)
             return
         zone = self.todo_policy.zone
-        yield event.plain_result(await self._for_group(event, lambda key: episodes_text(self.store, key, zone)))
+        admin = bool(event.is_admin())
+        yield event.plain_result(await self._for_group(
+            event, lambda key: episodes_text(self.store, key, zone, with_ids=admin)
+        ))
+
+    @memory_command.command("episode")
+    async def memory_episode_command(self, event: AstrMessageEvent, action: str = "", episode_id: str = ""):
+        """（管理员）永久删除本群的一条情境记忆（不可撤销）：/memory episode delete <id>（id 见 /memory episodes）"""
+        refused = await self._admin_only(event, "episode")
+        if refused is not None:
+            yield event.plain_result(refused)
+            return
+        if str(action).strip().lower() != "delete":
+            yield event.plain_result("用法：/memory episode delete <id>（id 见 /memory episodes）。没有做任何更改。")
+            return
+        actor = f"admin:{event.get_sender_id()}"
+        yield event.plain_result(await self._for_group(
+            event, lambda key: self._guarded(self._delete_episode(key, str(episode_id), actor))
+        ))
+
+    async def _delete_episode(self, key: GroupKey, episode_id: str, actor: str) -> str:
+        try:
+            episode = await delete_episode(self.store, key, episode_id, actor=actor)
+        except InvalidMemoryInput as exc:
+            return f"删除失败：{exc}。没有做任何更改。"
+        except StorageUnavailable as exc:
+            return f"删除失败：{exc}"
+        return f"已永久删除情境记忆 {episode.short_id}（无法撤销，变更记录中的内容也已清除）。"
 
     @memory_command.command("history")
     async def memory_history_command(self, event: AstrMessageEvent, limit: int = 10):

@@ -498,19 +498,24 @@ class CachedStore(MemoryStore):
 
     async def change_episodes(
         self, key: GroupKey, change: EpisodeChange[R], *, actor: str, label: Label = None,
-        extra: dict[str, Any] | None = None,
+        extra: dict[str, Any] | None = None, erased: Collection[str] = (),
     ) -> R:
         """Apply `change` to the group's episodes and return its result once it (and its log entries, kind
         "episode") is stored, in the group's one change log. An episode whose entry `label` names "erase" or
-        "purge" leaves the log: that entry and every earlier one about the episode keep no content."""
+        "purge" leaves the log: that entry and every earlier one about the episode keep no content; with
+        `label="erase"` so do the earlier entries of the episodes named in `erased`."""
 
         def operation(group: CachedGroup) -> tuple[R, bool]:
             doc = group.doc
             assert doc is not None and group.episodes is not None
             current = list(group.episodes)
             updated, result = change(list(current))
+            erasing = {(changelog.EPISODE, e) for e in erased} if label == changelog.ERASE else set()
+            if erasing:
+                group.erase_targets.update(erasing)
+                _erase_pending(group, set(), frozenset(), erasing)
             if updated == current:
-                return result, False
+                return result, bool(erasing)
             now = self._clock()
             entries = [
                 _entry(now, actor, label, changelog.EPISODE, op, "group", GROUP_OWNER, old, new, extra or {})
