@@ -452,17 +452,18 @@ class UserMemoryPlugin(Star):
         self.members.lookup(member.group, member.user_id, self._fetch_roster, event)
         return _shared_caller(member, bool(event.is_admin()), self.members.is_group_admin(member.group, member.user_id))
 
-    def _speaker_name(self, event: AstrMessageEvent, member: MemberKey) -> str:
+    def _speaker_name(self, event: AstrMessageEvent, member: MemberKey, *, note: bool = True) -> str:
         """The member's display name. A platform that names senders by a piece of their id (Lark: open_id[:8])
         is overruled by the group's member list once it is cached; until then (a cold cache never makes the
-        reply wait) the platform's name stands in."""
+        reply wait) the platform's name stands in. `note`: remember it as the name the member is called by, only
+        when the group's opt-out flags are in memory and admit them."""
         given = event.get_sender_name() or ""
         if given and not member.user_id.startswith(given):
             name = given
         else:
             name = self.members.name(member.group, member.user_id) or given or member.user_id
-        hidden = opted_out_in(self.store, member.group)
-        if not hidden or member.user_id not in hidden:  # a member who opted out leaves no name behind
+        hidden = opted_out_in(self.store, member.group) if note else None
+        if hidden is not None and member.user_id not in hidden:  # not known yet (not loaded): not noted
             self.members.note_spoken(member.group, member.user_id, name)
         return name
 
@@ -486,13 +487,17 @@ class UserMemoryPlugin(Star):
         if not offers_memory_tools(req):
             await self._keep_memory_tools(event, req)  # rare: a persona's tool list, deactivated tools, ...
         caller = self._caller_in_group(event, member)
-        speaker = self._speaker_name(event, member)
+        speaker = self._speaker_name(event, member, note=False)
         try:
             block, injected = await self.build_injection(caller, speaker, event.message_str or req.prompt or "",
                                                          time.time())
         except MemoryPluginError as exc:
             logger.warning(f"[{PLUGIN_NAME}] memories of {member.group} not injected: {exc}")
             return
+        # Asked once the group is loaded (after a restart it may not have been when the name was taken): a member
+        # who opted out leaves no name behind. O(1) once the documents are in memory.
+        if await admits(self.store, member.group, member.user_id):
+            self.members.note_spoken(member.group, member.user_id, speaker)
         if injected:
             self.injection_counts.note(member.group, injected)
             if self.replies is not None:
