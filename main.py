@@ -455,17 +455,23 @@ class UserMemoryPlugin(Star):
     def _speaker_name(self, event: AstrMessageEvent, member: MemberKey, *, note: bool = True) -> str:
         """The member's display name. A platform that names senders by a piece of their id (Lark: open_id[:8])
         is overruled by the group's member list once it is cached; until then (a cold cache never makes the
-        reply wait) the platform's name stands in. `note`: remember it as the name the member is called by, only
-        when the group's opt-out flags are in memory and admit them."""
+        reply wait) the platform's name stands in. `note`: remember it as the name the member is called by."""
         given = event.get_sender_name() or ""
         if given and not member.user_id.startswith(given):
             name = given
         else:
             name = self.members.name(member.group, member.user_id) or given or member.user_id
-        hidden = opted_out_in(self.store, member.group) if note else None
-        if hidden is not None and member.user_id not in hidden:  # not known yet (not loaded): not noted
-            self.members.note_spoken(member.group, member.user_id, name)
+        if note:
+            self._note_spoken(member, name)
         return name
+
+    def _note_spoken(self, member: MemberKey, name: str) -> None:
+        """Remember the name the member was called by, only when the opt-out flags of the group and its platform
+        are in memory and admit them: a member who opted out leaves no name behind, also while the flags are not
+        loaded yet (after a restart). Never does I/O."""
+        hidden = opted_out_in(self.store, member.group)
+        if hidden is not None and member.user_id not in hidden:
+            self.members.note_spoken(member.group, member.user_id, name)
 
     @staticmethod
     async def _fetch_roster(event: AstrMessageEvent) -> Roster | None:
@@ -494,10 +500,7 @@ class UserMemoryPlugin(Star):
         except MemoryPluginError as exc:
             logger.warning(f"[{PLUGIN_NAME}] memories of {member.group} not injected: {exc}")
             return
-        # Asked once the group is loaded (after a restart it may not have been when the name was taken): a member
-        # who opted out leaves no name behind. O(1) once the documents are in memory.
-        if await admits(self.store, member.group, member.user_id):
-            self.members.note_spoken(member.group, member.user_id, speaker)
+        self._note_spoken(member, speaker)  # now that the group is loaded (after a restart it may not have been)
         if injected:
             self.injection_counts.note(member.group, injected)
             if self.replies is not None:

@@ -12,7 +12,7 @@ from test_plugin import command_text, system_prompt_for
 from memory import GroupKey, Memory, MemoryType, Settings, Source, UserMemoryStore
 from memory._aging.consolidation import consolidate_group
 from memory._aging.review import candidates, review_group
-from memory._privacy.optout import opted_out_in
+from memory._privacy.optout import opted_out, opted_out_in
 from memory._storage import GroupDump
 
 G = GroupKey("lark", "oc_group1")
@@ -249,6 +249,9 @@ async def test_after_a_restart_the_reply_path_never_notes_an_opted_out_members_n
     assert restarted.store.peek_document(G) is None  # the group is not loaded when the reply path names them
     await system_prompt_for(restarted, make_event("你好", user="ou_quiet", name=NAME))
     assert restarted.members.spoken_name(G, "ou_quiet") is None
-    await system_prompt_for(restarted, make_event("你好", user="ou_other", name="小李"))
-    assert restarted.members.spoken_name(G, "ou_other") == "小李"  # the others' names are still noted
+    await opted_out(restarted.store, G)  # the flags in memory (any message observed, a global memory, ...)
+    for user, name in (("ou_quiet", NAME), ("ou_other", "小李")):
+        await system_prompt_for(restarted, make_event("你好", user=user, name=name))
+    assert restarted.members.spoken_name(G, "ou_quiet") is None
+    assert restarted.members.spoken_name(G, "ou_other") == "小李"  # the others' names are noted
     await restarted.terminate()
