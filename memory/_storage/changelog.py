@@ -302,7 +302,7 @@ def rewrite(
 
 
 def _to_erase(
-    line: bytes, erase_owners: set[str], erase_todos: set[str] | frozenset[str], erase_targets: Targets
+    line: bytes, erase_owners: set[str], erase_todos: set[str] | frozenset[str], erase_targets: Targets = frozenset()
 ) -> dict[str, Any] | None:
     """The entry on `line` when it is a not yet erased change to a member's own memory of one of `erase_owners`,
     to one of `erase_todos`, or to one of `erase_targets`."""
