@@ -14,7 +14,7 @@ from .._storage import EPISODE, ERASE, PURGE, MemoryStore
 from .model import Episode
 
 # What the log says of an entry whose content left it: a member's or an admin's erasure, or the end of a retention.
-ERASED_TEXT = "内容已清除（成员或管理员删除，或归档保留期满）"
+ERASED_TEXT = "内容已清除：成员或管理员删除，或归档保留期满"
 
 
 def _episode(snapshot: Any) -> Episode | None:
