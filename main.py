@@ -500,7 +500,10 @@ class UserMemoryPlugin(Star):
         except MemoryPluginError as exc:
             logger.warning(f"[{PLUGIN_NAME}] memories of {member.group} not injected: {exc}")
             return
-        self._note_spoken(member, speaker)  # now that the group is loaded (after a restart it may not have been)
+        # Now that the group is loaded (after a restart it may not have been when the name was taken); the platform's
+        # flags are loaded once if nothing did yet (extraction off): a member who opted out leaves no name behind.
+        if await admits(self.store, member.group, member.user_id):  # O(1) once both documents are in memory
+            self.members.note_spoken(member.group, member.user_id, speaker)
         if injected:
             self.injection_counts.note(member.group, injected)
             if self.replies is not None:
