@@ -24,6 +24,7 @@ from .memory._manage import GroupView, Query, memory_json
 from .memory._manage.edit import (
     MAX_DELETE, MemoryRef, delete_memories, edit_memory, memory_ref, move_to_group, move_to_member,
 )
+from .memory._episodes.erase import delete_episode
 from .memory._manage.erase import erase_person
 from .memory._manage.history import before_id, history_page, page_limit, revert_entry
 from .memory._manage import stats as manage_stats, transfer
@@ -417,10 +418,20 @@ async def erase_route(call: Call) -> dict[str, Any]:
     groups = [entry.key for entry in plugin.group_index.groups(platform)]
     if not groups:
         raise InvalidMemoryInput(UNKNOWN_PLATFORM.format(platform=platform))
-    report = await erase_person(plugin.store, platform, user_id, groups, actor=call.actor)
+    names = plugin.members.known_names(user_id, lambda key: key.platform == platform)
+    report = await erase_person(plugin.store, platform, user_id, groups, actor=call.actor, names=names)
     plugin.members.forget(user_id)
     return {"complete": report.complete, "memories": report.memories, "todos": report.todos,
-            "reattributed": report.reattributed, "failed": report.failed}
+            "episodes": report.episodes, "reattributed": report.reattributed, "failed": report.failed}
+
+
+@route("episode/delete", "POST", "记忆管理：删除一条情境记忆（不可撤销，从历史中清除内容，需确认）")
+async def delete_episode_route(call: Call) -> dict[str, Any]:
+    key = call.group()
+    if not _confirmed(call):
+        raise InvalidMemoryInput("这会永久删除这条情境记忆，且无法撤销：请确认（confirm）后再执行")
+    episode = await delete_episode(call.plugin.store, key, call.text("episode_id", required=True), actor=call.actor)
+    return {"deleted": episode.id}
 
 
 # -- export, import, recall tester, statistics (DATA) ------------------------------------------------------------------

@@ -36,6 +36,7 @@ from .memory import (
     GroupIndex,
     GroupKey,
     Health,
+    InvalidMemoryInput,
     INJECTION_COUNTS_FILE,
     InjectionCounts,
     InjectionTrace,
@@ -52,6 +53,7 @@ from .memory import (
     Roster,
     Scope,
     Settings,
+    StorageUnavailable,
     TodoPolicy,
     TodoProposals,
     TodoSection,
@@ -62,6 +64,7 @@ from .memory import (
     group_origin,
     combine,
     consolidate_group,
+    delete_episode,
     episodes_text,
     forget_memory,
     history_text,
@@ -451,19 +454,26 @@ class UserMemoryPlugin(Star):
         self.members.lookup(member.group, member.user_id, self._fetch_roster, event)
         return _shared_caller(member, bool(event.is_admin()), self.members.is_group_admin(member.group, member.user_id))
 
-    def _speaker_name(self, event: AstrMessageEvent, member: MemberKey) -> str:
+    def _speaker_name(self, event: AstrMessageEvent, member: MemberKey, *, note: bool = True) -> str:
         """The member's display name. A platform that names senders by a piece of their id (Lark: open_id[:8])
         is overruled by the group's member list once it is cached; until then (a cold cache never makes the
-        reply wait) the platform's name stands in."""
+        reply wait) the platform's name stands in. `note`: remember it as the name the member is called by."""
         given = event.get_sender_name() or ""
         if given and not member.user_id.startswith(given):
             name = given
         else:
             name = self.members.name(member.group, member.user_id) or given or member.user_id
-        hidden = opted_out_in(self.store, member.group)
-        if not hidden or member.user_id not in hidden:  # a member who opted out leaves no name behind
-            self.members.note_spoken(member.group, member.user_id, name)
+        if note:
+            self._note_spoken(member, name)
         return name
+
+    def _note_spoken(self, member: MemberKey, name: str) -> None:
+        """Remember the name the member was called by, only when the opt-out flags of the group and its platform
+        are in memory and admit them: a member who opted out leaves no name behind, also while the flags are not
+        loaded yet (after a restart). Never does I/O."""
+        hidden = opted_out_in(self.store, member.group)
+        if hidden is not None and member.user_id not in hidden:
+            self.members.note_spoken(member.group, member.user_id, name)
 
     @staticmethod
     async def _fetch_roster(event: AstrMessageEvent) -> Roster | None:
@@ -485,7 +495,7 @@ class UserMemoryPlugin(Star):
         if not offers_every_tool_family(req):
             await self._keep_memory_tools(event, req)  # rare: a persona's tool list, deactivated tools, ...
         caller = self._caller_in_group(event, member)
-        speaker = self._speaker_name(event, member)
+        speaker = self._speaker_name(event, member, note=False)
         try:
             block, injected = await self.build_injection(caller, speaker, event.message_str or req.prompt or "",
                                                          time.time())
@@ -493,6 +503,10 @@ class UserMemoryPlugin(Star):
             cause = self.store.unavailable or str(exc)  # the store's reason, not the short text tools give
             self.injection_warnings.warning(cause, f"[{PLUGIN_NAME}] memories of {member.group} not injected: {cause}")
             return
+        # Now that the group is loaded (after a restart it may not have been when the name was taken); the platform's
+        # flags are loaded once if nothing did yet (extraction off): a member who opted out leaves no name behind.
+        if await admits(self.store, member.group, member.user_id):  # O(1) once both documents are in memory
+            self.members.note_spoken(member.group, member.user_id, speaker)
         if injected:
             self.injection_counts.note(member.group, injected)
             if self.replies is not None:
@@ -693,7 +707,8 @@ class UserMemoryPlugin(Star):
             return caller
         await self._audit_foreign(caller, "lark_forget_memory", target)
         return await self._guarded(forget_memory(self.store, caller, self.settings, target, scope,
-                                                 refused=self._refused(caller, "lark_forget_memory")))
+                                                 refused=self._refused(caller, "lark_forget_memory"),
+                                                 names=self._names_here(caller)))
 
     @filter.llm_tool(name="lark_memory_privacy")
     async def lark_memory_privacy(
@@ -728,6 +743,12 @@ class UserMemoryPlugin(Star):
                 self.extraction.forget_member(user_id, where)
             self.members.forget_spoken(user_id, where)
         return text
+
+    def _names_here(self, caller: Caller) -> set[str]:
+        """The names the member goes by in this group (roster, replies): a "forget all" takes them out of the
+        group's episodes."""
+        group = caller.member.group
+        return self.members.known_names(caller.member.user_id, lambda key: key == group)
 
     def _refused(self, caller: Caller, via: str) -> Refused:
         """The audit callback a tool reports its refusals to, bound to the caller and the tool."""
@@ -887,7 +908,8 @@ class UserMemoryPlugin(Star):
             return
         # Also with nothing stored: the erasure purges what the change log still holds of earlier deletions.
         actor = f"command:{caller.member.user_id}"
-        await self._guarded(forget_memory(self.store, caller, self.settings, "all", actor=actor))
+        await self._guarded(forget_memory(self.store, caller, self.settings, "all", actor=actor,
+                                          names=self._names_here(caller)))
         after = await self._read(caller)
         left = None if isinstance(after, str) else sum(s is not Scope.GROUP for s, _ in after)
         if left != 0:
@@ -944,7 +966,34 @@ class UserMemoryPlugin(Star):
             yield event.plain_result(DISABLED)
             return
         zone = self.todo_policy.zone
-        yield event.plain_result(await self._for_group(event, lambda key: episodes_text(self.store, key, zone)))
+        admin = bool(event.is_admin())
+        yield event.plain_result(await self._for_group(
+            event, lambda key: episodes_text(self.store, key, zone, with_ids=admin)
+        ))
+
+    @memory_command.command("episode")
+    async def memory_episode_command(self, event: AstrMessageEvent, action: str = "", episode_id: str = ""):
+        """（管理员）永久删除本群的一条情境记忆（不可撤销）：/memory episode delete <id>（id 见 /memory episodes）"""
+        refused = await self._admin_only(event, "episode")
+        if refused is not None:
+            yield event.plain_result(refused)
+            return
+        if str(action).strip().lower() != "delete":
+            yield event.plain_result("用法：/memory episode delete <id>（id 见 /memory episodes）。没有做任何更改。")
+            return
+        actor = f"admin:{event.get_sender_id()}"
+        yield event.plain_result(await self._for_group(
+            event, lambda key: self._guarded(self._delete_episode(key, str(episode_id), actor))
+        ))
+
+    async def _delete_episode(self, key: GroupKey, episode_id: str, actor: str) -> str:
+        try:
+            episode = await delete_episode(self.store, key, episode_id, actor=actor)
+        except InvalidMemoryInput as exc:
+            return f"删除失败：{exc}。没有做任何更改。"
+        except StorageUnavailable as exc:
+            return f"删除失败：{exc}"
+        return f"已永久删除情境记忆 {episode.short_id}（无法撤销，变更记录中的内容也已清除）。"
 
     @memory_command.command("history")
     async def memory_history_command(self, event: AstrMessageEvent, limit: int = 10):

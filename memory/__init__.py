@@ -12,6 +12,7 @@ from ._episodes.inject import EpisodeSection
 from ._errors import InvalidMemoryInput, MemoryLimitReached, MemoryPluginError, StorageUnavailable
 from ._models import SCHEMA_VERSION, Caller, GroupDocument, GroupKey, MemberKey, Memory, MemoryType, Scope, Source
 from ._extraction import ExtractionScheduler, TodoProposals, Utterance, run_extraction
+from ._episodes.erase import delete_episode
 from ._episodes.listing import episodes_text
 from ._episodes.segments import EpisodeRequest
 from ._limiter import CallLimiter
@@ -68,6 +69,7 @@ __all__ = [
     "open_vectors",
     "ExtractionScheduler",
     "EpisodeRequest",
+    "delete_episode",
     "episodes_text",
     "Recall",
     "VectorStore",

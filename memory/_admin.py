@@ -8,8 +8,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ._episodes.revert import revert_episode_change, summary_of
-from ._storage import EPISODE, ERASE, MEMORY, TODO, MemoryStore
+from ._episodes.revert import ERASED_TEXT, revert_episode_change, summary_of
+from ._storage import EPISODE, ERASE, MEMORY, PURGE, TODO, MemoryStore
 from ._storage.changelog import EXTRACTION as EXTRACTION_ACTOR
 from ._aging.consolidation import CONSOLIDATION_ACTOR, MERGE_OP, MERGED_SOURCE_OP
 from ._aging.declined import MERGE
@@ -61,10 +61,11 @@ def _is_shown(entry: dict[str, Any]) -> bool:
 
 def _line(entry: dict[str, Any]) -> str:
     op = _OP_LABELS.get(entry.get("op"), str(entry.get("op")))
+    if entry.get("op") == PURGE and entry.get("kind") in (MEMORY, EPISODE):
+        what = "记忆" if entry.get("kind") == MEMORY else "情境记忆"
+        return f"{op} [{_owner_text(entry)}] 归档的{what} {str(entry.get('target'))[:8]}（保留期满，永久清除）"
     if entry.get("erased"):
-        return f"{op} [{_owner_text(entry)}]（内容已应成员要求清除）"
-    if entry.get("op") == "purge" and entry.get("kind") == MEMORY:
-        return f"{op} [{_owner_text(entry)}] 归档的记忆 {str(entry.get('target'))[:8]}（保留期满，永久清除）"
+        return f"{op} [{_owner_text(entry)}]（{ERASED_TEXT}）"
     if entry.get("kind") == TODO:
         return f"待办{op} [{_owner_text(entry)}] {_todo_state(entry.get('old'))} → {_todo_state(entry.get('new'))}"
     if entry.get("kind") == PRIVACY:
@@ -173,7 +174,7 @@ async def revert_change(
     txn = entry.get("txn")
     unit = [e for e in changes if e.get("txn") == txn] if txn is not None else [entry]
     if any(e.get("erased") or e.get("op") == ERASE for e in unit):
-        return f"#{entry_id} 的内容已应成员要求清除，无法撤销。"
+        return f"#{entry_id} 的{ERASED_TEXT}，无法撤销。"
     if entry.get("op") in _ARCHIVE_OPS:
         return await _revert_archive_move(store, key, entry, actor=actor, core_importance=core_importance)
     try:

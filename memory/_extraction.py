@@ -27,7 +27,7 @@ from ._errors import InvalidMemoryInput, MemoryPluginError, PermissionDenied
 from ._aging.usage import USED_OP, Reply, used
 from ._limiter import CallLimiter
 from ._models import Caller, GroupKey, MemberKey, Memory, MemoryType, Scope, Source
-from ._privacy.optout import opted_out
+from ._privacy.optout import opted_out, opted_out_in
 from ._recall import LexicalIndex
 from ._reply_json import json_values
 from ._rules import check_group_write, may_change
@@ -598,6 +598,7 @@ async def run_extraction(
         system_prompt += episode_summary.EPISODE_SYSTEM_PROMPT
         prompt = episode_summary.earlier_prefix(segment, len(utterances), labels) + prompt
     reply = await _call(generate, system_prompt, prompt, report, key, call_timeout)
+    hidden_now = await _opted_out_now(store, key)
     try:
         raw_ops = parse_operations(reply)
     except ValueError as exc:
@@ -613,7 +614,9 @@ async def run_extraction(
         op_labels: dict[str, str] = {}  # memory id -> the log's op for changes that are not plain updates
 
         def change(lists: dict[Owner, list[Memory]]):
-            new_lists, applied, rejected = apply(lists, valid, settings, clock())
+            wanted, late = _admitted(valid, hidden_now())
+            new_lists, applied, rejected = apply(lists, wanted, settings, clock())
+            rejected.extend(late)
             op_labels.update((op.target.memory.id, op.op) for op in applied
                              if op.op in ("boost", USED_OP) and op.target)
             return new_lists, (applied, rejected)
@@ -626,15 +629,16 @@ async def run_extraction(
         assert proposals is not None
 
         def add_todos(current: list[Todo]):
-            new_todos, applied, rejected = apply_todos(current, proposed, key, proposals, clock())
-            return new_todos, (applied, rejected)
+            wanted, late = _admitted(proposed, hidden_now())
+            new_todos, applied, rejected = apply_todos(current, wanted, key, proposals, clock())
+            return new_todos, (applied, rejected + late)
 
         applied_todos, rejected_todos = await store.change_todos(key, add_todos, actor=EXTRACTION_ACTOR)
         report.applied.extend(applied_todos)
         report.rejected.extend(rejected_todos)
     produced = {}
     if episode is not None and segment is not None:
-        report.episode = await _store_episode(store, key, reply, episode, segment, labels, clock())
+        report.episode = await _store_episode(store, key, reply, episode, segment, labels, clock(), hidden_now)
         produced = {"episode": report.episode is not None}
     await store.record(key, {
         "kind": CALL, "messages": len(utterances), "input_tokens": report.input_tokens,
@@ -681,7 +685,8 @@ async def _run_episode_only(
     labels = episode_summary.segment_labels((), segment)
     prompt = episode_summary.episode_only_prompt(segment, labels)
     reply = await _call(generate, episode_summary.EPISODE_ONLY_SYSTEM_PROMPT, prompt, report, key, call_timeout)
-    report.episode = await _store_episode(store, key, reply, episode, segment, labels, clock())
+    report.episode = await _store_episode(store, key, reply, episode, segment, labels, clock(),
+                                          await _opted_out_now(store, key))
     await store.record(key, {
         "kind": CALL, "messages": 0, "input_tokens": report.input_tokens, "output_tokens": report.output_tokens,
         "applied": 0, "rejected": 0, "episode": report.episode is not None,
@@ -691,10 +696,11 @@ async def _run_episode_only(
 
 async def _store_episode(
     store: MemoryStore, key: GroupKey, reply: str, request: EpisodeRequest, segment: Segment,
-    labels: dict[str, str], now: float,
+    labels: dict[str, str], now: float, hidden: Callable[[], frozenset[str]],
 ) -> Episode | None:
     """The segment's episode from the reply, stored in the group's episodes (replacing the one an earlier call
-    wrote for the segment so far); None (logged) when there is none."""
+    wrote for the segment so far); None (logged) when there is none, or when a member whose lines it summarises
+    opted out (`hidden()`, asked under the group's lock) while the call ran."""
     try:
         episode = episode_summary.read_episode(episode_summary.parse_episode(reply), segment, labels, now)
     except InvalidMemoryInput as exc:
@@ -703,14 +709,34 @@ async def _store_episode(
     if episode is None:
         return None
 
-    def put(episodes: list[Episode]) -> tuple[list[Episode], None]:
+    def put(episodes: list[Episode]) -> tuple[list[Episode], bool]:
+        if any(line.user_id in hidden() for line in segment.lines):
+            return episodes, False
         if any(e.id == episode.id for e in episodes):
-            return [episode if e.id == episode.id else e for e in episodes], None
-        return [*episodes, episode], None
+            return [episode if e.id == episode.id else e for e in episodes], True
+        return [*episodes, episode], True
 
-    await store.change_episodes(key, put, actor=EXTRACTION_ACTOR)
+    if not await store.change_episodes(key, put, actor=EXTRACTION_ACTOR):
+        log.info("extraction for %s made no episode: a member in it opted out during the call", key)
+        return None
     request.covered(episode.summary)
     return episode
+
+
+async def _opted_out_now(store: MemoryStore, key: GroupKey) -> Callable[[], frozenset[str]]:
+    """After a model call: who opted out in the group, as a check the apply step runs under the group's lock (so an
+    opt-out confirmed while the call ran, or while its results wait for the lock, is seen)."""
+    known = await opted_out(store, key)
+    return lambda: known | (opted_out_in(store, key) or frozenset())
+
+
+def _admitted(operations: Sequence[Operation], hidden: frozenset[str]) -> tuple[list[Operation], list[Any]]:
+    """(the operations that may be applied, those rejected because they are about a member who opted out, or were
+    asked for by one, while the call ran)."""
+    if not hidden:
+        return list(operations), []
+    late = [op for op in operations if op.owner in hidden or op.actor in hidden]
+    return [op for op in operations if op not in late], [(op, "the member opted out during the call") for op in late]
 
 
 class Leases(Protocol):

@@ -82,6 +82,14 @@ class MemberDirectory:
         for spoken in [k for k in self._spoken if k[1] == user_id and where(k[0])]:
             del self._spoken[spoken]
 
+    def known_names(self, user_id: str, where: Callable[[GroupKey], bool]) -> set[str]:
+        """Every name the member goes by (in the rosters, and as the reply path called them) in the groups `where`
+        admits: what an erasure must take out of the episodes' summaries."""
+        names = {name for (key, uid), name in self._spoken.items() if uid == user_id and where(key)}
+        names.update(roster.names[user_id] for key, roster in self._rosters.items()
+                     if user_id in roster.names and where(key))
+        return names
+
     def forget(self, user_id: str) -> None:
         """Drop a member's cached name from every roster (an erasure of everything about them); the next fetch
         may bring it back only if the platform still lists them."""

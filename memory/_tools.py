@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ._episodes.erase import erase_member as erase_episodes_member
 from ._errors import InvalidMemoryInput, MemoryLimitReached, StorageUnavailable, Unauthorized
 from ._models import Caller, GroupKey, Memory, Scope
 from ._privacy.audit import GROUP_CHANGE, Refused
@@ -188,14 +189,15 @@ def _names_one_of(target: Any, memories: Sequence[Memory]) -> bool:
 
 async def forget_memory(
     store: MemoryStore, caller: Caller, settings: Settings, target: Any, scope: Any = "", *, actor: str | None = None,
-    refused: Refused | None = None,
+    refused: Refused | None = None, names: Iterable[str] = (),
 ) -> str:
     """Delete from the scopes the caller may delete in. "all" and descriptions reach the caller's own memories
     (this group's and, when enabled, global ones) unless scope=group is given; an id reaches every scope the
     caller sees. Group memories can be deleted by whoever added them, and by admins.
 
     "all" over the caller's own memories is an erasure: their content is purged from the change log too, and it
-    cannot be reverted. `actor` defaults to the caller's user id.
+    cannot be reverted; it also takes the caller out of this group's episodes (id, and `names` and the names the
+    episodes list, in the summaries). `actor` defaults to the caller's user id.
 
     The decision is taken on the cached lists; one that finds nothing to delete (or an id that is not there) is
     taken again once when a shared store holds a newer version of a group (`MemoryStore.freshen`), so a forget
@@ -240,6 +242,9 @@ async def forget_memory(
                 actor=actor or caller.member.user_id, label=ERASE if erasing else None,
             )
             deleted.extend((s, m) for m in removed)
+        if outcome.everything and Scope.MEMBER in scopes:
+            await erase_episodes_member(store, caller.member.group, caller.member.user_id, names,
+                                        actor=actor or caller.member.user_id)
     except InvalidMemoryInput as exc:
         if len(deletable) < len(candidates):
             if refused is not None and _names_one_of(target, [m for s, m in candidates if (s, m) not in deletable]):

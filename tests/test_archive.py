@@ -153,7 +153,7 @@ async def test_a_members_erasure_reaches_their_archive_and_its_log_content(tmp_p
     text = store.path_for(G).with_name(f"{store.path_for(G).stem}.changes.jsonl").read_text(encoding="utf-8")
     assert "喜欢猫" not in text and "住在杭州" not in text and "别人的记忆" in text
     entry = next(e for e in await store.log_entries(G) if e.get("op") == "archive" and e["target"] == "m1")
-    assert entry.get("erased") and "已应成员要求清除" in await revert_change(store, G, entry["id"], actor="admin:a")
+    assert entry.get("erased") and "内容已清除" in await revert_change(store, G, entry["id"], actor="admin:a")
 
 
 async def test_an_archive_change_that_is_not_a_move_is_refused_whole(tmp_path):

@@ -377,9 +377,9 @@ async def test_reverting_the_removal_of_an_episode_brings_it_back(store):
     generate = scripted(lambda s, p: {"operations": [], "episode": {"summary": "李娜负责回滚预案"}})
     await run_extraction(store, G, LINES[1:], generate, SETTINGS, episode=segment_of(LINES))
     [episode] = await store.episodes(G)
-    await store.change_episodes(G, lambda es: ([], None), actor="maintenance", label="purge")
-    purge = (await store.log_entries(G))[-1]
-    answer = await revert_change(store, G, purge["id"], actor="admin:root")
+    await store.change_episodes(G, lambda es: ([], None), actor="admin:root")
+    removal = (await store.log_entries(G))[-1]
+    answer = await revert_change(store, G, removal["id"], actor="admin:root")
     assert "情境记忆恢复为「李娜负责回滚预案」" in answer
     assert await store.episodes(G) == [episode]
 

@@ -7,12 +7,12 @@ import json
 import uuid
 
 from conftest import make_event
-from test_plugin import command_text
+from test_plugin import command_text, system_prompt_for
 
 from memory import GroupKey, Memory, MemoryType, Settings, Source, UserMemoryStore
 from memory._aging.consolidation import consolidate_group
 from memory._aging.review import candidates, review_group
-from memory._privacy.optout import opted_out_in
+from memory._privacy.optout import opted_out, opted_out_in
 from memory._storage import GroupDump
 
 G = GroupKey("lark", "oc_group1")
@@ -191,3 +191,67 @@ async def test_the_warm_check_does_no_io(make_plugin, monkeypatch):
     assert opted_out_in(plugin.store, G) == frozenset()
     await asyncio.sleep(0)  # let the roster fetch the event started begin before terminate cancels it
     await plugin.terminate()
+
+
+async def test_an_opt_out_while_the_extraction_call_is_in_flight_keeps_its_results_out(tmp_path):
+    """The model call waits on an event the test controls; the member opts out while it waits. Nothing about them
+    from that call is applied: no memory, no todo, no episode of a segment with their lines; the others' memories
+    are."""
+    from memory import Settings, Utterance, run_extraction
+    from memory._episodes.segments import EpisodeRequest, Segment
+    from memory._extraction import TodoProposals
+    from memory._privacy.optout import set_privacy
+    from memory._models import Caller, MemberKey
+    from memory._todos.rules import Origin, TodoPolicy
+    from zoneinfo import ZoneInfo
+
+    store = UserMemoryStore(tmp_path, durable=False)
+    lines = [Utterance("ou_quiet", NAME, f"我最近在养{SECRET}，下周五前交设计稿", 1_700_000_000.0),
+             Utterance("ou_other", "小李", "我是后端负责人", 1_700_000_060.0)]
+    in_call, answer = asyncio.Event(), asyncio.Event()
+
+    async def generate(system_prompt, prompt):
+        in_call.set()
+        await answer.wait()
+        return json.dumps({"operations": [
+            {"op": "add", "scope": "member", "subject": "U1", "type": "fact", "content": f"养了{SECRET}",
+             "importance": 0.6},
+            {"op": "add", "scope": "group", "subject": "U1", "type": "fact", "content": "本群周五交设计稿",
+             "importance": 0.6},
+            {"op": "todo", "subject": "U1", "content": "交设计稿", "due_at": "2099-01-02"},
+            {"op": "add", "scope": "member", "subject": "U2", "type": "fact", "content": "是后端负责人",
+             "importance": 0.6},
+        ], "episode": {"summary": f"{NAME}说在养{SECRET}"}}, ensure_ascii=False), 10, 1
+
+    proposals = TodoProposals(TodoPolicy(ZoneInfo("Asia/Shanghai")), Origin("lark_bot", "lark_bot:GroupMessage:oc_group1", True))
+    episode = EpisodeRequest(Segment(lines=list(lines), closed=True), len(lines))
+    running = asyncio.create_task(run_extraction(store, G, lines, generate, Settings(enable_background_extraction=True),
+                                                 proposals=proposals, episode=episode))
+    await in_call.wait()
+    await set_privacy(store, Caller(MemberKey(G, "ou_quiet")), on=True, all_groups=False)
+    answer.set()
+    report = await running
+    assert await store.memories(G, "ou_quiet") == []
+    assert await store.memories(G, None) == []  # a group memory they asked for
+    assert [t for t in await store.todos(G) if t.assignee == "ou_quiet"] == []
+    assert await store.episodes(G) == [] and report.episode is None
+    assert [m.content for m in await store.memories(G, "ou_other")] == ["是后端负责人"]
+    assert sum(reason == "the member opted out during the call" for _, reason in report.rejected) == 3
+    assert SECRET not in json.dumps(await store.log_entries(G), ensure_ascii=False)
+    await store.close()
+
+
+async def test_after_a_restart_the_reply_path_never_notes_an_opted_out_members_name(make_plugin):
+    plugin = make_plugin()
+    await plugin.lark_memory_privacy(make_event(user="ou_quiet", name=NAME), action="optout")
+    await plugin.terminate()
+    restarted = make_plugin()
+    assert restarted.store.peek_document(G) is None  # the group is not loaded when the reply path names them
+    await system_prompt_for(restarted, make_event("你好", user="ou_quiet", name=NAME))
+    assert restarted.members.spoken_name(G, "ou_quiet") is None
+    await opted_out(restarted.store, G)  # the flags in memory (any message observed, a global memory, ...)
+    for user, name in (("ou_quiet", NAME), ("ou_other", "小李")):
+        await system_prompt_for(restarted, make_event("你好", user=user, name=name))
+    assert restarted.members.spoken_name(G, "ou_quiet") is None
+    assert restarted.members.spoken_name(G, "ou_other") == "小李"  # the others' names are noted
+    await restarted.terminate()

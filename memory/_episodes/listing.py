@@ -21,10 +21,11 @@ def time_range(episode: Episode, zone: ZoneInfo) -> str:
     return f"{start:%m-%d %H:%M}–{until}"
 
 
-def episode_line(episode: Episode, zone: ZoneInfo) -> str:
-    """`[11-21 18:00–18:40] 王磊和李娜讨论了支付服务的上线时间（参与：王磊、李娜）`."""
+def episode_line(episode: Episode, zone: ZoneInfo, *, with_id: bool = False) -> str:
+    """`[11-21 18:00–18:40] 王磊和李娜讨论了支付服务的上线时间（参与：王磊、李娜）`, after its short id (`3f2a9c01 `)
+    `with_id` (what `/memory episode delete` takes)."""
     names = "、".join(episode.participant_names or episode.participants)
-    return f"[{time_range(episode, zone)}] {episode.summary}（参与：{names}）"
+    return f"{episode.short_id + ' ' if with_id else ''}[{time_range(episode, zone)}] {episode.summary}（参与：{names}）"
 
 
 def recent(episodes: Sequence[Episode], limit: int) -> list[Episode]:
@@ -33,13 +34,17 @@ def recent(episodes: Sequence[Episode], limit: int) -> list[Episode]:
     return live[-limit:] if limit > 0 else []
 
 
-async def episodes_text(store: MemoryStore, key: GroupKey, zone: ZoneInfo, limit: int = DEFAULT_SHOWN) -> str:
-    """This group's recent episodes, for any member of the group; never another group's."""
+async def episodes_text(
+    store: MemoryStore, key: GroupKey, zone: ZoneInfo, limit: int = DEFAULT_SHOWN, *, with_ids: bool = False
+) -> str:
+    """This group's recent episodes, for any member of the group; never another group's. `with_ids` (for admins)
+    puts each one's short id first."""
     try:
         shown = recent(await store.episodes(key), limit)
     except StorageUnavailable as exc:
         return f"读取情境记忆失败：{exc}"
     if not shown:
         return "本群还没有情境记忆：开启后台提取后，群聊每结束一段（默认 30 条消息或安静 30 分钟）记录一条。"
-    lines = "\n".join(episode_line(e, zone) for e in shown)
-    return f"本群最近的 {len(shown)} 段对话：\n{lines}"
+    lines = "\n".join(episode_line(e, zone, with_id=with_ids) for e in shown)
+    hint = "（/memory episode delete <id> 删除一条）" if with_ids else ""
+    return f"本群最近的 {len(shown)} 段对话{hint}：\n{lines}"

@@ -10,8 +10,11 @@ from pydantic import ValidationError
 
 from .._errors import InvalidMemoryInput, StorageUnavailable
 from .._models import GroupKey
-from .._storage import EPISODE, MemoryStore
+from .._storage import EPISODE, ERASE, PURGE, MemoryStore
 from .model import Episode
+
+# What the log says of an entry whose content left it: a member's or an admin's erasure, or the end of a retention.
+ERASED_TEXT = "内容已清除：成员或管理员删除，或归档保留期满"
 
 
 def _episode(snapshot: Any) -> Episode | None:
@@ -33,6 +36,8 @@ async def revert_episode_change(
     """Undo episode change-log entry `entry` of `entries` (the group's log) with the rest of its transaction."""
     txn = entry.get("txn")
     unit = [e for e in entries if e.get("kind") == EPISODE and e.get("txn") == txn] if txn is not None else [entry]
+    if any(e.get("erased") or e.get("op") in (ERASE, PURGE) for e in unit):
+        return f"#{entry['id']} 的{ERASED_TEXT}，无法撤销。"
     try:
         wanted = [(e, _episode(e.get("old")), _episode(e.get("new"))) for e in unit]
     except ValidationError:

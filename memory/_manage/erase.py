@@ -1,10 +1,11 @@
 """An admin deletes everything about one person across every group of a platform (design 001 §7.4).
 
 What goes: the person's member memories in each group, their global memories, their archived memories, the todos
-they created or were assigned, and their cached name (the caller drops it from the member directory). What
-stays: group memories they added (attributed to a former member from then on) and the group's episodes. Every
+they created or were assigned, their id and names in the group's episodes (a summary naming them names 某成员 / "a
+member" instead: `_episodes/erase.py`), and their cached name (the caller drops it from the member directory). What
+stays: group memories they added (attributed to a former member from then on) and the rest of each episode. Every
 deletion is an erasure (DECISIONS §1): the entries are logged with actor and time but no content, and what the
-change log held of the erased memories and todos is purged, so none of it can be reverted.
+change log held of the erased memories, todos and episodes is purged, so none of it can be reverted.
 
 It runs group by group, each step idempotent: a run that stops midway (a crash, a failed write) is finished by
 running it again.
@@ -16,6 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._episodes import erase as episode_erasure
 from .._errors import StorageUnavailable
 from .._models import GroupDocument, GroupKey, Memory
 from .._storage import ERASE, GROUP_OWNER, MEMORY, TODO, MemoryStore, Owner
@@ -26,10 +28,12 @@ FORMER_MEMBER = "former_member"  # `added_by` of a group memory whose adder was 
 
 @dataclass
 class ErasureReport:
-    """What one run did: per group, how many memories and todos went; the groups it could not finish."""
+    """What one run did: per group, how many memories and todos went and episodes changed; the groups it could not
+    finish."""
 
     memories: dict[str, int] = field(default_factory=dict)
     todos: dict[str, int] = field(default_factory=dict)
+    episodes: dict[str, int] = field(default_factory=dict)
     reattributed: dict[str, int] = field(default_factory=dict)
     failed: dict[str, str] = field(default_factory=dict)  # group -> why; run again to finish
 
@@ -71,28 +75,36 @@ def _logs_memories(entries: Iterable[dict[str, Any]], user_id: str) -> bool:
 
 
 async def erase_person(
-    store: MemoryStore, platform: str, user_id: str, groups: Iterable[GroupKey], *, actor: str
+    store: MemoryStore, platform: str, user_id: str, groups: Iterable[GroupKey], *, actor: str,
+    names: Iterable[str] = (),
 ) -> ErasureReport:
-    """Erase the person in each of `groups` (the platform's groups) and in the platform's global memories. A
-    group that fails is reported and the others still run; run again to finish."""
+    """Erase the person in each of `groups` (the platform's groups) and in the platform's global memories. `names`
+    are names they go by that the episodes may not list (the member directory's). A group that fails is reported
+    and the others still run; run again to finish."""
     report = ErasureReport()
+    known = tuple(names)
     keys = [k for k in dict.fromkeys(groups) if k.platform == platform and not k.is_global]
     for key in [*keys, GroupKey.global_for(platform)]:
         try:
-            await _erase_in(store, key, user_id, actor, report)
+            await _erase_in(store, key, user_id, actor, report, known)
         except StorageUnavailable as exc:
             report.failed[str(key)] = str(exc)
     return report
 
 
-async def _erase_in(store: MemoryStore, key: GroupKey, user_id: str, actor: str, report: ErasureReport) -> None:
+async def _erase_in(
+    store: MemoryStore, key: GroupKey, user_id: str, actor: str, report: ErasureReport, names: tuple[str, ...]
+) -> None:
     was_loaded = store.peek(key, GROUP_OWNER) is not None
     doc = await store.document(key)
     todos = await store.todos(key)
     entries = await store.log_entries(key)
     logged_todos = _logged_todos(entries, user_id)
+    changed = await episode_erasure.erase_member(store, key, user_id, names, actor=actor)
+    if changed:
+        report.episodes[str(key)] = changed
     if not _concerns(doc, todos, user_id) and not logged_todos and not _logs_memories(entries, user_id):
-        if not was_loaded:
+        if not was_loaded and not changed:
             store.unload(key)  # a group the person was never in is not kept in memory for this
         return
 

@@ -5,7 +5,7 @@ group commit of `_cached.py`. `UserMemoryStore` (`store.py`) keeps one JSON docu
 several instances."""
 
 from .base import GROUP_OWNER, GroupDump, MemoryStore, Owner, owner_lists
-from .changelog import CALL, EPISODE, ERASE, MEMORY, TODO
+from .changelog import CALL, EPISODE, ERASE, MEMORY, PURGE, TODO
 from .files import LeftoverTempFiles, group_file_path, read_bytes, write_atomic
 from ._postgres import PostgresMemoryStore
 from .store import UserMemoryStore
@@ -17,6 +17,7 @@ __all__ = [
     "GROUP_OWNER",
     "GroupDump",
     "MEMORY",
+    "PURGE",
     "TODO",
     "LeftoverTempFiles",
     "MemoryStore",

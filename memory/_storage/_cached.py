@@ -86,6 +86,7 @@ class CachedGroup:
     pending: list[dict[str, Any]] = field(default_factory=list)  # log entries not yet written
     erase_owners: set[str] = field(default_factory=set)  # members whose content the next write purges
     erase_todos: set[str] = field(default_factory=set)  # todos whose content the next write purges
+    erase_targets: set[tuple[str, str]] = field(default_factory=set)  # (kind, id) of memories and episodes, same
     queued: list[Queued] = field(default_factory=list)
     flusher: asyncio.Task[None] | None = None
     saved: Saved | None = None  # the state last stored: what a failed commit goes back to
@@ -96,7 +97,7 @@ class CachedGroup:
         self.log = None
         self.episodes = None
         self.saved = None
-        self.pending, self.erase_owners, self.erase_todos = [], set(), set()
+        self.pending, self.erase_owners, self.erase_todos, self.erase_targets = [], set(), set(), set()
 
     def mark_stored(self) -> None:
         """The cached state is what is stored (just loaded, or committed): remember it for a failed commit."""
@@ -390,7 +391,8 @@ class CachedStore(MemoryStore):
     ) -> R:
         """Move memories between the owners' lists and the document's archive, or purge archived ones, in one
         commit that is durable when this returns. One log entry per memory, op "archive" (old: the memory),
-        "restore" (new: the memory) or "purge" (no content); they form no transaction, so a revert undoes one move.
+        "restore" (new: the memory) or "purge" (no content, and the earlier entries of a purged memory lose theirs,
+        as in an erasure); they form no transaction, so a revert undoes one move.
         Raises ValueError (nothing changed) if `change` did anything but move or purge."""
 
         def operation(group: CachedGroup) -> tuple[R, bool]:
@@ -404,6 +406,7 @@ class CachedStore(MemoryStore):
             entries = _archive_entries(group.key, current, updated, before, archive, now, actor, extra or {})
             if not entries:
                 return result, False
+            _erase_targets(group, entries)
             _numbered(group, entries, transaction=False)
             doc.archive = archive
             self._put(group, doc, updated, entries, now)
@@ -565,22 +568,31 @@ class CachedStore(MemoryStore):
 
     async def change_episodes(
         self, key: GroupKey, change: EpisodeChange[R], *, actor: str, label: Label = None,
-        extra: dict[str, Any] | None = None,
+        extra: dict[str, Any] | None = None, erased: Collection[str] = (),
     ) -> R:
         """Apply `change` to the group's episodes and return its result once it (and its log entries, kind
-        "episode") is stored, in the group's one change log."""
+        "episode") is stored, in the group's one change log. An episode whose entry `label` names "erase" or
+        "purge" leaves the log: that entry and every earlier one about the episode keep no content; with
+        `label="erase"` so do the earlier entries of the episodes named in `erased`."""
 
         def operation(group: CachedGroup) -> tuple[R, bool]:
             doc = group.doc
             assert doc is not None and group.episodes is not None
             current = list(group.episodes)
             updated, result = change(list(current))
+            erasing = {(changelog.EPISODE, e) for e in erased} if label == changelog.ERASE else set()
+            if erasing:
+                group.erase_targets.update(erasing)
+                _erase_pending(group, set(), frozenset(), erasing)
             if updated == current:
-                return result, False
+                return result, bool(erasing)
             now = self._clock()
-            entries = _numbered(group, [
+            entries = [
                 _entry(now, actor, label, changelog.EPISODE, op, "group", GROUP_OWNER, old, new, extra or {})
                 for op, old, new in diff(current, updated)
+            ]
+            entries = _numbered(group, [
+                changelog.erased(e) if e["op"] == changelog.PURGE else e for e in _erase_targets(group, entries)
             ])
             group.episodes = updated
             group.episode_version += 1
@@ -678,7 +690,7 @@ class CachedStore(MemoryStore):
             saved = group.saved
             if saved is not None and group.doc is not None and group.log is not None:
                 group.doc, group.episodes, group.log.next_id = saved.copy(), saved.episodes, saved.next_log_id
-                group.pending, group.erase_owners, group.erase_todos = [], set(), set()
+                group.pending, group.erase_owners, group.erase_todos, group.erase_targets = [], set(), set(), set()
                 group.version = group.durable_version
                 self._restored(group)
                 self._tell_document(group.key, group.doc)
@@ -775,9 +787,23 @@ def _entry(
     return changelog.erased(entry) if name == changelog.ERASE else entry
 
 
-def _erase_pending(group: CachedGroup, owners: set[str], todos: set[str] | frozenset[str]) -> None:
+def _erase_pending(
+    group: CachedGroup, owners: set[str], todos: set[str] | frozenset[str], targets: changelog.Targets = frozenset()
+) -> None:
     """An erasure also takes the content of entries of the same commit not written yet."""
-    group.pending = [changelog.erased(e) if changelog.erasable(e, owners, todos) else e for e in group.pending]
+    group.pending = [
+        changelog.erased(e) if changelog.erasable(e, owners, todos, targets) else e for e in group.pending
+    ]
+
+
+def _erase_targets(group: CachedGroup, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The new `entries` (not numbered yet): those that purge or erase a memory or an episode take the content of
+    every earlier entry about it (in the log, by the next write, and pending)."""
+    targets = {(e["kind"], e["target"]) for e in entries if e["op"] in (changelog.ERASE, changelog.PURGE)}
+    if targets:
+        group.erase_targets.update(targets)
+        _erase_pending(group, set(), frozenset(), targets)
+    return entries
 
 
 def _numbered(group: CachedGroup, entries: list[dict[str, Any]], transaction: bool = True) -> list[dict[str, Any]]:

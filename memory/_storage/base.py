@@ -187,10 +187,12 @@ class MemoryStore(ABC):
     @abstractmethod
     async def change_episodes(
         self, key: GroupKey, change: EpisodeChange[R], *, actor: str, label: Label = None,
-        extra: dict[str, Any] | None = None,
+        extra: dict[str, Any] | None = None, erased: Collection[str] = (),
     ) -> R:
         """Apply `change` to the group's episodes and return its result once it is durable; one log entry of kind
-        "episode" per episode added, changed or deleted, in the group's one change log."""
+        "episode" per episode added, changed or deleted, in the group's one change log. An entry named "erase" or
+        "purge" takes the content of every earlier entry about its episode; with `label="erase"` so does each
+        episode named in `erased`."""
 
     @abstractmethod
     async def import_items(

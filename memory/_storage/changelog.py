@@ -4,7 +4,8 @@ written by the store inside each commit, readable by a person.
 Entries (one JSON object a line):
 - a change: `{"id", "at", "actor", "kind": "memory", "op", "scope", "owner", "target", "old", "new"}`, plus
   `"txn"` (the id of the first entry of a commit that made several) and fields a writer attaches (`"reverts"`).
-  After an erasure the member's entries keep their id, time, actor and op, lose `old`/`new`, and say `"erased"`.
+  After an erasure the member's entries keep their id, time, actor and op, lose `old`/`new`, and say `"erased"`;
+  so does every earlier entry of a memory or episode purged after its retention or erased on its own.
 - a background model call: `{"id", "at", "actor", "kind": "call", "input_tokens", "output_tokens", ...}`, actor
   `extraction` (with `messages`, `applied`, `rejected`), `review` or `consolidation` (with the `decision` taken).
 - head lines `{"kind": "carried", "actor", ...}`, one per actor: what the calls trimmed away added up to (a head
@@ -18,8 +19,8 @@ Readers only ever read up to the committed end. Every function here blocks: the 
 
 An erasure that changes the document cannot purge the earlier entries before the document is written (a crash in
 between would leave the memories with their history gone), nor after it without a trace (a crash in between
-would keep the content). So its entries end with a scrub marker `{"kind": "scrub", "owners", "todos"}` (no id, no
-content): cut with the entries when the document never got written, committed with them when it did. The purge,
+would keep the content). So its entries end with a scrub marker `{"kind": "scrub", "owners", "todos", "targets"}`
+(ids only, no content): cut with the entries when the document never got written, committed with them when it did. The purge,
 a rewrite that also drops the marker, follows the document write; a committed marker still there (the last line:
 nothing is appended after it) is finished when the log is opened.
 """
@@ -47,6 +48,7 @@ EXTRACTION = "extraction"  # the actor of extraction calls, and of carried total
 CARRIED = "carried"
 ERASE = "erase"  # the op of an erasure: a member wiped their memories; their content leaves the log
 SCRUB = "scrub"  # the marker line of an erasure committed with its document whose purge may not be done yet
+PURGE = "purge"  # the op of the end of an archived memory's or episode's retention: its content leaves the log too
 MAX_BYTES = 2_000_000
 TRIM_TO_FRACTION = 0.6  # a trim keeps the newest entries up to this share of MAX_BYTES, so it is rare
 _TAIL_CHUNK = 65_536
@@ -129,10 +131,12 @@ class LogState:
     end: int
     next_id: int
     totals: CallTotals | None = None  # computed on first use, then kept up to date by the store
-    scrub: tuple[set[str], set[str]] | None = None  # (owners, todos) of a committed erasure not purged yet
+    scrub: Scrub | None = None  # what a committed erasure not purged yet names
 
 
 Transform = Callable[[dict[str, Any]], dict[str, Any]]  # an entry as written <-> as read (sealing, `sealed.py`)
+Targets = set[tuple[str, str]] | frozenset[tuple[str, str]]  # (kind, target id) of items whose log content goes
+Scrub = tuple[set[str], set[str], set[tuple[str, str]]]  # (owners, todos, targets) an erasure purges
 
 
 def encode(entries: Iterable[dict[str, Any]], seal: Transform | None = None) -> bytes:
@@ -151,18 +155,18 @@ def is_change(entry: dict[str, Any]) -> bool:
     return entry.get("kind") not in (CALL, CARRIED)
 
 
-def scrub_marker(owners: set[str], todos: set[str] | frozenset[str]) -> dict[str, Any]:
+def scrub_marker(owners: set[str], todos: set[str] | frozenset[str], targets: Targets = frozenset()) -> dict[str, Any]:
     """The line that ends an erasure's entries when the purge follows the document write."""
-    return {"kind": SCRUB, "owners": sorted(owners), "todos": sorted(todos)}
+    return {"kind": SCRUB, "owners": sorted(owners), "todos": sorted(todos), "targets": sorted(map(list, targets))}
 
 
 def finish_scrub(state: LogState, *, max_bytes: int, durable: bool) -> None:
     """Purge what the committed erasure `state.scrub` names and drop its marker (one atomic rewrite)."""
     if state.scrub is None:
         return
-    owners, todos = state.scrub
+    owners, todos, targets = state.scrub
     _, state.end = rewrite(state.path, state.end, b"", erase_owners=owners, erase_todos=todos,
-                           max_bytes=max_bytes, durable=durable)
+                           erase_targets=targets, max_bytes=max_bytes, durable=durable)
     state.scrub = None
 
 
@@ -203,21 +207,21 @@ def open_log(
     return state
 
 
-def _consistent_end(
-    path: Path, size: int, committed_id: int | None
-) -> tuple[int, int, tuple[set[str], set[str]] | None]:
+def _consistent_end(path: Path, size: int, committed_id: int | None) -> tuple[int, int, Scrub | None]:
     """(where the consistent part ends, the last id in it, what a committed scrub marker in it names), reading the
     file backwards from its end."""
     cut = size
     last_id = 0
     marker: tuple[int, dict[str, Any]] | None = None  # the last scrub marker seen, where it starts
 
-    def scrub() -> tuple[set[str], set[str]] | None:
+    def scrub() -> Scrub | None:
         if marker is None or marker[0] >= cut:  # none, or cut with the uncommitted entries before it
             return None
-        owners, todos = marker[1].get("owners"), marker[1].get("todos")
+        owners, todos, targets = (marker[1].get(k) for k in ("owners", "todos", "targets"))
         return ({str(o) for o in owners} if isinstance(owners, list) else set(),
-                {str(t) for t in todos} if isinstance(todos, list) else set())
+                {str(t) for t in todos} if isinstance(todos, list) else set(),
+                {(str(t[0]), str(t[1])) for t in targets if isinstance(t, list) and len(t) == 2}
+                if isinstance(targets, list) else set())
 
     with open(path, "rb") as f:
         for start, line, complete in _lines_backwards(f, size):
@@ -303,13 +307,18 @@ def truncate(path: Path, end: int) -> None:
 def rewrite(
     path: Path, end: int, data: bytes, *, erase_owners: set[str], max_bytes: int, durable: bool,
     erase_todos: set[str] | frozenset[str] = frozenset(), transform: Transform | None = None,
+    erase_targets: Targets = frozenset(),
 ) -> tuple[int, int]:
-    """Rewrite the log in one atomic replace: purge the content of erased members' memories and of erased todos,
-    trim the oldest entries when the log would pass `max_bytes` (down to TRIM_TO_FRACTION of it, their call totals
-    carried in the head line), then `data` at the end. Returns (where `data` starts, the new end). `transform`
+    """Rewrite the log in one atomic replace: purge the content of erased members' memories, of erased todos and
+    of the (kind, target) pairs in `erase_targets` (purged or erased memories and episodes), trim the oldest
+    entries when the log would pass `max_bytes` (down to TRIM_TO_FRACTION of it, their call totals carried in the
+    head line), then `data` at the end. Returns (where `data` starts, the new end). `transform`
     re-encodes every entry kept (sealing it with another key); unreadable lines are kept as they are."""
     # Only lines that can matter are parsed (this runs in a thread, but parsing holds the GIL the loop needs).
-    needles = [json.dumps(o, ensure_ascii=False).encode("utf-8") for o in (*erase_owners, *erase_todos)]
+    needles = [
+        json.dumps(o, ensure_ascii=False).encode("utf-8")
+        for o in (*erase_owners, *erase_todos, *(target for _, target in erase_targets))
+    ]
     carried = CallTotals()
     kept: list[bytes] = []
     for line in _raw_lines(path, end):
@@ -319,7 +328,7 @@ def rewrite(
         if b'"scrub"' in line and (entry := _parse(line)) is not None and entry.get("kind") == SCRUB:
             continue  # a marker goes with the purge it asks for (callers finish it first: `finish_scrub`)
         if needles and any(n in line for n in needles) and (
-            entry := _to_erase(line, erase_owners, erase_todos)
+            entry := _to_erase(line, erase_owners, erase_todos, erase_targets)
         ) is not None:
             line = json.dumps(erased(entry), ensure_ascii=False).encode("utf-8")
         elif transform is not None and (entry := _parse(line)) is not None:
@@ -343,19 +352,25 @@ def rewrite(
 
 
 def _to_erase(
-    line: bytes, erase_owners: set[str], erase_todos: set[str] | frozenset[str]
+    line: bytes, erase_owners: set[str], erase_todos: set[str] | frozenset[str], erase_targets: Targets = frozenset()
 ) -> dict[str, Any] | None:
     """The entry on `line` when it is a not yet erased change to a member's own memory of one of `erase_owners`,
-    or to one of `erase_todos`."""
+    to one of `erase_todos`, or to one of `erase_targets`."""
     entry = _parse(line)
-    return entry if entry is not None and erasable(entry, erase_owners, erase_todos) else None
+    return entry if entry is not None and erasable(entry, erase_owners, erase_todos, erase_targets) else None
 
 
-def erasable(entry: dict[str, Any], erase_owners: set[str], erase_todos: set[str] | frozenset[str]) -> bool:
-    """Whether an erasure of `erase_owners` and `erase_todos` takes the entry's content: a change, not yet erased,
-    to a member's own memory of one of them, or to one of the todos."""
+def erasable(
+    entry: dict[str, Any], erase_owners: set[str], erase_todos: set[str] | frozenset[str],
+    erase_targets: Targets = frozenset(),
+) -> bool:
+    """Whether an erasure of `erase_owners`, `erase_todos` and `erase_targets` takes the entry's content: a change,
+    not yet erased, to a member's own memory of one of them, to one of the todos, or to one of the (kind, target)
+    pairs."""
     if entry.get("erased"):
         return False
+    if (entry.get("kind"), entry.get("target")) in erase_targets:
+        return True
     if entry.get("kind") == TODO:
         return entry.get("target") in erase_todos
     return entry.get("kind") == MEMORY and entry.get("owner") in erase_owners and entry.get("scope") != "group"

@@ -348,6 +348,7 @@ class UserMemoryStore(CachedStore):
         entries, group.pending = group.pending, []
         erase_owners, group.erase_owners = group.erase_owners, set()
         erase_todos, group.erase_todos = group.erase_todos, set()
+        erase_targets, group.erase_targets = group.erase_targets, set()
         reseal, group.reseal = group.reseal, False
         # Serialize everything before the first write, so data that cannot be written fails the commit whole.
         document = group.serializer.dumps(group.doc) if doc_target > group.durable_doc_version else None
@@ -358,19 +359,22 @@ class UserMemoryStore(CachedStore):
         )
         saved = Saved.of(group)
         lines = changelog.encode(entries, self._seal_entry(group.key))
-        scrub_later = bool(erase_owners or erase_todos) and (document is not None or episodes is not None)
+        scrub_later = bool(erase_owners or erase_todos or erase_targets) and (
+            document is not None or episodes is not None
+        )
         if scrub_later:
-            lines += changelog.encode([changelog.scrub_marker(erase_owners, erase_todos)])
-            erase_now: tuple[set[str], set[str]] = (set(), set())
+            lines += changelog.encode([changelog.scrub_marker(erase_owners, erase_todos, erase_targets)])
+            erase_now: changelog.Scrub = (set(), set(), set())
         else:
-            erase_now = (erase_owners, erase_todos)
+            erase_now = (erase_owners, erase_todos, erase_targets)
         await self._run_commit_hooks()
         start, end = log_state.end, log_state.end
-        if reseal or erase_now[0] or erase_now[1] or log_state.end + len(lines) > self._log_max_bytes:
+        if reseal or any(erase_now) or log_state.end + len(lines) > self._log_max_bytes:
             opened, seal = self._open_entry(group.key), self._seal_entry(group.key)
             start, end = await asyncio.to_thread(
                 changelog.rewrite, log_state.path, log_state.end, lines, erase_owners=erase_now[0],
-                erase_todos=erase_now[1], max_bytes=self._log_max_bytes, durable=self._durable,
+                erase_todos=erase_now[1], erase_targets=erase_now[2], max_bytes=self._log_max_bytes,
+                durable=self._durable,
                 transform=(lambda e: seal(opened(e)) if seal else opened(e)) if reseal else None,
             )
             log_state.end = start  # the rewritten file is committed up to the new entries
@@ -404,7 +408,7 @@ class UserMemoryStore(CachedStore):
         log_state.end = end
         try:
             if scrub_later:  # committed: whatever happens now, the purge is owed (and done on open at the latest)
-                log_state.scrub = (erase_owners, erase_todos)
+                log_state.scrub = (erase_owners, erase_todos, erase_targets)
                 await asyncio.to_thread(
                     changelog.finish_scrub, log_state, max_bytes=self._log_max_bytes, durable=self._durable
                 )

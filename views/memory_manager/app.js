@@ -43,7 +43,8 @@
       audit_foreign_id: "指名别人的记忆或待办", audit_group_change: "无权修改群公共内容",
       audit_admin_command: "非管理员使用管理指令", audit_dashboard_scope: "管理页请求越界",
       oldValue: "原值", newValue: "新值", revert: "撤销", loadMore: "加载更多",
-      confirmRevert: "撤销变更 #{0}？如果目标之后又被改过，撤销会被拒绝。", erasedEntry: "（内容已按删除要求清除）",
+      confirmRevert: "撤销变更 #{0}？如果目标之后又被改过，撤销会被拒绝。", erasedEntry: "（内容已清除：删除要求或保留期满）",
+      deleteEpisode: "删除", confirmDeleteEpisode: "永久删除这条情境记忆？此操作不可撤销，并从历史中清除其内容。", episodeDeleted: "已删除情境记忆",
       exportDecrypted: "导出明文（不加密：文件含全部内容，请妥善保管）",
       exportTitle: "导出", exportAll: "全部", exportGroup: "一个群", exportMember: "一位成员", download: "下载 JSON",
       importTitle: "导入", chooseFile: "选择导出文件（JSON）", preview: "预览", apply: "应用导入",
@@ -55,7 +56,7 @@
       calls: "后台模型调用", tokensIn: "输入 tokens", tokensOut: "输出 tokens", mostInjected: "最常注入的记忆",
       times: "次数", date: "日期", total: "合计",
       privacyTitle: "删除关于某人的一切",
-      privacyText: "删除此人在该平台所有群里的个人记忆、全局记忆、其创建或被指派的待办和缓存的名字；他添加的群公共记忆保留（记为前成员），情境记忆保留。此操作不可撤销，并从历史中清除内容。",
+      privacyText: "删除此人在该平台所有群里的个人记忆、全局记忆、其创建或被指派的待办和缓存的名字；他在情境记忆中的 ID 和名字（概要中改为“某成员”）；他添加的群公共记忆保留（记为前成员），情境记忆的其余内容保留。此操作不可撤销，并从历史中清除内容。",
       userId: "用户 ID", erase: "删除此人的一切", typeToConfirm: "请输入用户 ID「{0}」以确认：",
       erased: "已删除：{0}", mismatch: "输入的 ID 不一致",
       adminNote: "任何能登录控制台的人都能查看和修改所有群的记忆。",
@@ -99,7 +100,8 @@
       audit_foreign_id: "Named another member's memory or todo", audit_group_change: "Group change without the right",
       audit_admin_command: "Admin command by a non-admin", audit_dashboard_scope: "Dashboard request out of scope",
       oldValue: "Old", newValue: "New", revert: "Revert", loadMore: "Load more",
-      confirmRevert: "Revert change #{0}? It is refused if the target changed since.", erasedEntry: "(content erased on request)",
+      confirmRevert: "Revert change #{0}? It is refused if the target changed since.", erasedEntry: "(content erased: on request or at the end of its retention)",
+      deleteEpisode: "Delete", confirmDeleteEpisode: "Delete this episode for good? This cannot be undone and purges its content from history.", episodeDeleted: "Episode deleted",
       exportDecrypted: "Export decrypted (plaintext: holds every content; keep it safe)",
       exportTitle: "Export", exportAll: "Everything", exportGroup: "One group", exportMember: "One member",
       download: "Download JSON", importTitle: "Import", chooseFile: "Choose an export file (JSON)", preview: "Preview",
@@ -112,7 +114,7 @@
       bySource: "By source", calls: "Background model calls", tokensIn: "Input tokens", tokensOut: "Output tokens",
       mostInjected: "Most injected memories", times: "Times", date: "Date", total: "Total",
       privacyTitle: "Delete everything about one person",
-      privacyText: "Deletes the person's member and global memories in every group of the platform, the todos they created or were assigned, and their cached name; group memories they added stay (attributed to a former member), episodes stay. This cannot be undone and purges the content from history.",
+      privacyText: "Deletes the person's member and global memories in every group of the platform, the todos they created or were assigned, and their cached name; their id and names in the episodes (a summary says “a member” / 某成员 instead); group memories they added stay (attributed to a former member), and so does the rest of each episode. This cannot be undone and purges the content from history.",
       userId: "User id", erase: "Delete everything about this person", typeToConfirm: "Type the user id “{0}” to confirm:",
       erased: "Erased: {0}", mismatch: "The id does not match",
       adminNote: "Anyone who can log in to the dashboard can see and change every group's memories.",
@@ -465,9 +467,28 @@
       el("h3", {}, t("membersOf")), el("div", { class: "chips" }, memberButtons.length ? memberButtons : el("span", { class: "muted" }, t("empty"))),
       el("h3", {}, t("memories")), scopeButtons, listBox,
       el("h3", {}, t("todos")), simpleTable(asList(detail.todos, "items"), ["content", "status", "assignee", "due_at"]),
-      el("h3", {}, t("episodes")), simpleTable(asList(detail.episodes, "items"), ["summary", "participant_names", "start", "end"]),
+      el("h3", {}, t("episodes")), episodeTable(asList(detail.episodes, "items"), base, () => show("browse")),
     ]);
     showList({});
+  }
+
+  // The group's recent episodes, each with a delete button (an erasure: confirmed, not revertable).
+  function episodeTable(items, base, reload) {
+    if (!items || !items.length) return el("p", { class: "muted" }, t("empty"));
+    const remove = async (e) => {
+      if (!(await confirmDialog(t("confirmDeleteEpisode"), { danger: true }))) return;
+      try {
+        await api.post("episode/delete", { ...base, episode_id: e.id, confirm: true });
+        notify(t("episodeDeleted"));
+        reload();
+      } catch (err) { notify(errorText(err), "error"); }
+    };
+    return el("table", { class: "table", id: "episodes-table" },
+      el("thead", {}, el("tr", {}, ["summary", "participant_names", "start", "end", ""].map((k) => el("th", {}, k)))),
+      el("tbody", {}, items.map((e) => el("tr", { "data-episode": e.id },
+        el("td", { class: "content" }, text(e.summary)), el("td", {}, text(e.participant_names)),
+        el("td", { class: "small" }, fmtTime(e.start)), el("td", { class: "small" }, fmtTime(e.end)),
+        el("td", {}, el("button", { type: "button", class: "ghost danger-text", onclick: () => remove(e) }, t("deleteEpisode")))))));
   }
 
   function backButton() {

@@ -292,15 +292,23 @@ async def write(
     return lists
 
 
-async def erase(conn: Any, gid: int, owners: set[str], todos: set[str]) -> None:
-    """Purge the content of the log entries of erased members' own memories and of erased todos."""
-    if not owners and not todos:
+async def erase(
+    conn: Any, gid: int, owners: set[str], todos: set[str], targets: changelog.Targets = frozenset(),
+    *, before: int | None = None,
+) -> None:
+    """Purge the content of the log entries of erased members' own memories, of erased todos and of the (kind,
+    target) pairs in `targets`; only entries older than id `before` (the commit's own entries were erased as they
+    were made)."""
+    if not owners and not todos and not targets:
         return
+    pairs = sorted(targets)
     rows = await conn.fetch(
-        "SELECT id, entry FROM um_log WHERE gid = $1 AND NOT entry ? 'erased' AND ("
+        "SELECT id, entry FROM um_log WHERE gid = $1 AND NOT entry ? 'erased'"
+        " AND ($6::bigint IS NULL OR id < $6) AND ("
         "(kind = 'memory' AND scope IS DISTINCT FROM 'group' AND owner = ANY($2::text[]))"
-        " OR (kind = 'todo' AND target = ANY($3::text[])))",
-        gid, sorted(owners), sorted(todos),
+        " OR (kind = 'todo' AND target = ANY($3::text[]))"
+        " OR (kind, target) IN (SELECT * FROM unnest($4::text[], $5::text[])))",
+        gid, sorted(owners), sorted(todos), [k for k, _ in pairs], [t for _, t in pairs], before,
     )
     updated = [_log_row(gid, changelog.erased(r["entry"])) for r in rows]
     if not updated:

@@ -221,7 +221,7 @@ class PostgresMemoryStore(CachedStore):
     def _install(group: _PgGroup, loaded: rows.Loaded) -> None:
         """Make `loaded` the group's cached state (nothing of the old one is pending)."""
         group.doc, group.episodes, group.log, group.stored = loaded.doc, loaded.episodes, loaded.log, loaded.stored
-        group.pending, group.erase_owners, group.erase_todos = [], set(), set()
+        group.pending, group.erase_owners, group.erase_todos, group.erase_targets = [], set(), set(), set()
         group.mark_stored()
 
     def _busy(self, group: CachedGroup) -> bool:
@@ -255,11 +255,12 @@ class PostgresMemoryStore(CachedStore):
                         conn, key, gid, group.stored, doc, group.episodes, entries, log_cursor.next_id, self.sealer
                     )
                     todos_changed = lists.get("todos") == version + 1
-                    await rows.erase(conn, gid, group.erase_owners, group.erase_todos)
+                    await rows.erase(conn, gid, group.erase_owners, group.erase_todos, group.erase_targets,
+                                     before=min((e["id"] for e in entries), default=None))
                     await rows.trim(conn, gid, self._log_max_bytes)
                     notice = Change(key, version + 1, self.instance, todos_changed)
                     await conn.execute("SELECT pg_notify($1, $2)", schema.CHANGES_CHANNEL, notice.payload())
-            group.pending, group.erase_owners, group.erase_todos = [], set(), set()
+            group.pending, group.erase_owners, group.erase_todos, group.erase_targets = [], set(), set(), set()
             group.stored = rows.snapshot(gid, version + 1, doc, group.episodes or [], lists)
             group.mark_stored()
             if log_cursor.totals is not None:
