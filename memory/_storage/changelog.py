@@ -366,8 +366,8 @@ def erasable(
 ) -> bool:
     """Whether an erasure of `erase_owners`, `erase_todos` and `erase_targets` takes the entry's content: a change,
     not yet erased, to a member's own memory of one of them, to one of the todos, or to one of the (kind, target)
-    pairs."""
-    if entry.get("erased"):
+    pairs. A purge entry holds no content (only why it was purged): it stays as it is."""
+    if entry.get("erased") or entry.get("op") == PURGE:
         return False
     if (entry.get("kind"), entry.get("target")) in erase_targets:
         return True
