@@ -15,7 +15,7 @@ from test_dashboard_transfer import download
 HOST = "127.0.0.1:6185"
 OWN = {"content-type": "application/json", "host": HOST}
 WRITES = {"person/erase", "memory/edit", "memory/delete", "memory/move", "history/revert", "import/preview",
-          "import/apply", "recall/test"}
+          "import/apply", "recall/test", "episode/delete"}
 
 
 def write_requests(saved) -> dict[str, dict]:
@@ -35,6 +35,7 @@ def write_requests(saved) -> dict[str, dict]:
         "import/preview": {"content": export},
         "import/apply": {"content": export},
         "recall/test": {"platform": "lark", "group_id": G.group_id, "user_id": "ou_userA", "message": "喝什么"},
+        "episode/delete": {"platform": "lark", "group_id": G.group_id, "episode_id": "e1", "confirm": True},
     }
     assert set(requests) == WRITES
     return requests

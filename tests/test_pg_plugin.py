@@ -225,7 +225,8 @@ async def test_tools_and_injection_on_postgres(make_plugin, postgres_server, pos
                                           content="希望被称呼为「老王」")
         assert "希望被称呼为「老王」" in await system_prompt_for(plugin, make_event("在吗"))
         status = await command_text(plugin.memory_status_command(make_event("/memory status", user=ADMIN, admin=True)))
-        assert "PostgreSQL，实例 bot-a" in status and "可用，已缓存 1 个群" in status
+        # the group, and the platform's document (its opt-out flags, read before the reply path notes a name)
+        assert "PostgreSQL，实例 bot-a" in status and "可用，已缓存 2 个群" in status
     finally:
         caplog.clear()
         await plugin.terminate()
