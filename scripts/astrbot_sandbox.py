@@ -98,9 +98,9 @@ def password_problem(password: str) -> str | None:
     """Why AstrBot 4.29.1 would refuse `password` as the dashboard password (its `validate_dashboard_password`:
     at least 8 characters, an upper-case and a lower-case ASCII letter and a digit), or None."""
     if len(password) < 8:
-        return "shorter than 8 characters"
-    for chars, what in ((string.ascii_uppercase, "an upper-case letter"), (string.ascii_lowercase,
-                        "a lower-case letter"), (string.digits, "a digit")):
+        return "is shorter than 8 characters"
+    for chars, what in ((string.ascii_uppercase, "upper-case letter"), (string.ascii_lowercase,
+                        "lower-case letter"), (string.digits, "digit")):
         if not any(c in chars for c in password):
             return f"has no {what}"
     return None

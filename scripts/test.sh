@@ -1,8 +1,19 @@
 #!/usr/bin/env bash
 # Sets up .venv (Python >= 3.12, AstrBot 4.29.1, the plugin's runtime and test dependencies) and runs pytest.
 # Extra arguments go to pytest, e.g. `bash scripts/test.sh -m "not e2e and not slow"` for the fast tests only.
+#
+# `bash scripts/test.sh --shifted-clock [pytest arguments]` runs the fast tests under another date, weekday and
+# host zone instead (scripts/shifted_clock.py chooses them): Debian's libfaketime moves the wall clock of pytest
+# and of everything it starts, so a test that reads the real clock or the host's zone fails there. Without
+# libfaketime it says so and exits 0, or 1 under CI=true.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+shifted=false
+if [ "${1:-}" = --shifted-clock ]; then
+    shifted=true
+    shift
+fi
 
 python=$(bash scripts/find_python.sh)
 venv=.venv
@@ -48,4 +59,42 @@ if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb 
     apt_install "the PostgreSQL tests" postgresql
 fi
 
-exec "$venv/bin/python" -m pytest "$@"
+if ! $shifted; then
+    exec "$venv/bin/python" -m pytest "$@"
+fi
+
+find_faketime() { ls /usr/lib/*/faketime/libfaketimeMT.so.1 2>/dev/null | head -n 1; }
+faketime_lib=$(find_faketime)
+if [ -z "$faketime_lib" ]; then
+    apt_install "the shifted-clock run" faketime
+    faketime_lib=$(find_faketime)
+fi
+clock=$("$venv/bin/python" scripts/shifted_clock.py)
+read -r offset zone start <<<"$clock"
+# The offset is relative, so every process (PostgreSQL, the tests' child processes) reads the same shifted clock;
+# the monotonic clock stays real, for asyncio's timers and lock timeouts (scripts/faketime_site says why Python's
+# time.sleep needs a replacement then).
+export FAKETIME="+${offset}s" FAKETIME_DONT_FAKE_MONOTONIC=1
+export PYTHONPATH="$PWD/scripts/faketime_site${PYTHONPATH:+:$PYTHONPATH}"
+expected=$(( $(date +%s) + offset ))
+seen=0 problem=""
+if [ -n "$faketime_lib" ]; then
+    seen=$(LD_PRELOAD=$faketime_lib "$venv/bin/python" -c 'import time; time.sleep(0.01); print(int(time.time()))') \
+        || seen=0
+fi
+if [ -z "$faketime_lib" ]; then
+    problem="libfaketime (Debian's faketime) is not installed"
+elif [ $(( seen - expected )) -gt 60 ] || [ $(( expected - seen )) -gt 60 ]; then
+    problem="Python under $faketime_lib does not read the shifted clock or cannot sleep"
+fi
+if [ -n "$problem" ]; then
+    ci=${CI:-}
+    if [ "${ci,,}" = true ]; then
+        echo "SHIFTED-CLOCK RUN FAILED: $problem (CI=true: this run must happen)"
+        exit 1
+    fi
+    echo "SHIFTED-CLOCK RUN NOT DONE: $problem"
+    exit 0
+fi
+echo "Shifted-clock run: the tests' clock starts at $start ($zone); repeat with SHIFTED_NOW=$start SHIFTED_TZ=$zone"
+LD_PRELOAD=$faketime_lib TZ=$zone exec "$venv/bin/python" -m pytest -m "not e2e and not slow" "$@"

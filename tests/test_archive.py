@@ -27,8 +27,8 @@ def put(*memories):
     return lambda current: ([*current, *memories], None)
 
 
-async def seeded(tmp_path):
-    store = UserMemoryStore(tmp_path, durable=False)
+async def seeded(tmp_path, **options):
+    store = UserMemoryStore(tmp_path, durable=False, **options)
     await store.change(G, "u1", put(memory("m1", "喜欢猫"), memory("m2", "住在杭州"),
                                     memory("x1", "叫我小王", source=Source.EXPLICIT)), actor="extraction")
     await store.change(G, GROUP_OWNER, put(memory("g1", "周三发版")), actor="extraction")
@@ -228,8 +228,8 @@ async def test_admin_texts_show_times_in_the_plugins_zone_and_revert_honours_the
     a restore never archives a memory that is core under the configured `memory_core_importance`."""
     from zoneinfo import ZoneInfo
 
-    store = await seeded(tmp_path)
     at = 1_763_798_400.0  # 2025-11-22 08:00 UTC = 16:00 in Shanghai
+    store = await seeded(tmp_path, clock=lambda: at)  # the log stamps every entry with the store's clock
     await archive_memories(store, G, [("u1", "m1")], reason="decay", actor="maintenance", now=at)
     shanghai = ZoneInfo("Asia/Shanghai")
     assert "11-22 16:00" in await archived_text(store, G, 30, zone=shanghai)
@@ -245,4 +245,5 @@ async def test_admin_texts_show_times_in_the_plugins_zone_and_revert_honours_the
     assert "m1" in {m.id for m in await store.memories(G, "u1")}, core_at_08  # 0.5 is core at 0.4: not archived
     await revert_change(store, G, restore["id"], actor="admin:root")
     assert "m1" not in {m.id for m in await store.memories(G, "u1")}  # default core 1.0: archived again
-    assert "11-22" in await history_text(store, G, 50, shanghai)
+    history = await history_text(store, G, 50, shanghai)
+    assert "11-22 16:00 admin:root 归档 [u1] 喜欢猫" in history and "08:00" not in history, history

@@ -9,8 +9,6 @@ import asyncio
 import json
 import os
 import random
-import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -22,6 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from memory import GroupKey, UserMemoryStore  # noqa: E402
 from memory._models import Memory, MemoryType  # noqa: E402
 from memory._storage.crypto import KEY_ENV, OLD_KEY_ENV, Keyring, key_id, keyring_from  # noqa: E402
+from saver_process import BATCH, Child, acknowledged  # noqa: E402
 
 GROUP = GroupKey("lark", "oc_crash")
 SAVER = Path(__file__).with_name("saver_process.py")
@@ -45,11 +44,6 @@ async def child_reseal(directory: str) -> None:
     sys.stdout.flush()
 
 
-def child(env: dict[str, str], script: str | Path, *args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, str(script), *args], stdout=subprocess.PIPE, text=True,
-                            env={**os.environ, **env})
-
-
 def open_all(directory: Path, keyring: Keyring) -> dict[GroupKey, list[str]]:
     """Every group's memories, episodes' summaries and log contents, read with `keyring` (raises if any fails)."""
 
@@ -71,23 +65,21 @@ def open_all(directory: Path, keyring: Keyring) -> dict[GroupKey, list[str]]:
 @pytest.mark.slow
 def test_sigkill_with_a_key_never_loses_an_acknowledged_save(tmp_path):
     rng = random.Random(4321)
+    rounds = 12
     acked: set[int] = set()
     start = 0
-    for _ in range(12):
-        proc = child({KEY_ENV: B64[KEY]}, SAVER, "json", str(tmp_path), str(start), "秘密")
-        first = proc.stdout.readline()
-        assert first.startswith("ACK"), first
+    for _ in range(rounds):
+        saver = Child(SAVER, "json", str(tmp_path), str(start), "秘密", env={KEY_ENV: B64[KEY]})
+        saver.wait_for("ACK", BATCH)
         time.sleep(rng.uniform(0.0, 0.15))
-        proc.send_signal(signal.SIGKILL)
-        out, _ = proc.communicate(timeout=10)
-        got = {int(line.split()[1]) for line in (first + out).splitlines() if line.startswith("ACK")}
+        got = acknowledged(saver.kill(), start)
         acked |= got
         start = max(got) + 100
         contents = open_all(tmp_path, Keyring(KEY))[GROUP]
         on_disk = {int(c.split()[1]) for c in contents if c.startswith("秘密")}
         assert not acked - on_disk, f"acknowledged but lost: {sorted(acked - on_disk)[:10]}"
         assert "秘密".encode() not in b"".join(p.read_bytes() for p in tmp_path.rglob("*") if p.is_file())
-    assert len(acked) > 50
+    assert len(acked) >= rounds * BATCH, "every save each round saw acknowledged was checked"
     assert not [p for p in tmp_path.rglob("*") if ".corrupt-" in p.name]
 
 
@@ -118,16 +110,14 @@ def test_a_rotation_killed_at_any_point_stays_readable_and_a_rerun_finishes_it(t
     rotation = {KEY_ENV: B64[KEY], OLD_KEY_ENV: B64[OLD_KEY]}
     rng = random.Random(99)
     for _ in range(20):
-        proc = child(rotation, __file__, "reseal", str(tmp_path))
+        resealer = Child(__file__, "reseal", str(tmp_path), env=rotation)
         time.sleep(rng.uniform(0.05, 0.6))
-        proc.send_signal(signal.SIGKILL)
-        proc.communicate(timeout=10)
+        resealer.kill()
         assert open_all(tmp_path, Keyring(KEY, (OLD_KEY,))) == expected  # both keys: everything opens
         assert not [p for p in tmp_path.rglob("*") if ".corrupt-" in p.name]
     assert kids_on_disk(tmp_path)
-    proc = child(rotation, __file__, "reseal", str(tmp_path))
-    out, _ = proc.communicate(timeout=60)
-    assert "ALL" in out
+    lines = Child(__file__, "reseal", str(tmp_path), env=rotation).finish()
+    assert len([line for line in lines if line.startswith("DONE ")]) == 6 and lines[-1] == "ALL", lines
     assert kids_on_disk(tmp_path) == {key_id(KEY)}
     assert open_all(tmp_path, Keyring(KEY)) == expected  # the new key alone opens everything
     assert "秘密".encode() not in b"".join(p.read_bytes() for p in tmp_path.rglob("*") if p.is_file())

@@ -5,9 +5,7 @@ import contextlib
 import json
 import os
 import random
-import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -15,6 +13,7 @@ import pytest
 
 from conftest import make_event
 from memory import GroupKey, UserMemoryStore
+from saver_process import BATCH, Child, acknowledged
 from test_plugin import call_tool, system_prompt_for
 
 SAVER = Path(__file__).with_name("saver_process.py")
@@ -23,19 +22,15 @@ SAVER = Path(__file__).with_name("saver_process.py")
 @pytest.mark.slow
 def test_sigkill_never_loses_an_acknowledged_save(tmp_path):
     rng = random.Random(1234)
+    rounds = 25
     acked: set[int] = set()
     start = 0
-    for _ in range(25):
-        proc = subprocess.Popen([sys.executable, str(SAVER), "json", str(tmp_path), str(start)], stdout=subprocess.PIPE,
-                                text=True)
-        deadline = time.monotonic() + 10
+    for _ in range(rounds):
+        saver = Child(SAVER, "json", str(tmp_path), str(start))
         # Kill at a random moment after the child has started acknowledging saves.
-        first = proc.stdout.readline()
-        assert first.startswith("ACK"), first
+        saver.wait_for("ACK", BATCH)
         time.sleep(rng.uniform(0.0, 0.15))
-        proc.send_signal(signal.SIGKILL)
-        out, _ = proc.communicate(timeout=max(1, deadline - time.monotonic()))
-        got = {int(line.split()[1]) for line in (first + out).splitlines() if line.startswith("ACK")}
+        got = acknowledged(saver.kill(), start)
         acked |= got
         start = max(got) + 100
 
@@ -44,7 +39,7 @@ def test_sigkill_never_loses_an_acknowledged_save(tmp_path):
         on_disk = {int(m["content"].split()[1]) for u in doc["users"].values() for m in u["memories"]}
         missing = acked - on_disk
         assert not missing, f"acknowledged but lost: {sorted(missing)[:10]}"
-    assert len(acked) > 100
+    assert len(acked) >= rounds * BATCH, "every save each round saw acknowledged was checked"
     assert not [p for p in tmp_path.rglob("*") if ".corrupt-" in p.name]
 
 

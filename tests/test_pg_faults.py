@@ -13,14 +13,13 @@ import asyncio
 import os
 import random
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from conftest import make_event
+from saver_process import BATCH, Child, acknowledged
 from test_plugin import call_tool, command_text, system_prompt_for
 
 from memory import GroupKey
@@ -126,36 +125,29 @@ def test_kill_9_of_an_instance_mid_commit_never_loses_an_acknowledged_save(durab
     moment while its commits are in flight."""
     dsn = durable_server.create_database()
     rng = random.Random(1101)
+    rounds = 6
     acked: set[int] = set()
     start = 0
-    for round_ in range(6):
-        procs = [subprocess.Popen([sys.executable, str(SAVER), "postgres", dsn, f"saver-{name}", str(start + offset)],
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                 for name, offset in (("a", 0), ("b", 500_000))]
-        outputs = []
-        for proc in procs:
-            ready = proc.stdout.readline()
-            assert ready.startswith("READY"), ready + proc.stderr.read()
-        for proc in procs:
-            first = proc.stdout.readline()
-            assert first.startswith("ACK"), first + proc.stderr.read()
-            outputs.append(first)
+    for round_ in range(rounds):
+        starts = (start, start + 500_000)
+        savers = [Child(SAVER, "postgres", dsn, f"saver-{name}", str(first)) for name, first in zip("ab", starts)]
+        for saver in savers:
+            saver.wait_for("READY")
+        for saver in savers:
+            saver.wait_for("ACK", BATCH)
         time.sleep(rng.uniform(0.05, 0.4))
-        victims = procs if round_ % 3 == 2 else [procs[round_ % 2]]
-        for proc in victims:
-            proc.send_signal(signal.SIGKILL)
-        survivor = next((p for p in procs if p not in victims), None)
-        if survivor is not None:  # the other instance goes on committing past the killed one's torn commit
+        victims = savers if round_ % 3 == 2 else [savers[round_ % 2]]
+        for saver in victims:
+            saver.proc.send_signal(signal.SIGKILL)
+        if len(victims) < len(savers):  # the other instance goes on committing past the killed one's torn commit
             time.sleep(0.3)
-            survivor.send_signal(signal.SIGKILL)
-        for proc, first in zip(procs, outputs):
-            out, _ = proc.communicate(timeout=30)
-            acked |= {int(line.split()[1]) for line in (first + out).splitlines() if line.startswith("ACK")}
+        for saver, first in zip(savers, starts):  # (kills the survivor)
+            acked |= acknowledged(saver.kill(), first)
         stored = {int(content.split()[1]) for content in asyncio.run(stored_contents(dsn, CRASH_GROUP))}
         missing = acked - stored
         assert not missing, f"round {round_}: acknowledged but lost: {sorted(missing)[:10]}"
         start = max(acked) + 1000
-    assert len(acked) > 100
+    assert len(acked) >= rounds * 2 * BATCH, "every save each round saw acknowledged was checked"
 
 
 async def test_a_wrong_dsn_lets_the_plugin_load_and_says_why(make_plugin, durable_server):
