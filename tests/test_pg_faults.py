@@ -113,7 +113,8 @@ async def test_postgres_restarting_mid_run_loses_nothing_acknowledged_and_the_pl
         stop.set()
         await asyncio.gather(*savers, return_exceptions=True)
         await plugin.terminate()
-    assert "读取失败" in down or "不可用" in down, down
+    # A failed commit puts the cache back to the state last stored, which keeps serving (item 11 of issue 18).
+    assert "save 1" in down and "save 1" in acked, down
     assert "不可用" in refused[0] or "没有保存" in refused[0], refused[0]
     missing = acked - await stored_contents(dsn, GroupKey("lark", "oc_restart"))
     assert not missing, f"acknowledged but lost: {sorted(missing)[:10]}"
