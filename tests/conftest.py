@@ -108,14 +108,9 @@ def event():
 def postgres_server():
     """One real PostgreSQL for the session (tests/pg.py); skipped with the reason when it cannot run here, but
     never under CI=true."""
-    from pg import missing_reason, start_server
+    from pg import start_server_or_skip
 
-    reason = missing_reason()
-    if reason is not None:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"PostgreSQL tests must run under CI: {reason}")
-        pytest.skip(reason)
-    server = start_server()
+    server = start_server_or_skip()
     yield server
     server.remove()
 

@@ -141,6 +141,18 @@ def start_server(*, fsync: bool = False) -> PostgresServer:
     return PostgresServer(fsync=fsync).init().start()
 
 
+def start_server_or_skip(*, fsync: bool = False) -> PostgresServer:
+    """A started server, or the test skipped with the reason it cannot run here (never under CI=true: it fails)."""
+    import pytest
+
+    reason = missing_reason()
+    if reason is not None:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"PostgreSQL tests must run under CI: {reason}")
+        pytest.skip(reason)
+    return start_server(fsync=fsync)
+
+
 # -- stores on it ------------------------------------------------------------------------------------------------
 # How long a test waits for a background effect (a notification, a refresh, a lease) before it fails: far above the
 # delays bench/bench_postgres.py measures, so that on a loaded 2-core CI only a real failure trips it.

@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import random
 import signal
 import time
@@ -34,14 +33,9 @@ ADMIN = "ou_admin"
 @pytest.fixture(scope="module")
 def durable_server():
     """A server of this module's own with fsync on: a crash of it must not lose a committed transaction."""
-    from pg import missing_reason, start_server
+    from pg import start_server_or_skip
 
-    reason = missing_reason()
-    if reason is not None:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"PostgreSQL tests must run under CI: {reason}")
-        pytest.skip(reason)
-    server = start_server(fsync=True)
+    server = start_server_or_skip(fsync=True)
     yield server
     server.remove()
 

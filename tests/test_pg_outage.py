@@ -5,7 +5,6 @@ stored and keeps serving the replies of every member of the group, as it does wh
 from __future__ import annotations
 
 import asyncio
-import os
 
 import pytest
 
@@ -22,14 +21,9 @@ KEY = GroupKey("lark", GROUP)
 @pytest.fixture(scope="module")
 def own_server():
     """A server of this module's own: the test stops it."""
-    from pg import missing_reason, start_server
+    from pg import start_server_or_skip
 
-    reason = missing_reason()
-    if reason is not None:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"PostgreSQL tests must run under CI: {reason}")
-        pytest.skip(reason)
-    server = start_server()
+    server = start_server_or_skip()
     yield server
     server.remove()
 

@@ -13,8 +13,8 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from .._errors import InvalidMemoryInput
 from .._models import GroupKey
+from .._rules.operations import find_by_id_prefix
 from .._storage import EPISODE, ERASE, MemoryStore
 from .model import Episode
 
@@ -22,7 +22,6 @@ NEUTRAL_ZH = "某成员"
 NEUTRAL_EN = "a member"
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _WORDLIKE = re.compile(r"\w+(?:[ .'-]\w+)*", re.ASCII)
-MIN_ID_PREFIX = 4
 
 
 def names_of(episodes: Iterable[Episode], user_id: str, known: Iterable[str] = ()) -> list[str]:
@@ -89,25 +88,11 @@ async def erase_member(
     return await store.change_episodes(key, take_out, actor=actor, label=ERASE, erased=logged)
 
 
-def find(episodes: Sequence[Episode], ref: str) -> Episode:
-    """The episode named by its id or an id prefix of at least MIN_ID_PREFIX characters (as listed)."""
-    wanted = ref.strip().strip("[]#").replace("-", "").lower()
-    if len(wanted) < MIN_ID_PREFIX:
-        raise InvalidMemoryInput(f"请给出情境记忆的 id（至少 {MIN_ID_PREFIX} 位，/memory episodes 中显示）")
-    matches = [e for e in episodes if e.id.replace("-", "").lower().startswith(wanted)]
-    if not matches:
-        raise InvalidMemoryInput(f"本群没有 id 为 {ref.strip()} 的情境记忆")
-    if len(matches) > 1:
-        raise InvalidMemoryInput(f"id {ref.strip()} 对应多条情境记忆，请给出更长的 id")
-    return matches[0]
-
-
 async def delete_episode(store: MemoryStore, key: GroupKey, ref: Any, *, actor: str) -> Episode:
     """Delete one episode of the group for good (an erasure: not revertable, its history loses its content);
     the episode deleted. Raises `InvalidMemoryInput` (nothing changed) for an id that names none or several."""
-    if not isinstance(ref, str):
-        raise InvalidMemoryInput("情境记忆的 id 必须是字符串")
-    target = find(await store.episodes(key), ref)
+    target = find_by_id_prefix(await store.episodes(key), ref, field="情境记忆的 id", noun="情境记忆",
+                               listing="/memory episodes")
 
     def drop(current: list[Episode]) -> tuple[list[Episode], Episode]:
         return [e for e in current if e.id != target.id], target
