@@ -9,7 +9,7 @@ import functools
 import operator
 import time
 from datetime import datetime
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -99,7 +99,6 @@ TODO_TOOLS = ("lark_add_todo", "lark_list_todos", "lark_update_todo")
 TOOL_FAMILIES = (MEMORY_TOOLS, TODO_TOOLS)
 NO_TODO_LINES: list[str] = []
 TODOS_OFF = "待办功能已被管理员关闭，没有记录任何待办。"
-_FAMILY_NAMES = tuple(map(frozenset, TOOL_FAMILIES))
 _tool_name = operator.attrgetter("name")
 INTERNAL_ERROR = "记忆工具内部出错，没有做任何更改。请直接回复用户，不要重试。"
 CLEAR_CONFIRM_WORDS = ("confirm", "确认", "yes")
@@ -139,13 +138,13 @@ def _shared_caller(member: MemberKey, is_admin: bool, is_group_admin: bool) -> C
     return Caller(member, is_admin=is_admin, is_group_admin=is_group_admin)
 
 
-def offers_every_tool_family(req: ProviderRequest) -> bool:
-    """Whether the request carries at least one tool of each family (one pass over the tool names, without
+def offers_every_tool_family(req: ProviderRequest, families: Iterable[tuple[str, ...]]) -> bool:
+    """Whether the request carries at least one tool of each of `families` (one pass over the tool names, without
     Python-level steps per tool)."""
     if req.func_tool is None:
         return False
     names = set(map(_tool_name, req.func_tool.tools))
-    return all(not family.isdisjoint(names) for family in _FAMILY_NAMES)
+    return all(not names.isdisjoint(family) for family in families)
 
 
 class UserMemoryPlugin(Star):
@@ -492,7 +491,7 @@ class UserMemoryPlugin(Star):
         member = member_of(event)
         if member is None:
             return
-        if not offers_every_tool_family(req):
+        if not offers_every_tool_family(req, self.tool_families):
             await self._keep_memory_tools(event, req)  # rare: a persona's tool list, deactivated tools, ...
         caller = self._caller_in_group(event, member)
         speaker = self._speaker_name(event, member, note=False)
@@ -607,6 +606,12 @@ class UserMemoryPlugin(Star):
         return self._now_line_cache[1]
 
     # -- personas with an explicit tool list ----------------------------------------------------------------------
+    @property
+    def tool_families(self) -> tuple[tuple[str, ...], ...]:
+        """The families a persona's tool list may leave out and the plugin puts back (no todo tools while todos are
+        off, so a request without them is not a reason to look at the persona)."""
+        return TOOL_FAMILIES if self.settings.enable_todos else (MEMORY_TOOLS,)
+
     async def _keep_memory_tools(self, event: AstrMessageEvent, req: ProviderRequest) -> None:
         """A persona with an explicit tool list makes AstrBot drop every other tool (ours too) before this hook,
         which would switch the plugin off without a word. Called when a family of the plugin's tools (the memory
@@ -622,9 +627,8 @@ class UserMemoryPlugin(Star):
             return
         present = set(map(_tool_name, req.func_tool.tools)) if req.func_tool is not None else set()
         manager = self.context.get_llm_tool_manager()
-        families = TOOL_FAMILIES if self.settings.enable_todos else (MEMORY_TOOLS,)
         missing = [
-            (family, tools) for family in families if present.isdisjoint(family)
+            (family, tools) for family in self.tool_families if present.isdisjoint(family)
             if (tools := [tool for tool in map(manager.get_func, family) if tool is not None and tool.active])
         ]
         if not missing:
