@@ -22,7 +22,13 @@ from starlette.responses import Response
 from .memory import GroupKey, InvalidMemoryInput, MemberKey, Memory, MemoryPluginError, Scope
 from .memory._manage import GroupView, Query, memory_json
 from .memory._manage.edit import (
-    MAX_DELETE, MemoryRef, delete_memories, edit_memory, memory_ref, move_to_group, move_to_member,
+    MAX_DELETE,
+    MemoryRef,
+    delete_memories,
+    edit_memory,
+    memory_ref,
+    move_to_group,
+    move_to_member,
 )
 from .memory._episodes.erase import delete_episode
 from .memory._manage.erase import erase_person
@@ -46,8 +52,10 @@ UNKNOWN_GROUP = "没有这个群的记忆：{platform} / {group_id}"
 UNKNOWN_PLATFORM = "没有这个平台的记忆：{platform}"
 UNKNOWN_MEMBER = "这个群里没有这个成员的记录：{user_id}"
 JSON_ONLY = "修改数据的请求只接受 Content-Type: application/json（防止跨站伪造请求），没有做任何更改。"
-FOREIGN_ORIGIN = ("拒绝了来自 {origin} 的修改请求：它不是本控制台的页面（防止跨站伪造请求），没有做任何更改。"
-                  "若经反向代理访问控制台，请让代理转发原始的 Host 头（或 X-Forwarded-Host）。")
+FOREIGN_ORIGIN = (
+    "拒绝了来自 {origin} 的修改请求：它不是本控制台的页面（防止跨站伪造请求），没有做任何更改。"
+    "若经反向代理访问控制台，请让代理转发原始的 Host 头（或 X-Forwarded-Host）。"
+)
 RECENT_EPISODES = 10
 
 Handler = Callable[["Call"], Awaitable[Any]]
@@ -98,8 +106,10 @@ class Call:
 
     def page(self) -> tuple[int, int]:
         """(page, page_size): page from 1, size bounded by MAX_PAGE_SIZE."""
-        return (self.integer("page", 1, low=1, high=MAX_PAGE),
-                self.integer("page_size", DEFAULT_PAGE_SIZE, low=1, high=MAX_PAGE_SIZE))
+        return (
+            self.integer("page", 1, low=1, high=MAX_PAGE),
+            self.integer("page_size", DEFAULT_PAGE_SIZE, low=1, high=MAX_PAGE_SIZE),
+        )
 
     def platform(self) -> str:
         return self.text("platform", required=True)
@@ -136,9 +146,7 @@ def register_routes(plugin: UserMemoryPlugin) -> None:
     """Make `plugin` the live instance and register every route (re-registering replaces the older entries)."""
     _live.plugin = plugin
     for path, method, handler, desc in _ROUTES:
-        plugin.context.register_web_api(
-            ROUTE_PREFIX + path, functools.partial(_serve, handler, method), [method], desc
-        )
+        plugin.context.register_web_api(ROUTE_PREFIX + path, functools.partial(_serve, handler, method), [method], desc)
 
 
 def release(plugin: UserMemoryPlugin) -> None:
@@ -182,8 +190,11 @@ def _own_origin(origin: str, headers: Mapping[str, str]) -> bool:
         return False
     if origin == "null" or not parts.netloc:
         return False
-    hosts = {value.split(",", 1)[0].strip().lower()
-             for value in (headers.get("x-forwarded-host", ""), headers.get("host", "")) if value}
+    hosts = {
+        value.split(",", 1)[0].strip().lower()
+        for value in (headers.get("x-forwarded-host", ""), headers.get("host", ""))
+        if value
+    }
     scheme = headers.get("x-forwarded-proto", "").split(",", 1)[0].strip().lower()
     return parts.netloc.lower() in hosts and (not scheme or scheme == parts.scheme.lower())
 
@@ -193,10 +204,12 @@ async def _serve(handler: Handler, method: str) -> Any:
     refused = _forged(method, request.headers)
     if refused is not None:
         message, status = refused
-        logger.warning(f"[{PLUGIN_NAME}] refused a dashboard write to {request.path[:200]}: HTTP {status}, "
-                       f"Content-Type {request.headers.get('content-type', '')[:100]!r}, "
-                       f"Origin {request.headers.get('origin', '')[:100]!r}, "
-                       f"Sec-Fetch-Site {request.headers.get('sec-fetch-site', '')[:40]!r}")
+        logger.warning(
+            f"[{PLUGIN_NAME}] refused a dashboard write to {request.path[:200]}: HTTP {status}, "
+            f"Content-Type {request.headers.get('content-type', '')[:100]!r}, "
+            f"Origin {request.headers.get('origin', '')[:100]!r}, "
+            f"Sec-Fetch-Site {request.headers.get('sec-fetch-site', '')[:40]!r}"
+        )
         return error_response(message, status_code=status)
     plugin = _live.plugin
     if plugin is None:
@@ -226,8 +239,11 @@ async def _serve(handler: Handler, method: str) -> Any:
 async def list_groups(call: Call) -> dict[str, Any]:
     index = call.plugin.group_index
     platform = call.text("platform")
-    return {"platforms": index.platforms(), "groups": [entry.as_json() for entry in index.groups(platform or None)],
-            "config_secrets": [secret.as_json() for secret in call.plugin.config_secrets]}
+    return {
+        "platforms": index.platforms(),
+        "groups": [entry.as_json() for entry in index.groups(platform or None)],
+        "config_secrets": [secret.as_json() for secret in call.plugin.config_secrets],
+    }
 
 
 @route("group", "GET", "记忆管理：一个群的成员、各范围记忆数、待办和最近的情境记忆")
@@ -237,19 +253,28 @@ async def show_group(call: Call) -> dict[str, Any]:
     doc = await plugin.store.document(key)
     episodes = [] if key.is_global else await plugin.store.episodes(key)
     members = [
-        {"id": user_id, "name": plugin.members.name(key, user_id), "memories": len(entry.memories),
-         "todos": sum(1 for todo in doc.todos if todo.assignee == user_id)}
+        {
+            "id": user_id,
+            "name": plugin.members.name(key, user_id),
+            "memories": len(entry.memories),
+            "todos": sum(1 for todo in doc.todos if todo.assignee == user_id),
+        }
         for user_id, entry in doc.users.items()
     ]
     members.sort(key=lambda m: (-m["memories"], m["id"]))
     member_memories = sum(m["memories"] for m in members)
     return {
-        "platform": key.platform, "group_id": key.group_id, "is_global": key.is_global,
+        "platform": key.platform,
+        "group_id": key.group_id,
+        "is_global": key.is_global,
         "members": members,
         "counts": {
-            "member": 0 if key.is_global else member_memories, "group": len(doc.group_memories),
-            "global": member_memories if key.is_global else 0, "todos": len(doc.todos),
-            "episodes": len(episodes), "archived": len(doc.archive),
+            "member": 0 if key.is_global else member_memories,
+            "group": len(doc.group_memories),
+            "global": member_memories if key.is_global else 0,
+            "todos": len(doc.todos),
+            "episodes": len(episodes),
+            "archived": len(doc.archive),
         },
         "todos": [todo.model_dump(mode="json", exclude={"delivery"}) for todo in doc.todos],
         "episodes": [
@@ -265,8 +290,14 @@ async def search_memories(call: Call) -> dict[str, Any]:
     plugin = call.plugin
     page, page_size = call.page()
     query = Query.parse(
-        text=call.text("q"), scope=call.text("scope"), type=call.text("type"), source=call.text("source"),
-        member=call.text("member"), sort=call.text("sort"), page=page, page_size=page_size,
+        text=call.text("q"),
+        scope=call.text("scope"),
+        type=call.text("type"),
+        source=call.text("source"),
+        member=call.text("member"),
+        sort=call.text("sort"),
+        page=page,
+        page_size=page_size,
     )
     if call.text("group_id"):
         keys = [call.group()]
@@ -287,8 +318,14 @@ async def search_memories(call: Call) -> dict[str, Any]:
     total, page_items = plugin.browser.search(views, query)
     now = time.time()
     items = [
-        memory_json(item, now=now, settings=plugin.settings, aging_since=aging[item.key],
-                    owner_name=plugin.members.name(item.key, item.owner) if item.owner else None, score=score)
+        memory_json(
+            item,
+            now=now,
+            settings=plugin.settings,
+            aging_since=aging[item.key],
+            owner_name=plugin.members.name(item.key, item.owner) if item.owner else None,
+            score=score,
+        )
         for item, score in page_items
     ]
     return {"total": total, "page": query.page, "page_size": query.page_size, "items": items}
@@ -320,8 +357,14 @@ def _ref(key: GroupKey, item: Any) -> MemoryRef:
 def _edited_json(call: Call, ref: MemoryRef, memory: Memory) -> dict[str, Any]:
     """The memory as changed, where it now lives."""
     owner_name = call.plugin.members.name(ref.key, ref.owner) if ref.owner else None
-    return {"platform": ref.document.platform, "group_id": ref.document.group_id, "scope": ref.scope.value,
-            "owner": ref.owner or "", "owner_name": owner_name, **memory.model_dump(mode="json")}
+    return {
+        "platform": ref.document.platform,
+        "group_id": ref.document.group_id,
+        "scope": ref.scope.value,
+        "owner": ref.owner or "",
+        "owner_name": owner_name,
+        **memory.model_dump(mode="json"),
+    }
 
 
 def _confirmed(call: Call) -> bool:
@@ -342,9 +385,14 @@ async def edit_route(call: Call) -> dict[str, Any]:
     ref = _ref(await _document(call), call.params)
     await _audit_scope(call, "memory/edit", [ref])
     memory = await edit_memory(
-        plugin.store, ref, content=call.params.get("content"), memory_type=call.params.get("type"),
-        importance=call.params.get("importance"), max_length=plugin.settings.memory_max_content_length,
-        now=time.time(), actor=call.actor,
+        plugin.store,
+        ref,
+        content=call.params.get("content"),
+        memory_type=call.params.get("type"),
+        importance=call.params.get("importance"),
+        max_length=plugin.settings.memory_max_content_length,
+        now=time.time(),
+        actor=call.actor,
     )
     return _edited_json(call, ref, memory)
 
@@ -371,8 +419,14 @@ async def move_route(call: Call) -> dict[str, Any]:
     now = time.time()
     if ref.scope is Scope.GROUP:
         roster = plugin.members.roster(ref.key)
-        memory = await move_to_member(plugin.store, ref, call.params.get("member"),
-                                      known_members=roster.names if roster else (), now=now, actor=call.actor)
+        memory = await move_to_member(
+            plugin.store,
+            ref,
+            call.params.get("member"),
+            known_members=roster.names if roster else (),
+            now=now,
+            actor=call.actor,
+        )
         moved = MemoryRef(ref.key, Scope.MEMBER, str(call.params.get("member")).strip(), ref.id)
     else:
         memory = await move_to_group(plugin.store, ref, confirm=_confirmed(call), now=now, actor=call.actor)
@@ -383,8 +437,9 @@ async def move_route(call: Call) -> dict[str, Any]:
 @route("history", "GET", "记忆管理：一个群的变更记录（记忆、待办、情境记忆、归档；按编号翻页）")
 async def history_route(call: Call) -> dict[str, Any]:
     key = await _document(call)
-    page = await history_page(call.plugin.store, key, limit=page_limit(call.params.get("limit")),
-                              before=before_id(call.params.get("before")))
+    page = await history_page(
+        call.plugin.store, key, limit=page_limit(call.params.get("limit")), before=before_id(call.params.get("before"))
+    )
     for item in page["items"]:
         owner = item.get("owner")
         item["owner_name"] = call.plugin.members.name(key, owner) if isinstance(owner, str) else None
@@ -403,8 +458,13 @@ async def audit_route(call: Call) -> dict[str, Any]:
 @route("history/revert", "POST", "记忆管理：按编号撤销一条变更（与 /memory revert 相同；此后已变化则拒绝）")
 async def revert_route(call: Call) -> dict[str, Any]:
     key = await _document(call)
-    message = await revert_entry(call.plugin.store, key, call.params.get("entry_id"), actor=call.actor,
-                                 core_importance=call.plugin.settings.memory_core_importance)
+    message = await revert_entry(
+        call.plugin.store,
+        key,
+        call.params.get("entry_id"),
+        actor=call.actor,
+        core_importance=call.plugin.settings.memory_core_importance,
+    )
     return {"message": message}
 
 
@@ -421,8 +481,14 @@ async def erase_route(call: Call) -> dict[str, Any]:
     names = plugin.members.known_names(user_id, lambda key: key.platform == platform)
     report = await erase_person(plugin.store, platform, user_id, groups, actor=call.actor, names=names)
     plugin.members.forget(user_id)
-    return {"complete": report.complete, "memories": report.memories, "todos": report.todos,
-            "episodes": report.episodes, "reattributed": report.reattributed, "failed": report.failed}
+    return {
+        "complete": report.complete,
+        "memories": report.memories,
+        "todos": report.todos,
+        "episodes": report.episodes,
+        "reattributed": report.reattributed,
+        "failed": report.failed,
+    }
 
 
 @route("episode/delete", "POST", "记忆管理：删除一条情境记忆（不可撤销，从历史中清除内容，需确认）")
@@ -457,14 +523,20 @@ def _export_keys(call: Call) -> tuple[list[GroupKey], str | None, str]:
     return keys, user_id, "user_memory_" + "".join(c if c.isalnum() or c in "-_" else "_" for c in name) + ".json"
 
 
-@route("export", "GET", "记忆管理：导出成员、群或全部记忆（JSON，本插件带版本号的格式；配置了密钥时加密，decrypted=1 导出明文）")
+@route(
+    "export",
+    "GET",
+    "记忆管理：导出成员、群或全部记忆（JSON，本插件带版本号的格式；配置了密钥时加密，decrypted=1 导出明文）",
+)
 async def export(call: Call) -> Response:
     keys, user_id, filename = _export_keys(call)
     decrypted = call.text("decrypted") in ("1", "true")
-    stream = transfer.export_stream(call.plugin.store, keys, user_id, sealer=call.plugin.store.sealer,
-                                    decrypted=decrypted)
+    stream = transfer.export_stream(
+        call.plugin.store, keys, user_id, sealer=call.plugin.store.sealer, decrypted=decrypted
+    )
     return stream_response(
-        stream, content_type="application/json",
+        stream,
+        content_type="application/json",
         headers={"Content-Disposition": f'attachment; filename="{filename}"'},
     )
 
@@ -489,7 +561,11 @@ def _import_rules(call: Call) -> tuple[transfer.Limits, dict[str, str]]:
     return transfer.Limits.of(call.plugin.settings, call.plugin.todo_policy), running
 
 
-@route("import/preview", "POST", "记忆管理：预览导入（每条是新增、重复、冲突还是无效；群被拒绝的原因、提醒发往哪里、导入的不记录设置）")
+@route(
+    "import/preview",
+    "POST",
+    "记忆管理：预览导入（每条是新增、重复、冲突还是无效；群被拒绝的原因、提醒发往哪里、导入的不记录设置）",
+)
 async def import_preview(call: Call) -> dict[str, Any]:
     groups = _imported(call)
     previews = [await transfer.preview_group(call.plugin.store, g, *_import_rules(call)) for g in groups]
@@ -499,8 +575,7 @@ async def import_preview(call: Call) -> dict[str, Any]:
 @route("import/apply", "POST", "记忆管理：导入（每个群要么全部导入要么不导入，只添加新条目和不记录设置）")
 async def import_apply(call: Call) -> dict[str, Any]:
     groups = _imported(call)
-    results = [await transfer.apply_group(call.plugin.store, g, *_import_rules(call), actor=call.actor)
-               for g in groups]
+    results = [await transfer.apply_group(call.plugin.store, g, *_import_rules(call), actor=call.actor) for g in groups]
     return {"groups": [r.as_json() for r in results]}
 
 

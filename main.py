@@ -176,8 +176,7 @@ class UserMemoryPlugin(Star):
         # the dashboard lists groups from this small index, kept up to date after each commit
         # a store shared with other instances (PostgreSQL): groups are listed, claimed and reminded through it
         shared = self.store if self.storage.postgres else None
-        self.group_index = GroupIndex(self.data_dir / "groups", self.data_dir, zone=self.todo_policy.zone,
-                                      store=shared)
+        self.group_index = GroupIndex(self.data_dir / "groups", self.data_dir, zone=self.todo_policy.zone, store=shared)
         self.store.add_commit_listener(self.group_index.committed)
         self.browser = Browser()  # the dashboard's cached per-group views (search index, sort orders)
         self.todo_section = TodoSection()
@@ -195,7 +194,10 @@ class UserMemoryPlugin(Star):
         self.reminders: ReminderScheduler | None = None
         if self.settings.enable_user_memory and self.settings.enable_todos:
             self.reminders = ReminderScheduler(
-                self.store, self.data_dir, self._send_reminder, lambda: self.todo_policy,
+                self.store,
+                self.data_dir,
+                self._send_reminder,
+                lambda: self.todo_policy,
                 mention_all=self.settings.reminder_mention_all,
                 platform_ids=self._platform_ids if shared is not None else None,
                 instance=self.storage.instance or None,
@@ -204,7 +206,9 @@ class UserMemoryPlugin(Star):
         self.maintenance: MaintenanceScheduler | None = None
         if self.settings.enable_user_memory:
             self.maintenance = MaintenanceScheduler(
-                self.store, lambda: self.settings, state_path=self.data_dir / MAINTENANCE_STATE_FILE,
+                self.store,
+                lambda: self.settings,
+                state_path=self.data_dir / MAINTENANCE_STATE_FILE,
             )
             if self.settings.enable_background_extraction:  # review and consolidation are background model calls
                 self.maintenance.configure(
@@ -325,7 +329,9 @@ class UserMemoryPlugin(Star):
     async def attach_embedding_provider(self, provider: Any, model_id: str) -> None:
         """Turn on semantic recall with an embedding provider (anything with `async get_embeddings(texts)`)."""
         self.vectors = VectorStore(
-            open_vectors(self.store, self.data_dir), provider, model_id,
+            open_vectors(self.store, self.data_dir),
+            provider,
+            model_id,
             timeout=self.settings.embedding_timeout_ms / 1000,
         )
         self.recall = Recall(
@@ -377,7 +383,10 @@ class UserMemoryPlugin(Star):
             return
         caller = self._caller_in_group(event, member)
         speaker = Utterance(
-            member.user_id, self._speaker_name(event, member), text, time.time(),
+            member.user_id,
+            self._speaker_name(event, member),
+            text,
+            time.time(),
             can_manage_group=caller.can_manage_group,
             message_id=str(getattr(event.message_obj, "message_id", "") or ""),  # to tell copies across instances
         )
@@ -401,7 +410,12 @@ class UserMemoryPlugin(Star):
             platform_id = origin.split(":", 1)[0]  # a UMO is "<platform instance id>:<message type>:<session>"
             proposals = TodoProposals(self.todo_policy, group_origin(platform_id, key.platform, key.group_id))
         report = await run_extraction(
-            self.store, key, batch, functools.partial(self._generate, origin), self.settings, proposals=proposals,
+            self.store,
+            key,
+            batch,
+            functools.partial(self._generate, origin),
+            self.settings,
+            proposals=proposals,
             episode=episode,
             replies=self.replies.take(key) if self.replies is not None and batch else (),
         )
@@ -481,8 +495,9 @@ class UserMemoryPlugin(Star):
         group = await event.get_group()
         if group is None or (group.members is None and not group.group_owner and not group.group_admins):
             return None
-        return roster_from({str(m.user_id): m.nickname for m in group.members or []},
-                           group.group_owner, group.group_admins)
+        return roster_from(
+            {str(m.user_id): m.nickname for m in group.members or []}, group.group_owner, group.group_admins
+        )
 
     @filter.on_llm_request()
     async def inject_memories(self, event: AstrMessageEvent, req: ProviderRequest) -> None:
@@ -496,8 +511,9 @@ class UserMemoryPlugin(Star):
         caller = self._caller_in_group(event, member)
         speaker = self._speaker_name(event, member, note=False)
         try:
-            block, injected = await self.build_injection(caller, speaker, event.message_str or req.prompt or "",
-                                                         time.time())
+            block, injected = await self.build_injection(
+                caller, speaker, event.message_str or req.prompt or "", time.time()
+            )
         except MemoryPluginError as exc:
             cause = self.store.unavailable or str(exc)  # the store's reason, not the short text tools give
             self.injection_warnings.warning(cause, f"[{PLUGIN_NAME}] memories of {member.group} not injected: {cause}")
@@ -514,7 +530,13 @@ class UserMemoryPlugin(Star):
             req.system_prompt = f"{req.system_prompt}\n\n{block}" if req.system_prompt else block
 
     async def build_injection(
-        self, caller: Caller, speaker: str, message: str, now: float, *, dry_run: bool = False,
+        self,
+        caller: Caller,
+        speaker: str,
+        message: str,
+        now: float,
+        *,
+        dry_run: bool = False,
         trace: InjectionTrace | None = None,
     ) -> tuple[str, tuple[str, ...]]:
         """The block `inject_memories` adds to the system prompt for `caller` and `message`, and the ids of the
@@ -524,29 +546,35 @@ class UserMemoryPlugin(Star):
         member = caller.member
         recall, todo_section, episode_section = self.recall, self.todo_section, self.episode_section
         if dry_run:
-            recall, todo_section, episode_section = self.recall.uncached(), TodoSection(), EpisodeSection(
-                self.settings)
+            recall, todo_section, episode_section = self.recall.uncached(), TodoSection(), EpisodeSection(self.settings)
         todo_lines, todo_chars, episode_lines, episode_chars = NO_TODO_LINES, 0, NO_TODO_LINES, 0
         if self.reminders is not None:
             todos = self.store.peek_todos(member.group)
             if todos is None:
                 todos = await self.store.todos(member.group)
-            todo_lines, todo_chars = todo_section.lines(member.group, todos, member.user_id, now,
-                                                        self.todo_policy, self._todo_inject_limit)
+            todo_lines, todo_chars = todo_section.lines(
+                member.group, todos, member.user_id, now, self.todo_policy, self._todo_inject_limit
+            )
         if self._episode_inject_limit:
             episodes = self.store.peek_episodes(member.group)
             if episodes is None:
                 episodes = await self.store.episodes(member.group)
             if episodes:
                 episode_lines, episode_chars = episode_section.lines(
-                    member.group, episodes, message, now, self.todo_policy.zone,
+                    member.group,
+                    episodes,
+                    message,
+                    now,
+                    self.todo_policy.zone,
                     min(self._episode_inject_limit, self.settings.memory_inject_limit - len(todo_lines)),
                     self.settings.memory_inject_char_budget - todo_chars,
                 )
-        settings = self._budget_left(len(todo_lines) + len(episode_lines), todo_chars + episode_chars,
-                                     remember=not dry_run)
-        block, injected = await recall.injection(self.store, caller, settings, speaker, message,
-                                                 trace.recall if trace is not None else None)
+        settings = self._budget_left(
+            len(todo_lines) + len(episode_lines), todo_chars + episode_chars, remember=not dry_run
+        )
+        block, injected = await recall.injection(
+            self.store, caller, settings, speaker, message, trace.recall if trace is not None else None
+        )
         if episode_lines:
             block = episode_section.block(member.group, member.user_id, block, episode_lines, speaker)
         if self.reminders is not None and self.settings.memory_inject_limit:
@@ -561,8 +589,12 @@ class UserMemoryPlugin(Star):
         list last cached them; named as the last reply named them) and `message`, explained item by item (`memory/_manage/tester.py`)."""
         trace = InjectionTrace()
         caller = _shared_caller(member, False, self.members.is_group_admin(member.group, member.user_id))
-        speaker = (speaker or self.members.spoken_name(member.group, member.user_id)
-                   or self.members.name(member.group, member.user_id) or member.user_id)
+        speaker = (
+            speaker
+            or self.members.spoken_name(member.group, member.user_id)
+            or self.members.name(member.group, member.user_id)
+            or member.user_id
+        )
         block, _ = await self.build_injection(caller, speaker, message, time.time(), dry_run=True, trace=trace)
         return explain_injection(block, trace)
 
@@ -577,8 +609,9 @@ class UserMemoryPlugin(Star):
         event.set_extra(INJECTED_MEMORIES, None)  # one judgment per injection, whatever else calls this hook
         member = member_of(event)
         if member is not None and await admits(self.store, member.group, member.user_id):
-            self.replies.record(member.group, member.user_id, self._speaker_name(event, member), injected,
-                                resp.completion_text or "")
+            self.replies.record(
+                member.group, member.user_id, self._speaker_name(event, member), injected, resp.completion_text or ""
+            )
 
     def _budget_left(self, lines: int, chars: int, *, remember: bool = True) -> Settings:
         """The settings left for memories: todos and episodes take their slots and characters out of the one
@@ -628,7 +661,9 @@ class UserMemoryPlugin(Star):
         present = set(map(_tool_name, req.func_tool.tools)) if req.func_tool is not None else set()
         manager = self.context.get_llm_tool_manager()
         missing = [
-            (family, tools) for family in self.tool_families if present.isdisjoint(family)
+            (family, tools)
+            for family in self.tool_families
+            if present.isdisjoint(family)
             if (tools := [tool for tool in map(manager.get_func, family) if tool is not None and tool.active])
         ]
         if not missing:
@@ -649,8 +684,10 @@ class UserMemoryPlugin(Star):
         try:
             config = self.context.get_config(umo=event.unified_msg_origin)
             _, persona, _, _ = await self.context.persona_manager.resolve_selected_persona(
-                umo=event.unified_msg_origin, conversation_persona_id=req.conversation.persona_id,
-                platform_name=event.get_platform_name(), provider_settings=config.get("provider_settings"),
+                umo=event.unified_msg_origin,
+                conversation_persona_id=req.conversation.persona_id,
+                platform_name=event.get_platform_name(),
+                provider_settings=config.get("provider_settings"),
             )
         except Exception:  # an older or newer host: leave AstrBot's choice alone
             logger.warning(f"[{PLUGIN_NAME}] cannot resolve the active persona", exc_info=True)
@@ -682,8 +719,13 @@ class UserMemoryPlugin(Star):
         await self._audit_foreign(caller, "lark_save_memory", replace_id)
         return await self._guarded(
             save_memory(
-                self.store, caller, self.settings,
-                memory_type=memory_type, content=content, replace_id=replace_id, scope=scope,
+                self.store,
+                caller,
+                self.settings,
+                memory_type=memory_type,
+                content=content,
+                replace_id=replace_id,
+                scope=scope,
                 refused=self._refused(caller, "lark_save_memory"),
             )
         )
@@ -710,9 +752,17 @@ class UserMemoryPlugin(Star):
         if isinstance(caller, str):
             return caller
         await self._audit_foreign(caller, "lark_forget_memory", target)
-        return await self._guarded(forget_memory(self.store, caller, self.settings, target, scope,
-                                                 refused=self._refused(caller, "lark_forget_memory"),
-                                                 names=self._names_here(caller)))
+        return await self._guarded(
+            forget_memory(
+                self.store,
+                caller,
+                self.settings,
+                target,
+                scope,
+                refused=self._refused(caller, "lark_forget_memory"),
+                names=self._names_here(caller),
+            )
+        )
 
     @filter.llm_tool(name="lark_memory_privacy")
     async def lark_memory_privacy(
@@ -741,8 +791,10 @@ class UserMemoryPlugin(Star):
             return f"没能保存这项设置：{exc}。请稍后再试。"
         if on:
             group, user_id = caller.member.group, caller.member.user_id
+
             def where(key: GroupKey) -> bool:
                 return key.platform == group.platform if all_groups else key == group
+
             if self.extraction is not None:
                 self.extraction.forget_member(user_id, where)
             self.members.forget_spoken(user_id, where)
@@ -756,8 +808,10 @@ class UserMemoryPlugin(Star):
 
     def _refused(self, caller: Caller, via: str) -> Refused:
         """The audit callback a tool reports its refusals to, bound to the caller and the tool."""
+
         async def record(kind: str, target: str) -> None:
             await self.audit.record(caller.member.group, kind, caller.member.user_id, via, target)
+
         return record
 
     async def _audit_foreign(self, caller: Caller, via: str, raw: Any) -> None:
@@ -810,11 +864,20 @@ class UserMemoryPlugin(Star):
         caller = self._todo_caller(event)
         if isinstance(caller, str):
             return caller
-        return await self._guarded(add_todo(
-            self.store, caller, self.todo_policy, self._origin(event, caller.member), content=content,
-            remind_at=remind_at, due_at=due_at, assignee=assignee, recurrence=recurrence,
-            refused=self._refused(caller, "lark_add_todo"),
-        ))
+        return await self._guarded(
+            add_todo(
+                self.store,
+                caller,
+                self.todo_policy,
+                self._origin(event, caller.member),
+                content=content,
+                remind_at=remind_at,
+                due_at=due_at,
+                assignee=assignee,
+                recurrence=recurrence,
+                refused=self._refused(caller, "lark_add_todo"),
+            )
+        )
 
     @filter.llm_tool(name="lark_list_todos")
     async def lark_list_todos(self, event: AstrMessageEvent, include_done: bool = False, **_ignored: Any) -> str:
@@ -850,10 +913,19 @@ class UserMemoryPlugin(Star):
         if isinstance(caller, str):
             return caller
         await self._audit_foreign(caller, "lark_update_todo", todo_id)
-        return await self._guarded(update_todo(
-            self.store, caller, self.todo_policy, self._origin(event, caller.member), todo_id=todo_id,
-            status=status, remind_at=remind_at, content=content, refused=self._refused(caller, "lark_update_todo"),
-        ))
+        return await self._guarded(
+            update_todo(
+                self.store,
+                caller,
+                self.todo_policy,
+                self._origin(event, caller.member),
+                todo_id=todo_id,
+                status=status,
+                remind_at=remind_at,
+                content=content,
+                refused=self._refused(caller, "lark_update_todo"),
+            )
+        )
 
     async def _send_reminder(self, reminder: Reminder) -> bool:
         """Post the reminder as a new message in its group, with a real @-mention of the member (Lark: open_id,
@@ -912,8 +984,9 @@ class UserMemoryPlugin(Star):
             return
         # Also with nothing stored: the erasure purges what the change log still holds of earlier deletions.
         actor = f"command:{caller.member.user_id}"
-        await self._guarded(forget_memory(self.store, caller, self.settings, "all", actor=actor,
-                                          names=self._names_here(caller)))
+        await self._guarded(
+            forget_memory(self.store, caller, self.settings, "all", actor=actor, names=self._names_here(caller))
+        )
         after = await self._read(caller)
         left = None if isinstance(after, str) else sum(s is not Scope.GROUP for s, _ in after)
         if left != 0:
@@ -945,8 +1018,10 @@ class UserMemoryPlugin(Star):
                 audit = await self.audit.entries(key)
             except MemoryPluginError:
                 audit = None
-            return await history_text(self.store, key, count, self.todo_policy.zone, audit,
-                                      lambda user_id: self.members.name(key, user_id))
+            return await history_text(
+                self.store, key, count, self.todo_policy.zone, audit, lambda user_id: self.members.name(key, user_id)
+            )
+
         return text
 
     async def _admin_only(self, event: AstrMessageEvent, command: str) -> str | None:
@@ -971,9 +1046,9 @@ class UserMemoryPlugin(Star):
             return
         zone = self.todo_policy.zone
         admin = bool(event.is_admin())
-        yield event.plain_result(await self._for_group(
-            event, lambda key: episodes_text(self.store, key, zone, with_ids=admin)
-        ))
+        yield event.plain_result(
+            await self._for_group(event, lambda key: episodes_text(self.store, key, zone, with_ids=admin))
+        )
 
     @memory_command.command("episode")
     async def memory_episode_command(self, event: AstrMessageEvent, action: str = "", episode_id: str = ""):
@@ -986,9 +1061,9 @@ class UserMemoryPlugin(Star):
             yield event.plain_result("用法：/memory episode delete <id>（id 见 /memory episodes）。没有做任何更改。")
             return
         actor = f"admin:{event.get_sender_id()}"
-        yield event.plain_result(await self._for_group(
-            event, lambda key: self._guarded(self._delete_episode(key, str(episode_id), actor))
-        ))
+        yield event.plain_result(
+            await self._for_group(event, lambda key: self._guarded(self._delete_episode(key, str(episode_id), actor)))
+        )
 
     async def _delete_episode(self, key: GroupKey, episode_id: str, actor: str) -> str:
         try:
@@ -1018,10 +1093,14 @@ class UserMemoryPlugin(Star):
             return
         actor = f"admin:{event.get_sender_id()}"
         core = self.settings.memory_core_importance
-        yield event.plain_result(await self._for_group(
-            event, lambda key: self._guarded(revert_change(self.store, key, int(number), actor=actor,
-                                                           core_importance=core))
-        ))
+        yield event.plain_result(
+            await self._for_group(
+                event,
+                lambda key: self._guarded(
+                    revert_change(self.store, key, int(number), actor=actor, core_importance=core)
+                ),
+            )
+        )
 
     @memory_command.command("archived")
     async def memory_archived_command(self, event: AstrMessageEvent):
@@ -1031,9 +1110,11 @@ class UserMemoryPlugin(Star):
             yield event.plain_result(refused)
             return
         retention = self.settings.archive_retention_days
-        yield event.plain_result(await self._for_group(
-            event, lambda key: archived_text(self.store, key, retention, zone=self.todo_policy.zone)
-        ))
+        yield event.plain_result(
+            await self._for_group(
+                event, lambda key: archived_text(self.store, key, retention, zone=self.todo_policy.zone)
+            )
+        )
 
     def _added_by(self, key: GroupKey, user_id: str | None) -> str:
         if not user_id:
@@ -1064,7 +1145,8 @@ class UserMemoryPlugin(Star):
             maintenance=self.maintenance.status_line() if self.maintenance is not None else "关闭",
             storage=storage_line(self.storage, self.store),
             encryption=encryption_line(
-                self.encryption, self.key_migration.status_line() if self.key_migration is not None else None),
+                self.encryption, self.key_migration.status_line() if self.key_migration is not None else None
+            ),
         )
         yield event.plain_result(status_text(self.settings, self.setting_warnings, health, self.config_secrets))
 
@@ -1072,15 +1154,23 @@ class UserMemoryPlugin(Star):
         if self.reminders is None:
             return "关闭"
         stats, earliest = self.reminders.stats, self.reminders.index.earliest()
-        upcoming = "无" if earliest is None else datetime.fromtimestamp(
-            earliest[0], self.todo_policy.zone).strftime("%m-%d %H:%M") + f"（{earliest[1]}）"
-        return (f"{'运行中' if self.reminders.running else '未运行'}，时区 {self.todo_policy.zone.key}，"
-                f"{len(self.reminders.index)} 个群有待处理的待办，下一次 {upcoming}；已发送 {stats.sent} 条，"
-                f"发送失败 {stats.failed_attempts} 次，错过 {stats.missed} 条")
+        upcoming = (
+            "无"
+            if earliest is None
+            else datetime.fromtimestamp(earliest[0], self.todo_policy.zone).strftime("%m-%d %H:%M")
+            + f"（{earliest[1]}）"
+        )
+        return (
+            f"{'运行中' if self.reminders.running else '未运行'}，时区 {self.todo_policy.zone.key}，"
+            f"{len(self.reminders.index)} 个群有待处理的待办，下一次 {upcoming}；已发送 {stats.sent} 条，"
+            f"发送失败 {stats.failed_attempts} 次，错过 {stats.missed} 条"
+        )
 
     async def _stats_text(self, key: GroupKey) -> str:
         text = await stats_text(
-            self.store, key, self.extraction.pending(key) if self.extraction else 0,
+            self.store,
+            key,
+            self.extraction.pending(key) if self.extraction else 0,
             self.maintenance.status_line() if self.maintenance is not None else None,
         )
         return text if self.extraction else text + "（后台提取当前未开启）"

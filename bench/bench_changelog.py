@@ -92,12 +92,25 @@ class OldHistoryLog:
 
 def change_entry(n: int) -> dict[str, Any]:
     """An extraction change as the log holds it: old and new values of one memory (~650 bytes)."""
-    memory = {"id": f"{n:08x}-0000-4000-8000-000000000000", "type": "fact", "created_at": 1.7e9, "updated_at": 1.7e9,
-              "source": "extraction", "importance": 0.5}
-    return {"kind": "change", "at": 1.7e9 + n, "op": "update", "scope": "member", "owner": f"ou_{n % 50:05d}",
-            "memory_id": memory["id"], "old": {**memory, "content": f"成员{n % 50}以前负责支付服务的第{n}个模块，喜欢简洁的回复"},
-            "new": {**memory, "content": f"成员{n % 50}现在负责结算服务的第{n}个模块，喜欢详细一点的回复"},
-            "source": "extraction"}
+    memory = {
+        "id": f"{n:08x}-0000-4000-8000-000000000000",
+        "type": "fact",
+        "created_at": 1.7e9,
+        "updated_at": 1.7e9,
+        "source": "extraction",
+        "importance": 0.5,
+    }
+    return {
+        "kind": "change",
+        "at": 1.7e9 + n,
+        "op": "update",
+        "scope": "member",
+        "owner": f"ou_{n % 50:05d}",
+        "memory_id": memory["id"],
+        "old": {**memory, "content": f"成员{n % 50}以前负责支付服务的第{n}个模块，喜欢简洁的回复"},
+        "new": {**memory, "content": f"成员{n % 50}现在负责结算服务的第{n}个模块，喜欢详细一点的回复"},
+        "source": "extraction",
+    }
 
 
 class StallMeter:
@@ -129,11 +142,15 @@ async def bench_stalls(directory: Path, appends: int) -> None:
     old = OldHistoryLog(directory / "old")
     path = old.path_for(LOG_GROUP)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(change_entry(n), ensure_ascii=False) + "\n" for n in range(OLD_KEEP_ENTRIES)),
-                    encoding="utf-8")
+    path.write_text(
+        "".join(json.dumps(change_entry(n), ensure_ascii=False) + "\n" for n in range(OLD_KEEP_ENTRIES)),
+        encoding="utf-8",
+    )
     print(f"1. one append to a log past its cap ({appends} appends, event-loop stall = longest the loop was held):")
-    print(f"   baseline HistoryLog: file {path.stat().st_size / 1e6:.2f} MB, {OLD_KEEP_ENTRIES} entries, "
-          f"cap {OLD_MAX_BYTES / 1e6:.1f} MB")
+    print(
+        f"   baseline HistoryLog: file {path.stat().st_size / 1e6:.2f} MB, {OLD_KEEP_ENTRIES} entries, "
+        f"cap {OLD_MAX_BYTES / 1e6:.1f} MB"
+    )
     stalls, walls = [], []
     for n in range(appends):
         stall, wall = await meter.measure(lambda n=n: old.append(LOG_GROUP, [change_entry(OLD_KEEP_ENTRIES + n)]))
@@ -152,15 +169,23 @@ async def bench_stalls(directory: Path, appends: int) -> None:
         lines.append(line)
         size += len(line.encode())
     new_path.write_text("".join(lines), encoding="utf-8")
-    print(f"   change log: file {new_path.stat().st_size / 1e6:.2f} MB, {n} entries, cap "
-          f"{changelog.MAX_BYTES / 1e6:.1f} MB (trim to {changelog.TRIM_TO_FRACTION:.0%})")
+    print(
+        f"   change log: file {new_path.stat().st_size / 1e6:.2f} MB, {n} entries, cap "
+        f"{changelog.MAX_BYTES / 1e6:.1f} MB (trim to {changelog.TRIM_TO_FRACTION:.0%})"
+    )
     await store.memories(LOG_GROUP, "ou_x")  # open the group and its log
     stalls, walls = [], []
     for i in range(appends):
-        stall, wall = await meter.measure(lambda i=i: store.change(
-            LOG_GROUP, f"ou_{i % 50:05d}", lambda m, i=i: save(m, memory_type="fact", content=f"第 {i} 条新事实",
-                                                              now=time.time(), max_count=1000, max_length=200),
-            actor="extraction"))
+        stall, wall = await meter.measure(
+            lambda i=i: store.change(
+                LOG_GROUP,
+                f"ou_{i % 50:05d}",
+                lambda m, i=i: save(
+                    m, memory_type="fact", content=f"第 {i} 条新事实", now=time.time(), max_count=1000, max_length=200
+                ),
+                actor="extraction",
+            )
+        )
         stalls.append(stall)
         walls.append(wall)
     report("change log (commit with entry)", stalls, walls)
@@ -168,14 +193,17 @@ async def bench_stalls(directory: Path, appends: int) -> None:
 
 
 def report(name: str, stalls: list[float], walls: list[float]) -> None:
-    print(f"   {name:<32} stall max {max(stalls):7.1f} ms, median {statistics.median(stalls):6.2f} ms; "
-          f"wall median {statistics.median(walls):6.1f} ms")
+    print(
+        f"   {name:<32} stall max {max(stalls):7.1f} ms, median {statistics.median(stalls):6.2f} ms; "
+        f"wall median {statistics.median(walls):6.1f} ms"
+    )
 
 
 def load_baseline_package(directory: Path):
     """The `memory` package of commit BASELINE, importable as `memory_baseline`."""
-    archive = subprocess.run(["git", "-C", str(REPO), "archive", BASELINE, "memory"], check=True,
-                             capture_output=True).stdout
+    archive = subprocess.run(
+        ["git", "-C", str(REPO), "archive", BASELINE, "memory"], check=True, capture_output=True
+    ).stdout
     with tarfile.open(fileobj=BytesIO(archive)) as tar:
         tar.extractall(directory, filter="data")
     (directory / "memory").rename(directory / "memory_baseline")
@@ -196,16 +224,20 @@ async def bench_commits(directory: Path, commits: int, baseline_pkg) -> None:
         await store.memories(GROUP, "ou_00001")
         stalls, walls = [], []
         for i in range(commits):
+
             def change(m, i=i, save_fn=save_fn):
-                return save_fn(m, memory_type="fact", content=f"提交 {i}：{name}", now=time.time(), max_count=10**6,
-                            max_length=200)
+                return save_fn(
+                    m, memory_type="fact", content=f"提交 {i}：{name}", now=time.time(), max_count=10**6, max_length=200
+                )
 
             stall, wall = await meter.measure(lambda: store.change(GROUP, f"ou_{i % 1000:05d}", change, **kwargs))
             stalls.append(stall)
             walls.append(wall)
         await store.close()
-        print(f"   {name:<40} wall median {statistics.median(walls):6.1f} ms, p90 "
-              f"{sorted(walls)[int(0.9 * len(walls))]:6.1f} ms; loop stall max {max(stalls):5.1f} ms")
+        print(
+            f"   {name:<40} wall median {statistics.median(walls):6.1f} ms, p90 "
+            f"{sorted(walls)[int(0.9 * len(walls))]:6.1f} ms; loop stall max {max(stalls):5.1f} ms"
+        )
 
 
 async def main() -> None:

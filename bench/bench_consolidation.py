@@ -21,22 +21,49 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from memory._aging import consolidation  # noqa: E402
 from memory._models import Memory, MemoryType, Source  # noqa: E402
 
-SUBJECTS = ["喜欢猫", "养了一只叫小白的猫", "住在杭州", "在杭州西湖区工作", "在做支付服务", "负责支付服务的上线",
-            "喜欢喝咖啡", "每天早上喝一杯咖啡", "周末常去爬山", "会弹吉他", "对花生过敏", "正在学 Rust",
-            "希望被称呼为老王", "回复时用英文", "下周三去上海出差", "喜欢看科幻电影"]
-CHARS = ("的一是在不了有和人这中大为上个国我以要他时来用们生到作地于出就分对成会可主发年动同工也能下过子说产种面而方后"
-         "多定行学法所民得经十三之进着等部度家电力里如水化高自二理起小物现实加量都两体制机当使点从业本去把性好应开它合")
+SUBJECTS = [
+    "喜欢猫",
+    "养了一只叫小白的猫",
+    "住在杭州",
+    "在杭州西湖区工作",
+    "在做支付服务",
+    "负责支付服务的上线",
+    "喜欢喝咖啡",
+    "每天早上喝一杯咖啡",
+    "周末常去爬山",
+    "会弹吉他",
+    "对花生过敏",
+    "正在学 Rust",
+    "希望被称呼为老王",
+    "回复时用英文",
+    "下周三去上海出差",
+    "喜欢看科幻电影",
+]
+CHARS = (
+    "的一是在不了有和人这中大为上个国我以要他时来用们生到作地于出就分对成会可主发年动同工也能下过子说产种面而方后"
+    "多定行学法所民得经十三之进着等部度家电力里如水化高自二理起小物现实加量都两体制机当使点从业本去把性好应开它合"
+)
 
 
 def memories(texts: list[str]) -> list[Memory]:
-    return [Memory(id=str(uuid.uuid4()), type=MemoryType.FACT, content=t, created_at=0.0, updated_at=0.0,
-                   source=Source.EXTRACTION) for t in texts]
+    return [
+        Memory(
+            id=str(uuid.uuid4()),
+            type=MemoryType.FACT,
+            content=t,
+            created_at=0.0,
+            updated_at=0.0,
+            source=Source.EXTRACTION,
+        )
+        for t in texts
+    ]
 
 
 def realistic(n: int, rng: random.Random) -> list[Memory]:
     """Subjects from the list with a distinct tail each (a member's memories, some about the same thing)."""
-    return memories([f"{rng.choice(SUBJECTS)}，{''.join(rng.choice(CHARS) for _ in range(rng.randint(3, 8)))}"
-                     for _ in range(n)])
+    return memories(
+        [f"{rng.choice(SUBJECTS)}，{''.join(rng.choice(CHARS) for _ in range(rng.randint(3, 8)))}" for _ in range(n)]
+    )
 
 
 def random_text(n: int, rng: random.Random) -> list[Memory]:

@@ -30,7 +30,7 @@ sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "bench"))
 os.environ.setdefault("ASTRBOT_ROOT", tempfile.mkdtemp(prefix="bench-astrbot-"))
 
-from memory import Caller, GroupDocument, GroupKey, MemberKey, Memory, MemoryType, Recall, Settings, UserMemoryStore  # noqa: E402
+from memory import GroupDocument, GroupKey, MemberKey, Memory, MemoryType, UserMemoryStore  # noqa: E402
 from memory._storage.files import write_atomic  # noqa: E402
 from memory._models import UserMemories  # noqa: E402
 from memory._rules.operations import save  # noqa: E402
@@ -43,11 +43,18 @@ def build_group(directory: Path, members: int, per_member: int) -> Path:
     doc = GroupDocument(platform=GROUP.platform, group_id=GROUP.group_id)
     t = 1_700_000_000.0
     for u in range(members):
-        doc.users[f"ou_{u:05d}"] = UserMemories(memories=[
-            Memory(id=f"{u:08x}-0000-4000-8000-{i:012x}", type=TYPES[i % 3],
-                   content=f"成员{u}的第{i}条记忆：负责模块{i}，喜欢简洁直接的回复风格", created_at=t + i, updated_at=t + i)
-            for i in range(per_member)
-        ])
+        doc.users[f"ou_{u:05d}"] = UserMemories(
+            memories=[
+                Memory(
+                    id=f"{u:08x}-0000-4000-8000-{i:012x}",
+                    type=TYPES[i % 3],
+                    content=f"成员{u}的第{i}条记忆：负责模块{i}，喜欢简洁直接的回复风格",
+                    created_at=t + i,
+                    updated_at=t + i,
+                )
+                for i in range(per_member)
+            ]
+        )
     path = UserMemoryStore(directory).path_for(GROUP)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(doc.model_dump_json(indent=1).encode())
@@ -96,8 +103,9 @@ def bench_serialization(directory: Path, runs: int = 20) -> tuple[float, float, 
     return tuple(statistics.median(x) * 1000 for x in (full, first, incremental))
 
 
-async def bench_injection(directory: Path, iterations: int, rounds: int = 4,
-                         previous: str | None = None) -> dict[str, tuple[float, float, float]]:
+async def bench_injection(
+    directory: Path, iterations: int, rounds: int = 4, previous: str | None = None
+) -> dict[str, tuple[float, float, float]]:
     """Warm injection latency for a member of the group, for the previous implementation (`bench/_previous.py`)
     and the current one, in alternating rounds so both see the same machine load. Each at its own defaults."""
     from astrbot.api import AstrBotConfig
@@ -148,7 +156,9 @@ async def bench_injection(directory: Path, iterations: int, rounds: int = 4,
             with_todos = make_event(message, group=GROUP.group_id, user="ou_00501")
             await add_bench_todos(memory, store, key, "ou_00501")
             runs[label]["on_llm_request, member with 5 pending todos"] = (
-                functools.partial(adapter, event=with_todos), [])
+                functools.partial(adapter, event=with_todos),
+                [],
+            )
     for _ in range(rounds):
         for paths in runs.values():
             for call, samples in paths.values():
@@ -158,8 +168,11 @@ async def bench_injection(directory: Path, iterations: int, rounds: int = 4,
                     t0 = time.perf_counter_ns()
                     await call()
                     samples.append(time.perf_counter_ns() - t0)
-    return {f"{path}, {label}": percentiles(samples) for label, paths in runs.items()
-            for path, (_, samples) in paths.items()}
+    return {
+        f"{path}, {label}": percentiles(samples)
+        for label, paths in runs.items()
+        for path, (_, samples) in paths.items()
+    }
 
 
 async def add_bench_todos(memory, store, key, user_id: str) -> None:
@@ -173,11 +186,18 @@ async def add_bench_todos(memory, store, key, user_id: str) -> None:
     caller = memory.Caller(memory.MemberKey(key, user_id))
     start = time.time() + 3600
     for i, (content, assignee) in enumerate(
-        [("交周报", "self"), ("给客户回电话", "self"), ("复盘上线问题", "self"), ("周五团建", "group"), ("交发票", "group")]
+        [
+            ("交周报", "self"),
+            ("给客户回电话", "self"),
+            ("复盘上线问题", "self"),
+            ("周五团建", "group"),
+            ("交发票", "group"),
+        ]
     ):
         when = datetime.fromtimestamp(start + i * 86400, zone).strftime("%Y-%m-%dT%H:%M")
-        result = await memory.add_todo(store, caller, policy, origin, content=content, remind_at=when,
-                                       assignee=assignee)
+        result = await memory.add_todo(
+            store, caller, policy, origin, content=content, remind_at=when, assignee=assignee
+        )
         assert "id=" in result, result
 
 
@@ -194,8 +214,9 @@ class RewriteEverySaveStore:
             doc = self.inner._group(GROUP).doc or await self.inner._load(self.inner._group(GROUP))
             entry = doc.users.get(user)
             current = list(entry.memories) if entry else []
-            updated, _ = save(current, memory_type="fact", content=content, now=time.time(), max_count=10**6,
-                              max_length=200)
+            updated, _ = save(
+                current, memory_type="fact", content=content, now=time.time(), max_count=10**6, max_length=200
+            )
             doc.users[user] = UserMemories(memories=updated)
             await write_atomic(self.inner.path_for(GROUP), doc.model_dump_json(indent=1).encode())
 
@@ -214,8 +235,14 @@ async def bench_saves(directory: Path, saves: int, savers: int, baseline: bool) 
             if baseline:
                 await naive.save(user, content)
             else:
-                await store.change(GROUP, user, lambda m, c=content: save(
-                    m, memory_type="fact", content=c, now=time.time(), max_count=10**6, max_length=200), actor="test")
+                await store.change(
+                    GROUP,
+                    user,
+                    lambda m, c=content: save(
+                        m, memory_type="fact", content=c, now=time.time(), max_count=10**6, max_length=200
+                    ),
+                    actor="test",
+                )
 
     t0 = time.perf_counter()
     await asyncio.gather(*(saver(w) for w in range(savers)))
@@ -244,24 +271,30 @@ async def main() -> None:
         if args.injection_only:
             print(f"\ninjection latency, warm group, {args.iterations} calls (microseconds):")
             print(f"  {'path':<62}{'p50':>8}{'p99':>8}{'mean':>8}")
-            for name, (p50, p99, mean) in (await bench_injection(directory, args.iterations,
-                                                                 previous=args.previous)).items():
+            for name, (p50, p99, mean) in (
+                await bench_injection(directory, args.iterations, previous=args.previous)
+            ).items():
                 print(f"  {name:<62}{p50:>8.1f}{p99:>8.1f}{mean:>8.1f}")
             return
         old_memory = previous_memory(args.previous or BASELINE)
         cold = []
         for _ in range(3):  # alternate, so both see the same machine load
             cold.append((await bench_cold_load(directory, 3, old_memory), await bench_cold_load(directory, 3)))
-        print(f"cold load of the group file (median of 9, alternating): previous ({args.previous or BASELINE}) "
-              f"{statistics.median(c[0] for c in cold):.1f} ms, current {statistics.median(c[1] for c in cold):.1f} ms")
+        print(
+            f"cold load of the group file (median of 9, alternating): previous ({args.previous or BASELINE}) "
+            f"{statistics.median(c[0] for c in cold):.1f} ms, current {statistics.median(c[1] for c in cold):.1f} ms"
+        )
         full, first, incremental = bench_serialization(directory)
-        print(f"serializing the group for one commit (event-loop time): whole document {full:.1f} ms; store's "
-              f"serializer {first:.1f} ms on the first commit, {incremental:.1f} ms when one member changed")
+        print(
+            f"serializing the group for one commit (event-loop time): whole document {full:.1f} ms; store's "
+            f"serializer {first:.1f} ms on the first commit, {incremental:.1f} ms when one member changed"
+        )
 
         print(f"\ninjection latency, warm group, {args.iterations} calls (microseconds):")
         print(f"  {'path':<62}{'p50':>8}{'p99':>8}{'mean':>8}")
-        for name, (p50, p99, mean) in (await bench_injection(directory, args.iterations,
-                                                             previous=args.previous)).items():
+        for name, (p50, p99, mean) in (
+            await bench_injection(directory, args.iterations, previous=args.previous)
+        ).items():
             print(f"  {name:<62}{p50:>8.1f}{p99:>8.1f}{mean:>8.1f}")
 
         print(f"\ndurable saves/s, {args.savers} concurrent savers, {args.saves} saves, into this group:")

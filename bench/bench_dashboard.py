@@ -43,10 +43,36 @@ from memory._models import Source, UserMemories  # noqa: E402
 from memory._storage.files import group_document_paths, group_file_path  # noqa: E402
 
 BIG = GroupKey("lark", "oc_big_group")
-TOPICS = ["支付服务", "回滚预案", "周报", "前端重构", "数据库迁移", "乌龙茶", "咖啡", "羽毛球", "杭州", "上海",
-          "北京", "深圳", "日语", "Python", "Rust", "Kubernetes", "监控告警", "代码评审", "发布流程", "午饭"]
-TEMPLATES = ["负责{a}，最近在看{b}", "喜欢{a}，不喜欢{b}", "住在{a}，周末常去打{b}", "希望回复简洁，讨论{a}时别提{b}",
-             "正在学习{a}，之前做过{b}", "{a}的值班人，{b}的备份"]
+TOPICS = [
+    "支付服务",
+    "回滚预案",
+    "周报",
+    "前端重构",
+    "数据库迁移",
+    "乌龙茶",
+    "咖啡",
+    "羽毛球",
+    "杭州",
+    "上海",
+    "北京",
+    "深圳",
+    "日语",
+    "Python",
+    "Rust",
+    "Kubernetes",
+    "监控告警",
+    "代码评审",
+    "发布流程",
+    "午饭",
+]
+TEMPLATES = [
+    "负责{a}，最近在看{b}",
+    "喜欢{a}，不喜欢{b}",
+    "住在{a}，周末常去打{b}",
+    "希望回复简洁，讨论{a}时别提{b}",
+    "正在学习{a}，之前做过{b}",
+    "{a}的值班人，{b}的备份",
+]
 SCENARIOS = {
     "list, newest first (page 1)": {},
     "list, page 40": {"page": "40"},
@@ -65,13 +91,19 @@ def build(groups_dir: Path, members: int, per_member: int, small_groups: int) ->
         doc = GroupDocument(platform=key.platform, group_id=key.group_id, updated_at=t)
         types = list(MemoryType)
         for u in range(users):
-            doc.users[f"ou_{u:05d}"] = UserMemories(memories=[
-                Memory(id=f"{u:08x}-0000-4000-8000-{i:012x}", type=types[i % 3],
-                       content=rng.choice(TEMPLATES).format(a=rng.choice(TOPICS), b=rng.choice(TOPICS)),
-                       created_at=t + rng.random() * 1e6, updated_at=t + rng.random() * 1e6,
-                       source=Source.EXTRACTION if i % 4 == 0 else Source.EXPLICIT)
-                for i in range(each)
-            ])
+            doc.users[f"ou_{u:05d}"] = UserMemories(
+                memories=[
+                    Memory(
+                        id=f"{u:08x}-0000-4000-8000-{i:012x}",
+                        type=types[i % 3],
+                        content=rng.choice(TEMPLATES).format(a=rng.choice(TOPICS), b=rng.choice(TOPICS)),
+                        created_at=t + rng.random() * 1e6,
+                        updated_at=t + rng.random() * 1e6,
+                        source=Source.EXTRACTION if i % 4 == 0 else Source.EXPLICIT,
+                    )
+                    for i in range(each)
+                ]
+            )
         path = group_file_path(groups_dir, key)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(doc.model_dump_json().encode())
@@ -123,8 +155,10 @@ async def main(args: argparse.Namespace) -> None:
     groups_dir = plugin.data_dir / "groups"
     build(groups_dir, args.members, args.per_member, args.groups)
     total = args.members * args.per_member
-    print(f"group {BIG.group_id}: {total} memories ({args.members} members x {args.per_member}); "
-          f"{args.groups} more groups of 200; {args.runs} requests per row; server time in ms (p50 / p99)\n")
+    print(
+        f"group {BIG.group_id}: {total} memories ({args.members} members x {args.per_member}); "
+        f"{args.groups} more groups of 200; {args.runs} requests per row; server time in ms (p50 / p99)\n"
+    )
 
     t0 = time.perf_counter()
     await plugin.group_index.load()
@@ -148,16 +182,19 @@ async def main(args: argparse.Namespace) -> None:
     await call(plugin, "memories", query={**group, "q": "乌龙茶"})
     first = time.perf_counter() - t0
     ticker.cancel()
-    print(f"first search (builds the view, and its lexical index in a thread): {first * 1000:.1f} ms; "
-          f"longest event-loop stall meanwhile {max(stalls, default=0) * 1000:.1f} ms\n")
+    print(
+        f"first search (builds the view, and its lexical index in a thread): {first * 1000:.1f} ms; "
+        f"longest event-loop stall meanwhile {max(stalls, default=0) * 1000:.1f} ms\n"
+    )
 
     # the naive rows first: throwing the views away allocates much, and the garbage collector's full passes it
     # triggers would otherwise land in the cached rows' p99
     naive_runs = max(5, args.runs // 10)
     naive_rows = {}
     for name, query in SCENARIOS.items():
-        naive_rows[name], _ = await timed(plugin, "memories", {**group, **query}, naive_runs,
-                                          before=lambda: plugin.browser._views.clear())
+        naive_rows[name], _ = await timed(
+            plugin, "memories", {**group, **query}, naive_runs, before=lambda: plugin.browser._views.clear()
+        )
     naive_listing = []
     for _ in range(naive_runs):
         t0 = time.perf_counter_ns()
@@ -173,14 +210,18 @@ async def main(args: argparse.Namespace) -> None:
         n50, n99, _ = percentiles(naive_rows[name])
         c50, c99, _ = percentiles(cached)
         cpu99 = percentiles(CPU_SAMPLES)[1]
-        print(f"{name:38} {n50 / 1000:10.2f} {n99 / 1000:8.2f}   {c50 / 1000:10.2f} {c99 / 1000:8.2f} "
-              f"{cpu99 / 1000:8.2f}   {data['total']:6d}")
+        print(
+            f"{name:38} {n50 / 1000:10.2f} {n99 / 1000:8.2f}   {c50 / 1000:10.2f} {c99 / 1000:8.2f} "
+            f"{cpu99 / 1000:8.2f}   {data['total']:6d}"
+        )
     samples, data = await timed(plugin, "groups", {"platform": "lark"}, args.runs)
     n50, n99, _ = percentiles(naive_listing)
     c50, c99, _ = percentiles(samples)
     cpu99 = percentiles(CPU_SAMPLES)[1]
-    print(f"{'groups (' + str(len(data['groups'])) + ' groups)':38} {n50 / 1000:10.2f} {n99 / 1000:8.2f}   "
-          f"{c50 / 1000:10.2f} {c99 / 1000:8.2f} {cpu99 / 1000:8.2f}")
+    print(
+        f"{'groups (' + str(len(data['groups'])) + ' groups)':38} {n50 / 1000:10.2f} {n99 / 1000:8.2f}   "
+        f"{c50 / 1000:10.2f} {c99 / 1000:8.2f} {cpu99 / 1000:8.2f}"
+    )
     print(f"\nfull garbage-collector passes during the cached rows: {gc.get_stats()[2]['collections'] - full_passes}")
     print(f"\n(naive rows: {naive_runs} requests each; 'naive' groups = read and count every group file)")
     await plugin.terminate()

@@ -37,8 +37,15 @@ from bench_dashboard import BIG, build as write_groups  # noqa: E402  (the same 
 
 
 CHROMIUM = os.environ.get("E2E_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 VIEW_URL = f"/#/plugin-view/{sandbox.PLUGIN_NAME}/memory_manager"
 TARGET_S = 2.0
 
@@ -123,8 +130,7 @@ def run_case(browser, runs: int, members: int, per_member: int, groups: int) -> 
 
 def row(name: str, values: list[float]) -> str:
     ms = sorted(v * 1000 for v in values)
-    return (f"  {name:<9} first {values[0] * 1000:6.0f} ms   p50 {statistics.median(ms):6.0f} ms   "
-            f"max {ms[-1]:6.0f} ms")
+    return f"  {name:<9} first {values[0] * 1000:6.0f} ms   p50 {statistics.median(ms):6.0f} ms   max {ms[-1]:6.0f} ms"
 
 
 def main() -> None:
@@ -151,12 +157,16 @@ def main() -> None:
     print("one small group (20 members x 10 memories):")
     for name, values in small.items():
         print(row(name, values))
-    print(f"{args.groups} small groups + one group of {args.members} members x {args.per_member} = "
-          f"{args.members * args.per_member} memories:")
+    print(
+        f"{args.groups} small groups + one group of {args.members} members x {args.per_member} = "
+        f"{args.members * args.per_member} memories:"
+    )
     for name, values in big.items():
         print(row(name, values))
     worst = max(max(small["sidebar"]), max(big["sidebar"]))
-    print(f"page usable after the sidebar click: worst {worst * 1000:.0f} ms -> {'within' if worst < TARGET_S else 'OVER'} the {TARGET_S:.0f} s target")
+    print(
+        f"page usable after the sidebar click: worst {worst * 1000:.0f} ms -> {'within' if worst < TARGET_S else 'OVER'} the {TARGET_S:.0f} s target"
+    )
 
 
 if __name__ == "__main__":

@@ -36,14 +36,22 @@ from memory._storage.crypto import keyring_from, new_key  # noqa: E402
 from memory._storage.serialize import DocumentSerializer, Loaded  # noqa: E402
 from memory._storage.store import parse_document  # noqa: E402
 from memory._storage.sealed import (  # noqa: E402
-    GROUP_MEMORIES_SEALED, SEALED, open_document, open_entry, open_list, seal_entry, seal_list,
+    GROUP_MEMORIES_SEALED,
+    SEALED,
+    open_document,
+    open_entry,
+    open_list,
+    seal_entry,
+    seal_list,
 )
 
 GROUP = GroupKey("lark", "oc_busy_group")
 TYPES = list(MemoryType)
 # Common characters: contents shaped like real memories (every one distinct, no repeated phrase to compress).
-HANZI = ("的一是在不了有和人这中大为上个国我以要他时来用们生到作地于出就分对成会可也你说年着过下能而方后多自学"
-         "周三负责支付服务上线时间回滚预案喜欢爬山不吃香菜生日十月会议纪要项目进度报告简洁直接风格老王小李")
+HANZI = (
+    "的一是在不了有和人这中大为上个国我以要他时来用们生到作地于出就分对成会可也你说年着过下能而方后多自学"
+    "周三负责支付服务上线时间回滚预案喜欢爬山不吃香菜生日十月会议纪要项目进度报告简洁直接风格老王小李"
+)
 
 
 def content(rng: random.Random, chars: int = 60) -> str:
@@ -53,14 +61,21 @@ def content(rng: random.Random, chars: int = 60) -> str:
 def owner_list(rng: random.Random, owner: int, per_owner: int) -> list[Memory]:
     t = 1_700_000_000.0
     return [
-        Memory(id=f"{owner:08x}-0000-4000-8000-{i:012x}", type=TYPES[i % 3], content=content(rng),
-               created_at=t + i, updated_at=t + i, importance=0.5 + (i % 5) / 10)
+        Memory(
+            id=f"{owner:08x}-0000-4000-8000-{i:012x}",
+            type=TYPES[i % 3],
+            content=content(rng),
+            created_at=t + i,
+            updated_at=t + i,
+            importance=0.5 + (i % 5) / 10,
+        )
         for i in range(per_owner)
     ]
 
 
-def compare(name: str, plain: Callable[[], Any], sealed: Callable[[], Any], repeat: int, unit: str = "",
-            per: int = 1) -> None:
+def compare(
+    name: str, plain: Callable[[], Any], sealed: Callable[[], Any], repeat: int, unit: str = "", per: int = 1
+) -> None:
     """Print the least CPU time of `repeat` runs of each, run alternately so that both see the same machine."""
     times: tuple[list[float], list[float]] = ([], [])
     for _ in range(repeat):
@@ -85,8 +100,7 @@ def bench_one_owner(sealer, per_owner: int, repeat: int) -> None:
     header(f"1. one owner's list of {per_owner} memories (60 Chinese characters each)")
 
     def plain_dump() -> bytes:
-        return json.dumps([m.model_dump(mode="json", exclude_none=True) for m in memories],
-                          ensure_ascii=False).encode()
+        return json.dumps([m.model_dump(mode="json", exclude_none=True) for m in memories], ensure_ascii=False).encode()
 
     def sealed_dump() -> bytes:
         readable, token = seal_list(sealer, GROUP, "ou_1", memories)
@@ -111,13 +125,16 @@ def bench_one_owner(sealer, per_owner: int, repeat: int) -> None:
 def bench_cold_load(sealer, owners: int, per_owner: int, repeat: int) -> None:
     rng = random.Random(2)
     lists = {f"ou_{u:05d}": owner_list(rng, u, per_owner) for u in range(owners)}
-    doc = GroupDocument(platform=GROUP.platform, group_id=GROUP.group_id,
-                        users={u: UserMemories(memories=m) for u, m in lists.items()})
+    doc = GroupDocument(
+        platform=GROUP.platform, group_id=GROUP.group_id, users={u: UserMemories(memories=m) for u, m in lists.items()}
+    )
     header(f"2. a cold load's worth: {owners} owners x {per_owner} memories")
 
     def plain_text() -> bytes:  # the same Python path as the sealed text, without the tokens
-        users = {user_id: {"memories": [m.model_dump(mode="json", exclude_none=True) for m in entry.memories]}
-                 for user_id, entry in doc.users.items()}
+        users = {
+            user_id: {"memories": [m.model_dump(mode="json", exclude_none=True) for m in entry.memories]}
+            for user_id, entry in doc.users.items()
+        }
         head = doc.model_dump(mode="json", exclude={"users"}, exclude_none=True)
         return json.dumps({**head, "users": users}, ensure_ascii=False).encode()
 
@@ -128,8 +145,9 @@ def bench_cold_load(sealer, owners: int, per_owner: int, repeat: int) -> None:
             users[user_id] = {"memories": readable, SEALED: token}
         _, group_token = seal_list(sealer, GROUP, None, doc.group_memories)
         head = doc.model_dump(mode="json", exclude={"users", "group_memories"}, exclude_none=True)
-        return json.dumps({**head, GROUP_MEMORIES_SEALED: group_token, "group_memories": [], "users": users},
-                          ensure_ascii=False).encode()
+        return json.dumps(
+            {**head, GROUP_MEMORIES_SEALED: group_token, "group_memories": [], "users": users}, ensure_ascii=False
+        ).encode()
 
     compare("write the whole file (+ seal all)", plain_text, sealed_text, repeat, "owner", owners)
     plain, sealed = DocumentSerializer().dumps(doc), sealed_text()  # the baseline: the store's file as it is today
@@ -153,10 +171,20 @@ def bench_log(sealer, entries: int, repeat: int) -> None:
     batch = []
     for n in range(entries):
         old, new = owner_list(rng, n, 1)[0], owner_list(rng, n, 1)[0]
-        batch.append({"id": 1000 + n, "at": 1.7e9 + n, "actor": "extraction", "kind": changelog.MEMORY,
-                      "op": "update", "scope": "member", "owner": f"ou_{n:05d}", "target": old.id,
-                      "old": old.model_dump(mode="json", exclude_none=True),
-                      "new": new.model_dump(mode="json", exclude_none=True)})
+        batch.append(
+            {
+                "id": 1000 + n,
+                "at": 1.7e9 + n,
+                "actor": "extraction",
+                "kind": changelog.MEMORY,
+                "op": "update",
+                "scope": "member",
+                "owner": f"ou_{n:05d}",
+                "target": old.id,
+                "old": old.model_dump(mode="json", exclude_none=True),
+                "new": new.model_dump(mode="json", exclude_none=True),
+            }
+        )
     header(f"3. a batch of {entries} change-log entries (old and new of a memory)")
 
     def plain_encode() -> bytes:
@@ -187,8 +215,11 @@ def bench_store(sealer, owners: int, per_owner: int, repeat: int) -> None:
     from memory._storage.store import UserMemoryStore
 
     rng = random.Random(4)
-    doc = GroupDocument(platform=GROUP.platform, group_id=GROUP.group_id, users={
-        f"ou_{u:05d}": UserMemories(memories=owner_list(rng, u, per_owner)) for u in range(owners)})
+    doc = GroupDocument(
+        platform=GROUP.platform,
+        group_id=GROUP.group_id,
+        users={f"ou_{u:05d}": UserMemories(memories=owner_list(rng, u, per_owner)) for u in range(owners)},
+    )
     header(f"4. the JSON store: {owners} owners x {per_owner} memories")
     with tempfile.TemporaryDirectory() as tmp:
         dirs = {"plain": Path(tmp) / "plain", "sealed": Path(tmp) / "sealed"}
@@ -215,10 +246,14 @@ def bench_store(sealer, owners: int, per_owner: int, repeat: int) -> None:
 
         spent = asyncio.run(cold_loads())
         plain_ms, sealed_ms = min(spent["plain"]) * 1000, min(spent["sealed"]) * 1000
-        print(f"  {'cold load from the file':<34} {plain_ms:9.3f} ms {sealed_ms:9.3f} ms  {sealed_ms - plain_ms:+9.3f} ms"
-              f"  {(sealed_ms - plain_ms) / plain_ms:+7.0%}  (+{(sealed_ms - plain_ms) * 1000 / owners:.1f} µs per owner)")
-        size = {name: (dirs[name] / GROUP.platform).stat() and sum(
-            p.stat().st_size for p in dirs[name].rglob("*.json")) for name in dirs}
+        print(
+            f"  {'cold load from the file':<34} {plain_ms:9.3f} ms {sealed_ms:9.3f} ms  {sealed_ms - plain_ms:+9.3f} ms"
+            f"  {(sealed_ms - plain_ms) / plain_ms:+7.0%}  (+{(sealed_ms - plain_ms) * 1000 / owners:.1f} µs per owner)"
+        )
+        size = {
+            name: (dirs[name] / GROUP.platform).stat() and sum(p.stat().st_size for p in dirs[name].rglob("*.json"))
+            for name in dirs
+        }
         print(f"  file: {size['plain'] / 1e6:.2f} MB plain, {size['sealed'] / 1e6:.2f} MB sealed")
 
     serializers = {"plain": DocumentSerializer(GROUP), "sealed": DocumentSerializer(GROUP, sealer)}
@@ -251,8 +286,10 @@ def bench_store(sealer, owners: int, per_owner: int, repeat: int) -> None:
             times[name].append(time.process_time() - t)
             del fresh, loaded, serializer
     plain_ms, sealed_ms = min(times["plain"]) * 1000, min(times["sealed"]) * 1000
-    print(f"  {'first commit after a cold load':<34} {plain_ms:9.3f} ms {sealed_ms:9.3f} ms  {sealed_ms - plain_ms:+9.3f} ms"
-          f"  {(sealed_ms - plain_ms) / plain_ms:+7.0%}")
+    print(
+        f"  {'first commit after a cold load':<34} {plain_ms:9.3f} ms {sealed_ms:9.3f} ms  {sealed_ms - plain_ms:+9.3f} ms"
+        f"  {(sealed_ms - plain_ms) / plain_ms:+7.0%}"
+    )
 
 
 def main() -> None:
@@ -266,8 +303,10 @@ def main() -> None:
     import cryptography
     from cryptography.hazmat.backends.openssl.backend import backend
 
-    print(f"AES-GCM sealing, cryptography {cryptography.__version__} ({backend.openssl_version_text()}), "
-          f"CPU time, best of {args.repeat}")
+    print(
+        f"AES-GCM sealing, cryptography {cryptography.__version__} ({backend.openssl_version_text()}), "
+        f"CPU time, best of {args.repeat}"
+    )
     bench_one_owner(sealer, args.per_owner, args.repeat)
     bench_cold_load(sealer, args.owners, args.per_owner, args.repeat)
     bench_log(sealer, args.entries, args.repeat)

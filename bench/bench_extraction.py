@@ -38,11 +38,38 @@ from memory._extraction import ExtractionScheduler  # noqa: E402
 from memory._limiter import CallLimiter  # noqa: E402
 
 GROUP = GroupKey("lark", "oc_bench_group")
-MEMBERS = [("ou_wang", "王磊"), ("ou_li", "李娜"), ("ou_zhang", "张伟"), ("ou_liu", "刘洋"), ("ou_chen", "陈静"),
-           ("ou_yang", "杨帆"), ("ou_zhao", "赵敏"), ("ou_sun", "孙浩")]
-CHATTER = ["哈哈哈", "收到", "好的", "今天好热", "中午吃什么", "这个需求谁在跟", "周报写了吗", "+1", "晚点再说",
-           "刚开完会", "我先去忙了", "有人在吗", "这个 bug 复现了", "CI 又挂了", "稍等我看下", "辛苦了", "明天见",
-           "PR 已经提了", "谁有空帮忙 review", "文档更新了"]
+MEMBERS = [
+    ("ou_wang", "王磊"),
+    ("ou_li", "李娜"),
+    ("ou_zhang", "张伟"),
+    ("ou_liu", "刘洋"),
+    ("ou_chen", "陈静"),
+    ("ou_yang", "杨帆"),
+    ("ou_zhao", "赵敏"),
+    ("ou_sun", "孙浩"),
+]
+CHATTER = [
+    "哈哈哈",
+    "收到",
+    "好的",
+    "今天好热",
+    "中午吃什么",
+    "这个需求谁在跟",
+    "周报写了吗",
+    "+1",
+    "晚点再说",
+    "刚开完会",
+    "我先去忙了",
+    "有人在吗",
+    "这个 bug 复现了",
+    "CI 又挂了",
+    "稍等我看下",
+    "辛苦了",
+    "明天见",
+    "PR 已经提了",
+    "谁有空帮忙 review",
+    "文档更新了",
+]
 STATEMENTS = [
     ("在这个群叫我{nick}", "preference", "希望被称呼为「{nick}」"),
     ("我负责{area}", "fact", "负责{area}"),
@@ -50,8 +77,12 @@ STATEMENTS = [
     ("我下周要去{city}出差", "fact", "下周去{city}出差"),
     ("我最近在学{skill}", "fact", "正在学{skill}"),
 ]
-NICKS, AREAS, CITIES, SKILLS = ["老王", "娜娜", "大伟", "洋哥", "静静"], ["支付服务", "前端", "运维", "测试", "数据平台"], \
-    ["上海", "深圳", "成都", "北京"], ["Rust", "日语", "吉他", "摄影"]
+NICKS, AREAS, CITIES, SKILLS = (
+    ["老王", "娜娜", "大伟", "洋哥", "静静"],
+    ["支付服务", "前端", "运维", "测试", "数据平台"],
+    ["上海", "深圳", "成都", "北京"],
+    ["Rust", "日语", "吉他", "摄影"],
+)
 
 
 def conversation(n: int, rng: random.Random) -> list[Utterance]:
@@ -60,8 +91,9 @@ def conversation(n: int, rng: random.Random) -> list[Utterance]:
         user_id, name = rng.choice(MEMBERS)
         if rng.random() < 0.12:
             said, _, _ = rng.choice(STATEMENTS)
-            text = said.format(nick=rng.choice(NICKS), area=rng.choice(AREAS), city=rng.choice(CITIES),
-                               skill=rng.choice(SKILLS))
+            text = said.format(
+                nick=rng.choice(NICKS), area=rng.choice(AREAS), city=rng.choice(CITIES), skill=rng.choice(SKILLS)
+            )
         else:
             text = rng.choice(CHATTER)
         out.append(Utterance(user_id, name, text, float(i)))
@@ -101,8 +133,13 @@ def scripted_model(rng: random.Random):
         ops: list[dict] = []
         for label, text in re.findall(r"^(U\d+) [^:]*: (.+)$", conv, re.M):
             for said, memory_type, content in STATEMENTS:
-                pattern = re.escape(said).replace(r"\{nick\}", "(?P<nick>.+)").replace(r"\{area\}", "(?P<area>.+)") \
-                    .replace(r"\{city\}", "(?P<city>.+)").replace(r"\{skill\}", "(?P<skill>.+)")
+                pattern = (
+                    re.escape(said)
+                    .replace(r"\{nick\}", "(?P<nick>.+)")
+                    .replace(r"\{area\}", "(?P<area>.+)")
+                    .replace(r"\{city\}", "(?P<city>.+)")
+                    .replace(r"\{skill\}", "(?P<skill>.+)")
+                )
                 match = re.fullmatch(pattern, text)
                 if not match:
                     continue
@@ -110,8 +147,16 @@ def scripted_model(rng: random.Random):
                 if new in shown:
                     ops.append({"op": "boost", "id": shown[new]})
                 else:
-                    ops.append({"op": "add", "scope": "member", "subject": label, "type": memory_type,
-                                "content": new, "importance": 0.6})
+                    ops.append(
+                        {
+                            "op": "add",
+                            "scope": "member",
+                            "subject": label,
+                            "type": memory_type,
+                            "content": new,
+                            "importance": 0.6,
+                        }
+                    )
         roll = rng.random()
         if roll < 0.08:
             ops.append({"op": "delete", "id": 999})  # an invented id
@@ -193,17 +238,22 @@ async def replay(texts: list[Utterance], gaps: list[float], settings: Settings, 
 
         async def run(key, batch, origin, episode=None):
             nonlocal parse_errors
-            report = await run_extraction(store, key, batch, generate, settings, clock=lambda: clock.now,
-                                          episode=episode)
+            report = await run_extraction(
+                store, key, batch, generate, settings, clock=lambda: clock.now, episode=episode
+            )
             parse_errors += report.parse_error is not None
             applied.update(op.op for op in report.applied)
             reasons.update(re.sub(r"\d+|'[^']*'", "…", reason) for _, reason in report.rejected)
 
         scheduler = ExtractionScheduler(
-            run, every_n=settings.extraction_every_n_messages, quiet_seconds=settings.extraction_quiet_seconds,
-            buffer_size=settings.extraction_buffer_size, limiter=CallLimiter(settings.background_max_concurrent_calls),
+            run,
+            every_n=settings.extraction_every_n_messages,
+            quiet_seconds=settings.extraction_quiet_seconds,
+            buffer_size=settings.extraction_buffer_size,
+            limiter=CallLimiter(settings.background_max_concurrent_calls),
             episode_messages=settings.episode_segment_messages if episodes else 0,
-            episode_quiet_seconds=settings.episode_quiet_minutes * 60.0, call_later=clock.call_later,
+            episode_quiet_seconds=settings.episode_quiet_minutes * 60.0,
+            call_later=clock.call_later,
         )
         for utterance, gap in zip(texts, gaps):
             scheduler.observe(GROUP, replace(utterance, at=clock.now), "bench")
@@ -215,9 +265,14 @@ async def replay(texts: list[Utterance], gaps: list[float], settings: Settings, 
         stats = await store.call_totals(GROUP)
         doc = await store.document(GROUP)
         return Replay(
-            calls=stats.calls, episode_only_calls=sum(1 for e in entries if e["messages"] == 0),
-            input_tokens=stats.input_tokens, output_tokens=stats.output_tokens,
-            episodes=len(await store.episodes(GROUP)), applied=applied, reasons=reasons, parse_errors=parse_errors,
+            calls=stats.calls,
+            episode_only_calls=sum(1 for e in entries if e["messages"] == 0),
+            input_tokens=stats.input_tokens,
+            output_tokens=stats.output_tokens,
+            episodes=len(await store.episodes(GROUP)),
+            applied=applied,
+            reasons=reasons,
+            parse_errors=parse_errors,
             kept=sum(len(u.memories) for u in doc.users.values()),
         )
 
@@ -233,9 +288,11 @@ async def main() -> None:
     messages = conversation(args.messages, rng)
     settings = Settings(enable_background_extraction=True, extraction_every_n_messages=args.every)
     n = len(messages)
-    print(f"{n} messages, {len(MEMBERS)} members; extraction every {args.every} messages or "
-          f"{settings.extraction_quiet_seconds} s quiet; segments of {settings.episode_segment_messages} messages or "
-          f"{settings.episode_quiet_minutes} min quiet; tokens estimated from text")
+    print(
+        f"{n} messages, {len(MEMBERS)} members; extraction every {args.every} messages or "
+        f"{settings.extraction_quiet_seconds} s quiet; segments of {settings.episode_segment_messages} messages or "
+        f"{settings.episode_quiet_minutes} min quiet; tokens estimated from text"
+    )
     for timing, what in TIMINGS.items():
         gaps = pauses(n, random.Random(args.seed + 1), timing)
         base = await replay(messages, gaps, settings, args.seed, episodes=False)
@@ -243,15 +300,21 @@ async def main() -> None:
         print(f"\n{timing}: {what}")
         per100 = 100 / n
         for name, r in (("extraction only", base), ("with episodes", with_episodes)):
-            print(f"  {name:16s} calls {r.calls * per100:5.1f} /100 msgs ({r.episode_only_calls} episode-only), "
-                  f"tokens /100 msgs: input {r.input_tokens * per100:6.0f}, output {r.output_tokens * per100:4.0f}, "
-                  f"total {r.tokens * per100:6.0f}; episodes {r.episodes}")
-        print(f"  with episodes / extraction only: tokens x{with_episodes.tokens / base.tokens:.2f}, "
-              f"calls +{(with_episodes.calls - base.calls) * per100:.1f} /100 msgs")
+            print(
+                f"  {name:16s} calls {r.calls * per100:5.1f} /100 msgs ({r.episode_only_calls} episode-only), "
+                f"tokens /100 msgs: input {r.input_tokens * per100:6.0f}, output {r.output_tokens * per100:4.0f}, "
+                f"total {r.tokens * per100:6.0f}; episodes {r.episodes}"
+            )
+        print(
+            f"  with episodes / extraction only: tokens x{with_episodes.tokens / base.tokens:.2f}, "
+            f"calls +{(with_episodes.calls - base.calls) * per100:.1f} /100 msgs"
+        )
         r = with_episodes
-        print(f"  operations applied (with episodes): {sum(r.applied.values())} {dict(r.applied)}; memories kept: "
-              f"{r.kept}; rejected by validation: {sum(r.reasons.values())}; replies skipped as malformed: "
-              f"{r.parse_errors}")
+        print(
+            f"  operations applied (with episodes): {sum(r.applied.values())} {dict(r.applied)}; memories kept: "
+            f"{r.kept}; rejected by validation: {sum(r.reasons.values())}; replies skipped as malformed: "
+            f"{r.parse_errors}"
+        )
         for reason, count in r.reasons.most_common():
             print(f"    {count:4d}  {reason}")
 

@@ -87,7 +87,9 @@ async def run(iterations: int) -> None:
         t0 = time.perf_counter()
         counts.save(Path(tmp) / "injection_counts.json")
         save_ms = (time.perf_counter() - t0) * 1000
-    print(f"off the reply path: fold of 9,999 replies (1,000 distinct blocks x 15 ids) {fold_ms:.1f} ms, save {save_ms:.1f} ms")
+    print(
+        f"off the reply path: fold of 9,999 replies (1,000 distinct blocks x 15 ids) {fold_ms:.1f} ms, save {save_ms:.1f} ms"
+    )
     await plugin.store.close()
 
 

@@ -42,8 +42,16 @@ from memory._storage import group_file_path  # noqa: E402
 
 NOW = 1_763_000_000.0
 MEMBERS = 50
-CONTENTS = ("喜欢猫，养了一只叫小白的猫", "负责支付服务的上线和回滚预案", "每周三下午开例会", "希望被称呼为小王",
-            "住在杭州西湖区", "对花生过敏", "在准备 Q3 的预算表", "周五要交周报")
+CONTENTS = (
+    "喜欢猫，养了一只叫小白的猫",
+    "负责支付服务的上线和回滚预案",
+    "每周三下午开例会",
+    "希望被称呼为小王",
+    "住在杭州西湖区",
+    "对花生过敏",
+    "在准备 Q3 的预算表",
+    "周五要交周报",
+)
 
 
 def generate(directory: Path, groups: int, per_group: int) -> list[GroupKey]:
@@ -59,8 +67,11 @@ def generate(directory: Path, groups: int, per_group: int) -> list[GroupKey]:
             for _ in range(per_member):
                 at = NOW - rng.uniform(0, 120) * DAY
                 memory = {
-                    "id": str(uuid.UUID(int=rng.getrandbits(128))), "type": rng.choice(("fact", "preference")),
-                    "content": rng.choice(CONTENTS), "created_at": at, "updated_at": at,
+                    "id": str(uuid.UUID(int=rng.getrandbits(128))),
+                    "type": rng.choice(("fact", "preference")),
+                    "content": rng.choice(CONTENTS),
+                    "created_at": at,
+                    "updated_at": at,
                     "source": "explicit" if rng.random() < 0.3 else "extraction",
                     "importance": rng.choice((0.3, 0.5, 0.5, 0.7, 0.9)),
                 }
@@ -70,8 +81,13 @@ def generate(directory: Path, groups: int, per_group: int) -> list[GroupKey]:
         if g % 2:  # aged before: its memories decay from this time, some are due for the archive
             head["aging_since"] = NOW - 60 * DAY
         parts = [f" {json.dumps(k)}: {json.dumps(v)}" for k, v in head.items()]
-        body = "{\n" + ",\n".join([*parts, ' "todos": []', ' "group_memories": []', ' "archive": []']) + \
-            ',\n "users": {\n' + ",\n".join(users) + "\n }\n}\n"
+        body = (
+            "{\n"
+            + ",\n".join([*parts, ' "todos": []', ' "group_memories": []', ' "archive": []'])
+            + ',\n "users": {\n'
+            + ",\n".join(users)
+            + "\n }\n}\n"
+        )
         path = group_file_path(directory, key)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(body, encoding="utf-8")
@@ -132,11 +148,19 @@ async def measure(label: str, run, store: UserMemoryStore) -> dict[str, float]:
         start = time.perf_counter()
         result = await run()
         seconds = time.perf_counter() - start
-    figures = {"seconds": seconds, "stall_ms": ticker.worst * 1000, "stall_cpu_ms": ticker.worst_cpu * 1000,
-               "loaded": store.loaded_groups, "rss_mb": rss_mb() - before}
-    print(f"{label:<46} {seconds:7.2f} s   longest stall {ticker.worst * 1000:7.1f} ms wall "
-          f"{ticker.worst_cpu * 1000:6.1f} ms CPU   groups loaded after {store.loaded_groups:5d}   "
-          f"RSS +{figures['rss_mb']:5.0f} MB   ({result})", flush=True)
+    figures = {
+        "seconds": seconds,
+        "stall_ms": ticker.worst * 1000,
+        "stall_cpu_ms": ticker.worst_cpu * 1000,
+        "loaded": store.loaded_groups,
+        "rss_mb": rss_mb() - before,
+    }
+    print(
+        f"{label:<46} {seconds:7.2f} s   longest stall {ticker.worst * 1000:7.1f} ms wall "
+        f"{ticker.worst_cpu * 1000:6.1f} ms CPU   groups loaded after {store.loaded_groups:5d}   "
+        f"RSS +{figures['rss_mb']:5.0f} MB   ({result})",
+        flush=True,
+    )
     return figures
 
 
@@ -153,8 +177,9 @@ async def run_mode(mode: str, directory: Path, state: Path, groups: int) -> None
 
         await measure("baseline: naive pass (load all, keep loaded)", naive, store)
         return
-    scheduler = MaintenanceScheduler(store, lambda: settings, state_path=state, clock=clock,
-                                     start_delay=0, durable=False)
+    scheduler = MaintenanceScheduler(
+        store, lambda: settings, state_path=state, clock=clock, start_delay=0, durable=False
+    )
 
     async def round_() -> str:
         scheduler.stats.passes = scheduler.stats.skipped = scheduler.stats.archived = 0
@@ -183,12 +208,16 @@ def main() -> None:
         start = time.perf_counter()
         generate(temp / "groups", args.groups, args.memories)
         size = sum(p.stat().st_size for p in (temp / "groups").rglob("*.json"))
-        print(f"{args.groups} groups × {args.memories} memories, {size / 1e6:.0f} MB of group files, "
-              f"written in {time.perf_counter() - start:.1f} s; each measurement in a fresh process, the baseline "
-              f"first (it writes nothing, so both see the same files)", flush=True)
+        print(
+            f"{args.groups} groups × {args.memories} memories, {size / 1e6:.0f} MB of group files, "
+            f"written in {time.perf_counter() - start:.1f} s; each measurement in a fresh process, the baseline "
+            f"first (it writes nothing, so both see the same files)",
+            flush=True,
+        )
         for mode in ("naive", "maintenance"):
-            subprocess.run([sys.executable, __file__, "--mode", mode, "--dir", str(temp), "--groups",
-                            str(args.groups)], check=True)
+            subprocess.run(
+                [sys.executable, __file__, "--mode", mode, "--dir", str(temp), "--groups", str(args.groups)], check=True
+            )
     finally:
         shutil.rmtree(temp, ignore_errors=True)
 

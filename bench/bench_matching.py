@@ -21,13 +21,31 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from memory._rules import matching as current  # noqa: E402
 from memory._rules.matching import (  # noqa: E402
-    _FILLER, _PLURAL, _SINGULAR, _TOPIC_ALIASES, MATCH_THRESHOLD, TOPICS, _terms,
+    _FILLER,
+    _PLURAL,
+    _SINGULAR,
+    _TOPIC_ALIASES,
+    MATCH_THRESHOLD,
+    TOPICS,
+    _terms,
 )
 from memory._models import Memory, MemoryType  # noqa: E402
 
 DESCRIPTIONS = ["关于称呼的", "爬山那件事", "the nickname", "所有关于上海的", "关于职业的", "会弹吉他那条"]
-SUBJECTS = ["周末常去爬山", "下周三去上海出差", "喜欢猫", "会弹吉他", "负责支付服务的后端", "希望被称呼为「老王」",
-            "回复时用英文", "正在学 Rust", "住在杭州", "对花生过敏", "Works on the payment service", "Call me Tom"]
+SUBJECTS = [
+    "周末常去爬山",
+    "下周三去上海出差",
+    "喜欢猫",
+    "会弹吉他",
+    "负责支付服务的后端",
+    "希望被称呼为「老王」",
+    "回复时用英文",
+    "正在学 Rust",
+    "住在杭州",
+    "对花生过敏",
+    "Works on the payment service",
+    "Call me Tom",
+]
 
 
 # -- baseline: the matcher before this change (main at 2c910c8) ------------------------------------------------
@@ -88,13 +106,24 @@ def check_same_keys(memories: list[Memory]) -> None:
 
 def build(count: int) -> list[Memory]:
     rng = random.Random(7)
-    return [Memory(id=f"{i:08x}-0000-4000-8000-000000000000", type=rng.choice(list(MemoryType)),
-                   content=f"{rng.choice(SUBJECTS)}，第{i}条，备注{rng.randrange(10**6)}", created_at=i, updated_at=i)
-            for i in range(count)]
+    return [
+        Memory(
+            id=f"{i:08x}-0000-4000-8000-000000000000",
+            type=rng.choice(list(MemoryType)),
+            content=f"{rng.choice(SUBJECTS)}，第{i}条，备注{rng.randrange(10**6)}",
+            created_at=i,
+            updated_at=i,
+        )
+        for i in range(count)
+    ]
 
 
-def per_call_ms(match: Callable[[str, Sequence[Memory]], object], memories: list[Memory], runs: int,
-                before_each: Callable[[], None] = lambda: None) -> float:
+def per_call_ms(
+    match: Callable[[str, Sequence[Memory]], object],
+    memories: list[Memory],
+    runs: int,
+    before_each: Callable[[], None] = lambda: None,
+) -> float:
     times = []
     for _ in range(runs):
         for description in DESCRIPTIONS:
@@ -122,8 +151,10 @@ def main() -> None:
     baseline = per_call_ms(old_match_description, memories, args.runs)
     cold = per_call_ms(new_match, memories, args.runs, before_each=current._features.cache_clear)
     warm = per_call_ms(new_match, memories, args.runs)
-    print(f"forget by description over {args.memories} memories, median per call ({len(DESCRIPTIONS)} descriptions "
-          f"x {args.runs} runs):")
+    print(
+        f"forget by description over {args.memories} memories, median per call ({len(DESCRIPTIONS)} descriptions "
+        f"x {args.runs} runs):"
+    )
     print(f"  before (regex per topic word per memory)       {baseline:8.2f} ms")
     print(f"  after, cold (features computed on this call)   {cold:8.2f} ms   ({baseline / cold:.1f}x)")
     print(f"  after, warm (features cached per content)      {warm:8.2f} ms   ({baseline / warm:.1f}x)")

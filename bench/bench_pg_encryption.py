@@ -41,12 +41,18 @@ def group_document(members: int, per_member: int) -> GroupDocument:
     doc = GroupDocument(platform=GROUP.platform, group_id=GROUP.group_id)
     t = 1_700_000_000.0
     for u in range(members):
-        doc.users[f"ou_{u:05d}"] = UserMemories(memories=[
-            Memory(id=f"{u:08x}-0000-4000-8000-{i:012x}", type=TYPES[i % 3],
-                   content=f"成员{u}的第{i}条记忆：负责模块{i}，喜欢简洁直接的回复风格",
-                   created_at=t + i, updated_at=t + i)
-            for i in range(per_member)
-        ])
+        doc.users[f"ou_{u:05d}"] = UserMemories(
+            memories=[
+                Memory(
+                    id=f"{u:08x}-0000-4000-8000-{i:012x}",
+                    type=TYPES[i % 3],
+                    content=f"成员{u}的第{i}条记忆：负责模块{i}，喜欢简洁直接的回复风格",
+                    created_at=t + i,
+                    updated_at=t + i,
+                )
+                for i in range(per_member)
+            ]
+        )
     return doc
 
 
@@ -75,8 +81,7 @@ async def commits(dsn: str, sealer, count: int) -> list[float]:
         times = []
         for i in range(count):
             content = f"第{i}次提交的新记忆：周五发版"
-            item = Memory(id=f"bench-{i:06d}", type=MemoryType.FACT, content=content,
-                          created_at=1.0, updated_at=1.0)
+            item = Memory(id=f"bench-{i:06d}", type=MemoryType.FACT, content=content, created_at=1.0, updated_at=1.0)
             owner = f"ou_{i % 50:05d}"
             t0 = time.perf_counter()
             await store.change(GROUP, owner, lambda ms, item=item: ([*ms[-19:], item], None), actor=owner)
@@ -111,15 +116,19 @@ async def main() -> None:
             for side, dsn in dsns.items():
                 loads[side].append(await cold_load(dsn, keys[side]))
         plain, encrypted = statistics.median(loads["plain"]), statistics.median(loads["encrypted"])
-        print(f"cold load (median): plain {plain * 1000:.1f} ms, encrypted {encrypted * 1000:.1f} ms"
-              f" ({(encrypted / plain - 1) * 100:+.0f}%)")
+        print(
+            f"cold load (median): plain {plain * 1000:.1f} ms, encrypted {encrypted * 1000:.1f} ms"
+            f" ({(encrypted / plain - 1) * 100:+.0f}%)"
+        )
         commit_times: dict[str, list[float]] = {side: [] for side in dsns}
         for _ in range(2):
             for side, dsn in dsns.items():
                 commit_times[side] += await commits(dsn, keys[side], args.commits // 2)
         p = {side: statistics.median(t) * 1000 for side, t in commit_times.items()}
-        print(f"one-member commit (median of {args.commits}): plain {p['plain']:.2f} ms,"
-              f" encrypted {p['encrypted']:.2f} ms ({(p['encrypted'] / p['plain'] - 1) * 100:+.0f}%)")
+        print(
+            f"one-member commit (median of {args.commits}): plain {p['plain']:.2f} ms,"
+            f" encrypted {p['encrypted']:.2f} ms ({(p['encrypted'] / p['plain'] - 1) * 100:+.0f}%)"
+        )
     finally:
         server.remove()
 

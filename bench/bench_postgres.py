@@ -83,8 +83,14 @@ async def saver_worker(backend: str, where: str, instance: str, savers: int, sav
         while queue:
             n = queue.pop()
             user, content = f"ou_{n % 1000:05d}", f"并发保存的第 {n} 条（{instance} worker {worker}）"
-            await store.change(GROUP, user, lambda m, c=content: save(
-                m, memory_type="fact", content=c, now=time.time(), max_count=10**6, max_length=200), actor="bench")
+            await store.change(
+                GROUP,
+                user,
+                lambda m, c=content: save(
+                    m, memory_type="fact", content=c, now=time.time(), max_count=10**6, max_length=200
+                ),
+                actor="bench",
+            )
 
     start = time.monotonic()
     await asyncio.gather(*(saver(w) for w in range(savers)))
@@ -115,13 +121,28 @@ async def watcher_worker(dsn: str, instance: str) -> None:
 
 # --------------------------------------------------------------------------- the parent's measurements
 def worker(*args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, __file__, "--worker", *args], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True, bufsize=1)
+    return subprocess.Popen(
+        [sys.executable, __file__, "--worker", *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        bufsize=1,
+    )
 
 
 def saves_per_second(backend: str, where: str, instances: int, savers: int, saves: int) -> float:
-    procs = [worker("saves", backend, where, f"bench-{chr(65 + i)}", str(savers // instances),
-                    str(saves // instances), str(i * saves)) for i in range(instances)]
+    procs = [
+        worker(
+            "saves",
+            backend,
+            where,
+            f"bench-{chr(65 + i)}",
+            str(savers // instances),
+            str(saves // instances),
+            str(i * saves),
+        )
+        for i in range(instances)
+    ]
     for proc in procs:
         line = proc.stdout.readline().strip()
         if line != "ready":
@@ -142,8 +163,15 @@ async def visibility(dsn: str, count: int) -> tuple[list[int], list[int]]:
     store = await started(open_store("postgres", dsn, "bench-A"))
     await store.memories(GROUP, VISIBILITY_OWNER)
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, __file__, "--worker", "watch", dsn, "bench-B",
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
+        sys.executable,
+        __file__,
+        "--worker",
+        "watch",
+        dsn,
+        "bench-B",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+    )
     assert (await proc.stdout.readline()).decode().strip() == "ready"
     from_call, from_ack = [], []
     try:
@@ -151,7 +179,9 @@ async def visibility(dsn: str, count: int) -> tuple[list[int], list[int]]:
             await asyncio.sleep(random.uniform(0.0, 0.05))
             memory_id = str(uuid.uuid4())
             now = time.time()
-            memory = Memory(id=memory_id, type=MemoryType.FACT, content=f"可见性测试 {i}", created_at=now, updated_at=now)
+            memory = Memory(
+                id=memory_id, type=MemoryType.FACT, content=f"可见性测试 {i}", created_at=now, updated_at=now
+            )
             t_call = time.monotonic_ns()
             await store.change(GROUP, VISIBILITY_OWNER, lambda m, new=memory: ([*m, new], None), actor="bench")
             t_ack = time.monotonic_ns()
@@ -169,8 +199,9 @@ async def visibility(dsn: str, count: int) -> tuple[list[int], list[int]]:
     return from_call, from_ack
 
 
-async def injection(json_dir: Path, dsn: str, user: str, iterations: int,
-                    rounds: int = 4) -> dict[str, tuple[float, float, float]]:
+async def injection(
+    json_dir: Path, dsn: str, user: str, iterations: int, rounds: int = 4
+) -> dict[str, tuple[float, float, float]]:
     """Warm `on_llm_request` latency (µs) through the plugin adapter, the plugin's store JSON or PostgreSQL."""
     from astrbot.api import AstrBotConfig
     from astrbot.core.provider.entities import ProviderRequest
@@ -183,8 +214,10 @@ async def injection(json_dir: Path, dsn: str, user: str, iterations: int,
     relevant = make_event("模块3的回复风格是怎样的", group=GROUP.group_id, user=user)
     runs: dict[str, tuple[object, list[int]]] = {}
     stores = []
-    for label, store in (("JSON", UserMemoryStore(json_dir)),
-                         ("PostgreSQL", await started(open_store("postgres", dsn, "bench-inject")))):
+    for label, store in (
+        ("JSON", UserMemoryStore(json_dir)),
+        ("PostgreSQL", await started(open_store("postgres", dsn, "bench-inject"))),
+    ):
         stores.append(store)
         await store.memories(GROUP, user)  # warm
         config = AstrBotConfig(config_path=str(json_dir.parent / f"bench_config_{label}.json"), schema={})
@@ -233,11 +266,15 @@ def ms(ns: list[int]) -> tuple[float, float, float]:
 
 
 async def saves_section(tmp: Path, server, data_dir: Path, members: int, per_member: int, args) -> None:
-    print(f"\ndurable saves/s, {args.savers} concurrent savers, {args.saves} saves into the group "
-          f"(each instance its own process):")
-    for label, backend, instances in (("JSON (one file per group, group commit)", "json", 1),
-                                      ("PostgreSQL, one instance", "postgres", 1),
-                                      ("PostgreSQL, two instances on one database", "postgres", 2)):
+    print(
+        f"\ndurable saves/s, {args.savers} concurrent savers, {args.saves} saves into the group "
+        f"(each instance its own process):"
+    )
+    for label, backend, instances in (
+        ("JSON (one file per group, group commit)", "json", 1),
+        ("PostgreSQL, one instance", "postgres", 1),
+        ("PostgreSQL, two instances on one database", "postgres", 2),
+    ):
         if backend == "json":
             run_dir = Path(tempfile.mkdtemp(prefix="saves-", dir=tmp))
             build_group(run_dir, members, per_member)
@@ -255,16 +292,24 @@ async def saves_section(tmp: Path, server, data_dir: Path, members: int, per_mem
 
 def commits(server, dsn: str) -> int:
     """How many commits the group has had: its version, which every commit bumps."""
-    return int(server.psql(f"SELECT version FROM um_groups WHERE platform = '{GROUP.platform}'"
-                           f" AND group_id = '{GROUP.group_id}'", dsn.rsplit("/", 1)[1]))
+    return int(
+        server.psql(
+            f"SELECT version FROM um_groups WHERE platform = '{GROUP.platform}' AND group_id = '{GROUP.group_id}'",
+            dsn.rsplit("/", 1)[1],
+        )
+    )
 
 
 async def visibility_section(dsn: str, label: str, count: int) -> list[int]:
-    print(f"\ncross-instance visibility in {label}, {count} saves through A at random intervals, B polling its warm"
-          f" cache every 1 ms (milliseconds):")
+    print(
+        f"\ncross-instance visibility in {label}, {count} saves through A at random intervals, B polling its warm"
+        f" cache every 1 ms (milliseconds):"
+    )
     from_call, from_ack = await visibility(dsn, count)
-    for name, samples in (("from A's acknowledgement to B's peek", from_ack),
-                          ("from A's save call to B's peek", from_call)):
+    for name, samples in (
+        ("from A's acknowledgement to B's peek", from_ack),
+        ("from A's save call to B's peek", from_call),
+    ):
         p50, p99, _ = ms(samples)
         print(f"  {name:<46}p50 {p50:7.1f}  p99 {p99:7.1f}  max {max(samples) / 1e6:7.1f}")
     return from_ack
@@ -292,16 +337,21 @@ async def main() -> None:
             groups = data_dir / "groups"
             path = build_group(groups, args.members, args.per_member)
             print(f"load average {os.getloadavg()[0]:.1f} (2 cores shared with other work)")
-            show = {name: server.psql(f"SHOW {name}").strip() for name in ("server_version", "fsync",
-                                                                          "synchronous_commit")}
-            print(f"group: {args.members} members x {args.per_member} memories, file "
-                  f"{path.stat().st_size / 1e6:.1f} MB; PostgreSQL {show['server_version']} on loopback, fsync "
-                  f"{show['fsync']}, synchronous_commit {show['synchronous_commit']}")
+            show = {
+                name: server.psql(f"SHOW {name}").strip() for name in ("server_version", "fsync", "synchronous_commit")
+            }
+            print(
+                f"group: {args.members} members x {args.per_member} memories, file "
+                f"{path.stat().st_size / 1e6:.1f} MB; PostgreSQL {show['server_version']} on loopback, fsync "
+                f"{show['fsync']}, synchronous_commit {show['synchronous_commit']}"
+            )
             inject_dsn = server.create_database()
             t0 = time.perf_counter()
             await move_to_postgres(data_dir, inject_dsn)
-            print(f"moved into PostgreSQL with scripts/migrate_store.py (incl. reading it back) in "
-                  f"{time.perf_counter() - t0:.1f} s")
+            print(
+                f"moved into PostgreSQL with scripts/migrate_store.py (incl. reading it back) in "
+                f"{time.perf_counter() - t0:.1f} s"
+            )
 
             await saves_section(Path(tmp), server, data_dir, args.members, args.per_member, args)
             print(f"\ninjection latency, warm group, {args.iterations} calls per path (microseconds):")
@@ -322,14 +372,18 @@ async def main() -> None:
             print(f"\nload average {os.getloadavg()[0]:.1f}")
             print("targets (the large group):")
             vis_p99 = ms(from_ack)[1]
-            print(f"  visibility p99 < {TARGET_VISIBILITY_P99_MS:.0f} ms: {vis_p99:.1f} ms "
-                  f"({'met' if vis_p99 < TARGET_VISIBILITY_P99_MS else 'NOT met'})")
+            print(
+                f"  visibility p99 < {TARGET_VISIBILITY_P99_MS:.0f} ms: {vis_p99:.1f} ms "
+                f"({'met' if vis_p99 < TARGET_VISIBILITY_P99_MS else 'NOT met'})"
+            )
             for suffix in ("", ", a message relevance acts on"):
                 json_p99 = latencies[f"on_llm_request{suffix}, JSON"][1]
                 pg_p99 = latencies[f"on_llm_request{suffix}, PostgreSQL"][1]
                 ratio = pg_p99 / json_p99
-                print(f"  warm injection p99{suffix or ''}: PostgreSQL {pg_p99:.1f} µs vs JSON {json_p99:.1f} µs "
-                      f"= {ratio:.2f}x ({'within' if ratio <= TARGET_INJECTION_RATIO else 'NOT within'} 10%)")
+                print(
+                    f"  warm injection p99{suffix or ''}: PostgreSQL {pg_p99:.1f} µs vs JSON {json_p99:.1f} µs "
+                    f"= {ratio:.2f}x ({'within' if ratio <= TARGET_INJECTION_RATIO else 'NOT within'} 10%)"
+                )
     finally:
         server.remove()
 

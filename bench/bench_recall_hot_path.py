@@ -41,10 +41,38 @@ from astrbot_plugin_user_memory.memory._rules.operations import save  # noqa: E4
 
 GROUP = GroupKey("lark", "oc_hot_path")
 USER = "ou_member"
-TOPICS = ["支付服务", "前端构建", "数据库迁移", "周末爬山", "猫粮", "日语学习", "成都出差", "季度 OKR", "CI 流水线",
-          "代码评审", "咖啡", "健身", "团建", "发布计划", "监控告警", "Rust", "Kubernetes", "摄影", "租房", "年会"]
-QUERIES = ["支付那块最近谁在改？", "这周末去哪儿爬山", "CI 又挂了怎么办", "帮我看下数据库迁移脚本", "年会在哪天",
-           "what's our release plan", "推荐点日语教材", "监控告警太多了"]
+TOPICS = [
+    "支付服务",
+    "前端构建",
+    "数据库迁移",
+    "周末爬山",
+    "猫粮",
+    "日语学习",
+    "成都出差",
+    "季度 OKR",
+    "CI 流水线",
+    "代码评审",
+    "咖啡",
+    "健身",
+    "团建",
+    "发布计划",
+    "监控告警",
+    "Rust",
+    "Kubernetes",
+    "摄影",
+    "租房",
+    "年会",
+]
+QUERIES = [
+    "支付那块最近谁在改？",
+    "这周末去哪儿爬山",
+    "CI 又挂了怎么办",
+    "帮我看下数据库迁移脚本",
+    "年会在哪天",
+    "what's our release plan",
+    "推荐点日语教材",
+    "监控告警太多了",
+]
 
 
 def memory_text(i: int, rng: random.Random) -> str:
@@ -92,7 +120,7 @@ async def measure(plugin, iterations: int, unique_messages: bool = False) -> tup
 
     texts = [f"{QUERIES[i % len(QUERIES)]} #{i}" for i in range(iterations)] if unique_messages else QUERIES
     events = [make_event(q, group=GROUP.group_id, user=USER) for q in texts]
-    for event in events[:len(QUERIES)]:  # warm: documents loaded, indexes built, vectors synced
+    for event in events[: len(QUERIES)]:  # warm: documents loaded, indexes built, vectors synced
         await plugin.inject_memories(event, ProviderRequest(prompt=event.message_str, system_prompt=""))
     if getattr(plugin, "vectors", None) is not None:
         await plugin.vectors.wait_idle()
@@ -118,9 +146,19 @@ async def main() -> None:
         seeder = await build_plugin(directory)
         for i in range(200):
             owner = USER if i < 20 else None
-            await seeder.store.change(GROUP, owner, lambda m, i=i: save(
-                m, memory_type="fact" if i % 5 else "preference", content=memory_text(i, rng), now=float(i),
-                max_count=1000, max_length=200), actor="test")
+            await seeder.store.change(
+                GROUP,
+                owner,
+                lambda m, i=i: save(
+                    m,
+                    memory_type="fact" if i % 5 else "preference",
+                    content=memory_text(i, rng),
+                    now=float(i),
+                    max_count=1000,
+                    max_length=200,
+                ),
+                actor="test",
+            )
         await seeder.terminate()
 
         long_message = await bench_long_message(directory)
@@ -134,11 +172,17 @@ async def main() -> None:
             plugin, provider = semantic
             rows.append(("lexical + semantic, repeated message", await measure(plugin, args.iterations)))
             calls = provider.calls
-            rows.append((f"lexical + semantic, new message ({args.provider_latency_ms:g} ms provider)",
-                         await measure(plugin, args.iterations, unique_messages=True)))
+            rows.append(
+                (
+                    f"lexical + semantic, new message ({args.provider_latency_ms:g} ms provider)",
+                    await measure(plugin, args.iterations, unique_messages=True),
+                )
+            )
             assert provider.calls - calls >= args.iterations, "every new message must reach the provider"
 
-    print(f"on_llm_request with 200 candidate memories (20 own + 180 group), default limit, {args.iterations} calls, µs:")
+    print(
+        f"on_llm_request with 200 candidate memories (20 own + 180 group), default limit, {args.iterations} calls, µs:"
+    )
     print(f"  {'ranking':<42}{'p50':>9}{'p99':>9}{'mean':>9}")
     for name, (p50, p99, mean) in rows:
         print(f"  {name:<42}{p50:>9.1f}{p99:>9.1f}{mean:>9.1f}")
@@ -206,15 +250,19 @@ def bench_semantic_scoring(busy: bool, n: int = 2000, dim: int = 512, iterations
     ids = list(group.entries)
     qv = _semantic._unit(rng.standard_normal(dim))
     assert previous_similarities(group, qv, ids).keys() == _semantic._similarities(group, qv, ids).keys()
-    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
-                for _ in range(max(1, (os.cpu_count() or 2) - 1))] \
-        if busy else []
+    spinners = (
+        [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(max(1, (os.cpu_count() or 2) - 1))]
+        if busy
+        else []
+    )
     try:
         time.sleep(0.2 if busy else 0)
         out = []
         label = "other cores busy" if busy else "idle"
-        for name, fn in ((f"before: matrix @ q ({label})", previous_similarities),
-                         (f"after: _similarities ({label})", _semantic._similarities)):
+        for name, fn in (
+            (f"before: matrix @ q ({label})", previous_similarities),
+            (f"after: _similarities ({label})", _semantic._similarities),
+        ):
             fn(group, qv, ids)
             samples = []
             for _ in range(iterations):

@@ -57,10 +57,26 @@ BURST_OFFSET = 2 * 3600.0  # the burst window starts this long after the data ar
 WEEK = 7 * 86400.0
 
 CONTENTS = (
-    "交周报", "提交季度预算表", "给客户回电话确认发货时间", "准备周五技术分享的幻灯片", "复查支付服务的告警",
-    "订下周去上海的机票", "更新项目里程碑文档", "和设计对一下首页改版", "把发票交给财务", "参加站会",
-    "审核新同学的代码合并请求", "续费服务器域名", "整理会议纪要发到群里", "检查数据库备份是否成功", "交团建报名表",
-    "提醒大家填写年度调研问卷", "准备面试题", "给老板汇报上线进度", "确认测试环境已经恢复", "买生日蛋糕",
+    "交周报",
+    "提交季度预算表",
+    "给客户回电话确认发货时间",
+    "准备周五技术分享的幻灯片",
+    "复查支付服务的告警",
+    "订下周去上海的机票",
+    "更新项目里程碑文档",
+    "和设计对一下首页改版",
+    "把发票交给财务",
+    "参加站会",
+    "审核新同学的代码合并请求",
+    "续费服务器域名",
+    "整理会议纪要发到群里",
+    "检查数据库备份是否成功",
+    "交团建报名表",
+    "提醒大家填写年度调研问卷",
+    "准备面试题",
+    "给老板汇报上线进度",
+    "确认测试环境已经恢复",
+    "买生日蛋糕",
 )
 
 
@@ -104,8 +120,9 @@ def todo_specs(rng: random.Random, members: list[str], burst_at: float, now: flo
     return specs
 
 
-async def build(directory: Path, groups: int, per_group: int, instant_count: int = INSTANTS,
-                seed: int = 8) -> tuple[list[float], float]:
+async def build(
+    directory: Path, groups: int, per_group: int, instant_count: int = INSTANTS, seed: int = 8
+) -> tuple[list[float], float]:
     """Write the todos through the real store with a scheduler attached (it keeps the due index, as in
     production); returns the burst's due instants and the set-up time."""
     rng = random.Random(seed)
@@ -125,11 +142,20 @@ async def build(directory: Path, groups: int, per_group: int, instant_count: int
         def change(todos, specs=specs, key=key, origin=origin):
             for spec in specs:
                 iso = lambda name: local_iso(spec[name]) if name in spec else ""  # noqa: E731
-                schedule = rules.read_schedule(iso("remind_at"), iso("due_at"), spec.get("recurrence", ""), now,
-                                               POLICY, can_remind=True)
+                schedule = rules.read_schedule(
+                    iso("remind_at"), iso("due_at"), spec.get("recurrence", ""), now, POLICY, can_remind=True
+                )
                 caller = Caller(MemberKey(key, spec["member"]))
-                todos, _, _ = rules.add(todos, caller, content=spec["content"], assignee=spec.get("assignee", "self"),
-                                        schedule=schedule, origin=origin, now=now, policy=POLICY)
+                todos, _, _ = rules.add(
+                    todos,
+                    caller,
+                    content=spec["content"],
+                    assignee=spec.get("assignee", "self"),
+                    schedule=schedule,
+                    origin=origin,
+                    now=now,
+                    policy=POLICY,
+                )
             return todos, None
 
         await store.change_todos(key, change, actor=specs[0]["member"])
@@ -146,11 +172,13 @@ def local_iso(instant: float) -> str:
 def fake_sender(sent: list, clock, seconds: float = 0.0):
     """Records (todo id, due instant, send time, whether the text says it is late); `seconds` per call stands for
     the platform's API round trip."""
+
     async def send(reminder: Reminder) -> bool:
         if seconds:
             await asyncio.sleep(seconds)
         sent.append((reminder.todo.id, reminder.occurrence, clock(), "补发" in reminder.text))
         return True
+
     return send
 
 
@@ -162,6 +190,7 @@ def rss_kb() -> int:
 
 
 # --- children: each measurement in a fresh process, as after a restart ------------------------------------------
+
 
 async def child_start(directory: Path, rebuild: bool, trace: bool) -> dict:
     if rebuild:
@@ -175,8 +204,13 @@ async def child_start(directory: Path, rebuild: bool, trace: bool) -> dict:
     scheduler = ReminderScheduler(store, directory, fake_sender([], time.time), lambda: POLICY)
     await scheduler.start()
     seconds = time.perf_counter() - t0
-    out = {"ms": seconds * 1000, "rss_kb": rss_kb() - rss0, "loaded": store.loaded_groups,
-           "indexed": len(scheduler.index), "rebuilt": scheduler.index.rebuilt}
+    out = {
+        "ms": seconds * 1000,
+        "rss_kb": rss_kb() - rss0,
+        "loaded": store.loaded_groups,
+        "indexed": len(scheduler.index),
+        "rebuilt": scheduler.index.rebuilt,
+    }
     if trace:
         out["current_kb"], out["peak_kb"] = (v // 1024 for v in tracemalloc.get_traced_memory())
         tracemalloc.stop()
@@ -199,8 +233,9 @@ async def child_burst(directory: Path, instants: list[float], tail: float, trace
     if trace:
         tracemalloc.start()
     store = UserMemoryStore(directory / "groups", clock=clock)
-    scheduler = ReminderScheduler(store, directory, fake_sender(sent, clock, send_ms / 1000), lambda: POLICY,
-                                  clock=clock)
+    scheduler = ReminderScheduler(
+        store, directory, fake_sender(sent, clock, send_ms / 1000), lambda: POLICY, clock=clock
+    )
     await scheduler.start()
 
     naive = {"wakeups": 0, "idle": 0}
@@ -225,16 +260,25 @@ async def child_burst(directory: Path, instants: list[float], tail: float, trace
     span = clock() - t0
     if poller is not None:
         poller.cancel()
-    out = {"sent": len(sent), "expected": expected, "span": span, "wakeups": scheduler.stats.wakeups,
-           "idle_wakeups": scheduler.stats.idle_wakeups, "naive_wakeups": naive["wakeups"],
-           "naive_idle": naive["idle"], "loaded": store.loaded_groups,
-           "lateness_ms": [(at - due) * 1000 for _, due, at, _ in sent],
-           "said_late": sum(late for *_, late in sent),
-           "repeated": len(sent) - len({todo_id for todo_id, *_ in sent}),
-           "outside_window": sum(due not in instants for _, due, _, _ in sent),
-           "catch_up_s": (max(at for _, _, at, _ in sent) - start_virtual) if sent else None}
-    keys = [GroupKey(*p.relative_to(directory / "groups").with_suffix("").parts)
-            for p in (directory / "groups").glob("*/*.json")]
+    out = {
+        "sent": len(sent),
+        "expected": expected,
+        "span": span,
+        "wakeups": scheduler.stats.wakeups,
+        "idle_wakeups": scheduler.stats.idle_wakeups,
+        "naive_wakeups": naive["wakeups"],
+        "naive_idle": naive["idle"],
+        "loaded": store.loaded_groups,
+        "lateness_ms": [(at - due) * 1000 for _, due, at, _ in sent],
+        "said_late": sum(late for *_, late in sent),
+        "repeated": len(sent) - len({todo_id for todo_id, *_ in sent}),
+        "outside_window": sum(due not in instants for _, due, _, _ in sent),
+        "catch_up_s": (max(at for _, _, at, _ in sent) - start_virtual) if sent else None,
+    }
+    keys = [
+        GroupKey(*p.relative_to(directory / "groups").with_suffix("").parts)
+        for p in (directory / "groups").glob("*/*.json")
+    ]
     pending = sum(t.status is TodoStatus.PENDING for key in keys for t in (store.peek_todos(key) or ()))
     out["pending_loaded"] = pending
     gc.collect()
@@ -267,8 +311,12 @@ async def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="cold starts of each kind, alternating")
     parser.add_argument("--tail", type=float, default=10.0, help="quiet seconds watched after the last due instant")
     parser.add_argument("--quick", action="store_true", help="one cold start of each kind, a 3 s tail")
-    parser.add_argument("--platform-ms", type=float, default=0.0,
-                        help="also: every group's reminder due at one instant, each send taking this long (e.g. 150)")
+    parser.add_argument(
+        "--platform-ms",
+        type=float,
+        default=0.0,
+        help="also: every group's reminder due at one instant, each send taking this long (e.g. 150)",
+    )
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -276,8 +324,9 @@ async def main() -> None:
         if kind == "start":
             out = await child_start(Path(directory), rest[0] == "rebuild", rest[1] == "trace")
         else:
-            out = await child_burst(Path(directory), json.loads(rest[0]), float(rest[1]), rest[2] == "trace",
-                                    float(rest[3]))
+            out = await child_burst(
+                Path(directory), json.loads(rest[0]), float(rest[1]), rest[2] == "trace", float(rest[3])
+            )
         print(json.dumps(out))
         return
     if args.quick:
@@ -290,9 +339,11 @@ async def main() -> None:
         files = list((directory / "groups").glob("*/*.json"))
         size = sum(p.stat().st_size for p in files)
         index_size = (directory / INDEX_FILE).stat().st_size
-        print(f"{args.groups * args.per_group:,} pending todos in {len(files):,} groups ({args.per_group} each, "
-              f"{MEMBERS_PER_GROUP} members), group files {size / 1e6:.1f} MB, due index {index_size / 1e3:.0f} kB; "
-              f"written through the store in {setup:.1f} s")
+        print(
+            f"{args.groups * args.per_group:,} pending todos in {len(files):,} groups ({args.per_group} each, "
+            f"{MEMBERS_PER_GROUP} members), group files {size / 1e6:.1f} MB, due index {index_size / 1e3:.0f} kB; "
+            f"written through the store in {setup:.1f} s"
+        )
 
         runs: dict[str, list[dict]] = {"index": [], "rebuild": []}
         for _ in range(args.repeats):  # alternate, so both see the same machine load
@@ -304,46 +355,60 @@ async def main() -> None:
         for mode, label in (("index", "read the due index (new)"), ("rebuild", "baseline: rebuild from group files")):
             ms = statistics.median(r["ms"] for r in runs[mode])
             rss = statistics.median(r["rss_kb"] for r in runs[mode]) / 1024
-            print(f"   {label:<38}{ms:>8.1f}ms{rss:>8.1f}MB{traced[mode]['peak_kb'] / 1024:>11.1f}MB"
-                  f"{runs[mode][0]['loaded']:>15}")
+            print(
+                f"   {label:<38}{ms:>8.1f}ms{rss:>8.1f}MB{traced[mode]['peak_kb'] / 1024:>11.1f}MB"
+                f"{runs[mode][0]['loaded']:>15}"
+            )
         cold = {mode: statistics.median(r["ms"] for r in runs[mode]) for mode in runs}
 
         replay = Path(tmp) / "replay"
         shutil.copytree(directory, replay)
         burst = run_child("burst", str(directory), json.dumps(instants), str(args.tail), "plain", "0")
         late = burst["lateness_ms"]
-        print(f"\n2. delivery: {burst['sent']} of {burst['expected']} reminders due within {instants[-1] - instants[0]:.0f} s "
-              f"({INSTANTS} instants, ~{burst['expected'] // INSTANTS} sharing each), fake sender, real loop and "
-              f"durable store ({burst['repeated']} sent twice, {burst['outside_window']} outside the window):")
+        print(
+            f"\n2. delivery: {burst['sent']} of {burst['expected']} reminders due within {instants[-1] - instants[0]:.0f} s "
+            f"({INSTANTS} instants, ~{burst['expected'] // INSTANTS} sharing each), fake sender, real loop and "
+            f"durable store ({burst['repeated']} sent twice, {burst['outside_window']} outside the window):"
+        )
         p50, p99, worst = percentile(late, 0.5), percentile(late, 0.99), max(late)
         print(f"   lateness p50 {p50:.1f} ms, p99 {p99:.1f} ms, max {worst:.1f} ms")
-        print(f"\n3. wake-ups over {burst['span']:.0f} s ({INSTANTS} due instants, then {args.tail:.0f} s with nothing due):")
+        print(
+            f"\n3. wake-ups over {burst['span']:.0f} s ({INSTANTS} due instants, then {args.tail:.0f} s with nothing due):"
+        )
         print(f"   scheduler: {burst['wakeups']} wake-ups, {burst['idle_wakeups']} idle")
         print(f"   baseline, polling every second: {burst['naive_wakeups']} wake-ups, {burst['naive_idle']} idle")
 
         memory = run_child("burst", str(replay), json.dumps(instants), "0", "trace", "0")
-        print(f"\n4. running scheduler after the burst ({burst['loaded']} group documents loaded, "
-              f"{burst['pending_loaded']:,} pending todos in them):")
-        print(f"   RSS growth of the burst process {burst['rss_kb'] / 1024:.1f} MB; traced replay: tracemalloc current "
-              f"{memory['current_kb'] / 1024:.1f} MB, peak {memory['peak_kb'] / 1024:.1f} MB "
-              f"({memory['sent']} reminders all due at once, sent in {memory['catch_up_s']:.1f} s under tracing)")
+        print(
+            f"\n4. running scheduler after the burst ({burst['loaded']} group documents loaded, "
+            f"{burst['pending_loaded']:,} pending todos in them):"
+        )
+        print(
+            f"   RSS growth of the burst process {burst['rss_kb'] / 1024:.1f} MB; traced replay: tracemalloc current "
+            f"{memory['current_kb'] / 1024:.1f} MB, peak {memory['peak_kb'] / 1024:.1f} MB "
+            f"({memory['sent']} reminders all due at once, sent in {memory['catch_up_s']:.1f} s under tracing)"
+        )
 
         if args.platform_ms:
             one = Path(tmp) / "one-instant"
             at_once, _ = await build(one, args.groups, args.per_group, instant_count=1)
             slow = run_child("burst", str(one), json.dumps(at_once), "0", "plain", str(args.platform_ms))
             late_s = [v / 1000 for v in slow["lateness_ms"]]
-            print(f"\n5. {slow['sent']} reminders due at one instant, each send taking {args.platform_ms:.0f} ms "
-                  f"(a platform API call): last sent after {max(late_s):.1f} s (p50 {percentile(late_s, 0.5):.1f} s); "
-                  f"{slow['said_late']} of them say \"补发…机器人当时不在线\" (sent more than 120 s after their time)")
+            print(
+                f"\n5. {slow['sent']} reminders due at one instant, each send taking {args.platform_ms:.0f} ms "
+                f"(a platform API call): last sent after {max(late_s):.1f} s (p50 {percentile(late_s, 0.5):.1f} s); "
+                f'{slow["said_late"]} of them say "补发…机器人当时不在线" (sent more than 120 s after their time)'
+            )
 
-        print("\nREADME: "
-              f"cold start with {args.groups * args.per_group:,} pending todos in {args.groups:,} groups "
-              f"{cold['index']:.0f} ms reading the due index (0 groups loaded) vs {cold['rebuild']:.0f} ms rebuilding it "
-              f"from the group files; lateness p50 {p50:.0f} ms / p99 {p99:.0f} ms / max {worst:.0f} ms for "
-              f"{burst['sent']} reminders in {instants[-1] - instants[0]:.0f} s; {burst['wakeups']} wake-ups "
-              f"({burst['idle_wakeups']} idle) vs {burst['naive_wakeups']} polling every second; "
-              f"{memory['current_kb'] / 1024:.0f} MB traced ({burst['rss_kb'] / 1024:.0f} MB RSS) with all groups loaded")
+        print(
+            "\nREADME: "
+            f"cold start with {args.groups * args.per_group:,} pending todos in {args.groups:,} groups "
+            f"{cold['index']:.0f} ms reading the due index (0 groups loaded) vs {cold['rebuild']:.0f} ms rebuilding it "
+            f"from the group files; lateness p50 {p50:.0f} ms / p99 {p99:.0f} ms / max {worst:.0f} ms for "
+            f"{burst['sent']} reminders in {instants[-1] - instants[0]:.0f} s; {burst['wakeups']} wake-ups "
+            f"({burst['idle_wakeups']} idle) vs {burst['naive_wakeups']} polling every second; "
+            f"{memory['current_kb'] / 1024:.0f} MB traced ({burst['rss_kb'] / 1024:.0f} MB RSS) with all groups loaded"
+        )
 
 
 if __name__ == "__main__":

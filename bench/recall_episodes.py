@@ -45,11 +45,29 @@ from conftest import load_plugin_package, make_event  # noqa: E402
 DATA = BENCH / "data" / "zh_episodes.json"
 # Member memories: every asking member has all of these (with their name), so the block is as full as in real use.
 MEMBER_MEMORIES = [
-    "希望被称呼为「{name}」", "回复尽量简短，先说结论", "喜欢喝美式咖啡，不加糖", "住在杭州西湖区", "每天早上跑步五公里",
-    "养了一只叫小白的猫", "最近在学日语，准备考 N2", "对海鲜过敏", "负责组里的周报汇总", "周末一般不看工作消息",
-    "喜欢科幻小说，最爱刘慈欣", "用 Mac 和 VS Code 写代码", "下个月要去上海出差", "孩子今年上小学一年级",
-    "不喜欢开长会，希望会议控制在半小时内", "最近在减肥，晚上不吃主食", "家里装修中，周末常去看材料", "喜欢听播客，通勤时听",
-    "是团队里的老员工，入职五年", "讨厌被催进度", "打算明年考驾照", "喜欢拍照，用富士相机", "习惯用番茄钟工作法",
+    "希望被称呼为「{name}」",
+    "回复尽量简短，先说结论",
+    "喜欢喝美式咖啡，不加糖",
+    "住在杭州西湖区",
+    "每天早上跑步五公里",
+    "养了一只叫小白的猫",
+    "最近在学日语，准备考 N2",
+    "对海鲜过敏",
+    "负责组里的周报汇总",
+    "周末一般不看工作消息",
+    "喜欢科幻小说，最爱刘慈欣",
+    "用 Mac 和 VS Code 写代码",
+    "下个月要去上海出差",
+    "孩子今年上小学一年级",
+    "不喜欢开长会，希望会议控制在半小时内",
+    "最近在减肥，晚上不吃主食",
+    "家里装修中，周末常去看材料",
+    "喜欢听播客，通勤时听",
+    "是团队里的老员工，入职五年",
+    "讨厌被催进度",
+    "打算明年考驾照",
+    "喜欢拍照，用富士相机",
+    "习惯用番茄钟工作法",
     "生日是三月十二日",
 ]
 NOISE = ["今天天气真好啊", "哈哈哈", "大家中午吃什么", "帮我写一首关于秋天的诗", "谢谢", "早上好"]
@@ -61,7 +79,10 @@ def local(text: str, zone: ZoneInfo) -> float:
 
 
 LATENCY_MESSAGES = [
-    "帮我看看这个代码", "支付服务的上线时间定了吗", "上次聊了什么", "昨天说到哪了",
+    "帮我看看这个代码",
+    "支付服务的上线时间定了吗",
+    "上次聊了什么",
+    "昨天说到哪了",
     "回滚方案是谁在写？我这边想参考一下，顺便问下大家最近手上的活多不多，我这周有点空可以帮忙分担一些测试或者文档的工作，"
     "有需要的话直接找我就行。另外周末有没有人一起去爬山，天气预报说周六是晴天，周日可能下雨，我们可以早上七点出发。",
 ]
@@ -74,6 +95,7 @@ def latency() -> None:
     main_module = load_plugin_package()
     package = main_module.__package__
     from importlib import import_module
+
     Episode = import_module(f"{package}.memory._episodes.model").Episode
     inject = import_module(f"{package}.memory._episodes.inject")
     GroupKey = import_module(f"{package}.memory").GroupKey
@@ -85,8 +107,16 @@ def latency() -> None:
     print("episode section, warm, one message (microseconds):")
     print(f"  {'message':<28}{'episodes':>9}{'p50':>8}{'p99':>8}")
     for count in (40, 300):
-        episodes = [Episode(id=f"e{i}", start=now - i * 3600, end=now - i * 3600 + 1800, created_at=now,
-                            summary=f"{rng.choice(summaries)}（第{i}段）") for i in range(count)]
+        episodes = [
+            Episode(
+                id=f"e{i}",
+                start=now - i * 3600,
+                end=now - i * 3600 + 1800,
+                created_at=now,
+                summary=f"{rng.choice(summaries)}（第{i}段）",
+            )
+            for i in range(count)
+        ]
         section, key = inject.EpisodeSection(), GroupKey("lark", f"oc_{count}")
         for message in LATENCY_MESSAGES:
             section.lines(key, episodes, message, now, zone, 2, 1500)
@@ -97,8 +127,10 @@ def latency() -> None:
                 samples.append(time.perf_counter_ns() - t0)
             samples.sort()
             label = message if len(message) < 16 else f"{message[:10]}…（{len(message)} 字）"
-            print(f"  {label:<28}{count:>9}{statistics.median(samples) / 1000:>8.1f}"
-                  f"{samples[int(len(samples) * 0.99)] / 1000:>8.1f}")
+            print(
+                f"  {label:<28}{count:>9}{statistics.median(samples) / 1000:>8.1f}"
+                f"{samples[int(len(samples) * 0.99)] / 1000:>8.1f}"
+            )
 
 
 def main() -> None:
@@ -119,6 +151,7 @@ async def run() -> None:
     main_module = load_plugin_package()
     memory = sys.modules[f"{main_module.__package__}.memory"]
     from importlib import import_module
+
     package = main_module.__package__
     Episode = import_module(f"{package}.memory._episodes.model").Episode
     inject = import_module(f"{package}.memory._episodes.inject")
@@ -139,9 +172,18 @@ async def run() -> None:
         episodes = []
         for e in group["episodes"]:
             start, end = local(e["start"], zone), local(e["end"], zone)
-            episodes.append(Episode(id=e["id"], start=start, end=end, participants=e["participants"],
-                                    summary=e["summary"], created_at=end, messages=30,
-                                    archived_at=end + 14 * 86400 if e.get("archived") else None))
+            episodes.append(
+                Episode(
+                    id=e["id"],
+                    start=start,
+                    end=end,
+                    participants=e["participants"],
+                    summary=e["summary"],
+                    created_at=end,
+                    messages=30,
+                    archived_at=end + 14 * 86400 if e.get("archived") else None,
+                )
+            )
             owner_of[e["summary"]] = group["id"]
             if e.get("archived"):
                 archived.add(e["summary"])
@@ -152,15 +194,17 @@ async def run() -> None:
 
             def add_all(memories, contents=contents):
                 for content in contents:
-                    memories, _ = ops.save(memories, memory_type="fact", content=content, now=now - 86400,
-                                           max_count=100, max_length=200)
+                    memories, _ = ops.save(
+                        memories, memory_type="fact", content=content, now=now - 86400, max_count=100, max_length=200
+                    )
                 return memories, None
 
             await plugin.store.change(key, user_id, add_all, actor="bench")
     id_of = {e.summary: e.id for episodes in by_group.values() for e in episodes}
 
-    hits: dict[str, defaultdict[str, list[bool]]] = {k: defaultdict(list) for k in ("latest two", "relevance only",
-                                                                                     "plugin")}
+    hits: dict[str, defaultdict[str, list[bool]]] = {
+        k: defaultdict(list) for k in ("latest two", "relevance only", "plugin")
+    }
     foreign = archived_hits = 0
     for group in data["groups"]:
         live = sorted((e for e in by_group[group["id"]] if e.archived_at is None), key=lambda e: -e.end)
@@ -174,14 +218,19 @@ async def run() -> None:
             archived_hits += sum(s in archived for s in summaries)
             injected = {id_of.get(s) for s in summaries}
             relevance_only = inject.choose(inject._derive(by_group[group["id"]]), q["question"], None, 2, 10_000)
-            for name, chosen in (("latest two", {e.id for e in live[:2]}),
-                                 ("relevance only", {e.id for e in relevance_only}), ("plugin", injected)):
+            for name, chosen in (
+                ("latest two", {e.id for e in live[:2]}),
+                ("relevance only", {e.id for e in relevance_only}),
+                ("plugin", injected),
+            ):
                 ok = bool(chosen & answers)
                 hits[name][q["kind"]].append(ok)
                 hits[name]["all"].append(ok)
             if not injected & answers:
-                print(f"  missed [{group['id']}] {q['question']!r}: injected {sorted(i or '?' for i in injected)}, "
-                      f"want {sorted(answers)}")
+                print(
+                    f"  missed [{group['id']}] {q['question']!r}: injected {sorted(i or '?' for i in injected)}, "
+                    f"want {sorted(answers)}"
+                )
     noise_hits = 0
     for group in data["groups"]:
         for text in NOISE:
@@ -193,13 +242,17 @@ async def run() -> None:
 
     kinds = ["all", "latest", "time", "topic"]
     total = {k: len(hits["plugin"][k]) for k in kinds}
-    print(f"\nepisode questions: {total['all']} ({', '.join(f'{k} {total[k]}' for k in kinds[1:])}), "
-          f"{len(data['groups'])} groups, {sum(len(v) for v in by_group.values())} episodes; right episode injected:")
+    print(
+        f"\nepisode questions: {total['all']} ({', '.join(f'{k} {total[k]}' for k in kinds[1:])}), "
+        f"{len(data['groups'])} groups, {sum(len(v) for v in by_group.values())} episodes; right episode injected:"
+    )
     print(f"  {'':<16}" + "".join(f"{k:>10}" for k in kinds))
     for name, by_kind in hits.items():
         print(f"  {name:<16}" + "".join(f"{sum(by_kind[k]) / len(by_kind[k]):>10.3f}" for k in kinds))
-    print(f"episodes of another group injected: {foreign}; archived episodes injected: {archived_hits}; "
-          f"chit-chat messages that got an episode: {noise_hits} of {len(NOISE) * len(data['groups'])}")
+    print(
+        f"episodes of another group injected: {foreign}; archived episodes injected: {archived_hits}; "
+        f"chit-chat messages that got an episode: {noise_hits} of {len(NOISE) * len(data['groups'])}"
+    )
 
 
 if __name__ == "__main__":

@@ -202,8 +202,9 @@ class MiniLMProvider:
         header = json.loads(raw[8 : 8 + n])
         dtypes = {"F32": np.float32, "I64": np.int64}
         self._w = {
-            k: np.frombuffer(raw, dtypes[v["dtype"]], int(np.prod(v["shape"])), 8 + n + v["data_offsets"][0])
-            .reshape(v["shape"])
+            k: np.frombuffer(raw, dtypes[v["dtype"]], int(np.prod(v["shape"])), 8 + n + v["data_offsets"][0]).reshape(
+                v["shape"]
+            )
             for k, v in header.items()
             if k != "__metadata__"
         }
@@ -226,8 +227,12 @@ class MiniLMProvider:
     def _is_cjk(c: str) -> bool:
         o = ord(c)
         return (
-            0x4E00 <= o <= 0x9FFF or 0x3400 <= o <= 0x4DBF or 0x20000 <= o <= 0x2A6DF or 0x2A700 <= o <= 0x2CEAF
-            or 0xF900 <= o <= 0xFAFF or 0x2F800 <= o <= 0x2FA1F
+            0x4E00 <= o <= 0x9FFF
+            or 0x3400 <= o <= 0x4DBF
+            or 0x20000 <= o <= 0x2A6DF
+            or 0x2A700 <= o <= 0x2CEAF
+            or 0xF900 <= o <= 0xFAFF
+            or 0x2F800 <= o <= 0x2FA1F
         )
 
     def _basic(self, text: str) -> list[str]:
@@ -367,7 +372,13 @@ def semantic_ranker(
 
     async def factory(memories: list[str]) -> QueryFn:
         store = sem.VectorStore(
-            Path(tmp.name), provider, model_id, timeout=60.0, sync_timeout=600.0, batch_size=64, durable=False,
+            Path(tmp.name),
+            provider,
+            model_id,
+            timeout=60.0,
+            sync_timeout=600.0,
+            batch_size=64,
+            durable=False,
             breaker_failures=1_000_000,
         )
         key = GroupKey("bench", f"pool{id(memories)}")

@@ -97,8 +97,11 @@ ZH_TYPES = {"nick": "preference", "lang": "instruction"}  # the rest are facts
 
 def zh_recall(chatty: bool = False) -> Dataset:
     data = json.loads(ZH_RECALL.read_text(encoding="utf-8"))
-    names = {(g["id"], m["id"]): (m["nick"] if m["nick"] == m["name"] else f"{m['nick']}（{m['name']}）")
-             for g in data["groups"] for m in g["members"]}
+    names = {
+        (g["id"], m["id"]): (m["nick"] if m["nick"] == m["name"] else f"{m['nick']}（{m['name']}）")
+        for g in data["groups"]
+        for m in g["members"]
+    }
     rng = random.Random(7)
     ds = Dataset("zh_recall_chatty" if chatty else "zh_recall")
     group_index: dict[str, int] = {}
@@ -106,11 +109,21 @@ def zh_recall(chatty: bool = False) -> Dataset:
         mems = [m for m in data["memories"] if m["group"] == g["id"]]
         times = rng.sample(range(len(mems)), len(mems))  # recency unrelated to the file's order
         group_index[g["id"]] = len(ds.groups)
-        ds.groups.append(Group(members={"ou_asker": [
-            Spec(m["id"], ZH_TYPES.get(m["id"].split(".")[1], "fact"), f"{names[(m['group'], m['member'])]}：{m['text']}",
-                 1_700_000_000.0 + 60 * t)
-            for m, t in zip(mems, times, strict=True)
-        ]}))
+        ds.groups.append(
+            Group(
+                members={
+                    "ou_asker": [
+                        Spec(
+                            m["id"],
+                            ZH_TYPES.get(m["id"].split(".")[1], "fact"),
+                            f"{names[(m['group'], m['member'])]}：{m['text']}",
+                            1_700_000_000.0 + 60 * t,
+                        )
+                        for m, t in zip(mems, times, strict=True)
+                    ]
+                }
+            )
+        )
     for i, q in enumerate(data["questions"]):
         text = chatty_message(q["question"], i) if chatty else q["question"]
         ds.cases.append(Case(group_index[q["group"]], "ou_asker", text, frozenset(q["answers"])))
@@ -127,9 +140,11 @@ _OPENERS = [
     "刚从外面回来，外面下好大的雨，伞都被吹翻了，鞋子全湿透了，现在坐在这里脚冰凉冰凉的。",
 ]
 _CLOSERS = ["", "谢谢啦～", "不急，有空回我就行。", "我一会儿还得去接孩子，先这样。", "麻烦你了哈哈。"]
-_RAMBLE = ("说起来最近真的是忙得团团转，早上七点起床送孩子上学，到公司先回一堆消息，开两个会，下午再改方案，"
-           "晚上回家还要做饭收拾屋子，周末也没闲着，不是加班就是陪家里人出去转转，感觉一年到头都没有好好休息过。"
-           "有时候想想也挺好笑的，以前总觉得长大了就自由了，结果发现责任越来越多，时间越来越少。")
+_RAMBLE = (
+    "说起来最近真的是忙得团团转，早上七点起床送孩子上学，到公司先回一堆消息，开两个会，下午再改方案，"
+    "晚上回家还要做饭收拾屋子，周末也没闲着，不是加班就是陪家里人出去转转，感觉一年到头都没有好好休息过。"
+    "有时候想想也挺好笑的，以前总觉得长大了就自由了，结果发现责任越来越多，时间越来越少。"
+)
 
 
 def chatty_message(question: str, i: int) -> str:
@@ -147,7 +162,9 @@ def chatty_message(question: str, i: int) -> str:
 def locomo() -> Dataset:
     ds = Dataset("locomo", covers={})
     for pool in load_locomo():
-        specs = [Spec(f"{pool.name}#{i}", "fact", text, 1_600_000_000.0 + 60 * i) for i, text in enumerate(pool.memories)]
+        specs = [
+            Spec(f"{pool.name}#{i}", "fact", text, 1_600_000_000.0 + 60 * i) for i, text in enumerate(pool.memories)
+        ]
         ds.covers.update({s.key: keys for s, keys in zip(specs, pool.keys, strict=True)})
         ds.cases += [Case(len(ds.groups), "ou_asker", question, need) for question, need, _ in pool.questions]
         ds.groups.append(Group(members={"ou_asker": specs}))
@@ -168,8 +185,11 @@ def zh_assistant(path: Path = ZH_ASSISTANT) -> Dataset | None:
     for g in data.groups:
         index[g.id] = len(ds.groups)
         spec = lambda m: Spec(m.id, m.type, m.content, m.updated_at, m.added_by)  # noqa: E731
-        ds.groups.append(Group([spec(m) for m in g.memories],
-                               {member.id: [spec(m) for m in member.memories] for member in g.members}))
+        ds.groups.append(
+            Group(
+                [spec(m) for m in g.memories], {member.id: [spec(m) for m in member.memories] for member in g.members}
+            )
+        )
     ds.cases = [Case(index[q.group], q.speaker, q.text, frozenset(q.gold)) for q in data.questions]
     return ds
 
@@ -195,13 +215,23 @@ def write_groups(directory: Path, ds: Dataset) -> dict[str, str]:
         n += 1
         memory_id = f"{n:08x}-0000-4000-8000-{n:012x}"
         short[memory_id[:8]] = s.key
-        out = {"id": memory_id, "type": s.type, "content": s.content, "created_at": s.updated_at,
-               "updated_at": s.updated_at, "source": "explicit", "importance": 0.5}
+        out = {
+            "id": memory_id,
+            "type": s.type,
+            "content": s.content,
+            "created_at": s.updated_at,
+            "updated_at": s.updated_at,
+            "source": "explicit",
+            "importance": 0.5,
+        }
         return out | ({"added_by": s.added_by} if s.added_by else {})
 
     for g, group in enumerate(ds.groups):
         doc = {
-            "schema_version": 1, "platform": "lark", "group_id": f"oc_bench_{g}", "updated_at": 0.0,
+            "schema_version": 1,
+            "platform": "lark",
+            "group_id": f"oc_bench_{g}",
+            "updated_at": 0.0,
             "group_memories": [stored(s) for s in group.memories],
             "users": {user: {"memories": [stored(s) for s in specs]} for user, specs in group.members.items()},
         }
@@ -270,10 +300,14 @@ async def main() -> None:
     args = parser.parse_args()
     DATASETS["zh_assistant"] = lambda: zh_assistant(args.zh_assistant)
     current, previous = load_plugin_package(), load_previous()
-    print(f"strict recall at the prompt; previous = the plugin at {BASELINE} with its defaults (limit 10, absolute "
-          f"threshold 0.1, 5 relevance slots) and with limit 15; current = this checkout at its defaults (limit 15)")
-    print(f"{'data set':<18}{'members':>8}{'memories':>9}{'questions':>10}{'ranker@10':>10}{'previous':>9}"
-          f"{'prev@15':>8}{'current':>9}{'current-ranker':>15}")
+    print(
+        f"strict recall at the prompt; previous = the plugin at {BASELINE} with its defaults (limit 10, absolute "
+        f"threshold 0.1, 5 relevance slots) and with limit 15; current = this checkout at its defaults (limit 15)"
+    )
+    print(
+        f"{'data set':<18}{'members':>8}{'memories':>9}{'questions':>10}{'ranker@10':>10}{'previous':>9}"
+        f"{'prev@15':>8}{'current':>9}{'current-ranker':>15}"
+    )
     for name in args.datasets.split(","):
         ds = DATASETS[name]()
         if ds is None:
@@ -287,8 +321,10 @@ async def main() -> None:
             old15 = await injected_recall(previous, directory, short, ds, memory_inject_limit=15)
             new = await injected_recall(current, directory, short, ds)
             n_members = sum(len(g.members) for g in ds.groups)
-            print(f"{name:<18}{n_members:>8}{len(short):>9}{len(ds.cases):>10}{ranker:>10.3f}{old:>9.3f}"
-                  f"{old15:>8.3f}{new:>9.3f}{new - ranker:>+15.3f}")
+            print(
+                f"{name:<18}{n_members:>8}{len(short):>9}{len(ds.cases):>10}{ranker:>10.3f}{old:>9.3f}"
+                f"{old15:>8.3f}{new:>9.3f}{new - ranker:>+15.3f}"
+            )
             if args.sweep:
                 await sweep(current, directory, short, ds)
 

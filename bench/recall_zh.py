@@ -235,8 +235,13 @@ def semantic_latency(path: Path | str = DATA, n_memories: int = 200, repeats: in
             return [[random.Random(t).gauss(0.0, 1.0) for _ in range(dim)] for t in texts]
 
     mems = [
-        Memory(id=f"m{i}", type=MemoryType.FACT, content=pool.memories[i % len(pool.memories)] + f"（{i}）",
-               created_at=0.0, updated_at=0.0)
+        Memory(
+            id=f"m{i}",
+            type=MemoryType.FACT,
+            content=pool.memories[i % len(pool.memories)] + f"（{i}）",
+            created_at=0.0,
+            updated_at=0.0,
+        )
         for i in range(n_memories)
     ]
     ids = [m.id for m in mems]
@@ -246,8 +251,9 @@ def semantic_latency(path: Path | str = DATA, n_memories: int = 200, repeats: in
 
     async def run(label: str) -> None:
         with tempfile.TemporaryDirectory() as tmp:
-            store = sem.VectorStore(Path(tmp), RandomProvider(), "random", durable=False,
-                                    query_cache_size=len(queries) + 1)
+            store = sem.VectorStore(
+                Path(tmp), RandomProvider(), "random", durable=False, query_cache_size=len(queries) + 1
+            )
             key = GroupKey("bench", "latency")
             t0 = time.perf_counter()
             await store.sync(key, mems)
@@ -276,8 +282,10 @@ def semantic_latency(path: Path | str = DATA, n_memories: int = 200, repeats: in
                 for q in queries:
                     sem.combine(lexical[q], sims[q], sem.DEFAULT_SEMANTIC_WEIGHT)
                 per.append((time.perf_counter() - t0) / len(queries))
-            print(f"    {'combine(lexical, semantic)':38s} {statistics.median(per) * 1e6:8.1f} µs/query "
-                  f"(best {min(per) * 1e6:.1f})")
+            print(
+                f"    {'combine(lexical, semantic)':38s} {statistics.median(per) * 1e6:8.1f} µs/query "
+                f"(best {min(per) * 1e6:.1f})"
+            )
             assert store.provider_calls == calls, "timed calls reached the provider"
 
     print(f"\nsemantic latency, {n_memories} memories x {dim} dims, {len(queries)} queries, median of {repeats}:")
@@ -336,8 +344,9 @@ def semantic_calibration(path: Path | str = DATA, render: str = "name", model: s
     for name, (gold, neg) in out.items():
         if not neg:
             continue
-        print_calibration(f"{name} scores ({MODEL_LABEL.get(model, model)}, render={render})", gold, neg,
-                          (0.2, 0.3, 0.4, 0.5, 0.6))
+        print_calibration(
+            f"{name} scores ({MODEL_LABEL.get(model, model)}, render={render})", gold, neg, (0.2, 0.3, 0.4, 0.5, 0.6)
+        )
 
 
 MODEL_LABEL = {"use": "USE-m-v3", "minilm": "MiniLM-L6"}

@@ -144,8 +144,14 @@ def load(path: Path | str = DATA) -> AssistantSet:
 
     def memory(raw: dict, scope: str, owner: str | None) -> SetMemory:
         m = SetMemory(
-            id=raw["id"], uid=uid_of(raw["id"]), type=raw["type"], content=raw["content"], scope=scope,
-            owner=owner, created_at=float(raw["created_at"]), updated_at=float(raw["updated_at"]),
+            id=raw["id"],
+            uid=uid_of(raw["id"]),
+            type=raw["type"],
+            content=raw["content"],
+            scope=scope,
+            owner=owner,
+            created_at=float(raw["created_at"]),
+            updated_at=float(raw["updated_at"]),
             added_by=raw.get("added_by"),
         )
         if m.id in by_id:
@@ -233,22 +239,30 @@ def print_stats(s: AssistantSet) -> None:
     member_counts = [len(m.memories) for g in s.groups for m in g.members]
     all_memories = list(s.by_id.values())
     types = Counter(m.type for m in all_memories)
-    print(f"groups: {len(s.groups)}; members: {len(member_counts)} "
-          f"({', '.join(f'{g.id} {len(g.members)}' for g in s.groups)})")
+    print(
+        f"groups: {len(s.groups)}; members: {len(member_counts)} "
+        f"({', '.join(f'{g.id} {len(g.members)}' for g in s.groups)})"
+    )
     n_member = sum(member_counts)
-    print(f"memories: {len(all_memories)} ({n_member} member, {len(all_memories) - n_member} group); "
-          f"per member {_distribution(member_counts)}; group memories per group "
-          f"{', '.join(str(len(g.memories)) for g in s.groups)}")
+    print(
+        f"memories: {len(all_memories)} ({n_member} member, {len(all_memories) - n_member} group); "
+        f"per member {_distribution(member_counts)}; group memories per group "
+        f"{', '.join(str(len(g.memories)) for g in s.groups)}"
+    )
     print("types: " + ", ".join(f"{t} {types[t]} ({types[t] / len(all_memories):.0%})" for t in TYPES))
     ages = [(s.now - m.updated_at) / 86400 for m in all_memories]
     print(f"age since last update, days: {_distribution(ages)}")
     print(f"memory length, characters: {_distribution([len(m.content) for m in all_memories])}")
     cands = [len(s.candidates(q.group, q.speaker)) for q in s.questions]
-    print(f"questions: {len(s.questions)}; negatives: {len(s.negatives)}; "
-          f"candidates per question {_distribution(cands)}")
+    print(
+        f"questions: {len(s.questions)}; negatives: {len(s.negatives)}; candidates per question {_distribution(cands)}"
+    )
     gold = Counter(len(q.gold) for q in s.questions)
-    print("gold memories per question: " + ", ".join(f"{k}: {gold[k]}" for k in sorted(gold))
-          + f"; with a group memory: {sum('group' in q.tags for q in s.questions)}")
+    print(
+        "gold memories per question: "
+        + ", ".join(f"{k}: {gold[k]}" for k in sorted(gold))
+        + f"; with a group memory: {sum('group' in q.tags for q in s.questions)}"
+    )
     print(f"message length, characters: {_distribution([len(q.text) for q in s.questions])}")
     tags = Counter(t for q in s.questions for t in q.tags)
     print("tags: " + ", ".join(f"{t} {n}" for t, n in tags.most_common()))
@@ -300,13 +314,22 @@ def print_ranker(s: AssistantSet, *, by_tag: bool, misses: bool) -> None:
     gold_rank = [ranks[q.id].index(g) + 1 if g in ranks[q.id] else None for q in s.questions for g in q.gold]
     found = [r for r in gold_rank if r is not None]
     print(f"lexical ranker (memory/_recall/lexical.py) over the speaker's + the group's memories, {n} questions:")
-    print(f"  strict@5 {rate(s.questions, 5):.3f}   strict@10 {rate(s.questions, 10):.3f}   "
-          f"strict@15 {rate(s.questions, 15):.3f}")
-    print(f"  gold memories: {len(gold_rank)}, {len(gold_rank) - len(found)} share no term with the question; "
-          f"rank of the others {_distribution(found)}")
-    print("  by group: " + "; ".join(
-        f"{g.id} {rate(qs, 5):.2f}/{rate(qs, 10):.2f} (n={len(qs)})"
-        for g in s.groups if (qs := [q for q in s.questions if q.group == g.id])))
+    print(
+        f"  strict@5 {rate(s.questions, 5):.3f}   strict@10 {rate(s.questions, 10):.3f}   "
+        f"strict@15 {rate(s.questions, 15):.3f}"
+    )
+    print(
+        f"  gold memories: {len(gold_rank)}, {len(gold_rank) - len(found)} share no term with the question; "
+        f"rank of the others {_distribution(found)}"
+    )
+    print(
+        "  by group: "
+        + "; ".join(
+            f"{g.id} {rate(qs, 5):.2f}/{rate(qs, 10):.2f} (n={len(qs)})"
+            for g in s.groups
+            if (qs := [q for q in s.questions if q.group == g.id])
+        )
+    )
     print_calibration(s)
     if by_tag:
         print("  strict@5 / @10 by tag:")
@@ -318,8 +341,7 @@ def print_ranker(s: AssistantSet, *, by_tag: bool, misses: bool) -> None:
         print("  questions missed at 10 (gold: rank, '-' = no shared term):")
         for q in s.questions:
             if not strict_at(ranks[q.id], q.gold, 10):
-                where = ", ".join(
-                    f"{g} {ranks[q.id].index(g) + 1 if g in ranks[q.id] else '-'}" for g in q.gold)
+                where = ", ".join(f"{g} {ranks[q.id].index(g) + 1 if g in ranks[q.id] else '-'}" for g in q.gold)
                 print(f"    {q.id} {q.speaker}: {q.text[:60]} → {where}")
 
 
@@ -330,12 +352,18 @@ def print_calibration(s: AssistantSet) -> None:
     gold = [scores[q.id].get(g, 0.0) for q in s.questions for g in q.gold]
     long_gold = [scores[q.id].get(g, 0.0) for q in s.questions if "long" in q.tags for g in q.gold]
     neg = [max(scores[n.id].values(), default=0.0) for n in s.negatives]
-    print(f"  normalised score of gold memories: median {statistics.median(gold):.3f}, "
-          f"p25 {sorted(gold)[len(gold) // 4]:.3f} (long messages: median {statistics.median(long_gold):.3f}); "
-          f"chit-chat's best match: median {statistics.median(neg):.3f}, max {max(neg):.3f}")
-    print("  threshold → gold memories kept / chit-chat messages matching something: " + ", ".join(
-        f"{t:.2f} → {sum(g >= t for g in gold) / len(gold):.0%}/{sum(x >= t for x in neg) / len(neg):.0%}"
-        for t in (0.02, 0.05, 0.1, 0.15, 0.2)))
+    print(
+        f"  normalised score of gold memories: median {statistics.median(gold):.3f}, "
+        f"p25 {sorted(gold)[len(gold) // 4]:.3f} (long messages: median {statistics.median(long_gold):.3f}); "
+        f"chit-chat's best match: median {statistics.median(neg):.3f}, max {max(neg):.3f}"
+    )
+    print(
+        "  threshold → gold memories kept / chit-chat messages matching something: "
+        + ", ".join(
+            f"{t:.2f} → {sum(g >= t for g in gold) / len(gold):.0%}/{sum(x >= t for x in neg) / len(neg):.0%}"
+            for t in (0.02, 0.05, 0.1, 0.15, 0.2)
+        )
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -27,7 +27,13 @@ from ._privacy.migration import open_migration
 from ._status import Health, encryption_line, status_text, storage_line
 from ._storage import GROUP_OWNER, UserMemoryStore
 from ._storage.factory import (
-    ConfigSecret, StoreChoice, choose_encryption, choose_store, config_secrets, open_store, open_vectors,
+    ConfigSecret,
+    StoreChoice,
+    choose_encryption,
+    choose_store,
+    config_secrets,
+    open_store,
+    open_vectors,
 )
 from ._todos.delivery import Reminder
 from ._todos.model import Todo, TodoStatus

@@ -23,18 +23,36 @@ PRIVACY = "privacy"  # a member's opt-out flag moved (`_privacy/optout.py`), log
 _PRIVACY_LABELS = {"optout": "关闭了从聊天中记录自己", "optin": "恢复了从聊天中记录自己"}
 AUDIT_SHOWN = 5
 _AUDIT_KINDS = {
-    "foreign_id": "指名别人的记忆或待办", "group_change": "无权修改群公共内容", "admin_command": "非管理员使用管理指令",
+    "foreign_id": "指名别人的记忆或待办",
+    "group_change": "无权修改群公共内容",
+    "admin_command": "非管理员使用管理指令",
     "dashboard_scope": "管理页请求越界",
 }
 _OP_LABELS = {
-    "add": "新增", "update": "更新", "delete": "删除", "boost": "强化", "used": "被回复用到", "revert": "撤销", ERASE: "清除",
+    "add": "新增",
+    "update": "更新",
+    "delete": "删除",
+    "boost": "强化",
+    "used": "被回复用到",
+    "revert": "撤销",
+    ERASE: "清除",
     # todo operations (the scheduler's are named by what happened)
-    "expire": "过期", "purge": "移除", "missed": "错过提醒", "remind": "提醒", "remind_failed": "提醒失败",
-    "remind_waiting": "提醒待发", "remind_attempt": "开始发送提醒", "remind_claim": "认领提醒",
+    "expire": "过期",
+    "purge": "移除",
+    "missed": "错过提醒",
+    "remind": "提醒",
+    "remind_failed": "提醒失败",
+    "remind_waiting": "提醒待发",
+    "remind_attempt": "开始发送提醒",
+    "remind_claim": "认领提醒",
     # archive (`_aging/archive.py`); a memory's "purge" is the end of its retention
-    "archive": "归档", "restore": "恢复",
+    "archive": "归档",
+    "restore": "恢复",
     # review and consolidation (`_aging/review.py`, `_aging/consolidation.py`)
-    "promote": "审核升级为核心", "keep": "审核保留", "merge": "合并为", "merge_delete": "合并移除",
+    "promote": "审核升级为核心",
+    "keep": "审核保留",
+    "merge": "合并为",
+    "merge_delete": "合并移除",
 }
 _ARCHIVE_OPS = ("archive", "restore", "purge")
 
@@ -106,8 +124,12 @@ def _units(changes: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
 
 
 async def history_text(
-    store: MemoryStore, key: GroupKey, limit: int = 10, zone: tzinfo | None = None,
-    audit: AuditPage | None = None, name: Callable[[str], str | None] = lambda _: None,
+    store: MemoryStore,
+    key: GroupKey,
+    limit: int = 10,
+    zone: tzinfo | None = None,
+    audit: AuditPage | None = None,
+    name: Callable[[str], str | None] = lambda _: None,
 ) -> str:
     """The latest changes of the group's memories and todos (every writer), newest last; a transaction is shown as
     one item. Then the `audit` of refused access, the most recent aggregates first (`name` gives display names)."""
@@ -211,22 +233,32 @@ async def revert_change(
     except StorageUnavailable as exc:
         return f"撤销失败：{exc}"
     what = "、".join(f"#{i}" for i in reverted)
-    return f"已撤销 {what}：" + "；".join(
-        f"[{_owner_text(e)}] 恢复为「{old.content}」" if old else f"[{_owner_text(e)}] 已移除「{_content(e.get('new'))}」"
-        for e, old, _ in wanted
-    ) + await _decline(store, key, _undone(unit))
+    return (
+        f"已撤销 {what}："
+        + "；".join(
+            f"[{_owner_text(e)}] 恢复为「{old.content}」"
+            if old
+            else f"[{_owner_text(e)}] 已移除「{_content(e.get('new'))}」"
+            for e, old, _ in wanted
+        )
+        + await _decline(store, key, _undone(unit))
+    )
 
 
 def _undone(unit: Sequence[dict[str, Any]]) -> list[tuple[str, list[str]]]:
     """The maintenance decisions the reverted entries carried out, as (decision, memory ids): a consolidation merge
     (its sources), a review's PROMOTE, KEEP or DELETE (the memory, under the kind of review)."""
     decisions = []
-    sources = [str(e.get("target")) for e in unit if e.get("actor") == CONSOLIDATION_ACTOR
-               and e.get("op") == MERGED_SOURCE_OP]
+    sources = [
+        str(e.get("target")) for e in unit if e.get("actor") == CONSOLIDATION_ACTOR and e.get("op") == MERGED_SOURCE_OP
+    ]
     if len(sources) > 1 and any(e.get("op") == MERGE_OP for e in unit):
         decisions.append((MERGE, sources))
-    decisions += [(e["review"], [str(e.get("target"))]) for e in unit
-                  if e.get("actor") == REVIEW_ACTOR and e.get("review") in (PROMOTION, DECAY)]
+    decisions += [
+        (e["review"], [str(e.get("target"))])
+        for e in unit
+        if e.get("actor") == REVIEW_ACTOR and e.get("review") in (PROMOTION, DECAY)
+    ]
     return decisions
 
 
@@ -263,8 +295,14 @@ async def _revert_archive_move(
         else:
             restored = _dump(_memory(entry.get("new")))
             moved = await archive_memories(
-                store, key, [(owner, target)], reason=str(entry.get("reason") or "revert"), actor=actor, extra=extra,
-                core_importance=core_importance, only_if=lambda current: _dump(current) == restored,
+                store,
+                key,
+                [(owner, target)],
+                reason=str(entry.get("reason") or "revert"),
+                actor=actor,
+                extra=extra,
+                core_importance=core_importance,
+                only_if=lambda current: _dump(current) == restored,
             )
             what = f"已撤销 #{entry_id}：[{_owner_text(entry)}] 「{_content(entry.get('new'))}」重新归档"
             gone = "它已被修改、删除、成为受保护的记忆，或已再次归档"
@@ -340,8 +378,9 @@ async def stats_text(store: MemoryStore, key: GroupKey, pending: int, maintenanc
     for actor, title, outcomes in _BACKGROUND_COSTS:
         cost = totals.of(actor)
         decided = "、".join(f"{label} {cost.decisions.get(name, 0)} 次" for name, label in outcomes)
-        lines.append(f"{title}：调用 {cost.calls} 次，输入 {cost.input_tokens} / 输出 {cost.output_tokens} tokens；"
-                     f"{decided}。")
+        lines.append(
+            f"{title}：调用 {cost.calls} 次，输入 {cost.input_tokens} / 输出 {cost.output_tokens} tokens；{decided}。"
+        )
     if maintenance:
         lines.append(f"定期维护：{maintenance}")
     return "\n".join(lines)
@@ -349,7 +388,10 @@ async def stats_text(store: MemoryStore, key: GroupKey, pending: int, maintenanc
 
 # Each background caller besides extraction: its actor, its name, and the decisions its calls end in.
 _BACKGROUND_COSTS = (
-    (REVIEW_ACTOR, "记忆审核", (("promote", "升级为核心"), ("keep", "保留"), ("delete", "删除"), ("search", "搜索"),
-                          ("invalid", "回复无效"))),
+    (
+        REVIEW_ACTOR,
+        "记忆审核",
+        (("promote", "升级为核心"), ("keep", "保留"), ("delete", "删除"), ("search", "搜索"), ("invalid", "回复无效")),
+    ),
     (CONSOLIDATION_ACTOR, "记忆合并", (("merge", "合并"), ("distinct", "判定不是同一件事"), ("invalid", "回复无效"))),
 )

@@ -203,14 +203,16 @@ def build_prompt(
         memory_lines.append(f"[{s.number}] ({whose}，{s.memory.type.value}) {fence.data(s.memory.content)}")
     conversation = [f"{speakers[u.user_id]}: {fence.data(u.text)}" for u in utterances]
     prompt = EXTRACTION_PROMPT.format(
-        memories="\n".join(memory_lines) or "（无）", replies=_replies_section(replies, shown, speakers),
+        memories="\n".join(memory_lines) or "（无）",
+        replies=_replies_section(replies, shown, speakers),
         conversation="\n".join(conversation),
     )
     if policy is None:
         return prompt
     todo_lines = [
         f"- ({speakers[t.assignee]}) {fence.data(t.content)}{_todo_times(t, policy, now)}"
-        for t in (todos or ()) if t.assignee in speakers and t.status is TodoStatus.PENDING
+        for t in (todos or ())
+        if t.assignee in speakers and t.status is TodoStatus.PENDING
     ][:MAX_SHOWN_TODOS]
     now_line = f"{when.now_text(now, policy.zone)}，即 {when.local_iso(now, policy.zone)}"
     return TODO_PROMPT_PREFIX.format(now=now_line, todos="\n".join(todo_lines) or "（无）") + prompt
@@ -235,8 +237,11 @@ def judged_ids(replies: Sequence[Reply], shown: Sequence[Shown]) -> frozenset[st
 
 
 def _todo_times(todo: Todo, policy: TodoPolicy, now: float) -> str:
-    times = [f"{name} {when.local_iso(at, policy.zone)}"
-             for name, at in (("截止", todo.due_at), ("提醒", todo.remind_at)) if at is not None]
+    times = [
+        f"{name} {when.local_iso(at, policy.zone)}"
+        for name, at in (("截止", todo.due_at), ("提醒", todo.remind_at))
+        if at is not None
+    ]
     return f"（{'，'.join(times)}）" if times else ""
 
 
@@ -258,7 +263,9 @@ def select_shown(
 
 
 def with_injected(
-    shown: list[Shown], replies: Sequence[Reply], member_memories: dict[str, list[Memory]],
+    shown: list[Shown],
+    replies: Sequence[Reply],
+    member_memories: dict[str, list[Memory]],
     group_memories: list[Memory],
 ) -> list[Shown]:
     """`shown` plus the memories of this group injected for `replies` that it lacks (numbered on), so a reply's
@@ -359,7 +366,11 @@ def validate(
 
 
 def _validate_one(
-    raw: Any, by_label: dict[str, str], managers: set[str], by_number: dict[int, Shown], settings: Settings,
+    raw: Any,
+    by_label: dict[str, str],
+    managers: set[str],
+    by_number: dict[int, Shown],
+    settings: Settings,
     judged: frozenset[str] = frozenset(),
 ) -> Operation | None:
     if not isinstance(raw, dict):
@@ -381,9 +392,14 @@ def _validate_one(
         if scope is Scope.GROUP:
             check_group_write(speaker in managers, memory_type, settings)
         return Operation(
-            "add", scope, speaker if scope is Scope.MEMBER else GROUP_OWNER, memory_type=memory_type,
+            "add",
+            scope,
+            speaker if scope is Scope.MEMBER else GROUP_OWNER,
+            memory_type=memory_type,
             content=ops.parse_content(raw.get("content"), settings.memory_max_content_length),
-            importance=_importance(raw.get("importance")), actor=speaker, actor_can_manage_group=speaker in managers,
+            importance=_importance(raw.get("importance")),
+            actor=speaker,
+            actor_can_manage_group=speaker in managers,
         )
     number = shown_number(raw.get("id"))
     if number is None or number not in by_number:
@@ -408,8 +424,16 @@ def _validate_one(
         memory_type = ops.parse_memory_type(raw["type"]) if raw.get("type") else target.memory.type
         if target.scope is Scope.GROUP:
             check_group_write(actor in managers, memory_type, settings)
-        return Operation("update", target.scope, target.owner, target, memory_type, content,
-                         _importance(raw.get("importance")), actor=actor)
+        return Operation(
+            "update",
+            target.scope,
+            target.owner,
+            target,
+            memory_type,
+            content,
+            _importance(raw.get("importance")),
+            actor=actor,
+        )
     return Operation(op, target.scope, target.owner, target, actor=actor)
 
 
@@ -475,8 +499,13 @@ def apply(
             limit = settings.group_memory_max if operation.scope is Scope.GROUP else settings.memory_max_per_user
             try:
                 memories, outcome = ops.save(
-                    memories, memory_type=operation.memory_type, content=operation.content, now=now,
-                    max_count=limit, max_length=settings.memory_max_content_length, source=Source.EXTRACTION,
+                    memories,
+                    memory_type=operation.memory_type,
+                    content=operation.content,
+                    now=now,
+                    max_count=limit,
+                    max_length=settings.memory_max_content_length,
+                    source=Source.EXTRACTION,
                     importance=operation.importance,
                     added_by=operation.actor if operation.scope is Scope.GROUP else None,
                     may_change=functools.partial(
@@ -525,14 +554,24 @@ def apply_todos(
     for operation in operations:
         assert operation.owner is not None and operation.schedule is not None
         wanted = dedupe_key(operation.content or "")
-        if any(t.assignee == operation.owner and t.status in (TodoStatus.PENDING, TodoStatus.CANCELLED)
-               and dedupe_key(t.content) == wanted for t in todos):
+        if any(
+            t.assignee == operation.owner
+            and t.status in (TodoStatus.PENDING, TodoStatus.CANCELLED)
+            and dedupe_key(t.content) == wanted
+            for t in todos
+        ):
             rejected.append((operation, "the member already has (or cancelled) the same todo"))
             continue
         try:
             todos, _, _ = todo_rules.add(
-                todos, Caller(MemberKey(key, operation.owner)), content=operation.content, assignee=todo_rules.SELF,
-                schedule=operation.schedule, origin=proposals.origin, now=now, policy=proposals.policy,
+                todos,
+                Caller(MemberKey(key, operation.owner)),
+                content=operation.content,
+                assignee=todo_rules.SELF,
+                schedule=operation.schedule,
+                origin=proposals.origin,
+                now=now,
+                policy=proposals.policy,
                 source=Source.EXTRACTION,
             )
         except InvalidMemoryInput as exc:
@@ -617,8 +656,9 @@ async def run_extraction(
             wanted, late = _admitted(valid, hidden_now())
             new_lists, applied, rejected = apply(lists, wanted, settings, clock())
             rejected.extend(late)
-            op_labels.update((op.target.memory.id, op.op) for op in applied
-                             if op.op in ("boost", USED_OP) and op.target)
+            op_labels.update(
+                (op.target.memory.id, op.op) for op in applied if op.op in ("boost", USED_OP) and op.target
+            )
             return new_lists, (applied, rejected)
 
         report.applied, late_rejections = await store.change_many(
@@ -640,11 +680,20 @@ async def run_extraction(
     if episode is not None and segment is not None:
         report.episode = await _store_episode(store, key, reply, episode, segment, labels, clock(), hidden_now)
         produced = {"episode": report.episode is not None}
-    await store.record(key, {
-        "kind": CALL, "messages": len(utterances), "input_tokens": report.input_tokens,
-        "output_tokens": report.output_tokens, "applied": len(report.applied), "rejected": len(report.rejected),
-        "parse_error": report.parse_error, **produced,
-    }, actor=EXTRACTION_ACTOR)
+    await store.record(
+        key,
+        {
+            "kind": CALL,
+            "messages": len(utterances),
+            "input_tokens": report.input_tokens,
+            "output_tokens": report.output_tokens,
+            "applied": len(report.applied),
+            "rejected": len(report.rejected),
+            "parse_error": report.parse_error,
+            **produced,
+        },
+        actor=EXTRACTION_ACTOR,
+    )
     for raw, reason in report.rejected:  # the operation's name and target only, never its content
         op = raw.get("op") if isinstance(raw, dict) else None
         target = raw.get("id") if isinstance(raw, dict) else None
@@ -653,7 +702,12 @@ async def run_extraction(
 
 
 async def call_model(
-    generate: Generate, system_prompt: str, prompt: str, *, key: GroupKey, actor: str,
+    generate: Generate,
+    system_prompt: str,
+    prompt: str,
+    *,
+    key: GroupKey,
+    actor: str,
     timeout: float = CALL_TIMEOUT_SECONDS,
 ) -> tuple[str, int, int]:
     """(reply, input tokens, output tokens) of one background call; ("", 0, 0) after `timeout` seconds (logged with
@@ -676,7 +730,11 @@ async def _call(
 
 
 async def _run_episode_only(
-    store: MemoryStore, key: GroupKey, episode: EpisodeRequest, generate: Generate, clock: Callable[[], float],
+    store: MemoryStore,
+    key: GroupKey,
+    episode: EpisodeRequest,
+    generate: Generate,
+    clock: Callable[[], float],
     call_timeout: float,
 ) -> ExtractionReport:
     """One call for the episode of a segment that closed on quiet after all its lines had been extracted."""
@@ -685,18 +743,34 @@ async def _run_episode_only(
     labels = episode_summary.segment_labels((), segment)
     prompt = episode_summary.episode_only_prompt(segment, labels)
     reply = await _call(generate, episode_summary.EPISODE_ONLY_SYSTEM_PROMPT, prompt, report, key, call_timeout)
-    report.episode = await _store_episode(store, key, reply, episode, segment, labels, clock(),
-                                          await _opted_out_now(store, key))
-    await store.record(key, {
-        "kind": CALL, "messages": 0, "input_tokens": report.input_tokens, "output_tokens": report.output_tokens,
-        "applied": 0, "rejected": 0, "episode": report.episode is not None,
-    }, actor=EXTRACTION_ACTOR)
+    report.episode = await _store_episode(
+        store, key, reply, episode, segment, labels, clock(), await _opted_out_now(store, key)
+    )
+    await store.record(
+        key,
+        {
+            "kind": CALL,
+            "messages": 0,
+            "input_tokens": report.input_tokens,
+            "output_tokens": report.output_tokens,
+            "applied": 0,
+            "rejected": 0,
+            "episode": report.episode is not None,
+        },
+        actor=EXTRACTION_ACTOR,
+    )
     return report
 
 
 async def _store_episode(
-    store: MemoryStore, key: GroupKey, reply: str, request: EpisodeRequest, segment: Segment,
-    labels: dict[str, str], now: float, hidden: Callable[[], frozenset[str]],
+    store: MemoryStore,
+    key: GroupKey,
+    reply: str,
+    request: EpisodeRequest,
+    segment: Segment,
+    labels: dict[str, str],
+    now: float,
+    hidden: Callable[[], frozenset[str]],
 ) -> Episode | None:
     """The segment's episode from the reply, stored in the group's episodes (replacing the one an earlier call
     wrote for the segment so far); None (logged) when there is none, or when a member whose lines it summarises
@@ -781,17 +855,31 @@ class _Lease:
 
 
 def relayed_message(key: GroupKey, utterance: Utterance, origin: str) -> dict[str, Any]:
-    return {"p": key.platform, "g": key.group_id, "o": origin, "u": utterance.user_id,
-            "n": utterance.name[:MAX_NAME_CHARS], "t": utterance.text, "a": utterance.at, "m": utterance.message_id,
-            "c": utterance.can_manage_group}
+    return {
+        "p": key.platform,
+        "g": key.group_id,
+        "o": origin,
+        "u": utterance.user_id,
+        "n": utterance.name[:MAX_NAME_CHARS],
+        "t": utterance.text,
+        "a": utterance.at,
+        "m": utterance.message_id,
+        "c": utterance.can_manage_group,
+    }
 
 
 def read_relayed(payload: dict[str, Any]) -> tuple[GroupKey, Utterance, str]:
     """(group, message, origin) of a relayed message; KeyError / TypeError / ValueError when malformed."""
     key = GroupKey(str(payload["p"]), str(payload["g"]))
     name = str(payload["n"])[:MAX_NAME_CHARS]
-    utterance = Utterance(str(payload["u"]), name, str(payload["t"]), float(payload["a"]),
-                          can_manage_group=bool(payload["c"]), message_id=str(payload["m"]))
+    utterance = Utterance(
+        str(payload["u"]),
+        name,
+        str(payload["t"]),
+        float(payload["a"]),
+        can_manage_group=bool(payload["c"]),
+        message_id=str(payload["m"]),
+    )
     return key, utterance, str(payload["o"])
 
 
@@ -856,9 +944,11 @@ class ExtractionScheduler:
         self._call_later: CallLater = call_later or (
             lambda delay, callback: asyncio.get_running_loop().call_later(delay, callback)
         )
-        self._segments = Segmenter(
-            episode_messages, episode_quiet_seconds, self._call_later, self._segment_closed
-        ) if episode_messages else None
+        self._segments = (
+            Segmenter(episode_messages, episode_quiet_seconds, self._call_later, self._segment_closed)
+            if episode_messages
+            else None
+        )
         self._pending: dict[GroupKey, deque[Utterance]] = {}
         self._origin: dict[GroupKey, str] = {}
         self._timers: dict[GroupKey, Timer] = {}

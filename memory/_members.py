@@ -36,8 +36,11 @@ class Roster:
 def roster_from(names: Mapping[str, str | None], owner: str | None, admins: list[str] | None) -> Roster:
     """A roster from raw platform data: blank names dropped, names cleaned to one short line."""
     cleaned = {str(uid): clean_content(name)[:NAME_MAX_CHARS] for uid, name in names.items() if name}
-    return Roster({uid: name for uid, name in cleaned.items() if name}, str(owner) if owner else None,
-                  frozenset(str(a) for a in admins or ()))
+    return Roster(
+        {uid: name for uid, name in cleaned.items() if name},
+        str(owner) if owner else None,
+        frozenset(str(a) for a in admins or ()),
+    )
 
 
 MAX_SPOKEN_NAMES = 100_000
@@ -48,8 +51,14 @@ class MemberDirectory:
     tasks, at most `max_concurrent_fetches` at once and, per group, at most once every `retry_seconds` (also
     when a member the roster does not know speaks, or a fetch failed), and otherwise every `refresh_seconds`."""
 
-    def __init__(self, *, refresh_seconds: float = 6 * 3600, retry_seconds: float = 600,
-                 max_concurrent_fetches: int = 2, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        *,
+        refresh_seconds: float = 6 * 3600,
+        retry_seconds: float = 600,
+        max_concurrent_fetches: int = 2,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._refresh_seconds = refresh_seconds
         self._retry_seconds = retry_seconds
         self._clock = clock
@@ -86,8 +95,9 @@ class MemberDirectory:
         """Every name the member goes by (in the rosters, and as the reply path called them) in the groups `where`
         admits: what an erasure must take out of the episodes' summaries."""
         names = {name for (key, uid), name in self._spoken.items() if uid == user_id and where(key)}
-        names.update(roster.names[user_id] for key, roster in self._rosters.items()
-                     if user_id in roster.names and where(key))
+        names.update(
+            roster.names[user_id] for key, roster in self._rosters.items() if user_id in roster.names and where(key)
+        )
         return names
 
     def forget(self, user_id: str) -> None:
@@ -105,8 +115,9 @@ class MemberDirectory:
         roster = self._rosters.get(key)
         return roster is not None and (user_id == roster.owner or user_id in roster.admins)
 
-    def lookup(self, key: GroupKey, user_id: str, fetch: Callable[..., Awaitable[Roster | None]],
-               *fetch_args: Any) -> Roster | None:
+    def lookup(
+        self, key: GroupKey, user_id: str, fetch: Callable[..., Awaitable[Roster | None]], *fetch_args: Any
+    ) -> Roster | None:
         """The group's roster as cached (None when cold), starting a background fetch when it is missing, old,
         or does not know `user_id` - unless one ran for this group within `retry_seconds`. `fetch(*fetch_args)`
         is the platform call; it is only made when a fetch starts (no closure built on the hot path)."""
@@ -115,7 +126,8 @@ class MemberDirectory:
             return roster
         self._last_attempt[key] = self._clock()
         self._tasks[key] = asyncio.get_running_loop().create_task(
-            self._refresh(key, fetch(*fetch_args)), name=f"memory-members:{key}")
+            self._refresh(key, fetch(*fetch_args)), name=f"memory-members:{key}"
+        )
         return roster
 
     def _wants_fetch(self, key: GroupKey, roster: Roster | None, user_id: str) -> bool:

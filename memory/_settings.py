@@ -118,8 +118,10 @@ class Settings:
         every_n, buffer = self.extraction_every_n_messages, self.extraction_buffer_size
         new_buffer = min(every_n, int(_RANGES["extraction_buffer_size"][1]))
         new_every_n = min(every_n, new_buffer)
-        text = (f"extraction_every_n_messages（{every_n}）大于 extraction_buffer_size（{buffer}），"
-                f"缓冲区永远攒不够，按条数的提取不会触发：已把 extraction_buffer_size 改为 {new_buffer}")
+        text = (
+            f"extraction_every_n_messages（{every_n}）大于 extraction_buffer_size（{buffer}），"
+            f"缓冲区永远攒不够，按条数的提取不会触发：已把 extraction_buffer_size 改为 {new_buffer}"
+        )
         if new_every_n != every_n:
             text += f"，extraction_every_n_messages 改为 {new_every_n}"
         return replace(self, extraction_buffer_size=new_buffer, extraction_every_n_messages=new_every_n), text
@@ -127,8 +129,11 @@ class Settings:
     def changed_values(self, raw: Mapping[str, Any] | None) -> dict[str, Any]:
         """The settings whose effective value differs from what `raw` holds (to write back to the config)."""
         raw = raw or {}
-        return {f.name: getattr(self, f.name) for f in fields(self)
-                if f.name in raw and not _same(raw[f.name], getattr(self, f.name))}
+        return {
+            f.name: getattr(self, f.name)
+            for f in fields(self)
+            if f.name in raw and not _same(raw[f.name], getattr(self, f.name))
+        }
 
 
 def _same(raw: Any, effective: Any) -> bool:

@@ -33,30 +33,42 @@ class Health:
     encryption: str = "未启用"  # one line on encryption at rest (`encryption_line`)
 
 
-def status_text(settings: Settings, warnings: Sequence[str], health: Health,
-                secrets: Sequence[ConfigSecret] = ()) -> str:
+def status_text(
+    settings: Settings, warnings: Sequence[str], health: Health, secrets: Sequence[ConfigSecret] = ()
+) -> str:
     lines = ["记忆插件状态", "", "【生效的配置】"]
-    lines += [f"{f.name} = {_shown(getattr(settings, f.name), secret=f.name in SECRET_SETTINGS, key=f.name in _KEYS)}"
-              for f in fields(settings)]
+    lines += [
+        f"{f.name} = {_shown(getattr(settings, f.name), secret=f.name in SECRET_SETTINGS, key=f.name in _KEYS)}"
+        for f in fields(settings)
+    ]
     lines += ["", f"【配置警告】{len(warnings)} 条" + ("（已按上述生效值写回配置）" if warnings else "")]
     lines += [f"- {w}" for w in warnings]
     if secrets:
         lines += ["", f"【插件配置里的密钥】{len(secrets)} 条（应改用环境变量）"] + [f"- {s.text}" for s in secrets]
     roster = health.roster_here
-    members = ("尚未获取（正在后台获取，获取前用平台给的名字）" if roster is None else
-               f"{len(roster.names)} 个名字，群主 {'已知' if roster.owner else '未知'}，群管理员 {len(roster.admins)} 人")
-    extraction = (f"开启：本群待处理 {health.pending_here} 条，所有群共 {health.pending_all} 条，"
-                  f"后台模型调用 {health.calls_running} 个进行中、{health.calls_queued} 个排队（上限 {health.calls_limit}）"
-                  if health.extraction_on else "关闭")
-    lines += ["", "【运行状况】",
-              f"存储：{health.storage}",
-              f"加密：{health.encryption}",
-              f"已加载的群：{health.groups_loaded}",
-              f"后台提取：{extraction}",
-              f"向量召回：{health.embedding}",
-              f"群成员名单：本群 {members}；已缓存 {health.rosters_cached} 个群",
-              f"待办提醒：{health.reminders}",
-              f"记忆维护：{health.maintenance}"]
+    members = (
+        "尚未获取（正在后台获取，获取前用平台给的名字）"
+        if roster is None
+        else f"{len(roster.names)} 个名字，群主 {'已知' if roster.owner else '未知'}，群管理员 {len(roster.admins)} 人"
+    )
+    extraction = (
+        f"开启：本群待处理 {health.pending_here} 条，所有群共 {health.pending_all} 条，"
+        f"后台模型调用 {health.calls_running} 个进行中、{health.calls_queued} 个排队（上限 {health.calls_limit}）"
+        if health.extraction_on
+        else "关闭"
+    )
+    lines += [
+        "",
+        "【运行状况】",
+        f"存储：{health.storage}",
+        f"加密：{health.encryption}",
+        f"已加载的群：{health.groups_loaded}",
+        f"后台提取：{extraction}",
+        f"向量召回：{health.embedding}",
+        f"群成员名单：本群 {members}；已缓存 {health.rosters_cached} 个群",
+        f"待办提醒：{health.reminders}",
+        f"记忆维护：{health.maintenance}",
+    ]
     return "\n".join(lines)
 
 
@@ -68,8 +80,11 @@ def storage_line(choice: StoreChoice, store: MemoryStore) -> str:
         return "JSON 文件（本机插件数据目录）" + ("" if reason is None else f"；不可用：{reason}")
     server = f"{mask_dsn(choice.dsn)}（来自{choice.dsn_source}）" if choice.dsn else "未配置连接串"
     reason = store.unavailable
-    state = (f"可用，已缓存 {store.loaded_groups} 个群" if reason is None
-             else f"不可用：{without_secret(reason, choice.dsn)}（不会改用 JSON 文件）")
+    state = (
+        f"可用，已缓存 {store.loaded_groups} 个群"
+        if reason is None
+        else f"不可用：{without_secret(reason, choice.dsn)}（不会改用 JSON 文件）"
+    )
     return f"PostgreSQL，实例 {choice.instance}，{server}；{state}"
 
 
@@ -82,7 +97,8 @@ def encryption_line(encryption: EncryptionChoice, migration: str | None) -> str:
         return "未启用"
     old = [kid for kid in encryption.keyring.kids if kid != encryption.keyring.kid]
     line = f"已启用（密钥 {encryption.keyring.kid}，来自{encryption.source}" + (
-        f"；旧密钥 {'、'.join(old)} 仅用于解密）" if old else "）")
+        f"；旧密钥 {'、'.join(old)} 仅用于解密）" if old else "）"
+    )
     return f"{line}；{migration}" if migration else line
 
 

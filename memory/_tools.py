@@ -113,8 +113,11 @@ async def save_memory(
         return f"保存失败：{exc}。请告诉用户稍后再试；已有记忆不受影响。"
     line = memory_line(outcome.memory, where.scope)
     if outcome.kind is SaveKind.ADDED:
-        where_text = {Scope.MEMBER: "仅在本群对该成员生效", Scope.GROUP: "对本群所有成员生效",
-                      Scope.GLOBAL: "在所有群对该成员生效"}[where.scope]
+        where_text = {
+            Scope.MEMBER: "仅在本群对该成员生效",
+            Scope.GROUP: "对本群所有成员生效",
+            Scope.GLOBAL: "在所有群对该成员生效",
+        }[where.scope]
         return f"已保存（{where_text}）：\n{line}"
     if outcome.kind is SaveKind.DUPLICATE:
         return f"这条记忆已经存在，已刷新：\n{line}"
@@ -138,9 +141,7 @@ async def visible_lists(
     return await lists_at(store, visible_locations(caller, settings))
 
 
-async def lists_at(
-    store: MemoryStore, locations: Sequence[Location]
-) -> list[tuple[Scope, GroupKey, Sequence[Memory]]]:
+async def lists_at(store: MemoryStore, locations: Sequence[Location]) -> list[tuple[Scope, GroupKey, Sequence[Memory]]]:
     """`visible_lists` for locations already known (the reply path keeps them per caller)."""
     lists = []
     for where in locations:
@@ -188,8 +189,15 @@ def _names_one_of(target: Any, memories: Sequence[Memory]) -> bool:
 
 
 async def forget_memory(
-    store: MemoryStore, caller: Caller, settings: Settings, target: Any, scope: Any = "", *, actor: str | None = None,
-    refused: Refused | None = None, names: Iterable[str] = (),
+    store: MemoryStore,
+    caller: Caller,
+    settings: Settings,
+    target: Any,
+    scope: Any = "",
+    *,
+    actor: str | None = None,
+    refused: Refused | None = None,
+    names: Iterable[str] = (),
 ) -> str:
     """Delete from the scopes the caller may delete in. "all" and descriptions reach the caller's own memories
     (this group's and, when enabled, global ones) unless scope=group is given; an id reaches every scope the
@@ -235,16 +243,20 @@ async def forget_memory(
                 continue
             where = location(caller, s)
             removed = await store.change(
-                where.key, where.owner,
+                where.key,
+                where.owner,
                 # an erasure takes every memory of the member's list as stored when it commits
-                (lambda memories: ops.without(memories, {m.id for m in memories})) if erasing
+                (lambda memories: ops.without(memories, {m.id for m in memories}))
+                if erasing
                 else (lambda memories: ops.without(memories, doomed)),
-                actor=actor or caller.member.user_id, label=ERASE if erasing else None,
+                actor=actor or caller.member.user_id,
+                label=ERASE if erasing else None,
             )
             deleted.extend((s, m) for m in removed)
         if outcome.everything and Scope.MEMBER in scopes:
-            await erase_episodes_member(store, caller.member.group, caller.member.user_id, names,
-                                        actor=actor or caller.member.user_id)
+            await erase_episodes_member(
+                store, caller.member.group, caller.member.user_id, names, actor=actor or caller.member.user_id
+            )
     except InvalidMemoryInput as exc:
         if len(deletable) < len(candidates):
             if refused is not None and _names_one_of(target, [m for s, m in candidates if (s, m) not in deletable]):

@@ -55,8 +55,23 @@ PASSWORD_LENGTH = 16
 DEAD_URL = "http://127.0.0.1:9"  # discard port: nothing listens, connections are refused at once
 
 # Copied into data/plugins/<name>/: everything in the repo except these.
-EXCLUDE = {".git", ".venv", "venv", "tests", "bench", "scripts", ".run", ".ci", ".github",
-           "__pycache__", ".pytest_cache", ".hypothesis", ".mypy_cache", ".ruff_cache", "node_modules"}
+EXCLUDE = {
+    ".git",
+    ".venv",
+    "venv",
+    "tests",
+    "bench",
+    "scripts",
+    ".run",
+    ".ci",
+    ".github",
+    "__pycache__",
+    ".pytest_cache",
+    ".hypothesis",
+    ".mypy_cache",
+    ".ruff_cache",
+    "node_modules",
+}
 
 
 def free_port() -> int:
@@ -99,8 +114,11 @@ def password_problem(password: str) -> str | None:
     at least 8 characters, an upper-case and a lower-case ASCII letter and a digit), or None."""
     if len(password) < 8:
         return "is shorter than 8 characters"
-    for chars, what in ((string.ascii_uppercase, "upper-case letter"), (string.ascii_lowercase,
-                        "lower-case letter"), (string.digits, "digit")):
+    for chars, what in (
+        (string.ascii_uppercase, "upper-case letter"),
+        (string.ascii_lowercase, "lower-case letter"),
+        (string.digits, "digit"),
+    ):
         if not any(c in chars for c in password):
             return f"has no {what}"
     return None
@@ -109,8 +127,12 @@ def password_problem(password: str) -> str | None:
 def generate_password(length: int = PASSWORD_LENGTH) -> str:
     """A random dashboard password that always passes AstrBot's rule (one of each required class, then random)."""
     alphabet = string.ascii_letters + string.digits
-    chars = [secrets.choice(string.ascii_uppercase), secrets.choice(string.ascii_lowercase),
-             secrets.choice(string.digits), *(secrets.choice(alphabet) for _ in range(length - 3))]
+    chars = [
+        secrets.choice(string.ascii_uppercase),
+        secrets.choice(string.ascii_lowercase),
+        secrets.choice(string.digits),
+        *(secrets.choice(alphabet) for _ in range(length - 3)),
+    ]
     secrets.SystemRandom().shuffle(chars)
     return "".join(chars)
 
@@ -161,16 +183,20 @@ def init_root(root: Path, password: str) -> str:
     if state in ("ok", "changed"):
         return state
     if problem := password_problem(password):
-        raise SandboxError(f"the dashboard password {problem}; AstrBot needs at least 8 characters with an "
-                           "upper-case letter, a lower-case letter and a digit")
+        raise SandboxError(
+            f"the dashboard password {problem}; AstrBot needs at least 8 characters with an "
+            "upper-case letter, a lower-case letter and a digit"
+        )
     env = {**os.environ, "ASTRBOT_ROOT": str(root), "ASTRBOT_DASHBOARD_INITIAL_PASSWORD": password}
     if state == "generated":
         env["ASTRBOT_RESET_DASHBOARD_PASSWORD"] = "1"
     done = subprocess.run([*astrbot_cmd(), "init", "-y"], cwd=root, env=env, capture_output=True, text=True)
     state = dashboard_password_state(root, password)
     if done.returncode != 0 or state != "ok":
-        raise SandboxError(f"`astrbot init` in {root} failed (exit {done.returncode}); running the same command "
-                           f"again retries it.\n{(done.stdout + done.stderr).strip()[-2000:]}")
+        raise SandboxError(
+            f"`astrbot init` in {root} failed (exit {done.returncode}); running the same command "
+            f"again retries it.\n{(done.stdout + done.stderr).strip()[-2000:]}"
+        )
     return state
 
 
@@ -178,8 +204,11 @@ def copy_plugin(root: Path, src: Path = REPO_ROOT, name: str = PLUGIN_NAME) -> P
     dest = root / "data" / "plugins" / name
     if dest.exists():
         shutil.rmtree(dest)
-    shutil.copytree(src, dest, ignore=lambda d, names: [
-        n for n in names if n in EXCLUDE or n.endswith((".pyc", ".log")) or n.startswith(".")])
+    shutil.copytree(
+        src,
+        dest,
+        ignore=lambda d, names: [n for n in names if n in EXCLUDE or n.endswith((".pyc", ".log")) or n.startswith(".")],
+    )
     return dest
 
 
@@ -200,6 +229,7 @@ def install_requirements(plugin_dir: Path) -> None:
         from importlib.metadata import PackageNotFoundError, version
 
         from packaging.requirements import Requirement
+
         missing = []
         for ln in lines:
             r = Requirement(ln)
@@ -257,27 +287,59 @@ def prepare_root(
     if admins is not None:
         cfg["admins_id"] = ["astrbot", *admins]
     if lark_domain is not None:
-        cfg["platform"] = [p for p in cfg.get("platform", []) if p.get("id") != PLATFORM_ID] + [{
-            "id": PLATFORM_ID, "type": "lark", "enable": True,
-            "app_id": "cli_e2e_fake", "app_secret": "fake-secret", "domain": lark_domain,
-            "lark_connection_mode": "webhook", "webhook_uuid": WEBHOOK_UUID,
-            "lark_encrypt_key": "", "lark_verification_token": "",
-        }]
+        cfg["platform"] = [p for p in cfg.get("platform", []) if p.get("id") != PLATFORM_ID] + [
+            {
+                "id": PLATFORM_ID,
+                "type": "lark",
+                "enable": True,
+                "app_id": "cli_e2e_fake",
+                "app_secret": "fake-secret",
+                "domain": lark_domain,
+                "lark_connection_mode": "webhook",
+                "webhook_uuid": WEBHOOK_UUID,
+                "lark_encrypt_key": "",
+                "lark_verification_token": "",
+            }
+        ]
     if model_base is not None:
-        cfg["provider_sources"] = [s for s in cfg.get("provider_sources", []) if s.get("id") != PROVIDER_SOURCE_ID] + [{
-            "id": PROVIDER_SOURCE_ID, "provider": "openai", "type": "openai_chat_completion",
-            "provider_type": "chat_completion", "enable": True, "key": ["sk-fake"],
-            "api_base": model_base, "timeout": 60, "proxy": "", "custom_headers": {},
-        }]
+        cfg["provider_sources"] = [s for s in cfg.get("provider_sources", []) if s.get("id") != PROVIDER_SOURCE_ID] + [
+            {
+                "id": PROVIDER_SOURCE_ID,
+                "provider": "openai",
+                "type": "openai_chat_completion",
+                "provider_type": "chat_completion",
+                "enable": True,
+                "key": ["sk-fake"],
+                "api_base": model_base,
+                "timeout": 60,
+                "proxy": "",
+                "custom_headers": {},
+            }
+        ]
         ours = {CHAT_PROVIDER_ID, EMBEDDING_PROVIDER_ID}
         cfg["provider"] = [p for p in cfg.get("provider", []) if p.get("id") not in ours] + [
-            {"id": CHAT_PROVIDER_ID, "provider_source_id": PROVIDER_SOURCE_ID, "model": "fake-model",
-             "enable": True, "provider_type": "chat_completion", "type": "openai_chat_completion",
-             "modalities": ["text", "tool_use"]},
-            {"id": EMBEDDING_PROVIDER_ID, "type": "openai_embedding", "provider": "openai",
-             "provider_type": "embedding", "enable": True, "embedding_api_key": "sk-fake",
-             "embedding_api_base": model_base, "embedding_model": "fake-embedding",
-             "embedding_dimensions": 256, "timeout": 20, "proxy": ""},
+            {
+                "id": CHAT_PROVIDER_ID,
+                "provider_source_id": PROVIDER_SOURCE_ID,
+                "model": "fake-model",
+                "enable": True,
+                "provider_type": "chat_completion",
+                "type": "openai_chat_completion",
+                "modalities": ["text", "tool_use"],
+            },
+            {
+                "id": EMBEDDING_PROVIDER_ID,
+                "type": "openai_embedding",
+                "provider": "openai",
+                "provider_type": "embedding",
+                "enable": True,
+                "embedding_api_key": "sk-fake",
+                "embedding_api_base": model_base,
+                "embedding_model": "fake-embedding",
+                "embedding_dimensions": 256,
+                "timeout": 20,
+                "proxy": "",
+            },
         ]
         model_cfg = cfg.setdefault("agent_runner", {}).setdefault("config", {}).setdefault("model", {})
         model_cfg["provider_id"] = CHAT_PROVIDER_ID
@@ -295,8 +357,13 @@ def prepare_root(
 class AstrBot:
     """One `astrbot run` process on a prepared root; its output goes to <root>/astrbot.log."""
 
-    def __init__(self, root: Path, port: int | None = None, password: str | None = DEFAULT_PASSWORD,
-                 plugin: str | None = PLUGIN_NAME):
+    def __init__(
+        self,
+        root: Path,
+        port: int | None = None,
+        password: str | None = DEFAULT_PASSWORD,
+        plugin: str | None = PLUGIN_NAME,
+    ):
         self.root = Path(root).resolve()
         self._auto_port = not port
         self.port = port or free_port()
@@ -334,13 +401,18 @@ class AstrBot:
         raise AssertionError("unreachable")
 
     def _spawn(self, foreground: bool) -> None:
-        env = {**os.environ, "ASTRBOT_ROOT": str(self.root), "DASHBOARD_HOST": "127.0.0.1",
-               "DASHBOARD_PORT": str(self.port), "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+        env = {
+            **os.environ,
+            "ASTRBOT_ROOT": str(self.root),
+            "DASHBOARD_HOST": "127.0.0.1",
+            "DASHBOARD_PORT": str(self.port),
+            "PYTHONUNBUFFERED": "1",
+            "PYTHONDONTWRITEBYTECODE": "1",
+        }
         self._token = None
         self._own_group = not foreground
         if foreground:  # scripts/run.sh: the user watches the log in the terminal
-            self.proc = subprocess.Popen([*astrbot_cmd(), "run"], cwd=self.root, env=env,
-                                         preexec_fn=_die_with_parent)
+            self.proc = subprocess.Popen([*astrbot_cmd(), "run"], cwd=self.root, env=env, preexec_fn=_die_with_parent)
             return
         env["ASTRBOT_TEST_MODE"] = "true"  # no login rate limit
         # loopback (the fakes) never through a proxy, whatever the environment says
@@ -348,9 +420,16 @@ class AstrBot:
             env.pop(k, None)
         env["no_proxy"] = env["NO_PROXY"] = "localhost,127.0.0.1,::1"
         with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen([*astrbot_cmd(), "run"], cwd=self.root, env=env,
-                                         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         start_new_session=True, preexec_fn=_die_with_parent)
+            self.proc = subprocess.Popen(
+                [*astrbot_cmd(), "run"],
+                cwd=self.root,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                preexec_fn=_die_with_parent,
+            )
 
     # -- readiness -------------------------------------------------------------------------
     def wait_ready(self, timeout: float = 120) -> None:
@@ -359,8 +438,7 @@ class AstrBot:
         last = "no answer yet"
         while time.monotonic() < deadline:
             if self.proc is not None and self.proc.poll() is not None:
-                raise RuntimeError(f"astrbot exited with {self.proc.returncode} during start-up\n"
-                                   + self.log_tail())
+                raise RuntimeError(f"astrbot exited with {self.proc.returncode} during start-up\n" + self.log_tail())
             try:
                 if self.password is None:  # a password we do not know: the dashboard answering is all we can see
                     urllib.request.urlopen(self.base_url + "/", timeout=5).close()
@@ -380,8 +458,7 @@ class AstrBot:
         raise TimeoutError(f"AstrBot not ready after {timeout}s ({last})\n" + self.log_tail())
 
     # -- dashboard API ---------------------------------------------------------------------
-    def api(self, method: str, path: str, body: dict | None = None, auth: bool = True,
-            timeout: float = 10) -> dict:
+    def api(self, method: str, path: str, body: dict | None = None, auth: bool = True, timeout: float = 10) -> dict:
         headers = {"Content-Type": "application/json"}
         if auth:
             headers["Authorization"] = f"Bearer {self.login()}"
@@ -393,12 +470,13 @@ class AstrBot:
     def login(self) -> str:
         if self._token is None:
             try:
-                res = self.api("POST", "/api/auth/login",
-                               {"username": USERNAME, "password": self.password}, auth=False)
+                res = self.api("POST", "/api/auth/login", {"username": USERNAME, "password": self.password}, auth=False)
             except urllib.error.HTTPError as e:
                 if e.code == 401:  # waiting longer cannot help: say so at once instead of timing out
-                    raise SandboxError(f"the dashboard of {self.root} refuses the password; if it was changed in "
-                                       "the dashboard, log in with yours, or delete the root to start over") from e
+                    raise SandboxError(
+                        f"the dashboard of {self.root} refuses the password; if it was changed in "
+                        "the dashboard, log in with yours, or delete the root to start over"
+                    ) from e
                 raise
             if res.get("status") != "ok":
                 raise ValueError(f"login failed: {res}")
@@ -476,13 +554,17 @@ def _choose_password(root: Path, wanted: str | None) -> str:
     stored = path.read_text(encoding="utf-8").strip() if path.exists() else ""
     if stored and password_problem(stored) is None:
         if wanted and wanted != stored:
-            print(f"[sandbox] {root} already has a password; ignoring ASTRBOT_PASSWORD (delete {root} to reset)",
-                  file=sys.stderr)
+            print(
+                f"[sandbox] {root} already has a password; ignoring ASTRBOT_PASSWORD (delete {root} to reset)",
+                file=sys.stderr,
+            )
         return stored
     if wanted:
         if problem := password_problem(wanted):
-            raise SandboxError(f"ASTRBOT_PASSWORD {problem}; AstrBot needs at least 8 characters with an "
-                               "upper-case letter, a lower-case letter and a digit")
+            raise SandboxError(
+                f"ASTRBOT_PASSWORD {problem}; AstrBot needs at least 8 characters with an "
+                "upper-case letter, a lower-case letter and a digit"
+            )
         return wanted
     return generate_password()
 
@@ -501,28 +583,38 @@ def _start_demo_fakes():
 
     lark = FakeLark()
     lark.chat_members[DEMO_GROUP] = {DEMO_USER: "小王"}  # the member list gives the demo member a name
-    lark.on_reply = lambda r: print(f"\n[fake Lark] the bot replied to {r.in_reply_to or r.receive_id}:\n{r.text}\n",
-                                    flush=True)
+    lark.on_reply = lambda r: print(
+        f"\n[fake Lark] the bot replied to {r.in_reply_to or r.receive_id}:\n{r.text}\n", flush=True
+    )
     model = FakeModel(DEMO_RULES)
 
     def show_memory_block(req) -> None:
         if not req.is_tool_followup and "[关于当前用户的记忆]" in req.system_prompt:
-            block = req.system_prompt[req.system_prompt.index("[关于当前用户的记忆]"):]
+            block = req.system_prompt[req.system_prompt.index("[关于当前用户的记忆]") :]
             print("\n[fake model] the system prompt ends with:\n" + block[-1500:] + "\n", flush=True)
 
     model.on_request = show_memory_block
     return lark.start(), model.start(), BOT_OPEN_ID, BOT_NAME
 
 
-def demo_event(text: str, bot_open_id: str, bot_name: str, *, user: str = DEMO_USER,
-               group: str = DEMO_GROUP) -> dict:
+def demo_event(text: str, bot_open_id: str, bot_name: str, *, user: str = DEMO_USER, group: str = DEMO_GROUP) -> dict:
     """A Lark `im.message.receive_v1` group message from `user` that @-mentions the bot (no event_id: never
     deduplicated), with a fresh message_id to find the reply by."""
-    return {"schema": "2.0", "header": {"event_type": "im.message.receive_v1"}, "event": {
-        "sender": {"sender_id": {"open_id": user}, "sender_type": "user"},
-        "message": {"message_id": f"om_say_{secrets.token_hex(8)}", "chat_id": group, "chat_type": "group",
-                    "message_type": "text", "content": json.dumps({"text": f"@_user_1 {text}"}, ensure_ascii=False),
-                    "mentions": [{"key": "@_user_1", "id": {"open_id": bot_open_id}, "name": bot_name}]}}}
+    return {
+        "schema": "2.0",
+        "header": {"event_type": "im.message.receive_v1"},
+        "event": {
+            "sender": {"sender_id": {"open_id": user}, "sender_type": "user"},
+            "message": {
+                "message_id": f"om_say_{secrets.token_hex(8)}",
+                "chat_id": group,
+                "chat_type": "group",
+                "message_type": "text",
+                "content": json.dumps({"text": f"@_user_1 {text}"}, ensure_ascii=False),
+                "mentions": [{"key": "@_user_1", "id": {"open_id": bot_open_id}, "name": bot_name}],
+            },
+        },
+    }
 
 
 def say(root: Path, text: str, *, user: str = DEMO_USER, group: str = DEMO_GROUP, timeout: float = 60) -> str:
@@ -530,17 +622,23 @@ def say(root: Path, text: str, *, user: str = DEMO_USER, group: str = DEMO_GROUP
     try:
         demo = _read_json(root / DEMO_STATE)
     except FileNotFoundError:
-        raise SandboxError(f"no demo is running in {root}: start `scripts/run.sh --demo` first "
-                           "(in another terminal)") from None
+        raise SandboxError(
+            f"no demo is running in {root}: start `scripts/run.sh --demo` first (in another terminal)"
+        ) from None
     event = demo_event(text, demo["bot_open_id"], demo["bot_name"], user=user, group=group)
     message_id = event["event"]["message"]["message_id"]
-    post = urllib.request.Request(demo["webhook_url"], data=json.dumps(event).encode(), method="POST",
-                                  headers={"Content-Type": "application/json"})
+    post = urllib.request.Request(
+        demo["webhook_url"],
+        data=json.dumps(event).encode(),
+        method="POST",
+        headers={"Content-Type": "application/json"},
+    )
     try:
         urllib.request.urlopen(post, timeout=15).close()
     except OSError as e:
-        raise SandboxError(f"the demo bot at {demo['webhook_url']} does not answer ({e}); is run.sh --demo "
-                           "still running?") from None
+        raise SandboxError(
+            f"the demo bot at {demo['webhook_url']} does not answer ({e}); is run.sh --demo still running?"
+        ) from None
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:  # the webhook answers before the message is processed: wait for the reply
         with urllib.request.urlopen(f"{demo['lark_url']}/_fake/replies/{message_id}", timeout=10) as resp:
@@ -559,11 +657,14 @@ def next_steps(root: Path, base_url: str) -> str:
         steps.append("Add a messaging platform: 机器人 (Bots) → add one, e.g. Lark (飞书) or QQ (aiocqhttp).")
     if not [p for p in cfg.get("provider", []) if p.get("provider_type", "chat_completion") == "chat_completion"]:
         steps.append("Add a chat model: 模型提供商 (Providers) → 新增模型提供商, one that supports tool calling.")
-    steps.append(f"The plugin's settings: 插件 (Plugins) → {PLUGIN_NAME} → 插件配置 (Configure). In a group, an "
-                 "AstrBot admin sends /memory status to see the settings in effect.")
+    steps.append(
+        f"The plugin's settings: 插件 (Plugins) → {PLUGIN_NAME} → 插件配置 (Configure). In a group, an "
+        "AstrBot admin sends /memory status to see the settings in effect."
+    )
     steps.append("Try it: in a group, @ the bot with 记住，在这个群叫我老王, then ask 你记得我什么？")
     return f"Next steps (in the dashboard at {base_url}):\n" + "\n".join(
-        f"  {i}. {step}" for i, step in enumerate(steps, 1))
+        f"  {i}. {step}" for i, step in enumerate(steps, 1)
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -578,8 +679,11 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--offline", action="store_true", help="make AstrBot's calls to outside hosts fail at once")
         p.add_argument("--admin", action="append", help="Lark open_id to make admin")
         if name == "run":
-            p.add_argument("--demo", action="store_true",
-                           help="also start the fake Lark and fake model servers of tests/e2e (no accounts needed)")
+            p.add_argument(
+                "--demo",
+                action="store_true",
+                help="also start the fake Lark and fake model servers of tests/e2e (no accounts needed)",
+            )
     p = sub.add_parser("say", help="post a group message to the running demo bot and print its reply")
     p.add_argument("text", nargs="+", help="what the member says (the bot is @-mentioned for you)")
     p.add_argument("--user", default=DEMO_USER, help=f"sender open_id (default {DEMO_USER})")
@@ -607,30 +711,48 @@ def _run(args: argparse.Namespace) -> int:
     bot = None
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:
-        prepare_root(root, lark_domain=args.lark_domain, model_base=args.model_base, password=password,
-                     admins=args.admin, offline=args.offline or args.demo, streaming=False if args.demo else None)
+        prepare_root(
+            root,
+            lark_domain=args.lark_domain,
+            model_base=args.model_base,
+            password=password,
+            admins=args.admin,
+            offline=args.offline or args.demo,
+            streaming=False if args.demo else None,
+        )
         known = dashboard_password_state(root, password) == "ok"
         if known:
             _record_password(root, password)
         if args.cmd == "prepare":
             print(root)
             return 0
-        bot = AstrBot(root, port=args.port, password=password if known else None,
-                      plugin=PLUGIN_NAME if known else None)
+        bot = AstrBot(root, port=args.port, password=password if known else None, plugin=PLUGIN_NAME if known else None)
         bot.start(foreground=True)
-        print(f"\nAstrBot is running with {PLUGIN_NAME}:\n  dashboard  {bot.base_url}\n  user       {USERNAME}\n"
-              f"  password   {password if known else '(the one you set in the dashboard)'}", flush=True)
+        print(
+            f"\nAstrBot is running with {PLUGIN_NAME}:\n  dashboard  {bot.base_url}\n  user       {USERNAME}\n"
+            f"  password   {password if known else '(the one you set in the dashboard)'}",
+            flush=True,
+        )
         if args.lark_domain:
             print(f"  Lark webhook (platform {PLATFORM_ID}) {bot.webhook_url}", flush=True)
         if fakes:
-            _write_json(root / DEMO_STATE, {"webhook_url": bot.webhook_url, "lark_url": fakes[0].url,
-                                            "bot_open_id": fakes[2], "bot_name": fakes[3]})
-            print(f"\nDemo: fake Lark at {fakes[0].url}, fake model at {fakes[1].api_base}.\n"
-                  "In another terminal, talk to the bot as a group member (its reply is printed there):\n"
-                  "  scripts/say.sh 记住，在这个群叫我老王\n  scripts/say.sh 你记得我什么？\n"
-                  "  scripts/say.sh 忘掉你记得的关于我的所有东西\n  scripts/say.sh /memory list\n"
-                  "  scripts/say.sh --user ou_someone_else 你记得我什么？     # another member of the group",
-                  flush=True)
+            _write_json(
+                root / DEMO_STATE,
+                {
+                    "webhook_url": bot.webhook_url,
+                    "lark_url": fakes[0].url,
+                    "bot_open_id": fakes[2],
+                    "bot_name": fakes[3],
+                },
+            )
+            print(
+                f"\nDemo: fake Lark at {fakes[0].url}, fake model at {fakes[1].api_base}.\n"
+                "In another terminal, talk to the bot as a group member (its reply is printed there):\n"
+                "  scripts/say.sh 记住，在这个群叫我老王\n  scripts/say.sh 你记得我什么？\n"
+                "  scripts/say.sh 忘掉你记得的关于我的所有东西\n  scripts/say.sh /memory list\n"
+                "  scripts/say.sh --user ou_someone_else 你记得我什么？     # another member of the group",
+                flush=True,
+            )
         else:
             print("\n" + next_steps(root, bot.base_url), flush=True)
         print("\nCtrl+C stops it.", flush=True)
@@ -645,6 +767,7 @@ def _run(args: argparse.Namespace) -> int:
             (root / DEMO_STATE).unlink(missing_ok=True)
             fakes[0].stop()
             fakes[1].stop()
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -81,13 +81,15 @@ class Endpoint:
         if kind == JSON:
             if not where:
                 raise MigrationError(
-                    "json: needs the plugin data dir, e.g. json:data/plugin_data/astrbot_plugin_user_memory")
+                    "json: needs the plugin data dir, e.g. json:data/plugin_data/astrbot_plugin_user_memory"
+                )
             return cls(JSON, where)
         if kind == POSTGRES:
             dsn = where.strip() or environ.get(DSN_ENV, "").strip()
             if not dsn:
                 raise MigrationError(
-                    f"postgres: needs a DSN (postgres:postgresql://user:password@host/db) or {DSN_ENV}")
+                    f"postgres: needs a DSN (postgres:postgresql://user:password@host/db) or {DSN_ENV}"
+                )
             return cls(POSTGRES, dsn)
         raise MigrationError(f"{text!r}: say json:<data dir> or postgres:<dsn>")
 
@@ -136,7 +138,8 @@ async def open_side(endpoint: Endpoint, *, source: bool, sealer: Sealer | None =
         from memory._storage._postgres.vectors import PostgresVectors
 
         store = PostgresMemoryStore(
-            endpoint.where, instance=f"migrate-{socket.gethostname()}-{os.getpid()}", sealer=sealer)
+            endpoint.where, instance=f"migrate-{socket.gethostname()}-{os.getpid()}", sealer=sealer
+        )
         vectors = PostgresVectors(store)
     await store.start()  # returns after the first attempt to connect: then it serves, or says why not
     reason = store.unavailable
@@ -162,8 +165,10 @@ class Moved:
             setattr(self, name, getattr(self, name) + getattr(other, name))
 
     def __str__(self) -> str:
-        return (f"{self.memories} memories, {self.archived} archived, {self.todos} todos, {self.episodes} episodes, "
-                f"{self.log_entries} change-log entries, {self.vectors} vectors")
+        return (
+            f"{self.memories} memories, {self.archived} archived, {self.todos} todos, {self.episodes} episodes, "
+            f"{self.log_entries} change-log entries, {self.vectors} vectors"
+        )
 
 
 @dataclass
@@ -190,8 +195,10 @@ class Report:
             out += [f"  {key}" for key in self.skipped]
         out += self.notes
         if self.unreadable:
-            out.append(f"NOT MOVED {len(self.unreadable)} file(s) that cannot be read as a group (look at them, fix "
-                       "or move them aside, run again):")
+            out.append(
+                f"NOT MOVED {len(self.unreadable)} file(s) that cannot be read as a group (look at them, fix "
+                "or move them aside, run again):"
+            )
             out += [f"  {path}" for path in self.unreadable]
         if self.failed:
             out.append(f"FAILED {len(self.failed)} group(s):")
@@ -200,7 +207,11 @@ class Report:
 
 
 async def migrate(
-    source: Side, target: Side, *, groups: Sequence[GroupKey] | None = None, dry_run: bool = False,
+    source: Side,
+    target: Side,
+    *,
+    groups: Sequence[GroupKey] | None = None,
+    dry_run: bool = False,
     progress: Callable[[str], None] = lambda line: None,
 ) -> Report:
     """Copy every group of `source` (or only `groups`) that `target` does not hold yet, with its vectors, each
@@ -224,8 +235,10 @@ async def migrate(
             vectors = await source.vectors.read_group(key)
             if len(vectors) > 1 and isinstance(target.vectors, VectorFiles):
                 vectors, left = _one_model(vectors)
-                report.notes.append(f"{key}: vectors of {', '.join(left)} not moved (a vectors file holds one model's;"
-                                    " semantic recall embeds the memories again for the model it is set to)")
+                report.notes.append(
+                    f"{key}: vectors of {', '.join(left)} not moved (a vectors file holds one model's;"
+                    " semantic recall embeds the memories again for the model it is set to)"
+                )
             moved = _count(dump, vectors)
             if not dry_run:
                 await move_group(key, dump, vectors, target)
@@ -262,8 +275,12 @@ def _one_model(vectors: list[GroupVectors]) -> tuple[list[GroupVectors], list[st
 def _count(dump: GroupDump, vectors: list[GroupVectors]) -> Moved:
     doc = dump.document
     return Moved(
-        memories=len(doc.all_memories()), archived=len(doc.archive), todos=len(doc.todos),
-        episodes=len(dump.episodes), log_entries=len(dump.log), vectors=sum(len(v.entries) for v in vectors),
+        memories=len(doc.all_memories()),
+        archived=len(doc.archive),
+        todos=len(doc.todos),
+        episodes=len(dump.episodes),
+        log_entries=len(dump.log),
+        vectors=sum(len(v.entries) for v in vectors),
     )
 
 
@@ -344,17 +361,24 @@ def parse_group(text: str) -> GroupKey:
 
 async def run(argv: Sequence[str] | None = None, out: Callable[[str], None] = print) -> int:
     parser = argparse.ArgumentParser(
-        prog="migrate_store.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+        prog="migrate_store.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--from", dest="source", required=True, help="json:<plugin data dir> or postgres:<dsn>")
     parser.add_argument("--to", dest="target", required=True, help="json:<plugin data dir> or postgres:<dsn>")
-    parser.add_argument("--group", action="append", default=None, metavar="PLATFORM:GROUP_ID",
-                        help="move only this group (repeatable); PLATFORM: alone is the platform's global memories")
+    parser.add_argument(
+        "--group",
+        action="append",
+        default=None,
+        metavar="PLATFORM:GROUP_ID",
+        help="move only this group (repeatable); PLATFORM: alone is the platform's global memories",
+    )
     parser.add_argument("--dry-run", action="store_true", help="say what would move; change nothing")
     args = parser.parse_args(argv)
     try:
         source, target = Endpoint.parse(args.source), Endpoint.parse(args.target)
         same_files = source.kind == target.kind == JSON and (
-            source.groups_dir(existing=True).resolve() == target.groups_dir(existing=False).resolve())
+            source.groups_dir(existing=True).resolve() == target.groups_dir(existing=False).resolve()
+        )
         if source == target or same_files:
             raise MigrationError("--from and --to name the same store")
         groups = [parse_group(g) for g in args.group] if args.group else None

@@ -103,10 +103,12 @@ def describe(counts: Counter[str], kid: str) -> list[str]:
     return [f"key {k}: {n} sealed value(s){' (the new key)' if k == kid else ''}" for k, n in sorted(counts.items())]
 
 
-async def run(argv: Sequence[str] | None = None, out: Callable[[str], None] = print,
-              environ: Mapping[str, str] = os.environ) -> int:
+async def run(
+    argv: Sequence[str] | None = None, out: Callable[[str], None] = print, environ: Mapping[str, str] = os.environ
+) -> int:
     parser = argparse.ArgumentParser(
-        prog="rotate_key.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+        prog="rotate_key.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("store", nargs="?", help="json:<plugin data dir> or postgres:<dsn>")
     parser.add_argument("--new-key", action="store_true", help="print a fresh random key and exit")
     parser.add_argument("--check", action="store_true", help="count what is sealed with which key; change nothing")
@@ -134,8 +136,11 @@ async def run(argv: Sequence[str] | None = None, out: Callable[[str], None] = pr
 
 
 async def _rotate(endpoint: Endpoint, side: Side, sealer: Sealer, *, check: bool, out: Callable[[str], None]) -> int:
-    progress = (FileProgress(endpoint.groups_dir(existing=True).parent / PROGRESS_FILE) if endpoint.kind == JSON
-                else PostgresProgress(side.store))
+    progress = (
+        FileProgress(endpoint.groups_dir(existing=True).parent / PROGRESS_FILE)
+        if endpoint.kind == JSON
+        else PostgresProgress(side.store)
+    )
     if not check:
         step = verified_reseal(side)
         done = 0
@@ -146,8 +151,9 @@ async def _rotate(endpoint: Endpoint, side: Side, sealer: Sealer, *, check: bool
             done += 1
             out(f"{key}: resealed")
 
-        migration = EncryptionMigration(side.store, progress, sealer.kid, spacing=0, save_every=1.0, step=one,
-                                        lease=False)
+        migration = EncryptionMigration(
+            side.store, progress, sealer.kid, spacing=0, save_every=1.0, step=one, lease=False
+        )
         if not await migration.run_pass():
             out(f"error: {migration.status_line()}")
             return 2

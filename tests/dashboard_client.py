@@ -12,15 +12,22 @@ from starlette.requests import Request
 PREFIX = "/astrbot_plugin_user_memory/"
 
 
-def _starlette_request(method: str, path: str, query: dict[str, Any] | None, body: Any,
-                       headers: dict[str, str] | None = None) -> Request:
+def _starlette_request(
+    method: str, path: str, query: dict[str, Any] | None, body: Any, headers: dict[str, str] | None = None
+) -> Request:
     raw = body if isinstance(body, bytes) else b"" if body is None else json.dumps(body).encode()
     headers = {"content-type": "application/json"} if headers is None else headers
     scope = {
-        "type": "http", "method": method, "path": path, "raw_path": path.encode(),
+        "type": "http",
+        "method": method,
+        "path": path,
+        "raw_path": path.encode(),
         "query_string": urlencode(query or {}).encode(),
         "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()],
-        "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 80), "scheme": "http", "root_path": "",
+        "client": ("127.0.0.1", 1),
+        "server": ("127.0.0.1", 80),
+        "scheme": "http",
+        "root_path": "",
     }
     sent = False
 
@@ -34,9 +41,16 @@ def _starlette_request(method: str, path: str, query: dict[str, Any] | None, bod
     return Request(scope, receive)
 
 
-async def call(plugin, route: str, *, query: dict[str, Any] | None = None, body: Any = None,
-               method: str | None = None, username: str = "admin",
-               headers: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:
+async def call(
+    plugin,
+    route: str,
+    *,
+    query: dict[str, Any] | None = None,
+    body: Any = None,
+    method: str | None = None,
+    username: str = "admin",
+    headers: dict[str, str] | None = None,
+) -> tuple[int, dict[str, Any]]:
     """(HTTP status, decoded JSON) of one call; GET unless a body is given. `body` as bytes is sent as it is;
     `headers` replace the default (`Content-Type: application/json`)."""
     from astrbot.api.web import PluginRequest, bind_request_context
@@ -47,8 +61,11 @@ async def call(plugin, route: str, *, query: dict[str, Any] | None = None, body:
             break
     else:
         raise AssertionError(f"no route {method} {route}")
-    request = PluginRequest(_starlette_request(method, path, query, body, headers), plugin_name="astrbot_plugin_user_memory",
-                            username=username)
+    request = PluginRequest(
+        _starlette_request(method, path, query, body, headers),
+        plugin_name="astrbot_plugin_user_memory",
+        username=username,
+    )
     with bind_request_context(request):
         response = await handler()
     return response.status_code, json.loads(response.body)

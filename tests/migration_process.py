@@ -20,8 +20,11 @@ from memory._storage.factory import choose_encryption, open_store  # noqa: E402
 async def main(where: str) -> None:
     kind, _, target = where.partition(":")
     # One name across restarts, as a configured instance has: it takes back the lease its killed run held.
-    settings = (Settings(storage_backend="postgres", postgres_dsn=target, postgres_instance_name="migrator")
-                if kind == "postgres" else Settings())
+    settings = (
+        Settings(storage_backend="postgres", postgres_dsn=target, postgres_instance_name="migrator")
+        if kind == "postgres"
+        else Settings()
+    )
     data_dir = Path(target) if kind == "json" else Path(".")
     encryption = choose_encryption(settings, os.environ)
     store = open_store(settings, data_dir, os.environ, encryption)
@@ -34,8 +37,9 @@ async def main(where: str) -> None:
         sys.stdout.write(f"{migration.status_line()}\n")
         sys.stdout.flush()
 
-    migration = EncryptionMigration(store, progress_for(store, data_dir), encryption.keyring.kid, spacing=0.01,
-                                    save_every=0.0, step=reseal)
+    migration = EncryptionMigration(
+        store, progress_for(store, data_dir), encryption.keyring.kid, spacing=0.01, save_every=0.0, step=reseal
+    )
     finished = await migration.run_pass()
     await store.close()
     sys.stdout.write(f"{'FINISHED' if finished and migration.finished else 'NOT FINISHED'} {migration.status_line()}\n")

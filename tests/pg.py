@@ -91,16 +91,40 @@ class PostgresServer:
         return subprocess.run(command, check=check, capture_output=True, text=True, stdin=subprocess.DEVNULL)
 
     def init(self) -> PostgresServer:
-        self._run("initdb", "-D", str(self.data), "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8",
-                  "--locale=C.UTF-8")
+        self._run(
+            "initdb",
+            "-D",
+            str(self.data),
+            "-A",
+            "trust",
+            "-U",
+            "postgres",
+            "--no-sync",
+            "-E",
+            "UTF8",
+            "--locale=C.UTF-8",
+        )
         return self
 
     def start(self) -> PostgresServer:
-        options = (f"-p {self.port} -k {self.directory} -c listen_addresses=127.0.0.1 -c max_connections=200"
-                   f" -c fsync={'on' if self.fsync else 'off'}")
+        options = (
+            f"-p {self.port} -k {self.directory} -c listen_addresses=127.0.0.1 -c max_connections=200"
+            f" -c fsync={'on' if self.fsync else 'off'}"
+        )
         try:
-            self._run("pg_ctl", "-D", str(self.data), "-l", str(self.directory / "log"), "-w", "-t", "30",
-                      "-o", options, "start")
+            self._run(
+                "pg_ctl",
+                "-D",
+                str(self.data),
+                "-l",
+                str(self.directory / "log"),
+                "-w",
+                "-t",
+                "30",
+                "-o",
+                options,
+                "start",
+            )
         except subprocess.CalledProcessError as exc:
             log = (self.directory / "log").read_text(errors="replace") if (self.directory / "log").exists() else ""
             raise RuntimeError(f"pg_ctl start failed: {exc.stderr}\n{log[-2000:]}") from exc
@@ -124,9 +148,22 @@ class PostgresServer:
     def psql(self, sql: str, database: str = "postgres") -> str:
         """Run SQL with the server's own `psql` (not the driver under test); its output, unaligned."""
         result = subprocess.run(
-            [str(self.bin_dir / "psql"), "-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-d", self.dsn(database),
-             "-c", sql],
-            check=True, capture_output=True, text=True, stdin=subprocess.DEVNULL,
+            [
+                str(self.bin_dir / "psql"),
+                "-X",
+                "-A",
+                "-t",
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-d",
+                self.dsn(database),
+                "-c",
+                sql,
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+            stdin=subprocess.DEVNULL,
         )
         return result.stdout
 

@@ -31,6 +31,7 @@ def sender(sends: Path):
             os.fsync(out.fileno())
         os.kill(os.getpid(), signal.SIGKILL)
         return True
+
     return send_then_die
 
 
@@ -39,16 +40,24 @@ async def main(backend: str, *args: str) -> None:
         data_dir, sends, now = args
         store: MemoryStore = UserMemoryStore(Path(data_dir) / "groups")
         await store.start()
-        scheduler = ReminderScheduler(store, Path(data_dir), sender(Path(sends)), lambda: POLICY,
-                                      clock=lambda: float(now))
+        scheduler = ReminderScheduler(
+            store, Path(data_dir), sender(Path(sends)), lambda: POLICY, clock=lambda: float(now)
+        )
     else:
         dsn, instance, index_dir, sends, now = args
         store = PostgresMemoryStore(dsn, instance=instance)
         await store.start()
         if store.unavailable is not None:
             sys.exit(f"store unavailable: {store.unavailable}")
-        scheduler = ReminderScheduler(store, Path(index_dir), sender(Path(sends)), lambda: POLICY,
-                                      clock=lambda: float(now), platform_ids=lambda: (PLATFORM,), instance=instance)
+        scheduler = ReminderScheduler(
+            store,
+            Path(index_dir),
+            sender(Path(sends)),
+            lambda: POLICY,
+            clock=lambda: float(now),
+            platform_ids=lambda: (PLATFORM,),
+            instance=instance,
+        )
     await scheduler.open()
     await scheduler.run_due()
     await scheduler.stop()

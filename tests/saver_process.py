@@ -35,8 +35,13 @@ class Child:
 
     def __init__(self, script: str | Path, *args: str, env: dict[str, str] | None = None) -> None:
         self._stderr = tempfile.TemporaryFile()  # a file, not a pipe: a chatty child never blocks on it
-        self.proc = subprocess.Popen([sys.executable, str(script), *args], stdout=subprocess.PIPE,
-                                     stderr=self._stderr, text=True, env=None if env is None else {**os.environ, **env})
+        self.proc = subprocess.Popen(
+            [sys.executable, str(script), *args],
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            text=True,
+            env=None if env is None else {**os.environ, **env},
+        )
         self.lines: list[str] = []
         self._counts: dict[str, int] = {}
         self._eof = False
@@ -95,8 +100,11 @@ def acknowledged(lines: list[str], start: int) -> set[int]:
 
 async def save_forever(store: MemoryStore, start: int, text: str = "save") -> None:
     async def one(n: int) -> None:
-        change = lambda memories: save(memories, memory_type="fact", content=f"{text} {n}", now=float(n),  # noqa: E731
-                                       max_count=1_000_000, max_length=200)
+        def change(memories):
+            return save(
+                memories, memory_type="fact", content=f"{text} {n}", now=float(n), max_count=1_000_000, max_length=200
+            )
+
         await store.change(GROUP, f"u{n % 7}", change, actor="test")
         sys.stdout.write(f"ACK {n}\n")
         sys.stdout.flush()

@@ -19,8 +19,16 @@ DAY = 86_400.0
 
 
 def memory(memory_id, content, *, source=Source.EXTRACTION, importance=0.5, at=1.0, **more):
-    return Memory(id=memory_id, type=MemoryType.FACT, content=content, created_at=at, updated_at=at, source=source,
-                  importance=importance, **more)
+    return Memory(
+        id=memory_id,
+        type=MemoryType.FACT,
+        content=content,
+        created_at=at,
+        updated_at=at,
+        source=source,
+        importance=importance,
+        **more,
+    )
 
 
 def put(*memories):
@@ -29,8 +37,12 @@ def put(*memories):
 
 async def seeded(tmp_path, **options):
     store = UserMemoryStore(tmp_path, durable=False, **options)
-    await store.change(G, "u1", put(memory("m1", "喜欢猫"), memory("m2", "住在杭州"),
-                                    memory("x1", "叫我小王", source=Source.EXPLICIT)), actor="extraction")
+    await store.change(
+        G,
+        "u1",
+        put(memory("m1", "喜欢猫"), memory("m2", "住在杭州"), memory("x1", "叫我小王", source=Source.EXPLICIT)),
+        actor="extraction",
+    )
     await store.change(G, GROUP_OWNER, put(memory("g1", "周三发版")), actor="extraction")
     return store
 
@@ -41,17 +53,22 @@ def archive_ops(entries):
 
 async def test_archiving_moves_memories_out_of_the_owners_lists_in_one_logged_commit(tmp_path):
     store = await seeded(tmp_path)
-    moved = await archive_memories(store, G, [("u1", "m1"), (GROUP_OWNER, "g1")], reason="decay",
-                                   actor="maintenance", now=10 * DAY)
+    moved = await archive_memories(
+        store, G, [("u1", "m1"), (GROUP_OWNER, "g1")], reason="decay", actor="maintenance", now=10 * DAY
+    )
     assert moved == 2
     assert [m.id for m in await store.memories(G, "u1")] == ["m2", "x1"]
     assert await store.memories(G, GROUP_OWNER) == []
     assert {(a.owner, a.memory.id, a.reason, a.actor, a.archived_at) for a in await store.archived(G)} == {
-        ("u1", "m1", "decay", "maintenance", 10 * DAY), (None, "g1", "decay", "maintenance", 10 * DAY)}
+        ("u1", "m1", "decay", "maintenance", 10 * DAY),
+        (None, "g1", "decay", "maintenance", 10 * DAY),
+    }
     entries = await store.log_entries(G)
     archived = [e for e in entries if e.get("op") == "archive"]
     assert [(e["owner"], e["target"], e["old"]["content"], e["reason"]) for e in archived] == [
-        ("u1", "m1", "喜欢猫", "decay"), (None, "g1", "周三发版", "decay")]
+        ("u1", "m1", "喜欢猫", "decay"),
+        (None, "g1", "周三发版", "decay"),
+    ]
     assert all("txn" not in e for e in archived)  # each move is reverted alone
     # durable: a fresh store reads the archive, and the owner lists without the archived memories
     fresh = UserMemoryStore(tmp_path)
@@ -63,10 +80,16 @@ async def test_archiving_moves_memories_out_of_the_owners_lists_in_one_logged_co
 
 async def test_protected_and_unknown_memories_are_never_archived(tmp_path):
     store = await seeded(tmp_path)
-    await store.change(G, "u1", put(memory("c1", "核心", importance=1.0), memory("p1", "已晋升", promoted_at=5.0)),
-                       actor="review")
-    moved = await archive_memories(store, G, [("u1", "x1"), ("u1", "c1"), ("u1", "p1"), ("u1", "nope"),
-                                              ("u2", "m1")], reason="review", actor="review")
+    await store.change(
+        G, "u1", put(memory("c1", "核心", importance=1.0), memory("p1", "已晋升", promoted_at=5.0)), actor="review"
+    )
+    moved = await archive_memories(
+        store,
+        G,
+        [("u1", "x1"), ("u1", "c1"), ("u1", "p1"), ("u1", "nope"), ("u2", "m1")],
+        reason="review",
+        actor="review",
+    )
     assert moved == 0
     assert await store.archived(G) == []
     assert {m.id for m in await store.memories(G, "u1")} == {"m1", "m2", "x1", "c1", "p1"}
@@ -116,11 +139,19 @@ async def test_reverting_an_archive_entry_restores_that_memory_and_refuses_twice
     again = await revert_change(store, G, entry["id"], actor="admin:a")
     assert "无法撤销" in again and [m.id for m in await store.memories(G, "u1")] == ["x1", "m1"]
     # reverting the restore archives it again, only while it is as the restore left it
-    await store.change(G, "u1", lambda current: ([m.model_copy(update={"content": "喜欢狗"}) if m.id == "m1" else m
-                                                  for m in current], None), actor="u1")
+    await store.change(
+        G,
+        "u1",
+        lambda current: ([m.model_copy(update={"content": "喜欢狗"}) if m.id == "m1" else m for m in current], None),
+        actor="u1",
+    )
     assert "无法撤销" in await revert_change(store, G, restore[0]["id"], actor="admin:a")
-    await store.change(G, "u1", lambda current: ([m.model_copy(update={"content": "喜欢猫"}) if m.id == "m1" else m
-                                                  for m in current], None), actor="u1")
+    await store.change(
+        G,
+        "u1",
+        lambda current: ([m.model_copy(update={"content": "喜欢猫"}) if m.id == "m1" else m for m in current], None),
+        actor="u1",
+    )
     assert "重新归档" in await revert_change(store, G, restore[0]["id"], actor="admin:a")
     assert {a.memory.id for a in await store.archived(G)} == {"m1", "m2"}
     assert "归档" in await history_text(store, G)
@@ -144,8 +175,9 @@ async def test_purge_after_retention_only_and_it_is_final(tmp_path):
 async def test_a_members_erasure_reaches_their_archive_and_its_log_content(tmp_path):
     store = await seeded(tmp_path)
     await store.change(G, "u2", put(memory("o1", "别人的记忆")), actor="extraction")
-    await archive_memories(store, G, [("u1", "m1"), ("u2", "o1"), (GROUP_OWNER, "g1")], reason="decay",
-                           actor="maintenance")
+    await archive_memories(
+        store, G, [("u1", "m1"), ("u2", "o1"), (GROUP_OWNER, "g1")], reason="decay", actor="maintenance"
+    )
     await store.change(G, "u1", lambda current: ([], None), actor="u1", label=ERASE)
     assert {(a.owner, a.memory.id) for a in await store.archived(G)} == {("u2", "o1"), (None, "g1")}
     fresh = UserMemoryStore(tmp_path)
@@ -177,15 +209,15 @@ async def test_unload_drops_an_idle_group_and_it_loads_again(tmp_path):
 
 
 async def test_the_plugins_erasures_reach_the_archive_and_admins_see_and_restore_it(make_plugin):
-
     plugin = make_plugin()
     key = GroupKey("lark", "oc_group1")
     me, other = make_event(user="ou_me"), make_event(user="ou_other")
     await plugin.store.change(key, "ou_me", put(memory("a1", "我的旧病历号 12345")), actor="extraction")
     await plugin.store.change(key, "ou_other", put(memory("b1", "别人的旧事实")), actor="extraction")
     await call_tool(plugin, "lark_save_memory", me, memory_type="fact", content="现在的事实")
-    await archive_memories(plugin.store, key, [("ou_me", "a1"), ("ou_other", "b1")], reason="decay",
-                           actor="maintenance")
+    await archive_memories(
+        plugin.store, key, [("ou_me", "a1"), ("ou_other", "b1")], reason="decay", actor="maintenance"
+    )
     listing = await command_text(plugin.memory_archived_command(make_event(user="admin", admin=True)))
     assert "12345" in listing and "别人的旧事实" in listing
     assert "已删除" in await call_tool(plugin, "lark_forget_memory", me, target="all")
@@ -200,8 +232,9 @@ async def test_the_plugin_never_injects_lists_or_offers_an_archived_memory(make_
     plugin = make_plugin()
     key = GroupKey("lark", "oc_group1")
     me = make_event("我养的猫叫什么？", user="ou_me")
-    await plugin.store.change(key, "ou_me", put(memory("a1", "养了一只叫小白的猫"), memory("a2", "住在杭州")),
-                              actor="extraction")
+    await plugin.store.change(
+        key, "ou_me", put(memory("a1", "养了一只叫小白的猫"), memory("a2", "住在杭州")), actor="extraction"
+    )
     assert "小白" in await system_prompt_for(plugin, me)
     await archive_memories(plugin.store, key, [("ou_me", "a1")], reason="decay", actor="maintenance")
     assert "小白" not in await system_prompt_for(plugin, me)
@@ -209,7 +242,9 @@ async def test_the_plugin_never_injects_lists_or_offers_an_archived_memory(make_
     assert "小白" not in await command_text(plugin.memory_list_command(me))
     assert "没有找到" in await call_tool(plugin, "lark_forget_memory", me, target="小白")
     entry = next(e for e in await plugin.store.log_entries(key) if e.get("op") == "archive")
-    assert "已撤销" in await command_text(plugin.memory_revert_command(make_event(user="admin", admin=True), entry["id"]))
+    assert "已撤销" in await command_text(
+        plugin.memory_revert_command(make_event(user="admin", admin=True), entry["id"])
+    )
     assert "小白" in await system_prompt_for(plugin, me)
 
 
@@ -237,10 +272,18 @@ async def test_admin_texts_show_times_in_the_plugins_zone_and_revert_honours_the
 
     await restore_memories(store, G, ["m1"], actor="admin:root")
     restore = [e for e in await store.log_entries(G) if e.get("op") == "restore"][-1]
-    await store.change(G, "u1", lambda ms: ([m.model_copy(update={"importance": 0.8}) if m.id == "m1" else m
-                                              for m in ms], None), actor="extraction")
-    await store.change(G, "u1", lambda ms: ([m.model_copy(update={"importance": 0.5}) if m.id == "m1" else m
-                                              for m in ms], None), actor="extraction")  # back to what restore left
+    await store.change(
+        G,
+        "u1",
+        lambda ms: ([m.model_copy(update={"importance": 0.8}) if m.id == "m1" else m for m in ms], None),
+        actor="extraction",
+    )
+    await store.change(
+        G,
+        "u1",
+        lambda ms: ([m.model_copy(update={"importance": 0.5}) if m.id == "m1" else m for m in ms], None),
+        actor="extraction",
+    )  # back to what restore left
     core_at_08 = await revert_change(store, G, restore["id"], actor="admin:root", core_importance=0.4)
     assert "m1" in {m.id for m in await store.memories(G, "u1")}, core_at_08  # 0.5 is core at 0.4: not archived
     await revert_change(store, G, restore["id"], actor="admin:root")

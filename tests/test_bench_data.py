@@ -22,8 +22,14 @@ def test_set_passes_its_self_check():
 def test_memories_load_as_plugin_memories_with_distinct_short_ids():
     data = zh_assistant.load()
     memories = [
-        Memory(id=m.uid, type=MemoryType(m.type), content=m.content, created_at=m.created_at,
-               updated_at=m.updated_at, added_by=m.added_by)
+        Memory(
+            id=m.uid,
+            type=MemoryType(m.type),
+            content=m.content,
+            created_at=m.created_at,
+            updated_at=m.updated_at,
+            added_by=m.added_by,
+        )
         for m in data.by_id.values()
     ]
     assert len({m.short_id for m in memories}) == len(memories)

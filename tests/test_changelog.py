@@ -22,8 +22,9 @@ LONE = "\ud83d"  # what json.loads makes of an unpaired "\ud83d" escape
 
 
 def add(content, memory_type="fact", **kw):
-    return lambda memories: save(memories, memory_type=memory_type, content=content, now=1.0, max_count=50,
-                                 max_length=200, **kw)
+    return lambda memories: save(
+        memories, memory_type=memory_type, content=content, now=1.0, max_count=50, max_length=200, **kw
+    )
 
 
 def log_file(store, key=G):
@@ -56,8 +57,9 @@ def test_lone_surrogates_are_refused_at_the_boundary():
 async def test_tools_refuse_unencodable_text_and_the_group_keeps_working(make_plugin):
     plugin = make_plugin()
     me = make_event()
-    result = await settle(call_tool(plugin, "lark_save_memory", me, memory_type="fact",
-                                    content=json.loads('"是\\ud83d工程师"')))
+    result = await settle(
+        call_tool(plugin, "lark_save_memory", me, memory_type="fact", content=json.loads('"是\\ud83d工程师"'))
+    )
     assert "保存失败" in result and "无法编码" in result
     assert "已保存" in await settle(call_tool(plugin, "lark_save_memory", me, memory_type="fact", content="是工程师"))
     assert "删除失败" in await settle(call_tool(plugin, "lark_forget_memory", me, target=f"工程{LONE}"))
@@ -75,9 +77,13 @@ async def test_an_unserializable_change_fails_its_waiters_and_the_group_keeps_se
         bad = Memory(id="bad-1", type="fact", content=f"坏{LONE}", created_at=1.0, updated_at=1.0)
         return [*memories, bad], None
 
-    results = await settle(asyncio.gather(
-        store.change(G, "u1", poison, actor="u1"), *(store.change(G, "u2", add(f"f{i}"), actor="u2") for i in range(3)),
-        return_exceptions=True))
+    results = await settle(
+        asyncio.gather(
+            store.change(G, "u1", poison, actor="u1"),
+            *(store.change(G, "u2", add(f"f{i}"), actor="u2") for i in range(3)),
+            return_exceptions=True,
+        )
+    )
     assert all(isinstance(r, StorageUnavailable) for r in results), results
     assert [m.content for m in await store.memories(G, "u1")] == ["kept"]
     await settle(store.change(G, "u1", add("after"), actor="u1"))
@@ -95,8 +101,9 @@ async def test_any_exception_while_flushing_is_a_failed_write(tmp_path, monkeypa
         raise RuntimeError("serializer bug")
 
     monkeypatch.setattr(DocumentSerializer, "dumps", broken)
-    results = await settle(asyncio.gather(*(store.change(G, "u1", add(f"lost {i}"), actor="u1") for i in range(4)),
-                                          return_exceptions=True))
+    results = await settle(
+        asyncio.gather(*(store.change(G, "u1", add(f"lost {i}"), actor="u1") for i in range(4)), return_exceptions=True)
+    )
     assert all(isinstance(r, StorageUnavailable) for r in results)
     assert "serializer bug" in caplog.text  # never silent
     monkeypatch.undo()
@@ -111,11 +118,21 @@ async def test_any_exception_while_flushing_is_a_failed_write(tmp_path, monkeypa
 
 
 @pytest.mark.parametrize("key", [G, GroupKey.global_for("lark")])
-@pytest.mark.parametrize("body", [
-    {"schema_version": 2, "group_id": "{gid}", "users": [["u1", {"memories": []}]]},  # a list where a dict was
-    {"schema_version": 3, "group_id": "{gid}", "users": {"u1": {"memories": [
-        {"id": "x", "type": "episode", "content": "新类型", "created_at": 1, "updated_at": 1}]}}},
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"schema_version": 2, "group_id": "{gid}", "users": [["u1", {"memories": []}]]},  # a list where a dict was
+        {
+            "schema_version": 3,
+            "group_id": "{gid}",
+            "users": {
+                "u1": {
+                    "memories": [{"id": "x", "type": "episode", "content": "新类型", "created_at": 1, "updated_at": 1}]
+                }
+            },
+        },
+    ],
+)
 async def test_a_newer_file_of_another_shape_is_left_alone(tmp_path, key, body):
     store = UserMemoryStore(tmp_path)
     path = store.path_for(key)
@@ -153,8 +170,11 @@ async def test_every_writer_is_logged_with_stable_ids_and_old_and_new(tmp_path):
     await store.change(G, "u1", lambda m: forget(m, first.id), actor="u1")
     entries = memory_entries(await UserMemoryStore(tmp_path).log_entries(G))
     assert [(e["id"], e["actor"], e["op"], e["scope"], e["owner"]) for e in entries] == [
-        (1, "u1", "add", "member", "u1"), (2, "command:u1", "update", "member", "u1"),
-        (3, "u2", "add", "group", None), (4, "u1", "delete", "member", "u1")]
+        (1, "u1", "add", "member", "u1"),
+        (2, "command:u1", "update", "member", "u1"),
+        (3, "u2", "add", "group", None),
+        (4, "u1", "delete", "member", "u1"),
+    ]
     assert (entries[1]["old"]["content"], entries[1]["new"]["content"]) == ("住在杭州", "住在上海")
     assert entries[3]["new"] is None and all(e["target"] == first.id for e in (entries[0], entries[1], entries[3]))
     assert json.loads(store.path_for(G).read_text())["change_log_id"] == 4
@@ -177,7 +197,9 @@ async def test_a_failed_document_write_leaves_no_log_entry(tmp_path, monkeypatch
     monkeypatch.undo()
     await store.change(G, "u1", add("next"), actor="u1")
     assert [(e["id"], e["new"]["content"]) for e in memory_entries(await store.log_entries(G))] == [
-        (1, "kept"), (2, "next")]
+        (1, "kept"),
+        (2, "next"),
+    ]
 
 
 async def test_entries_of_a_commit_cut_off_by_a_crash_are_dropped(tmp_path):
@@ -185,13 +207,29 @@ async def test_entries_of_a_commit_cut_off_by_a_crash_are_dropped(tmp_path):
     store = UserMemoryStore(tmp_path)
     await store.change(G, "u1", add("kept"), actor="u1")
     with open(log_file(store), "ab") as f:
-        f.write(changelog.encode([
-            {"id": 2, "at": 2, "actor": "u1", "kind": "memory", "op": "add", "owner": "u1", "target": "ghost",
-             "old": None, "new": {"content": "never committed"}}]))
+        f.write(
+            changelog.encode(
+                [
+                    {
+                        "id": 2,
+                        "at": 2,
+                        "actor": "u1",
+                        "kind": "memory",
+                        "op": "add",
+                        "owner": "u1",
+                        "target": "ghost",
+                        "old": None,
+                        "new": {"content": "never committed"},
+                    }
+                ]
+            )
+        )
     fresh = UserMemoryStore(tmp_path)
     await fresh.change(G, "u1", add("after"), actor="u1")
     assert [(e["id"], e["new"]["content"]) for e in memory_entries(await fresh.log_entries(G))] == [
-        (1, "kept"), (2, "after")]
+        (1, "kept"),
+        (2, "after"),
+    ]
     assert b"never committed" not in log_file(store).read_bytes()
 
 
@@ -211,7 +249,7 @@ async def test_bad_lines_are_skipped_by_history_stats_and_revert(tmp_path):
     added = (await store.change(G, "u1", add("喜欢猫"), actor="u1")).memory
     await store.record(G, {"kind": "call", "messages": 3, "input_tokens": 100, "output_tokens": 5}, actor="extraction")
     with open(log_file(store), "ab") as f:
-        f.write(b"5\nnull\n[1,2]\n\"text\"\n\xff\xfe not utf-8\n")
+        f.write(b'5\nnull\n[1,2]\n"text"\n\xff\xfe not utf-8\n')
         f.write(b'{"id": 3, "kind": "call", "messages": "many", "input_tokens": "lots", "output_tokens": null}\n')
         f.write(b'{"id": "x", "kind": "memory", "op": "add"}\n')
     fresh = UserMemoryStore(tmp_path)
@@ -245,8 +283,14 @@ async def test_erasure_purges_the_members_content_and_cannot_be_reverted(tmp_pat
     plugin = make_plugin()
     me, other = make_event(user="ou_me"), make_event(user="ou_other")
     await call_tool(plugin, "lark_save_memory", me, memory_type="fact", content="我的秘密病历号 12345")
-    await call_tool(plugin, "lark_save_memory", me, memory_type="fact", content="我的秘密病历号 67890",
-                    replace_id=(await plugin.store.memories(G, "ou_me"))[0].id)
+    await call_tool(
+        plugin,
+        "lark_save_memory",
+        me,
+        memory_type="fact",
+        content="我的秘密病历号 67890",
+        replace_id=(await plugin.store.memories(G, "ou_me"))[0].id,
+    )
     await call_tool(plugin, "lark_save_memory", other, memory_type="fact", content="别人的事实")
     await call_tool(plugin, "lark_save_memory", me, memory_type="fact", content="公开的群规", scope="group")
     assert "已删除" in await call_tool(plugin, "lark_forget_memory", me, target="all")
@@ -284,8 +328,9 @@ async def test_the_log_is_trimmed_by_bytes_rarely_off_the_loop_and_keeps_ids_and
     monkeypatch.setattr(changelog, "rewrite", counting)
     store = UserMemoryStore(tmp_path, durable=False, log_max_bytes=20_000)
     for i in range(300):
-        await store.record(G, {"kind": "call", "messages": 10, "input_tokens": 100, "output_tokens": 7},
-                           actor="extraction")
+        await store.record(
+            G, {"kind": "call", "messages": 10, "input_tokens": 100, "output_tokens": 7}, actor="extraction"
+        )
         await store.change(G, f"u{i % 10}", add(f"第 {i} 条事实，写得长一点好让日志快点变大"), actor=f"u{i % 10}")
     size = log_file(store).stat().st_size
     assert size <= 20_000 and 0 < rewrites < 600 // 10  # 600 appends; each trim frees 40% of the cap
@@ -305,16 +350,57 @@ async def test_todays_history_file_is_migrated_without_losing_anything(tmp_path)
     await store.change(G, "ou_a", add("住在上海"), actor="ou_a")
     legacy = changelog.legacy_path(store.path_for(G))
     lines = [
-        {"kind": "carried_totals", "calls": 40, "input_tokens": 4000, "output_tokens": 280, "messages": 400,
-         "applied": 12, "rejected": 3},
-        {"kind": "change", "at": 10.0, "op": "add", "scope": "member", "owner": "ou_a", "memory_id": "m-1",
-         "old": None, "new": {"id": "m-1", "type": "fact", "content": "住在杭州", "created_at": 10.0,
-                              "updated_at": 10.0, "source": "extraction", "importance": 0.5, "added_by": None},
-         "source": "extraction"},
-        {"kind": "extraction_call", "at": 11.0, "messages": 5, "input_tokens": 50, "output_tokens": 9,
-         "applied": 1, "rejected": 0, "parse_error": None},
-        {"kind": "change", "at": 12.0, "op": "revert", "scope": "member", "owner": "ou_a", "memory_id": "m-1",
-         "old": None, "new": None, "source": "admin", "reverts": 1},
+        {
+            "kind": "carried_totals",
+            "calls": 40,
+            "input_tokens": 4000,
+            "output_tokens": 280,
+            "messages": 400,
+            "applied": 12,
+            "rejected": 3,
+        },
+        {
+            "kind": "change",
+            "at": 10.0,
+            "op": "add",
+            "scope": "member",
+            "owner": "ou_a",
+            "memory_id": "m-1",
+            "old": None,
+            "new": {
+                "id": "m-1",
+                "type": "fact",
+                "content": "住在杭州",
+                "created_at": 10.0,
+                "updated_at": 10.0,
+                "source": "extraction",
+                "importance": 0.5,
+                "added_by": None,
+            },
+            "source": "extraction",
+        },
+        {
+            "kind": "extraction_call",
+            "at": 11.0,
+            "messages": 5,
+            "input_tokens": 50,
+            "output_tokens": 9,
+            "applied": 1,
+            "rejected": 0,
+            "parse_error": None,
+        },
+        {
+            "kind": "change",
+            "at": 12.0,
+            "op": "revert",
+            "scope": "member",
+            "owner": "ou_a",
+            "memory_id": "m-1",
+            "old": None,
+            "new": None,
+            "source": "admin",
+            "reverts": 1,
+        },
     ]
     os.remove(log_file(store))  # a group written by the previous version: only the old history exists
     doc = json.loads(store.path_for(G).read_text())
@@ -324,10 +410,21 @@ async def test_todays_history_file_is_migrated_without_losing_anything(tmp_path)
     fresh = UserMemoryStore(tmp_path)
     entries = await fresh.log_entries(G)
     assert not legacy.exists()
-    assert entries[0] == {"kind": "carried", "actor": "extraction", "calls": 40, "input_tokens": 4000, "output_tokens": 280,
-                          "messages": 400, "applied": 12, "rejected": 3}
+    assert entries[0] == {
+        "kind": "carried",
+        "actor": "extraction",
+        "calls": 40,
+        "input_tokens": 4000,
+        "output_tokens": 280,
+        "messages": 400,
+        "applied": 12,
+        "rejected": 3,
+    }
     assert [(e["id"], e["kind"], e["actor"]) for e in entries[1:]] == [
-        (1, "memory", "extraction"), (2, "call", "extraction"), (3, "memory", "admin")]
+        (1, "memory", "extraction"),
+        (2, "call", "extraction"),
+        (3, "memory", "admin"),
+    ]
     assert entries[1]["target"] == "m-1" and entries[1]["new"]["content"] == "住在杭州"
     totals = await fresh.call_totals(G)
     assert (totals.calls, totals.input_tokens, totals.messages) == (41, 4050, 405)
@@ -345,7 +442,9 @@ async def test_leftover_temp_files_of_every_atomically_written_file_are_removed(
     other = GroupKey("lark", "oc_other")
     directory = store.path_for(G).parent
     leftovers = [f".oc_group1.json.{n}.1700.tmp" for n in (11, os.getpid())] + [
-        ".oc_group1.changes.jsonl.12.1800.tmp", ".oc_group1.vectors.json.13.1900.tmp"]
+        ".oc_group1.changes.jsonl.12.1800.tmp",
+        ".oc_group1.vectors.json.13.1900.tmp",
+    ]
     later = ".oc_other.json.14.2000.tmp"
     unrelated = ["notes.tmp", ".hidden.tmp", "oc_group1.json.bak"]
     for name in [*leftovers, later, *unrelated]:
@@ -371,10 +470,12 @@ async def test_admin_texts_report_an_unavailable_group_instead_of_raising(tmp_pa
     path = store.path_for(G)
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps({"schema_version": 9, "group_id": "oc_group1", "users": 5}))
-    for text in (await history_text(store, G), await stats_text(store, G, 0),
-                 await revert_change(store, G, 1, actor="admin:a")):
+    for text in (
+        await history_text(store, G),
+        await stats_text(store, G, 0),
+        await revert_change(store, G, 1, actor="admin:a"),
+    ):
         assert "失败" in text and "更新版本" in text
-
 
 
 async def test_admin_texts_report_an_unreadable_change_log_instead_of_raising(tmp_path):
@@ -382,6 +483,9 @@ async def test_admin_texts_report_an_unreadable_change_log_instead_of_raising(tm
     await store.change(G, "u1", add("喜欢猫"), actor="u1")
     log_file(store).unlink()
     log_file(store).mkdir()  # reading it now fails with an OSError other than "not found"
-    for text in (await history_text(store, G), await stats_text(store, G, 0),
-                 await revert_change(store, G, 1, actor="admin:a")):
+    for text in (
+        await history_text(store, G),
+        await stats_text(store, G, 0),
+        await revert_change(store, G, 1, actor="admin:a"),
+    ):
         assert "失败" in text and "变更记录无法读取" in text

@@ -21,16 +21,20 @@ def settings(**values) -> Settings:
     return Settings.from_mapping(values)[0]
 
 
-@pytest.mark.parametrize("dsn", [
-    f"postgresql://astrbot:{PASSWORD}@db:5432/memory",
-    f"host=db user=astrbot password={PASSWORD} dbname=memory",
-    f"host=db password = '{PASSWORD}' dbname=memory",
-    f"postgresql://astrbot@db/memory?password={PASSWORD}",
-])
+@pytest.mark.parametrize(
+    "dsn",
+    [
+        f"postgresql://astrbot:{PASSWORD}@db:5432/memory",
+        f"host=db user=astrbot password={PASSWORD} dbname=memory",
+        f"host=db password = '{PASSWORD}' dbname=memory",
+        f"postgresql://astrbot@db/memory?password={PASSWORD}",
+    ],
+)
 def test_a_dsn_with_a_password_is_a_secret(dsn):
     assert config_secrets(settings(postgres_dsn=dsn), {}) == [ConfigSecret("postgres_dsn", DSN_ENV, False)]
     assert config_secrets(settings(postgres_dsn=dsn), {DSN_ENV: "postgresql://x@y/z"}) == [
-        ConfigSecret("postgres_dsn", DSN_ENV, True)]
+        ConfigSecret("postgres_dsn", DSN_ENV, True)
+    ]
 
 
 @pytest.mark.parametrize("dsn", ["", "postgresql://astrbot@db:5432/memory", "host=/run/postgresql dbname=memory"])
@@ -41,7 +45,8 @@ def test_a_dsn_without_a_password_is_not(dsn):
 def test_an_encryption_key_in_the_config_is_a_secret_even_when_the_variable_wins():
     assert config_secrets(settings(encryption_key=KEY), {}) == [ConfigSecret("encryption_key", KEY_ENV, False)]
     assert config_secrets(settings(encryption_key=KEY), {KEY_ENV: new_key()}) == [
-        ConfigSecret("encryption_key", KEY_ENV, True)]
+        ConfigSecret("encryption_key", KEY_ENV, True)
+    ]
     assert config_secrets(settings(encryption_key="  "), {}) == []
     assert config_secrets(settings(), {KEY_ENV: KEY, DSN_ENV: f"postgresql://a:{PASSWORD}@b/c"}) == []
 

@@ -18,8 +18,16 @@ SETTINGS = Settings(enable_background_extraction=True)
 
 def memory(content, *, source=Source.EXTRACTION, memory_type=MemoryType.FACT, importance=0.5, age_days=1.0, **extra):
     at = NOW - age_days * DAY
-    return Memory(id=str(uuid.uuid4()), type=memory_type, content=content, created_at=at, updated_at=at,
-                  source=source, importance=importance, **extra)
+    return Memory(
+        id=str(uuid.uuid4()),
+        type=memory_type,
+        content=content,
+        created_at=at,
+        updated_at=at,
+        source=source,
+        importance=importance,
+        **extra,
+    )
 
 
 async def put(store, owner, *memories, key=G):
@@ -62,11 +70,23 @@ async def test_near_duplicates_about_one_subject_are_merged_with_provenance_in_o
     assert report.calls == 1 and len(report.merged) == 1
     merged, kept = await store.memories(G, "ou_a")
     assert kept == other
-    assert (merged.content, merged.type, merged.source) == ("喜欢猫，养了一只叫小白的猫", MemoryType.FACT, Source.EXTRACTION)
+    assert (merged.content, merged.type, merged.source) == (
+        "喜欢猫，养了一只叫小白的猫",
+        MemoryType.FACT,
+        Source.EXTRACTION,
+    )
     assert merged.importance == 0.6 and merged.created_at == likes.created_at and merged.last_used_at == NOW - DAY
     assert merged.merged_from == [
-        {"id": m.id, "content": m.content, "type": m.type.value, "source": m.source.value,
-         "importance": m.importance, "created_at": m.created_at} for m in (likes, owns)]
+        {
+            "id": m.id,
+            "content": m.content,
+            "type": m.type.value,
+            "source": m.source.value,
+            "importance": m.importance,
+            "created_at": m.created_at,
+        }
+        for m in (likes, owns)
+    ]
     assert "喜欢猫" in generate.prompts[0][1] and "在做支付服务" not in generate.prompts[0][1]
     entries = await store.log_entries(G)
     changes = by_actor(entries, "consolidation")
@@ -78,8 +98,9 @@ async def test_near_duplicates_about_one_subject_are_merged_with_provenance_in_o
 
     answer = await revert_change(store, G, changes[-1]["id"], actor="admin:a")
     assert "已撤销" in answer
-    assert sorted(await store.memories(G, "ou_a"), key=lambda m: m.id) == sorted([likes, owns, other],
-                                                                                  key=lambda m: m.id)
+    assert sorted(await store.memories(G, "ou_a"), key=lambda m: m.id) == sorted(
+        [likes, owns, other], key=lambda m: m.id
+    )
 
 
 async def test_distinct_changes_nothing_and_is_not_asked_again_until_one_changes(store):
@@ -90,8 +111,12 @@ async def test_distinct_changes_nothing_and_is_not_asked_again_until_one_changes
     assert [m.content for m in await store.memories(G, "ou_a")] == ["住在杭州", "在杭州西湖区工作"]
     assert (await consolidate_group(store, G, generate, SETTINGS, NOW, budget=5)).calls == 0
     # mentioned again (extraction's boost): a changed memory is asked about again
-    await store.change(G, "ou_a", lambda ms: ([ms[0].model_copy(update={"importance": 0.6, "updated_at": NOW}), ms[1]],
-                                              None), actor="extraction")
+    await store.change(
+        G,
+        "ou_a",
+        lambda ms: ([ms[0].model_copy(update={"importance": 0.6, "updated_at": NOW}), ms[1]], None),
+        actor="extraction",
+    )
     assert (await consolidate_group(store, G, generate, SETTINGS, NOW, budget=5)).calls == 1
 
 
@@ -103,8 +128,9 @@ async def test_explicit_and_extracted_are_never_merged_together(store):
 
 
 async def test_explicit_memories_merge_with_each_other_only_when_nothing_is_lost(store):
-    sources = await put(store, "ou_a", memory("喜欢猫", source=Source.EXPLICIT),
-                        memory("养了一只叫小白的猫", source=Source.EXPLICIT))
+    sources = await put(
+        store, "ou_a", memory("喜欢猫", source=Source.EXPLICIT), memory("养了一只叫小白的猫", source=Source.EXPLICIT)
+    )
     lossy = {"op": "merge", "ids": [1, 2], "type": "fact", "content": "养了一只猫"}
     report = await consolidate_group(store, G, scripted(lossy), SETTINGS, NOW, budget=5)
     assert report.merged == [] and report.unresolved
@@ -131,19 +157,22 @@ async def test_two_members_with_the_same_text_are_never_merged_together(store):
     assert [m.content for m in await store.memories(G, GROUP_OWNER)] == ["群里有人养了一只叫小白的猫"]
 
 
-@pytest.mark.parametrize("reply", [
-    {"op": "merge", "ids": [1, 3], "type": "fact", "content": "喜欢猫，养了一只叫小白的猫"},
-    {"op": "merge", "ids": [1], "type": "fact", "content": "喜欢猫"},
-    {"op": "merge", "ids": [1, 1], "type": "fact", "content": "喜欢猫"},
-    {"op": "merge", "ids": "1,2", "type": "fact", "content": "喜欢猫"},
-    {"op": "merge", "ids": [1, 2], "type": "instruction", "content": "喜欢猫，养了一只叫小白的猫"},
-    {"op": "merge", "ids": [1, 2], "type": "fact", "content": "   "},
-    {"op": "merge", "ids": [1, 2], "type": "fact", "content": "猫" * 500},
-    {"op": "delete", "ids": [1, 2]},
-    {"operations": [MERGE_CAT, {"op": "distinct"}]},
-    '{"op": "merge", "ids": [1, 2], "type": "fact", "content": "喜欢猫，养了',
-    "它们是同一件事",
-])
+@pytest.mark.parametrize(
+    "reply",
+    [
+        {"op": "merge", "ids": [1, 3], "type": "fact", "content": "喜欢猫，养了一只叫小白的猫"},
+        {"op": "merge", "ids": [1], "type": "fact", "content": "喜欢猫"},
+        {"op": "merge", "ids": [1, 1], "type": "fact", "content": "喜欢猫"},
+        {"op": "merge", "ids": "1,2", "type": "fact", "content": "喜欢猫"},
+        {"op": "merge", "ids": [1, 2], "type": "instruction", "content": "喜欢猫，养了一只叫小白的猫"},
+        {"op": "merge", "ids": [1, 2], "type": "fact", "content": "   "},
+        {"op": "merge", "ids": [1, 2], "type": "fact", "content": "猫" * 500},
+        {"op": "delete", "ids": [1, 2]},
+        {"operations": [MERGE_CAT, {"op": "distinct"}]},
+        '{"op": "merge", "ids": [1, 2], "type": "fact", "content": "喜欢猫，养了',
+        "它们是同一件事",
+    ],
+)
 async def test_invalid_or_malformed_merges_change_nothing(store, reply):
     sources = await put(store, "ou_a", memory("喜欢猫"), memory("养了一只叫小白的猫"))
     report = await consolidate_group(store, G, scripted(reply), SETTINGS, NOW, budget=5)
@@ -167,12 +196,16 @@ async def test_a_cluster_changed_while_the_model_looked_is_left_alone(store):
     inner = scripted(MERGE_CAT)
 
     async def generate(system_prompt, prompt):
-        await store.change(G, "ou_a", lambda ms: ([ms[0].model_copy(update={"content": "不再喜欢猫"}), ms[1]], None),
-                           actor="ou_a")
+        await store.change(
+            G, "ou_a", lambda ms: ([ms[0].model_copy(update={"content": "不再喜欢猫"}), ms[1]], None), actor="ou_a"
+        )
         return await inner(system_prompt, prompt)
 
     report = await consolidate_group(store, G, generate, SETTINGS, NOW, budget=5)
-    assert report.merged == [] and [m.content for m in await store.memories(G, "ou_a")] == ["不再喜欢猫", "养了一只叫小白的猫"]
+    assert report.merged == [] and [m.content for m in await store.memories(G, "ou_a")] == [
+        "不再喜欢猫",
+        "养了一只叫小白的猫",
+    ]
 
 
 async def test_a_core_memory_merges_only_when_nothing_is_lost_and_the_merge_stays_core(store):

@@ -17,8 +17,9 @@ GROUP = GroupKey("lark", "oc_window")
 
 
 def die_at_window(scenario: str, directory: Path) -> None:
-    done = subprocess.run([sys.executable, str(CHILD), scenario, str(directory)], capture_output=True, text=True,
-                          timeout=120)
+    done = subprocess.run(
+        [sys.executable, str(CHILD), scenario, str(directory)], capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     assert "DIED-AT" in done.stdout and "DIED-AT never" not in done.stdout, (done.stdout, done.stderr)
 
@@ -29,8 +30,7 @@ def contents(doc, owner: str) -> set[str]:
 
 
 @pytest.mark.slow
-async def test_a_change_applied_while_a_commit_awaits_its_hook_never_reaches_the_document_without_its_entry(
-        tmp_path):
+async def test_a_change_applied_while_a_commit_awaits_its_hook_never_reaches_the_document_without_its_entry(tmp_path):
     die_at_window("hook", tmp_path)
     store = UserMemoryStore(tmp_path)
     doc = await store.document(GROUP)
@@ -74,8 +74,10 @@ async def test_a_purge_that_fails_after_the_document_write_is_finished_before_th
     from memory._storage import ERASE
 
     store = UserMemoryStore(tmp_path)
-    add = lambda text: lambda ms: save(ms, memory_type="fact", content=text, now=1.0, max_count=9,  # noqa: E731
-                                       max_length=99)
+
+    def add(text):
+        return lambda ms: save(ms, memory_type="fact", content=text, now=1.0, max_count=9, max_length=99)
+
     await store.change(GROUP, "u1", add("住在杭州"), actor="u1")
     real, failures = changelog.rewrite, []
 

@@ -11,8 +11,18 @@ import pytest
 from memory._errors import StorageUnavailable
 from memory._models import GroupKey
 from memory._storage.crypto import (
-    KEY_ENV, OLD_KEY_ENV, KeyFormatError, Keyring, KeyUnavailable, Sealer, Tampered, is_token, key_id,
-    keyring_from, new_key, token_kid,
+    KEY_ENV,
+    OLD_KEY_ENV,
+    KeyFormatError,
+    Keyring,
+    KeyUnavailable,
+    Sealer,
+    Tampered,
+    is_token,
+    key_id,
+    keyring_from,
+    new_key,
+    token_kid,
 )
 
 KEY = bytes(range(32))
@@ -39,14 +49,17 @@ def test_key_id_is_the_documented_hmac():
     assert key_id(OLD_KEY) != expected
 
 
-@pytest.mark.parametrize("written", [
-    base64.urlsafe_b64encode(KEY).decode(),  # 44 characters with its "="
-    base64.urlsafe_b64encode(KEY).decode().rstrip("="),  # padding left out
-    base64.b64encode(KEY).decode(),  # `openssl rand -base64 32`
-    KEY.hex(),
-    KEY.hex().upper(),
-    f"  {KEY.hex()}\n",  # pasted with a newline
-])
+@pytest.mark.parametrize(
+    "written",
+    [
+        base64.urlsafe_b64encode(KEY).decode(),  # 44 characters with its "="
+        base64.urlsafe_b64encode(KEY).decode().rstrip("="),  # padding left out
+        base64.b64encode(KEY).decode(),  # `openssl rand -base64 32`
+        KEY.hex(),
+        KEY.hex().upper(),
+        f"  {KEY.hex()}\n",  # pasted with a newline
+    ],
+)
 def test_accepted_key_forms(written):
     assert keyring_from(written, {}).current == KEY
 
@@ -57,16 +70,19 @@ def test_new_key_is_a_fresh_accepted_key():
     assert len(keyring_from(first, {}).current or b"") == 32
 
 
-@pytest.mark.parametrize("written", [
-    "hunter2",
-    "a" * 32,  # a 32-character password is not 32 random bytes
-    KEY.hex()[:-1],
-    KEY.hex() + "0",
-    "g" * 64,
-    base64.urlsafe_b64encode(KEY[:31]).decode(),
-    base64.urlsafe_b64encode(KEY + b"x").decode(),
-    base64.urlsafe_b64encode(KEY).decode()[:-2] + "!=",
-])
+@pytest.mark.parametrize(
+    "written",
+    [
+        "hunter2",
+        "a" * 32,  # a 32-character password is not 32 random bytes
+        KEY.hex()[:-1],
+        KEY.hex() + "0",
+        "g" * 64,
+        base64.urlsafe_b64encode(KEY[:31]).decode(),
+        base64.urlsafe_b64encode(KEY + b"x").decode(),
+        base64.urlsafe_b64encode(KEY).decode()[:-2] + "!=",
+    ],
+)
 def test_a_bad_key_is_a_clear_error_naming_the_accepted_forms(written):
     with pytest.raises(KeyFormatError) as raised:
         keyring_from(written, {})
@@ -127,14 +143,17 @@ def test_no_plaintext_in_a_token():
         assert needle.encode("unicode_escape") not in raw
 
 
-@pytest.mark.parametrize("kind, group, parts", [
-    ("episode", GROUP, ["t1"]),  # another kind
-    ("todo", GroupKey("lark", "oc_other"), ["t1"]),  # another group
-    ("todo", GroupKey("aiocqhttp", "oc_group"), ["t1"]),  # the same group id on another platform
-    ("todo", GROUP, ["t2"]),  # another item
-    ("todo", GROUP, ["t1", "ou_x"]),  # another owner
-    ("todo", GROUP, []),
-])
+@pytest.mark.parametrize(
+    "kind, group, parts",
+    [
+        ("episode", GROUP, ["t1"]),  # another kind
+        ("todo", GroupKey("lark", "oc_other"), ["t1"]),  # another group
+        ("todo", GroupKey("aiocqhttp", "oc_group"), ["t1"]),  # the same group id on another platform
+        ("todo", GROUP, ["t2"]),  # another item
+        ("todo", GROUP, ["t1", "ou_x"]),  # another owner
+        ("todo", GROUP, []),
+    ],
+)
 def test_a_token_moved_elsewhere_fails(kind, group, parts):
     s = sealer()
     token = s.seal("todo", GROUP, ["t1"], TEXT)

@@ -14,19 +14,27 @@ from memory import GROUP_OWNER, GroupKey, Memory, MemoryType, Source
 from memory._manage import GroupIndex
 
 
-async def remember(plugin, *, group="oc_g1", user="ou_a", content="喜欢喝乌龙茶", memory_type="preference",
-                   scope=""):
+async def remember(plugin, *, group="oc_g1", user="ou_a", content="喜欢喝乌龙茶", memory_type="preference", scope=""):
     event = make_event(group=group, user=user)
     return await call_tool(plugin, "lark_save_memory", event, memory_type=memory_type, content=content, scope=scope)
 
 
 async def add_many(plugin, key: GroupKey, owner, contents, *, source=Source.EXPLICIT, at=1_700_000_000.0):
     def change(memories):
-        return [*memories, *(
-            Memory(id=str(uuid.uuid4()), type=MemoryType.FACT, content=c, created_at=at + i, updated_at=at + i,
-                   source=source)
-            for i, c in enumerate(contents)
-        )], None
+        return [
+            *memories,
+            *(
+                Memory(
+                    id=str(uuid.uuid4()),
+                    type=MemoryType.FACT,
+                    content=c,
+                    created_at=at + i,
+                    updated_at=at + i,
+                    source=source,
+                )
+                for i, c in enumerate(contents)
+            ),
+        ], None
 
     await plugin.store.change(key, owner, change, actor="test")
 
@@ -96,8 +104,21 @@ async def test_search_uses_the_lexical_scorer_and_filters(make_plugin):
     mine = await data(plugin, "memories", query={**group, "member": "ou_b", "type": "fact"})
     assert [i["content"] for i in mine["items"]] == ["是前端工程师"] and mine["total"] == 1
     item = mine["items"][0]
-    assert set(item) >= {"id", "scope", "owner", "owner_name", "type", "content", "importance",
-                         "effective_importance", "source", "created_at", "updated_at", "last_used_at", "added_by"}
+    assert set(item) >= {
+        "id",
+        "scope",
+        "owner",
+        "owner_name",
+        "type",
+        "content",
+        "importance",
+        "effective_importance",
+        "source",
+        "created_at",
+        "updated_at",
+        "last_used_at",
+        "added_by",
+    }
     assert item["scope"] == "member" and item["owner"] == "ou_b"
 
     status, payload = await call(plugin, "memories", query={**group, "scope": "everything"})

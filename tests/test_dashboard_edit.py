@@ -6,7 +6,11 @@ import pytest
 from conftest import make_event
 from memory import GroupKey, InvalidMemoryInput, Memory, UserMemoryStore, revert_change
 from memory._manage.edit import (
-    delete_memories, edit_memory, memory_ref, move_to_group, move_to_member,
+    delete_memories,
+    edit_memory,
+    memory_ref,
+    move_to_group,
+    move_to_member,
 )
 from memory._manage.history import history_page
 from memory._storage import GROUP_OWNER
@@ -23,7 +27,9 @@ def memory(memory_id, content, **kw):
 
 async def seeded(tmp_path):
     store = UserMemoryStore(tmp_path, durable=False)
-    await store.change(G, "ou_a", lambda ms: ([memory("m1", "喜欢喝咖啡"), memory("m2", "住在上海")], None), actor="ou_a")
+    await store.change(
+        G, "ou_a", lambda ms: ([memory("m1", "喜欢喝咖啡"), memory("m2", "住在上海")], None), actor="ou_a"
+    )
     await store.change(G, GROUP_OWNER, lambda ms: ([memory("g1", "周五开周会", added_by="ou_b")], None), actor="ou_b")
     await store.change(OTHER, "ou_a", lambda ms: ([memory("x1", "另一个群的记忆")], None), actor="ou_a")
     return store
@@ -34,24 +40,41 @@ async def snapshot(store, key=G):
     return doc.model_dump_json(), len(await store.log_entries(key))
 
 
-@pytest.mark.parametrize("changes", [
-    {"content": ""}, {"content": "   "}, {"content": "长" * 2000}, {"content": 5}, {"memory_type": "secret"},
-    {"importance": 1.5}, {"importance": -0.1}, {"importance": True}, {"importance": "0.5"},
-    {"importance": float("nan")}, {}, {"content": "住在上海"},  # the text of another memory of the owner
-])
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"content": ""},
+        {"content": "   "},
+        {"content": "长" * 2000},
+        {"content": 5},
+        {"memory_type": "secret"},
+        {"importance": 1.5},
+        {"importance": -0.1},
+        {"importance": True},
+        {"importance": "0.5"},
+        {"importance": float("nan")},
+        {},
+        {"content": "住在上海"},  # the text of another memory of the owner
+    ],
+)
 async def test_invalid_edits_change_nothing(tmp_path, changes):
     store = await seeded(tmp_path)
     before = await snapshot(store)
     with pytest.raises(InvalidMemoryInput):
-        await edit_memory(store, memory_ref(G, "member", "ou_a", "m1"), **changes, max_length=500, now=9.0,
-                          actor=ACTOR)
+        await edit_memory(store, memory_ref(G, "member", "ou_a", "m1"), **changes, max_length=500, now=9.0, actor=ACTOR)
     assert await snapshot(store) == before
 
 
-@pytest.mark.parametrize("ref", [
-    ("member", "ou_a", "nope"), ("member", "ou_a", "x1"),  # x1 is a memory of another group: unknown here
-    ("member", "ou_a", "g1"), ("group", None, "m1"), ("member", "ou_nobody", "m1"),
-])
+@pytest.mark.parametrize(
+    "ref",
+    [
+        ("member", "ou_a", "nope"),
+        ("member", "ou_a", "x1"),  # x1 is a memory of another group: unknown here
+        ("member", "ou_a", "g1"),
+        ("group", None, "m1"),
+        ("member", "ou_nobody", "m1"),
+    ],
+)
 async def test_unknown_ids_are_a_clear_error_and_change_nothing(tmp_path, ref):
     store = await seeded(tmp_path)
     before, other = await snapshot(store), await snapshot(store, OTHER)
@@ -73,28 +96,49 @@ def test_references_are_checked():
 async def test_an_edit_has_no_save_side_effects_and_is_logged_with_the_dashboard_actor(tmp_path):
     store = await seeded(tmp_path)
     # The save tool would turn this into a slot replacement of the other nickname memory, or refresh a twin.
-    await store.change(G, "ou_a", lambda ms: ([*ms, memory("m3", "希望被称呼为「小王」", type="preference")], None),
-                       actor="ou_a")
-    edited = await edit_memory(store, memory_ref(G, "member", "ou_a", "m1"), content=" 希望被称呼为「老王」 ",
-                               memory_type="PREFERENCE", importance=0.9, max_length=500, now=9.0, actor=ACTOR)
-    assert (edited.content, edited.type, edited.importance, edited.updated_at) == ("希望被称呼为「老王」", "preference", 0.9, 9.0)
+    await store.change(
+        G, "ou_a", lambda ms: ([*ms, memory("m3", "希望被称呼为「小王」", type="preference")], None), actor="ou_a"
+    )
+    edited = await edit_memory(
+        store,
+        memory_ref(G, "member", "ou_a", "m1"),
+        content=" 希望被称呼为「老王」 ",
+        memory_type="PREFERENCE",
+        importance=0.9,
+        max_length=500,
+        now=9.0,
+        actor=ACTOR,
+    )
+    assert (edited.content, edited.type, edited.importance, edited.updated_at) == (
+        "希望被称呼为「老王」",
+        "preference",
+        0.9,
+        9.0,
+    )
     assert edited.source == "explicit" and edited.created_at == 1.0
     mine = {m.id: m.content for m in await store.memories(G, "ou_a")}
     assert mine == {"m1": "希望被称呼为「老王」", "m2": "住在上海", "m3": "希望被称呼为「小王」"}
     last = (await store.log_entries(G))[-1]
     assert (last["actor"], last["op"], last["target"], last["old"]["content"], last["new"]["content"]) == (
-        ACTOR, "update", "m1", "喜欢喝咖啡", "希望被称呼为「老王」")
+        ACTOR,
+        "update",
+        "m1",
+        "喜欢喝咖啡",
+        "希望被称呼为「老王」",
+    )
     # The same values again: nothing is written.
     count = len(await store.log_entries(G))
-    await edit_memory(store, memory_ref(G, "member", "ou_a", "m1"), importance=0.9, max_length=500, now=10.0,
-                      actor=ACTOR)
+    await edit_memory(
+        store, memory_ref(G, "member", "ou_a", "m1"), importance=0.9, max_length=500, now=10.0, actor=ACTOR
+    )
     assert len(await store.log_entries(G)) == count
 
 
 async def test_delete_then_revert_restores(tmp_path):
     store = await seeded(tmp_path)
     deleted = await delete_memories(
-        store, [memory_ref(G, "member", "ou_a", "m1"), memory_ref(G, "group", "", "g1")], actor=ACTOR)
+        store, [memory_ref(G, "member", "ou_a", "m1"), memory_ref(G, "group", "", "g1")], actor=ACTOR
+    )
     assert {m.id for m in deleted} == {"m1", "g1"}
     assert [m.id for m in await store.memories(G, "ou_a")] == ["m2"] and await store.memories(G, GROUP_OWNER) == []
     page = await history_page(store, G, limit=10, before=None)
@@ -108,11 +152,13 @@ async def test_delete_then_revert_restores(tmp_path):
 
 async def test_revert_refuses_when_the_target_changed_since(tmp_path):
     store = await seeded(tmp_path)
-    await edit_memory(store, memory_ref(G, "member", "ou_a", "m1"), content="喜欢喝茶", max_length=500, now=9.0,
-                      actor=ACTOR)
+    await edit_memory(
+        store, memory_ref(G, "member", "ou_a", "m1"), content="喜欢喝茶", max_length=500, now=9.0, actor=ACTOR
+    )
     entry = (await history_page(store, G, limit=1, before=None))["items"][0]["id"]
-    await edit_memory(store, memory_ref(G, "member", "ou_a", "m1"), content="喜欢喝水", max_length=500, now=10.0,
-                      actor=ACTOR)
+    await edit_memory(
+        store, memory_ref(G, "member", "ou_a", "m1"), content="喜欢喝水", max_length=500, now=10.0, actor=ACTOR
+    )
     text = await revert_change(store, G, entry, actor=ACTOR)
     assert text.startswith("无法撤销") and "喜欢喝水" in text
     assert [m.content for m in await store.memories(G, "ou_a")][0] == "喜欢喝水"
@@ -124,8 +170,9 @@ async def test_move_to_group_needs_confirm_and_move_to_member_needs_a_known_memb
     with pytest.raises(InvalidMemoryInput, match="确认"):
         await move_to_group(store, memory_ref(G, "member", "ou_a", "m1"), confirm=False, now=9.0, actor=ACTOR)
     with pytest.raises(InvalidMemoryInput, match="已知成员"):
-        await move_to_member(store, memory_ref(G, "group", None, "g1"), "ou_stranger", known_members=set(), now=9.0,
-                             actor=ACTOR)
+        await move_to_member(
+            store, memory_ref(G, "group", None, "g1"), "ou_stranger", known_members=set(), now=9.0, actor=ACTOR
+        )
     with pytest.raises(InvalidMemoryInput):
         await move_to_member(store, memory_ref(G, "group", None, "g1"), "", known_members=set(), now=9.0, actor=ACTOR)
     assert await snapshot(store) == before
@@ -139,8 +186,9 @@ async def test_move_to_group_needs_confirm_and_move_to_member_needs_a_known_memb
     assert all(e["actor"] == ACTOR for e in logged)
 
     # To a member known only from the roster (no memories here yet).
-    await move_to_member(store, memory_ref(G, "group", None, "g1"), "ou_c", known_members={"ou_c"}, now=10.0,
-                         actor=ACTOR)
+    await move_to_member(
+        store, memory_ref(G, "group", None, "g1"), "ou_c", known_members={"ou_c"}, now=10.0, actor=ACTOR
+    )
     assert [m.id for m in await store.memories(G, "ou_c")] == ["g1"]
     assert (await store.memories(G, "ou_c"))[0].added_by is None
     # The move is one transaction: reverting it puts the memory back in the group.
@@ -175,8 +223,14 @@ async def test_an_edit_reaches_the_next_prompt(make_plugin):
     await call_tool(plugin, "lark_save_memory", me, memory_type="preference", content="喜欢喝咖啡")
     [saved] = await plugin.store.memories(G, "ou_userA")
     assert "喜欢喝咖啡" in await system_prompt_for(plugin, make_event("今天喝什么"))
-    await edit_memory(plugin.store, memory_ref(G, "member", "ou_userA", saved.id), content="喜欢喝绿茶",
-                      max_length=plugin.settings.memory_max_content_length, now=9.0, actor=ACTOR)
+    await edit_memory(
+        plugin.store,
+        memory_ref(G, "member", "ou_userA", saved.id),
+        content="喜欢喝绿茶",
+        max_length=plugin.settings.memory_max_content_length,
+        now=9.0,
+        actor=ACTOR,
+    )
     prompt = await system_prompt_for(plugin, make_event("今天喝什么"))
     assert "喜欢喝绿茶" in prompt and "喜欢喝咖啡" not in prompt
     await delete_memories(plugin.store, [memory_ref(G, "member", "ou_userA", saved.id)], actor=ACTOR)
@@ -191,8 +245,14 @@ async def test_an_edit_is_re_embedded_when_semantic_recall_is_on(make_plugin):
     [cat] = [m for m in await plugin.store.memories(G, "ou_a") if m.content == "养了一只猫"]
     assert "养了一只猫" not in await system_prompt_for(plugin, make_event("付款出问题找谁", user="ou_a"))
     calls = embedder.calls
-    await edit_memory(plugin.store, memory_ref(G, "member", "ou_a", cat.id), content="负责公司的收款系统",
-                      max_length=200, now=9.0, actor=ACTOR)
+    await edit_memory(
+        plugin.store,
+        memory_ref(G, "member", "ou_a", cat.id),
+        content="负责公司的收款系统",
+        max_length=200,
+        now=9.0,
+        actor=ACTOR,
+    )
     await plugin.vectors.wait_idle()
     assert embedder.calls == calls + 1  # the edited memory alone, through the store's listener
     # Found by meaning (付款 ~ 收款), which only its new vector can do.
@@ -200,6 +260,7 @@ async def test_an_edit_is_re_embedded_when_semantic_recall_is_on(make_plugin):
 
 
 # --- through the routes, called as the dashboard calls them -------------------------------------------------------
+
 
 def known(plugin, *keys):
     """Make the group index know these groups (the index follows the store; this does not wait for it)."""
@@ -214,8 +275,9 @@ async def routed_plugin(make_plugin):
     plugin = make_plugin()
     me = make_event("记住", user="ou_userA")
     await call_tool(plugin, "lark_save_memory", me, memory_type="preference", content="喜欢喝咖啡")
-    await call_tool(plugin, "lark_save_memory", make_event("记住", group="oc_other"), memory_type="fact",
-                    content="另一个群的记忆")
+    await call_tool(
+        plugin, "lark_save_memory", make_event("记住", group="oc_other"), memory_type="fact", content="另一个群的记忆"
+    )
     known(plugin, G, OTHER)
     [saved] = await plugin.store.memories(G, "ou_userA")
     return plugin, saved
@@ -235,8 +297,12 @@ async def test_edit_delete_and_revert_through_the_routes(make_plugin):
 
     # Refused: bad content, an id of another group, an unknown group (nothing created for it).
     [elsewhere] = await plugin.store.memories(OTHER, "ou_userA")
-    for body in ({**where, "content": ""}, {**where, "type": "secret"}, {**where, "id": elsewhere.id},
-                 {**where, "group_id": "oc_unknown", "content": "x"}):
+    for body in (
+        {**where, "content": ""},
+        {**where, "type": "secret"},
+        {**where, "id": elsewhere.id},
+        {**where, "group_id": "oc_unknown", "content": "x"},
+    ):
         status, payload = await call(plugin, "memory/edit", body=body)
         assert payload["status"] == "error" and payload["message"], body
     assert [m.content for m in await plugin.store.memories(G, "ou_userA")] == ["喜欢喝绿茶"]
@@ -245,9 +311,12 @@ async def test_edit_delete_and_revert_through_the_routes(make_plugin):
     deleted = await data(plugin, "memory/delete", body={"platform": "lark", "group_id": "oc_group1", "items": [where]})
     assert deleted == {"deleted": [saved.id]}
     assert "喜欢喝绿茶" not in await system_prompt_for(plugin, make_event("今天喝什么"))
-    newest = (await data(plugin, "history", query={"platform": "lark", "group_id": "oc_group1", "limit": 1}))
-    reverted = await data(plugin, "history/revert",
-                          body={"platform": "lark", "group_id": "oc_group1", "entry_id": newest["items"][0]["id"]})
+    newest = await data(plugin, "history", query={"platform": "lark", "group_id": "oc_group1", "limit": 1})
+    reverted = await data(
+        plugin,
+        "history/revert",
+        body={"platform": "lark", "group_id": "oc_group1", "entry_id": newest["items"][0]["id"]},
+    )
     assert reverted["message"].startswith("已撤销")
     assert "喜欢喝绿茶" in await system_prompt_for(plugin, make_event("今天喝什么"))
     # Reverting the same entry again is refused: its target changed since.

@@ -20,19 +20,26 @@ def mem(mid, content, memory_type=MemoryType.FACT, source=Source.EXPLICIT):
 
 async def test_breakdown_and_calls(tmp_path):
     store = UserMemoryStore(tmp_path)
-    await store.change(G, "ou_a", lambda c: ([mem("a", "事实一"), mem("b", "偏好", MemoryType.PREFERENCE,
-                                                                   Source.EXTRACTION)], None), actor="ou_a")
+    await store.change(
+        G,
+        "ou_a",
+        lambda c: ([mem("a", "事实一"), mem("b", "偏好", MemoryType.PREFERENCE, Source.EXTRACTION)], None),
+        actor="ou_a",
+    )
     await store.change(G, GROUP_OWNER, lambda c: ([mem("g", "群规", MemoryType.INSTRUCTION)], None), actor="admin")
     await store.change(GLOBAL, "ou_a", lambda c: ([mem("x", "全局")], None), actor="ou_a")
     await store.record(G, {"kind": "call", "input_tokens": 100, "output_tokens": 20}, actor="extraction")
-    await store.record(G, {"kind": "call", "input_tokens": 50, "output_tokens": 5, "decisions": {"keep": 2}},
-                       actor="review")
+    await store.record(
+        G, {"kind": "call", "input_tokens": 50, "output_tokens": 5, "decisions": {"keep": 2}}, actor="review"
+    )
     docs = [(G, await store.document(G)), (GLOBAL, await store.document(GLOBAL))]
     out = stats.stats([("2026-11-21", 2), ("2026-11-22", 4)], docs, [await store.call_totals(G)], Counter())
     assert out["over_time"] == [{"day": "2026-11-21", "memories": 2}, {"day": "2026-11-22", "memories": 4}]
-    assert out["breakdown"] == {"type": {"fact": 2, "preference": 1, "instruction": 1},
-                                "scope": {"group": 1, "member": 2, "global": 1},
-                                "source": {"explicit": 3, "extraction": 1}}
+    assert out["breakdown"] == {
+        "type": {"fact": 2, "preference": 1, "instruction": 1},
+        "scope": {"group": 1, "member": 2, "global": 1},
+        "source": {"explicit": 3, "extraction": 1},
+    }
     assert out["calls"]["extraction"]["input_tokens"] == 100 and out["calls"]["extraction"]["calls"] == 1
     assert out["calls"]["review"]["decisions"] == {"keep": 2}
 
@@ -44,7 +51,9 @@ async def test_the_reply_path_counts_injections_and_the_counts_survive(make_plug
     me = make_event("记住", user="ou_wang")
     await plugin.lark_save_memory(me, memory_type="fact", content="养了一只猫")
     for _ in range(3):
-        await plugin.inject_memories(make_event("你好", user="ou_wang"), ProviderRequest(prompt="你好", system_prompt=""))
+        await plugin.inject_memories(
+            make_event("你好", user="ou_wang"), ProviderRequest(prompt="你好", system_prompt="")
+        )
     await plugin.test_recall(MemberKey(G, "ou_wang"), "你好")  # a dry run counts nothing
     docs = [(G, await plugin.store.document(G))]
     top = stats.most_injected(plugin.injection_counts.of([G]), docs)

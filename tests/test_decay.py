@@ -5,7 +5,14 @@ import math
 import pytest
 
 from memory._aging.decay import (
-    DAY, Action, action, effective_importance, episode_expired, episode_importance, idle_days, is_protected,
+    DAY,
+    Action,
+    action,
+    effective_importance,
+    episode_expired,
+    episode_importance,
+    idle_days,
+    is_protected,
     next_change,
 )
 from memory._episodes.model import Episode
@@ -17,8 +24,16 @@ T0 = 1_700_000_000.0
 
 
 def memory(*, source=Source.EXTRACTION, importance=0.5, at=T0, **more):
-    return Memory(id="m", type=MemoryType.FACT, content="喜欢猫", created_at=at, updated_at=at, source=source,
-                  importance=importance, **more)
+    return Memory(
+        id="m",
+        type=MemoryType.FACT,
+        content="喜欢猫",
+        created_at=at,
+        updated_at=at,
+        source=source,
+        importance=importance,
+        **more,
+    )
 
 
 def day(n):
@@ -27,8 +42,10 @@ def day(n):
 
 def test_a_default_memory_over_simulated_weeks():
     m = memory()
-    schedule = {n: (round(effective_importance(m, day(n), S, None), 3), action(m, day(n), S, None))
-                for n in (0, 7, 8, 14, 21, 28, 29, 35, 38, 39, 60)}
+    schedule = {
+        n: (round(effective_importance(m, day(n), S, None), 3), action(m, day(n), S, None))
+        for n in (0, 7, 8, 14, 21, 28, 29, 35, 38, 39, 60)
+    }
     assert schedule[0] == (0.5, Action.NONE) and schedule[7] == (0.5, Action.NONE)  # the grace period
     assert schedule[8] == (0.475, Action.NONE)  # first decay: far from any threshold
     assert schedule[14][1] is Action.NONE and schedule[21][1] is Action.NONE
@@ -47,12 +64,15 @@ def test_first_decay_of_a_default_memory_hits_no_threshold_whatever_the_day():
     assert action(m, first, S, None) is Action.NONE
 
 
-@pytest.mark.parametrize("protected", [
-    memory(source=Source.EXPLICIT),
-    memory(source=Source.EXPLICIT, importance=0.05),
-    memory(importance=1.0),  # core by importance
-    memory(importance=0.3, promoted_at=T0),  # core by promotion
-])
+@pytest.mark.parametrize(
+    "protected",
+    [
+        memory(source=Source.EXPLICIT),
+        memory(source=Source.EXPLICIT, importance=0.05),
+        memory(importance=1.0),  # core by importance
+        memory(importance=0.3, promoted_at=T0),  # core by promotion
+    ],
+)
 def test_protected_memories_never_decay_and_are_never_archived(protected):
     assert is_protected(protected, S)
     for n in (0, 30, 100, 365, 3650):

@@ -28,8 +28,15 @@ class Clock:
 
 
 def memory(memory_id, content, importance=0.5):
-    return Memory(id=memory_id, type=MemoryType.FACT, content=content, created_at=T0, updated_at=T0,
-                  source=Source.EXTRACTION, importance=importance)
+    return Memory(
+        id=memory_id,
+        type=MemoryType.FACT,
+        content=content,
+        created_at=T0,
+        updated_at=T0,
+        source=Source.EXTRACTION,
+        importance=importance,
+    )
 
 
 class Model:
@@ -56,6 +63,7 @@ async def stores(request, tmp_path):
     clock = Clock()
     opened = []
     if request.param == "json":
+
         async def make():
             return UserMemoryStore(tmp_path / "groups", clock=clock, durable=False)
     else:
@@ -66,15 +74,24 @@ async def stores(request, tmp_path):
             await store.start()
             opened.append(store)
             return store
+
     yield make, clock
     for store in opened:
         await store.close()
 
 
 def scheduler(store, clock, model, tmp_path):
-    return MaintenanceScheduler(store, lambda: SETTINGS, state_path=tmp_path / "state.json", generate=model,
-                                review=review_group, consolidate=consolidate_group, clock=clock, start_delay=0,
-                                durable=False)
+    return MaintenanceScheduler(
+        store,
+        lambda: SETTINGS,
+        state_path=tmp_path / "state.json",
+        generate=model,
+        review=review_group,
+        consolidate=consolidate_group,
+        clock=clock,
+        start_delay=0,
+        durable=False,
+    )
 
 
 async def revert(store, entry):
@@ -126,8 +143,9 @@ async def test_undone_merge_promotion_and_keep_are_not_proposed_again(stores, tm
 async def test_a_reverted_review_delete_is_not_proposed_again(stores, tmp_path):
     make, clock = stores
     store = await make()
-    await store.change(G, "u3", lambda c: ([*c, memory("trip", "上个月在杭州出差", importance=0.15)], None),
-                       actor="extraction")
+    await store.change(
+        G, "u3", lambda c: ([*c, memory("trip", "上个月在杭州出差", importance=0.15)], None), actor="extraction"
+    )
     model = Model(decay="delete")
     await scheduler(store, clock, model, tmp_path).run_round(spacing=0)
     assert [kind for kind, _ in model.asked] == ["decay"] and await store.memories(G, "u3") == []

@@ -6,7 +6,6 @@ rotation child the tests kill: `reseal <dir>` reseals every group.
 """
 
 import asyncio
-import json
 import os
 import random
 import sys
@@ -56,7 +55,8 @@ def open_all(directory: Path, keyring: Keyring) -> dict[GroupKey, list[str]]:
             doc = await store.document(key)
             log = await store.log_entries(key)
             out[key] = sorted(m.content for m in doc.all_memories()) + [
-                str(e.get("new", {}).get("content")) for e in log if e.get("kind") == "memory"]
+                str(e.get("new", {}).get("content")) for e in log if e.get("kind") == "memory"
+            ]
         return out
 
     return asyncio.run(main())
@@ -90,8 +90,16 @@ def make_groups(directory: Path, keyring: Keyring, groups: int, members: int) ->
         for g in range(groups):
             key = GroupKey("lark", f"oc_{g}")
             for u in range(members):
-                memories = [Memory(id=f"m-{g}-{u}-{i}", type=MemoryType.FACT, content=f"群{g}成员{u}的秘密{i}",
-                                   created_at=1.0, updated_at=1.0) for i in range(5)]
+                memories = [
+                    Memory(
+                        id=f"m-{g}-{u}-{i}",
+                        type=MemoryType.FACT,
+                        content=f"群{g}成员{u}的秘密{i}",
+                        created_at=1.0,
+                        updated_at=1.0,
+                    )
+                    for i in range(5)
+                ]
                 await store.change(key, f"ou_{u}", lambda ms, new=memories: ([*ms, *new], None), actor="t")
         await store.close()
 

@@ -86,8 +86,11 @@ async def _download(plugin, query):
     from dashboard_client import PREFIX, _starlette_request
 
     handler = next(h for path, h, methods, _ in plugin.context.registered_web_apis if path == PREFIX + "export")
-    request = PluginRequest(_starlette_request("GET", PREFIX + "export", query, None),
-                            plugin_name="astrbot_plugin_user_memory", username="admin")
+    request = PluginRequest(
+        _starlette_request("GET", PREFIX + "export", query, None),
+        plugin_name="astrbot_plugin_user_memory",
+        username="admin",
+    )
     with bind_request_context(request):
         response = await handler()
         return b"".join([chunk async for chunk in response.body_iterator])

@@ -50,14 +50,21 @@ async def fill(store: UserMemoryStore) -> None:
     """Content in every place the store keeps it: memories (with merged_from), group memories, todos, archive,
     episodes, a log entry's old/new and review_reason."""
     merged = memory("m-merged", "合并后的记忆", merged_from=[{"id": "m-src", "content": MARKERS["merged"]}])
-    await store.change(GROUP, "ou_a", lambda ms: ([*ms, memory("m-a1", MARKERS["memory"]), merged], None),
-                       actor="ou_a")
-    await store.change(GROUP, "ou_b", lambda ms: ([*ms, memory("m-b1", "成员B的记忆"), memory("m-b-old", MARKERS["archive"])],
-                                                  None), actor="ou_b")
+    await store.change(GROUP, "ou_a", lambda ms: ([*ms, memory("m-a1", MARKERS["memory"]), merged], None), actor="ou_a")
+    await store.change(
+        GROUP,
+        "ou_b",
+        lambda ms: ([*ms, memory("m-b1", "成员B的记忆"), memory("m-b-old", MARKERS["archive"])], None),
+        actor="ou_b",
+    )
     await store.change(GROUP, GROUP_OWNER, lambda ms: ([*ms, memory("m-g1", MARKERS["group"])], None), actor="ou_a")
-    await store.change(GROUP, "ou_a", lambda ms: ([m if m.id != "m-a1" else m.model_copy(
-        update={"content": MARKERS["updated"]}) for m in ms], None), actor="review",
-        extra={"review_reason": MARKERS["reason"]})
+    await store.change(
+        GROUP,
+        "ou_a",
+        lambda ms: ([m if m.id != "m-a1" else m.model_copy(update={"content": MARKERS["updated"]}) for m in ms], None),
+        actor="review",
+        extra={"review_reason": MARKERS["reason"]},
+    )
     await store.change(GROUP, "ou_a", lambda ms: ([*ms, memory("m-a1-back", MARKERS["memory"])], None), actor="ou_a")
     todo = Todo(id="t-1", content=MARKERS["todo"], creator="ou_a", assignee="ou_b", created_at=1.0, updated_at=1.0)
     await store.change_todos(GROUP, lambda ts: ([*ts, todo], None), actor="ou_a")
@@ -65,19 +72,30 @@ async def fill(store: UserMemoryStore) -> None:
     def archive(lists, archived):
         old = next(m for m in lists["ou_b"] if m.id == "m-b-old")
         lists["ou_b"] = [m for m in lists["ou_b"] if m is not old]
-        return lists, [*archived, ArchivedMemory(memory=old, archived_at=5.0, reason="decay", actor="maintenance",
-                                                 owner="ou_b")], None
+        return (
+            lists,
+            [*archived, ArchivedMemory(memory=old, archived_at=5.0, reason="decay", actor="maintenance", owner="ou_b")],
+            None,
+        )
 
     await store.change_archive(GROUP, ["ou_b"], archive, actor="maintenance")
-    episode = Episode(id="e-1", start=1.0, end=2.0, participants=["ou_a"], participant_names=[MARKERS["name"]],
-                      summary=MARKERS["episode"], created_at=3.0)
+    episode = Episode(
+        id="e-1",
+        start=1.0,
+        end=2.0,
+        participants=["ou_a"],
+        participant_names=[MARKERS["name"]],
+        summary=MARKERS["episode"],
+        created_at=3.0,
+    )
     await store.change_episodes(GROUP, lambda es: ([*es, episode], None), actor="extraction")
 
 
 async def save_vectors(directory: Path, with_sealer: Sealer | None) -> None:
     unit = unit_vector([0.5, 0.5, 0.5, 0.5])
     await VectorFiles(directory, durable=False, sealer=with_sealer).save(
-        GROUP, GroupVectors("embed-1", 4, {"m-a1": ("deadbeefcafe0001", unit)}), ["m-a1"])
+        GROUP, GroupVectors("embed-1", 4, {"m-a1": ("deadbeefcafe0001", unit)}), ["m-a1"]
+    )
 
 
 def all_bytes(directory: Path) -> bytes:
@@ -143,17 +161,20 @@ async def test_no_marker_reaches_the_disk_while_ids_types_and_times_stay_readabl
     assert strip(export.document) == strip(plain_export.document)
     assert export.episodes == plain_export.episodes
     assert [(e["op"], e.get("old"), e.get("new")) for e in export.log] == [
-        (e["op"], e.get("old"), e.get("new")) for e in plain_export.log]
+        (e["op"], e.get("old"), e.get("new")) for e in plain_export.log
+    ]
 
 
 async def test_one_members_commit_reseals_only_that_member(tmp_path, monkeypatch):
     store = await sealed_store(tmp_path)
     for n in range(5):
-        await store.change(GROUP, f"ou_{n}", lambda ms, n=n: ([*ms, memory(f"m-{n}", f"记忆{n}")], None),
-                           actor="t")
+        await store.change(GROUP, f"ou_{n}", lambda ms, n=n: ([*ms, memory(f"m-{n}", f"记忆{n}")], None), actor="t")
     await store.change(GROUP, GROUP_OWNER, lambda ms: ([*ms, memory("m-g", "群记忆")], None), actor="t")
-    await store.change_todos(GROUP, lambda ts: ([*ts, Todo(id="t-1", content="待办", creator="ou_0", created_at=1.0,
-                                                             updated_at=1.0)], None), actor="t")
+    await store.change_todos(
+        GROUP,
+        lambda ts: ([*ts, Todo(id="t-1", content="待办", creator="ou_0", created_at=1.0, updated_at=1.0)], None),
+        actor="t",
+    )
     before = json.loads(store.path_for(GROUP).read_text())
     calls: list[str] = []
     original = Sealer.seal_bytes  # every seal goes through it
@@ -179,7 +200,8 @@ async def test_one_members_commit_reseals_only_that_member(tmp_path, monkeypatch
     assert sorted(calls) == ["log", "memories"]
     again = json.loads(reloaded.path_for(GROUP).read_text())
     assert {u: again["users"][u] for u in again["users"] if u != "ou_3"} == {
-        u: after["users"][u] for u in after["users"] if u != "ou_3"}
+        u: after["users"][u] for u in after["users"] if u != "ou_3"
+    }
     assert again["group_memories_sealed"] == after["group_memories_sealed"] and again["todos"] == after["todos"]
     doc = await (await sealed_store(tmp_path)).document(GROUP)
     assert [m.content for m in doc.users["ou_3"].memories] == ["记忆3", "又一条"]
@@ -188,13 +210,16 @@ async def test_one_members_commit_reseals_only_that_member(tmp_path, monkeypatch
 async def test_a_token_moved_to_another_owner_or_group_does_not_open(tmp_path):
     store = await sealed_store(tmp_path)
     for owner in ("ou_a", "ou_b"):
-        await store.change(GROUP, owner, lambda ms, o=owner: ([*ms, memory("m-same", f"{o} 的秘密")], None),
-                           actor=owner)
+        await store.change(
+            GROUP, owner, lambda ms, o=owner: ([*ms, memory("m-same", f"{o} 的秘密")], None), actor=owner
+        )
     await store.close()
     path = store.path_for(GROUP)
     doc = json.loads(path.read_text())
     doc["users"]["ou_a"]["sealed"], doc["users"]["ou_b"]["sealed"] = (
-        doc["users"]["ou_b"]["sealed"], doc["users"]["ou_a"]["sealed"])
+        doc["users"]["ou_b"]["sealed"],
+        doc["users"]["ou_a"]["sealed"],
+    )
     path.write_text(json.dumps(doc))
     swapped = await sealed_store(tmp_path)
     with pytest.raises(Tampered):
@@ -204,7 +229,9 @@ async def test_a_token_moved_to_another_owner_or_group_does_not_open(tmp_path):
     other = GroupKey("lark", "oc_other")  # the whole file under another group's name
     doc["group_id"] = other.group_id
     doc["users"]["ou_a"]["sealed"], doc["users"]["ou_b"]["sealed"] = (
-        doc["users"]["ou_b"]["sealed"], doc["users"]["ou_a"]["sealed"])
+        doc["users"]["ou_b"]["sealed"],
+        doc["users"]["ou_a"]["sealed"],
+    )
     store.path_for(other).write_text(json.dumps(doc))
     with pytest.raises(Tampered):
         await (await sealed_store(tmp_path)).document(other)
@@ -329,9 +356,14 @@ async def test_erasure_works_on_sealed_entries_and_keeps_no_token(tmp_path):
 def test_concurrent_commits_keep_tokens_bound_to_their_lists(tmp_path):
     async def main():
         store = await sealed_store(tmp_path)
-        await asyncio.gather(*(
-            store.change(GROUP, f"ou_{n % 3}", lambda ms, n=n: ([*ms, memory(f"m-{n}", f"内容{n}")], None),
-                         actor="t") for n in range(30)))
+        await asyncio.gather(
+            *(
+                store.change(
+                    GROUP, f"ou_{n % 3}", lambda ms, n=n: ([*ms, memory(f"m-{n}", f"内容{n}")], None), actor="t"
+                )
+                for n in range(30)
+            )
+        )
         await store.close()
         fresh = await sealed_store(tmp_path)
         doc = await fresh.document(GROUP)
@@ -344,7 +376,11 @@ def test_concurrent_commits_keep_tokens_bound_to_their_lists(tmp_path):
 async def test_the_marker_is_written_before_sealed_data_and_refuses_plaintext_groups_without_the_key(tmp_path):
     store = UserMemoryStore(tmp_path, durable=False, sealer=sealer())  # never started: the first commit records it
     await store.change(GROUP, "ou_a", lambda ms: ([*ms, memory("m-1", "x")], None), actor="ou_a")
-    assert json.loads((tmp_path / MARKER_NAME).read_text()) == {"format": 1, "kids": [key_id(KEY)], "state": "migrating"}
+    assert json.loads((tmp_path / MARKER_NAME).read_text()) == {
+        "format": 1,
+        "kids": [key_id(KEY)],
+        "state": "migrating",
+    }
     plain_group = GroupKey("lark", "oc_plain")
     plain_path = store.path_for(plain_group)
     plain_path.write_text(json.dumps({"platform": "lark", "group_id": "oc_plain", "users": {}}))
@@ -395,8 +431,15 @@ async def test_a_lost_due_index_is_rebuilt_from_sealed_group_files(tmp_path):
     from memory._todos.when import resolve_zone
 
     store = UserMemoryStore(tmp_path / "groups", sealer=sealer())
-    due = Todo(id="t1", content="交周报 SECRET-TODO", creator="ou_a", assignee="ou_a", created_at=1.0,
-               updated_at=1.0, due_at=2_000_000_000.0)
+    due = Todo(
+        id="t1",
+        content="交周报 SECRET-TODO",
+        creator="ou_a",
+        assignee="ou_a",
+        created_at=1.0,
+        updated_at=1.0,
+        due_at=2_000_000_000.0,
+    )
     await store.change_todos(GROUP, lambda todos: ([*todos, due], None), actor="ou_a")
     await store.close()
     assert b"SECRET-TODO" not in (tmp_path / "groups" / "lark" / "oc_secret.json").read_bytes()

@@ -40,8 +40,14 @@ def backend(request, tmp_path):
 
 
 def memory(n, owner):
-    return Memory(id=f"{n:08x}{abs(hash(owner)) % 10**8:08d}", type=MemoryType.FACT, content=f"{MARK} {owner} {n}",
-                  created_at=1_700_000_000.0 + n, updated_at=1_700_000_000.0 + n, source=Source.EXTRACTION)
+    return Memory(
+        id=f"{n:08x}{abs(hash(owner)) % 10**8:08d}",
+        type=MemoryType.FACT,
+        content=f"{MARK} {owner} {n}",
+        created_at=1_700_000_000.0 + n,
+        updated_at=1_700_000_000.0 + n,
+        source=Source.EXTRACTION,
+    )
 
 
 async def started(settings, data_dir, environ):
@@ -57,8 +63,14 @@ async def seed(settings, data_dir):
     for i, key in enumerate(GROUPS):
         for owner in ("ou_a", "ou_b", None):
             await store.change(key, owner, lambda c, o=owner, i=i: ([*c, memory(i, o or "group")], None), actor="t")
-        todo = Todo(id=f"{i:032x}", content=f"{MARK} 待办 {i}", creator="ou_a", assignee="ou_a",
-                    created_at=1_700_000_000.0, updated_at=1_700_000_000.0)
+        todo = Todo(
+            id=f"{i:032x}",
+            content=f"{MARK} 待办 {i}",
+            creator="ou_a",
+            assignee="ou_a",
+            created_at=1_700_000_000.0,
+            updated_at=1_700_000_000.0,
+        )
         await store.change_todos(key, lambda ts, t=todo: ([*ts, t], None), actor="ou_a")
     dumps = {key: canonical(await store.export_group(key)) for key in GROUPS}
     await store.close()
@@ -105,8 +117,9 @@ async def test_the_pass_reseals_every_group_and_the_status_shows_its_progress(ba
         lines.append(encryption_line(encryption, migration.status_line()))
         await store.reseal(key)
 
-    migration = EncryptionMigration(store, progress_for(store, data_dir), encryption.keyring.kid, spacing=0,
-                                    step=reseal)
+    migration = EncryptionMigration(
+        store, progress_for(store, data_dir), encryption.keyring.kid, spacing=0, step=reseal
+    )
     assert await migration.run_pass()
     await store.close()
     assert lines[0].startswith(f"已启用（密钥 {encryption.keyring.kid}，来自环境变量 {KEY_ENV}）")
@@ -133,8 +146,9 @@ async def test_a_pass_killed_at_random_points_finishes_on_the_next_start(backend
     rng = random.Random(12)
     kills = 0
     for _ in range(30):
-        child = subprocess.Popen([sys.executable, str(CHILD), where], env=environ, stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, text=True)
+        child = subprocess.Popen(
+            [sys.executable, str(CHILD), where], env=environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
         seen = ""
         if kills < 4:  # after a few groups, at a random moment of the next one's reseal
             for _ in range(rng.randint(1, 4)):
@@ -175,11 +189,11 @@ async def test_another_instance_holding_the_lease_makes_the_pass_wait(postgres_d
 
 
 @pytest.mark.parametrize("postgres", [False, True])
-async def test_a_malformed_key_makes_the_store_unavailable_and_the_status_says_why(make_plugin, event, monkeypatch,
-                                                                                    postgres, request):
+async def test_a_malformed_key_makes_the_store_unavailable_and_the_status_says_why(
+    make_plugin, event, monkeypatch, postgres, request
+):
     monkeypatch.delenv(KEY_ENV, raising=False)
-    extra = ({"storage_backend": "postgres", "postgres_dsn": request.getfixturevalue("postgres_dsn")}
-             if postgres else {})
+    extra = {"storage_backend": "postgres", "postgres_dsn": request.getfixturevalue("postgres_dsn")} if postgres else {}
     plugin = make_plugin(encryption_key="not-a-key", **extra)
     await plugin.initialize()
     assert plugin.store.unavailable is not None and "encryption_key 不是可用的加密密钥" in plugin.store.unavailable
@@ -196,8 +210,19 @@ def test_the_status_masks_the_key_and_names_its_id_and_source():
     encryption = choose_encryption(settings, {})
     line = encryption_line(encryption, "存量数据加密进行中：3/9 个群")
     assert line == f"已启用（密钥 {encryption.keyring.kid}，来自设置 encryption_key）；存量数据加密进行中：3/9 个群"
-    health = Health(groups_loaded=0, extraction_on=False, pending_here=0, pending_all=0, calls_running=0,
-                    calls_queued=0, calls_limit=1, embedding="", rosters_cached=0, roster_here=None, encryption=line)
+    health = Health(
+        groups_loaded=0,
+        extraction_on=False,
+        pending_here=0,
+        pending_all=0,
+        calls_running=0,
+        calls_queued=0,
+        calls_limit=1,
+        embedding="",
+        rosters_cached=0,
+        roster_here=None,
+        encryption=line,
+    )
     text = status_text(settings, [], health)
     assert key not in text and "encryption_key = '已设置'" in text and f"加密：{line}" in text
     assert encryption_line(choose_encryption(Settings(), {}), None) == "未启用"

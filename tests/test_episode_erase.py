@@ -15,7 +15,6 @@ from memory import GroupKey, Memory, UserMemoryStore, revert_change
 from memory._episodes.erase import delete_episode, erase_member, without_member
 from memory._episodes.model import Episode
 from memory._manage.erase import erase_person
-from memory._storage import PostgresMemoryStore
 
 G = GroupKey("lark", "oc_group1")
 B = GroupKey("lark", "oc_b")
@@ -24,8 +23,15 @@ ACTOR = "dashboard:admin"
 
 
 def episode(episode_id, summary, participants, names, end=T0 + 60):
-    return Episode(id=episode_id, start=T0, end=end, participants=participants, participant_names=names,
-                   summary=summary, created_at=T0)
+    return Episode(
+        id=episode_id,
+        start=T0,
+        end=end,
+        participants=participants,
+        participant_names=names,
+        summary=summary,
+        created_at=T0,
+    )
 
 
 SEEDED = [
@@ -46,24 +52,31 @@ def test_a_member_taken_out_of_an_episode():
 
 async def seed(store):
     # an earlier version of e1 in the log names them too
-    await store.change_episodes(G, lambda es: ([episode("e1-0000", "小P开了个头", ["ou_p"], ["小P"])], None),
-                                actor="extraction")
+    await store.change_episodes(
+        G, lambda es: ([episode("e1-0000", "小P开了个头", ["ou_p"], ["小P"])], None), actor="extraction"
+    )
     await store.change_episodes(G, lambda es: (list(SEEDED), None), actor="extraction")
-    await store.change(G, "ou_p", lambda ms: ([Memory(id="m1", type="fact", content="住在杭州", created_at=T0,
-                                                      updated_at=T0)], None), actor="ou_p")
+    await store.change(
+        G,
+        "ou_p",
+        lambda ms: ([Memory(id="m1", type="fact", content="住在杭州", created_at=T0, updated_at=T0)], None),
+        actor="ou_p",
+    )
 
 
 async def check_taken_out(store):
     episodes = {e.id: e for e in await store.episodes(G)}
-    assert all("ou_p" not in e.participants and "小P" not in e.participant_names and "Pat" not in e.participant_names
-               for e in episodes.values())
+    assert all(
+        "ou_p" not in e.participants and "小P" not in e.participant_names and "Pat" not in e.participant_names
+        for e in episodes.values()
+    )
     assert episodes["e1-0000"].summary == "某成员和李娜讨论了发版，某成员负责回滚"
     assert episodes["e2-0000"].summary == "李娜说某成员明天请假"
     assert episodes["e3-0000"].summary.startswith("a member and Lina")
     assert episodes["e4-0000"] == SEEDED[3]  # an episode without them is left as it was
     entries = await store.log_entries(G)
     text = json.dumps(entries, ensure_ascii=False)
-    assert "小P" not in text and "ou_p\"]" not in text and "Pat " not in text
+    assert "小P" not in text and 'ou_p"]' not in text and "Pat " not in text
     assert "李娜和王磊聊了周报" in text  # the untouched episode keeps its history
     erasures = [e for e in entries if e.get("kind") == "episode" and e.get("op") == "erase"]
     assert erasures and all(e.get("erased") for e in erasures)
@@ -95,8 +108,9 @@ async def test_erasing_a_person_reaches_the_episodes_postgresql(pair):
 async def test_forget_all_takes_the_member_out_of_the_groups_episodes(make_plugin):
     plugin = make_plugin()
     await seed(plugin.store)
-    await plugin.store.change_episodes(B, lambda es: ([episode("b1-0000", "小P在另一个群", ["ou_p"], ["小P"])], None),
-                                       actor="extraction")
+    await plugin.store.change_episodes(
+        B, lambda es: ([episode("b1-0000", "小P在另一个群", ["ou_p"], ["小P"])], None), actor="extraction"
+    )
     event = make_event(user="ou_p", name="小P")
     answer = await call_tool(plugin, "lark_forget_memory", event, target="all")
     assert "已删除 1 条" in answer
@@ -148,8 +162,9 @@ async def test_an_admin_deletes_an_episode_on_the_dashboard(make_plugin):
     assert status == 400 and "确认" in unconfirmed["message"]
     status, unknown = await call(plugin, "episode/delete", body={**query, "episode_id": "zzzz9", "confirm": True})
     assert status == 400 and len(await plugin.store.episodes(G)) == 4
-    assert (await data(plugin, "episode/delete", body={**query, "episode_id": "e4-0000", "confirm": True})
-            ) == {"deleted": "e4-0000"}
+    assert (await data(plugin, "episode/delete", body={**query, "episode_id": "e4-0000", "confirm": True})) == {
+        "deleted": "e4-0000"
+    }
     assert "e4-0000" not in [e.id for e in await plugin.store.episodes(G)]
     entries = await plugin.store.log_entries(G)
     assert "聊了周报" not in json.dumps(entries, ensure_ascii=False)

@@ -25,16 +25,35 @@ NOW = local("2026-11-22T15:30")  # a Sunday
 
 
 def ep(episode_id, start, end, summary, **kw):
-    return Episode(id=episode_id, start=local(start), end=local(end), summary=summary, created_at=local(end),
-                   participants=["ou_wang", "ou_li"], messages=30, **kw)
+    return Episode(
+        id=episode_id,
+        start=local(start),
+        end=local(end),
+        summary=summary,
+        created_at=local(end),
+        participants=["ou_wang", "ou_li"],
+        messages=30,
+        **kw,
+    )
 
 
 EPISODES = [
-    ep("launch", "2026-11-12T10:00", "2026-11-12T10:40", "老王和小李讨论了支付服务的上线时间，定在周三；小李负责回滚预案"),
+    ep(
+        "launch",
+        "2026-11-12T10:00",
+        "2026-11-12T10:40",
+        "老王和小李讨论了支付服务的上线时间，定在周三；小李负责回滚预案",
+    ),
     ep("lunch", "2026-11-20T12:00", "2026-11-20T12:30", "大家商量周五团建去吃火锅，小张负责订位"),
     ep("bug", "2026-11-21T16:00", "2026-11-21T17:00", "小李排查了登录接口超时的问题，原因是 Redis 连接池太小"),
     ep("review", "2026-11-22T14:00", "2026-11-22T15:00", "老王主持代码评审，结论是先合并缓存改造，监控告警下周补"),
-    ep("old", "2026-10-05T09:00", "2026-10-05T10:00", "讨论了十月的支付服务压测计划", archived_at=local("2026-11-01T00:00")),
+    ep(
+        "old",
+        "2026-10-05T09:00",
+        "2026-10-05T10:00",
+        "讨论了十月的支付服务压测计划",
+        archived_at=local("2026-11-01T00:00"),
+    ),
 ]
 
 
@@ -42,15 +61,18 @@ def ids(message, limit=2, max_chars=1500, episodes=EPISODES):
     return [e.id for e in chosen_episodes(episodes, message, NOW, ZONE, limit, max_chars)]
 
 
-@pytest.mark.parametrize(("message", "expected"), [
-    ("上次聊了什么", ["review", "bug"]),
-    ("刚才的结论是什么", ["review"]),
-    ("昨天说到哪了", ["bug"]),
-    ("前天说吃什么来着", ["lunch"]),
-    ("上周讨论的上线时间定了吗", ["launch"]),
-    ("十天前聊的上线时间", ["launch"]),
-    ("what did we talk about yesterday", ["bug"]),
-])
+@pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        ("上次聊了什么", ["review", "bug"]),
+        ("刚才的结论是什么", ["review"]),
+        ("昨天说到哪了", ["bug"]),
+        ("前天说吃什么来着", ["lunch"]),
+        ("上周讨论的上线时间定了吗", ["launch"]),
+        ("十天前聊的上线时间", ["launch"]),
+        ("what did we talk about yesterday", ["bug"]),
+    ],
+)
 def test_time_words_select_by_time(message, expected):
     assert ids(message, limit=len(expected)) == expected
 
@@ -142,8 +164,10 @@ async def test_episodes_share_the_one_budget_with_memories_and_todos(make_plugin
 
 
 def test_a_question_inside_a_long_chatty_message_still_finds_its_episode():
-    chatty = ("登录接口超时是什么原因？我这边想参考一下，顺便问下大家最近手上的活多不多，我这周有点空可以帮忙分担一些测试"
-              "或者文档的工作，有需要的话直接找我就行，另外周末有没有人想一起去爬山")
+    chatty = (
+        "登录接口超时是什么原因？我这边想参考一下，顺便问下大家最近手上的活多不多，我这周有点空可以帮忙分担一些测试"
+        "或者文档的工作，有需要的话直接找我就行，另外周末有没有人想一起去爬山"
+    )
     assert ids(chatty) == ["bug"]
 
 

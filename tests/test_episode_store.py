@@ -15,8 +15,16 @@ OTHER = GroupKey("lark", "oc_group2")
 
 
 def episode(episode_id="e1", summary="老王和小李讨论了支付服务的上线时间，定在周三", **kw):
-    return Episode(id=episode_id, start=100.0, end=2500.0, participants=["ou_wang", "ou_li"], summary=summary,
-                   created_at=2600.0, messages=30, **kw)
+    return Episode(
+        id=episode_id,
+        start=100.0,
+        end=2500.0,
+        participants=["ou_wang", "ou_li"],
+        summary=summary,
+        created_at=2600.0,
+        messages=30,
+        **kw,
+    )
 
 
 def memory(memory_id="m1", content="负责后端"):
@@ -30,8 +38,9 @@ async def add(store, key, item, actor="extraction"):
 async def test_episodes_are_durable_logged_readable_and_kept_out_of_the_group_file(tmp_path):
     store = UserMemoryStore(tmp_path)
     assert await add(store, G, episode()) == "ok"
-    await store.change_episodes(G, lambda es: ([es[0].model_copy(update={"archived_at": 9.0})], None),
-                                actor="maintenance", label="archive")
+    await store.change_episodes(
+        G, lambda es: ([es[0].model_copy(update={"archived_at": 9.0})], None), actor="maintenance", label="archive"
+    )
     await store.change_episodes(G, lambda es: (es, None), actor="extraction")  # no change: nothing logged
     await store.close()
 
@@ -47,7 +56,8 @@ async def test_episodes_are_durable_logged_readable_and_kept_out_of_the_group_fi
     assert loaded.archived_at == 9.0 and loaded.participants == ["ou_wang", "ou_li"]
     entries = [e for e in await reloaded.log_entries(G) if e.get("kind") == "episode"]
     assert [(e["op"], e["target"], e["scope"], e["actor"]) for e in entries] == [
-        ("add", "e1", "group", "extraction"), ("archive", "e1", "group", "maintenance"),
+        ("add", "e1", "group", "extraction"),
+        ("archive", "e1", "group", "maintenance"),
     ]
     assert entries[1]["old"].get("archived_at") is None and entries[1]["new"]["archived_at"] == 9.0
 

@@ -74,8 +74,14 @@ def recording_scheduler(clock, *, every_n, segment, quiet=120, segment_quiet=180
             episode.covered(f"summary of {episode.lines} lines")
 
     scheduler = ExtractionScheduler(
-        run, every_n=every_n, quiet_seconds=quiet, buffer_size=100, limiter=CallLimiter(4),
-        episode_messages=segment, episode_quiet_seconds=segment_quiet, call_later=clock.call_later,
+        run,
+        every_n=every_n,
+        quiet_seconds=quiet,
+        buffer_size=100,
+        limiter=CallLimiter(4),
+        episode_messages=segment,
+        episode_quiet_seconds=segment_quiet,
+        call_later=clock.call_later,
     )
     return scheduler, calls
 
@@ -148,8 +154,9 @@ async def test_a_pause_writes_the_episode_so_far_and_quiet_then_closes_the_segme
 
 async def test_a_segment_closing_on_quiet_without_its_episode_gets_an_episode_only_call():
     clock = FakeClock()
-    scheduler, calls = recording_scheduler(clock, every_n=10, segment=30, quiet=120, segment_quiet=1800,
-                                           episodes_succeed=False)
+    scheduler, calls = recording_scheduler(
+        clock, every_n=10, segment=30, quiet=120, segment_quiet=1800, episodes_succeed=False
+    )
     await feed(scheduler, clock, G, ["m1", "m2", "m3"])
     await wait(scheduler, clock, 120)
     assert len(calls) == 1
@@ -173,8 +180,9 @@ async def test_a_segment_closing_on_quiet_with_a_batch_pending_rides_on_that_bat
 
 async def test_a_message_before_the_quiet_period_ends_keeps_the_segment_open():
     clock = FakeClock()
-    scheduler, calls = recording_scheduler(clock, every_n=10, segment=30, quiet=120, segment_quiet=1800,
-                                           episodes_succeed=False)
+    scheduler, calls = recording_scheduler(
+        clock, every_n=10, segment=30, quiet=120, segment_quiet=1800, episodes_succeed=False
+    )
     await feed(scheduler, clock, G, ["m1"], gap=1700)
     await feed(scheduler, clock, G, ["m2"], gap=1700)
     await scheduler.drain()
@@ -231,10 +239,20 @@ def store(tmp_path):
 async def test_the_closing_call_writes_the_episode_with_the_batch_operations(store):
     segment = segment_of(LINES)
     batch = LINES[1:]  # the first line went out in an earlier batch
-    generate = scripted(lambda s, p: {
-        "operations": [{"op": "add", "scope": "member", "subject": "U1", "type": "fact", "content": "负责回滚预案"}],
-        "episode": {"summary": "U3、U1 和 U2 讨论支付服务上线，定在周三；U1 负责回滚预案",
-                    "start": 0, "end": 1, "participants": ["ou_fake"], "messages": 999}})
+    generate = scripted(
+        lambda s, p: {
+            "operations": [
+                {"op": "add", "scope": "member", "subject": "U1", "type": "fact", "content": "负责回滚预案"}
+            ],
+            "episode": {
+                "summary": "U3、U1 和 U2 讨论支付服务上线，定在周三；U1 负责回滚预案",
+                "start": 0,
+                "end": 1,
+                "participants": ["ou_fake"],
+                "messages": 999,
+            },
+        }
+    )
     report = await run_extraction(store, G, batch, generate, SETTINGS, clock=lambda: T0 + 3000, episode=segment)
 
     [(system_prompt, prompt)] = generate.prompts
@@ -259,19 +277,43 @@ async def test_the_closing_call_writes_the_episode_with_the_batch_operations(sto
     assert await store.episodes(OTHER) == []
 
 
-@pytest.mark.parametrize("reply", [
-    {"operations": [{"op": "add", "scope": "member", "subject": "U1", "type": "fact", "content": "负责回滚预案"}]},
-    {"operations": [{"op": "add", "scope": "member", "subject": "U1", "type": "fact", "content": "负责回滚预案"}],
-     "episode": "讨论了上线"},
-    {"operations": [{"op": "add", "scope": "member", "subject": "U1", "type": "fact", "content": "负责回滚预案"}],
-     "episode": {"summary": ["讨论了上线"]}},
-    {"operations": [{"op": "add", "scope": "member", "subject": "U1", "type": "fact", "content": "负责回滚预案"}],
-     "episode": {"summary": "讨" * (MAX_SUMMARY_CHARS + 1)}},
-    {"operations": [{"op": "add", "scope": "member", "subject": "U1", "type": "fact", "content": "负责回滚预案"}],
-     "episode": {"summary": "U7 说要周三上线"}},  # a label no speaker had
-    {"operations": [{"op": "add", "scope": "member", "subject": "U1", "type": "fact", "content": "负责回滚预案"}],
-     "episode": {"summary": "  "}},
-], ids=["missing", "not-an-object", "summary-not-text", "oversized", "unknown-label", "empty"])
+@pytest.mark.parametrize(
+    "reply",
+    [
+        {"operations": [{"op": "add", "scope": "member", "subject": "U1", "type": "fact", "content": "负责回滚预案"}]},
+        {
+            "operations": [
+                {"op": "add", "scope": "member", "subject": "U1", "type": "fact", "content": "负责回滚预案"}
+            ],
+            "episode": "讨论了上线",
+        },
+        {
+            "operations": [
+                {"op": "add", "scope": "member", "subject": "U1", "type": "fact", "content": "负责回滚预案"}
+            ],
+            "episode": {"summary": ["讨论了上线"]},
+        },
+        {
+            "operations": [
+                {"op": "add", "scope": "member", "subject": "U1", "type": "fact", "content": "负责回滚预案"}
+            ],
+            "episode": {"summary": "讨" * (MAX_SUMMARY_CHARS + 1)},
+        },
+        {
+            "operations": [
+                {"op": "add", "scope": "member", "subject": "U1", "type": "fact", "content": "负责回滚预案"}
+            ],
+            "episode": {"summary": "U7 说要周三上线"},
+        },  # a label no speaker had
+        {
+            "operations": [
+                {"op": "add", "scope": "member", "subject": "U1", "type": "fact", "content": "负责回滚预案"}
+            ],
+            "episode": {"summary": "  "},
+        },
+    ],
+    ids=["missing", "not-an-object", "summary-not-text", "oversized", "unknown-label", "empty"],
+)
 async def test_a_bad_or_empty_episode_gives_no_episode_and_the_operations_still_apply(store, reply):
     generate = scripted(lambda s, p: reply)
     report = await run_extraction(store, G, LINES[1:], generate, SETTINGS, clock=lambda: T0, episode=segment_of(LINES))
@@ -289,8 +331,9 @@ async def test_a_truncated_reply_gives_neither_operations_nor_episode(store):
 
 
 async def test_quoted_names_and_labels_with_names_become_plain_names(store):
-    generate = scripted(lambda s, p: {"operations": [],
-                                      "episode": {"summary": "U2 「王磊」和「李娜」约定周三上线，u1负责回滚"}})
+    generate = scripted(
+        lambda s, p: {"operations": [], "episode": {"summary": "U2 「王磊」和「李娜」约定周三上线，u1负责回滚"}}
+    )
     report = await run_extraction(store, G, LINES[1:], generate, SETTINGS, episode=segment_of(LINES))
     assert report.episode.summary == "王磊和李娜约定周三上线，李娜负责回滚"
 
@@ -307,8 +350,9 @@ async def test_a_call_that_closes_no_segment_asks_for_no_episode(store):
 
 async def test_the_episode_only_call_shows_the_segment_and_asks_for_the_episode_alone(store):
     generate = scripted(lambda s, p: {"episode": {"summary": "U1 和 U2 商量周三上线"}})
-    report = await run_extraction(store, G, [], generate, SETTINGS, clock=lambda: T0 + 5000,
-                                  episode=segment_of(LINES, taken=3))
+    report = await run_extraction(
+        store, G, [], generate, SETTINGS, clock=lambda: T0 + 5000, episode=segment_of(LINES, taken=3)
+    )
     [(system_prompt, prompt)] = generate.prompts
     assert system_prompt.startswith("你是群聊的情境记忆整理员") and "operations" not in system_prompt
     assert prompt.startswith("【本段此前的概括】\n（无）\n\n【本段对话】\nU1 「赵敏」: 我们先把")
@@ -331,8 +375,16 @@ async def test_conversations_of_two_groups_become_episodes_of_their_own_group_on
     async def run(key, batch, origin, segment):
         await run_extraction(store, key, batch, generate, SETTINGS, clock=clock, episode=segment)
 
-    scheduler = ExtractionScheduler(run, every_n=10, quiet_seconds=120, buffer_size=40, limiter=CallLimiter(4),
-                                    episode_messages=4, episode_quiet_seconds=1800, call_later=clock.call_later)
+    scheduler = ExtractionScheduler(
+        run,
+        every_n=10,
+        quiet_seconds=120,
+        buffer_size=40,
+        limiter=CallLimiter(4),
+        episode_messages=4,
+        episode_quiet_seconds=1800,
+        call_later=clock.call_later,
+    )
     for i in range(4):
         scheduler.observe(G, said("ou_wang" if i % 2 else "ou_li", f"发布计划第{i}条", clock.now), "umo")
         scheduler.observe(OTHER, said("ou_zhao", f"隔壁群的事{i}", clock.now), "umo")
@@ -410,8 +462,16 @@ async def test_messages_dropped_from_a_full_buffer_keep_batches_and_segments_in_
         calls.append(([u.text for u in batch], texts_of(episode.view()) if episode else None))
         await release.wait()
 
-    scheduler = ExtractionScheduler(run, every_n=2, quiet_seconds=120, buffer_size=3, limiter=CallLimiter(4),
-                                    episode_messages=6, episode_quiet_seconds=1800, call_later=clock.call_later)
+    scheduler = ExtractionScheduler(
+        run,
+        every_n=2,
+        quiet_seconds=120,
+        buffer_size=3,
+        limiter=CallLimiter(4),
+        episode_messages=6,
+        episode_quiet_seconds=1800,
+        call_later=clock.call_later,
+    )
     for i in range(1, 9):  # the first batch holds the group while m3..m8 arrive: m3, m4, m5 fall out of the buffer
         scheduler.observe(G, said("ou_wang", f"m{i}", clock.now), "umo")
         await asyncio.sleep(0)

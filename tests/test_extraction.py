@@ -43,8 +43,9 @@ def scripted(reply):
 
 async def seed(store, owner, content, memory_type="fact", source=Source.EXTRACTION, key=G):
     def change(memories):
-        return save(memories, memory_type=memory_type, content=content, now=1.0, max_count=20, max_length=200,
-                    source=source)
+        return save(
+            memories, memory_type=memory_type, content=content, now=1.0, max_count=20, max_length=200, source=source
+        )
 
     return (await store.change(key, owner, change, actor="test")).memory
 
@@ -60,14 +61,22 @@ async def test_design_example_updates_nickname_and_drops_hiking(store):
 
     def model(prompt):
         ids = numbers_in(prompt)
-        return {"operations": [
-            {"op": "update", "id": ids["用户 A 的昵称是小王"], "content": "用户 A 希望被称为王总", "by_request": True},
-            {"op": "delete", "id": ids["用户 A 计划下周去爬山"], "by_request": True},
-        ]}
+        return {
+            "operations": [
+                {
+                    "op": "update",
+                    "id": ids["用户 A 的昵称是小王"],
+                    "content": "用户 A 希望被称为王总",
+                    "by_request": True,
+                },
+                {"op": "delete", "id": ids["用户 A 计划下周去爬山"], "by_request": True},
+            ]
+        }
 
     generate = scripted(model)
-    report = await run_extraction(store, G, [said("ou_a", "别再叫我小王了，叫我王总。另外，我下周不去爬山了。")],
-                                  generate, SETTINGS)
+    report = await run_extraction(
+        store, G, [said("ou_a", "别再叫我小王了，叫我王总。另外，我下周不去爬山了。")], generate, SETTINGS
+    )
     assert len(report.applied) == 2 and report.rejected == []
     memories = await store.memories(G, "ou_a")
     assert [(m.content, m.type) for m in memories] == [("用户 A 希望被称为王总", MemoryType.PREFERENCE)]
@@ -76,18 +85,31 @@ async def test_design_example_updates_nickname_and_drops_hiking(store):
 
     changes = [e for e in await store.log_entries(G) if e["actor"] == "extraction" and e["kind"] == "memory"]
     assert sorted((c["op"], c["old"]["content"], c["new"] and c["new"]["content"]) for c in changes) == [
-        ("delete", "用户 A 计划下周去爬山", None), ("update", "用户 A 的昵称是小王", "用户 A 希望被称为王总")]
+        ("delete", "用户 A 计划下周去爬山", None),
+        ("update", "用户 A 的昵称是小王", "用户 A 希望被称为王总"),
+    ]
     assert {c["txn"] for c in changes} == {min(c["id"] for c in changes)}, "one batch is one transaction"
     text = await history_text(store, G)
     assert f"#{changes[0]['txn']}" in text and "extraction" in text and "→" in text
 
 
 async def test_adds_member_and_group_memories_in_the_conversation_language(store):
-    generate = scripted(lambda prompt: {"operations": [
-        {"op": "add", "scope": "member", "subject": "U2", "type": "fact", "content": "负责支付服务的后端", "importance": 0.8},
-        {"op": "add", "scope": "group", "subject": "U1", "type": "fact", "content": "项目 A 下周三上线"},
-        {"op": "skip"},
-    ]})
+    generate = scripted(
+        lambda prompt: {
+            "operations": [
+                {
+                    "op": "add",
+                    "scope": "member",
+                    "subject": "U2",
+                    "type": "fact",
+                    "content": "负责支付服务的后端",
+                    "importance": 0.8,
+                },
+                {"op": "add", "scope": "group", "subject": "U1", "type": "fact", "content": "项目 A 下周三上线"},
+                {"op": "skip"},
+            ]
+        }
+    )
     batch = [said("ou_a", "项目 A 下周三上线，大家注意"), said("ou_b", "我来负责支付服务的后端")]
     report = await run_extraction(store, G, batch, generate, SETTINGS)
     assert len(report.applied) == 2
@@ -118,8 +140,9 @@ async def test_invalid_operations_are_rejected_without_side_effects(store, tmp_p
     await seed(store, "ou_a", "喜欢猫")
     victim = await seed(store, "ou_v", "别的群的记忆", key=OTHER)
     before = {p.name: p.read_bytes() for p in tmp_path.rglob("*.json")}
-    report = await run_extraction(store, G, [said("ou_a", "随便聊聊")], scripted(lambda p: {"operations": [bad_op]}),
-                                  SETTINGS)
+    report = await run_extraction(
+        store, G, [said("ou_a", "随便聊聊")], scripted(lambda p: {"operations": [bad_op]}), SETTINGS
+    )
     assert report.applied == [] and len(report.rejected) == 1
     assert {p.name: p.read_bytes() for p in tmp_path.rglob("*.json")} == before
     assert (await store.memories(OTHER, "ou_v")) == [victim]
@@ -135,9 +158,9 @@ async def test_other_groups_memories_are_never_shown(store):
 @pytest.mark.parametrize(
     "reply",
     [
-        "```json\n{\"operations\": [{\"op\": \"add\", \"scope\": \"member\", \"subject\": \"U1\", \"type\": \"fact\", \"content\": \"是设计师\"}]}\n```",
-        "好的，分析如下：\n{\"operations\": [{\"op\": \"add\", \"scope\": \"member\", \"subject\": \"U1\", \"type\": \"fact\", \"content\": \"是设计师\"}]}\n以上。",
-        "[{\"op\": \"add\", \"scope\": \"member\", \"subject\": \"u1\", \"type\": \"fact\", \"content\": \"是设计师\"}]",
+        '```json\n{"operations": [{"op": "add", "scope": "member", "subject": "U1", "type": "fact", "content": "是设计师"}]}\n```',
+        '好的，分析如下：\n{"operations": [{"op": "add", "scope": "member", "subject": "U1", "type": "fact", "content": "是设计师"}]}\n以上。',
+        '[{"op": "add", "scope": "member", "subject": "u1", "type": "fact", "content": "是设计师"}]',
     ],
 )
 async def test_fences_and_prose_are_tolerated(store, reply):
@@ -146,10 +169,16 @@ async def test_fences_and_prose_are_tolerated(store, reply):
     assert [m.content for m in await store.memories(G, "ou_a")] == ["是设计师"]
 
 
-@pytest.mark.parametrize("reply", [
-    '{"operations": [{"op": "add", "scope": "member", "subject": "U1", "type": "fact", "content": "是设计师"}, {"op": "del',
-    "", "我觉得没什么要记的。", "null", '{"ops": 3}',
-])
+@pytest.mark.parametrize(
+    "reply",
+    [
+        '{"operations": [{"op": "add", "scope": "member", "subject": "U1", "type": "fact", "content": "是设计师"}, {"op": "del',
+        "",
+        "我觉得没什么要记的。",
+        "null",
+        '{"ops": 3}',
+    ],
+)
 async def test_malformed_output_is_skipped_whole(store, reply):
     report = await run_extraction(store, G, [said("ou_a", "我是设计师")], scripted(lambda p: reply), SETTINGS)
     assert report.applied == [] and report.parse_error
@@ -161,9 +190,18 @@ async def test_explicit_memories_are_protected_unless_the_member_asked(store):
     mine = await seed(store, "ou_a", "希望被称呼为「小王」", "preference", Source.EXPLICIT)
 
     def change_it(by_request):
-        return scripted(lambda prompt: {"operations": [
-            {"op": "update", "id": numbers_in(prompt)["希望被称呼为「小王」"], "content": "希望被称呼为「大王」",
-             "by_request": by_request}]})
+        return scripted(
+            lambda prompt: {
+                "operations": [
+                    {
+                        "op": "update",
+                        "id": numbers_in(prompt)["希望被称呼为「小王」"],
+                        "content": "希望被称呼为「大王」",
+                        "by_request": by_request,
+                    }
+                ]
+            }
+        )
 
     # Not marked as the member's request: protected.
     report = await run_extraction(store, G, [said("ou_a", "大家好")], change_it(False), SETTINGS)
@@ -173,8 +211,19 @@ async def test_explicit_memories_are_protected_unless_the_member_asked(store):
     report = await run_extraction(store, G, [said("ou_b", "叫他大王吧")], blind, SETTINGS)
     assert report.applied == [] and "not shown" in report.rejected[0][1]
     # An add that would overwrite the explicit nickname through the same-slot rule: protected.
-    sneaky = scripted(lambda prompt: {"operations": [
-        {"op": "add", "scope": "member", "subject": "U1", "type": "preference", "content": "希望被称呼为「大王」"}]})
+    sneaky = scripted(
+        lambda prompt: {
+            "operations": [
+                {
+                    "op": "add",
+                    "scope": "member",
+                    "subject": "U1",
+                    "type": "preference",
+                    "content": "希望被称呼为「大王」",
+                }
+            ]
+        }
+    )
     report = await run_extraction(store, G, [said("ou_a", "嗯")], sneaky, SETTINGS)
     assert report.applied == []
     assert await store.memories(G, "ou_a") == [mine]
@@ -185,10 +234,29 @@ async def test_explicit_memories_are_protected_unless_the_member_asked(store):
 
 
 async def test_explicit_group_memory_needs_its_adder(store):
-    rule = (await store.change(G, None, lambda m: save(m, memory_type="fact", content="群规禁止发广告", now=1.0,
-                                                          max_count=50, max_length=200, added_by="ou_admin"), actor="test")).memory
-    drop = scripted(lambda prompt: {"operations": [
-        {"op": "delete", "id": numbers_in(prompt)["群规禁止发广告"], "subject": "U1", "by_request": True}]})
+    rule = (
+        await store.change(
+            G,
+            None,
+            lambda m: save(
+                m,
+                memory_type="fact",
+                content="群规禁止发广告",
+                now=1.0,
+                max_count=50,
+                max_length=200,
+                added_by="ou_admin",
+            ),
+            actor="test",
+        )
+    ).memory
+    drop = scripted(
+        lambda prompt: {
+            "operations": [
+                {"op": "delete", "id": numbers_in(prompt)["群规禁止发广告"], "subject": "U1", "by_request": True}
+            ]
+        }
+    )
     report = await run_extraction(store, G, [said("ou_b", "群规过时了吧")], drop, SETTINGS)
     assert report.applied == [] and (await store.document(G)).group_memories == [rule]
     report = await run_extraction(store, G, [said("ou_admin", "删掉那条群规")], drop, SETTINGS)
@@ -201,28 +269,43 @@ def admin_said(user, text):
 
 async def group_memory(store, content, added_by, memory_type="fact", source=Source.EXTRACTION):
     def change(memories):
-        return save(memories, memory_type=memory_type, content=content, now=1.0, max_count=50, max_length=200,
-                    source=source, added_by=added_by)
+        return save(
+            memories,
+            memory_type=memory_type,
+            content=content,
+            now=1.0,
+            max_count=50,
+            max_length=200,
+            source=source,
+            added_by=added_by,
+        )
 
     return (await store.change(G, None, change, actor="test")).memory
 
 
 def group_add(memory_type, content, subject="U1"):
-    return scripted(lambda prompt: {"operations": [
-        {"op": "add", "scope": "group", "subject": subject, "type": memory_type, "content": content}]})
+    return scripted(
+        lambda prompt: {
+            "operations": [{"op": "add", "scope": "group", "subject": subject, "type": memory_type, "content": content}]
+        }
+    )
 
 
 async def test_group_writers_setting_governs_extraction(store):
     admins_only = Settings(enable_background_extraction=True, group_memory_writers="admins")
-    report = await run_extraction(store, G, [said("ou_b", "周五下午团建")], group_add("fact", "周五下午团建"),
-                                  admins_only)
+    report = await run_extraction(
+        store, G, [said("ou_b", "周五下午团建")], group_add("fact", "周五下午团建"), admins_only
+    )
     assert report.applied == [] and "管理员" in report.rejected[0][1]
-    unnamed = scripted(lambda p: {"operations": [{"op": "add", "scope": "group", "type": "fact", "content": "周五团建"}]})
+    unnamed = scripted(
+        lambda p: {"operations": [{"op": "add", "scope": "group", "type": "fact", "content": "周五团建"}]}
+    )
     report = await run_extraction(store, G, [admin_said("ou_admin", "周五团建")], unnamed, admins_only)
     assert report.applied == [] and "subject" in report.rejected[0][1]
     assert (await store.document(G)).group_memories == []
-    report = await run_extraction(store, G, [admin_said("ou_admin", "周五下午团建")],
-                                  group_add("fact", "周五下午团建"), admins_only)
+    report = await run_extraction(
+        store, G, [admin_said("ou_admin", "周五下午团建")], group_add("fact", "周五下午团建"), admins_only
+    )
     assert len(report.applied) == 1
     assert [m.added_by for m in (await store.document(G)).group_memories] == ["ou_admin"]
 
@@ -232,14 +315,20 @@ async def test_group_instructions_from_extraction_are_admin_only_by_default(stor
     report = await run_extraction(store, G, [said("ou_b", "以后大家都用英文回复")], rule, SETTINGS)
     assert report.applied == [] and "指令" in report.rejected[0][1]
     # speaking second does not help: the operation names the speaker, and U2 is not an admin either
-    report = await run_extraction(store, G, [admin_said("ou_admin", "嗯"), said("ou_b", "以后都用英文")],
-                                  group_add("instruction", "所有回复都用英文", "U2"), SETTINGS)
+    report = await run_extraction(
+        store,
+        G,
+        [admin_said("ou_admin", "嗯"), said("ou_b", "以后都用英文")],
+        group_add("instruction", "所有回复都用英文", "U2"),
+        SETTINGS,
+    )
     assert report.applied == [] and (await store.document(G)).group_memories == []
     report = await run_extraction(store, G, [admin_said("ou_admin", "以后大家都用英文回复")], rule, SETTINGS)
     assert len(report.applied) == 1
     everyone = Settings(enable_background_extraction=True, group_instruction_writers="everyone")
-    report = await run_extraction(store, G, [said("ou_b", "回复都简短点")], group_add("instruction", "回复要简短"),
-                                  everyone)
+    report = await run_extraction(
+        store, G, [said("ou_b", "回复都简短点")], group_add("instruction", "回复要简短"), everyone
+    )
     assert len(report.applied) == 1
 
 
@@ -247,8 +336,13 @@ async def test_extraction_changes_a_group_memory_only_for_its_adder_or_an_admin(
     dinner = await group_memory(store, "周五聚餐", added_by="ou_a")
 
     def change(op, subject="U1"):
-        return scripted(lambda prompt: {"operations": [
-            {"op": op, "id": numbers_in(prompt)["周五聚餐"], "subject": subject, "content": "周六聚餐"}]})
+        return scripted(
+            lambda prompt: {
+                "operations": [
+                    {"op": op, "id": numbers_in(prompt)["周五聚餐"], "subject": subject, "content": "周六聚餐"}
+                ]
+            }
+        )
 
     for op in ("update", "delete"):
         report = await run_extraction(store, G, [said("ou_b", "聚餐改周六了")], change(op), SETTINGS)
@@ -266,22 +360,28 @@ async def test_extraction_never_rewrites_another_members_group_memory_through_a_
     everyone = Settings(enable_background_extraction=True, group_instruction_writers="everyone")
     fact = await group_memory(store, "项目 A 下周三上线", added_by="ou_a")
     nick = await group_memory(store, "新人入群请先改群昵称", added_by="ou_a", memory_type="preference")
-    report = await run_extraction(store, G, [said("ou_b", "项目A下周三上线！")],
-                                  group_add("instruction", "项目A 下周三上线！"), everyone)
+    report = await run_extraction(
+        store, G, [said("ou_b", "项目A下周三上线！")], group_add("instruction", "项目A 下周三上线！"), everyone
+    )
     assert report.applied == [] and "exists" in report.rejected[0][1]
-    report = await run_extraction(store, G, [said("ou_b", "群里外号统一叫做花名")],
-                                  group_add("preference", "群里的外号统一叫做花名"), everyone)
+    report = await run_extraction(
+        store, G, [said("ou_b", "群里外号统一叫做花名")], group_add("preference", "群里的外号统一叫做花名"), everyone
+    )
     assert len(report.applied) == 1
     assert [m.content for m in (await store.document(G)).group_memories] == [
-        fact.content, nick.content, "群里的外号统一叫做花名"]
+        fact.content,
+        nick.content,
+        "群里的外号统一叫做花名",
+    ]
     assert (await store.document(G)).group_memories[:2] == [fact, nick]
 
 
 async def test_operation_cap(store):
     settings = Settings(enable_background_extraction=True, extraction_max_operations=2)
     ops = [{"op": "add", "scope": "member", "subject": "U1", "type": "fact", "content": f"事实 {i}"} for i in range(5)]
-    report = await run_extraction(store, G, [said("ou_a", "很多事实")], scripted(lambda p: {"operations": ops}),
-                                  settings)
+    report = await run_extraction(
+        store, G, [said("ou_a", "很多事实")], scripted(lambda p: {"operations": ops}), settings
+    )
     assert len(report.applied) == 2 and len(report.rejected) == 3
     assert len(await store.memories(G, "ou_a")) == 2
 
@@ -296,7 +396,8 @@ async def test_boost_and_stats(store):
     assert stats.calls == 1 and stats.applied == 1 and stats.output_tokens == 20 and stats.input_tokens > 0
     assert "调用 1 次" in await stats_text(store, G, pending=0)
     assert [e["op"] for e in await store.log_entries(G) if e["actor"] == "extraction" and e["kind"] == "memory"] == [
-        "boost"]
+        "boost"
+    ]
 
 
 async def test_revert_undoes_an_update_a_delete_and_an_add(store):
@@ -305,11 +406,13 @@ async def test_revert_undoes_an_update_a_delete_and_an_add(store):
 
     def model(prompt):
         ids = numbers_in(prompt)
-        return {"operations": [
-            {"op": "update", "id": ids["住在杭州"], "content": "住在上海"},
-            {"op": "delete", "id": ids["喜欢猫"]},
-            {"op": "add", "scope": "member", "subject": "U1", "type": "fact", "content": "会弹吉他"},
-        ]}
+        return {
+            "operations": [
+                {"op": "update", "id": ids["住在杭州"], "content": "住在上海"},
+                {"op": "delete", "id": ids["喜欢猫"]},
+                {"op": "add", "scope": "member", "subject": "U1", "type": "fact", "content": "会弹吉他"},
+            ]
+        }
 
     await run_extraction(store, G, [said("ou_a", "搬到上海了")], scripted(model), SETTINGS)
     assert sorted(m.content for m in await store.memories(G, "ou_a")) == ["会弹吉他", "住在上海"]
@@ -359,8 +462,7 @@ async def texts_extraction_receives(*messages):
     async def run(key, batch, origin):
         batches.append([u.text for u in batch])
 
-    scheduler = ExtractionScheduler(run, every_n=len(messages), quiet_seconds=60, buffer_size=5,
-                                    limiter=CallLimiter(1))
+    scheduler = ExtractionScheduler(run, every_n=len(messages), quiet_seconds=60, buffer_size=5, limiter=CallLimiter(1))
     for text in messages:
         scheduler.observe(G, said("ou_a", text), "umo")
     await scheduler.drain()
@@ -441,8 +543,23 @@ async def test_plugin_buffers_group_messages_and_extracts_in_background(make_plu
 
     async def fake_generate(origin, system_prompt, prompt):
         calls.append(prompt)
-        return json.dumps({"operations": [
-            {"op": "add", "scope": "member", "subject": "U1", "type": "preference", "content": "喜欢简洁的回复"}]}), 100, 10
+        return (
+            json.dumps(
+                {
+                    "operations": [
+                        {
+                            "op": "add",
+                            "scope": "member",
+                            "subject": "U1",
+                            "type": "preference",
+                            "content": "喜欢简洁的回复",
+                        }
+                    ]
+                }
+            ),
+            100,
+            10,
+        )
 
     plugin._generate = fake_generate
     await plugin.observe_group_message(make_event("我喜欢简洁一点的回复", user="ou_a"))
@@ -458,7 +575,10 @@ async def test_plugin_buffers_group_messages_and_extracts_in_background(make_plu
     assert len(calls) == 1 and "memory list" not in calls[0] and "我是机器人" not in calls[0]
     conversation = calls[0].split("【最近对话】", 1)[1]
     assert [line.split(": ", 1)[1] for line in conversation.strip().splitlines()[:-1] if ": " in line] == [
-        "我喜欢简洁一点的回复", "收到", "好的"]
+        "我喜欢简洁一点的回复",
+        "收到",
+        "好的",
+    ]
     assert [m.content for m in await plugin.store.memories(G, "ou_a")] == ["喜欢简洁的回复"]
     await plugin.terminate()
 
@@ -487,8 +607,12 @@ async def test_admin_commands_show_and_revert_history(make_plugin):
     plugin = make_plugin(enable_background_extraction=True, extraction_every_n_messages=1)
 
     async def fake_generate(origin, system_prompt, prompt):
-        return ('{"operations": [{"op": "add", "scope": "group", "subject": "U1", "type": "fact", '
-                '"content": "周五下午团建"}]}', 50, 5)
+        return (
+            '{"operations": [{"op": "add", "scope": "group", "subject": "U1", "type": "fact", '
+            '"content": "周五下午团建"}]}',
+            50,
+            5,
+        )
 
     plugin._generate = fake_generate
     await plugin.observe_group_message(make_event("周五下午团建，别忘了", user="ou_a"))
@@ -496,7 +620,8 @@ async def test_admin_commands_show_and_revert_history(make_plugin):
     admin = make_event(user="ou_admin")
     admin.role = "admin"
     assert "#1" in await command_text(plugin.memory_history_command(admin)) and "周五下午团建" in await command_text(
-        plugin.memory_history_command(admin))
+        plugin.memory_history_command(admin)
+    )
     assert "调用 1 次" in await command_text(plugin.memory_stats_command(make_event()))
     assert "已撤销" in await command_text(plugin.memory_revert_command(admin, 1))
     assert (await plugin.store.document(G)).group_memories == []
@@ -519,8 +644,10 @@ async def test_the_plugin_log_never_holds_what_members_said(store, caplog):
     caplog.set_level(logging.DEBUG, logger="astrbot_plugin_user_memory")
     skipped = "我觉得没什么要记的：手机号 13800001111"
     await run_extraction(store, G, [said("ou_a", "我是设计师")], scripted(lambda p: skipped), SETTINGS)
-    rejected = ('{"operations": [{"op": "add", "scope": "member", "subject": "U9", "type": "fact",'
-                ' "content": "住在幸福路 7 号"}]}')
+    rejected = (
+        '{"operations": [{"op": "add", "scope": "member", "subject": "U9", "type": "fact",'
+        ' "content": "住在幸福路 7 号"}]}'
+    )
     report = await run_extraction(store, G, [said("ou_a", "我是设计师")], scripted(lambda p: rejected), SETTINGS)
     assert report.rejected, "the unknown subject is refused"
     assert "13800001111" not in caplog.text and "幸福路" not in caplog.text

@@ -68,8 +68,12 @@ async def test_a_commitment_becomes_an_unconfirmed_todo_of_the_member_with_the_s
     assert (todo.platform_id, todo.origin) == ("lark_main", "lark_main:GroupMessage:oc_group1")
     assert todo.due_at == local("2026-11-27T18:00") and todo.remind_at == local("2026-11-27T17:00")  # 1 h lead
     (entry,) = todo_log(await store.log_entries(G))
-    assert (entry["actor"], entry["op"], entry["owner"], entry["new"]["confirmed"]) == ("extraction", "add", "ou_b",
-                                                                                        False)
+    assert (entry["actor"], entry["op"], entry["owner"], entry["new"]["confirmed"]) == (
+        "extraction",
+        "add",
+        "ou_b",
+        False,
+    )
     assert [e["applied"] for e in await store.log_entries(G) if e.get("kind") == "call"] == [1]
 
     system_prompt, prompt = generate.prompts[0]
@@ -98,8 +102,9 @@ async def test_it_is_listed_and_injected_but_never_reminded_until_the_member_con
 async def test_asking_for_the_same_reminder_confirms_the_proposal_instead_of_adding_another(store):
     await extract(store, todo_op(due_at="2026-11-27T18:00"))
     member = Caller(MemberKey(G, "ou_b"))
-    answer = await service.add_todo(store, member, POLICY, ORIGIN, content="分享技术见解", due_at="2026-11-27T18:00",
-                                    now=NOW + 60)
+    answer = await service.add_todo(
+        store, member, POLICY, ORIGIN, content="分享技术见解", due_at="2026-11-27T18:00", now=NOW + 60
+    )
     assert "现已确认" in answer
     (todo,) = await store.todos(G)
     assert todo.confirmed and rules.reminder_time(todo) is not None
@@ -174,15 +179,23 @@ async def test_a_duplicate_of_a_pending_or_cancelled_todo_is_rejected_and_never_
 
 
 async def test_the_members_pending_todo_limit_holds_for_proposals(store):
-    report, _ = await extract(store, todo_op(content="一"), todo_op(content="二"),
-                              proposals=TodoProposals(TodoPolicy(zone=ZONE, max_pending=1), ORIGIN))
+    report, _ = await extract(
+        store,
+        todo_op(content="一"),
+        todo_op(content="二"),
+        proposals=TodoProposals(TodoPolicy(zone=ZONE, max_pending=1), ORIGIN),
+    )
     assert len(report.applied) == 1 and "上限" in report.rejected[0][1]
     assert [t.content for t in await store.todos(G)] == ["一"]
 
 
 async def test_the_groups_pending_todo_limit_holds_for_proposals(store):
-    report, _ = await extract(store, todo_op(content="一"), todo_op(subject="U1", content="二"),
-                              proposals=TodoProposals(TodoPolicy(zone=ZONE, max_group_pending=1), ORIGIN))
+    report, _ = await extract(
+        store,
+        todo_op(content="一"),
+        todo_op(subject="U1", content="二"),
+        proposals=TodoProposals(TodoPolicy(zone=ZONE, max_group_pending=1), ORIGIN),
+    )
     assert len(report.applied) == 1 and "todo_max_per_group" in report.rejected[0][1]
     assert [t.content for t in await store.todos(G)] == ["一"]
 
@@ -201,8 +214,9 @@ async def test_the_prompt_shows_the_speakers_pending_todos_only(store):
 
 async def test_a_platform_that_cannot_send_keeps_the_proposal_without_a_reminder(store):
     qq = Origin("qq_official_1", "qq_official_1:GroupMessage:oc_group1", can_remind=False)
-    report, _ = await extract(store, todo_op(remind_at="2026-11-25T10:00", due_at="2026-11-27T18:00"),
-                              proposals=TodoProposals(POLICY, qq))
+    report, _ = await extract(
+        store, todo_op(remind_at="2026-11-25T10:00", due_at="2026-11-27T18:00"), proposals=TodoProposals(POLICY, qq)
+    )
     assert len(report.applied) == 1
     (todo,) = await store.todos(G)
     assert todo.remind_at is None and todo.due_at == local("2026-11-27T18:00") and todo.platform_id == "qq_official_1"
@@ -225,7 +239,11 @@ async def test_plugin_passes_the_groups_send_origin_when_todos_are_on(make_plugi
     await plugin.extraction.drain()
     (todo,) = await plugin.store.todos(G)
     assert (todo.assignee, todo.confirmed, todo.platform_id, todo.origin) == (
-        "ou_a", False, "lark_bot", "lark_bot:GroupMessage:oc_group1")
+        "ou_a",
+        False,
+        "lark_bot",
+        "lark_bot:GroupMessage:oc_group1",
+    )
     await plugin.terminate()
 
     off = make_plugin(enable_background_extraction=True, extraction_every_n_messages=1, enable_todos=False)

@@ -91,7 +91,9 @@ async def test_corrupt_group_file_does_not_take_down_other_groups(make_plugin, c
     assert "正常群的记忆" in await system_prompt_for(fresh, make_event(group="oc_ok"))
     moved = [p for p in bad.parent.iterdir() if ".corrupt-" in p.name]
     assert len(moved) == 1 and moved[0].read_bytes() == b"\x00\xff not json"
-    assert "已保存" in await call_tool(fresh, "lark_save_memory", make_event(group="oc_bad"), memory_type="fact", content="新的开始")
+    assert "已保存" in await call_tool(
+        fresh, "lark_save_memory", make_event(group="oc_bad"), memory_type="fact", content="新的开始"
+    )
 
 
 async def test_unreadable_group_file_is_reported_not_replaced(make_plugin):
@@ -107,10 +109,12 @@ async def test_unreadable_group_file_is_reported_not_replaced(make_plugin):
 async def test_200_concurrent_saves_in_one_group(make_plugin):
     plugin = make_plugin()
     events = [make_event(user=f"ou_{i % 20}") for i in range(200)]
-    results = await asyncio.gather(*(
-        call_tool(plugin, "lark_save_memory", e, memory_type="fact", content=f"第 {i} 条事实")
-        for i, e in enumerate(events)
-    ))
+    results = await asyncio.gather(
+        *(
+            call_tool(plugin, "lark_save_memory", e, memory_type="fact", content=f"第 {i} 条事实")
+            for i, e in enumerate(events)
+        )
+    )
     assert all("已保存" in r for r in results)
     fresh = make_plugin()
     group = GroupKey("lark", "oc_group1")

@@ -5,7 +5,19 @@ import pytest
 from memory._storage.files import group_file_path, write_atomic
 from memory._models import GroupKey
 
-HOSTILE_IDS = ["../../etc/passwd", "..", ".", "a/b\\c", "群聊一", "x" * 5000, "", "oc_a.b", "CON", "\x00nul", "a" * 80 + "b"]
+HOSTILE_IDS = [
+    "../../etc/passwd",
+    "..",
+    ".",
+    "a/b\\c",
+    "群聊一",
+    "x" * 5000,
+    "",
+    "oc_a.b",
+    "CON",
+    "\x00nul",
+    "a" * 80 + "b",
+]
 
 
 @pytest.mark.parametrize("group_id", HOSTILE_IDS)
@@ -17,7 +29,10 @@ def test_any_group_id_maps_inside_the_directory(tmp_path, group_id):
 
 
 def test_readable_ids_keep_their_name(tmp_path):
-    assert group_file_path(tmp_path, GroupKey("lark", "oc_abc123")).relative_to(tmp_path).as_posix() == "lark/oc_abc123.json"
+    assert (
+        group_file_path(tmp_path, GroupKey("lark", "oc_abc123")).relative_to(tmp_path).as_posix()
+        == "lark/oc_abc123.json"
+    )
 
 
 def test_distinct_ids_never_share_a_file(tmp_path):

@@ -24,8 +24,12 @@ def saved_config(astrbot_root) -> dict:
 
 
 async def test_invalid_settings_are_clamped_and_written_back_to_the_config(make_plugin, astrbot_root):
-    plugin = make_plugin(memory_max_per_user=-5, memory_inject_limit=99999, memory_inject_char_budget="lots",
-                         extraction_every_n_messages=100)
+    plugin = make_plugin(
+        memory_max_per_user=-5,
+        memory_inject_limit=99999,
+        memory_inject_char_budget="lots",
+        extraction_every_n_messages=100,
+    )
     assert (plugin.settings.memory_max_per_user, plugin.settings.memory_inject_limit) == (1, 100)
     saved = saved_config(astrbot_root)
     assert saved["memory_max_per_user"] == 1 and saved["memory_inject_limit"] == 100
@@ -58,8 +62,12 @@ async def test_status_history_and_revert_are_astrbot_admin_only(make_plugin):
     """The handlers check (AstrBot's permission filter would refuse before the plugin could audit the attempt) and
     answer as AstrBot does."""
     plugin = make_plugin()
-    for command, args in ((plugin.memory_status_command, ()), (plugin.memory_history_command, ()),
-                          (plugin.memory_revert_command, (1,)), (plugin.memory_archived_command, ())):
+    for command, args in (
+        (plugin.memory_status_command, ()),
+        (plugin.memory_history_command, ()),
+        (plugin.memory_revert_command, (1,)),
+        (plugin.memory_archived_command, ()),
+    ):
         text = await command_text(command(make_event(user="ou_member"), *args))
         assert text == "您(ID: ou_member)的权限不足以使用此指令。通过 /sid 获取 ID 并请管理员添加。"
     await plugin.terminate()
@@ -173,8 +181,12 @@ def lark_event(text="", *, user="ou_1a2b3c4d5e", group="oc_group1", members=None
     event = make_event(text, group=group, user=user, name=user[:8])
 
     async def get_group(group_id=None, **_):
-        return Group(group_id=group, group_owner=owner, group_admins=admins or [],
-                     members=[MessageMember(user_id=u, nickname=n) for u, n in (members or {}).items()])
+        return Group(
+            group_id=group,
+            group_owner=owner,
+            group_admins=admins or [],
+            members=[MessageMember(user_id=u, nickname=n) for u, n in (members or {}).items()],
+        )
 
     event.get_group = get_group
     return event
@@ -211,11 +223,13 @@ async def test_the_platforms_group_owner_counts_as_group_admin(make_plugin):
     plugin = make_plugin(group_memory_writers="admins")
     owner = lark_event(user="ou_owner", owner="ou_owner")
     member = lark_event(user="ou_member", owner="ou_owner")
-    assert "只有管理员" in await call_tool(plugin, "lark_save_memory", member, memory_type="fact",
-                                          content="群规禁止发广告", scope="group")
+    assert "只有管理员" in await call_tool(
+        plugin, "lark_save_memory", member, memory_type="fact", content="群规禁止发广告", scope="group"
+    )
     await plugin.members.settle()
-    assert "已保存" in await call_tool(plugin, "lark_save_memory", owner, memory_type="fact",
-                                       content="群规禁止发广告", scope="group")
+    assert "已保存" in await call_tool(
+        plugin, "lark_save_memory", owner, memory_type="fact", content="群规禁止发广告", scope="group"
+    )
     assert plugin._caller(owner).can_manage_group and not plugin._caller(member).can_manage_group
     assert not plugin._caller(owner).is_admin  # AstrBot admin commands stay admins_id-only
 
@@ -263,6 +277,5 @@ async def test_extraction_hears_names_and_who_manages_the_group(make_plugin):
     await plugin.members.settle()
     await plugin.observe_group_message(lark_event("第二句", user="ou_owner", **roster))
     await plugin.observe_group_message(lark_event("第三句", user="ou_member", **roster))
-    assert [(u.name, u.can_manage_group) for u in heard] == [
-        ("ou_owner", False), ("群主老板", True), ("李雷", False)]
+    assert [(u.name, u.can_manage_group) for u in heard] == [("ou_owner", False), ("群主老板", True), ("李雷", False)]
     await plugin.terminate()

@@ -17,8 +17,9 @@ ME = Caller(MemberKey(G, "ou_a"))
 
 def memory(n: int, kind: str, content: str, updated_at: float | None = None) -> Memory:
     t = float(n) if updated_at is None else updated_at
-    return Memory(id=f"{n:08x}-0000-4000-8000-000000000000", type=MemoryType(kind), content=content, created_at=t,
-                  updated_at=t)
+    return Memory(
+        id=f"{n:08x}-0000-4000-8000-000000000000", type=MemoryType(kind), content=content, created_at=t, updated_at=t
+    )
 
 
 def own(n, kind, content, t=None):
@@ -52,8 +53,9 @@ def test_group_instructions_never_take_more_than_their_share():
 
 def test_group_instructions_share_the_character_budget_too():
     long_rules = [group(100 + i, "instruction", f"群规{i}" + "长" * 190) for i in range(5)]
-    chosen = select_for_injection(injection_order(long_rules + OWN_FACTS), limit=10, char_budget=1000,
-                                  group_instruction_share=0.3)
+    chosen = select_for_injection(
+        injection_order(long_rules + OWN_FACTS), limit=10, char_budget=1000, group_instruction_share=0.3
+    )
     assert sum(item_cost(item) for item in chosen if item[0] is Scope.GROUP) <= 300
     assert sum(item[0] is Scope.MEMBER for item in chosen) >= 5
 
@@ -66,8 +68,9 @@ def test_group_instructions_past_their_share_fill_slots_nobody_wants():
 def test_the_members_own_instructions_always_go_in():
     instructions = [own(50, "instruction", "回复我时用英文", 0.0), own(51, "instruction", "不要用表情", 1.0)]
     relevance = {m.id: 1.0 for _, m in OWN_FACTS + GROUP_RULES}  # everything else matches the message perfectly
-    chosen = select_for_injection(injection_order(instructions + OWN_FACTS + GROUP_RULES), limit=4,
-                                  char_budget=20000, relevance=relevance)
+    chosen = select_for_injection(
+        injection_order(instructions + OWN_FACTS + GROUP_RULES), limit=4, char_budget=20000, relevance=relevance
+    )
     assert set(contents(instructions)) <= set(contents(chosen))
 
 
@@ -120,12 +123,28 @@ async def test_twelve_group_instructions_leave_room_for_the_member(tmp_path):
     """The issue's case: 12 group instructions pushed a member's own memories out of their prompt entirely."""
     store = UserMemoryStore(tmp_path)
     for i in range(12):
-        await store.change(G, GROUP_OWNER, lambda m, n=i: save(
-            m, memory_type="instruction", content=f"群规{n}：发言前先看置顶第{n}条", now=100.0 + n, max_count=100,
-            max_length=200), actor="test")
+        await store.change(
+            G,
+            GROUP_OWNER,
+            lambda m, n=i: save(
+                m,
+                memory_type="instruction",
+                content=f"群规{n}：发言前先看置顶第{n}条",
+                now=100.0 + n,
+                max_count=100,
+                max_length=200,
+            ),
+            actor="test",
+        )
     for i, content in enumerate(["回复我时用英文", "希望被称呼为老王"]):
-        await store.change(G, "ou_a", lambda m, c=content, n=i, t=("instruction", "preference")[i]: save(
-            m, memory_type=t, content=c, now=float(n), max_count=100, max_length=200), actor="test")
+        await store.change(
+            G,
+            "ou_a",
+            lambda m, c=content, n=i, t=("instruction", "preference")[i]: save(
+                m, memory_type=t, content=c, now=float(n), max_count=100, max_length=200
+            ),
+            actor="test",
+        )
     block = await Recall().memory_block(store, ME, Settings(memory_inject_limit=10), "老王", "今天吃什么")
     assert "回复我时用英文" in block and "希望被称呼为老王" in block
     own_part, group_part = block.split(GROUP_SECTION_HEADER)
@@ -145,8 +164,14 @@ async def test_relevance_is_scored_on_the_bounded_query(tmp_path):
     store = UserMemoryStore(tmp_path)
     facts = ["负责支付服务的后端", "养了一只叫团子的猫", "喜欢周末去爬山"] + [f"杂事{i}" for i in range(5)]
     for i, content in enumerate(facts):
-        await store.change(G, "ou_a", lambda m, c=content, n=i: save(
-            m, memory_type="fact", content=c, now=1000.0 - n, max_count=100, max_length=200), actor="test")
+        await store.change(
+            G,
+            "ou_a",
+            lambda m, c=content, n=i: save(
+                m, memory_type="fact", content=c, now=1000.0 - n, max_count=100, max_length=200
+            ),
+            actor="test",
+        )
     seen = []
 
     async def similarities(key, query, ids):
@@ -158,18 +183,25 @@ async def test_relevance_is_scored_on_the_bounded_query(tmp_path):
     block = await recall.memory_block(store, ME, Settings(memory_inject_limit=2), "A", filler + "对了，我的猫叫什么？")
     assert "养了一只叫团子的猫" in block  # the question at the end of a long message still counts
     assert seen and all(len(q) <= MAX_QUERY_CHARS + 1 for q in seen)  # the semantic scorer got the bound too
-    block = await recall.memory_block(store, ME, Settings(memory_inject_limit=2), "A",
-                                      filler + "对了，爬山的事" + filler)  # only in the middle: not looked at
+    block = await recall.memory_block(
+        store, ME, Settings(memory_inject_limit=2), "A", filler + "对了，爬山的事" + filler
+    )  # only in the middle: not looked at
     assert "喜欢周末去爬山" not in block
 
 
 def test_the_block_separates_group_rules_from_the_members_own_requests():
-    items = injection_order([own(1, "instruction", "回复我时用英文"), group(2, "instruction", "群里只讨论工作"),
-                             own(3, "fact", "是后端负责人"), (Scope.GLOBAL, memory(4, "preference", "喜欢简洁"))])
+    items = injection_order(
+        [
+            own(1, "instruction", "回复我时用英文"),
+            group(2, "instruction", "群里只讨论工作"),
+            own(3, "fact", "是后端负责人"),
+            (Scope.GLOBAL, memory(4, "preference", "喜欢简洁")),
+        ]
+    )
     lines = render_memory_block(items, "老王").splitlines()
     own_at, group_at = lines.index(OWN_SECTION_HEADER), lines.index(GROUP_SECTION_HEADER)
     assert own_at < group_at
-    own_lines, group_lines = lines[own_at + 1:group_at], lines[group_at + 1:-1]
+    own_lines, group_lines = lines[own_at + 1 : group_at], lines[group_at + 1 : -1]
     assert [line.split("（")[0] for line in own_lines] == ["- 回复我时用英文", "- 喜欢简洁", "- 是后端负责人"]
     assert group_lines == [line for line in group_lines if "本群公共" in line] and "群里只讨论工作" in group_lines[0]
     assert "不是该成员本人的要求" in GROUP_SECTION_HEADER
@@ -183,10 +215,12 @@ async def test_group_rules_are_not_presented_as_the_members_request_through_the_
     plugin = make_plugin()
     admin = make_event(user="ou_admin")
     admin.is_admin = lambda: True
-    await call_tool(plugin, "lark_save_memory", admin, memory_type="instruction", content="本群回复一律用中文",
-                    scope="group")
-    await call_tool(plugin, "lark_save_memory", make_event(user="ou_a"), memory_type="instruction",
-                    content="回复我时先给结论")
+    await call_tool(
+        plugin, "lark_save_memory", admin, memory_type="instruction", content="本群回复一律用中文", scope="group"
+    )
+    await call_tool(
+        plugin, "lark_save_memory", make_event(user="ou_a"), memory_type="instruction", content="回复我时先给结论"
+    )
     prompt = await system_prompt_for(plugin, make_event("你好", user="ou_a"))
     own_part, group_part = prompt.split(GROUP_SECTION_HEADER)
     assert "回复我时先给结论" in own_part and "本群回复一律用中文" not in own_part

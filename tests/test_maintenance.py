@@ -30,8 +30,15 @@ class Clock:
 
 
 def memory(memory_id, *, source=Source.EXTRACTION, importance=0.5, at=T0):
-    return Memory(id=memory_id, type=MemoryType.FACT, content=f"内容{memory_id}", created_at=at, updated_at=at,
-                  source=source, importance=importance)
+    return Memory(
+        id=memory_id,
+        type=MemoryType.FACT,
+        content=f"内容{memory_id}",
+        created_at=at,
+        updated_at=at,
+        source=source,
+        importance=importance,
+    )
 
 
 def put(*memories):
@@ -46,14 +53,19 @@ class Report:
 def setup(tmp_path, clock, settings=None, **kwargs):
     store = UserMemoryStore(tmp_path / "groups", clock=clock, durable=False)
     config = settings or Settings()
-    scheduler = MaintenanceScheduler(store, lambda: config, state_path=tmp_path / "state.json",
-                                     clock=clock, start_delay=0, durable=False, **kwargs)
+    scheduler = MaintenanceScheduler(
+        store, lambda: config, state_path=tmp_path / "state.json", clock=clock, start_delay=0, durable=False, **kwargs
+    )
     return store, scheduler
 
 
 async def seed(store, key=G1):
-    await store.change(key, "u1", put(memory("fact"), memory("mine", source=Source.EXPLICIT),
-                                      memory("core", importance=1.0)), actor="extraction")
+    await store.change(
+        key,
+        "u1",
+        put(memory("fact"), memory("mine", source=Source.EXPLICIT), memory("core", importance=1.0)),
+        actor="extraction",
+    )
     await store.change(key, GROUP_OWNER, put(memory("shared")), actor="extraction")
 
 
@@ -73,7 +85,9 @@ async def test_decayed_memories_are_archived_and_protected_ones_never(tmp_path):
     fresh = UserMemoryStore(tmp_path / "groups")
     assert {m.id for m in await fresh.memories(G1, "u1")} == {"mine", "core"}
     assert {(a.owner, a.memory.id, a.reason) for a in await fresh.archived(G1)} == {
-        ("u1", "fact", "decay"), (None, "shared", "decay")}
+        ("u1", "fact", "decay"),
+        (None, "shared", "decay"),
+    }
     assert scheduler.stats.archived == 2
     ops = [(e["op"], e["actor"]) for e in await fresh.log_entries(G1) if e.get("op") == "archive"]
     assert ops == [("archive", "maintenance")] * 2
@@ -131,8 +145,13 @@ async def test_the_skip_state_survives_a_restart(tmp_path):
     await seed(store)
     await one_round(scheduler)
     await scheduler.stop()
-    again = MaintenanceScheduler(UserMemoryStore(tmp_path / "groups", clock=clock, durable=False),
-                                 Settings, state_path=tmp_path / "state.json", clock=clock, start_delay=0)
+    again = MaintenanceScheduler(
+        UserMemoryStore(tmp_path / "groups", clock=clock, durable=False),
+        Settings,
+        state_path=tmp_path / "state.json",
+        clock=clock,
+        start_delay=0,
+    )
     await again._load_state()
     clock.days(2)
     await again.run_round(spacing=0)
@@ -163,7 +182,11 @@ async def test_archived_memories_are_purged_after_retention(tmp_path):
             assert {a.memory.id for a in await store.archived(G1)} == {"fact", "shared"}
     assert await store.archived(G1) == [] and scheduler.stats.purged == 2
     assert [e["op"] for e in await store.log_entries(G1) if e.get("op") in ("archive", "purge")] == [
-        "archive", "archive", "purge", "purge"]
+        "archive",
+        "archive",
+        "purge",
+        "purge",
+    ]
 
 
 async def test_expired_episodes_are_archived_then_purged(tmp_path):
@@ -208,8 +231,9 @@ async def test_review_and_consolidation_only_with_observation_and_within_daily_c
     await one_round(scheduler)
     assert budgets == []  # observation off: decay and archive only
 
-    on = Settings(enable_background_extraction=True, review_daily_cap=5, consolidation_daily_cap=2,
-                  maintenance_interval_hours=1)
+    on = Settings(
+        enable_background_extraction=True, review_daily_cap=5, consolidation_daily_cap=2, maintenance_interval_hours=1
+    )
     store, scheduler = setup(tmp_path, clock, on, generate=generate, review=review, consolidate=consolidate)
     await store.change(G1, "u1", put(memory("hot", importance=0.9)), actor="extraction")  # promotion review due
     for hour in range(0, 30):
@@ -266,8 +290,9 @@ async def test_a_failing_review_does_not_stop_the_round(tmp_path):
     async def generate(system, prompt):
         return "", 0, 0
 
-    store, scheduler = setup(tmp_path, clock, Settings(enable_background_extraction=True), generate=generate,
-                             review=review)
+    store, scheduler = setup(
+        tmp_path, clock, Settings(enable_background_extraction=True), generate=generate, review=review
+    )
     await seed(store, G1)
     await seed(store, G2)
     assert await one_round(scheduler) == 2
@@ -292,9 +317,19 @@ async def test_the_plugin_starts_one_scheduler_and_stops_it_on_terminate(make_pl
 def _status(plugin):
     from memory import Health, status_text
 
-    health = Health(groups_loaded=0, extraction_on=False, pending_here=0, pending_all=0, calls_running=0,
-                    calls_queued=0, calls_limit=1, embedding="", rosters_cached=0, roster_here=None,
-                    maintenance=plugin.maintenance.status_line())
+    health = Health(
+        groups_loaded=0,
+        extraction_on=False,
+        pending_here=0,
+        pending_all=0,
+        calls_running=0,
+        calls_queued=0,
+        calls_limit=1,
+        embedding="",
+        rosters_cached=0,
+        roster_here=None,
+        maintenance=plugin.maintenance.status_line(),
+    )
     return status_text(plugin.settings, [], health)
 
 
@@ -302,8 +337,9 @@ async def test_a_changed_aging_setting_or_episode_file_makes_an_unchanged_group_
     clock = Clock()
     config = {"settings": Settings()}
     store = UserMemoryStore(tmp_path / "groups", clock=clock, durable=False)
-    scheduler = MaintenanceScheduler(store, lambda: config["settings"],
-                                     state_path=tmp_path / "state.json", clock=clock, start_delay=0, durable=False)
+    scheduler = MaintenanceScheduler(
+        store, lambda: config["settings"], state_path=tmp_path / "state.json", clock=clock, start_delay=0, durable=False
+    )
     await seed(store)
     await one_round(scheduler)
     clock.days(2)
@@ -355,9 +391,15 @@ async def test_the_daily_caps_hold_across_a_restart(tmp_path):
     store, scheduler = setup(tmp_path, clock, on, generate=generate, review=review)
     await store.change(G1, "u1", put(memory("hot", importance=0.9)), actor="extraction")
     await one_round(scheduler)  # no stop(): as if the process died right after
-    again = MaintenanceScheduler(UserMemoryStore(tmp_path / "groups", clock=clock, durable=False),
-                                 lambda: on, state_path=tmp_path / "state.json", clock=clock, start_delay=0,
-                                 generate=generate, review=review)
+    again = MaintenanceScheduler(
+        UserMemoryStore(tmp_path / "groups", clock=clock, durable=False),
+        lambda: on,
+        state_path=tmp_path / "state.json",
+        clock=clock,
+        start_delay=0,
+        generate=generate,
+        review=review,
+    )
     await again._load_state()
     clock.now += 3600
     await again.run_round(spacing=0)
@@ -384,8 +426,15 @@ async def test_the_plugin_reviews_through_astrbots_default_model_only_with_obser
 
     key = GroupKey("lark", "oc_group1")
     now = time.time()
-    strong = Memory(id="m-strong", type=MemoryType.FACT, content="是支付服务的后端负责人", created_at=now,
-                    updated_at=now, source=Source.EXTRACTION, importance=0.9)
+    strong = Memory(
+        id="m-strong",
+        type=MemoryType.FACT,
+        content="是支付服务的后端负责人",
+        created_at=now,
+        updated_at=now,
+        source=Source.EXTRACTION,
+        importance=0.9,
+    )
     for observation, expected in ((True, ["default_chat"]), (False, [])):
         calls.clear()
         plugin = make_plugin(enable_background_extraction=observation)
@@ -442,4 +491,6 @@ async def test_a_restored_memory_decays_again_from_its_restore_whatever_archived
     await days(78, 80)
     assert await active() == set()  # ~38.4 idle days after the restore, like any default memory
     assert [e["reason"] for e in await store.log_entries(G1) if e.get("op") == "archive" and e["target"] == "fact"] == [
-        "decay", "decay"]
+        "decay",
+        "decay",
+    ]

@@ -6,8 +6,15 @@ from memory._rules.operations import SaveKind, forget, save
 
 
 def _save(memories, memory_type, content, replace_id="", now=1.0, max_count=20, max_length=200):
-    return save(memories, memory_type=memory_type, content=content, replace_id=replace_id, now=now,
-                max_count=max_count, max_length=max_length)
+    return save(
+        memories,
+        memory_type=memory_type,
+        content=content,
+        replace_id=replace_id,
+        now=now,
+        max_count=max_count,
+        max_length=max_length,
+    )
 
 
 def build(*items):
@@ -134,7 +141,9 @@ def test_forget_by_id_and_unknown_id():
 
 
 def test_forget_by_topic_description():
-    memories = build(("preference", "在这个群叫我老王"), ("fact", "是这个项目的后端负责人"), ("instruction", "回复我时用英文"))
+    memories = build(
+        ("preference", "在这个群叫我老王"), ("fact", "是这个项目的后端负责人"), ("instruction", "回复我时用英文")
+    )
     left, outcome = forget(memories, "关于称呼的")
     assert [m.content for m in outcome.deleted] == ["在这个群叫我老王"]
     assert len(left) == 2
@@ -187,8 +196,15 @@ def _others(memories):
 
 def test_a_duplicate_of_a_memory_the_caller_may_not_change_leaves_it_alone():
     theirs = build(("fact", "项目 A 下周三上线"))
-    left, outcome = save(theirs, memory_type="instruction", content="项目A 下周三上线！", now=9.0, max_count=20,
-                         max_length=200, may_change=_others(theirs))
+    left, outcome = save(
+        theirs,
+        memory_type="instruction",
+        content="项目A 下周三上线！",
+        now=9.0,
+        max_count=20,
+        max_length=200,
+        may_change=_others(theirs),
+    )
     assert outcome.kind is SaveKind.EXISTS and left == theirs and outcome.memory == theirs[0]
     assert left[0].type is MemoryType.FACT and left[0].updated_at == 0.0
 
@@ -196,8 +212,16 @@ def test_a_duplicate_of_a_memory_the_caller_may_not_change_leaves_it_alone():
 def test_replace_id_of_a_memory_the_caller_may_not_change_is_refused():
     theirs = build(("fact", "群规禁止发广告"))
     with pytest.raises(PermissionDenied, match="添加者"):
-        save(theirs, memory_type="fact", content="群规允许发广告", replace_id=theirs[0].id, now=9.0, max_count=20,
-             max_length=200, may_change=_others(theirs))
+        save(
+            theirs,
+            memory_type="fact",
+            content="群规允许发广告",
+            replace_id=theirs[0].id,
+            now=9.0,
+            max_count=20,
+            max_length=200,
+            may_change=_others(theirs),
+        )
 
 
 def test_replace_never_removes_a_twin_the_caller_may_not_change():
@@ -205,18 +229,41 @@ def test_replace_never_removes_a_twin_the_caller_may_not_change():
     mine, _ = save(theirs, memory_type="fact", content="周五聚餐", now=2.0, max_count=20, max_length=200)
     may = _others(theirs)
     with pytest.raises(PermissionDenied):
-        save(mine, memory_type="fact", content="群规禁止发广告", replace_id=mine[1].id, now=9.0, max_count=20,
-             max_length=200, may_change=may)
+        save(
+            mine,
+            memory_type="fact",
+            content="群规禁止发广告",
+            replace_id=mine[1].id,
+            now=9.0,
+            max_count=20,
+            max_length=200,
+            may_change=may,
+        )
 
 
 def test_single_value_slots_can_be_turned_off_and_never_take_a_memory_the_caller_may_not_change():
     group = build(("preference", "新人入群请先改群昵称"))
-    _, outcome = save(group, memory_type="preference", content="群里的外号统一叫做花名", now=9.0, max_count=20,
-                      max_length=200)
+    _, outcome = save(
+        group, memory_type="preference", content="群里的外号统一叫做花名", now=9.0, max_count=20, max_length=200
+    )
     assert outcome.kind is SaveKind.SLOT_REPLACED  # the two share the 称呼 slot
-    off, outcome = save(group, memory_type="preference", content="群里的外号统一叫做花名", now=9.0, max_count=20,
-                        max_length=200, single_value_slots=False)
+    off, outcome = save(
+        group,
+        memory_type="preference",
+        content="群里的外号统一叫做花名",
+        now=9.0,
+        max_count=20,
+        max_length=200,
+        single_value_slots=False,
+    )
     assert outcome.kind is SaveKind.ADDED and len(off) == 2
-    refused, outcome = save(group, memory_type="preference", content="群里的外号统一叫做花名", now=9.0, max_count=20,
-                            max_length=200, may_change=_others(group))
+    refused, outcome = save(
+        group,
+        memory_type="preference",
+        content="群里的外号统一叫做花名",
+        now=9.0,
+        max_count=20,
+        max_length=200,
+        may_change=_others(group),
+    )
     assert outcome.kind is SaveKind.ADDED and refused[0] == group[0]

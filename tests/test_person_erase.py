@@ -24,21 +24,30 @@ def todo(todo_id, content, creator, assignee):
 async def seeded(tmp_path):
     store = UserMemoryStore(tmp_path, durable=False)
     for key in (A, B, QQ):
-        await store.change(key, "ou_p", lambda ms, k=key: ([memory(f"p-{k.group_id}", f"秘密住址{k}")], None),
-                           actor="ou_p")
-        await store.change(key, "ou_q", lambda ms, k=key: ([memory(f"q-{k.group_id}", "别人的记忆")], None),
-                           actor="ou_q")
+        await store.change(
+            key, "ou_p", lambda ms, k=key: ([memory(f"p-{k.group_id}", f"秘密住址{k}")], None), actor="ou_p"
+        )
+        await store.change(
+            key, "ou_q", lambda ms, k=key: ([memory(f"q-{k.group_id}", "别人的记忆")], None), actor="ou_q"
+        )
     await store.change(A, "ou_p", lambda ms: ([*ms, memory("p-old", "已经删掉的秘密")], None), actor="ou_p")
     await store.change(A, "ou_p", lambda ms: ([m for m in ms if m.id != "p-old"], None), actor="ou_p")
-    await store.change(A, GROUP_OWNER, lambda ms: ([memory("g1", "群规：周五开会", added_by="ou_p")], None),
-                       actor="ou_p")
+    await store.change(
+        A, GROUP_OWNER, lambda ms: ([memory("g1", "群规：周五开会", added_by="ou_p")], None), actor="ou_p"
+    )
     await store.change(GLOBAL, "ou_p", lambda ms: ([memory("glob", "全局的秘密")], None), actor="ou_p")
     archived = memory("p-arch", "归档的秘密", source="extraction")
     await store.change(B, "ou_p", lambda ms: ([*ms, archived], None), actor="ou_p")
     assert await archive_memories(store, B, [("ou_p", "p-arch")], reason="decay", actor="maintenance") == 1
-    todos = [todo("t1", "P 的待办", "ou_p", "ou_p"), todo("t2", "Q 给 P 的待办", "ou_q", "ou_p"),
-             todo("t3", "P 建的群待办", "ou_p", None), todo("t4", "Q 的待办", "ou_q", "ou_q")]
-    await store.change_todos(A, lambda ts: ([*todos, todo("t0", "P 早已删掉的待办", "ou_p", "ou_p")], None), actor="ou_p")
+    todos = [
+        todo("t1", "P 的待办", "ou_p", "ou_p"),
+        todo("t2", "Q 给 P 的待办", "ou_q", "ou_p"),
+        todo("t3", "P 建的群待办", "ou_p", None),
+        todo("t4", "Q 的待办", "ou_q", "ou_q"),
+    ]
+    await store.change_todos(
+        A, lambda ts: ([*todos, todo("t0", "P 早已删掉的待办", "ou_p", "ou_p")], None), actor="ou_p"
+    )
     await store.change_todos(A, lambda ts: (todos, None), actor="ou_p")  # t0 is gone; the log still holds it
     return store
 

@@ -61,7 +61,9 @@ async def test_each_family_of_the_plugins_tools_is_judged_apart(host):
     assert await offered(plugin, personas, ["get_weather"]) == MEMORY | TODO
     assert await offered(plugin, personas, ["lark_save_memory"]) == {"lark_save_memory"} | TODO
     assert await offered(plugin, personas, ["lark_list_memory", "lark_list_todos"]) == {
-        "lark_list_memory", "lark_list_todos"}  # some of each family named: the persona's choice
+        "lark_list_memory",
+        "lark_list_todos",
+    }  # some of each family named: the persona's choice
     assert await offered(plugin, personas, []) == set()  # no tools at all, ours included
     assert await offered(plugin, personas, None) >= MEMORY | TODO  # takes every tool: nothing to add
 

@@ -21,10 +21,17 @@ G = GroupKey("lark", "oc_secret")
 KEY = Keyring(bytes(range(32))).sealer()
 OTHER = Keyring(bytes(range(1, 33))).sealer()
 MARKS = {
-    "member": "住在MARKmember杭州", "member2": "喜欢MARKsecond猫", "group": "周五MARKgroup发版",
-    "merged": "原来MARKmerged的", "archive": "MARKarchive旧事", "todo": "交MARKtodo周报",
-    "summary": "讨论MARKsummary发版", "name": "小MARKname王", "reason": "因为MARKreason重复",
-    "logold": "MARKlogold以前", "hash": "MARKhash0123",
+    "member": "住在MARKmember杭州",
+    "member2": "喜欢MARKsecond猫",
+    "group": "周五MARKgroup发版",
+    "merged": "原来MARKmerged的",
+    "archive": "MARKarchive旧事",
+    "todo": "交MARKtodo周报",
+    "summary": "讨论MARKsummary发版",
+    "name": "小MARKname王",
+    "reason": "因为MARKreason重复",
+    "logold": "MARKlogold以前",
+    "hash": "MARKhash0123",
 }
 
 
@@ -45,29 +52,60 @@ async def fill(store: PostgresMemoryStore) -> None:
     await store.change(G, "ou_a", adding(memory("m4", MARKS["archive"])), actor="ou_a")
 
     def archive(lists, archived):
-        moved = ArchivedMemory(memory=lists["ou_a"][-1], archived_at=3.0, reason="decay", actor="maintenance",
-                               owner="ou_a")
+        moved = ArchivedMemory(
+            memory=lists["ou_a"][-1], archived_at=3.0, reason="decay", actor="maintenance", owner="ou_a"
+        )
         return {"ou_a": lists["ou_a"][:-1]}, [*archived, moved], None
 
     await store.change_archive(G, ["ou_a"], archive, actor="maintenance")
-    todo = Todo(id="t1", content=MARKS["todo"], creator="ou_a", assignee="ou_a", created_at=1.0, updated_at=1.0,
-                platform_id="lark-1")
+    todo = Todo(
+        id="t1",
+        content=MARKS["todo"],
+        creator="ou_a",
+        assignee="ou_a",
+        created_at=1.0,
+        updated_at=1.0,
+        platform_id="lark-1",
+    )
     await store.change_todos(G, lambda todos: ([*todos, todo], None), actor="ou_a")
-    episode = Episode(id="e1", start=1.0, end=2.0, participants=["ou_a"], participant_names=[MARKS["name"]],
-                      summary=MARKS["summary"], created_at=2.0, messages=3)
+    episode = Episode(
+        id="e1",
+        start=1.0,
+        end=2.0,
+        participants=["ou_a"],
+        participant_names=[MARKS["name"]],
+        summary=MARKS["summary"],
+        created_at=2.0,
+        messages=3,
+    )
     await store.change_episodes(G, lambda episodes: ([*episodes, episode], None), actor="observation")
-    await store.record(G, {"kind": "memory", "op": "review", "owner": "ou_a", "target": "m1",
-                           "old": {"content": MARKS["logold"]}, "review_reason": MARKS["reason"]}, actor="review")
+    await store.record(
+        G,
+        {
+            "kind": "memory",
+            "op": "review",
+            "owner": "ou_a",
+            "target": "m1",
+            "old": {"content": MARKS["logold"]},
+            "review_reason": MARKS["reason"],
+        },
+        actor="review",
+    )
     await PostgresVectors(store).save(
-        G, GroupVectors("fake/1", 2, {"m1": (MARKS["hash"], unit_vector([0.6, 0.8]))}), {"m1"})
+        G, GroupVectors("fake/1", 2, {"m1": (MARKS["hash"], unit_vector([0.6, 0.8]))}), {"m1"}
+    )
 
 
 async def tables_text(dsn: str) -> str:
     """Every row of every um_* table as PostgreSQL prints it."""
     conn = await asyncpg.connect(dsn)
     try:
-        tables = [r[0] for r in await conn.fetch(
-            "SELECT tablename FROM pg_tables WHERE tablename LIKE 'um\\_%' ORDER BY tablename")]
+        tables = [
+            r[0]
+            for r in await conn.fetch(
+                "SELECT tablename FROM pg_tables WHERE tablename LIKE 'um\\_%' ORDER BY tablename"
+            )
+        ]
         parts = []
         for table in tables:
             parts += [f"{table}: {r[0]}" for r in await conn.fetch(f"SELECT t::text FROM {table} t ORDER BY 1")]
@@ -211,8 +249,7 @@ async def test_an_unencrypted_version_1_database_takes_a_key(postgres_dsn):
         await keyed.close()
     conn = await asyncpg.connect(postgres_dsn)
     assert await conn.fetchval("SELECT value FROM um_meta WHERE key = 'schema_version'") == "2"
-    assert json.loads(await conn.fetchval("SELECT value FROM um_meta WHERE key = 'encryption'")) == {
-        "kids": [KEY.kid]}
+    assert json.loads(await conn.fetchval("SELECT value FROM um_meta WHERE key = 'encryption'")) == {"kids": [KEY.kid]}
     await conn.close()
     again = await started(postgres_dsn, KEY, "b")
     try:
@@ -242,13 +279,17 @@ async def test_a_reseal_cut_off_midway_leaves_every_row_readable(postgres_dsn):
         task = asyncio.create_task(keyed.reseal(G))
         for _ in range(200):
             pid = await watcher.fetchval(
-                "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%um_vectors%'")
+                "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%um_vectors%'"
+            )
             if pid:
                 break
             await asyncio.sleep(0.05)
         assert pid, "the reseal never reached the vectors"
-        written = await watcher.fetchval("SELECT count(*) FROM pg_locks WHERE pid = $1 AND mode = 'RowExclusiveLock'"
-                                         " AND relation = 'um_log'::regclass", pid)
+        written = await watcher.fetchval(
+            "SELECT count(*) FROM pg_locks WHERE pid = $1 AND mode = 'RowExclusiveLock'"
+            " AND relation = 'um_log'::regclass",
+            pid,
+        )
         assert written  # it had rewritten the log already
         await watcher.execute("SELECT pg_terminate_backend($1)", pid)
         with pytest.raises(Exception):
@@ -302,7 +343,8 @@ async def test_erasure_purges_sealed_log_content_by_its_readable_columns(postgre
         conn = await asyncpg.connect(postgres_dsn)
         assert await conn.fetchval("SELECT count(*) FROM um_log WHERE entry ? 'erased'") >= 3
         assert not await conn.fetch(
-            "SELECT id FROM um_log WHERE owner = 'ou_a' AND kind = 'memory' AND entry ? 'sealed'")
+            "SELECT id FROM um_log WHERE owner = 'ou_a' AND kind = 'memory' AND entry ? 'sealed'"
+        )
         await conn.close()
         opened = json.dumps(await store.log_entries(G), ensure_ascii=False)
         assert MARKS["member"] not in opened and MARKS["reason"] not in opened and MARKS["logold"] not in opened

@@ -68,7 +68,8 @@ async def stored_contents(dsn: str, key: GroupKey) -> set[str]:
 
 @pytest.mark.slow
 async def test_postgres_restarting_mid_run_loses_nothing_acknowledged_and_the_plugin_reconnects(
-        make_plugin, durable_server):
+    make_plugin, durable_server
+):
     dsn = durable_server.create_database()
     plugin = make_plugin(storage_backend="postgres", postgres_dsn=dsn, postgres_instance_name="restart")
     await plugin.initialize()
@@ -81,8 +82,13 @@ async def test_postgres_restarting_mid_run_loses_nothing_acknowledged_and_the_pl
         while not stop.is_set():
             content = f"save {n}"
             # one member per save: the per-member limit never refuses one
-            result = await call_tool(plugin, "lark_save_memory", make_event(group="oc_restart", user=f"ou_{n}"),
-                                     memory_type="fact", content=content)
+            result = await call_tool(
+                plugin,
+                "lark_save_memory",
+                make_event(group="oc_restart", user=f"ou_{n}"),
+                memory_type="fact",
+                content=content,
+            )
             if "已保存" in result:
                 acked.add(content)
             else:
@@ -102,7 +108,8 @@ async def test_postgres_restarting_mid_run_loses_nothing_acknowledged_and_the_pl
         await asyncio.to_thread(durable_server.start)
         before = len(acked)
         assert await until(lambda: len(acked) >= before + 100), (
-            f"the plugin serves again without a restart: {plugin.store.unavailable}")
+            f"the plugin serves again without a restart: {plugin.store.unavailable}"
+        )
     finally:
         stop.set()
         await asyncio.gather(*savers, return_exceptions=True)
@@ -176,7 +183,9 @@ async def test_every_entry_point_answers_while_postgres_is_down(make_plugin, dur
     down = False
     try:
         assert "已保存" in await call_tool(plugin, "lark_save_memory", me, memory_type="fact", content="是后端负责人")
-        assert "提醒你：交周报" in await call_tool(plugin, "lark_add_todo", me, content="交周报", remind_at="2030-01-01T10:00")
+        assert "提醒你：交周报" in await call_tool(
+            plugin, "lark_add_todo", me, content="交周报", remind_at="2030-01-01T10:00"
+        )
         [memory] = await plugin.store.memories(key, ADMIN)
         todo_id = (await plugin.store.todos(key))[0].short_id
         exported = (await transfer.export_bytes(plugin.store, [key])).decode()
@@ -194,11 +203,14 @@ async def test_every_entry_point_answers_while_postgres_is_down(make_plugin, dur
             await command_text(plugin.memory_clear_command(me, "confirm")),
             await command_text(plugin.memory_revert_command(me, 1)),
         ]
-        for route, body in (("memory/edit", {**ref, "content": "是技术总监"}), ("memory/delete", {**group, "items": [ref]}),
-                            ("memory/move", {**ref, "confirm": True}),
-                            ("history/revert", {**group, "entry_id": 1}),
-                            ("person/erase", {"platform": "lark", "user_id": ADMIN, "confirm": True}),
-                            ("import/apply", {"platform": "lark", "content": exported})):
+        for route, body in (
+            ("memory/edit", {**ref, "content": "是技术总监"}),
+            ("memory/delete", {**group, "items": [ref]}),
+            ("memory/move", {**ref, "confirm": True}),
+            ("history/revert", {**group, "entry_id": 1}),
+            ("person/erase", {"platform": "lark", "user_id": ADMIN, "confirm": True}),
+            ("import/apply", {"platform": "lark", "content": exported}),
+        ):
             status, payload = await call(plugin, route, body=body)
             assert status < 500, (route, payload)
             writes.append(f"{route}: {payload}")
@@ -207,12 +219,22 @@ async def test_every_entry_point_answers_while_postgres_is_down(make_plugin, dur
         assert "记忆存储暂不可用" in writes[0] or "PostgreSQL" in writes[0], writes[0]
 
         reads = [await call_tool(plugin, "lark_list_memory", me), await call_tool(plugin, "lark_list_todos", me)]
-        for command in (plugin.memory_list_command, plugin.memory_stats_command, plugin.memory_episodes_command,
-                        plugin.memory_history_command, plugin.memory_archived_command,
-                        plugin.memory_status_command):
+        for command in (
+            plugin.memory_list_command,
+            plugin.memory_stats_command,
+            plugin.memory_episodes_command,
+            plugin.memory_history_command,
+            plugin.memory_archived_command,
+            plugin.memory_status_command,
+        ):
             reads.append(await command_text(command(me)))
-        for route, query in (("groups", None), ("group", group), ("memories", group), ("history", group),
-                             ("stats", group)):
+        for route, query in (
+            ("groups", None),
+            ("group", group),
+            ("memories", group),
+            ("history", group),
+            ("stats", group),
+        ):
             status, payload = await call(plugin, route, query=query)
             assert status < 500, (route, payload)
         status, payload = await call(plugin, "recall/test", body={**group, "user_id": ADMIN, "message": "hi"})

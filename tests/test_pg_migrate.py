@@ -36,8 +36,9 @@ EMBEDDING_MODEL = "embedder/hash-8"
 
 
 def add(content, memory_type="fact", **kw):
-    return lambda memories: save(memories, memory_type=memory_type, content=content, now=T0, max_count=500,
-                                 max_length=200, **kw)
+    return lambda memories: save(
+        memories, memory_type=memory_type, content=content, now=T0, max_count=500, max_length=200, **kw
+    )
 
 
 def memory(mid, content, **extra):
@@ -51,39 +52,104 @@ async def build_data_dir(data_dir: Path) -> None:
     store = UserMemoryStore(groups, durable=False, log_max_bytes=12_000)
     await store.change(TEAM, "ou_a", add("最早的一条，会被裁剪出变更记录"), actor="ou_a")
     for i in range(60):  # enough to trim the log: the oldest calls leave, their totals are carried
-        await store.record(TEAM, {"kind": "call", "messages": 10, "input_tokens": 100 + i, "output_tokens": 7,
-                                  "applied": 1, "rejected": 0, "parse_error": None}, actor="extraction")
+        await store.record(
+            TEAM,
+            {
+                "kind": "call",
+                "messages": 10,
+                "input_tokens": 100 + i,
+                "output_tokens": 7,
+                "applied": 1,
+                "rejected": 0,
+                "parse_error": None,
+            },
+            actor="extraction",
+        )
         if i % 10 == 0:
-            await store.record(TEAM, {"kind": "call", "input_tokens": 50, "output_tokens": 5, "decision": "keep"},
-                               actor="review")
+            await store.record(
+                TEAM, {"kind": "call", "input_tokens": 50, "output_tokens": 5, "decision": "keep"}, actor="review"
+            )
     await store.change(TEAM, "ou_a", add("住在上海"), actor="ou_a")
-    await store.change(TEAM, "ou_a", lambda m: ([*m, memory("future-1", "喜欢猫", mood={"from": "v9", "n": [1, "二"]})],
-                                                None), actor="ou_a")
+    await store.change(
+        TEAM,
+        "ou_a",
+        lambda m: ([*m, memory("future-1", "喜欢猫", mood={"from": "v9", "n": [1, "二"]})], None),
+        actor="ou_a",
+    )
     await store.change(TEAM, GROUP_OWNER, add("群规：周五发周报", added_by="ou_a"), actor="ou_a")
     await store.change(TEAM, "ou_b", add("负责支付服务"), actor="ou_b")
     await store.change(TEAM, "ou_b", add("老家在成都"), actor="ou_b")
     # several owners in one commit: one transaction in the log
-    await store.change_many(TEAM, ["ou_a", "ou_b"], lambda lists: ({
-        "ou_a": [*lists["ou_a"], memory("m-a2", "喜欢喝美式")], "ou_b": [*lists["ou_b"], memory("m-b3", "不吃辣")]},
-        None), actor="consolidation", label="merge")
+    await store.change_many(
+        TEAM,
+        ["ou_a", "ou_b"],
+        lambda lists: (
+            {
+                "ou_a": [*lists["ou_a"], memory("m-a2", "喜欢喝美式")],
+                "ou_b": [*lists["ou_b"], memory("m-b3", "不吃辣")],
+            },
+            None,
+        ),
+        actor="consolidation",
+        label="merge",
+    )
 
     def archive_first(lists, archived):
         first, *rest = lists["ou_b"]
-        return {"ou_b": rest}, [*archived, ArchivedMemory(memory=first, archived_at=T0 + 5, reason="decay",
-                                                          actor="maintenance", owner="ou_b")], None
+        return (
+            {"ou_b": rest},
+            [
+                *archived,
+                ArchivedMemory(memory=first, archived_at=T0 + 5, reason="decay", actor="maintenance", owner="ou_b"),
+            ],
+            None,
+        )
 
     await store.change_archive(TEAM, ["ou_b"], archive_first, actor="maintenance")
-    delivered = Todo(id="todo-1", content="交周报", creator="ou_a", assignee="ou_a", created_at=T0, updated_at=T0,
-                     remind_at=T0 + 3600, platform_id="lark_main", origin="lark_main:GroupMessage:oc_team",
-                     delivery=Delivery(occurrence=T0 + 60, state=DeliveryState.SENT, attempts=2, sent_at=T0 + 61,
-                                       last_error="timeout", channel="webhook"))
-    group_todo = Todo(id="todo-2", content="周五团建", creator="ou_b", created_at=T0, updated_at=T0,
-                      recurrence="weekly:fri", remind_at=T0 + 86400, platform_id="lark_main",
-                      origin="lark_main:GroupMessage:oc_team", source="extraction", confirmed=False)
+    delivered = Todo(
+        id="todo-1",
+        content="交周报",
+        creator="ou_a",
+        assignee="ou_a",
+        created_at=T0,
+        updated_at=T0,
+        remind_at=T0 + 3600,
+        platform_id="lark_main",
+        origin="lark_main:GroupMessage:oc_team",
+        delivery=Delivery(
+            occurrence=T0 + 60,
+            state=DeliveryState.SENT,
+            attempts=2,
+            sent_at=T0 + 61,
+            last_error="timeout",
+            channel="webhook",
+        ),
+    )
+    group_todo = Todo(
+        id="todo-2",
+        content="周五团建",
+        creator="ou_b",
+        created_at=T0,
+        updated_at=T0,
+        recurrence="weekly:fri",
+        remind_at=T0 + 86400,
+        platform_id="lark_main",
+        origin="lark_main:GroupMessage:oc_team",
+        source="extraction",
+        confirmed=False,
+    )
     await store.change_todos(TEAM, lambda todos: ([*todos, delivered, group_todo], None), actor="ou_a")
-    episode = Episode(id="ep-1", start=T0, end=T0 + 600, participants=["ou_a", "ou_b"],
-                      participant_names=["老王", "小李"], summary="老王和小李讨论了上线时间，定在周三", created_at=T0 + 700,
-                      messages=12, topic_tags=["上线"])
+    episode = Episode(
+        id="ep-1",
+        start=T0,
+        end=T0 + 600,
+        participants=["ou_a", "ou_b"],
+        participant_names=["老王", "小李"],
+        summary="老王和小李讨论了上线时间，定在周三",
+        created_at=T0 + 700,
+        messages=12,
+        topic_tags=["上线"],
+    )
     await store.change_episodes(TEAM, lambda eps: ([*eps, episode], None), actor="extraction")
     # a member who wiped their memories: their entries stay, without content, and cannot be reverted
     await store.change(TEAM, "ou_c", add("手机号 138xxxx"), actor="ou_c")
@@ -127,7 +193,8 @@ def group_files(groups_dir: Path, key: GroupKey) -> dict[str, object]:
         "document": json.loads(path.read_text("utf-8")),
         "episodes": json.loads(episodes.read_text("utf-8")) if episodes.exists() else None,
         "log": [json.loads(line) for line in log.read_text("utf-8").splitlines() if line.strip()]
-        if log.exists() else [],
+        if log.exists()
+        else [],
     }
 
 
@@ -143,11 +210,13 @@ async def test_json_to_postgres_and_back_gives_the_same_json(tmp_path, postgres_
     src_store = UserMemoryStore(source / "groups")
     keys = set(await src_store.stored_groups())
     assert keys == {TEAM, QQ, ODD, GLOBAL}
-    src_log = [json.loads(line) for line in
-               changelog.log_path(src_store.path_for(TEAM)).read_text("utf-8").splitlines()]
+    src_log = [
+        json.loads(line) for line in changelog.log_path(src_store.path_for(TEAM)).read_text("utf-8").splitlines()
+    ]
     carried = [e for e in src_log if e["kind"] == changelog.CARRIED]
-    assert {e["actor"] for e in carried} == {"extraction", "review"} and src_log[len(carried)]["id"] > 1, \
+    assert {e["actor"] for e in carried} == {"extraction", "review"} and src_log[len(carried)]["id"] > 1, (
         "the data must include a trimmed log"
+    )
     assert any(e.get("erased") for e in src_log) and any("txn" in e for e in src_log)
     assert "手机号 138xxxx" not in changelog.log_path(src_store.path_for(TEAM)).read_text("utf-8")
     assert len(group_files(source / "groups", TEAM)["vectors"]["vectors"]) == 7
@@ -159,7 +228,9 @@ async def test_json_to_postgres_and_back_gives_the_same_json(tmp_path, postgres_
     database = postgres_dsn.rsplit("/", 1)[1]
     in_tables = postgres_server.psql(
         "SELECT (SELECT count(*) FROM um_groups), (SELECT count(*) FROM um_vectors),"
-        " (SELECT count(*) FROM um_vectors WHERE array_length(vec, 1) = 8)", database)
+        " (SELECT count(*) FROM um_vectors WHERE array_length(vec, 1) = 8)",
+        database,
+    )
     assert in_tables.strip() == "4|8|8"  # real rows: every group, every vector as float4[]
 
     # Back out, as a user runs it: AstrBot's Python, the script's own process, the DSN from the environment; into
@@ -169,7 +240,11 @@ async def test_json_to_postgres_and_back_gives_the_same_json(tmp_path, postgres_
     stale_index.write_text('{"version": 1, "groups": []}', "utf-8")
     result = subprocess.run(
         [sys.executable, str(REPO / "scripts" / "migrate_store.py"), "--from", "postgres:", "--to", f"json:{back}"],
-        env={**os.environ, DSN_ENV: postgres_dsn}, capture_output=True, text=True, timeout=120)
+        env={**os.environ, DSN_ENV: postgres_dsn},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "moved 4 group(s)" in result.stdout
     assert not stale_index.exists()  # the plugin rebuilds it from the group files
@@ -178,8 +253,9 @@ async def test_json_to_postgres_and_back_gives_the_same_json(tmp_path, postgres_
     assert set(await back_store.stored_groups()) == keys
     for key in keys:
         assert group_files(back / "groups", key) == group_files(source / "groups", key), key
-        assert migrate_store.canonical(await back_store.export_group(key)) == \
-            migrate_store.canonical(await src_store.export_group(key)), key
+        assert migrate_store.canonical(await back_store.export_group(key)) == migrate_store.canonical(
+            await src_store.export_group(key)
+        ), key
 
     # What the comparison covered, said plainly
     doc = await back_store.document(TEAM)
@@ -194,7 +270,9 @@ async def test_json_to_postgres_and_back_gives_the_same_json(tmp_path, postgres_
     assert back_totals == src_totals and back_totals.calls == 66 and back_totals.by_actor["review"].calls == 6
     ids = [e.get("id") for e in await src_store.log_entries(TEAM)]
     assert [e.get("id") for e in await back_store.log_entries(TEAM)] == ids
-    assert "手机号 138xxxx" not in changelog.log_path(back_store.path_for(TEAM)).read_text("utf-8")  # erased stays erased
+    assert "手机号 138xxxx" not in changelog.log_path(back_store.path_for(TEAM)).read_text(
+        "utf-8"
+    )  # erased stays erased
     # The log goes on from where it was, in the moved-back store as in the source
     await back_store.change(TEAM, "ou_b", add("回到 JSON 之后的新记忆"), actor="ou_b")
     await src_store.change(TEAM, "ou_b", add("回到 JSON 之后的新记忆"), actor="ou_b")
@@ -206,8 +284,9 @@ async def test_json_to_postgres_and_back_gives_the_same_json(tmp_path, postgres_
 async def test_a_second_run_skips_what_the_target_holds_and_moves_the_rest(tmp_path, postgres_dsn):
     source = tmp_path / "source"
     await build_data_dir(source)
-    code, output = await run_script("--from", f"json:{source}", "--to", f"postgres:{postgres_dsn}",
-                                    "--group", "lark:oc_team")
+    code, output = await run_script(
+        "--from", f"json:{source}", "--to", f"postgres:{postgres_dsn}", "--group", "lark:oc_team"
+    )
     assert code == 0 and "moved 1 group(s)" in output, output
     # The bot ran on PostgreSQL meanwhile: its newer data there must never be overwritten by the old files.
     from memory._storage import PostgresMemoryStore
@@ -233,7 +312,7 @@ async def test_a_second_run_skips_what_the_target_holds_and_moves_the_rest(tmp_p
 
 
 async def test_the_plugin_works_on_moved_data(tmp_path, postgres_dsn, make_plugin):
-    from test_plugin import call_tool, command_text
+    from test_plugin import call_tool
 
     source = tmp_path / "source"
     await build_data_dir(source)

@@ -34,10 +34,10 @@ def _no_dsn_in_the_environment(monkeypatch):
 
 
 @pytest.mark.slow
-async def test_a_save_in_flight_when_postgres_goes_down_leaves_the_group_served_from_its_cache(
-        make_plugin, own_server):
-    plugin = make_plugin(storage_backend="postgres", postgres_dsn=own_server.create_database(),
-                         postgres_instance_name="outage")
+async def test_a_save_in_flight_when_postgres_goes_down_leaves_the_group_served_from_its_cache(make_plugin, own_server):
+    plugin = make_plugin(
+        storage_backend="postgres", postgres_dsn=own_server.create_database(), postgres_instance_name="outage"
+    )
     await plugin.initialize()
     wang = make_event("我该怎么称呼", group=GROUP, user="ou_wang")
     li = make_event("我在哪里工作", group=GROUP, user="ou_li")
@@ -50,8 +50,9 @@ async def test_a_save_in_flight_when_postgres_goes_down_leaves_the_group_served_
             await asyncio.to_thread(own_server.stop, "immediate")
 
     try:
-        assert "已保存" in await call_tool(plugin, "lark_save_memory", wang, memory_type="preference",
-                                         content="希望被称呼为老王")
+        assert "已保存" in await call_tool(
+            plugin, "lark_save_memory", wang, memory_type="preference", content="希望被称呼为老王"
+        )
         assert "已保存" in await call_tool(plugin, "lark_save_memory", li, memory_type="fact", content="在上海工作")
         plugin.store.add_commit_hook(outage)
         failed = await call_tool(plugin, "lark_save_memory", li, memory_type="fact", content="养了一只猫")

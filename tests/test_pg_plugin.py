@@ -71,14 +71,19 @@ def test_the_instance_is_named_by_the_setting_or_by_host_and_pid():
     assert choose_store(Settings(storage_backend="postgres"), {}).instance == f"{socket.gethostname()}-{os.getpid()}"
 
 
-@pytest.mark.parametrize("dsn, shown", [
-    (f"postgresql://memory:{PASSWORD}@db.example:5432/mem", "postgresql://memory:***@db.example:5432/mem"),
-    ("postgresql://memory@db.example/mem", "postgresql://memory@db.example/mem"),
-    (f"postgres://memory@db/mem?sslmode=require&password={PASSWORD}",
-     "postgres://memory@db/mem?sslmode=require&password=***"),
-    (f"host=db user=memory password={PASSWORD} dbname=mem", "host=db user=memory password=*** dbname=mem"),
-    (f"host=db password='{PASSWORD} x' dbname=mem", "host=db password=*** dbname=mem"),
-])
+@pytest.mark.parametrize(
+    "dsn, shown",
+    [
+        (f"postgresql://memory:{PASSWORD}@db.example:5432/mem", "postgresql://memory:***@db.example:5432/mem"),
+        ("postgresql://memory@db.example/mem", "postgresql://memory@db.example/mem"),
+        (
+            f"postgres://memory@db/mem?sslmode=require&password={PASSWORD}",
+            "postgres://memory@db/mem?sslmode=require&password=***",
+        ),
+        (f"host=db user=memory password={PASSWORD} dbname=mem", "host=db user=memory password=*** dbname=mem"),
+        (f"host=db password='{PASSWORD} x' dbname=mem", "host=db password=*** dbname=mem"),
+    ],
+)
 def test_the_password_is_masked(dsn, shown):
     assert mask_dsn(dsn) == shown
     assert PASSWORD not in without_secret(f"cannot connect to {dsn}", dsn)
@@ -116,12 +121,12 @@ async def test_without_asyncpg_the_plugin_loads_and_names_the_package(make_plugi
         await plugin.terminate()
 
 
-async def test_an_unreachable_server_never_blocks_loading_nor_crashes_an_entry_point(make_plugin, monkeypatch,
-                                                                                      caplog):
+async def test_an_unreachable_server_never_blocks_loading_nor_crashes_an_entry_point(make_plugin, monkeypatch, caplog):
     monkeypatch.delenv(DSN_ENV, raising=False)
     dsn = dead_dsn()
-    plugin = make_plugin(storage_backend="postgres", postgres_dsn=dsn, enable_background_extraction=True,
-                         extraction_every_n_messages=2)
+    plugin = make_plugin(
+        storage_backend="postgres", postgres_dsn=dsn, enable_background_extraction=True, extraction_every_n_messages=2
+    )
     started = time.monotonic()
     await plugin.initialize()
     try:
@@ -171,10 +176,15 @@ async def every_entry_point(plugin) -> list[str]:
         await call_tool(plugin, "lark_list_todos", me),
         await call_tool(plugin, "lark_update_todo", me, todo_id="abcdef12", status="done"),
     ]
-    for command, args in ((plugin.memory_list_command, ()), (plugin.memory_clear_command, ("confirm",)),
-                          (plugin.memory_stats_command, ()), (plugin.memory_episodes_command, ()),
-                          (plugin.memory_history_command, ()), (plugin.memory_revert_command, (1,)),
-                          (plugin.memory_archived_command, ())):
+    for command, args in (
+        (plugin.memory_list_command, ()),
+        (plugin.memory_clear_command, ("confirm",)),
+        (plugin.memory_stats_command, ()),
+        (plugin.memory_episodes_command, ()),
+        (plugin.memory_history_command, ()),
+        (plugin.memory_revert_command, (1,)),
+        (plugin.memory_archived_command, ()),
+    ):
         answers.append(await command_text(command(me, *args)))
     assert "[关于当前用户的记忆]" not in await system_prompt_for(plugin, me)  # the reply goes on without memories
     group = {"platform": "lark", "group_id": "oc_group1"}
@@ -221,8 +231,9 @@ async def test_tools_and_injection_on_postgres(make_plugin, postgres_server, pos
     try:
         assert isinstance(plugin.store, PostgresMemoryStore) and plugin.store.unavailable is None
         me = make_event("记住，在这个群叫我老王")
-        assert "已保存" in await call_tool(plugin, "lark_save_memory", me, memory_type="preference",
-                                          content="希望被称呼为「老王」")
+        assert "已保存" in await call_tool(
+            plugin, "lark_save_memory", me, memory_type="preference", content="希望被称呼为「老王」"
+        )
         assert "希望被称呼为「老王」" in await system_prompt_for(plugin, make_event("在吗"))
         status = await command_text(plugin.memory_status_command(make_event("/memory status", user=ADMIN, admin=True)))
         # the group, and the platform's document (its opt-out flags, read before the reply path notes a name)

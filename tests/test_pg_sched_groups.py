@@ -30,9 +30,9 @@ def put(*memories):
 
 # -- maintenance ---------------------------------------------------------------------------------------------------
 
+
 def maintenance(tmp_path, name, store) -> MaintenanceScheduler:
-    return MaintenanceScheduler(store, Settings, state_path=tmp_path / f"{name}.json", start_delay=0,
-                                durable=False)
+    return MaintenanceScheduler(store, Settings, state_path=tmp_path / f"{name}.json", start_delay=0, durable=False)
 
 
 async def test_each_groups_maintenance_runs_once_across_two_instances(tmp_path, pair):
@@ -68,6 +68,7 @@ async def test_maintenance_finds_a_group_another_instance_created(tmp_path, pair
 
 # -- the dashboard's group index -----------------------------------------------------------------------------------
 
+
 async def test_the_index_shows_groups_another_instance_changed_with_their_counts(tmp_path, pair, monkeypatch):
     monkeypatch.setattr(group_index, "REFRESH_SECONDS", 0.0)
     a, b = pair
@@ -91,6 +92,7 @@ async def test_the_index_shows_groups_another_instance_changed_with_their_counts
 
 # -- observation ---------------------------------------------------------------------------------------------------
 
+
 async def test_a_groups_messages_are_observed_by_one_instance(pair):
     a, b = pair
     ran: list[tuple[str, int]] = []
@@ -98,11 +100,13 @@ async def test_a_groups_messages_are_observed_by_one_instance(pair):
     def extractor(name):
         async def run(key, batch, origin):
             ran.append((name, len(batch)))
+
         return run
 
     schedulers = {
-        name: ExtractionScheduler(extractor(name), every_n=1, quiet_seconds=60, buffer_size=10,
-                                  limiter=CallLimiter(4), leases=store)
+        name: ExtractionScheduler(
+            extractor(name), every_n=1, quiet_seconds=60, buffer_size=10, limiter=CallLimiter(4), leases=store
+        )
         for name, store in (("a", a), ("b", b))
     }
     for i in range(4):  # every instance receives every message of the group (several bots in it)

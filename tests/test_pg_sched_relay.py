@@ -26,8 +26,9 @@ class Instances:
         self.stores = stores
         self.extracted: list[tuple[str, str]] = []
         self.schedulers = {
-            name: ExtractionScheduler(self._extractor(name), every_n=1, quiet_seconds=60, buffer_size=50,
-                                      limiter=CallLimiter(4), leases=store)
+            name: ExtractionScheduler(
+                self._extractor(name), every_n=1, quiet_seconds=60, buffer_size=50, limiter=CallLimiter(4), leases=store
+            )
             for name, store in stores.items()
         }
 
@@ -35,13 +36,15 @@ class Instances:
         async def run(key, batch, origin):
             assert key == G and origin == ORIGIN
             self.extracted.extend((name, u.text) for u in batch)
+
         return run
 
     def say(self, names: str, i: int) -> None:
         """Message `i` of the group reaches the instances named (one letter each)."""
         for name in names:
-            self.schedulers[name].observe(G, Utterance("ou_alice", "Alice", f"消息{i}", float(i),
-                                                       message_id=f"om_{i}"), ORIGIN)
+            self.schedulers[name].observe(
+                G, Utterance("ou_alice", "Alice", f"消息{i}", float(i), message_id=f"om_{i}"), ORIGIN
+            )
 
     def texts(self) -> list[str]:
         return [text for _, text in self.extracted]
@@ -129,18 +132,28 @@ async def test_relayed_messages_count_toward_the_holders_episode_segment(postgre
     def extractor(name):
         async def run(key, batch, origin, episode):
             calls.append((name, [u.text for u in batch], episode is not None))
+
         return run
 
     schedulers = {
-        name: ExtractionScheduler(extractor(name), every_n=10, quiet_seconds=60, buffer_size=50,
-                                  limiter=CallLimiter(4), episode_messages=4, episode_quiet_seconds=60, leases=store)
+        name: ExtractionScheduler(
+            extractor(name),
+            every_n=10,
+            quiet_seconds=60,
+            buffer_size=50,
+            limiter=CallLimiter(4),
+            episode_messages=4,
+            episode_quiet_seconds=60,
+            leases=store,
+        )
         for name, store in stores.items()
     }
     try:
         for i in range(4):  # Lark's cluster mode: a segment of 4 messages, half of them on each instance
             name = "ab"[i % 2]
-            schedulers[name].observe(G, Utterance("ou_alice", "Alice", f"消息{i}", float(i), message_id=f"om_{i}"),
-                                     ORIGIN)
+            schedulers[name].observe(
+                G, Utterance("ou_alice", "Alice", f"消息{i}", float(i), message_id=f"om_{i}"), ORIGIN
+            )
             await asyncio.sleep(0.1)
         await until(lambda: bool(calls))
         _, batch, with_episode = calls[0]

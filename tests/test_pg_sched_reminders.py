@@ -48,20 +48,28 @@ class Sender:
             await asyncio.sleep(0.05)
             self.sent.append((instance, reminder.todo.content))
             return True
+
         return send
 
 
 def scheduler(tmp_path, name, store, sender, clock, platforms=("lark_bot",)) -> ReminderScheduler:
     directory = tmp_path / name
     directory.mkdir(exist_ok=True)
-    return ReminderScheduler(store, directory, sender.of(name), lambda: POLICY, clock=clock, durable=False,
-                             platform_ids=lambda: platforms, instance=name)
+    return ReminderScheduler(
+        store,
+        directory,
+        sender.of(name),
+        lambda: POLICY,
+        clock=clock,
+        durable=False,
+        platform_ids=lambda: platforms,
+        instance=name,
+    )
 
 
 async def add(store, text="交周报", remind_at="2026-11-23T10:00"):
     """Add a todo through the tool's path; the todo."""
-    await add_todo(store, Caller(MemberKey(G, "ou_alice")), POLICY, ORIGIN, content=text, now=NOW,
-                   remind_at=remind_at)
+    await add_todo(store, Caller(MemberKey(G, "ou_alice")), POLICY, ORIGIN, content=text, now=NOW, remind_at=remind_at)
     return next(t for t in await store.todos(G) if t.content == text)
 
 
@@ -105,8 +113,9 @@ async def test_two_claims_at_once_on_stale_caches_grant_one(tmp_path, stores):
     assert sorted(c is not None for c in claims) == [False, True]
     winner = "a" if claims[0] is not None else "b"
     for store in (a, b):  # both see the one claim once their caches caught up
-        await until(lambda: (store.peek_todos(G) or [None])[0] is not None
-                    and store.peek_todos(G)[0].delivery is not None)
+        await until(
+            lambda: (store.peek_todos(G) or [None])[0] is not None and store.peek_todos(G)[0].delivery is not None
+        )
         assert store.peek_todos(G)[0].delivery.claimed_by == winner
 
 

@@ -11,8 +11,9 @@ G = GroupKey("lark", "oc_vectors")
 
 
 def memories(*texts: str) -> list[Memory]:
-    return [Memory(id=f"m{i}", type=MemoryType.FACT, content=t, created_at=1.0, updated_at=1.0)
-            for i, t in enumerate(texts)]
+    return [
+        Memory(id=f"m{i}", type=MemoryType.FACT, content=t, created_at=1.0, updated_at=1.0) for i, t in enumerate(texts)
+    ]
 
 
 def put(*items):

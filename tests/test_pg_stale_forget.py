@@ -15,8 +15,9 @@ ME = Caller(MemberKey(G, "ou_a"))
 
 
 def add(text: str):
-    return lambda memories: save(memories, memory_type="preference", content=text, now=1.0, max_count=20,
-                                 max_length=200)
+    return lambda memories: save(
+        memories, memory_type="preference", content=text, now=1.0, max_count=20, max_length=200
+    )
 
 
 async def deaf_store(dsn: str) -> PostgresMemoryStore:

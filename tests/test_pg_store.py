@@ -15,8 +15,9 @@ G2 = GroupKey("lark", "oc_group2")
 
 
 def add(content, memory_type=MemoryType.FACT, max_count=20):
-    return lambda memories: save(memories, memory_type=memory_type, content=content, now=1.0, max_count=max_count,
-                                 max_length=200)
+    return lambda memories: save(
+        memories, memory_type=memory_type, content=content, now=1.0, max_count=max_count, max_length=200
+    )
 
 
 @pytest.fixture
@@ -37,7 +38,9 @@ async def test_change_is_stored_and_read_by_a_new_store(pg_store, postgres_dsn):
         assert [m.content for m in await fresh.memories(G1, "u1")] == ["希望被称呼为「小王」"]
         entries = await fresh.log_entries(G1)
         assert [(e["id"], e["kind"], e["op"] if "op" in e else None) for e in entries] == [
-            (1, "memory", "add"), (2, "call", None)]
+            (1, "memory", "add"),
+            (2, "call", None),
+        ]
         assert (await fresh.call_totals(G1)).input_tokens == 10
         assert await fresh.memories(G2, "u1") == []
     finally:
@@ -56,8 +59,7 @@ async def test_the_tables_hold_readable_rows(pg_store, postgres_server, postgres
     await pg_store.change(G1, "u1", add("住在杭州"), actor="test")
     await pg_store.change(G1, None, add("周五发版"), actor="u1")
     database = postgres_dsn.rsplit("/", 1)[1]
-    got = postgres_server.psql(
-        "SELECT owner, scope, type, content FROM um_memories ORDER BY content", database).split()
+    got = postgres_server.psql("SELECT owner, scope, type, content FROM um_memories ORDER BY content", database).split()
     assert got == ["u1|member|fact|住在杭州", "|group|fact|周五发版"]
     assert postgres_server.psql("SELECT value FROM um_meta WHERE key = 'schema_version'", database).strip() == "2"
 
@@ -150,11 +152,12 @@ async def test_instances_starting_together_prepare_the_schema_once(postgres_serv
         database = postgres_dsn.rsplit("/", 1)[1]
         tables = postgres_server.psql(
             "SELECT string_agg(tablename, ',' ORDER BY tablename) FROM pg_tables WHERE tablename LIKE 'um\\_%'",
-            database).strip()
+            database,
+        ).strip()
         assert tables == "um_archive,um_claims,um_episodes,um_groups,um_log,um_memories,um_meta,um_todos,um_vectors"
-        await asyncio.gather(*(
-            store.change(G1, f"u{n}", add("喜欢猫"), actor="test") for n, store in enumerate(stores)
-        ))
+        await asyncio.gather(
+            *(store.change(G1, f"u{n}", add("喜欢猫"), actor="test") for n, store in enumerate(stores))
+        )
         assert len(await stores[0].log_entries(G1)) == 4
     finally:
         await asyncio.gather(*(store.close() for store in stores))
@@ -162,8 +165,11 @@ async def test_instances_starting_together_prepare_the_schema_once(postgres_serv
 
 async def test_a_database_of_a_newer_version_is_left_alone(postgres_server, postgres_dsn):
     database = postgres_dsn.rsplit("/", 1)[1]
-    postgres_server.psql("CREATE TABLE um_meta (key text PRIMARY KEY, value jsonb NOT NULL);"
-                         "INSERT INTO um_meta VALUES ('schema_version', '99')", database)
+    postgres_server.psql(
+        "CREATE TABLE um_meta (key text PRIMARY KEY, value jsonb NOT NULL);"
+        "INSERT INTO um_meta VALUES ('schema_version', '99')",
+        database,
+    )
     store = PostgresMemoryStore(postgres_dsn, instance="a")
     await store.start()
     try:

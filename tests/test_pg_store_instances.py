@@ -31,9 +31,9 @@ async def test_concurrent_increments_from_two_instances_are_never_lost(pair):
     # Both caches loaded first, so nearly every commit of one finds the other's version newer.
     await a.memories(G, "u1")
     await b.memories(G, "u1")
-    results = await asyncio.gather(*(
-        store.change(G, "u1", increment, actor="test") for _ in range(n) for store in (a, b)
-    ))
+    results = await asyncio.gather(
+        *(store.change(G, "u1", increment, actor="test") for _ in range(n) for store in (a, b))
+    )
     # Each caller got the value its change left in the shared state: all distinct, none lost.
     assert sorted(results) == list(range(1, 2 * n + 1))
     fresh = await opened_store(a._dsn, "c")
@@ -70,8 +70,9 @@ async def test_todo_listeners_hear_of_todos_changed_elsewhere(pair):
     await until(lambda: heard)
     assert heard == [(G2, None)]  # B does not hold the group: look again
     await b.todos(G2)
-    await a.change_todos(G2, lambda todos: ([t.model_copy(update={"content": "交月报"}) for t in todos], None),
-                         actor="u1")
+    await a.change_todos(
+        G2, lambda todos: ([t.model_copy(update={"content": "交月报"}) for t in todos], None), actor="u1"
+    )
     await until(lambda: len(heard) == 2)
     assert [t.content for t in heard[1][1]] == ["交月报"]
 

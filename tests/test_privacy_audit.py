@@ -90,14 +90,25 @@ async def test_a_dashboard_request_naming_another_owner_is_audited_and_shown(mak
     await plugin.lark_save_memory(make_event(user="ou_a"), memory_type="fact", content=SECRET)
     await plugin.lark_save_memory(make_event(user="ou_b"), memory_type="fact", content="别的")
     [mine] = await plugin.store.memories(G, "ou_a")
-    status, payload = await call(plugin, "memory/delete", body={
-        "platform": "lark", "group_id": "oc_group1", "items": [{"scope": "member", "owner": "ou_b", "id": mine.id}]})
+    status, payload = await call(
+        plugin,
+        "memory/delete",
+        body={
+            "platform": "lark",
+            "group_id": "oc_group1",
+            "items": [{"scope": "member", "owner": "ou_b", "id": mine.id}],
+        },
+    )
     assert payload["status"] == "error"
     assert await plugin.store.memories(G, "ou_a") == [mine]
     shown = await data(plugin, "audit", query={"platform": "lark", "group_id": "oc_group1"})
     [item] = shown["items"]
     assert (item["actor"], item["kind"], item["count"], item["last"]) == (
-        "dashboard:admin", "dashboard_scope", 1, {"via": "memory/delete", "target": mine.id})
+        "dashboard:admin",
+        "dashboard_scope",
+        1,
+        {"via": "memory/delete", "target": mine.id},
+    )
     assert shown["dropped"] == 0 and SECRET not in json.dumps(shown, ensure_ascii=False)
     await plugin.terminate()
 
@@ -134,7 +145,9 @@ async def test_the_postgresql_audit_table(postgres_dsn):
     assert [i["actor"] for i in page.items] == ["ou_d", "ou_c", "ou_b"] and page.dropped == 1
     await PostgresAudit(store).record(G, "admin_command", "ou_b", "/memory history")  # DDL again: idempotent
     page = await PostgresAudit(store).entries(G)
-    assert page.items[0]["kind"] == "admin_command" and page.items[0]["last"] == {"via": "/memory history",
-                                                                                 "target": ""}
+    assert page.items[0]["kind"] == "admin_command" and page.items[0]["last"] == {
+        "via": "/memory history",
+        "target": "",
+    }
     assert (await audit.entries(GroupKey("lark", "other"))).items == []
     await store.close()

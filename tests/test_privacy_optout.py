@@ -44,8 +44,9 @@ async def say(plugin, text, user, group="oc_group1", name=None):
 async def test_an_opted_out_member_never_reaches_a_background_request(make_plugin):
     plugin, requests = recording_plugin(make_plugin)
     await say(plugin, f"我最近在养{SECRET}", "ou_quiet", name=NAME)  # buffered before the opt-out
-    answer = await plugin.lark_memory_privacy(make_event(user="ou_quiet", name=NAME), action="optout",
-                                              invented="ignored")
+    answer = await plugin.lark_memory_privacy(
+        make_event(user="ou_quiet", name=NAME), action="optout", invented="ignored"
+    )
     assert "不再" in answer
     assert plugin.extraction.pending(G) == 0  # what was buffered of them went at once
     await say(plugin, SECRET, "ou_quiet", name=NAME)
@@ -134,15 +135,25 @@ async def test_the_flag_survives_a_move_to_postgresql(tmp_path, postgres_dsn):
 
 def memory(content, *, importance=0.5, age_days=1.0, now):
     at = now - age_days * 86400
-    return Memory(id=str(uuid.uuid4()), type=MemoryType.FACT, content=content, created_at=at, updated_at=at,
-                  source=Source.EXTRACTION, importance=importance)
+    return Memory(
+        id=str(uuid.uuid4()),
+        type=MemoryType.FACT,
+        content=content,
+        created_at=at,
+        updated_at=at,
+        source=Source.EXTRACTION,
+        importance=importance,
+    )
 
 
 async def test_review_and_consolidation_never_show_an_opted_out_members_memories(tmp_path):
     now = 1000 * 86400.0
     store = UserMemoryStore(tmp_path, clock=lambda: now, durable=False)
-    mine = [memory(f"喜欢{SECRET}", importance=0.9, now=now), memory(f"养了一只{SECRET}", importance=0.9, now=now),
-            memory(f"喜欢{SECRET}猫", importance=0.9, now=now)]
+    mine = [
+        memory(f"喜欢{SECRET}", importance=0.9, now=now),
+        memory(f"养了一只{SECRET}", importance=0.9, now=now),
+        memory(f"喜欢{SECRET}猫", importance=0.9, now=now),
+    ]
     await store.change(G, "ou_quiet", lambda current: ([*current, *mine], None), actor="test")
     await store.set_opted_out(G, "ou_quiet", True, actor="ou_quiet")
     settings = Settings(enable_background_extraction=True)
@@ -167,8 +178,13 @@ async def test_no_todo_is_proposed_for_an_opted_out_member(make_plugin):
 
     async def generate(origin, system_prompt, prompt):
         requests.append(prompt)
-        return json.dumps({"operations": [{"op": "todo", "subject": "U1", "content": "交周报",
-                                           "remind_at": "2099-01-01T10:00"}]}), 10, 1
+        return (
+            json.dumps(
+                {"operations": [{"op": "todo", "subject": "U1", "content": "交周报", "remind_at": "2099-01-01T10:00"}]}
+            ),
+            10,
+            1,
+        )
 
     plugin._generate = generate
     await plugin.lark_memory_privacy(make_event(user="ou_quiet"), action="optout")
@@ -206,27 +222,62 @@ async def test_an_opt_out_while_the_extraction_call_is_in_flight_keeps_its_resul
     from zoneinfo import ZoneInfo
 
     store = UserMemoryStore(tmp_path, durable=False)
-    lines = [Utterance("ou_quiet", NAME, f"我最近在养{SECRET}，下周五前交设计稿", 1_700_000_000.0),
-             Utterance("ou_other", "小李", "我是后端负责人", 1_700_000_060.0)]
+    lines = [
+        Utterance("ou_quiet", NAME, f"我最近在养{SECRET}，下周五前交设计稿", 1_700_000_000.0),
+        Utterance("ou_other", "小李", "我是后端负责人", 1_700_000_060.0),
+    ]
     in_call, answer = asyncio.Event(), asyncio.Event()
 
     async def generate(system_prompt, prompt):
         in_call.set()
         await answer.wait()
-        return json.dumps({"operations": [
-            {"op": "add", "scope": "member", "subject": "U1", "type": "fact", "content": f"养了{SECRET}",
-             "importance": 0.6},
-            {"op": "add", "scope": "group", "subject": "U1", "type": "fact", "content": "本群周五交设计稿",
-             "importance": 0.6},
-            {"op": "todo", "subject": "U1", "content": "交设计稿", "due_at": "2099-01-02"},
-            {"op": "add", "scope": "member", "subject": "U2", "type": "fact", "content": "是后端负责人",
-             "importance": 0.6},
-        ], "episode": {"summary": f"{NAME}说在养{SECRET}"}}, ensure_ascii=False), 10, 1
+        return (
+            json.dumps(
+                {
+                    "operations": [
+                        {
+                            "op": "add",
+                            "scope": "member",
+                            "subject": "U1",
+                            "type": "fact",
+                            "content": f"养了{SECRET}",
+                            "importance": 0.6,
+                        },
+                        {
+                            "op": "add",
+                            "scope": "group",
+                            "subject": "U1",
+                            "type": "fact",
+                            "content": "本群周五交设计稿",
+                            "importance": 0.6,
+                        },
+                        {"op": "todo", "subject": "U1", "content": "交设计稿", "due_at": "2099-01-02"},
+                        {
+                            "op": "add",
+                            "scope": "member",
+                            "subject": "U2",
+                            "type": "fact",
+                            "content": "是后端负责人",
+                            "importance": 0.6,
+                        },
+                    ],
+                    "episode": {"summary": f"{NAME}说在养{SECRET}"},
+                },
+                ensure_ascii=False,
+            ),
+            10,
+            1,
+        )
 
-    proposals = TodoProposals(TodoPolicy(ZoneInfo("Asia/Shanghai")), Origin("lark_bot", "lark_bot:GroupMessage:oc_group1", True))
+    proposals = TodoProposals(
+        TodoPolicy(ZoneInfo("Asia/Shanghai")), Origin("lark_bot", "lark_bot:GroupMessage:oc_group1", True)
+    )
     episode = EpisodeRequest(Segment(lines=list(lines), closed=True), len(lines))
-    running = asyncio.create_task(run_extraction(store, G, lines, generate, Settings(enable_background_extraction=True),
-                                                 proposals=proposals, episode=episode))
+    running = asyncio.create_task(
+        run_extraction(
+            store, G, lines, generate, Settings(enable_background_extraction=True), proposals=proposals, episode=episode
+        )
+    )
     await in_call.wait()
     await set_privacy(store, Caller(MemberKey(G, "ou_quiet")), on=True, all_groups=False)
     answer.set()

@@ -19,29 +19,45 @@ def memory(memory_id, content):
 
 
 def episode(episode_id, summary, archived_at=None):
-    return Episode(id=episode_id, start=T0, end=T0 + 60, participants=["u1"], participant_names=["王磊"],
-                   summary=summary, created_at=T0, archived_at=archived_at)
+    return Episode(
+        id=episode_id,
+        start=T0,
+        end=T0 + 60,
+        participants=["u1"],
+        participant_names=["王磊"],
+        summary=summary,
+        created_at=T0,
+        archived_at=archived_at,
+    )
 
 
 async def seed_and_purge(store):
     """m1 (added, updated, archived, purged), m2 (archived, kept); e1 (added, archived, purged), e2 (kept)."""
-    await store.change(G, "u1", lambda ms: ([memory("m1", "住在杭州西湖边"), memory("m2", "喜欢喝茶")], None),
-                       actor="extraction")
-    await store.change(G, "u1", lambda ms: ([m.model_copy(update={"content": "住在杭州滨江"}) if m.id == "m1" else m
-                                              for m in ms], None), actor="u1")
+    await store.change(
+        G, "u1", lambda ms: ([memory("m1", "住在杭州西湖边"), memory("m2", "喜欢喝茶")], None), actor="extraction"
+    )
+    await store.change(
+        G,
+        "u1",
+        lambda ms: ([m.model_copy(update={"content": "住在杭州滨江"}) if m.id == "m1" else m for m in ms], None),
+        actor="u1",
+    )
     assert await archive_memories(store, G, [("u1", "m1")], reason="decay", actor="maintenance", now=T0) == 1
-    assert await archive_memories(store, G, [("u1", "m2")], reason="decay", actor="maintenance",
-                                  now=T0 + 20 * DAY) == 1
-    await store.change_episodes(G, lambda es: ([episode("e1", "王磊说他住在滨江"), episode("e2", "聊了发版")], None),
-                                actor="extraction")
+    assert await archive_memories(store, G, [("u1", "m2")], reason="decay", actor="maintenance", now=T0 + 20 * DAY) == 1
+    await store.change_episodes(
+        G, lambda es: ([episode("e1", "王磊说他住在滨江"), episode("e2", "聊了发版")], None), actor="extraction"
+    )
     archive = lambda _id, op: "purge" if op == "delete" else "archive"  # noqa: E731 (maintenance's labels)
     await store.change_episodes(
-        G, lambda es: ([e.model_copy(update={"archived_at": T0}) if e.id == "e1" else e for e in es], None),
-        actor="maintenance", label=archive,
+        G,
+        lambda es: ([e.model_copy(update={"archived_at": T0}) if e.id == "e1" else e for e in es], None),
+        actor="maintenance",
+        label=archive,
     )
     assert await purge_expired(store, G, T0 + 31 * DAY, 30, actor="maintenance") == 1
-    await store.change_episodes(G, lambda es: ([e for e in es if e.id != "e1"], None), actor="maintenance",
-                                label=archive)
+    await store.change_episodes(
+        G, lambda es: ([e for e in es if e.id != "e1"], None), actor="maintenance", label=archive
+    )
 
 
 async def check_scrubbed(store):

@@ -14,17 +14,31 @@ ME = Caller(MemberKey(G, "ou_a"))
 
 async def fill(store, items, owner="ou_a"):
     for i, (memory_type, content) in enumerate(items):
-        await store.change(G, owner, lambda m, t=memory_type, c=content, n=i: save(
-            m, memory_type=t, content=c, now=float(n), max_count=100, max_length=200), actor="test")
+        await store.change(
+            G,
+            owner,
+            lambda m, t=memory_type, c=content, n=i: save(
+                m, memory_type=t, content=c, now=float(n), max_count=100, max_length=200
+            ),
+            actor="test",
+        )
 
 
 def shown(block):
     return [line[2:].split("（")[0] for line in block.splitlines() if line.startswith("- ")]
 
 
-FACTS = [("fact", "喜欢周末去爬山"), ("fact", "负责支付服务的后端"), ("fact", "养了一只叫团子的猫"),
-         ("fact", "住在杭州西湖区"), ("fact", "每天早上喝美式咖啡"), ("fact", "正在学日语"),
-         ("instruction", "回复我时不要用表情"), ("fact", "下个月去成都出差"), ("fact", "喜欢看科幻电影")]
+FACTS = [
+    ("fact", "喜欢周末去爬山"),
+    ("fact", "负责支付服务的后端"),
+    ("fact", "养了一只叫团子的猫"),
+    ("fact", "住在杭州西湖区"),
+    ("fact", "每天早上喝美式咖啡"),
+    ("fact", "正在学日语"),
+    ("instruction", "回复我时不要用表情"),
+    ("fact", "下个月去成都出差"),
+    ("fact", "喜欢看科幻电影"),
+]
 
 
 async def test_relevant_memory_outranks_recent_irrelevant_ones(tmp_path):
@@ -45,7 +59,9 @@ async def test_paraphrase_in_chinese_and_english(tmp_path):
     settings = Settings(memory_inject_limit=2)
     ranker = Recall()
     assert "负责支付服务的后端" in shown(await ranker.memory_block(store, ME, settings, "A", "支付那块后端谁负责？"))
-    assert "Prefers Rust over Go" in shown(await ranker.memory_block(store, ME, settings, "A", "should I use rust here?"))
+    assert "Prefers Rust over Go" in shown(
+        await ranker.memory_block(store, ME, settings, "A", "should I use rust here?")
+    )
 
 
 async def test_relevance_plays_no_part_when_everything_fits(tmp_path):
@@ -64,8 +80,20 @@ async def test_index_follows_changes(tmp_path):
     settings = Settings(memory_inject_limit=2)
     assert "养了一只叫团子的猫" in shown(await ranker.memory_block(store, ME, settings, "A", "团子最近怎么样"))
     cat = next(m for m in await store.memories(G, "ou_a") if "团子" in m.content)
-    await store.change(G, "ou_a", lambda m: save(m, memory_type="fact", content="养了一只叫年糕的狗", replace_id=cat.id,
-                                                   now=50.0, max_count=100, max_length=200), actor="test")
+    await store.change(
+        G,
+        "ou_a",
+        lambda m: save(
+            m,
+            memory_type="fact",
+            content="养了一只叫年糕的狗",
+            replace_id=cat.id,
+            now=50.0,
+            max_count=100,
+            max_length=200,
+        ),
+        actor="test",
+    )
     block = await ranker.memory_block(store, ME, settings, "A", "团子最近怎么样")
     assert not any("团子" in line for line in shown(block))
     assert "养了一只叫年糕的狗" in shown(await ranker.memory_block(store, ME, settings, "A", "年糕"))
@@ -82,7 +110,9 @@ async def test_semantic_scores_are_combined_and_failures_fall_back(tmp_path):
     async def semantic(key, query, ids):
         return {i: (1.0 if i == movie.id else 0.0) for i in ids}
 
-    ranker = Recall(semantic, lambda lex, sem: {k: max(lex.get(k, 0), (sem or {}).get(k, 0)) for k in {*lex, *(sem or {})}})
+    ranker = Recall(
+        semantic, lambda lex, sem: {k: max(lex.get(k, 0), (sem or {}).get(k, 0)) for k in {*lex, *(sem or {})}}
+    )
     assert "喜欢看科幻电影" in shown(await ranker.memory_block(store, ME, settings, "A", "推荐点好片子"))
 
     async def broken(key, query, ids):

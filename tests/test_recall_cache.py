@@ -12,8 +12,12 @@ CALLER = Caller(MemberKey(KEY, "ou_a"))
 
 
 async def add(store, content, kind="fact"):
-    await store.change(KEY, "ou_a", lambda m: save(m, memory_type=kind, content=content, now=time.time(),
-                                                   max_count=100, max_length=200), actor="ou_a")
+    await store.change(
+        KEY,
+        "ou_a",
+        lambda m: save(m, memory_type=kind, content=content, now=time.time(), max_count=100, max_length=200),
+        actor="ou_a",
+    )
 
 
 async def test_the_block_follows_the_speaker_and_the_memories(tmp_path):

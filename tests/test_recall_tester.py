@@ -90,9 +90,13 @@ async def test_route_recall_test(make_plugin):
     await seed(plugin)
     if plugin.group_index.find("lark", "oc_group1") is None:
         plugin.group_index._entries[G] = GroupEntry("lark", "oc_group1", file="")
-    answer = await data(plugin, "recall/test", body={"platform": "lark", "group_id": "oc_group1",
-                                                      "user_id": "ou_wang", "message": "我的猫怎么样了"})
+    answer = await data(
+        plugin,
+        "recall/test",
+        body={"platform": "lark", "group_id": "oc_group1", "user_id": "ou_wang", "message": "我的猫怎么样了"},
+    )
     assert "养了第3只猫" in answer["block"] and answer["memories"][0]["reason"] == "own_instruction"
-    status, payload = await call(plugin, "recall/test", body={"platform": "lark", "group_id": "oc_nope",
-                                                              "user_id": "ou_wang", "message": "x"})
+    status, payload = await call(
+        plugin, "recall/test", body={"platform": "lark", "group_id": "oc_nope", "user_id": "ou_wang", "message": "x"}
+    )
     assert payload["status"] == "error"

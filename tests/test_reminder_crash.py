@@ -36,8 +36,16 @@ async def add_both(store, scheduler) -> None:
     """A one-off reminder and a daily one, due at the same instant, added through the tool's path."""
     await scheduler.open()
     for text, rule in (("交周报", ""), ("站会", "daily")):
-        await add_todo(store, Caller(MemberKey(G, "ou_alice")), POLICY, ORIGIN, content=text, now=NOW,
-                       remind_at="2026-11-23T10:00", recurrence=rule)
+        await add_todo(
+            store,
+            Caller(MemberKey(G, "ou_alice")),
+            POLICY,
+            ORIGIN,
+            content=text,
+            now=NOW,
+            remind_at="2026-11-23T10:00",
+            recurrence=rule,
+        )
     await scheduler.stop()
 
 
@@ -45,8 +53,9 @@ def crash_loop(command: list[str], sends: Path) -> list[int]:
     """Run the child RESTARTS times, one second later each time; the exit codes."""
     codes = []
     for i in range(RESTARTS):
-        done = subprocess.run([sys.executable, str(CHILD), *command, str(sends), str(DUE + i)], capture_output=True,
-                              text=True, timeout=60)
+        done = subprocess.run(
+            [sys.executable, str(CHILD), *command, str(sends), str(DUE + i)], capture_output=True, text=True, timeout=60
+        )
         assert done.returncode in (0, -signal.SIGKILL), done.stderr
         codes.append(done.returncode)
     return codes
@@ -57,7 +66,10 @@ def assert_sent_at_most_twice_and_recorded(codes: list[int], sends: Path, todos)
     assert [sum(line.startswith(f"提醒：{text}") for line in sent) for text in ("交周报", "站会")] == [2, 2], sent
     marked = delivery.POSSIBLE_REPEAT
     assert sent == [
-        "提醒：交周报", f"提醒：交周报{marked}", "提醒：站会", f"提醒：站会{marked}",
+        "提醒：交周报",
+        f"提醒：交周报{marked}",
+        "提醒：站会",
+        f"提醒：站会{marked}",
     ]
     assert codes == [-signal.SIGKILL] * 4 + [0] * (RESTARTS - 4)  # later restarts send nothing
     by_content = {t.content: t for t in todos}
@@ -82,8 +94,12 @@ async def test_a_crash_loop_sends_a_reminder_at_most_twice_json(tmp_path):
 @pytest.mark.slow
 async def test_a_crash_loop_sends_a_reminder_at_most_twice_postgres(tmp_path, postgres_dsn):
     store = await opened_store(postgres_dsn, "a")
-    await add_both(store, ReminderScheduler(store, tmp_path, None, lambda: POLICY, clock=lambda: NOW,
-                                            platform_ids=lambda: ("lark_bot",), instance="a"))
+    await add_both(
+        store,
+        ReminderScheduler(
+            store, tmp_path, None, lambda: POLICY, clock=lambda: NOW, platform_ids=lambda: ("lark_bot",), instance="a"
+        ),
+    )
     await store.close()
     sends = tmp_path / "sends.txt"
     # a restarted instance keeps its configured name, so it does not wait for its own claim to lapse

@@ -24,8 +24,16 @@ class Clock:
 
 
 def memory(memory_id, *, source=Source.EXTRACTION, importance=0.5, at=T0, used=None):
-    return Memory(id=memory_id, type=MemoryType.FACT, content=f"内容{memory_id}", created_at=at, updated_at=at,
-                  last_used_at=used, source=source, importance=importance)
+    return Memory(
+        id=memory_id,
+        type=MemoryType.FACT,
+        content=f"内容{memory_id}",
+        created_at=at,
+        updated_at=at,
+        last_used_at=used,
+        source=source,
+        importance=importance,
+    )
 
 
 def test_an_extracted_memory_unused_for_the_limit_is_archived_for_max_age():
@@ -55,11 +63,24 @@ async def test_maintenance_archives_them_and_a_revert_keeps_the_memory(tmp_path)
     clock = Clock()
     store = UserMemoryStore(tmp_path / "groups", clock=clock, durable=False)
     config = dataclasses.replace(KEEP_30, archive_unused_days=3650, memory_decay_factor=1.0)
-    scheduler = MaintenanceScheduler(store, lambda: config, state_path=tmp_path / "state.json", clock=clock,
-                                     start_delay=0, durable=False)
-    await store.change(G, "u1", lambda c: ([*c, memory("old"), memory("core", importance=1.0),
-                                            memory("mine", source=Source.EXPLICIT),
-                                            memory("used", used=T0 + 20 * DAY)], None), actor="extraction")
+    scheduler = MaintenanceScheduler(
+        store, lambda: config, state_path=tmp_path / "state.json", clock=clock, start_delay=0, durable=False
+    )
+    await store.change(
+        G,
+        "u1",
+        lambda c: (
+            [
+                *c,
+                memory("old"),
+                memory("core", importance=1.0),
+                memory("mine", source=Source.EXPLICIT),
+                memory("used", used=T0 + 20 * DAY),
+            ],
+            None,
+        ),
+        actor="extraction",
+    )
     clock.now = T0 + 31 * DAY
     await scheduler.run_round(spacing=0)
     assert {m.id for m in await store.memories(G, "u1")} == {"mine", "used"}
@@ -79,8 +100,9 @@ async def test_off_by_default_keeps_old_extracted_memories(tmp_path):
     clock = Clock()
     store = UserMemoryStore(tmp_path / "groups", clock=clock, durable=False)
     config = Settings(archive_unused_days=3650, memory_decay_factor=1.0)
-    scheduler = MaintenanceScheduler(store, lambda: config, state_path=tmp_path / "state.json", clock=clock,
-                                     start_delay=0, durable=False)
+    scheduler = MaintenanceScheduler(
+        store, lambda: config, state_path=tmp_path / "state.json", clock=clock, start_delay=0, durable=False
+    )
     await store.change(G, "u1", lambda c: ([*c, memory("core", importance=1.0)], None), actor="extraction")
     clock.now = T0 + 3000 * DAY
     await scheduler.run_round(spacing=0)

@@ -28,8 +28,16 @@ class Clock:
 
 def memory(content, *, importance=0.5, source=Source.EXTRACTION, age_days=0.0, memory_type=MemoryType.FACT, **extra):
     at = NOW - age_days * DAY
-    return Memory(id=str(uuid.uuid4()), type=memory_type, content=content, created_at=at, updated_at=at,
-                  source=source, importance=importance, **extra)
+    return Memory(
+        id=str(uuid.uuid4()),
+        type=memory_type,
+        content=content,
+        created_at=at,
+        updated_at=at,
+        source=source,
+        importance=importance,
+        **extra,
+    )
 
 
 async def put(store, owner, *memories, key=G):
@@ -72,20 +80,27 @@ async def only(store, owner="ou_a", key=G):
 
 # --- which memories are reviewed --------------------------------------------------------------------------------
 
+
 async def test_candidates_cross_the_lines_of_the_mapped_thresholds(store):
     high = memory("希望被称呼为王总", importance=0.9)
     fresh = memory("在做支付服务", importance=0.5)
-    faded = memory("上个月在杭州出差", importance=0.5, age_days=33)  # 0.5 × 0.95^26 ≈ 0.13: below 0.17, not yet archived (0.1)
+    faded = memory(
+        "上个月在杭州出差", importance=0.5, age_days=33
+    )  # 0.5 × 0.95^26 ≈ 0.13: below 0.17, not yet archived (0.1)
     just_under = memory("周末去爬山", importance=0.5, age_days=7 + 20)  # 0.5 × 0.95^20 ≈ 0.18: not yet
     explicit_old = memory("生日是三月五日", importance=0.5, age_days=400, source=Source.EXPLICIT)
     core = memory("是群主", importance=1.0)
     promoted = memory("养了一只猫", importance=0.9, promoted_at=NOW - DAY)
     await put(store, "ou_a", high, fresh, faded, just_under, explicit_old, core, promoted)
     due = candidates(await store.document(G), SETTINGS, NOW)
-    assert [(c.memory.content, c.kind) for c in due] == [("希望被称呼为王总", "promotion"), ("上个月在杭州出差", "decay")]
+    assert [(c.memory.content, c.kind) for c in due] == [
+        ("希望被称呼为王总", "promotion"),
+        ("上个月在杭州出差", "decay"),
+    ]
 
 
 # --- promotion review ------------------------------------------------------------------------------------------
+
 
 async def test_promote_makes_it_core_logged_and_revertible(store):
     await put(store, "ou_a", memory("生日是三月五日", importance=0.9))
@@ -100,7 +115,9 @@ async def test_promote_makes_it_core_logged_and_revertible(store):
     assert (change["op"], change["review_reason"], change["review"]) == ("promote", "生日是长期稳定的事实", "promotion")
     [call] = entries_by(entries, "review", "call")
     assert (call["decision"], call["input_tokens"], call["output_tokens"]) == ("promote", 100, 10)
-    assert "审核升级为核心 [ou_a] 生日是三月五日 → 生日是三月五日（理由：生日是长期稳定的事实）" in await history_text(store, G)
+    assert "审核升级为核心 [ou_a] 生日是三月五日 → 生日是三月五日（理由：生日是长期稳定的事实）" in await history_text(
+        store, G
+    )
     assert "已撤销" in await revert_change(store, G, change["id"], actor="admin:a")
     assert (await only(store)).promoted_at is None
     assert candidates(await store.document(G), SETTINGS, NOW) == []  # the undone promotion is not proposed again
@@ -115,14 +132,19 @@ async def test_keep_in_a_promotion_review_is_not_asked_again_until_importance_ch
     clock.now = NOW + DAY
     assert (await review_group(store, G, generate, SETTINGS, clock.now, budget=5)).calls == 0
     # mentioned again (a boost changes importance and the time of the change): asked again
-    await store.change(G, "ou_a", lambda ms: ([m.model_copy(update={"importance": 1.0 - 0.05, "updated_at": clock.now})
-                                               for m in ms], None), actor="extraction")
+    await store.change(
+        G,
+        "ou_a",
+        lambda ms: ([m.model_copy(update={"importance": 1.0 - 0.05, "updated_at": clock.now}) for m in ms], None),
+        actor="extraction",
+    )
     assert (await review_group(store, G, generate, SETTINGS, clock.now, budget=5)).calls == 1
 
 
 async def test_explicit_memories_may_be_promoted_or_kept_but_never_deleted(store):
-    await put(store, "ou_a", memory("请叫我老王", importance=0.9, source=Source.EXPLICIT,
-                                    memory_type=MemoryType.INSTRUCTION))
+    await put(
+        store, "ou_a", memory("请叫我老王", importance=0.9, source=Source.EXPLICIT, memory_type=MemoryType.INSTRUCTION)
+    )
     report = await review_group(store, G, scripted({"op": "delete", "id": 1, "reason": "过时"}), SETTINGS, NOW, 5)
     assert report.deleted == [] and report.unresolved and (await only(store)).content == "请叫我老王"
     assert entries_by(await store.log_entries(G), "review") == []
@@ -133,6 +155,7 @@ async def test_explicit_memories_may_be_promoted_or_kept_but_never_deleted(store
 
 
 # --- decay review -----------------------------------------------------------------------------------------------
+
 
 async def test_decay_keep_resets_importance_and_decay_counts_again_from_now(store, clock):
     await put(store, "ou_a", memory("上个月在杭州出差", importance=0.5, age_days=33))
@@ -166,18 +189,22 @@ async def test_promote_is_not_a_decision_of_a_decay_review(store):
 
 # --- validation -------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("reply", [
-    {"op": "delete", "id": 2, "reason": "shown, but not the one under review"},
-    {"op": "delete", "id": 99},
-    {"op": "delete", "id": True},
-    {"op": "delete"},
-    {"op": "archive", "id": 1},
-    {"operations": [{"op": "keep", "id": 1}, {"op": "delete", "id": 1}]},
-    '{"op": "delete", "id": 1, "reason": "被截断',
-    "我觉得应该删除",
-    "",
-    '["delete", 1]',
-])
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        {"op": "delete", "id": 2, "reason": "shown, but not the one under review"},
+        {"op": "delete", "id": 99},
+        {"op": "delete", "id": True},
+        {"op": "delete"},
+        {"op": "archive", "id": 1},
+        {"operations": [{"op": "keep", "id": 1}, {"op": "delete", "id": 1}]},
+        '{"op": "delete", "id": 1, "reason": "被截断',
+        "我觉得应该删除",
+        "",
+        '["delete", 1]',
+    ],
+)
 async def test_invalid_ids_malformed_or_truncated_output_change_nothing(store, reply):
     faded = memory("上个月在杭州出差，住在西湖边", importance=0.5, age_days=33)
     related = memory("住在西湖边的酒店")
@@ -199,8 +226,12 @@ async def test_a_memory_changed_while_reviewed_is_left_alone(store):
 
     async def generate_and_change(system_prompt, prompt):
         if len(original.prompts) == 1:
-            await store.change(G, "ou_a", lambda ms: ([m.model_copy(update={"content": "常去杭州出差"})
-                                                       for m in ms], None), actor="ou_a")
+            await store.change(
+                G,
+                "ou_a",
+                lambda ms: ([m.model_copy(update={"content": "常去杭州出差"}) for m in ms], None),
+                actor="ou_a",
+            )
         return await original(system_prompt, prompt)
 
     report = await review_group(store, G, generate_and_change, SETTINGS, NOW, 5)
@@ -209,6 +240,7 @@ async def test_a_memory_changed_while_reviewed_is_left_alone(store):
 
 
 # --- searches ---------------------------------------------------------------------------------------------------
+
 
 async def test_search_rounds_are_limited_and_never_leave_owner_scope_or_group(store):
     await put(store, "ou_a", memory("上个月在杭州出差", importance=0.5, age_days=33), memory("喜欢吃杭州菜"))
@@ -231,14 +263,16 @@ async def test_search_rounds_are_limited_and_never_leave_owner_scope_or_group(st
 async def test_a_search_shows_more_of_the_owners_memories_and_then_decides(store):
     faded = memory("上个月在杭州出差", importance=0.5, age_days=33)
     await put(store, "ou_a", faded, *[memory(f"第 {i} 条无关的事实") for i in range(8)], memory("明年调去深圳工作"))
-    generate = scripted({"op": "search", "query": "深圳"},
-                        lambda prompt: {"op": "delete", "id": 1, "reason": "已调去深圳"})
+    generate = scripted(
+        {"op": "search", "query": "深圳"}, lambda prompt: {"op": "delete", "id": 1, "reason": "已调去深圳"}
+    )
     report = await review_group(store, G, generate, SETTINGS, NOW, budget=5)
     assert report.deleted == [faded.id] and report.calls == 2
     assert "深圳工作" not in generate.prompts[0][1] and re.search(r"\[\d+\] .*明年调去深圳工作", generate.prompts[1][1])
 
 
 # --- budget -----------------------------------------------------------------------------------------------------
+
 
 async def test_the_budget_bounds_the_calls_searches_included(store):
     await put(store, "ou_a", *[memory(f"很久以前的事 {i}", age_days=30 + i) for i in range(3)])
@@ -253,16 +287,19 @@ async def test_the_budget_bounds_the_calls_searches_included(store):
 
 # --- cost in /memory stats ---------------------------------------------------------------------------------------
 
+
 async def test_stats_show_review_and_consolidation_cost_apart_from_extraction_trimmed_calls_included(tmp_path, clock):
     from memory._admin import stats_text
     from memory._aging.consolidation import consolidate_group
 
     store = UserMemoryStore(tmp_path, clock=clock, durable=False, log_max_bytes=6_000)
-    await store.record(G, {"kind": "call", "messages": 10, "input_tokens": 1000, "output_tokens": 50},
-                       actor="extraction")
+    await store.record(
+        G, {"kind": "call", "messages": 10, "input_tokens": 1000, "output_tokens": 50}, actor="extraction"
+    )
     await put(store, "ou_a", memory("生日是三月五日", importance=0.9))
-    await review_group(store, G, scripted({"op": "search", "query": "生日"}, {"op": "promote", "id": 1}),
-                       SETTINGS, NOW, budget=5)
+    await review_group(
+        store, G, scripted({"op": "search", "query": "生日"}, {"op": "promote", "id": 1}), SETTINGS, NOW, budget=5
+    )
     await put(store, "ou_b", memory("喜欢猫"), memory("养了一只叫小白的猫"))
     await consolidate_group(store, G, scripted({"op": "distinct"}), SETTINGS, NOW, budget=5)
     for i in range(40):  # enough changes to trim the oldest entries, calls among them

@@ -49,15 +49,26 @@ async def seed(settings, data_dir, environ):
             await store.change(key, owner, lambda c, o=owner, i=i: ([*c, memory(i, o or "group")], None), actor="t")
         await store.change(key, "ou_a", lambda c: (c[:-1], None), actor="ou_a")  # a log entry with old content
         if key.group_id:
-            todo = Todo(id=f"{i:032x}", content=f"{MARK} 待办 {i}", creator="ou_a", assignee="ou_a",
-                        created_at=1.7e9, updated_at=1.7e9)
+            todo = Todo(
+                id=f"{i:032x}",
+                content=f"{MARK} 待办 {i}",
+                creator="ou_a",
+                assignee="ou_a",
+                created_at=1.7e9,
+                updated_at=1.7e9,
+            )
             await store.change_todos(key, lambda ts, t=todo: ([*ts, t], None), actor="ou_a")
     await store.close()
 
 
 def rotate(where, environ, *args):
-    return subprocess.run([sys.executable, str(SCRIPT), where, *args], env={**os.environ, **environ},
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), where, *args],
+        env={**os.environ, **environ},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 async def test_rotation_killed_at_random_points_then_finished(backend):
@@ -72,8 +83,13 @@ async def test_rotation_killed_at_random_points_then_finished(backend):
     rng = random.Random(7)
     killed = 0
     for _ in range(12):
-        child = subprocess.Popen([sys.executable, str(SCRIPT), where], env={**os.environ, **both},
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        child = subprocess.Popen(
+            [sys.executable, str(SCRIPT), where],
+            env={**os.environ, **both},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for _ in range(rng.randint(3, 5)):  # the head lines, then a few groups: killed amid the next one
             await asyncio.to_thread(child.stdout.readline)
         await asyncio.sleep(rng.uniform(0, 0.03))

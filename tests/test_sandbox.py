@@ -63,8 +63,10 @@ def _astrbot_generates_its_own_password(root) -> None:
     log, must be changed at first login) - the state every rerun of the old run.sh was stuck in."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("ASTRBOT_DASHBOARD")}
     env["ASTRBOT_ROOT"] = str(root)
-    code = ("from astrbot.core.config.astrbot_config import AstrBotConfig; "
-            f"AstrBotConfig(config_path={str(root / 'data' / 'cmd_config.json')!r})")
+    code = (
+        "from astrbot.core.config.astrbot_config import AstrBotConfig; "
+        f"AstrBotConfig(config_path={str(root / 'data' / 'cmd_config.json')!r})"
+    )
     subprocess.run([sys.executable, "-c", code], cwd=root, env=env, check=True, capture_output=True)
 
 

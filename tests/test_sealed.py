@@ -8,7 +8,15 @@ from memory._models import ArchivedMemory, GroupDocument, GroupKey, Memory, User
 from memory._storage import changelog
 from memory._storage.crypto import Keyring, KeyUnavailable, Sealer, Tampered, is_token
 from memory._storage.sealed import (
-    GROUP_MEMORIES_SEALED, SEALED, fill_list, open_document, open_entry, open_item, open_list, seal_entry, seal_item,
+    GROUP_MEMORIES_SEALED,
+    SEALED,
+    fill_list,
+    open_document,
+    open_entry,
+    open_item,
+    open_list,
+    seal_entry,
+    seal_item,
     seal_list,
 )
 from memory._todos.model import Delivery, Todo
@@ -16,8 +24,14 @@ from memory._todos.model import Delivery, Todo
 KEY = bytes(range(32))
 OTHER_KEY = bytes(range(50, 82))
 GROUP = GroupKey("lark", "oc_group")
-SECRETS = ["老王不吃香菜", "周三负责支付服务的回滚预案", "小李的生日是十月一日", "合并前：喜欢爬山", "复盘会议纪要",
-           "因为与已有记忆重复"]
+SECRETS = [
+    "老王不吃香菜",
+    "周三负责支付服务的回滚预案",
+    "小李的生日是十月一日",
+    "合并前：喜欢爬山",
+    "复盘会议纪要",
+    "因为与已有记忆重复",
+]
 
 
 def sealer(key: bytes = KEY) -> Sealer:
@@ -27,8 +41,15 @@ def sealer(key: bytes = KEY) -> Sealer:
 
 
 def memory(i: int, content: str, **more) -> Memory:
-    return Memory(id=f"0000000{i}-0000-4000-8000-000000000000", type="fact", content=content, created_at=1.5 + i,
-                  updated_at=2.5 + i, importance=0.7, **more)
+    return Memory(
+        id=f"0000000{i}-0000-4000-8000-000000000000",
+        type="fact",
+        content=content,
+        created_at=1.5 + i,
+        updated_at=2.5 + i,
+        importance=0.7,
+        **more,
+    )
 
 
 def memories() -> list[Memory]:
@@ -40,14 +61,31 @@ def memories() -> list[Memory]:
 
 
 def todo(**more) -> Todo:
-    fields = dict(id="t-1", content=SECRETS[1], creator="ou_a", assignee="ou_a", created_at=1.0, updated_at=2.0,
-                  remind_at=5.0, delivery=Delivery(occurrence=5.0, state="sent", sent_at=5.1))
+    fields = dict(
+        id="t-1",
+        content=SECRETS[1],
+        creator="ou_a",
+        assignee="ou_a",
+        created_at=1.0,
+        updated_at=2.0,
+        remind_at=5.0,
+        delivery=Delivery(occurrence=5.0, state="sent", sent_at=5.1),
+    )
     return Todo(**{**fields, **more})
 
 
 def episode() -> Episode:
-    return Episode(id="e-1", start=1.0, end=2.0, participants=["ou_a", "ou_b"], participant_names=["老王", "小李"],
-                   summary=SECRETS[4], created_at=3.0, messages=12, future_field="kept")
+    return Episode(
+        id="e-1",
+        start=1.0,
+        end=2.0,
+        participants=["ou_a", "ou_b"],
+        participant_names=["老王", "小李"],
+        summary=SECRETS[4],
+        created_at=3.0,
+        messages=12,
+        future_field="kept",
+    )
 
 
 def archived(owner: str | None = "ou_a") -> ArchivedMemory:
@@ -90,13 +128,16 @@ def test_an_empty_list_round_trips():
     assert readable == [] and open_list(sealer(), GROUP, "ou_a", [], token) == []
 
 
-@pytest.mark.parametrize("owner, group", [
-    ("ou_b", GROUP),  # another member
-    (None, GROUP),  # the group's shared list
-    ("", GROUP),
-    ("ou_a", GroupKey("lark", "oc_other")),  # another group
-    ("ou_a", GroupKey.global_for("lark")),  # the member's global memories
-])
+@pytest.mark.parametrize(
+    "owner, group",
+    [
+        ("ou_b", GROUP),  # another member
+        (None, GROUP),  # the group's shared list
+        ("", GROUP),
+        ("ou_a", GroupKey("lark", "oc_other")),  # another group
+        ("ou_a", GroupKey.global_for("lark")),  # the member's global memories
+    ],
+)
 def test_a_list_token_moved_to_another_owner_or_group_fails(owner, group):
     s = sealer()
     readable, token = seal_list(s, GROUP, "ou_a", memories())
@@ -113,11 +154,14 @@ def test_a_list_token_with_other_entries_fails():
             open_list(s, GROUP, "ou_a", changed, token)
 
 
-@pytest.mark.parametrize("contents", [
-    ["带\0空字符", "", "尾\0"],  # NUL in a content: the JSON layout
-    ["", "", ""],  # empty contents split back as they were
-    ["\n行\n", "[]", "\\0"],
-])
+@pytest.mark.parametrize(
+    "contents",
+    [
+        ["带\0空字符", "", "尾\0"],  # NUL in a content: the JSON layout
+        ["", "", ""],  # empty contents split back as they were
+        ["\n行\n", "[]", "\\0"],
+    ],
+)
 def test_any_contents_round_trip(contents):
     s = sealer()
     original = [memory(i, c) for i, c in enumerate(contents)]
@@ -142,8 +186,9 @@ def test_ids_holding_newlines_stay_bound_to_exactly_their_list(ids):
     """The ids are bound as newline-joined text only when none holds a newline: ["a\nb", "c"] and ["a", "b\nc"]
     join alike, and must not open each other's token."""
     s = sealer()
-    original = [Memory(id=i, type="fact", content=f"第{n}条", created_at=1.0, updated_at=1.0)
-                for n, i in enumerate(ids)]
+    original = [
+        Memory(id=i, type="fact", content=f"第{n}条", created_at=1.0, updated_at=1.0) for n, i in enumerate(ids)
+    ]
     readable, token = seal_list(s, GROUP, "ou_a", original)
     assert open_list(s, GROUP, "ou_a", readable, token) == original
     joined = "\n".join(ids)
@@ -166,14 +211,23 @@ def test_a_sealed_document_opens():
     """The file layout of plan §1.3: a member's token beside its memories, the group's in the head."""
     s = sealer()
     group_list = [memory(7, "群规：周五发周报")]
-    original = GroupDocument(platform="lark", group_id="oc_group", users={"ou_a": UserMemories(memories=memories())},
-                             group_memories=group_list, todos=[todo(), todo(id="t-2", assignee=None)],
-                             archive=[archived(), archived(None)])
+    original = GroupDocument(
+        platform="lark",
+        group_id="oc_group",
+        users={"ou_a": UserMemories(memories=memories())},
+        group_memories=group_list,
+        todos=[todo(), todo(id="t-2", assignee=None)],
+        archive=[archived(), archived(None)],
+    )
     member, member_token = seal_list(s, GROUP, "ou_a", original.users["ou_a"].memories)
     group, group_token = seal_list(s, GROUP, None, group_list)
     raw = {
-        "schema_version": 1, "platform": "lark", "group_id": "oc_group", GROUP_MEMORIES_SEALED: group_token,
-        "users": {"ou_a": {"memories": member, SEALED: member_token}}, "group_memories": group,
+        "schema_version": 1,
+        "platform": "lark",
+        "group_id": "oc_group",
+        GROUP_MEMORIES_SEALED: group_token,
+        "users": {"ou_a": {"memories": member, SEALED: member_token}},
+        "group_memories": group,
         "todos": [seal_item(s, GROUP, t) for t in original.todos],
         "archive": [seal_item(s, GROUP, a) for a in original.archive],
     }
@@ -185,8 +239,13 @@ def test_a_sealed_document_opens():
 
 
 def test_a_plaintext_document_opens_as_it_is():
-    original = GroupDocument(platform="lark", group_id="oc_group", users={"ou_a": UserMemories(memories=memories())},
-                             todos=[todo()], archive=[archived()])
+    original = GroupDocument(
+        platform="lark",
+        group_id="oc_group",
+        users={"ou_a": UserMemories(memories=memories())},
+        todos=[todo()],
+        archive=[archived()],
+    )
     doc = original.model_copy(deep=True)
     open_document(sealer(), GROUP, doc)
     assert doc == original
@@ -216,14 +275,17 @@ def test_readable_fields_of_items_stay_readable():
     assert record["owner"] == "ou_a" and record["reason"] == "decay"
 
 
-@pytest.mark.parametrize("item, change", [
-    (todo(), {"id": "t-2"}),
-    (todo(), {"assignee": "ou_b"}),  # reassigned by editing the file
-    (todo(assignee=None), {"assignee": "ou_b"}),
-    (episode(), {"id": "e-2"}),
-    (archived(), {"owner": "ou_b"}),
-    (archived(), {"owner": None}),
-])
+@pytest.mark.parametrize(
+    "item, change",
+    [
+        (todo(), {"id": "t-2"}),
+        (todo(), {"assignee": "ou_b"}),  # reassigned by editing the file
+        (todo(assignee=None), {"assignee": "ou_b"}),
+        (episode(), {"id": "e-2"}),
+        (archived(), {"owner": "ou_b"}),
+        (archived(), {"owner": None}),
+    ],
+)
 def test_an_item_token_moved_to_another_item_or_owner_fails(item, change):
     s = sealer()
     record = {**seal_item(s, GROUP, item), **change}
@@ -236,8 +298,9 @@ def test_an_item_token_moved_to_another_group_fails():
     parsed = Todo.model_validate(seal_item(s, GROUP, todo()))
     with pytest.raises(Tampered):
         open_item(s, GroupKey("lark", "oc_other"), parsed)
-    moved = ArchivedMemory.model_validate({**seal_item(s, GROUP, archived()), "memory": {
-        **seal_item(s, GROUP, archived())["memory"], "id": "another"}})
+    moved = ArchivedMemory.model_validate(
+        {**seal_item(s, GROUP, archived()), "memory": {**seal_item(s, GROUP, archived())["memory"], "id": "another"}}
+    )
     with pytest.raises(Tampered):
         open_item(s, GROUP, moved)
 
@@ -250,10 +313,21 @@ def test_an_item_without_a_token_is_returned_as_it_is():
 # ----------------------------------------------------------------------------------------------- log entries
 def entry(kind: str = changelog.MEMORY, **more) -> dict:
     old, new = memories()[1], memories()[2]
-    fields = {"id": 41, "at": 10.0, "actor": "review", "kind": kind, "op": "update", "scope": "member",
-              "owner": "ou_a", "target": old.id, "old": old.model_dump(mode="json", exclude_none=True),
-              "new": new.model_dump(mode="json", exclude_none=True), "txn": 40, "review_reason": SECRETS[5],
-              "reverts": [3]}
+    fields = {
+        "id": 41,
+        "at": 10.0,
+        "actor": "review",
+        "kind": kind,
+        "op": "update",
+        "scope": "member",
+        "owner": "ou_a",
+        "target": old.id,
+        "old": old.model_dump(mode="json", exclude_none=True),
+        "new": new.model_dump(mode="json", exclude_none=True),
+        "txn": 40,
+        "review_reason": SECRETS[5],
+        "reverts": [3],
+    }
     return {**fields, **more}
 
 
@@ -270,9 +344,14 @@ def test_a_memory_entry_round_trips():
     assert open_entry(s, GROUP, json.loads(json.dumps(record))) == original
 
 
-@pytest.mark.parametrize("kind, item", [
-    (changelog.TODO, todo()), (changelog.EPISODE, episode()), ("a_future_kind", episode()),
-])
+@pytest.mark.parametrize(
+    "kind, item",
+    [
+        (changelog.TODO, todo()),
+        (changelog.EPISODE, episode()),
+        ("a_future_kind", episode()),
+    ],
+)
 def test_todo_episode_and_unknown_entries_round_trip(kind, item):
     s = sealer()
     original = entry(kind, old=None, new=item.model_dump(mode="json", exclude_none=True), op="add")

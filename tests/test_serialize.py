@@ -10,16 +10,24 @@ from memory._storage.serialize import DocumentSerializer
 texts = st.text(alphabet=st.characters(codec="utf-8"), max_size=30)
 memories = st.builds(
     lambda i, c, t: Memory(id=f"id-{i}", type="fact", content=c, created_at=t, updated_at=t),
-    st.integers(0, 10**6), texts, st.floats(0, 2e9),
+    st.integers(0, 10**6),
+    texts,
+    st.floats(0, 2e9),
 )
 archived = st.builds(
     lambda m, owner, t: ArchivedMemory(memory=m, owner=owner, archived_at=t, reason="decay", actor="maintenance"),
-    memories, st.none() | texts, st.floats(0, 2e9),
+    memories,
+    st.none() | texts,
+    st.floats(0, 2e9),
 )
 documents = st.builds(
-    lambda users, group, archive: GroupDocument(group_id="oc_g", platform="lark",
-                                                users={u: UserMemories(memories=m) for u, m in users.items()},
-                                                group_memories=group, archive=archive),
+    lambda users, group, archive: GroupDocument(
+        group_id="oc_g",
+        platform="lark",
+        users={u: UserMemories(memories=m) for u, m in users.items()},
+        group_memories=group,
+        archive=archive,
+    ),
     st.dictionaries(texts, st.lists(memories, max_size=4), max_size=4),
     st.lists(memories, max_size=3),
     st.lists(archived, max_size=3),
@@ -37,7 +45,9 @@ def test_output_is_the_document(doc):
 def test_unchanged_members_are_reused_and_changes_are_seen():
     serializer = DocumentSerializer()
     m = lambda c: Memory(id=c, type="fact", content=c, created_at=1, updated_at=1)  # noqa: E731
-    doc = GroupDocument(group_id="g", users={"a": UserMemories(memories=[m("one")]), "b": UserMemories(memories=[m("two")])})
+    doc = GroupDocument(
+        group_id="g", users={"a": UserMemories(memories=[m("one")]), "b": UserMemories(memories=[m("two")])}
+    )
     serializer.dumps(doc)
     cached_b = serializer._fragments["b"][1]
     doc.users["a"] = UserMemories(memories=[m("changed")])
@@ -49,9 +59,17 @@ def test_unchanged_members_are_reused_and_changes_are_seen():
 
 
 def test_one_line_per_memory_for_people():
-    doc = GroupDocument(group_id="g", users={"a": UserMemories(memories=[
-        Memory(id="1", type="fact", content="喜欢猫", created_at=1, updated_at=1),
-        Memory(id="2", type="fact", content="住在杭州", created_at=1, updated_at=1)])})
+    doc = GroupDocument(
+        group_id="g",
+        users={
+            "a": UserMemories(
+                memories=[
+                    Memory(id="1", type="fact", content="喜欢猫", created_at=1, updated_at=1),
+                    Memory(id="2", type="fact", content="住在杭州", created_at=1, updated_at=1),
+                ]
+            )
+        },
+    )
     text = DocumentSerializer().dumps(doc).decode()
     assert "喜欢猫" in text and len([line for line in text.splitlines() if '"content"' in line]) == 2
 

@@ -10,31 +10,41 @@ def test_defaults_match_the_design():
 
 
 def test_valid_values_are_taken():
-    s, warnings = Settings.from_mapping({"enable_user_memory": False, "memory_max_per_user": 5, "memory_inject_limit": 3.0})
+    s, warnings = Settings.from_mapping(
+        {"enable_user_memory": False, "memory_max_per_user": 5, "memory_inject_limit": 3.0}
+    )
     assert (s.enable_user_memory, s.memory_max_per_user, s.memory_inject_limit) == (False, 5, 3)
     assert isinstance(s.memory_inject_limit, int) and warnings == []
 
 
 def test_wrong_types_fall_back_to_the_default_with_a_warning():
     s, warnings = Settings.from_mapping(
-        {"enable_user_memory": "yes", "memory_inject_limit": "ten", "memory_inject_char_budget": True,
-         "recall_relevance_threshold": float("nan"), "group_memory_writers": "nobody"}
+        {
+            "enable_user_memory": "yes",
+            "memory_inject_limit": "ten",
+            "memory_inject_char_budget": True,
+            "recall_relevance_threshold": float("nan"),
+            "group_memory_writers": "nobody",
+        }
     )
     assert s == Settings()
     assert len(warnings) == 5
     assert all("已使用默认值" in w for w in warnings)
 
 
-@pytest.mark.parametrize("name, raw, effective", [
-    ("memory_max_per_user", -5, 1),
-    ("memory_max_per_user", 99999, 1000),
-    ("memory_inject_limit", -1, 0),
-    ("memory_max_content_length", 2.5, 10),
-    ("memory_inject_char_budget", 1500.6, 1501),
-    ("embedding_weight", 7, 1.0),
-    ("embedding_weight", float("-inf"), 0.0),
-    ("extraction_quiet_seconds", 1e12, 86400),
-])
+@pytest.mark.parametrize(
+    "name, raw, effective",
+    [
+        ("memory_max_per_user", -5, 1),
+        ("memory_max_per_user", 99999, 1000),
+        ("memory_inject_limit", -1, 0),
+        ("memory_max_content_length", 2.5, 10),
+        ("memory_inject_char_budget", 1500.6, 1501),
+        ("embedding_weight", 7, 1.0),
+        ("embedding_weight", float("-inf"), 0.0),
+        ("extraction_quiet_seconds", 1e12, 86400),
+    ],
+)
 def test_out_of_range_numbers_take_the_nearest_bound(name, raw, effective):
     s, warnings = Settings.from_mapping({name: raw})
     assert getattr(s, name) == effective and type(getattr(s, name)) is type(effective)
@@ -73,8 +83,13 @@ def test_count_triggered_extraction_still_fires_with_a_large_every_n():
         batches.append(len(batch))
 
     async def run():
-        scheduler = ExtractionScheduler(extract, every_n=s.extraction_every_n_messages, quiet_seconds=3600,
-                                        buffer_size=s.extraction_buffer_size, limiter=CallLimiter(1))
+        scheduler = ExtractionScheduler(
+            extract,
+            every_n=s.extraction_every_n_messages,
+            quiet_seconds=3600,
+            buffer_size=s.extraction_buffer_size,
+            limiter=CallLimiter(1),
+        )
         for i in range(60):
             scheduler.observe(GroupKey("lark", "g"), Utterance("u", "u", f"消息 {i}", 0.0), "o")
         for _ in range(50):
@@ -92,10 +107,14 @@ def test_none_config_is_all_defaults():
 def test_rule_and_limit_settings_have_defaults_choices_and_ranges():
     settings, warnings = Settings.from_mapping({})
     assert (settings.group_instruction_writers, settings.background_max_concurrent_calls) == ("admins", 4)
-    settings, warnings = Settings.from_mapping({"group_instruction_writers": "anyone", "background_max_concurrent_calls": 0})
+    settings, warnings = Settings.from_mapping(
+        {"group_instruction_writers": "anyone", "background_max_concurrent_calls": 0}
+    )
     assert settings.group_instruction_writers == "admins" and 1 <= settings.background_max_concurrent_calls <= 64
     assert len(warnings) == 2
-    settings, _ = Settings.from_mapping({"group_instruction_writers": "everyone", "background_max_concurrent_calls": 64})
+    settings, _ = Settings.from_mapping(
+        {"group_instruction_writers": "everyone", "background_max_concurrent_calls": 64}
+    )
     assert (settings.group_instruction_writers, settings.background_max_concurrent_calls) == ("everyone", 64)
 
 

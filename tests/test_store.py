@@ -1,13 +1,17 @@
 import asyncio
 import json
 import os
-import time
 
 import pytest
 from hypothesis import settings as hyp_settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
-    RuleBasedStateMachine, initialize, invariant, precondition, rule, run_state_machine_as_test,
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
 )
 
 from unittest import mock
@@ -22,8 +26,9 @@ G2 = GroupKey("lark", "oc_group2")
 
 
 def add(memory_type, content, max_count=20):
-    return lambda memories: save(memories, memory_type=memory_type, content=content, now=1.0, max_count=max_count,
-                                 max_length=200)
+    return lambda memories: save(
+        memories, memory_type=memory_type, content=content, now=1.0, max_count=max_count, max_length=200
+    )
 
 
 async def test_change_is_durable_and_readable_by_a_new_store(tmp_path):
@@ -81,9 +86,28 @@ async def test_forgetting_everything_removes_the_member(tmp_path):
 async def test_reads_the_design_format_without_schema_version(tmp_path):
     path = UserMemoryStore(tmp_path).path_for(G1)
     path.parent.mkdir(parents=True)
-    path.write_text(json.dumps({"group_id": "oc_group1", "users": {"ou_userA": {"memories": [
-        {"id": "uuid-1", "type": "preference", "content": "希望被称呼为「小王」", "created_at": 1700000000,
-         "updated_at": 1700000000}]}}, "updated_at": 1700000000}), encoding="utf-8")
+    path.write_text(
+        json.dumps(
+            {
+                "group_id": "oc_group1",
+                "users": {
+                    "ou_userA": {
+                        "memories": [
+                            {
+                                "id": "uuid-1",
+                                "type": "preference",
+                                "content": "希望被称呼为「小王」",
+                                "created_at": 1700000000,
+                                "updated_at": 1700000000,
+                            }
+                        ]
+                    }
+                },
+                "updated_at": 1700000000,
+            }
+        ),
+        encoding="utf-8",
+    )
     memories = await UserMemoryStore(tmp_path).memories(G1, "ou_userA")
     assert memories[0].content == "希望被称呼为「小王」" and memories[0].type is MemoryType.PREFERENCE
 
@@ -157,8 +181,9 @@ async def test_failed_write_rolls_back_and_reports(tmp_path, monkeypatch):
         raise PermissionError(13, "Permission denied")
 
     monkeypatch.setattr("memory._storage.store.write_atomic", broken_write)
-    results = await asyncio.gather(*(store.change(G1, "u1", add("fact", f"lost {i}"), actor="test") for i in range(5)),
-                                   return_exceptions=True)
+    results = await asyncio.gather(
+        *(store.change(G1, "u1", add("fact", f"lost {i}"), actor="test") for i in range(5)), return_exceptions=True
+    )
     assert all(isinstance(r, StorageUnavailable) for r in results)
     assert [m.content for m in await store.memories(G1, "u1")] == ["kept"]
     monkeypatch.undo()
@@ -196,6 +221,7 @@ async def test_limit_through_the_store(tmp_path):
 
 # --- stateful: random sequences against a plain dict model -------------------------------------------------------
 
+
 async def test_an_erasure_takes_the_content_of_changes_in_the_same_commit(tmp_path):
     store = UserMemoryStore(tmp_path, durable=False)
     await store.memories(G1, "u1")
@@ -209,7 +235,12 @@ async def test_an_erasure_takes_the_content_of_changes_in_the_same_commit(tmp_pa
     assert "秘密内容" not in json.dumps(entries, ensure_ascii=False)
 
 
-GROUPS = [GroupKey("lark", "oc_1"), GroupKey("aiocqhttp", "oc_1"), GroupKey("lark", "../../x"), GroupKey("lark", "群/二")]
+GROUPS = [
+    GroupKey("lark", "oc_1"),
+    GroupKey("aiocqhttp", "oc_1"),
+    GroupKey("lark", "../../x"),
+    GroupKey("lark", "群/二"),
+]
 USERS = ["ou_a", "ou_b"]
 PHRASES = ["喜欢猫", "是后端负责人", "Prefers short answers", "周末去爬山", "住在杭州", "用 Rust 写代码"]
 MAX = 3
@@ -274,13 +305,25 @@ class StoreMachine(RuleBasedStateMachine):
         self.clock += 1
 
         def change(memories):
-            return save(memories, memory_type=memory_type, content=variant(phrase, style), replace_id=replace_id,
-                        now=self.clock, max_count=MAX, max_length=200)
+            return save(
+                memories,
+                memory_type=memory_type,
+                content=variant(phrase, style),
+                replace_id=replace_id,
+                now=self.clock,
+                max_count=MAX,
+                max_length=200,
+            )
 
         return self.run(self.store.change(group, user, change, actor="test"))
 
-    @rule(group=st.sampled_from(GROUPS), user=st.sampled_from(USERS), memory_type=st.sampled_from(list(MemoryType)),
-          phrase=st.sampled_from(PHRASES), style=st.integers(0, 3))
+    @rule(
+        group=st.sampled_from(GROUPS),
+        user=st.sampled_from(USERS),
+        memory_type=st.sampled_from(list(MemoryType)),
+        phrase=st.sampled_from(PHRASES),
+        style=st.integers(0, 3),
+    )
     def save_new(self, group, user, memory_type, phrase, style):
         mine = self.model.setdefault((group, user), [])
         existing = next((m for m in mine if m[2] == phrase), None)

@@ -35,8 +35,9 @@ def test_tools_are_registered_with_typed_parameters_and_required_arguments(plugi
 async def test_a_todo_added_through_the_tool_keeps_the_groups_send_origin_and_ignores_model_ids(make_plugin):
     plugin = make_plugin(timezone="Asia/Shanghai")
     event = make_event("提醒我明天上午10点交周报", group="oc_g1", user="ou_a")
-    result = await call_tool(plugin, "lark_add_todo", event, content="交周报", remind_at=tomorrow_at(10),
-                             group_id="oc_other", user_id="ou_b")
+    result = await call_tool(
+        plugin, "lark_add_todo", event, content="交周报", remind_at=tomorrow_at(10), group_id="oc_other", user_id="ou_b"
+    )
     assert "提醒你：" in result and "10:00" in result and "当前时间" in result
     [todo] = await plugin.store.todos(GroupKey("lark", "oc_g1"))
     assert (todo.creator, todo.assignee) == ("ou_a", "ou_a")
@@ -74,8 +75,9 @@ async def test_reload_leaves_exactly_one_running_scheduler(make_plugin):
     first = make_plugin()
     await first.initialize()
     assert first.reminders.running
-    await call_tool(first, "lark_add_todo", make_event(group="oc_g1", user="ou_a"), content="交周报",
-                    remind_at=tomorrow_at(10))
+    await call_tool(
+        first, "lark_add_todo", make_event(group="oc_g1", user="ou_a"), content="交周报", remind_at=tomorrow_at(10)
+    )
     await first.terminate()  # a dashboard config save: terminate, then a new instance is initialized
     assert not first.reminders.running
     second = make_plugin()
@@ -92,8 +94,9 @@ async def test_reload_leaves_exactly_one_running_scheduler(make_plugin):
 async def test_todos_off(make_plugin):
     plugin = make_plugin(enable_todos=False)
     await plugin.initialize()
-    result = await call_tool(plugin, "lark_add_todo", make_event(group="g", user="u"), content="交周报",
-                             remind_at=tomorrow_at(10))
+    result = await call_tool(
+        plugin, "lark_add_todo", make_event(group="g", user="u"), content="交周报", remind_at=tomorrow_at(10)
+    )
     assert "已被管理员关闭" in result and plugin.reminders is None
     await asyncio.sleep(0)  # let the roster lookup the call started begin before terminate cancels it
     await plugin.terminate()
@@ -118,7 +121,8 @@ async def test_the_reminder_is_a_new_group_message_with_a_real_mention(make_plug
     at, plain = chain.chain
     assert isinstance(at, Comp.At) and at.qq == "ou_a" and isinstance(plain, Comp.Plain)
     assert plain.text.strip() == "提醒：交周报"
-    group = Reminder(GroupKey("lark", "oc_g1"), todo.model_copy(update={"assignee": None}), time.time(),
-                     "提醒大家：交周报", None)
+    group = Reminder(
+        GroupKey("lark", "oc_g1"), todo.model_copy(update={"assignee": None}), time.time(), "提醒大家：交周报", None
+    )
     await plugin._send_reminder(group)
     assert [type(c) for c in sent[-1][1].chain] == [Comp.Plain]

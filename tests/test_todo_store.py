@@ -20,8 +20,12 @@ async def test_todos_are_durable_logged_and_readable(tmp_path):
     store.add_todo_listener(lambda key, todos: seen.append((key, [t.id for t in todos])))
     result = await store.change_todos(G, lambda todos: ([*todos, todo()], "ok"), actor="ou_a")
     assert result == "ok" and seen == [(G, ["t1"])]
-    await store.change_todos(G, lambda todos: ([todos[0].model_copy(update={"status": TodoStatus.DONE})], None),
-                             actor="ou_a", label="complete")
+    await store.change_todos(
+        G,
+        lambda todos: ([todos[0].model_copy(update={"status": TodoStatus.DONE})], None),
+        actor="ou_a",
+        label="complete",
+    )
     await store.change_todos(G, lambda todos: (todos, None), actor="ou_a")  # no change: nothing logged
     await store.change_todos(G, lambda todos: ([*todos, todo("t2", "开会", None)], None), actor="ou_a")
     await store.close()
@@ -33,7 +37,9 @@ async def test_todos_are_durable_logged_and_readable(tmp_path):
     assert [(t.id, t.status, t.assignee) for t in todos] == [("t1", "done", "ou_a"), ("t2", "pending", None)]
     entries = [e for e in await reloaded.log_entries(G) if e.get("kind") == "todo"]
     assert [(e["op"], e["target"], e["scope"], e["owner"]) for e in entries] == [
-        ("add", "t1", "member", "ou_a"), ("complete", "t1", "member", "ou_a"), ("add", "t2", "group", None),
+        ("add", "t1", "member", "ou_a"),
+        ("complete", "t1", "member", "ou_a"),
+        ("add", "t2", "group", None),
     ]
     assert entries[1]["old"]["status"] == "pending" and entries[1]["new"]["status"] == "done"
     assert json.loads(text)["todos"][1]["content"] == "开会"

@@ -108,8 +108,21 @@ def test_a_date_alone_is_refused_unless_a_time_of_day_is_given():
     assert due == at(SHANGHAI, 2026, 11, 23, 23, 59)
 
 
-@pytest.mark.parametrize("text", [None, 1795399200, 10.5, b"2026-11-23T10:00", "", "   ", "明天十点", "2026-13-01T10:00",
-                                  "2026-11-23T10:00 早上", "2026-02-30T10:00"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        None,
+        1795399200,
+        10.5,
+        b"2026-11-23T10:00",
+        "",
+        "   ",
+        "明天十点",
+        "2026-13-01T10:00",
+        "2026-11-23T10:00 早上",
+        "2026-02-30T10:00",
+    ],
+)
 def test_unreadable_times_get_an_error_naming_the_format_and_the_current_time(text):
     with pytest.raises(InvalidMemoryInput) as refused:
         parse_local(text, SHANGHAI, NOW, what="remind_at")
@@ -119,8 +132,10 @@ def test_unreadable_times_get_an_error_naming_the_format_and_the_current_time(te
     assert NOW_TEXT in message
 
 
-@pytest.mark.parametrize("text", ["9999-12-31T10:00", "9999-12-31T23:59:59Z", "10000-01-01T10:00",
-                                  "0001-01-01T00:00+08:00", "2127-01-01T00:00"])
+@pytest.mark.parametrize(
+    "text",
+    ["9999-12-31T10:00", "9999-12-31T23:59:59Z", "10000-01-01T10:00", "0001-01-01T00:00+08:00", "2127-01-01T00:00"],
+)
 def test_well_formed_times_beyond_the_range_are_out_of_range_not_unreadable(text):
     with pytest.raises(InvalidMemoryInput) as refused:
         parse_local(text, SHANGHAI, NOW, what="remind_at")
@@ -236,8 +251,22 @@ def test_an_empty_rule_means_not_recurring(text):
 
 
 @pytest.mark.parametrize(
-    "text", ["30 9 * * 1-5", "weekly", "weekly:", "weekly:xyz", "weekly:mon,8", "monthly:0", "monthly:32",
-             "monthly:", "monthly:last", "hourly", "every 2 days", None, 5]
+    "text",
+    [
+        "30 9 * * 1-5",
+        "weekly",
+        "weekly:",
+        "weekly:xyz",
+        "weekly:mon,8",
+        "monthly:0",
+        "monthly:32",
+        "monthly:",
+        "monthly:last",
+        "hourly",
+        "every 2 days",
+        None,
+        5,
+    ],
 )
 def test_invalid_rules_list_the_allowed_forms(text):
     with pytest.raises(InvalidMemoryInput) as refused:

@@ -66,6 +66,7 @@ def short_id(result: str) -> str:
 
 # -- the tools -----------------------------------------------------------------------------------------------------
 
+
 async def test_terminal_escape_sequences_leave_nothing_in_the_content(store, policy):
     await add(store, policy, "\x1b[31m交周报\x1b[0m给\x1b]0;标题\x07老王", remind_at="2026-11-23T10:00")
     [todo] = await store.todos(G)
@@ -74,7 +75,10 @@ async def test_terminal_escape_sequences_leave_nothing_in_the_content(store, pol
 
 async def test_add_states_the_absolute_local_time_and_the_current_time(store, policy):
     result = await add(store, policy, remind_at="2026-11-23T10:00")
-    assert "将在 11月23日（周一）10:00 提醒你：「交周报」" in result or "将在 11月23日（周一）10:00 提醒你：交周报" in result
+    assert (
+        "将在 11月23日（周一）10:00 提醒你：「交周报」" in result
+        or "将在 11月23日（周一）10:00 提醒你：交周报" in result
+    )
     assert "当前时间：2026年11月22日（周日）14:00（Asia/Shanghai）" in result
     [todo] = await store.todos(G)
     assert todo.remind_at == at("2026-11-23T10:00") and todo.remind_at == at("2026-11-23T02:00", ZoneInfo("UTC"))
@@ -87,20 +91,23 @@ async def test_an_explicit_offset_wins_over_the_zone(store, policy):
     assert todo.remind_at == at("2026-11-23T18:00")
 
 
-@pytest.mark.parametrize("args, wanted", [
-    ({"remind_at": "2026-11-21T10:00"}, "已经过去"),
-    ({"remind_at": "明天十点"}, "ISO 8601"),
-    ({"remind_at": 1790000000}, "ISO 8601"),
-    ({"due_at": "2026-11-22T09:00"}, "已经过去"),
-    ({"remind_at": "2026-11-24T10:00", "due_at": "2026-11-23T10:00"}, "晚于"),
-    ({"remind_at": "2026-11-23T10:00", "recurrence": "30 9 * * 1-5"}, "weekdays"),
-    ({"remind_at": "2026-11-23T10:00", "assignee": "ou_bob"}, "暂不支持提醒其他某位成员"),
-    ({"remind_at": "2026-11-23T10:00", "content": "   "}, "不能为空"),
-    ({"remind_at": "2026-11-23T10:00", "content": "长" * 500}, "过长"),
-    ({"remind_at": "9999-12-31T10:00"}, "超出了可设置的时间范围（从现在到 2126 年底）"),
-    ({"due_at": "9999-12-31T23:59:59Z"}, "超出了可设置的时间范围"),
-    ({"remind_at": "10000-01-01T10:00", "recurrence": "daily"}, "超出了可设置的时间范围"),
-])
+@pytest.mark.parametrize(
+    "args, wanted",
+    [
+        ({"remind_at": "2026-11-21T10:00"}, "已经过去"),
+        ({"remind_at": "明天十点"}, "ISO 8601"),
+        ({"remind_at": 1790000000}, "ISO 8601"),
+        ({"due_at": "2026-11-22T09:00"}, "已经过去"),
+        ({"remind_at": "2026-11-24T10:00", "due_at": "2026-11-23T10:00"}, "晚于"),
+        ({"remind_at": "2026-11-23T10:00", "recurrence": "30 9 * * 1-5"}, "weekdays"),
+        ({"remind_at": "2026-11-23T10:00", "assignee": "ou_bob"}, "暂不支持提醒其他某位成员"),
+        ({"remind_at": "2026-11-23T10:00", "content": "   "}, "不能为空"),
+        ({"remind_at": "2026-11-23T10:00", "content": "长" * 500}, "过长"),
+        ({"remind_at": "9999-12-31T10:00"}, "超出了可设置的时间范围（从现在到 2126 年底）"),
+        ({"due_at": "9999-12-31T23:59:59Z"}, "超出了可设置的时间范围"),
+        ({"remind_at": "10000-01-01T10:00", "recurrence": "daily"}, "超出了可设置的时间范围"),
+    ],
+)
 async def test_invalid_input_gets_a_short_error_with_the_current_time_and_changes_nothing(store, policy, args, wanted):
     args = {"content": "交周报", **args}
     result = await add_todo(store, caller(), policy, ORIGIN, now=NOW, **args)
@@ -135,8 +142,7 @@ async def test_platforms_that_cannot_send_keep_the_todo_without_reminder(store, 
     assert "不支持" in result and "已记下待办" in result
     [todo] = await store.todos(G)
     assert todo.remind_at is None and todo.status is TodoStatus.PENDING
-    refused = await add(store, policy, "站会", remind_at="2026-11-23T09:30", recurrence="weekdays",
-                        origin=NO_REMINDERS)
+    refused = await add(store, policy, "站会", remind_at="2026-11-23T09:30", recurrence="weekdays", origin=NO_REMINDERS)
     assert "不支持" in refused and len(await store.todos(G)) == 1
 
 
@@ -163,18 +169,20 @@ async def test_update_rights_own_todos_and_group_todos_by_creator_or_admin(store
     bobs = short_id(await add(store, policy, "鲍勃的私事", who=B, remind_at="2026-11-23T11:00"))
     # another member's todo is not even addressable; a group todo is the creator's or an admin's to change
     assert "没有 id" in await update_todo(store, caller(A), policy, ORIGIN, todo_id=bobs, status="done", now=NOW)
-    assert "只有创建者或群管理员" in await update_todo(store, caller(A), policy, ORIGIN, todo_id=group,
-                                                      status="done", now=NOW)
-    assert "已标记为完成" in await update_todo(store, caller(A, admin=True), policy, ORIGIN, todo_id=group,
-                                               status="done", now=NOW)
+    assert "只有创建者或群管理员" in await update_todo(
+        store, caller(A), policy, ORIGIN, todo_id=group, status="done", now=NOW
+    )
+    assert "已标记为完成" in await update_todo(
+        store, caller(A, admin=True), policy, ORIGIN, todo_id=group, status="done", now=NOW
+    )
     moved = await update_todo(store, caller(A), policy, ORIGIN, todo_id=mine, remind_at="2026-11-23T15:00", now=NOW)
     assert "11月23日（周一）15:00" in moved
-    assert "已标记为取消" in await update_todo(store, caller(A), policy, ORIGIN, todo_id=mine, status="cancelled",
-                                               now=NOW)
+    assert "已标记为取消" in await update_todo(
+        store, caller(A), policy, ORIGIN, todo_id=mine, status="cancelled", now=NOW
+    )
     again = await update_todo(store, caller(A), policy, ORIGIN, todo_id=mine, status="done", now=NOW)
     assert "不能再修改" in again and "没有做任何更改" in again
-    assert "status 只能是" in await update_todo(store, caller(B), policy, ORIGIN, todo_id=bobs, status="maybe",
-                                                now=NOW)
+    assert "status 只能是" in await update_todo(store, caller(B), policy, ORIGIN, todo_id=bobs, status="maybe", now=NOW)
     assert "至少给一个" in await update_todo(store, caller(B), policy, ORIGIN, todo_id=bobs, now=NOW)
     statuses = {t.content: t.status for t in await store.todos(G)}
     assert statuses == {"交周报": TodoStatus.CANCELLED, "周五交周报": TodoStatus.DONE, "鲍勃的私事": TodoStatus.PENDING}
@@ -208,7 +216,10 @@ async def test_every_todo_change_is_in_the_change_log(store, policy):
     todo_id = short_id(await add(store, policy, remind_at="2026-11-23T10:00"))
     await update_todo(store, caller(), policy, ORIGIN, todo_id=todo_id, status="done", now=NOW)
     entries = [e for e in await store.log_entries(G) if e.get("kind") == "todo"]
-    assert [(e["op"], e["actor"], e["new"]["status"]) for e in entries] == [("add", A, "pending"), ("update", A, "done")]
+    assert [(e["op"], e["actor"], e["new"]["status"]) for e in entries] == [
+        ("add", A, "pending"),
+        ("update", A, "done"),
+    ]
 
 
 async def test_injected_todos_are_the_members_own_and_the_groups_upcoming(store, policy):
@@ -222,6 +233,7 @@ async def test_injected_todos_are_the_members_own_and_the_groups_upcoming(store,
 
 
 # -- lifecycle -----------------------------------------------------------------------------------------------------
+
 
 def test_expiry_and_purge(policy):
     from memory._todos.model import Todo
@@ -243,6 +255,7 @@ def test_expiry_and_purge(policy):
 
 
 # -- the scheduler, with a fake clock ------------------------------------------------------------------------------
+
 
 class Clock:
     def __init__(self, now):
@@ -339,7 +352,8 @@ async def test_a_lost_or_corrupt_index_is_rebuilt_from_the_group_files(tmp_path,
         await rebuilt.open()
         assert rebuilt.index.rebuilt
         assert sorted(json.loads(path.read_text())["groups"]) == sorted(
-            [["lark", "oc_group1", at("2026-11-23T10:00")], ["lark", "oc_group2", at("2026-11-24T10:00")]])
+            [["lark", "oc_group1", at("2026-11-23T10:00")], ["lark", "oc_group2", at("2026-11-24T10:00")]]
+        )
     assert list(tmp_path.glob("todo_due_index.corrupt-*.json"))
 
 
@@ -411,8 +425,9 @@ async def test_a_recurring_reminder_moves_to_its_next_occurrence_and_done_ends_t
     await s.run_due()
     [todo] = await store.todos(G)
     assert todo.status is TodoStatus.PENDING and todo.remind_at == at("2026-11-30T09:30")  # Monday
-    assert "已结束" not in await update_todo(store, caller(), policy, ORIGIN, todo_id=todo_id, status="done",
-                                            now=clock.now)
+    assert "已结束" not in await update_todo(
+        store, caller(), policy, ORIGIN, todo_id=todo_id, status="done", now=clock.now
+    )
     clock.now = at("2026-11-30T09:30")
     await s.run_due()
     assert len(sender.sent) == 1
@@ -445,7 +460,9 @@ async def test_a_crash_between_sending_and_recording_repeats_that_one_reminder_o
         await (await restart(send_then_die)).run_due()
     sender = Sender()
     await (await restart(sender)).run_due()
-    assert crashed == ["提醒：交周报"] and [text for _, _, text in sender.sent] == ["提醒：交周报" + delivery.POSSIBLE_REPEAT]
+    assert crashed == ["提醒：交周报"] and [text for _, _, text in sender.sent] == [
+        "提醒：交周报" + delivery.POSSIBLE_REPEAT
+    ]
     [todo] = await UserMemoryStore(tmp_path / "groups").todos(G)
     assert todo.status is TodoStatus.DONE and todo.delivery.state is DeliveryState.SENT and not todo.delivery.sending
 
@@ -462,7 +479,9 @@ async def test_a_crash_between_sending_and_recording_repeats_that_one_reminder_o
     assert crashed == ["提醒：开会", "提醒：开会" + delivery.POSSIBLE_REPEAT]
     meeting = next(t for t in await UserMemoryStore(tmp_path / "groups").todos(G) if t.content == "开会")
     assert meeting.delivery.state is DeliveryState.FAILED and meeting.delivery.last_error == delivery.UNCONFIRMED
-    assert "未能确认是否已送达" in await list_todos(UserMemoryStore(tmp_path / "groups"), caller(), policy, now=clock.now)
+    assert "未能确认是否已送达" in await list_todos(
+        UserMemoryStore(tmp_path / "groups"), caller(), policy, now=clock.now
+    )
 
 
 async def test_a_reminder_whose_send_was_cut_short_is_failed_not_missed_when_too_late_to_repeat(tmp_path, policy):
@@ -509,8 +528,7 @@ async def test_one_broken_group_does_not_stop_the_others(tmp_path, policy):
     s = scheduler(tmp_path, store, sender, policy, clock)
     await s.open()
     await add(store, policy, remind_at="2026-11-23T10:00")
-    await add_todo(store, caller(B, OTHER_GROUP), policy, ORIGIN, content="开会", remind_at="2026-11-23T10:00",
-                   now=NOW)
+    await add_todo(store, caller(B, OTHER_GROUP), policy, ORIGIN, content="开会", remind_at="2026-11-23T10:00", now=NOW)
     await store.close()
     fresh = UserMemoryStore(tmp_path / "groups")
     s2 = scheduler(tmp_path, fresh, sender, policy, clock)
@@ -554,14 +572,33 @@ def test_a_repeated_extraction_proposal_never_confirms_itself(policy):
     from memory import Source
 
     schedule = rules.Schedule(None, NOW + 3600, None)
-    todos, first, _ = rules.add([], caller(), content="交周报", assignee="self", schedule=schedule, origin=ORIGIN,
-                                now=NOW, policy=policy, source=Source.EXTRACTION)
+    todos, first, _ = rules.add(
+        [],
+        caller(),
+        content="交周报",
+        assignee="self",
+        schedule=schedule,
+        origin=ORIGIN,
+        now=NOW,
+        policy=policy,
+        source=Source.EXTRACTION,
+    )
     assert not first.confirmed
     with pytest.raises(Exception, match="已有相同的待办"):
-        rules.add(todos, caller(), content="交周报", assignee="self", schedule=schedule, origin=ORIGIN, now=NOW,
-                  policy=policy, source=Source.EXTRACTION)
-    _, confirmed, existed = rules.add(todos, caller(), content="交周报", assignee="self", schedule=schedule,
-                                      origin=ORIGIN, now=NOW, policy=policy)
+        rules.add(
+            todos,
+            caller(),
+            content="交周报",
+            assignee="self",
+            schedule=schedule,
+            origin=ORIGIN,
+            now=NOW,
+            policy=policy,
+            source=Source.EXTRACTION,
+        )
+    _, confirmed, existed = rules.add(
+        todos, caller(), content="交周报", assignee="self", schedule=schedule, origin=ORIGIN, now=NOW, policy=policy
+    )
     assert existed and confirmed.confirmed
 
 
@@ -579,8 +616,9 @@ async def test_a_reminder_waiting_behind_slow_sends_is_not_called_late(tmp_path,
     await s.open()
     for i in range(3):
         await add(store, policy, f"事项{i}", remind_at="2026-11-23T10:00")
-        await add_todo(store, caller(B, OTHER_GROUP), policy, ORIGIN, content=f"别群{i}", remind_at="2026-11-23T10:00",
-                       now=NOW)
+        await add_todo(
+            store, caller(B, OTHER_GROUP), policy, ORIGIN, content=f"别群{i}", remind_at="2026-11-23T10:00", now=NOW
+        )
     clock.now = at("2026-11-23T10:00")
     await s.run_due()
     assert len(sender.sent) == 6 and not any("补发" in text for _, _, text in sender.sent)

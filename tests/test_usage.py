@@ -23,8 +23,10 @@ def numbers_in(prompt: str) -> dict[str, int]:
 
 def judged_replies(prompt: str) -> list[tuple[str, list[int]]]:
     """The replies the prompt shows for judgment: (reply text, shown numbers of the memories injected for it)."""
-    return [(m.group(2), [int(n) for n in re.findall(r"\[(\d+)\]", m.group(1))])
-            for m in re.finditer(r"^- 回复 .*?（提供的记忆：([^）]*)）：(.+)$", prompt, re.M)]
+    return [
+        (m.group(2), [int(n) for n in re.findall(r"\[(\d+)\]", m.group(1))])
+        for m in re.finditer(r"^- 回复 .*?（提供的记忆：([^）]*)）：(.+)$", prompt, re.M)
+    ]
 
 
 def scripted(answer):
@@ -40,8 +42,16 @@ def scripted(answer):
 
 async def seed(store, owner, content, importance=0.5, source=Source.EXTRACTION):
     def change(memories):
-        return save(memories, memory_type="fact", content=content, now=1.0, max_count=20, max_length=200,
-                    source=source, importance=importance)
+        return save(
+            memories,
+            memory_type="fact",
+            content=content,
+            now=1.0,
+            max_count=20,
+            max_length=200,
+            source=source,
+            importance=importance,
+        )
 
     return (await store.change(G, owner, change, actor="test")).memory
 
@@ -70,8 +80,9 @@ async def test_used_vs_merely_retrieved_the_design_examples(store):
         Reply("ou_a", "小王", (tense.id,), "别这么绷着，慢慢来。"),
     ]
     generate = scripted(judge_by_design)
-    report = await run_extraction(store, G, [Utterance("ou_a", "小王", "嗯，谢谢", NOW)], generate, SETTINGS,
-                                  clock=lambda: NOW, replies=replies)
+    report = await run_extraction(
+        store, G, [Utterance("ou_a", "小王", "嗯，谢谢", NOW)], generate, SETTINGS, clock=lambda: NOW, replies=replies
+    )
     assert [op.op for op in report.applied] == ["used"] and report.rejected == []
     after = {m.content: m for m in await store.memories(G, "ou_a")}
     assert after["主人最近很紧张"].importance == pytest.approx(0.5 + SETTINGS.usage_boost)
@@ -93,14 +104,21 @@ async def test_used_caps_at_one_and_boost_stays_a_different_signal(store):
         return {"operations": [{"op": "used", "id": n["主人很紧张"]}, {"op": "boost", "id": n["主人喜欢猫"]}]}
 
     report = await run_extraction(
-        store, G, [Utterance("ou_a", "小王", "我家猫今天又闹了", NOW)], scripted(model), SETTINGS, clock=lambda: NOW,
-        replies=[Reply("ou_a", "小王", (high.id,), "别这么绷着。")])
+        store,
+        G,
+        [Utterance("ou_a", "小王", "我家猫今天又闹了", NOW)],
+        scripted(model),
+        SETTINGS,
+        clock=lambda: NOW,
+        replies=[Reply("ou_a", "小王", (high.id,), "别这么绷着。")],
+    )
     assert sorted(op.op for op in report.applied) == ["boost", "used"]
     after = {m.id: m for m in await store.memories(G, "ou_a")}
     assert after[high.id].importance == 1.0 and after[high.id].last_used_at == NOW
     assert after[mentioned.id].last_used_at is None, "mentioned again is not used by a reply"
-    ops = {e["target"]: e["op"] for e in await store.log_entries(G) if e["kind"] == "memory"
-           and e["actor"] == "extraction"}
+    ops = {
+        e["target"]: e["op"] for e in await store.log_entries(G) if e["kind"] == "memory" and e["actor"] == "extraction"
+    }
     assert ops == {high.id: "used", mentioned.id: "boost"}
 
 
@@ -113,8 +131,14 @@ async def test_used_is_refused_for_memories_no_shown_reply_had(store):
         return {"operations": [{"op": "used", "id": n["主人喜欢猫"]}, {"op": "used", "id": 99}]}
 
     report = await run_extraction(
-        store, G, [Utterance("ou_a", "小王", "猫", NOW)], scripted(model), SETTINGS, clock=lambda: NOW,
-        replies=[Reply("ou_a", "小王", (injected.id,), "别这么绷着。")])
+        store,
+        G,
+        [Utterance("ou_a", "小王", "猫", NOW)],
+        scripted(model),
+        SETTINGS,
+        clock=lambda: NOW,
+        replies=[Reply("ou_a", "小王", (injected.id,), "别这么绷着。")],
+    )
     assert report.applied == [] and len(report.rejected) == 2
     assert {m.id: m for m in await store.memories(G, "ou_a")}[other.id] == other
 
@@ -122,8 +146,9 @@ async def test_used_is_refused_for_memories_no_shown_reply_had(store):
 async def test_without_replies_used_is_refused_and_the_prompt_has_no_replies(store):
     memory = await seed(store, "ou_a", "主人很紧张")
     generate = scripted(lambda prompt: {"operations": [{"op": "used", "id": numbers_in(prompt)["主人很紧张"]}]})
-    report = await run_extraction(store, G, [Utterance("ou_a", "小王", "我很紧张", NOW)], generate, SETTINGS,
-                                  clock=lambda: NOW)
+    report = await run_extraction(
+        store, G, [Utterance("ou_a", "小王", "我很紧张", NOW)], generate, SETTINGS, clock=lambda: NOW
+    )
     assert report.applied == [] and len(report.rejected) == 1
     assert (await store.memories(G, "ou_a"))[0] == memory
     system_prompt, prompt = generate.prompts[0]
@@ -135,8 +160,14 @@ async def test_injected_memories_of_a_member_who_did_not_speak_are_shown_for_jud
     theirs = await seed(store, "ou_b", "小李在准备考研")
     generate = scripted(lambda prompt: {"operations": [{"op": "used", "id": numbers_in(prompt)["小李在准备考研"]}]})
     report = await run_extraction(
-        store, G, [Utterance("ou_a", "小王", "大家好", NOW)], generate, SETTINGS, clock=lambda: NOW,
-        replies=[Reply("ou_b", "小李", (theirs.id, "gone-id"), "考研复习要注意休息。" + "长" * 1000)])
+        store,
+        G,
+        [Utterance("ou_a", "小王", "大家好", NOW)],
+        generate,
+        SETTINGS,
+        clock=lambda: NOW,
+        replies=[Reply("ou_b", "小李", (theirs.id, "gone-id"), "考研复习要注意休息。" + "长" * 1000)],
+    )
     assert [op.op for op in report.applied] == ["used"]
     prompt = generate.prompts[0][1]
     assert judged_replies(prompt)[0][1] == [numbers_in(prompt)["小李在准备考研"]], "an id gone since is not shown"
@@ -161,12 +192,18 @@ def test_change_over_time_is_not_a_conflict_rule():
 
 
 async def test_change_over_time_keeps_the_earlier_statement(store):
-    """"十天前很紧张" and "现在很放松": a model following the rule adds the new state; the old one stays."""
+    """ "十天前很紧张" and "现在很放松": a model following the rule adds the new state; the old one stays."""
     tense = await seed(store, "ou_a", "十天前主人很紧张")
-    generate = scripted(lambda prompt: {"operations": [
-        {"op": "add", "scope": "member", "subject": "U1", "type": "fact", "content": "现在主人很放松"}]})
-    await run_extraction(store, G, [Utterance("ou_a", "小王", "现在我很放松了", NOW)], generate, SETTINGS,
-                         clock=lambda: NOW)
+    generate = scripted(
+        lambda prompt: {
+            "operations": [
+                {"op": "add", "scope": "member", "subject": "U1", "type": "fact", "content": "现在主人很放松"}
+            ]
+        }
+    )
+    await run_extraction(
+        store, G, [Utterance("ou_a", "小王", "现在我很放松了", NOW)], generate, SETTINGS, clock=lambda: NOW
+    )
     assert sorted(m.content for m in await store.memories(G, "ou_a")) == ["十天前主人很紧张", "现在主人很放松"]
     assert (await store.memories(G, "ou_a"))[0] == tense
 

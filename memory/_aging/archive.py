@@ -111,4 +111,3 @@ async def purge_expired(store: MemoryStore, key: GroupKey, now: float, retention
         return lists, kept, len(archive) - len(kept)
 
     return await store.change_archive(key, [], purge, actor=actor)
-

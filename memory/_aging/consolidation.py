@@ -115,7 +115,7 @@ def _near_duplicates(
         if len(ids) > SUBJECT_MAX_MEMORIES:
             continue
         for n, a in enumerate(ids):
-            for b in ids[n + 1:]:
+            for b in ids[n + 1 :]:
                 if _kind(by_id[a]) == _kind(by_id[b]):
                     pair = (a, b) if a < b else (b, a)
                     shared[pair] = shared.get(pair, 0.0) + min(terms[a][term], terms[b][term]) * idf[term]
@@ -194,9 +194,12 @@ async def consolidate_group(
 async def _judged_distinct(store: MemoryStore, key: GroupKey) -> set[tuple[str, ...]]:
     """The clusters the model already said are about different things (until one of their memories changes)."""
     return {
-        tuple(entry["cluster"]) for entry in await store.log_entries(key)
-        if entry.get("kind") == CALL and entry.get("actor") == CONSOLIDATION_ACTOR
-        and entry.get("decision") == "distinct" and isinstance(entry.get("cluster"), list)
+        tuple(entry["cluster"])
+        for entry in await store.log_entries(key)
+        if entry.get("kind") == CALL
+        and entry.get("actor") == CONSOLIDATION_ACTOR
+        and entry.get("decision") == "distinct"
+        and isinstance(entry.get("cluster"), list)
     }
 
 
@@ -213,7 +216,11 @@ def build_prompt(cluster: Cluster, settings: Settings) -> tuple[str, str]:
 
 
 async def _consolidate(
-    store: MemoryStore, key: GroupKey, generate: Generate, settings: Settings, cluster: Cluster,
+    store: MemoryStore,
+    key: GroupKey,
+    generate: Generate,
+    settings: Settings,
+    cluster: Cluster,
     report: ConsolidationReport,
 ) -> None:
     system, prompt = build_prompt(cluster, settings)
@@ -238,8 +245,13 @@ async def _consolidate(
         else:
             outcome = "stale"
             report.unresolved.append((ids, "the memories changed while they were consolidated"))
-    entry: dict[str, Any] = {"kind": CALL, "input_tokens": in_tokens, "output_tokens": out_tokens,
-                             "cluster": cluster.signature, "decision": outcome}
+    entry: dict[str, Any] = {
+        "kind": CALL,
+        "input_tokens": in_tokens,
+        "output_tokens": out_tokens,
+        "cluster": cluster.signature,
+        "decision": outcome,
+    }
     await store.record(key, entry, actor=CONSOLIDATION_ACTOR)
 
 
@@ -284,10 +296,16 @@ def merged_memory(sources: Sequence[Memory], memory_type: MemoryType, content: s
     used = [m.last_used_at for m in sources if m.last_used_at is not None]
     promoted = [m.promoted_at for m in sources if m.promoted_at is not None]
     return Memory(
-        id=str(uuid.uuid4()), type=memory_type, content=content,
-        created_at=min(m.created_at for m in sources), updated_at=max(m.updated_at for m in sources),
-        source=sources[0].source, importance=max(m.importance for m in sources), added_by=sources[0].added_by,
-        last_used_at=max(used) if used else None, promoted_at=min(promoted) if promoted else None,
+        id=str(uuid.uuid4()),
+        type=memory_type,
+        content=content,
+        created_at=min(m.created_at for m in sources),
+        updated_at=max(m.updated_at for m in sources),
+        source=sources[0].source,
+        importance=max(m.importance for m in sources),
+        added_by=sources[0].added_by,
+        last_used_at=max(used) if used else None,
+        promoted_at=min(promoted) if promoted else None,
         merged_from=[_provenance(m) for m in sources],
     )
 
@@ -312,6 +330,9 @@ async def _apply(store: MemoryStore, key: GroupKey, owner: Owner, merged: Memory
         return [*kept[:first], merged, *kept[first:]], True
 
     return await store.change(
-        key, owner, change, actor=CONSOLIDATION_ACTOR,
+        key,
+        owner,
+        change,
+        actor=CONSOLIDATION_ACTOR,
         label=lambda memory_id, op: MERGE_OP if memory_id == merged.id else MERGED_SOURCE_OP,
     )

@@ -66,7 +66,9 @@ def effective_importance(memory: Memory, now: float, settings: Settings, aging_s
     if is_protected(memory, settings):
         return memory.importance
     return decayed(
-        memory.importance, idle_days(memory, now, aging_since), settings.memory_decay_factor,
+        memory.importance,
+        idle_days(memory, now, aging_since),
+        settings.memory_decay_factor,
         settings.memory_decay_after_days,
     )
 

@@ -16,7 +16,9 @@ MERGE = "merge"
 def kept_apart(doc: GroupDocument) -> set[frozenset[str]]:
     """The pairs of memory ids a person un-merged: never in one consolidation cluster again."""
     return {
-        frozenset(pair) for record in doc.declined or () if record.get("decision") == MERGE
+        frozenset(pair)
+        for record in doc.declined or ()
+        if record.get("decision") == MERGE
         for pair in combinations(record.get("ids") or (), 2)
     }
 
@@ -24,6 +26,8 @@ def kept_apart(doc: GroupDocument) -> set[frozenset[str]]:
 def declined_reviews(doc: GroupDocument) -> set[tuple[str, str]]:
     """(review kind, memory id) of the reviews a person undid: that memory is not put to that review again."""
     return {
-        (str(record.get("decision")), memory_id) for record in doc.declined or () if record.get("decision") != MERGE
+        (str(record.get("decision")), memory_id)
+        for record in doc.declined or ()
+        if record.get("decision") != MERGE
         for memory_id in record.get("ids") or ()
     }

@@ -54,9 +54,18 @@ SIGN_SECONDS = 5.0  # a write of someone else this soon after a pass that wrote 
 YIELD_EVERY = 2000  # memories decided between two yields to the event loop (a few ms of work)
 # The settings a group's skip time depends on: when one changes, every group is looked at again.
 _AGING_SETTINGS = (
-    "memory_decay_after_days", "memory_decay_factor", "memory_core_importance", "review_promote_at",
-    "review_decay_below", "archive_below_importance", "archive_unused_days", "archive_unused_max_importance",
-    "archive_retention_days", "episode_max_age_days", "enable_background_extraction", "extraction_max_age_days",
+    "memory_decay_after_days",
+    "memory_decay_factor",
+    "memory_core_importance",
+    "review_promote_at",
+    "review_decay_below",
+    "archive_below_importance",
+    "archive_unused_days",
+    "archive_unused_max_importance",
+    "archive_retention_days",
+    "episode_max_age_days",
+    "enable_background_extraction",
+    "extraction_max_age_days",
 )
 
 
@@ -160,7 +169,8 @@ class MaintenanceScheduler:
         return (
             f"{'运行中' if self.running else '未运行'}，每 {self._settings().maintenance_interval_hours} 小时每群一次，"
             f"已知 {len(self._groups)} 个群；已维护 {s.passes} 次、未变化跳过 {s.skipped} 次"
-            + (f"、由其他实例维护 {s.elsewhere} 次" if s.elsewhere else "") + "，"
+            + (f"、由其他实例维护 {s.elsewhere} 次" if s.elsewhere else "")
+            + "，"
             f"归档记忆 {s.archived} 条、永久清除 {s.purged} 条，归档情境 {s.episodes_archived} 条、清除 {s.episodes_purged} 条，"
             f"审核调用 {s.review_calls} 次、合并调用 {s.consolidation_calls} 次，失败 {s.failures} 次，耗时 {s.seconds:.1f} 秒"
         )
@@ -189,7 +199,10 @@ class MaintenanceScheduler:
         await self._save_state()
 
     def configure(
-        self, *, generate: Generate | None = None, review: GroupReview | None = None,
+        self,
+        *,
+        generate: Generate | None = None,
+        review: GroupReview | None = None,
         consolidate: GroupReview | None = None,
     ) -> None:
         """Give the scheduler (later) what review and consolidation need."""
@@ -233,9 +246,7 @@ class MaintenanceScheduler:
         await self._discover()
         interval = self._interval()
         now = self._clock()
-        due = sorted(
-            (g for g in self._groups.values() if g.last_pass + interval <= now), key=lambda g: g.last_pass
-        )
+        due = sorted((g for g in self._groups.values() if g.last_pass + interval <= now), key=lambda g: g.last_pass)
         if spacing is None:
             spacing = min(self._max_spacing, interval / max(1, len(self._groups)))
         self.stats.rounds += 1
@@ -304,8 +315,14 @@ class MaintenanceScheduler:
         state.next_due, state.settings = next_due, fingerprint
         self.stats.passes += 1
         self.stats.last_pass_at = now
-        for name in ("archived", "purged", "episodes_archived", "episodes_purged", "review_calls",
-                     "consolidation_calls"):
+        for name in (
+            "archived",
+            "purged",
+            "episodes_archived",
+            "episodes_purged",
+            "review_calls",
+            "consolidation_calls",
+        ):
             setattr(self.stats, name, getattr(self.stats, name) + getattr(outcome, name))
         return outcome
 
@@ -341,8 +358,13 @@ class MaintenanceScheduler:
         for reason, pairs in moves.items():
             for start in range(0, len(pairs), ARCHIVE_BATCH):
                 archived += await archive_memories(
-                    store, key, pairs[start:start + ARCHIVE_BATCH], reason=reason, actor=ACTOR,
-                    core_importance=settings.memory_core_importance, now=now,
+                    store,
+                    key,
+                    pairs[start : start + ARCHIVE_BATCH],
+                    reason=reason,
+                    actor=ACTOR,
+                    core_importance=settings.memory_core_importance,
+                    now=now,
                     protect_core=reason != Action.ARCHIVE_MAX_AGE.value,
                 )
         purged = await purge_expired(store, key, now, settings.archive_retention_days, actor=ACTOR)
@@ -377,8 +399,12 @@ class MaintenanceScheduler:
             capped = state.review_calls >= settings.review_daily_cap
             next_due = min(next_due, (state.cap_day + 1) * DAY if capped else now)
         outcome = GroupOutcome(
-            archived=archived, purged=purged, episodes_archived=episodes_archived, episodes_purged=episodes_purged,
-            review_calls=review_calls, consolidation_calls=consolidation_calls,
+            archived=archived,
+            purged=purged,
+            episodes_archived=episodes_archived,
+            episodes_purged=episodes_purged,
+            review_calls=review_calls,
+            consolidation_calls=consolidation_calls,
         )
         return outcome, next_due, wrote
 
@@ -403,7 +429,10 @@ class MaintenanceScheduler:
             return kept, (archived, purged)
 
         return await self._store.change_episodes(
-            key, age, actor=ACTOR, label=lambda _id, op: "purge" if op == "delete" else "archive",
+            key,
+            age,
+            actor=ACTOR,
+            label=lambda _id, op: "purge" if op == "delete" else "archive",
         )
 
     async def _next_due(self, key: GroupKey, settings: Settings, now: float) -> float:
@@ -457,8 +486,9 @@ class MaintenanceScheduler:
         except FileNotFoundError:
             return
         except OSError as exc:
-            log.warning("cannot read the maintenance state %s: %s; every group is looked at again", self._state_path,
-                        exc)
+            log.warning(
+                "cannot read the maintenance state %s: %s; every group is looked at again", self._state_path, exc
+            )
             return
         try:
             data = json.loads(raw)
@@ -469,15 +499,18 @@ class MaintenanceScheduler:
                     state.signature = ":".join(map(str, state.signature))
             self._groups = {state.key: state for state in states}
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
-            log.warning("maintenance state %s is unreadable (%s); every group is looked at again", self._state_path,
-                        exc)
+            log.warning(
+                "maintenance state %s is unreadable (%s); every group is looked at again", self._state_path, exc
+            )
             self._groups = {}
 
     async def _save_state(self) -> None:
         if not self._groups:
             return
-        data = {"version": STATE_VERSION,
-                "groups": {f"{k.platform}/{k.group_id}": _state_json(s) for k, s in self._groups.items()}}
+        data = {
+            "version": STATE_VERSION,
+            "groups": {f"{k.platform}/{k.group_id}": _state_json(s) for k, s in self._groups.items()},
+        }
         raw = json.dumps(data, ensure_ascii=False).encode("utf-8")
         try:
             await asyncio.to_thread(write_atomic_sync, self._state_path, raw, durable=self._durable)

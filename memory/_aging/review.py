@@ -168,8 +168,15 @@ class _Review:
     """One memory's review: a conversation of up to 1 + `searches` model calls ending in a decision."""
 
     def __init__(
-        self, store: MemoryStore, key: GroupKey, generate: Generate, now: float, candidate: Candidate,
-        pool: list[Memory], report: ReviewReport, core_importance: float,
+        self,
+        store: MemoryStore,
+        key: GroupKey,
+        generate: Generate,
+        now: float,
+        candidate: Candidate,
+        pool: list[Memory],
+        report: ReviewReport,
+        core_importance: float,
     ) -> None:
         self.store, self.key, self.generate, self.now = store, key, generate, now
         self.core_importance = core_importance
@@ -269,11 +276,19 @@ class _Review:
         extra = {"review": self.candidate.kind, "review_reason": decision.reason}
         if decision.name == "delete":
             moved = await archive_memories(
-                self.store, self.key, [(self.candidate.owner, shown.id)], reason=REVIEW_ACTOR, actor=REVIEW_ACTOR,
-                core_importance=self.core_importance, now=now, extra=extra, only_if=lambda current: current == shown,
+                self.store,
+                self.key,
+                [(self.candidate.owner, shown.id)],
+                reason=REVIEW_ACTOR,
+                actor=REVIEW_ACTOR,
+                core_importance=self.core_importance,
+                now=now,
+                extra=extra,
+                only_if=lambda current: current == shown,
             )
             applied = moved == 1
         else:
+
             def change(memories: list[Memory]) -> tuple[list[Memory], bool]:
                 if next((m for m in memories if m.id == shown.id), None) != shown:
                     return memories, False
@@ -286,22 +301,38 @@ class _Review:
                 return [updated if m.id == shown.id else m for m in memories], True
 
             applied = await self.store.change(
-                self.key, self.candidate.owner, change, actor=REVIEW_ACTOR, label=decision.name, extra=extra,
+                self.key,
+                self.candidate.owner,
+                change,
+                actor=REVIEW_ACTOR,
+                label=decision.name,
+                extra=extra,
             )
         if applied:
             {"promote": self.report.promoted, "keep": self.report.kept, "delete": self.report.deleted}[
-                decision.name].append(shown.id)
+                decision.name
+            ].append(shown.id)
         return applied
 
     async def _record(self, round_number: int, decision: str) -> None:
         in_tokens, out_tokens = self._tokens
         entry: dict[str, Any] = {
-            "kind": CALL, "input_tokens": in_tokens, "output_tokens": out_tokens, "review": self.candidate.kind,
-            "target": self.candidate.memory.id, "round": round_number, "decision": decision,
+            "kind": CALL,
+            "input_tokens": in_tokens,
+            "output_tokens": out_tokens,
+            "review": self.candidate.kind,
+            "target": self.candidate.memory.id,
+            "round": round_number,
+            "decision": decision,
         }
         await self.store.record(self.key, entry, actor=REVIEW_ACTOR)
 
     def _unresolved(self, why: str, reply: str) -> None:
         self.report.unresolved.append((self.candidate.memory.id, why))
-        log.info("review of %s in %s changed nothing: %s; reply starts %r",
-                 self.candidate.memory.id, self.key, why, (reply or "")[:200])
+        log.info(
+            "review of %s in %s changed nothing: %s; reply starts %r",
+            self.candidate.memory.id,
+            self.key,
+            why,
+            (reply or "")[:200],
+        )

@@ -26,8 +26,12 @@ _WORDLIKE = re.compile(r"\w+(?:[ .'-]\w+)*", re.ASCII)
 
 def names_of(episodes: Iterable[Episode], user_id: str, known: Iterable[str] = ()) -> list[str]:
     """Every name the member goes by in the episodes (their participant names) and in `known`, longest first."""
-    found = {name for episode in episodes for uid, name in zip(episode.participants, episode.participant_names)
-             if uid == user_id}
+    found = {
+        name
+        for episode in episodes
+        for uid, name in zip(episode.participants, episode.participant_names)
+        if uid == user_id
+    }
     found.update(known)
     return sorted((n.strip() for n in found if n and n.strip()), key=lambda n: (-len(n), n))
 
@@ -45,16 +49,19 @@ def _replace(summary: str, names: Sequence[str]) -> str:
 def without_member(episode: Episode, user_id: str, names: Sequence[str]) -> Episode:
     """The episode with the member's id, names and the mentions of their names taken out."""
     kept = [(uid, name) for uid, name in zip(episode.participants, episode.participant_names) if uid != user_id]
-    extra = [uid for uid in episode.participants[len(episode.participant_names):] if uid != user_id]
-    return episode.model_copy(update={
-        "participants": [uid for uid, _ in kept] + extra,
-        "participant_names": [name for _, name in kept],
-        "summary": _replace(episode.summary, names),
-    })
+    extra = [uid for uid in episode.participants[len(episode.participant_names) :] if uid != user_id]
+    return episode.model_copy(
+        update={
+            "participants": [uid for uid, _ in kept] + extra,
+            "participant_names": [name for _, name in kept],
+            "summary": _replace(episode.summary, names),
+        }
+    )
 
 
 def _logged(entries: Iterable[dict[str, Any]], user_id: str, names: Sequence[str]) -> set[str]:
     """The episodes whose earlier versions in the log still name the member (by id or by name)."""
+
     def names_them(snapshot: Any) -> bool:
         if not isinstance(snapshot, dict):
             return False
@@ -62,7 +69,8 @@ def _logged(entries: Iterable[dict[str, Any]], user_id: str, names: Sequence[str
         return user_id in (snapshot.get("participants") or []) or any(n in summary for n in names)
 
     return {
-        str(e.get("target")) for e in entries
+        str(e.get("target"))
+        for e in entries
         if e.get("kind") == EPISODE and not e.get("erased") and (names_them(e.get("old")) or names_them(e.get("new")))
     }
 
@@ -91,8 +99,9 @@ async def erase_member(
 async def delete_episode(store: MemoryStore, key: GroupKey, ref: Any, *, actor: str) -> Episode:
     """Delete one episode of the group for good (an erasure: not revertable, its history loses its content);
     the episode deleted. Raises `InvalidMemoryInput` (nothing changed) for an id that names none or several."""
-    target = find_by_id_prefix(await store.episodes(key), ref, field="情境记忆的 id", noun="情境记忆",
-                               listing="/memory episodes")
+    target = find_by_id_prefix(
+        await store.episodes(key), ref, field="情境记忆的 id", noun="情境记忆", listing="/memory episodes"
+    )
 
     def drop(current: list[Episode]) -> tuple[list[Episode], Episode]:
         return [e for e in current if e.id != target.id], target

@@ -55,7 +55,7 @@ class _GroupEpisodes:
 
 
 def episode_line(episode: Episode, zone: ZoneInfo) -> str:
-    """"- [11-21 18:00–18:40] 老王和小李讨论了……" (the end's date too when the segment ran past midnight)."""
+    """ "- [11-21 18:00–18:40] 老王和小李讨论了……" (the end's date too when the segment ran past midnight)."""
     return f"- [{time_range(episode, zone)}] {fence.data(episode.summary)}"
 
 
@@ -97,7 +97,12 @@ def _freshness(episode: Episode, now: float, settings: Settings | None) -> float
 
 
 def choose(
-    group: _GroupEpisodes, message: str, window: TimeWindow | None, limit: int, max_chars: int, now: float = 0.0,
+    group: _GroupEpisodes,
+    message: str,
+    window: TimeWindow | None,
+    limit: int,
+    max_chars: int,
+    now: float = 0.0,
     settings: Settings | None = None,
 ) -> list[Episode]:
     """At most `limit` episodes whose summaries fit in `max_chars` (see the module docstring); with `settings`,
@@ -120,8 +125,11 @@ def choose(
             weighted = scores
         matching.sort(key=lambda e: (-weighted[e.id], -e.end, e.id))
         # in a time window: the matching ones first, then the latest; otherwise only those that match
-        ranked = matching if candidates is None else [*matching, *(e for e in candidates if e.id not in scores
-                                                                   or scores[e.id] < bar)]
+        ranked = (
+            matching
+            if candidates is None
+            else [*matching, *(e for e in candidates if e.id not in scores or scores[e.id] < bar)]
+        )
     chosen: list[Episode] = []
     chars = 0
     for episode in ranked:
@@ -134,11 +142,17 @@ def choose(
     return sorted(chosen, key=lambda e: -e.end)
 
 
-def chosen_episodes(episodes: Sequence[Episode], message: str, now: float, zone: ZoneInfo, limit: int,
-                    max_chars: int, settings: Settings | None = None) -> list[Episode]:
+def chosen_episodes(
+    episodes: Sequence[Episode],
+    message: str,
+    now: float,
+    zone: ZoneInfo,
+    limit: int,
+    max_chars: int,
+    settings: Settings | None = None,
+) -> list[Episode]:
     """The episodes of one group to inject for `message` (uncached: tests and benches)."""
-    return choose(_derive(episodes), message, time_window(_query(message), now, zone), limit, max_chars, now,
-                  settings)
+    return choose(_derive(episodes), message, time_window(_query(message), now, zone), limit, max_chars, now, settings)
 
 
 class EpisodeSection:
@@ -150,8 +164,16 @@ class EpisodeSection:
         self._groups: OrderedDict[GroupKey, _GroupEpisodes] = OrderedDict()
         self._blocks: OrderedDict[tuple[GroupKey, str], tuple[str, list[str], str, str]] = OrderedDict()
 
-    def lines(self, key: GroupKey, episodes: Sequence[Episode], message: str, now: float, zone: ZoneInfo,
-              limit: int, max_chars: int) -> tuple[list[str], int]:
+    def lines(
+        self,
+        key: GroupKey,
+        episodes: Sequence[Episode],
+        message: str,
+        now: float,
+        zone: ZoneInfo,
+        limit: int,
+        max_chars: int,
+    ) -> tuple[list[str], int]:
         """The group's episode lines for `message` and the characters of summary they hold."""
         if not episodes or limit <= 0:
             return _NONE, 0
@@ -163,8 +185,7 @@ class EpisodeSection:
         self._groups.move_to_end(key)
         if not group.live:
             return _NONE, 0
-        chosen = choose(group, message, time_window(_query(message), now, zone), limit, max_chars, now,
-                        self._settings)
+        chosen = choose(group, message, time_window(_query(message), now, zone), limit, max_chars, now, self._settings)
         if not chosen:
             return _NONE, 0
         lines = []

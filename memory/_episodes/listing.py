@@ -25,7 +25,9 @@ def episode_line(episode: Episode, zone: ZoneInfo, *, with_id: bool = False) -> 
     """`[11-21 18:00–18:40] 王磊和李娜讨论了支付服务的上线时间（参与：王磊、李娜）`, after its short id (`3f2a9c01 `)
     `with_id` (what `/memory episode delete` takes)."""
     names = "、".join(episode.participant_names or episode.participants)
-    return f"{episode.short_id + ' ' if with_id else ''}[{time_range(episode, zone)}] {episode.summary}（参与：{names}）"
+    return (
+        f"{episode.short_id + ' ' if with_id else ''}[{time_range(episode, zone)}] {episode.summary}（参与：{names}）"
+    )
 
 
 def recent(episodes: Sequence[Episode], limit: int) -> list[Episode]:

@@ -44,14 +44,21 @@ async def revert_episode_change(
         return f"#{entry['id']} 的记录不完整，无法撤销。"
 
     def undo(episodes: list[Episode]) -> tuple[list[Episode], None]:
-        changed = [e for e, _, new in wanted
-                   if _value(next((x for x in episodes if x.id == e.get("target")), None)) != _value(new)]
+        changed = [
+            e
+            for e, _, new in wanted
+            if _value(next((x for x in episodes if x.id == e.get("target")), None)) != _value(new)
+        ]
         if changed:
             raise InvalidMemoryInput("、".join(f"#{e['id']} 涉及的情境记忆此后已被修改或删除" for e in changed))
         for e, old, _ in sorted(wanted, key=lambda w: -w[0]["id"]):
             rest = [x for x in episodes if x.id != e.get("target")]
-            episodes = rest if old is None else (
-                [old if x.id == old.id else x for x in episodes] if len(rest) < len(episodes) else [*episodes, old]
+            episodes = (
+                rest
+                if old is None
+                else (
+                    [old if x.id == old.id else x for x in episodes] if len(rest) < len(episodes) else [*episodes, old]
+                )
             )
         return episodes, None
 

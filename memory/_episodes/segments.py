@@ -89,9 +89,14 @@ class Segment:
     def upto(self, count: int) -> Segment:
         """The segment as far as its first `count` lines (what a call started now is asked to summarise; requests
         are made for all the lines taken so far, never fewer than its summary covers)."""
-        return Segment(lines=self.lines[:count], taken=min(self.taken, count),
-                       closed=self.closed and count == len(self.lines), covered=self.covered, summary=self.summary,
-                       episode_id=self.episode_id)
+        return Segment(
+            lines=self.lines[:count],
+            taken=min(self.taken, count),
+            closed=self.closed and count == len(self.lines),
+            covered=self.covered,
+            summary=self.summary,
+            episode_id=self.episode_id,
+        )
 
     def participants(self) -> dict[str, str]:
         """user id -> name (the latest a member was called in the segment), in order of first message."""
@@ -105,8 +110,14 @@ class Segmenter:
     """Each group's segments, oldest first; the last one may be open. Holds only segments whose episode is still to
     be made: `take` hands a closed one out with the batch (or alone) that finishes it."""
 
-    def __init__(self, max_messages: int, quiet_seconds: float, call_later: CallLater,
-                 on_close: Callable[[GroupKey], None], pause_lines: int = PAUSE_EPISODE_LINES) -> None:
+    def __init__(
+        self,
+        max_messages: int,
+        quiet_seconds: float,
+        call_later: CallLater,
+        on_close: Callable[[GroupKey], None],
+        pause_lines: int = PAUSE_EPISODE_LINES,
+    ) -> None:
         self._max_messages = max_messages
         self._pause_lines = pause_lines
         self._quiet_seconds = quiet_seconds

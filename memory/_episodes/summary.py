@@ -85,13 +85,13 @@ def _summary(segment: Segment) -> str:
 def earlier_prefix(segment: Segment, batch_size: int, labels: dict[str, str]) -> str:
     """The prompt sections of what came before the batch (the segment's last `batch_size` lines): the summary of
     the segment so far, and the earlier lines it does not cover."""
-    earlier = segment.lines[segment.covered: len(segment.lines) - batch_size]
+    earlier = segment.lines[segment.covered : len(segment.lines) - batch_size]
     return EARLIER_PROMPT_PREFIX.format(summary=_summary(segment), earlier=_uncovered(segment, earlier, labels))
 
 
 def episode_only_prompt(segment: Segment, labels: dict[str, str]) -> str:
     return EPISODE_ONLY_PROMPT.format(
-        summary=_summary(segment), lines=_uncovered(segment, segment.lines[segment.covered:], labels)
+        summary=_summary(segment), lines=_uncovered(segment, segment.lines[segment.covered :], labels)
     )
 
 
@@ -121,8 +121,14 @@ def read_episode(raw: Any, segment: Segment, labels: dict[str, str], now: float)
     if len(summary) > MAX_SUMMARY_CHARS:
         raise InvalidMemoryInput(f"episode summary longer than {MAX_SUMMARY_CHARS} characters")
     return Episode(
-        id=segment.episode_id, start=segment.start, end=segment.end, participants=list(names),
-        participant_names=list(names.values()), summary=summary, created_at=now, messages=len(segment.lines),
+        id=segment.episode_id,
+        start=segment.start,
+        end=segment.end,
+        participants=list(names),
+        participant_names=list(names.values()),
+        summary=summary,
+        created_at=now,
+        messages=len(segment.lines),
     )
 
 

@@ -19,14 +19,27 @@ from zoneinfo import ZoneInfo
 from .._todos.when import local_instant
 
 _CN_DIGITS = {"零": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
-_EN_NUMBERS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9,
-               "ten": 10, "a couple of": 2, "a few": 3}
+_EN_NUMBERS = {
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "a couple of": 2,
+    "a few": 3,
+}
 _NUMBER = re.compile(r"\d+|[零一二两三四五六七八九十]+|" + "|".join(_EN_NUMBERS), re.IGNORECASE)
 MAX_DAYS_AGO = 366
 # What marks a message as asking about earlier conversation, for the words of a period still going on.
 ABOUT_CONVERSATION = re.compile(
     r"聊|说|讲|谈|讨论|提到|提过|定|决定|结论|商量|约|\b(?:talk|discuss|said|say|decid|mention|agree|conclu|plan)",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +90,7 @@ def _days_ago(n: int, clock: _Clock) -> tuple[float, float] | None:
 
 
 def _chinese_number(text: str) -> int | None:
-    """"三" 3, "十" 10, "十二" 12, "二十" 20, "二十五" 25, "3" 3; None for anything else."""
+    """ "三" 3, "十" 10, "十二" 12, "二十" 20, "二十五" 25, "3" 3; None for anything else."""
     if text.isdigit():
         return int(text)
     if "十" not in text:
@@ -104,7 +117,6 @@ Window = Callable[[str, "_Clock"], tuple[float | None, float] | None]  # (start,
 ONGOING = True  # the rule's period is still going on: it counts only in a message ABOUT_CONVERSATION
 
 
-
 @dataclass(frozen=True, slots=True)
 class _Rule:
     keywords: tuple[str, ...]  # lower case; the rule can match only where one of them occurs
@@ -124,25 +136,43 @@ def _keywords_pattern(keywords: tuple[str, ...]) -> re.Pattern[str]:
 # At one position the earlier rule wins, so the more specific comes first ("今天早上" before "今天", "大前天" before
 # "前天").
 _RULES: tuple[_Rule, ...] = (
-    _Rule(("刚才", "刚刚", "方才", "上次", "上回", "上一次", "just now", "a moment ago", "last time"),
-          lambda t, c: (None, c.now)),
-    _Rule(("今天早上", "今早", "今天上午", "this morning"), lambda t, c: (c.midnight(c.today), min(c.now, c.noon(c.today)))),
+    _Rule(
+        ("刚才", "刚刚", "方才", "上次", "上回", "上一次", "just now", "a moment ago", "last time"),
+        lambda t, c: (None, c.now),
+    ),
+    _Rule(
+        ("今天早上", "今早", "今天上午", "this morning"),
+        lambda t, c: (c.midnight(c.today), min(c.now, c.noon(c.today))),
+    ),
     _Rule(("earlier today",), lambda t, c: (c.midnight(c.today), c.now)),
     _Rule(("今天", "今日", "today"), lambda t, c: (c.midnight(c.today), c.now), ONGOING),
     _Rule(("大前天",), lambda t, c: _days_ago(3, c)),
     _Rule(("前天", "day before yesterday"), lambda t, c: _days_ago(2, c)),
     _Rule(("昨天", "昨日", "昨晚", "yesterday", "last night"), lambda t, c: _days_ago(1, c)),
-    _Rule(("天前", "天之前"), lambda t, c: _days_ago(_number(t), c),
-          pattern=re.compile(r"(?:\d{1,3}|[零一二两三四五六七八九十]{1,3})\s*天(?:之)?前")),
-    _Rule(("days ago", "day ago"), lambda t, c: _days_ago(_number(t), c),
-          pattern=re.compile(r"\b(?:\d{1,3}|one|two|three|four|five|six|seven|eight|nine|ten|a couple of|a few)"
-                             r"\s+days?\s+ago\b")),
+    _Rule(
+        ("天前", "天之前"),
+        lambda t, c: _days_ago(_number(t), c),
+        pattern=re.compile(r"(?:\d{1,3}|[零一二两三四五六七八九十]{1,3})\s*天(?:之)?前"),
+    ),
+    _Rule(
+        ("days ago", "day ago"),
+        lambda t, c: _days_ago(_number(t), c),
+        pattern=re.compile(
+            r"\b(?:\d{1,3}|one|two|three|four|five|six|seven|eight|nine|ten|a couple of|a few)"
+            r"\s+days?\s+ago\b"
+        ),
+    ),
     _Rule(("前几天", "几天前"), lambda t, c: (c.midnight(c.today - timedelta(days=7)), c.now)),
     _Rule(("这几天", "最近几天"), lambda t, c: (c.midnight(c.today - timedelta(days=7)), c.now), ONGOING),
-    _Rule(("上周", "上星期", "上个星期", "上礼拜", "上个礼拜", "last week"),
-          lambda t, c: c.days(_week_start(c.today) - timedelta(days=7), _week_start(c.today))),
-    _Rule(("这周", "本周", "这星期", "这个星期", "这礼拜", "这个礼拜", "this week"),
-          lambda t, c: (c.midnight(_week_start(c.today)), c.now), ONGOING),
+    _Rule(
+        ("上周", "上星期", "上个星期", "上礼拜", "上个礼拜", "last week"),
+        lambda t, c: c.days(_week_start(c.today) - timedelta(days=7), _week_start(c.today)),
+    ),
+    _Rule(
+        ("这周", "本周", "这星期", "这个星期", "这礼拜", "这个礼拜", "this week"),
+        lambda t, c: (c.midnight(_week_start(c.today)), c.now),
+        ONGOING,
+    ),
     _Rule(("上个月", "上月", "last month"), lambda t, c: c.days(_previous_month_start(c.today), _month_start(c.today))),
     _Rule(("这个月", "本月", "this month"), lambda t, c: (c.midnight(_month_start(c.today)), c.now), ONGOING),
 )

@@ -66,13 +66,28 @@ class Query:
     page_size: int = 50
 
     @classmethod
-    def parse(cls, *, text: str = "", scope: str = "", type: str = "", source: str = "", member: str = "",
-              sort: str = "", page: int = 1, page_size: int = 50) -> Query:
+    def parse(
+        cls,
+        *,
+        text: str = "",
+        scope: str = "",
+        type: str = "",
+        source: str = "",
+        member: str = "",
+        sort: str = "",
+        page: int = 1,
+        page_size: int = 50,
+    ) -> Query:
         """Checks each filter against its allowed values; unknown values are an error naming the allowed ones."""
         return cls(
-            text=text[:MAX_QUERY_CHARS], scope=_choice(Scope, scope, "scope"), type=_choice(MemoryType, type, "type"),
-            source=_choice(Source, source, "source"), member=member, sort=_choice(Sort, sort, "sort"),
-            page=page, page_size=page_size,
+            text=text[:MAX_QUERY_CHARS],
+            scope=_choice(Scope, scope, "scope"),
+            type=_choice(MemoryType, type, "type"),
+            source=_choice(Source, source, "source"),
+            member=member,
+            sort=_choice(Sort, sort, "sort"),
+            page=page,
+            page_size=page_size,
         )
 
     def filter(self, items: Sequence[Located]) -> list[Located]:
@@ -236,21 +251,37 @@ class Browser:
             return len(matching), [(item, None) for item in matching[start:stop]]
         total = len(ordered)
         # newest first: the page is a slice from the end of the ascending order
-        page = ordered[max(0, total - stop):max(0, total - start)][::-1]
+        page = ordered[max(0, total - stop) : max(0, total - start)][::-1]
         return total, [(item, None) for item in page]
 
 
-def memory_json(item: Located, *, now: float, settings: Settings, aging_since: float | None,
-                owner_name: str | None, score: float | None = None) -> dict[str, Any]:
+def memory_json(
+    item: Located,
+    *,
+    now: float,
+    settings: Settings,
+    aging_since: float | None,
+    owner_name: str | None,
+    score: float | None = None,
+) -> dict[str, Any]:
     """A memory as the dashboard's routes return it."""
     memory = item.memory
     data = {
-        "platform": item.key.platform, "group_id": item.key.group_id, "id": memory.id, "scope": item.scope.value,
-        "owner": item.owner or "", "owner_name": owner_name, "type": memory.type.value, "content": memory.content,
+        "platform": item.key.platform,
+        "group_id": item.key.group_id,
+        "id": memory.id,
+        "scope": item.scope.value,
+        "owner": item.owner or "",
+        "owner_name": owner_name,
+        "type": memory.type.value,
+        "content": memory.content,
         "importance": memory.importance,
         "effective_importance": round(effective_importance(memory, now, settings, aging_since), 4),
-        "source": memory.source.value, "created_at": memory.created_at, "updated_at": memory.updated_at,
-        "last_used_at": memory.last_used_at, "added_by": memory.added_by,
+        "source": memory.source.value,
+        "created_at": memory.created_at,
+        "updated_at": memory.updated_at,
+        "last_used_at": memory.last_used_at,
+        "added_by": memory.added_by,
     }
     if score is not None:
         data["score"] = round(score, 4)

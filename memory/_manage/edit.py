@@ -78,8 +78,15 @@ def _no_twin(memories: Sequence[Memory], content: str, but: str | None = None) -
 
 
 async def edit_memory(
-    store: MemoryStore, ref: MemoryRef, *, content: Any = None, memory_type: Any = None, importance: Any = None,
-    max_length: int, now: float, actor: str,
+    store: MemoryStore,
+    ref: MemoryRef,
+    *,
+    content: Any = None,
+    memory_type: Any = None,
+    importance: Any = None,
+    max_length: int,
+    now: float,
+    actor: str,
 ) -> Memory:
     """Change a memory's content, type and/or importance (None: leave as it is); returns the memory as stored."""
     changes: dict[str, Any] = {}
@@ -163,8 +170,12 @@ async def move_to_member(
         raise InvalidMemoryInput("请指明要移给哪位成员（member）")
     member = member.strip()
     doc = await store.document(ref.key)
-    seen = {*doc.users, *(m.added_by for m in doc.group_memories), *(t.creator for t in doc.todos),
-            *(t.assignee for t in doc.todos)}
+    seen = {
+        *doc.users,
+        *(m.added_by for m in doc.group_memories),
+        *(t.creator for t in doc.todos),
+        *(t.assignee for t in doc.todos),
+    }
     if member not in seen and member not in known_members:
         raise InvalidMemoryInput(f"成员 {member!r} 不在本群的已知成员中")
 

@@ -58,8 +58,11 @@ def _is_theirs(todo: Todo, user_id: str) -> bool:
 def _logged_todos(entries: Iterable[dict[str, Any]], user_id: str) -> set[str]:
     """The todos of the person (created or assigned) whose content the log still holds."""
     return {
-        str(e.get("target")) for e in entries
-        if e.get("kind") == TODO and not e.get("erased") and any(
+        str(e.get("target"))
+        for e in entries
+        if e.get("kind") == TODO
+        and not e.get("erased")
+        and any(
             isinstance(v, dict) and user_id in (v.get("creator"), v.get("assignee"))
             for v in (e.get("old"), e.get("new"))
         )
@@ -75,7 +78,12 @@ def _logs_memories(entries: Iterable[dict[str, Any]], user_id: str) -> bool:
 
 
 async def erase_person(
-    store: MemoryStore, platform: str, user_id: str, groups: Iterable[GroupKey], *, actor: str,
+    store: MemoryStore,
+    platform: str,
+    user_id: str,
+    groups: Iterable[GroupKey],
+    *,
+    actor: str,
     names: Iterable[str] = (),
 ) -> ErasureReport:
     """Erase the person in each of `groups` (the platform's groups) and in the platform's global memories. `names`

@@ -14,8 +14,23 @@ from .._storage.changelog import is_change
 MAX_PAGE = 200
 DEFAULT_PAGE = 50
 REVERTED = "已撤销"  # how every revert `_admin.revert_change` carried out is reported; anything else is a refusal
-_FIELDS = ("id", "at", "actor", "kind", "op", "scope", "owner", "target", "txn", "old", "new", "erased", "reverts",
-           "reason", "review_reason")
+_FIELDS = (
+    "id",
+    "at",
+    "actor",
+    "kind",
+    "op",
+    "scope",
+    "owner",
+    "target",
+    "txn",
+    "old",
+    "new",
+    "erased",
+    "reverts",
+    "reason",
+    "review_reason",
+)
 
 
 def page_limit(value: Any) -> int:
@@ -41,13 +56,15 @@ async def history_page(store: MemoryStore, key: GroupKey, *, limit: int, before:
     """`{items, next_before}`: up to `limit` changes older than entry `before` (the newest when None), newest
     first; `next_before` is the id to ask for the next page, None at the oldest."""
     changes = [
-        e for e in await store.log_entries(key)
+        e
+        for e in await store.log_entries(key)
         if is_change(e) and isinstance(e.get("id"), int) and not isinstance(e["id"], bool)
     ]
     older = [e for e in changes if before is None or e["id"] < before]
     page = older[-limit:][::-1]
-    items = [{**{name: entry[name] for name in _FIELDS if name in entry}, "revertable": _revertable(entry)}
-             for entry in page]
+    items = [
+        {**{name: entry[name] for name in _FIELDS if name in entry}, "revertable": _revertable(entry)} for entry in page
+    ]
     more = len(older) > limit
     return {"items": items, "next_before": page[-1]["id"] if more and page else None}
 

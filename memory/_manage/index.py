@@ -75,10 +75,18 @@ class GroupEntry:
     def as_json(self) -> dict[str, Any]:
         """The `groups` route's item."""
         return {
-            "platform": self.platform, "group_id": self.group_id, "is_global": not self.group_id,
-            "members": self.members, "memories": self.memories, "member_memories": self.member_memories,
-            "group_memories": self.group_memories, "global_memories": self.global_memories, "todos": self.todos,
-            "episodes": self.episodes, "archived": self.archived, "last_change": self.last_change,
+            "platform": self.platform,
+            "group_id": self.group_id,
+            "is_global": not self.group_id,
+            "members": self.members,
+            "memories": self.memories,
+            "member_memories": self.member_memories,
+            "group_memories": self.group_memories,
+            "global_memories": self.global_memories,
+            "todos": self.todos,
+            "episodes": self.episodes,
+            "archived": self.archived,
+            "last_change": self.last_change,
         }
 
 
@@ -89,12 +97,17 @@ def entry_from(key: GroupKey, doc: GroupDocument, file: str, episodes: int) -> G
     """A group's counts from its document (one pass over its members, not over their memories)."""
     users = sum(len(entry.memories) for entry in doc.users.values())
     return GroupEntry(
-        key.platform, key.group_id, file,
+        key.platform,
+        key.group_id,
+        file,
         members=sum(1 for entry in doc.users.values() if entry.memories),
         member_memories=0 if key.is_global else users,
         group_memories=len(doc.group_memories),
         global_memories=users if key.is_global else 0,
-        todos=len(doc.todos), episodes=episodes, archived=len(doc.archive), last_change=doc.updated_at,
+        todos=len(doc.todos),
+        episodes=episodes,
+        archived=len(doc.archive),
+        last_change=doc.updated_at,
     )
 
 
@@ -107,12 +120,16 @@ def _entry_from_raw(raw: dict[str, Any], file: str, episodes: int) -> GroupEntry
     user_counts = [len((u or {}).get("memories") or []) for u in users.values() if isinstance(u, dict)]
     is_global = not group_id
     return GroupEntry(
-        platform, group_id, file,
+        platform,
+        group_id,
+        file,
         members=sum(1 for n in user_counts if n),
         member_memories=0 if is_global else sum(user_counts),
         group_memories=len(raw.get("group_memories") or []),
         global_memories=sum(user_counts) if is_global else 0,
-        todos=len(raw.get("todos") or []), episodes=episodes, archived=len(raw.get("archive") or []),
+        todos=len(raw.get("todos") or []),
+        episodes=episodes,
+        archived=len(raw.get("archive") or []),
         last_change=float(raw.get("updated_at") or 0.0),
     )
 
@@ -122,8 +139,13 @@ class GroupIndex:
     several instances) the groups and their signatures come from the store instead of the files in `groups_dir`."""
 
     def __init__(
-        self, groups_dir: Path, data_dir: Path, *, zone: tzinfo | None = None,
-        clock: Callable[[], float] = time.time, write_delay: float = WRITE_DELAY_SECONDS,
+        self,
+        groups_dir: Path,
+        data_dir: Path,
+        *,
+        zone: tzinfo | None = None,
+        clock: Callable[[], float] = time.time,
+        write_delay: float = WRITE_DELAY_SECONDS,
         store: MemoryStore | None = None,
     ) -> None:
         self._store = store
@@ -175,8 +197,11 @@ class GroupIndex:
         try:
             signatures = await store.stored_groups()
             self._take_changes()
-            changed = [key for key, signature in signatures.items()
-                       if (entry := self._entries.get(key)) is None or entry.signature != signature]
+            changed = [
+                key
+                for key, signature in signatures.items()
+                if (entry := self._entries.get(key)) is None or entry.signature != signature
+            ]
             gone = [key for key in self._entries if key not in signatures]
             today = self._day(self._clock())
             for key in changed:
@@ -196,8 +221,10 @@ class GroupIndex:
             if not self._loaded:
                 raise
             reason = store.unavailable or str(exc)
-            self._warnings.warning("compare", f"group index: the store's groups cannot be compared now ({reason}); "
-                                              "listing them as they were")
+            self._warnings.warning(
+                "compare",
+                f"group index: the store's groups cannot be compared now ({reason}); listing them as they were",
+            )
             return
         finally:
             self._refreshed_at = time.monotonic()
@@ -223,7 +250,8 @@ class GroupIndex:
         document only when it holds anything."""
         self._take_changes()
         entries = [
-            e for e in self._entries.values()
+            e
+            for e in self._entries.values()
             if (platform is None or e.platform == platform) and (e.group_id or e.memories or e.archived)
         ]
         return sorted(entries, key=lambda e: (-e.last_change, e.platform, e.group_id))
@@ -347,7 +375,9 @@ class GroupIndex:
         index = {"version": INDEX_VERSION, "groups": [asdict(e) for e in self._entries.values()]}
         daily = {
             "version": INDEX_VERSION,
-            "days": {day: [[k.platform, k.group_id, n] for k, n in counts.items()] for day, counts in self._daily.items()},
+            "days": {
+                day: [[k.platform, k.group_id, n] for k, n in counts.items()] for day, counts in self._daily.items()
+            },
         }
         return (json.dumps(index, ensure_ascii=False).encode(), json.dumps(daily, ensure_ascii=False).encode())
 
@@ -396,8 +426,7 @@ class GroupIndex:
         try:
             raw = json.loads(self._daily_path.read_bytes())
             return {
-                str(day): {GroupKey(str(p), str(g)): int(n) for p, g, n in rows}
-                for day, rows in raw["days"].items()
+                str(day): {GroupKey(str(p), str(g)): int(n) for p, g, n in rows} for day, rows in raw["days"].items()
             }
         except FileNotFoundError:
             return {}

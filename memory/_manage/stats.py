@@ -127,8 +127,9 @@ def calls(totals: Iterable[CallTotals]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def most_injected(counts: Counter[str], docs: Sequence[tuple[GroupKey, GroupDocument]],
-                  limit: int = TOP_INJECTED) -> list[dict[str, Any]]:
+def most_injected(
+    counts: Counter[str], docs: Sequence[tuple[GroupKey, GroupDocument]], limit: int = TOP_INJECTED
+) -> list[dict[str, Any]]:
     """The memories most often injected that still exist, with their group, scope and content."""
     where: dict[str, tuple[GroupKey, Owner, Memory]] = {
         m.id: (key, owner, m) for key, doc in docs for owner, ms in owner_lists(doc) for m in ms
@@ -139,16 +140,29 @@ def most_injected(counts: Counter[str], docs: Sequence[tuple[GroupKey, GroupDocu
         if found is None:
             continue
         key, owner, memory = found
-        out.append({"id": memory_id, "count": count, "platform": key.platform, "group_id": key.group_id,
-                    "scope": _scope(key, owner), "owner": owner or "", "type": memory.type.value,
-                    "content": memory.content})
+        out.append(
+            {
+                "id": memory_id,
+                "count": count,
+                "platform": key.platform,
+                "group_id": key.group_id,
+                "scope": _scope(key, owner),
+                "owner": owner or "",
+                "type": memory.type.value,
+                "content": memory.content,
+            }
+        )
         if len(out) >= limit:
             break
     return out
 
 
-def stats(daily: Sequence[tuple[str, int]], docs: Sequence[tuple[GroupKey, GroupDocument]],
-          totals: Iterable[CallTotals], counts: Counter[str]) -> dict[str, Any]:
+def stats(
+    daily: Sequence[tuple[str, int]],
+    docs: Sequence[tuple[GroupKey, GroupDocument]],
+    totals: Iterable[CallTotals],
+    counts: Counter[str],
+) -> dict[str, Any]:
     """The `stats` route's answer."""
     return {
         "over_time": [{"day": day, "memories": n} for day, n in daily],

@@ -54,8 +54,12 @@ def explain(block: str, trace: InjectionTrace) -> dict[str, Any]:
     def item(scoped: tuple[Scope, Any], with_reason: bool) -> dict[str, Any]:
         scope, memory = scoped
         out: dict[str, Any] = {
-            "id": memory.id, "scope": scope.value, "type": memory.type.value, "content": memory.content,
-            "importance": memory.importance, "updated_at": memory.updated_at,
+            "id": memory.id,
+            "scope": scope.value,
+            "type": memory.type.value,
+            "content": memory.content,
+            "importance": memory.importance,
+            "updated_at": memory.updated_at,
         }
         if memory.id in relevance:
             out["score"] = round(relevance[memory.id], 4)
@@ -70,7 +74,10 @@ def explain(block: str, trace: InjectionTrace) -> dict[str, Any]:
         "todos": list(trace.todo_lines),
         "episodes": list(trace.episode_lines),
         "relevance_scored": recall.relevance is not None,
-        "limits": None if trace.settings is None else {
-            "memories": trace.settings.memory_inject_limit, "chars": trace.settings.memory_inject_char_budget,
+        "limits": None
+        if trace.settings is None
+        else {
+            "memories": trace.settings.memory_inject_limit,
+            "chars": trace.settings.memory_inject_char_budget,
         },
     }

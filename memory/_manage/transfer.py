@@ -96,19 +96,32 @@ def _dump(models: Iterable[Any]) -> list[dict]:
 def seal_section(sealer: Sealer, part: dict[str, Any], user_id: str | None) -> dict[str, Any]:
     key = GroupKey(part["platform"], part["group_id"])
     body = {k: v for k, v in part.items() if k not in ("platform", "group_id")}
-    return {"platform": key.platform, "group_id": key.group_id, "user_id": user_id,
-            SEALED: sealer.seal(EXPORT_KIND, key, [user_id or ""], body)}
+    return {
+        "platform": key.platform,
+        "group_id": key.group_id,
+        "user_id": user_id,
+        SEALED: sealer.seal(EXPORT_KIND, key, [user_id or ""], body),
+    }
 
 
 async def export_stream(
-    store: MemoryStore, keys: Iterable[GroupKey], user_id: str | None = None, *, now: float | None = None,
-    sealer: Sealer | None = None, decrypted: bool = False,
+    store: MemoryStore,
+    keys: Iterable[GroupKey],
+    user_id: str | None = None,
+    *,
+    now: float | None = None,
+    sealer: Sealer | None = None,
+    decrypted: bool = False,
 ) -> AsyncIterator[bytes]:
     """The export of `keys` as JSON, one group at a time (an "everything" export never holds more than one
     group's section in memory); sealed with `sealer` unless `decrypted`."""
     seal = None if decrypted else sealer
-    head: dict[str, Any] = {"format": EXPORT_FORMAT, "export_version": EXPORT_VERSION,
-                            "exported_at": time.time() if now is None else now, "plaintext": seal is None}
+    head: dict[str, Any] = {
+        "format": EXPORT_FORMAT,
+        "export_version": EXPORT_VERSION,
+        "exported_at": time.time() if now is None else now,
+        "plaintext": seal is None,
+    }
     if seal is not None:
         head["encryption"] = {"v": 1, "kid": seal.kid}
     yield (json.dumps(head, ensure_ascii=False)[:-1] + ', "groups": [\n').encode("utf-8")
@@ -126,10 +139,18 @@ async def export_stream(
     yield b"\n]}\n"
 
 
-async def export_bytes(store: MemoryStore, keys: Iterable[GroupKey], user_id: str | None = None,
-                       *, now: float | None = None, sealer: Sealer | None = None, decrypted: bool = False) -> bytes:
-    return b"".join([chunk async for chunk in
-                     export_stream(store, keys, user_id, now=now, sealer=sealer, decrypted=decrypted)])
+async def export_bytes(
+    store: MemoryStore,
+    keys: Iterable[GroupKey],
+    user_id: str | None = None,
+    *,
+    now: float | None = None,
+    sealer: Sealer | None = None,
+    decrypted: bool = False,
+) -> bytes:
+    return b"".join(
+        [chunk async for chunk in export_stream(store, keys, user_id, now=now, sealer=sealer, decrypted=decrypted)]
+    )
 
 
 # -- reading an import -----------------------------------------------------------------------------------------------
@@ -276,13 +297,22 @@ def _check_ids(key: GroupKey, doc: GroupDocument, episodes: Sequence[Episode]) -
         check_id(key.group_id, "群 id")
     elif doc.todos:
         raise InvalidMemoryInput("平台的全局记忆里不能有待办")
-    members = [*doc.users, *doc.opted_out, *(a.owner for a in doc.archive if a.owner is not None),
-               *(t.creator for t in doc.todos), *(t.assignee for t in doc.todos if t.assignee is not None),
-               *(p for e in episodes for p in e.participants)]
+    members = [
+        *doc.users,
+        *doc.opted_out,
+        *(a.owner for a in doc.archive if a.owner is not None),
+        *(t.creator for t in doc.todos),
+        *(t.assignee for t in doc.todos if t.assignee is not None),
+        *(p for e in episodes for p in e.participants),
+    ]
     for member in dict.fromkeys(members):
         check_id(member, "成员 id")
-    for item_id in [*(m.id for m in doc.all_memories()), *(a.memory.id for a in doc.archive),
-                    *(t.id for t in doc.todos), *(e.id for e in episodes)]:
+    for item_id in [
+        *(m.id for m in doc.all_memories()),
+        *(a.memory.id for a in doc.archive),
+        *(t.id for t in doc.todos),
+        *(e.id for e in episodes),
+    ]:
         check_id(item_id, "条目 id")
     for member, since in doc.opted_out.items():
         if not math.isfinite(since):
@@ -319,8 +349,15 @@ class Verdict:
         text = getattr(self.item, "content", None) or getattr(self.item, "summary", None)
         if isinstance(self.item, ArchivedMemory):
             text = self.item.memory.content
-        out = {"kind": self.kind, "status": self.status, "owner": self.owner, "id": _id(self.item),
-               "content": text, "existing": self.existing, "error": self.error}
+        out = {
+            "kind": self.kind,
+            "status": self.status,
+            "owner": self.owner,
+            "id": _id(self.item),
+            "content": text,
+            "existing": self.existing,
+            "error": self.error,
+        }
         if isinstance(self.item, Todo):
             out["reminder_to"] = (self.item.origin or None) if self.status == NEW else None
         return out
@@ -341,15 +378,25 @@ class GroupPreview:
 
     def reminders(self) -> list[dict[str, Any]]:
         """Where the new todos' pending reminders will be sent, with how many go there."""
-        to = Counter(v.item.origin for v in self.verdicts
-                     if v.kind == "todo" and v.status == NEW and todo_rules.reminder_time(v.item) is not None)
+        to = Counter(
+            v.item.origin
+            for v in self.verdicts
+            if v.kind == "todo" and v.status == NEW and todo_rules.reminder_time(v.item) is not None
+        )
         return [{"to": session, "todos": n} for session, n in sorted(to.items())]
 
     def as_json(self, items: int) -> dict[str, Any]:
-        return {"platform": self.key.platform, "group_id": self.key.group_id, "counts": self.counts(),
-                "refused": self.refused, "reminders": self.reminders(), "opted_out": sorted(self.opted_out)[:items],
-                "opted_out_count": len(self.opted_out),
-                "items": [v.as_json() for v in self.verdicts[:items]], "more": max(0, len(self.verdicts) - items)}
+        return {
+            "platform": self.key.platform,
+            "group_id": self.key.group_id,
+            "counts": self.counts(),
+            "refused": self.refused,
+            "reminders": self.reminders(),
+            "opted_out": sorted(self.opted_out)[:items],
+            "opted_out_count": len(self.opted_out),
+            "items": [v.as_json() for v in self.verdicts[:items]],
+            "more": max(0, len(self.verdicts) - items),
+        }
 
 
 def _id(item: Any) -> str:
@@ -374,8 +421,9 @@ def bind_reminders(key: GroupKey, todo: Todo, platforms: Mapping[str, str]) -> t
     return todo_rules.group_origin(instance, key.platform, key.group_id)
 
 
-async def preview_group(store: MemoryStore, group: ImportedGroup, limits: Limits,
-                        platforms: Mapping[str, str] | None = None) -> GroupPreview:
+async def preview_group(
+    store: MemoryStore, group: ImportedGroup, limits: Limits, platforms: Mapping[str, str] | None = None
+) -> GroupPreview:
     """Each imported item judged against what the group holds now (and against the items before it), the
     opt-outs it adds, and why the group would be refused. `platforms`: the running platform instances (id ->
     adapter) an imported todo's reminders may be bound to."""
@@ -419,24 +467,29 @@ async def preview_group(store: MemoryStore, group: ImportedGroup, limits: Limits
             except InvalidMemoryInput as exc:
                 preview.verdicts.append(Verdict("memory", INVALID, memory, owner, error=str(exc)))
                 continue
-            preview.verdicts.append(judge("memory", memory, owner, dedupe_key(memory.content),
-                                          lambda s, m=memory: _same_memory(s, m)))
+            preview.verdicts.append(
+                judge("memory", memory, owner, dedupe_key(memory.content), lambda s, m=memory: _same_memory(s, m))
+            )
     for archived in group.archived:
         try:
             archived = archived.model_copy(update={"memory": _clean_memory(archived.memory, limits.memory_length)})
         except InvalidMemoryInput as exc:
             preview.verdicts.append(Verdict("archived", INVALID, archived, archived.owner, error=str(exc)))
             continue
-        preview.verdicts.append(judge("archived", archived, archived.owner, "",
-                                      lambda s, a=archived: isinstance(s, ArchivedMemory) and s == a))
+        preview.verdicts.append(
+            judge(
+                "archived", archived, archived.owner, "", lambda s, a=archived: isinstance(s, ArchivedMemory) and s == a
+            )
+        )
     for todo in group.todos:
         try:
             todo = _clean_todo(todo, limits.todos)
         except InvalidMemoryInput as exc:
             preview.verdicts.append(Verdict("todo", INVALID, todo, todo.assignee, error=str(exc)))
             continue
-        verdict = judge("todo", todo, todo.assignee, "",
-                        lambda s, t=todo: isinstance(s, Todo) and s.content == t.content)
+        verdict = judge(
+            "todo", todo, todo.assignee, "", lambda s, t=todo: isinstance(s, Todo) and s.content == t.content
+        )
         if verdict.status == NEW:  # only a todo that is added needs its reminders bound
             try:
                 verdict.item = _bound_todo(group.key, todo, platforms or {})
@@ -450,8 +503,9 @@ async def preview_group(store: MemoryStore, group: ImportedGroup, limits: Limits
             preview.verdicts.append(Verdict("episode", INVALID, episode, error=str(exc)))
             continue
         episode = episode.model_copy(update={"summary": summary})
-        preview.verdicts.append(judge("episode", episode, None, "",
-                                      lambda s, e=episode: isinstance(s, Episode) and s.summary == e.summary))
+        preview.verdicts.append(
+            judge("episode", episode, None, "", lambda s, e=episode: isinstance(s, Episode) and s.summary == e.summary)
+        )
     preview.refused = _refusal(preview, doc, limits)
     return preview
 
@@ -492,8 +546,11 @@ def _bound_todo(key: GroupKey, todo: Todo, platforms: Mapping[str, str]) -> Todo
 
 
 def _same_memory(stored: Any, memory: Memory) -> bool:
-    return (isinstance(stored, Memory) and stored.type is memory.type
-            and dedupe_key(stored.content) == dedupe_key(memory.content))
+    return (
+        isinstance(stored, Memory)
+        and stored.type is memory.type
+        and dedupe_key(stored.content) == dedupe_key(memory.content)
+    )
 
 
 def _refusal(preview: GroupPreview, doc: GroupDocument, limits: Limits) -> str | None:
@@ -503,8 +560,9 @@ def _refusal(preview: GroupPreview, doc: GroupDocument, limits: Limits) -> str |
         first = next(v for v in preview.verdicts if v.status == INVALID)
         return f"有 {counts[INVALID]} 条无效（例如：{first.error}），本群没有导入任何内容"
     new = [v for v in preview.verdicts if v.status == NEW]
-    breach = (_memory_cap_breach(doc, new, limits)
-              or _todo_cap_breach(doc.todos, [v.item for v in new if v.kind == "todo"], limits.todos))
+    breach = _memory_cap_breach(doc, new, limits) or _todo_cap_breach(
+        doc.todos, [v.item for v in new if v.kind == "todo"], limits.todos
+    )
     return f"{breach}，本群没有导入任何内容" if breach else None
 
 
@@ -515,7 +573,9 @@ def _memory_cap_breach(doc: GroupDocument, new: Sequence[Verdict], limits: Limit
         if owner is GROUP_OWNER and total > limits.group_memories:
             return f"本群公共记忆导入后将有 {total} 条，超过上限 {limits.group_memories} 条（group_memory_max）"
         if owner is not GROUP_OWNER and total > limits.member_memories:
-            return f"成员 {owner} 的记忆导入后将有 {total} 条，超过上限 {limits.member_memories} 条（memory_max_per_user）"
+            return (
+                f"成员 {owner} 的记忆导入后将有 {total} 条，超过上限 {limits.member_memories} 条（memory_max_per_user）"
+            )
     return None
 
 
@@ -526,13 +586,17 @@ def _todo_cap_breach(todos: Sequence[Todo], added: Sequence[Todo], policy: todo_
     for member in dict.fromkeys(t.assignee or t.creator for t in added if t.status is TodoStatus.PENDING):
         count = todo_rules.pending_count(after, member)
         if count > policy.max_pending:
-            return (f"成员 {member} 的未完成待办导入后将有 {count} 条，超过上限 {policy.max_pending} 条"
-                    "（todo_max_pending_per_member）")
+            return (
+                f"成员 {member} 的未完成待办导入后将有 {count} 条，超过上限 {policy.max_pending} 条"
+                "（todo_max_pending_per_member）"
+            )
     if any(t.status is TodoStatus.PENDING for t in added):
         total = sum(t.status is TodoStatus.PENDING for t in after)
         if total > policy.max_group_pending:
-            return (f"本群未完成的待办导入后将有 {total} 条，超过全群上限 {policy.max_group_pending} 条"
-                    "（todo_max_per_group）")
+            return (
+                f"本群未完成的待办导入后将有 {total} 条，超过全群上限 {policy.max_group_pending} 条"
+                "（todo_max_per_group）"
+            )
     return None
 
 
@@ -545,12 +609,19 @@ class GroupResult:
     opted_out: int = 0  # opt-outs added
 
     def as_json(self) -> dict[str, Any]:
-        return {"platform": self.key.platform, "group_id": self.key.group_id, "added": self.added,
-                "counts": self.counts, "refused": self.refused, "opted_out_count": self.opted_out}
+        return {
+            "platform": self.key.platform,
+            "group_id": self.key.group_id,
+            "added": self.added,
+            "counts": self.counts,
+            "refused": self.refused,
+            "opted_out_count": self.opted_out,
+        }
 
 
-async def apply_group(store: MemoryStore, group: ImportedGroup, limits: Limits,
-                      platforms: Mapping[str, str] | None = None, *, actor: str) -> GroupResult:
+async def apply_group(
+    store: MemoryStore, group: ImportedGroup, limits: Limits, platforms: Mapping[str, str] | None = None, *, actor: str
+) -> GroupResult:
     """Add the group's new items and opt-outs in one commit (one transaction in its change log); duplicates and
     conflicts are left as they are; a group the preview refuses (an invalid id or item, a cap) gets nothing."""
     preview = await preview_group(store, group, limits, platforms)
@@ -563,10 +634,12 @@ async def apply_group(store: MemoryStore, group: ImportedGroup, limits: Limits,
         if v.kind == "memory":
             memories.setdefault(v.owner, []).append(v.item)
     added = await store.import_items(
-        group.key, memories,
+        group.key,
+        memories,
         [v.item for v in new if v.kind == "archived"],
         [v.item for v in new if v.kind == "todo"],
         [v.item for v in new if v.kind == "episode"],
-        actor=actor, opted_out=preview.opted_out,
+        actor=actor,
+        opted_out=preview.opted_out,
     )
     return GroupResult(group.key, added, counts, opted_out=len(preview.opted_out))

@@ -46,8 +46,9 @@ class AuditPage:
     dropped: int = 0
 
 
-def aggregate(page: AuditPage, kind: str, actor: str, via: str, target: str, now: float,
-              max_items: int = MAX_ITEMS) -> None:
+def aggregate(
+    page: AuditPage, kind: str, actor: str, via: str, target: str, now: float, max_items: int = MAX_ITEMS
+) -> None:
     """Count one refusal into `page` (in place): the actor's aggregate of that kind, or a new one."""
     last = {"via": via[:TARGET_MAX_CHARS], "target": target[:TARGET_MAX_CHARS]}
     for item in page.items:
@@ -111,8 +112,14 @@ class AuditFiles(AuditLog):
     """`<group>.audit.json` beside each group's file, kept in memory once read, written at most once a second
     per group (and on close)."""
 
-    def __init__(self, directory: Path, *, clock: Callable[[], float] = time.time,
-                 flush_seconds: float = FLUSH_SECONDS, max_items: int = MAX_ITEMS) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        clock: Callable[[], float] = time.time,
+        flush_seconds: float = FLUSH_SECONDS,
+        max_items: int = MAX_ITEMS,
+    ) -> None:
         self._directory = directory
         self._clock = clock
         self._flush_seconds = flush_seconds
@@ -156,8 +163,13 @@ class AuditFiles(AuditLog):
         page = self._pages.get(key)
         if page is None:
             return
-        data = {"version": 1, "platform": key.platform, "group_id": key.group_id, "dropped": page.dropped,
-                "items": page.items}
+        data = {
+            "version": 1,
+            "platform": key.platform,
+            "group_id": key.group_id,
+            "dropped": page.dropped,
+            "items": page.items,
+        }
         try:
             path = self.path(key)
             path.parent.mkdir(parents=True, exist_ok=True)

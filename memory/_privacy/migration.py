@@ -78,7 +78,8 @@ class PostgresProgress:
     async def save(self, state: dict[str, Any]) -> None:
         await self._store.pool.execute(
             "INSERT INTO um_meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
-            PROGRESS_META, state,
+            PROGRESS_META,
+            state,
         )
 
 
@@ -99,9 +100,16 @@ class EncryptionMigration:
     """Reseals every stored group with the key `kid` names (the store's current key)."""
 
     def __init__(
-        self, store: MemoryStore, progress: Progress, kid: str, *, spacing: float = SPACING_SECONDS,
-        save_every: float = SAVE_SECONDS, retry: float = RETRY_SECONDS,
-        clock: Callable[[], float] = time.monotonic, step: Callable[[GroupKey], Awaitable[None]] | None = None,
+        self,
+        store: MemoryStore,
+        progress: Progress,
+        kid: str,
+        *,
+        spacing: float = SPACING_SECONDS,
+        save_every: float = SAVE_SECONDS,
+        retry: float = RETRY_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+        step: Callable[[GroupKey], Awaitable[None]] | None = None,
         lease: bool = True,
     ) -> None:
         """`step` reseals one group (default `store.reseal`; the rotation script's also reads it back). `lease`:

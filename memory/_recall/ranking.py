@@ -70,8 +70,12 @@ class Section:
 
 SECTIONS: tuple[Section, ...] = (
     Section("own_instructions", frozenset({OWN_INSTRUCTION}), ranked=False),
-    Section("group_instructions", frozenset({GROUP_INSTRUCTION}), slots=group_instruction_slots,
-            chars=lambda budget, share: int(budget * share)),
+    Section(
+        "group_instructions",
+        frozenset({GROUP_INSTRUCTION}),
+        slots=group_instruction_slots,
+        chars=lambda budget, share: int(budget * share),
+    ),
     Section("relevant", frozenset({OTHER})),
     Section("group_instructions_leftover", frozenset({GROUP_INSTRUCTION})),
 )
@@ -96,8 +100,13 @@ def select_for_injection(
     take its place.
     """
     positions = chosen_positions(
-        ordered, [kind_of(item) for item in ordered], [item_cost(item) for item in ordered], limit=limit,
-        char_budget=char_budget, relevance=relevance, threshold=threshold,
+        ordered,
+        [kind_of(item) for item in ordered],
+        [item_cost(item) for item in ordered],
+        limit=limit,
+        char_budget=char_budget,
+        relevance=relevance,
+        threshold=threshold,
         group_instruction_share=group_instruction_share,
     )
     return [ordered[position] for position in positions]

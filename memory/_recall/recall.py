@@ -82,8 +82,9 @@ class _CallerView:
         rendered = {}
         for scope, memory in self.ordered:
             cached = self._rendered.get(memory.id)
-            rendered[memory.id] = cached if cached is not None and cached[0] is memory else (
-                memory, memory_line(memory, scope))
+            rendered[memory.id] = (
+                cached if cached is not None and cached[0] is memory else (memory, memory_line(memory, scope))
+            )
         self._rendered = rendered
         self.lines = {memory_id: line for memory_id, (_, line) in rendered.items()}
         if self.index is not None:
@@ -93,8 +94,11 @@ class _CallerView:
         """`chosen_positions` of `ordered`. Without any relevant memory the prior alone decides, and that choice
         is kept until the candidates or the settings change."""
         by_prior = not relevance or max(relevance.values()) <= 0.0
-        settings_key = (settings.memory_inject_limit, settings.memory_inject_char_budget,
-                        settings.recall_group_instruction_share)
+        settings_key = (
+            settings.memory_inject_limit,
+            settings.memory_inject_char_budget,
+            settings.recall_group_instruction_share,
+        )
         if by_prior and self._prior_choice is not None and self._prior_choice[0] == settings_key:
             return self._prior_choice[1]
         chosen = chosen_positions(
@@ -193,7 +197,12 @@ class Recall:
         return (await self.injection(store, caller, settings, speaker, message))[0]
 
     async def injection(
-        self, store: MemoryStore, caller: Caller, settings: Settings, speaker: str, message: str = "",
+        self,
+        store: MemoryStore,
+        caller: Caller,
+        settings: Settings,
+        speaker: str,
+        message: str = "",
         trace: RecallTrace | None = None,
     ) -> tuple[str, tuple[str, ...]]:
         """`memory_block` and the ids of the memories in it (kept with the rendered block: no extra work warm),

@@ -384,7 +384,8 @@ class CircuitBreaker:
         if self._open_until is not None or self._consecutive >= self.failures:
             if self._open_until is None:
                 log.warning(
-                    "embedding provider failed %d times in a row; skipping it for %.0f s", self._consecutive,
+                    "embedding provider failed %d times in a row; skipping it for %.0f s",
+                    self._consecutive,
                     self.cooldown,
                 )
             self._open_until = self._clock() + self.cooldown
@@ -657,7 +658,9 @@ class VectorStore:
         if len(qv) != group.dim:
             log.warning(
                 "query embedding has %d dimensions, stored vectors of %s have %d; sync will rebuild them",
-                len(qv), key, group.dim,
+                len(qv),
+                key,
+                group.dim,
             )
             group.set({}, 0)  # stale vectors of another model: drop them so the next sync re-embeds everything
             group.unsaved.clear()
@@ -720,4 +723,3 @@ def combine(
         if d not in out:
             out[d] = s
     return out
-

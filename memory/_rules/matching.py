@@ -14,9 +14,53 @@ from .._text import dedupe_key
 
 # Topics people name when they ask to forget something, with the words that mark a memory as being about them.
 TOPICS: dict[str, tuple[str, ...]] = {
-    "称呼": ("称呼", "叫我", "叫他", "叫她", "昵称", "外号", "绰号", "名字", "称为", "喊我", "叫做", "call me", "nickname", "name"),
-    "语言": ("语言", "英文", "英语", "中文", "汉语", "日语", "日文", "韩语", "english", "chinese", "japanese", "language"),
-    "职业": ("职业", "工作", "职位", "岗位", "负责", "担任", "经理", "工程师", "开发", "后端", "前端", "job", "role", "work", "engineer"),
+    "称呼": (
+        "称呼",
+        "叫我",
+        "叫他",
+        "叫她",
+        "昵称",
+        "外号",
+        "绰号",
+        "名字",
+        "称为",
+        "喊我",
+        "叫做",
+        "call me",
+        "nickname",
+        "name",
+    ),
+    "语言": (
+        "语言",
+        "英文",
+        "英语",
+        "中文",
+        "汉语",
+        "日语",
+        "日文",
+        "韩语",
+        "english",
+        "chinese",
+        "japanese",
+        "language",
+    ),
+    "职业": (
+        "职业",
+        "工作",
+        "职位",
+        "岗位",
+        "负责",
+        "担任",
+        "经理",
+        "工程师",
+        "开发",
+        "后端",
+        "前端",
+        "job",
+        "role",
+        "work",
+        "engineer",
+    ),
     "风格": ("风格", "简洁", "详细", "语气", "格式", "长度", "style", "tone", "concise", "format"),
     "表情": ("表情", "emoji", "颜文字"),
     "项目": ("项目", "project"),
@@ -54,8 +98,9 @@ class _Words:
     @classmethod
     def of(cls, words: Sequence[str]) -> _Words:
         latin = [re.escape(w) for w in words if w.isascii()]
-        return cls(re.compile(rf"\b(?:{'|'.join(latin)})\b") if latin else None,
-                   tuple(w for w in words if not w.isascii()))
+        return cls(
+            re.compile(rf"\b(?:{'|'.join(latin)})\b") if latin else None, tuple(w for w in words if not w.isascii())
+        )
 
     def found_in(self, folded: str) -> bool:
         return any(w in folded for w in self.other) or (

@@ -75,7 +75,9 @@ def parse_content(value: Any, max_length: int) -> str:
 
 def find_by_id(memories: Sequence[Memory], raw_id: Any) -> Memory:
     """The memory whose id (full, or a unique prefix of at least 4 characters, dashes ignored) is `raw_id`."""
-    return find_by_id_prefix(memories, raw_id, field="记忆 id", noun="记忆", listing="lark_list_memory 查看当前记忆及其 id")
+    return find_by_id_prefix(
+        memories, raw_id, field="记忆 id", noun="记忆", listing="lark_list_memory 查看当前记忆及其 id"
+    )
 
 
 def find_by_id_prefix(items: Sequence[T], raw_id: Any, *, field: str, noun: str, listing: str) -> T:
@@ -152,8 +154,14 @@ def save(
     if len(memories) >= max_count:
         raise MemoryLimitReached(f"记忆已达上限（{max_count} 条），没有保存")
     created = Memory(
-        id=str(uuid.uuid4()), type=kind, content=text, created_at=now, updated_at=now, source=source,
-        importance=0.5 if importance is None else importance, added_by=added_by,
+        id=str(uuid.uuid4()),
+        type=kind,
+        content=text,
+        created_at=now,
+        updated_at=now,
+        source=source,
+        importance=0.5 if importance is None else importance,
+        added_by=added_by,
     )
     return [*memories, created], SaveOutcome(SaveKind.ADDED, created)
 
@@ -162,11 +170,11 @@ def forget(memories: list[Memory], target: Any) -> tuple[list[Memory], ForgetOut
     """Delete all memories (only for an explicit "all"), one by id, or those a description clearly matches. A
     missing (None), blank or invisible target is an error."""
     if target is not None and not isinstance(target, str):
-        raise InvalidMemoryInput(f"target 必须是文本（\"all\"、记忆 id 或描述），收到 {type(target).__name__}")
+        raise InvalidMemoryInput(f'target 必须是文本（"all"、记忆 id 或描述），收到 {type(target).__name__}')
     wanted = clean_content(require_encodable(target or "", "target"))
     if not wanted.strip(_QUOTES):
         raise InvalidMemoryInput(
-            "target 不能为空：要删除全部记忆请传 \"all\"，删除一条请传它的 id，或用一句描述（如\"关于称呼的\"）"
+            'target 不能为空：要删除全部记忆请传 "all"，删除一条请传它的 id，或用一句描述（如"关于称呼的"）'
         )
     if is_all(wanted):
         return [], ForgetOutcome(list(memories), [], everything=True)

@@ -23,7 +23,16 @@ from .._episodes.model import Episode
 from .._todos.model import Todo
 from . import changelog
 from .base import (
-    GROUP_OWNER, ArchiveChange, Change, EpisodeChange, GroupDump, Label, ManyChange, MemoryStore, Owner, R,
+    GROUP_OWNER,
+    ArchiveChange,
+    Change,
+    EpisodeChange,
+    GroupDump,
+    Label,
+    ManyChange,
+    MemoryStore,
+    Owner,
+    R,
     TodoChange,
 )
 
@@ -65,8 +74,7 @@ class Saved:
     @staticmethod
     def of(group: CachedGroup) -> Saved:
         assert group.doc is not None and group.log is not None
-        return Saved(group.doc.model_copy(update={"users": dict(group.doc.users)}), group.episodes,
-                     group.log.next_id)
+        return Saved(group.doc.model_copy(update={"users": dict(group.doc.users)}), group.episodes, group.log.next_id)
 
     def copy(self) -> GroupDocument:
         return self.doc.model_copy(update={"users": dict(self.doc.users)})
@@ -305,7 +313,13 @@ class CachedStore(MemoryStore):
         return await asyncio.shield(done)
 
     async def change(
-        self, key: GroupKey, owner: Owner, change: Change[R], *, actor: str, label: Label = None,
+        self,
+        key: GroupKey,
+        owner: Owner,
+        change: Change[R],
+        *,
+        actor: str,
+        label: Label = None,
         extra: dict[str, Any] | None = None,
     ) -> R:
         """Apply `change` to the owner's memories and return its result once the change (and its log entries) is
@@ -318,7 +332,13 @@ class CachedStore(MemoryStore):
         return await self.change_many(key, [owner], one, actor=actor, label=label, extra=extra)
 
     async def change_many(
-        self, key: GroupKey, owners: Sequence[Owner], change: ManyChange[R], *, actor: str, label: Label = None,
+        self,
+        key: GroupKey,
+        owners: Sequence[Owner],
+        change: ManyChange[R],
+        *,
+        actor: str,
+        label: Label = None,
         extra: dict[str, Any] | None = None,
     ) -> R:
         """Apply `change` to several owners' memories in one document at once: all of it is stored by one atomic
@@ -350,8 +370,12 @@ class CachedStore(MemoryStore):
         return await self._run(key, operation)
 
     def _put(
-        self, group: CachedGroup, doc: GroupDocument, updated: dict[Owner, list[Memory]],
-        entries: list[dict[str, Any]], now: float,
+        self,
+        group: CachedGroup,
+        doc: GroupDocument,
+        updated: dict[Owner, list[Memory]],
+        entries: list[dict[str, Any]],
+        now: float,
     ) -> None:
         """Put changed owner lists into the document, queue the commit's log entries, tell the listeners."""
         for owner, memories in updated.items():
@@ -386,7 +410,12 @@ class CachedStore(MemoryStore):
         group.doc_version += 1
 
     async def change_archive(
-        self, key: GroupKey, owners: Sequence[Owner], change: ArchiveChange[R], *, actor: str,
+        self,
+        key: GroupKey,
+        owners: Sequence[Owner],
+        change: ArchiveChange[R],
+        *,
+        actor: str,
         extra: dict[str, Any] | None = None,
     ) -> R:
         """Move memories between the owners' lists and the document's archive, or purge archived ones, in one
@@ -415,8 +444,15 @@ class CachedStore(MemoryStore):
         return await self._run(key, operation)
 
     async def import_items(
-        self, key: GroupKey, memories: dict[Owner, list[Memory]], archived: Sequence[ArchivedMemory],
-        todos: Sequence[Todo], episodes: Sequence[Episode], *, actor: str, label: str = "import",
+        self,
+        key: GroupKey,
+        memories: dict[Owner, list[Memory]],
+        archived: Sequence[ArchivedMemory],
+        todos: Sequence[Todo],
+        episodes: Sequence[Episode],
+        *,
+        actor: str,
+        label: str = "import",
         opted_out: Mapping[str, float] | None = None,
     ) -> int:
         """Add imported items to the document (memories per owner, archived memories, todos, opt-out flags) and to
@@ -433,23 +469,53 @@ class CachedStore(MemoryStore):
             now = self._clock()
             scope = "global" if key.is_global else "member"
             entries = [
-                _entry(now, actor, label, changelog.MEMORY, "add", "group" if owner is GROUP_OWNER else scope, owner,
-                       None, memory, {})
-                for owner, added in updated.items() for memory in added[len(current[owner]):]
+                _entry(
+                    now,
+                    actor,
+                    label,
+                    changelog.MEMORY,
+                    "add",
+                    "group" if owner is GROUP_OWNER else scope,
+                    owner,
+                    None,
+                    memory,
+                    {},
+                )
+                for owner, added in updated.items()
+                for memory in added[len(current[owner]) :]
             ]
             entries += [
-                _entry(now, actor, label, changelog.MEMORY, "add", "group" if a.owner is None else scope, a.owner,
-                       None, a.memory, {"archived": True})
+                _entry(
+                    now,
+                    actor,
+                    label,
+                    changelog.MEMORY,
+                    "add",
+                    "group" if a.owner is None else scope,
+                    a.owner,
+                    None,
+                    a.memory,
+                    {"archived": True},
+                )
                 for a in archived
             ]
             entries += [
-                _entry(now, actor, label, changelog.TODO, "add", "group" if t.is_group else "member", t.assignee,
-                       None, t, {})
+                _entry(
+                    now,
+                    actor,
+                    label,
+                    changelog.TODO,
+                    "add",
+                    "group" if t.is_group else "member",
+                    t.assignee,
+                    None,
+                    t,
+                    {},
+                )
                 for t in todos
             ]
             entries += [
-                _entry(now, actor, label, changelog.EPISODE, "add", "group", GROUP_OWNER, None, e, {})
-                for e in episodes
+                _entry(now, actor, label, changelog.EPISODE, "add", "group", GROUP_OWNER, None, e, {}) for e in episodes
             ]
             flags = {u: since for u, since in (opted_out or {}).items() if u not in doc.opted_out}
             entries += [
@@ -521,8 +587,13 @@ class CachedStore(MemoryStore):
             group.doc.opted_out = flags
             group.doc_version += 1
             entry = {
-                "id": 0, "at": self._clock(), "actor": actor, "kind": "privacy", "op": "optout" if on else "optin",
-                "owner": user_id, "target": user_id,
+                "id": 0,
+                "at": self._clock(),
+                "actor": actor,
+                "kind": "privacy",
+                "op": "optout" if on else "optin",
+                "owner": user_id,
+                "target": user_id,
             }
             group.pending.extend(_numbered(group, [entry]))
             return True, True
@@ -530,8 +601,14 @@ class CachedStore(MemoryStore):
         return await self._run(key, operation)
 
     async def change_todos(
-        self, key: GroupKey, change: TodoChange[R], *, actor: str, label: Label = None,
-        extra: dict[str, Any] | None = None, erased: Collection[str] = (),
+        self,
+        key: GroupKey,
+        change: TodoChange[R],
+        *,
+        actor: str,
+        label: Label = None,
+        extra: dict[str, Any] | None = None,
+        erased: Collection[str] = (),
     ) -> R:
         """Apply `change` to the document's todos and return its result once it (and its log entries, kind
         "todo") is stored, in the same group commit as memory changes. With `label="erase"` what the log holds of
@@ -551,11 +628,24 @@ class CachedStore(MemoryStore):
                 _erase_pending(group, set(), gone)
             if updated != current:
                 now = self._clock()
-                entries = _numbered(group, [
-                    _entry(now, actor, label, changelog.TODO, op, "group" if (new or old).is_group else "member",
-                           (new or old).assignee, old, new, extra or {})
-                    for op, old, new in diff(current, updated)
-                ])
+                entries = _numbered(
+                    group,
+                    [
+                        _entry(
+                            now,
+                            actor,
+                            label,
+                            changelog.TODO,
+                            op,
+                            "group" if (new or old).is_group else "member",
+                            (new or old).assignee,
+                            old,
+                            new,
+                            extra or {},
+                        )
+                        for op, old, new in diff(current, updated)
+                    ],
+                )
                 doc.todos = updated
                 doc.updated_at = now
                 doc.change_log_id = entries[-1]["id"]
@@ -567,8 +657,14 @@ class CachedStore(MemoryStore):
         return await self._run(key, operation)
 
     async def change_episodes(
-        self, key: GroupKey, change: EpisodeChange[R], *, actor: str, label: Label = None,
-        extra: dict[str, Any] | None = None, erased: Collection[str] = (),
+        self,
+        key: GroupKey,
+        change: EpisodeChange[R],
+        *,
+        actor: str,
+        label: Label = None,
+        extra: dict[str, Any] | None = None,
+        erased: Collection[str] = (),
     ) -> R:
         """Apply `change` to the group's episodes and return its result once it (and its log entries, kind
         "episode") is stored, in the group's one change log. An episode whose entry `label` names "erase" or
@@ -591,9 +687,10 @@ class CachedStore(MemoryStore):
                 _entry(now, actor, label, changelog.EPISODE, op, "group", GROUP_OWNER, old, new, extra or {})
                 for op, old, new in diff(current, updated)
             ]
-            entries = _numbered(group, [
-                changelog.erased(e) if e["op"] == changelog.PURGE else e for e in _erase_targets(group, entries)
-            ])
+            entries = _numbered(
+                group,
+                [changelog.erased(e) if e["op"] == changelog.PURGE else e for e in _erase_targets(group, entries)],
+            )
             group.episodes = updated
             group.episode_version += 1
             doc.updated_at = now
@@ -618,8 +715,14 @@ class CachedStore(MemoryStore):
         return await self._run(key, operation)
 
     def _entries(
-        self, group: CachedGroup, before: dict[Owner, list[Memory]], after: dict[Owner, list[Memory]], now: float,
-        actor: str, label: Label, extra: dict[str, Any],
+        self,
+        group: CachedGroup,
+        before: dict[Owner, list[Memory]],
+        after: dict[Owner, list[Memory]],
+        now: float,
+        actor: str,
+        label: Label,
+        extra: dict[str, Any],
     ) -> list[dict[str, Any]]:
         """One log entry per memory the change added, changed or deleted, with the next ids."""
         entries = []
@@ -716,8 +819,12 @@ class CachedStore(MemoryStore):
         if group is None:
             return False
         busy = (
-            group.lock.locked() or group.flusher is not None or group.pending or group.queued
-            or group.version != group.durable_version or self._busy(group)
+            group.lock.locked()
+            or group.flusher is not None
+            or group.pending
+            or group.queued
+            or group.version != group.durable_version
+            or self._busy(group)
         )
         if busy:
             return False
@@ -750,9 +857,11 @@ class CachedStore(MemoryStore):
             document = doc.model_copy(deep=True)
         entries = await self.log_entries(key)
         return GroupDump(
-            document=document, episodes=episodes,
+            document=document,
+            episodes=episodes,
             log=[e for e in entries if e.get("kind") != changelog.CARRIED],
-            carried=[e for e in entries if e.get("kind") == changelog.CARRIED], next_log_id=next_id,
+            carried=[e for e in entries if e.get("kind") == changelog.CARRIED],
+            next_log_id=next_id,
         )
 
 
@@ -773,16 +882,31 @@ def diff(
 
 
 def _entry(
-    now: float, actor: str, label: Label, kind: str, op: str, scope: str, owner: Owner,
-    old: Memory | Todo | Episode | None, new: Memory | Todo | Episode | None, extra: dict[str, Any],
+    now: float,
+    actor: str,
+    label: Label,
+    kind: str,
+    op: str,
+    scope: str,
+    owner: Owner,
+    old: Memory | Todo | Episode | None,
+    new: Memory | Todo | Episode | None,
+    extra: dict[str, Any],
 ) -> dict[str, Any]:
     target = (new or old).id  # type: ignore[union-attr]
     name = label if isinstance(label, str) else label(target, op) if label else op
     entry: dict[str, Any] = {
-        "id": 0, "at": now, "actor": actor, "kind": kind, "op": name, "scope": scope, "owner": owner,
+        "id": 0,
+        "at": now,
+        "actor": actor,
+        "kind": kind,
+        "op": name,
+        "scope": scope,
+        "owner": owner,
         "target": target,
         "old": old.model_dump(mode="json", exclude_none=True) if old else None,
-        "new": new.model_dump(mode="json", exclude_none=True) if new else None, **extra,
+        "new": new.model_dump(mode="json", exclude_none=True) if new else None,
+        **extra,
     }
     return changelog.erased(entry) if name == changelog.ERASE else entry
 
@@ -791,9 +915,7 @@ def _erase_pending(
     group: CachedGroup, owners: set[str], todos: set[str] | frozenset[str], targets: changelog.Targets = frozenset()
 ) -> None:
     """An erasure also takes the content of entries of the same commit not written yet."""
-    group.pending = [
-        changelog.erased(e) if changelog.erasable(e, owners, todos, targets) else e for e in group.pending
-    ]
+    group.pending = [changelog.erased(e) if changelog.erasable(e, owners, todos, targets) else e for e in group.pending]
 
 
 def _erase_targets(group: CachedGroup, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -838,11 +960,22 @@ def _archive_entries(
 
     def entry(op: str, owner: Owner, target: str, old: Memory | None, new: Memory | None, **more: Any) -> None:
         scope = "group" if owner is GROUP_OWNER else "global" if key.is_global else "member"
-        entries.append({
-            "id": 0, "at": now, "actor": actor, "kind": changelog.MEMORY, "op": op, "scope": scope, "owner": owner,
-            "target": target, "old": old.model_dump(mode="json", exclude_none=True) if old else None,
-            "new": new.model_dump(mode="json", exclude_none=True) if new else None, **more, **extra,
-        })
+        entries.append(
+            {
+                "id": 0,
+                "at": now,
+                "actor": actor,
+                "kind": changelog.MEMORY,
+                "op": op,
+                "scope": scope,
+                "owner": owner,
+                "target": target,
+                "old": old.model_dump(mode="json", exclude_none=True) if old else None,
+                "new": new.model_dump(mode="json", exclude_none=True) if new else None,
+                **more,
+                **extra,
+            }
+        )
 
     for owner, memories in after.items():
         for op, old, new in diff(before.get(owner, []), memories):

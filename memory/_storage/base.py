@@ -28,6 +28,7 @@ def owner_lists(doc: GroupDocument) -> list[tuple[Owner, Sequence[Memory]]]:
     """Every owner's list in the document: the group's shared memories, then each member's."""
     return [(GROUP_OWNER, doc.group_memories), *((user, entry.memories) for user, entry in doc.users.items())]
 
+
 ManyChange = Callable[[dict[Owner, list[Memory]]], tuple[dict[Owner, list[Memory]], R]]
 # How a writer names the operation of each log entry: one name for all ("revert", "erase"), or a function of
 # (memory id, the operation the store saw: "add" / "update" / "delete") such as extraction's "boost".
@@ -100,14 +101,26 @@ class MemoryStore(ABC):
 
     @abstractmethod
     async def change(
-        self, key: GroupKey, owner: Owner, change: Change[R], *, actor: str, label: Label = None,
+        self,
+        key: GroupKey,
+        owner: Owner,
+        change: Change[R],
+        *,
+        actor: str,
+        label: Label = None,
         extra: dict[str, Any] | None = None,
     ) -> R:
         """Apply `change` to the owner's memories and return its result once it is durable."""
 
     @abstractmethod
     async def change_many(
-        self, key: GroupKey, owners: Sequence[Owner], change: ManyChange[R], *, actor: str, label: Label = None,
+        self,
+        key: GroupKey,
+        owners: Sequence[Owner],
+        change: ManyChange[R],
+        *,
+        actor: str,
+        label: Label = None,
         extra: dict[str, Any] | None = None,
     ) -> R:
         """Apply `change` to several owners' memories in one document at once: all of it is durable, or none."""
@@ -122,7 +135,12 @@ class MemoryStore(ABC):
 
     @abstractmethod
     async def change_archive(
-        self, key: GroupKey, owners: Sequence[Owner], change: ArchiveChange[R], *, actor: str,
+        self,
+        key: GroupKey,
+        owners: Sequence[Owner],
+        change: ArchiveChange[R],
+        *,
+        actor: str,
         extra: dict[str, Any] | None = None,
     ) -> R:
         """Move memories between the owners' lists and the document's archive, or purge archived ones, in one
@@ -169,8 +187,14 @@ class MemoryStore(ABC):
 
     @abstractmethod
     async def change_todos(
-        self, key: GroupKey, change: TodoChange[R], *, actor: str, label: Label = None,
-        extra: dict[str, Any] | None = None, erased: Collection[str] = (),
+        self,
+        key: GroupKey,
+        change: TodoChange[R],
+        *,
+        actor: str,
+        label: Label = None,
+        extra: dict[str, Any] | None = None,
+        erased: Collection[str] = (),
     ) -> R:
         """Apply `change` to the document's todos and return its result once it is durable; one log entry of kind
         "todo" per todo added, changed or deleted. With `label="erase"` the log loses the content of the todos it
@@ -186,8 +210,14 @@ class MemoryStore(ABC):
 
     @abstractmethod
     async def change_episodes(
-        self, key: GroupKey, change: EpisodeChange[R], *, actor: str, label: Label = None,
-        extra: dict[str, Any] | None = None, erased: Collection[str] = (),
+        self,
+        key: GroupKey,
+        change: EpisodeChange[R],
+        *,
+        actor: str,
+        label: Label = None,
+        extra: dict[str, Any] | None = None,
+        erased: Collection[str] = (),
     ) -> R:
         """Apply `change` to the group's episodes and return its result once it is durable; one log entry of kind
         "episode" per episode added, changed or deleted, in the group's one change log. An entry named "erase" or
@@ -196,8 +226,15 @@ class MemoryStore(ABC):
 
     @abstractmethod
     async def import_items(
-        self, key: GroupKey, memories: dict[Owner, list[Memory]], archived: Sequence[ArchivedMemory],
-        todos: Sequence[Todo], episodes: Sequence[Episode], *, actor: str, label: str = "import",
+        self,
+        key: GroupKey,
+        memories: dict[Owner, list[Memory]],
+        archived: Sequence[ArchivedMemory],
+        todos: Sequence[Todo],
+        episodes: Sequence[Episode],
+        *,
+        actor: str,
+        label: str = "import",
         opted_out: Mapping[str, float] | None = None,
     ) -> int:
         """Add imported memories, archived memories, todos, episodes and opt-out flags (user id -> since; members

@@ -165,14 +165,26 @@ def finish_scrub(state: LogState, *, max_bytes: int, durable: bool) -> None:
     if state.scrub is None:
         return
     owners, todos, targets = state.scrub
-    _, state.end = rewrite(state.path, state.end, b"", erase_owners=owners, erase_todos=todos,
-                           erase_targets=targets, max_bytes=max_bytes, durable=durable)
+    _, state.end = rewrite(
+        state.path,
+        state.end,
+        b"",
+        erase_owners=owners,
+        erase_todos=todos,
+        erase_targets=targets,
+        max_bytes=max_bytes,
+        durable=durable,
+    )
     state.scrub = None
 
 
 # ----------------------------------------------------------------------------------------------- opening
 def open_log(
-    document_path: Path, committed_id: int | None, leftovers: LeftoverTempFiles, *, max_bytes: int = MAX_BYTES,
+    document_path: Path,
+    committed_id: int | None,
+    leftovers: LeftoverTempFiles,
+    *,
+    max_bytes: int = MAX_BYTES,
     durable: bool = True,
 ) -> LogState:
     """Make the log consistent with its document and say where it ends.
@@ -218,10 +230,13 @@ def _consistent_end(path: Path, size: int, committed_id: int | None) -> tuple[in
         if marker is None or marker[0] >= cut:  # none, or cut with the uncommitted entries before it
             return None
         owners, todos, targets = (marker[1].get(k) for k in ("owners", "todos", "targets"))
-        return ({str(o) for o in owners} if isinstance(owners, list) else set(),
-                {str(t) for t in todos} if isinstance(todos, list) else set(),
-                {(str(t[0]), str(t[1])) for t in targets if isinstance(t, list) and len(t) == 2}
-                if isinstance(targets, list) else set())
+        return (
+            {str(o) for o in owners} if isinstance(owners, list) else set(),
+            {str(t) for t in todos} if isinstance(todos, list) else set(),
+            {(str(t[0]), str(t[1])) for t in targets if isinstance(t, list) and len(t) == 2}
+            if isinstance(targets, list)
+            else set(),
+        )
 
     with open(path, "rb") as f:
         for start, line, complete in _lines_backwards(f, size):
@@ -305,8 +320,15 @@ def truncate(path: Path, end: int) -> None:
 
 
 def rewrite(
-    path: Path, end: int, data: bytes, *, erase_owners: set[str], max_bytes: int, durable: bool,
-    erase_todos: set[str] | frozenset[str] = frozenset(), transform: Transform | None = None,
+    path: Path,
+    end: int,
+    data: bytes,
+    *,
+    erase_owners: set[str],
+    max_bytes: int,
+    durable: bool,
+    erase_todos: set[str] | frozenset[str] = frozenset(),
+    transform: Transform | None = None,
     erase_targets: Targets = frozenset(),
 ) -> tuple[int, int]:
     """Rewrite the log in one atomic replace: purge the content of erased members' memories, of erased todos and
@@ -327,9 +349,11 @@ def rewrite(
             continue
         if b'"scrub"' in line and (entry := _parse(line)) is not None and entry.get("kind") == SCRUB:
             continue  # a marker goes with the purge it asks for (callers finish it first: `finish_scrub`)
-        if needles and any(n in line for n in needles) and (
-            entry := _to_erase(line, erase_owners, erase_todos, erase_targets)
-        ) is not None:
+        if (
+            needles
+            and any(n in line for n in needles)
+            and (entry := _to_erase(line, erase_owners, erase_todos, erase_targets)) is not None
+        ):
             line = json.dumps(erased(entry), ensure_ascii=False).encode("utf-8")
         elif transform is not None and (entry := _parse(line)) is not None:
             line = json.dumps(transform(entry), ensure_ascii=False).encode("utf-8")
@@ -361,7 +385,9 @@ def _to_erase(
 
 
 def erasable(
-    entry: dict[str, Any], erase_owners: set[str], erase_todos: set[str] | frozenset[str],
+    entry: dict[str, Any],
+    erase_owners: set[str],
+    erase_todos: set[str] | frozenset[str],
     erase_targets: Targets = frozenset(),
 ) -> bool:
     """Whether an erasure of `erase_owners`, `erase_todos` and `erase_targets` takes the entry's content: a change,
@@ -448,5 +474,6 @@ def _migrate(legacy: Path, path: Path) -> None:
         converted.append({"id": len(converted) + 1, **{k: v for k, v in entry.items() if k != "id"}})
     head = carried.as_entries()
     write_atomic_sync(path, encode(head + converted))
-    log.info("migrated %s to %s (%d entries, %d unreadable line(s) skipped)", legacy.name, path.name,
-             len(converted), skipped)
+    log.info(
+        "migrated %s to %s (%d entries, %d unreadable line(s) skipped)", legacy.name, path.name, len(converted), skipped
+    )

@@ -144,8 +144,10 @@ def keyring_from(setting_value: str, environ: Mapping[str, str]) -> Keyring:
     env_value = environ.get(KEY_ENV, "").strip()
     setting = (setting_value or "").strip()
     current = (
-        parse_key(env_value, f"环境变量 {KEY_ENV}") if env_value
-        else parse_key(setting, f"设置 {SETTING}") if setting
+        parse_key(env_value, f"环境变量 {KEY_ENV}")
+        if env_value
+        else parse_key(setting, f"设置 {SETTING}")
+        if setting
         else None
     )
     old_value = environ.get(OLD_KEY_ENV, "").strip()
@@ -196,7 +198,8 @@ class Sealer:
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:  # authenticated, yet not what seal writes
             raise Tampered(f"群 {group_key} 的加密数据（{kind}）不是有效的 JSON") from exc
 
-    def seal_bytes(self, kind: str, group_key: GroupKey, parts: Sequence[Any], data: bytes, bound: str | None = None
+    def seal_bytes(
+        self, kind: str, group_key: GroupKey, parts: Sequence[Any], data: bytes, bound: str | None = None
     ) -> str:
         """`bound`: text bound as it is (no JSON encoding, which costs more than the decryption for a list of ids);
         the caller keeps it unambiguous for its kind and parts."""
@@ -204,7 +207,8 @@ class Sealer:
         sealed = self._current.encrypt(nonce, data, _associated(kind, group_key, parts, bound))
         return f"{TOKEN_PREFIX}{self.kid}.{binascii.b2a_base64(nonce + sealed, newline=False).decode('ascii')}"
 
-    def open_bytes(self, kind: str, group_key: GroupKey, parts: Sequence[Any], token: str, bound: str | None = None
+    def open_bytes(
+        self, kind: str, group_key: GroupKey, parts: Sequence[Any], token: str, bound: str | None = None
     ) -> bytes:
         match = _TOKEN_HEAD.match(token) if isinstance(token, str) else None
         if match is None:

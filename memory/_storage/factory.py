@@ -27,8 +27,10 @@ from .crypto import KEY_ENV, SETTING, KeyFormatError, Keyring, Sealer, keyring_f
 from .store import UserMemoryStore
 
 MASK = "***"
-NO_DSN = (f"storage_backend 为 postgres，但没有配置 PostgreSQL 连接串：请在插件配置中填写 postgres_dsn，"
-          f"或设置环境变量 {DSN_ENV}")
+NO_DSN = (
+    f"storage_backend 为 postgres，但没有配置 PostgreSQL 连接串：请在插件配置中填写 postgres_dsn，"
+    f"或设置环境变量 {DSN_ENV}"
+)
 _KEY_VALUE_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
 
 
@@ -95,11 +97,15 @@ class ConfigSecret:
     @property
     def text(self) -> str:
         if self.shadowed:
-            return (f"{self.setting} 写在插件配置里，但环境变量 {self.variable} 已设置并优先生效，这一项没有被使用："
-                    "请清空它（任何能登录控制台的人都能读到它的明文）。")
-        return (f"{self.setting} 写在插件配置里：任何能登录控制台的人都能从 AstrBot 的插件配置接口读到它的明文，"
-                f"data/config/ 下的配置文件也以明文保存它。请把同样的值设为 AstrBot 进程的环境变量 {self.variable}，"
-                "重启 AstrBot 后再清空这一项。")
+            return (
+                f"{self.setting} 写在插件配置里，但环境变量 {self.variable} 已设置并优先生效，这一项没有被使用："
+                "请清空它（任何能登录控制台的人都能读到它的明文）。"
+            )
+        return (
+            f"{self.setting} 写在插件配置里：任何能登录控制台的人都能从 AstrBot 的插件配置接口读到它的明文，"
+            f"data/config/ 下的配置文件也以明文保存它。请把同样的值设为 AstrBot 进程的环境变量 {self.variable}，"
+            "重启 AstrBot 后再清空这一项。"
+        )
 
     def as_json(self) -> dict[str, str | bool]:
         return {"setting": self.setting, "variable": self.variable, "shadowed": self.shadowed}
@@ -107,14 +113,21 @@ class ConfigSecret:
 
 def config_secrets(settings: Settings, environ: Mapping[str, str] = os.environ) -> list[ConfigSecret]:
     """The secrets that sit in the plugin's config: an encryption key, a DSN with a password in it."""
-    held = ((SETTING, KEY_ENV, bool(settings.encryption_key.strip())),
-            ("postgres_dsn", DSN_ENV, bool(_passwords(settings.postgres_dsn))))
-    return [ConfigSecret(setting, variable, bool(environ.get(variable, "").strip()))
-            for setting, variable, present in held if present]
+    held = (
+        (SETTING, KEY_ENV, bool(settings.encryption_key.strip())),
+        ("postgres_dsn", DSN_ENV, bool(_passwords(settings.postgres_dsn))),
+    )
+    return [
+        ConfigSecret(setting, variable, bool(environ.get(variable, "").strip()))
+        for setting, variable, present in held
+        if present
+    ]
 
 
 def open_store(
-    settings: Settings, data_dir: Path, environ: Mapping[str, str] = os.environ,
+    settings: Settings,
+    data_dir: Path,
+    environ: Mapping[str, str] = os.environ,
     encryption: EncryptionChoice | None = None,
 ) -> MemoryStore:
     """The store the settings select, not started yet (`await store.start()` connects a PostgreSQL store)."""

@@ -41,7 +41,8 @@ SEALED_FIELDS: dict[type[BaseModel], tuple[str, ...]] = {
 }
 _BLANK = {"content": "", "summary": ""}  # required text: kept as "" so the sealed record still parses
 _ENTRY_FIELDS = {
-    changelog.MEMORY: SEALED_FIELDS[Memory], changelog.TODO: SEALED_FIELDS[Todo],
+    changelog.MEMORY: SEALED_FIELDS[Memory],
+    changelog.TODO: SEALED_FIELDS[Todo],
     changelog.EPISODE: SEALED_FIELDS[Episode],
 }
 _ENTRY_TEXT = ("review_reason",)  # top-level entry fields that quote or paraphrase content
@@ -111,7 +112,8 @@ def _list_values(
             texts = type(contents) is list and all(type(c) is str for c in contents)
         merged = {i: sources for i, sources in pairs}
         fits = (
-            texts and len(contents) == len(ids)
+            texts
+            and len(contents) == len(ids)
             and all(type(i) is int and 0 <= i < len(ids) and type(s) is list for i, s in merged.items())
         )
     except (TypeError, ValueError):  # UnicodeDecodeError and JSONDecodeError too: authenticated, yet not ours

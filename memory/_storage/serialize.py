@@ -56,10 +56,12 @@ class DocumentSerializer:
         kid = self._sealer.kid
         self._loaded_lists = {
             owner: (doc.users.get(owner) if owner is not None else doc.group_memories, token)
-            for owner, token in loaded.lists.items() if token_kid(token) == kid
+            for owner, token in loaded.lists.items()
+            if token_kid(token) == kid
         }
         self._loaded_items = {
-            id(item): (item, read) for item, read in loaded.items
+            id(item): (item, read)
+            for item, read in loaded.items
             if token_kid((read.model_extra or {}).get(sealed.SEALED)) == kid
         }
 
@@ -100,10 +102,14 @@ class DocumentSerializer:
             return f'  {key}: {{"memories": {_line_list(entry.memories, "   ")}}}'
         assert self._key is not None
         loaded = self._loaded_lists.get(user_id)
-        token = loaded[1] if loaded is not None and loaded[0] is entry else sealed.seal_list(
-            self._sealer, self._key, user_id, entry.memories)[1]
-        more = "".join(f", {json.dumps(k, ensure_ascii=False)}: {json.dumps(v, ensure_ascii=False)}"
-                       for k, v in extra.items())
+        token = (
+            loaded[1]
+            if loaded is not None and loaded[0] is entry
+            else sealed.seal_list(self._sealer, self._key, user_id, entry.memories)[1]
+        )
+        more = "".join(
+            f", {json.dumps(k, ensure_ascii=False)}: {json.dumps(v, ensure_ascii=False)}" for k, v in extra.items()
+        )
         return f'  {key}: {{"memories": {_readable_lines(entry.memories, "   ")}{more}, "sealed": {json.dumps(token)}}}'
 
     def _group_memories(self, memories: list[Memory]) -> tuple[str, str | None]:
@@ -118,8 +124,11 @@ class DocumentSerializer:
         else:
             assert self._key is not None
             loaded = self._loaded_lists.get(None)
-            token = loaded[1] if loaded is not None and loaded[0] is memories else sealed.seal_list(
-                self._sealer, self._key, None, memories)[1]
+            token = (
+                loaded[1]
+                if loaded is not None and loaded[0] is memories
+                else sealed.seal_list(self._sealer, self._key, None, memories)[1]
+            )
             text = _readable_lines(memories, "  ")
         self._group = (memories, identity, text, token)
         return text, token

@@ -22,8 +22,16 @@ from ._cached import CachedGroup, CachedStore, Saved
 from .base import GROUP_OWNER, GroupDump
 from .crypto import KeyUnavailable, Sealer, token_kid
 from .files import (
-    LeftoverTempFiles, MARKER_NAME, episode_file_path, group_file_path, move_aside, read_bytes, read_marker,
-    stored_groups, write_atomic, write_marker,
+    LeftoverTempFiles,
+    MARKER_NAME,
+    episode_file_path,
+    group_file_path,
+    move_aside,
+    read_bytes,
+    read_marker,
+    stored_groups,
+    write_atomic,
+    write_marker,
 )
 from .serialize import DocumentSerializer, Loaded
 
@@ -116,8 +124,12 @@ class UserMemoryStore(CachedStore):
     async def _ensure_kid(self) -> None:
         """With a key, make the marker list its id before anything is sealed with it. A store whose data used
         other keys is rotating; one that had none is migrating (`_privacy/migration.py`)."""
-        if (self._sealer is not None and self._unavailable is None and self._marker is not None
-                and self._sealer.kid not in self._marker):
+        if (
+            self._sealer is not None
+            and self._unavailable is None
+            and self._marker is not None
+            and self._sealer.kid not in self._marker
+        ):
             await asyncio.to_thread(self._record_kid)
 
     def _record_kid(self) -> None:
@@ -196,7 +208,9 @@ class UserMemoryStore(CachedStore):
                 log.error("memory file %s of group %s cannot be opened: %s", group.path, group.key, exc)
                 raise
             except _NewerSchema as exc:
-                log.error("memory file %s was written by a newer plugin version (%s); leaving it alone", group.path, exc)
+                log.error(
+                    "memory file %s was written by a newer plugin version (%s); leaving it alone", group.path, exc
+                )
                 raise StorageUnavailable(f"群 {group.key} 的记忆文件来自更新版本的插件，请升级插件") from exc
             except ValueError as exc:
                 try:
@@ -206,12 +220,19 @@ class UserMemoryStore(CachedStore):
                     raise StorageUnavailable(f"群 {group.key} 的记忆文件已损坏且无法移走") from move_exc
                 log.error(
                     "memory file %s of group %s is corrupt (%s); moved it to %s and started an empty one",
-                    group.path, group.key, exc, moved.name,
+                    group.path,
+                    group.key,
+                    exc,
+                    moved.name,
                 )
                 doc = GroupDocument(platform=group.key.platform, group_id=group.key.group_id)
         try:
             group.log = await asyncio.to_thread(
-                changelog.open_log, group.path, doc.change_log_id, self._leftovers, max_bytes=self._log_max_bytes,
+                changelog.open_log,
+                group.path,
+                doc.change_log_id,
+                self._leftovers,
+                max_bytes=self._log_max_bytes,
                 durable=self._durable,
             )
         except OSError as exc:
@@ -250,8 +271,13 @@ class UserMemoryStore(CachedStore):
                 except OSError as move_exc:
                     log.error("episode file %s is corrupt (%s) and cannot be moved aside: %s", path, exc, move_exc)
                     raise StorageUnavailable(f"群 {group.key} 的情境记忆文件已损坏且无法移走") from move_exc
-                log.error("episode file %s of group %s is corrupt (%s); moved it to %s and started an empty one",
-                          path, group.key, exc, moved.name)
+                log.error(
+                    "episode file %s of group %s is corrupt (%s); moved it to %s and started an empty one",
+                    path,
+                    group.key,
+                    exc,
+                    moved.name,
+                )
         group.episodes = episodes
         if group.saved is not None:  # the document may hold changes not stored yet; the episodes are as stored
             group.saved = replace(group.saved, episodes=episodes)
@@ -314,9 +340,7 @@ class UserMemoryStore(CachedStore):
             await asyncio.to_thread(changelog.append, paths[2], 0, lines, durable=self._durable)
             if dump.episodes:
                 await write_atomic(paths[1], dump_episodes(key, dump.episodes, self._sealer), durable=self._durable)
-            await write_atomic(
-                group.path, DocumentSerializer(key, self._sealer).dumps(document), durable=self._durable
-            )
+            await write_atomic(group.path, DocumentSerializer(key, self._sealer).dumps(document), durable=self._durable)
             group.forget_state()
 
     async def stored_groups(self) -> dict[GroupKey, str]:
@@ -355,7 +379,8 @@ class UserMemoryStore(CachedStore):
         episodes_target = group.episode_version
         episodes = (
             dump_episodes(group.key, group.episodes, self._sealer)
-            if group.episodes is not None and episodes_target > group.durable_episode_version else None
+            if group.episodes is not None and episodes_target > group.durable_episode_version
+            else None
         )
         saved = Saved.of(group)
         lines = changelog.encode(entries, self._seal_entry(group.key))
@@ -372,16 +397,20 @@ class UserMemoryStore(CachedStore):
         if reseal or any(erase_now) or log_state.end + len(lines) > self._log_max_bytes:
             opened, seal = self._open_entry(group.key), self._seal_entry(group.key)
             start, end = await asyncio.to_thread(
-                changelog.rewrite, log_state.path, log_state.end, lines, erase_owners=erase_now[0],
-                erase_todos=erase_now[1], erase_targets=erase_now[2], max_bytes=self._log_max_bytes,
+                changelog.rewrite,
+                log_state.path,
+                log_state.end,
+                lines,
+                erase_owners=erase_now[0],
+                erase_todos=erase_now[1],
+                erase_targets=erase_now[2],
+                max_bytes=self._log_max_bytes,
                 durable=self._durable,
                 transform=(lambda e: seal(opened(e)) if seal else opened(e)) if reseal else None,
             )
             log_state.end = start  # the rewritten file is committed up to the new entries
         elif lines:
-            end = await asyncio.to_thread(
-                changelog.append, log_state.path, log_state.end, lines, durable=self._durable
-            )
+            end = await asyncio.to_thread(changelog.append, log_state.path, log_state.end, lines, durable=self._durable)
         if document is not None or episodes is not None:
             episodes_written = False
             try:
@@ -392,8 +421,9 @@ class UserMemoryStore(CachedStore):
                     # Imported here: the recall package imports this one.
                     from .._recall.semantic import reseal_vectors_file, vectors_path
 
-                    await reseal_vectors_file(vectors_path(self._directory, group.key), group.key, self._sealer,
-                                              durable=self._durable)
+                    await reseal_vectors_file(
+                        vectors_path(self._directory, group.key), group.key, self._sealer, durable=self._durable
+                    )
                 if document is not None:
                     await write_atomic(group.path, document, durable=self._durable)
             except BaseException:
@@ -413,8 +443,12 @@ class UserMemoryStore(CachedStore):
                     changelog.finish_scrub, log_state, max_bytes=self._log_max_bytes, durable=self._durable
                 )
         except OSError as exc:  # the next write or read of the log purges first
-            log.error("change log %s: cannot purge the erased content yet (%s); the next write or read of the log "
-                      "does it first", log_state.path, exc)
+            log.error(
+                "change log %s: cannot purge the erased content yet (%s); the next write or read of the log "
+                "does it first",
+                log_state.path,
+                exc,
+            )
         finally:  # also when cancelled during the purge: the commit is stored
             if log_state.totals is not None:
                 for entry in entries:
@@ -479,8 +513,9 @@ def parse_document(
         if sealer is None:
             raise KeyUnavailable(str(doc.encryption.get("kid", "?")), ())
         if loaded is not None:
-            loaded.lists = {u: e.model_extra[sealed.SEALED] for u, e in doc.users.items()
-                            if sealed.SEALED in (e.model_extra or {})}
+            loaded.lists = {
+                u: e.model_extra[sealed.SEALED] for u, e in doc.users.items() if sealed.SEALED in (e.model_extra or {})
+            }
             if (group_token := (doc.model_extra or {}).get(sealed.GROUP_MEMORIES_SEALED)) is not None:
                 loaded.lists[None] = group_token
             read = [*doc.todos, *doc.archive]
@@ -502,7 +537,9 @@ def parse_episode_document(raw: bytes, key: GroupKey, sealer: Sealer | None = No
         doc = EpisodeDocument.model_validate_json(raw)
     except ValidationError as exc:
         _raise_if_newer(raw, EPISODE_SCHEMA_VERSION)
-        raise ValueError(f"invalid episode file: {exc.error_count()} error(s), first: {exc.errors()[0]['msg']}") from exc
+        raise ValueError(
+            f"invalid episode file: {exc.error_count()} error(s), first: {exc.errors()[0]['msg']}"
+        ) from exc
     if doc.schema_version > EPISODE_SCHEMA_VERSION:
         raise _NewerSchema(f"schema_version {doc.schema_version} > {EPISODE_SCHEMA_VERSION}")
     if doc.group_id != key.group_id or (doc.platform and doc.platform != key.platform):
@@ -520,8 +557,12 @@ def dump_episodes(key: GroupKey, episodes: Sequence[Episode], sealer: Sealer | N
     """A group's episode file, one readable line per episode (its content sealed, with a sealer)."""
     head = {"schema_version": EPISODE_SCHEMA_VERSION, "platform": key.platform, "group_id": key.group_id}
     lines = ",\n".join(
-        "  " + (e.model_dump_json(exclude_none=True) if sealer is None
-                else json.dumps(sealed.seal_item(sealer, key, e), ensure_ascii=False))
+        "  "
+        + (
+            e.model_dump_json(exclude_none=True)
+            if sealer is None
+            else json.dumps(sealed.seal_item(sealer, key, e), ensure_ascii=False)
+        )
         for e in episodes
     )
     body = f"[\n{lines}\n ]" if episodes else "[]"

@@ -81,14 +81,25 @@ def begin(todo: Todo, instance: str, now: float, policy: TodoPolicy) -> tuple[To
     old = _record(todo, occurrence)
     unconfirmed = old.unconfirmed + int(old.sending)
     if unconfirmed > MAX_UNCONFIRMED:
-        record = old.model_copy(update={
-            "state": DeliveryState.FAILED, "sending": False, "unconfirmed": unconfirmed, "last_error": UNCONFIRMED,
-            "next_attempt_at": None, "claimed_until": None,
-        })
+        record = old.model_copy(
+            update={
+                "state": DeliveryState.FAILED,
+                "sending": False,
+                "unconfirmed": unconfirmed,
+                "last_error": UNCONFIRMED,
+                "next_attempt_at": None,
+                "claimed_until": None,
+            }
+        )
         return _settled(todo, record, now, policy), False
-    record = old.model_copy(update={
-        "sending": True, "unconfirmed": unconfirmed, "claimed_by": instance, "claimed_until": now + CLAIM_SECONDS,
-    })
+    record = old.model_copy(
+        update={
+            "sending": True,
+            "unconfirmed": unconfirmed,
+            "claimed_by": instance,
+            "claimed_until": now + CLAIM_SECONDS,
+        }
+    )
     return todo.model_copy(update={"delivery": record}), True
 
 
@@ -96,10 +107,16 @@ def sent(todo: Todo, occurrence: float, now: float, policy: TodoPolicy, *, notic
     """Record a delivered reminder; it counts as late when the pass that found it (`noticed`) was late."""
     late = (now if noticed is None else noticed) - occurrence > LATE_AFTER
     state = DeliveryState.LATE if late else DeliveryState.SENT
-    record = _record(todo, occurrence).model_copy(update={
-        "state": state, "sent_at": now, "attempts": _record(todo, occurrence).attempts + 1, "next_attempt_at": None,
-        "claimed_until": None, "sending": False,
-    })
+    record = _record(todo, occurrence).model_copy(
+        update={
+            "state": state,
+            "sent_at": now,
+            "attempts": _record(todo, occurrence).attempts + 1,
+            "next_attempt_at": None,
+            "claimed_until": None,
+            "sending": False,
+        }
+    )
     return _settled(todo, record, now, policy, done=todo.due_at is None and todo.recurrence is None)
 
 
@@ -108,20 +125,40 @@ def failed(todo: Todo, occurrence: float, now: float, error: BaseException, poli
     attempts = old.attempts + 1
     message = _error_text(error)
     if attempts >= policy.max_attempts:
-        record = old.model_copy(update={"state": DeliveryState.FAILED, "attempts": attempts, "last_error": message,
-                                        "next_attempt_at": None, "claimed_until": None, "sending": False})
+        record = old.model_copy(
+            update={
+                "state": DeliveryState.FAILED,
+                "attempts": attempts,
+                "last_error": message,
+                "next_attempt_at": None,
+                "claimed_until": None,
+                "sending": False,
+            }
+        )
         return _settled(todo, record, now, policy)
     retry_at = now + policy.retry_base * 2 ** (attempts - 1)
-    record = old.model_copy(update={"state": DeliveryState.RETRYING, "attempts": attempts, "last_error": message,
-                                    "next_attempt_at": retry_at, "claimed_until": None, "sending": False})
+    record = old.model_copy(
+        update={
+            "state": DeliveryState.RETRYING,
+            "attempts": attempts,
+            "last_error": message,
+            "next_attempt_at": retry_at,
+            "claimed_until": None,
+            "sending": False,
+        }
+    )
     return todo.model_copy(update={"delivery": record})
 
 
 def not_ready(todo: Todo, occurrence: float, now: float, platform_id: str) -> Todo:
-    record = _record(todo, occurrence).model_copy(update={
-        "last_error": f"平台 {platform_id or '?'} 未运行", "next_attempt_at": now + NOT_READY_RETRY, "claimed_until": None,
-        "sending": False,
-    })
+    record = _record(todo, occurrence).model_copy(
+        update={
+            "last_error": f"平台 {platform_id or '?'} 未运行",
+            "next_attempt_at": now + NOT_READY_RETRY,
+            "claimed_until": None,
+            "sending": False,
+        }
+    )
     return todo.model_copy(update={"delivery": record})
 
 
@@ -131,8 +168,12 @@ def too_late(todo: Todo, now: float, policy: TodoPolicy) -> Todo:
     occurrence = todo.remind_at
     assert occurrence is not None
     old = _record(todo, occurrence)
-    values: dict[str, Any] = {"state": DeliveryState.FAILED if old.attempts or old.sending else DeliveryState.MISSED,
-                              "next_attempt_at": None, "claimed_until": None, "sending": False}
+    values: dict[str, Any] = {
+        "state": DeliveryState.FAILED if old.attempts or old.sending else DeliveryState.MISSED,
+        "next_attempt_at": None,
+        "claimed_until": None,
+        "sending": False,
+    }
     if old.sending:
         values.update(unconfirmed=old.unconfirmed + 1, last_error="发送时机器人中断，未能确认是否已送达")
     return _settled(todo, old.model_copy(update=values), now, policy)

@@ -112,9 +112,12 @@ class DueIndex:
 
     def due(self, now: float) -> list[GroupKey]:
         """Groups whose next event is at or before `now`, earliest first."""
-        return [key for instant, key in sorted(
-            ((instant, key) for key, instant in self._next.items() if instant <= now), key=lambda item: item[0]
-        )]
+        return [
+            key
+            for instant, key in sorted(
+                ((instant, key) for key, instant in self._next.items() if instant <= now), key=lambda item: item[0]
+            )
+        ]
 
     async def before_commit(self) -> None:
         """Make every lowered value durable (the store awaits this before writing a document)."""
@@ -139,8 +142,9 @@ class DueIndex:
             if self._signatures is not None:
                 data["signatures"] = [[k.platform, k.group_id, s] for k, s in self._signatures.items()]
             try:
-                await write_atomic(self.path, json.dumps(data, ensure_ascii=False).encode("utf-8"),
-                                   durable=self._durable)
+                await write_atomic(
+                    self.path, json.dumps(data, ensure_ascii=False).encode("utf-8"), durable=self._durable
+                )
             except BaseException:
                 self._must_persist = True
                 raise
@@ -151,12 +155,21 @@ class DueIndex:
 def _parse(raw: bytes) -> tuple[dict[GroupKey, float], dict[GroupKey, str] | None]:
     """(next instant per group, the store's group signatures when a shared store's index keeps them)."""
     value = json.loads(raw)
-    if not isinstance(value, dict) or value.get("version") != INDEX_VERSION or not isinstance(value.get("groups"), list):
+    if (
+        not isinstance(value, dict)
+        or value.get("version") != INDEX_VERSION
+        or not isinstance(value.get("groups"), list)
+    ):
         raise ValueError("not a due index of this version")
     out: dict[GroupKey, float] = {}
     for item in value["groups"]:
-        if (not isinstance(item, list) or len(item) != 3 or not all(isinstance(x, str) for x in item[:2])
-                or isinstance(item[2], bool) or not isinstance(item[2], (int, float))):
+        if (
+            not isinstance(item, list)
+            or len(item) != 3
+            or not all(isinstance(x, str) for x in item[:2])
+            or isinstance(item[2], bool)
+            or not isinstance(item[2], (int, float))
+        ):
             raise ValueError(f"bad entry {item!r}")
         out[GroupKey(item[0], item[1])] = float(item[2])
     signatures = value.get("signatures")

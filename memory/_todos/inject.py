@@ -27,10 +27,10 @@ def injected_todos(todos: Sequence[Todo], user_id: str, now: float, horizon: flo
     if limit <= 0:
         return []
     chosen = [
-        t for t in todos
-        if t.status is TodoStatus.PENDING and (
-            t.assignee == user_id or (t.is_group and (soonest(t) is None or soonest(t) <= now + horizon))
-        )
+        t
+        for t in todos
+        if t.status is TodoStatus.PENDING
+        and (t.assignee == user_id or (t.is_group and (soonest(t) is None or soonest(t) <= now + horizon)))
     ]
     chosen.sort(key=list_order)
     return chosen[:limit]
@@ -43,13 +43,19 @@ class TodoSection:
         self._cache: OrderedDict[tuple[GroupKey, str], tuple[Sequence[Todo], int, int, list[str], int]] = OrderedDict()
         self._blocks: OrderedDict[tuple[GroupKey, str], tuple[str, list[str], str, str, str]] = OrderedDict()
 
-    def block(self, key: GroupKey, user_id: str, memory_block: str, lines: list[str], now_line: str,
-              speaker: str) -> str:
+    def block(
+        self, key: GroupKey, user_id: str, memory_block: str, lines: list[str], now_line: str, speaker: str
+    ) -> str:
         """`with_todos` of the arguments, reused while they are the very same objects (the memory block and the
         lines are cached upstream, the time line per minute): the hot path copies no string when nothing changed."""
         cached = self._blocks.get((key, user_id))
-        if (cached is not None and cached[0] is memory_block and cached[1] is lines and cached[2] is now_line
-                and cached[3] == speaker):
+        if (
+            cached is not None
+            and cached[0] is memory_block
+            and cached[1] is lines
+            and cached[2] is now_line
+            and cached[3] == speaker
+        ):
             return cached[4]
         text = with_todos(memory_block, lines, now_line, speaker)
         self._blocks[(key, user_id)] = (memory_block, lines, now_line, speaker, text)
@@ -58,8 +64,9 @@ class TodoSection:
             self._blocks.popitem(last=False)
         return text
 
-    def lines(self, key: GroupKey, todos: Sequence[Todo], user_id: str, now: float, policy: TodoPolicy,
-              limit: int) -> tuple[list[str], int]:
+    def lines(
+        self, key: GroupKey, todos: Sequence[Todo], user_id: str, now: float, policy: TodoPolicy, limit: int
+    ) -> tuple[list[str], int]:
         """The member's todo lines for the block and the characters of todo content they hold."""
         if not todos:
             return _NONE, 0

@@ -19,7 +19,10 @@ class TodoStatus(StrEnum):
 
 
 _STATUS_LABELS = {
-    TodoStatus.PENDING: "待办", TodoStatus.DONE: "已完成", TodoStatus.CANCELLED: "已取消", TodoStatus.EXPIRED: "已过期",
+    TodoStatus.PENDING: "待办",
+    TodoStatus.DONE: "已完成",
+    TodoStatus.CANCELLED: "已取消",
+    TodoStatus.EXPIRED: "已过期",
 }
 
 
@@ -38,8 +41,11 @@ class DeliveryState(StrEnum):
 
 
 _DELIVERY_LABELS = {
-    DeliveryState.SENT: "已提醒", DeliveryState.LATE: "已补发提醒", DeliveryState.RETRYING: "提醒发送失败，稍后重试",
-    DeliveryState.FAILED: "提醒发送失败", DeliveryState.MISSED: "错过了提醒（机器人当时离线）",
+    DeliveryState.SENT: "已提醒",
+    DeliveryState.LATE: "已补发提醒",
+    DeliveryState.RETRYING: "提醒发送失败，稍后重试",
+    DeliveryState.FAILED: "提醒发送失败",
+    DeliveryState.MISSED: "错过了提醒（机器人当时离线）",
 }
 
 

@@ -28,13 +28,29 @@ from .model import DeliveryState, Todo, TodoStatus
 
 SELF, GROUP = "self", "group"
 _ASSIGNEES = {
-    "self": SELF, "me": SELF, "": SELF, "自己": SELF, "我": SELF,
-    "group": GROUP, "all": GROUP, "everyone": GROUP, "全群": GROUP, "大家": GROUP, "群": GROUP,
+    "self": SELF,
+    "me": SELF,
+    "": SELF,
+    "自己": SELF,
+    "我": SELF,
+    "group": GROUP,
+    "all": GROUP,
+    "everyone": GROUP,
+    "全群": GROUP,
+    "大家": GROUP,
+    "群": GROUP,
 }
 _STATUSES = {
-    "done": TodoStatus.DONE, "complete": TodoStatus.DONE, "completed": TodoStatus.DONE, "完成": TodoStatus.DONE,
-    "已完成": TodoStatus.DONE, "cancelled": TodoStatus.CANCELLED, "canceled": TodoStatus.CANCELLED,
-    "cancel": TodoStatus.CANCELLED, "取消": TodoStatus.CANCELLED, "已取消": TodoStatus.CANCELLED,
+    "done": TodoStatus.DONE,
+    "complete": TodoStatus.DONE,
+    "completed": TodoStatus.DONE,
+    "完成": TodoStatus.DONE,
+    "已完成": TodoStatus.DONE,
+    "cancelled": TodoStatus.CANCELLED,
+    "canceled": TodoStatus.CANCELLED,
+    "cancel": TodoStatus.CANCELLED,
+    "取消": TodoStatus.CANCELLED,
+    "已取消": TodoStatus.CANCELLED,
 }
 DUE_DATE_ONLY = time(23, 59)  # "周五前" with a date alone: the end of that day
 BAD_ASSIGNEE = (
@@ -93,11 +109,15 @@ REMINDER_PLATFORMS = frozenset({"lark", "aiocqhttp"})
 def group_origin(platform_id: str, adapter: str, group_id: str) -> Origin:
     """Where a group's reminders go: the platform instance and the group's own session (with `unique_session` on,
     the event's session is per member, so it is built from the group id)."""
-    return Origin(platform_id, f"{platform_id}:GroupMessage:{group_id}",
-                  can_remind=bool(platform_id) and adapter in REMINDER_PLATFORMS)
+    return Origin(
+        platform_id,
+        f"{platform_id}:GroupMessage:{group_id}",
+        can_remind=bool(platform_id) and adapter in REMINDER_PLATFORMS,
+    )
 
 
 # -- reading the model's arguments ---------------------------------------------------------------------------------
+
 
 def parse_assignee(value: Any) -> str:
     if value is None:
@@ -193,6 +213,7 @@ def _duration(seconds: float) -> str:
 
 # -- who sees and changes what -------------------------------------------------------------------------------------
 
+
 def visible(todos: Sequence[Todo], user_id: str) -> list[Todo]:
     """The todos a member may see and address: their own and the group's (never another member's)."""
     return [t for t in todos if t.assignee is None or t.assignee == user_id]
@@ -207,8 +228,9 @@ def may_change(caller: Caller, todo: Todo) -> bool:
 
 def find(todos: Sequence[Todo], user_id: str, raw_id: Any) -> Todo:
     """The visible todo whose id (full, or a unique prefix of at least 4 characters) is `raw_id`."""
-    return find_by_id_prefix(visible(todos, user_id), raw_id, field="todo_id", noun="待办",
-                             listing="lark_list_todos 查看待办及其 id")
+    return find_by_id_prefix(
+        visible(todos, user_id), raw_id, field="todo_id", noun="待办", listing="lark_list_todos 查看待办及其 id"
+    )
 
 
 def pending_count(todos: Sequence[Todo], user_id: str) -> int:
@@ -237,6 +259,7 @@ def check_room(todos: Sequence[Todo], user_id: str, policy: TodoPolicy) -> None:
 
 # -- changes -------------------------------------------------------------------------------------------------------
 
+
 def add(
     todos: list[Todo],
     caller: Caller,
@@ -258,8 +281,10 @@ def add(
         raise Unauthorized("只有管理员可以添加全群待办：请改为 assignee=self 记在自己名下")
     target = None if to_group else user_id
     key = dedupe_key(text)
-    same = next((t for t in todos if t.status is TodoStatus.PENDING and t.assignee == target
-                 and dedupe_key(t.content) == key), None)
+    same = next(
+        (t for t in todos if t.status is TodoStatus.PENDING and t.assignee == target and dedupe_key(t.content) == key),
+        None,
+    )
     if same is not None and (same.confirmed or source is Source.EXTRACTION):  # a proposal never confirms itself
         raise InvalidMemoryInput(
             f"已有相同的待办（id={same.short_id}）：要改时间或内容请用 lark_update_todo，不要重复添加"
@@ -267,16 +292,26 @@ def add(
     if same is None:
         check_room(todos, user_id, policy)
     fields: dict[str, Any] = dict(
-        content=text, due_at=schedule.due_at, remind_at=schedule.remind_at,
-        recurrence=schedule.rule.text if schedule.rule else None, platform_id=origin.platform_id,
-        origin=origin.session, updated_at=now, delivery=None,
+        content=text,
+        due_at=schedule.due_at,
+        remind_at=schedule.remind_at,
+        recurrence=schedule.rule.text if schedule.rule else None,
+        platform_id=origin.platform_id,
+        origin=origin.session,
+        updated_at=now,
+        delivery=None,
     )
     if same is not None:  # the member asks for what extraction proposed: confirm it instead of a duplicate
         confirmed = same.model_copy(update={**fields, "confirmed": True})
         return [confirmed if t.id == same.id else t for t in todos], confirmed, True
     todo = Todo(
-        id=str(uuid.uuid4()), creator=user_id, assignee=target, created_at=now, source=str(source),
-        confirmed=source is not Source.EXTRACTION, **fields,
+        id=str(uuid.uuid4()),
+        creator=user_id,
+        assignee=target,
+        created_at=now,
+        source=str(source),
+        confirmed=source is not Source.EXTRACTION,
+        **fields,
     )
     return [*todos, todo], todo, False
 
@@ -309,27 +344,29 @@ def read_update(
                 f"remind_at 晚于该待办的截止时间（{when.format_local(todo.due_at, policy.zone, now)}）。"
                 f"{when.now_text(now, policy.zone)}"
             )
-    if (not todo.confirmed and new_status is None and remind is None and todo.remind_at is not None
-            and todo.remind_at <= now):
+    if (
+        not todo.confirmed
+        and new_status is None
+        and remind is None
+        and todo.remind_at is not None
+        and todo.remind_at <= now
+    ):
         raise InvalidMemoryInput(
             f"这条待确认的待办原定的提醒时间（{when.format_local(todo.remind_at, policy.zone, now)}）已经过去："
             f"确认时请给出新的 remind_at。{when.now_text(now, policy.zone)}"
         )
     if new_status is None and remind is None and text is None and todo.confirmed:
-        raise InvalidMemoryInput(
-            "没有要修改的内容：status（done / cancelled）、remind_at、content 至少给一个"
-        )
+        raise InvalidMemoryInput("没有要修改的内容：status（done / cancelled）、remind_at、content 至少给一个")
     return Update(new_status, remind, rule, text)
 
 
-def update(todos: list[Todo], caller: Caller, todo_id: Any, change: Callable[[Todo], Update], now: float
-           ) -> tuple[list[Todo], Todo, Todo]:
+def update(
+    todos: list[Todo], caller: Caller, todo_id: Any, change: Callable[[Todo], Update], now: float
+) -> tuple[list[Todo], Todo, Todo]:
     """`todos` with one todo changed as `change(todo)` reads the arguments; (todos, before, after)."""
     todo = find(todos, caller.member.user_id, todo_id)
     if not may_change(caller, todo):
-        raise Unauthorized(
-            f"待办 {todo.short_id} 是全群待办，只有创建者或群管理员可以修改"
-        )
+        raise Unauthorized(f"待办 {todo.short_id} 是全群待办，只有创建者或群管理员可以修改")
     if todo.status is not TodoStatus.PENDING:
         raise InvalidMemoryInput(f"待办 {todo.short_id} 已{todo.status.label.removeprefix('已')}，不能再修改")
     wanted = change(todo)
@@ -347,6 +384,7 @@ def update(todos: list[Todo], caller: Caller, todo_id: Any, change: Callable[[To
 
 
 # -- lifecycle -----------------------------------------------------------------------------------------------------
+
 
 def deadline(todo: Todo) -> float | None:
     """When the todo should be done by: its due time, or a one-off reminder's time; None when open-ended."""

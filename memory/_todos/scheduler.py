@@ -180,9 +180,9 @@ class ReminderScheduler:
 
     def _sendable(self, todo: Todo, now: float, mine: frozenset[str]) -> bool:
         """Due, and (shared store) this instance's to send: its platform instance, and no one else's claim."""
-        return _due(todo, now) and (not self.shared or (
-            todo.platform_id in mine and not delivery.claimed_elsewhere(todo, self._instance, now)
-        ))
+        return _due(todo, now) and (
+            not self.shared or (todo.platform_id in mine and not delivery.claimed_elsewhere(todo, self._instance, now))
+        )
 
     async def _run(self) -> None:
         while not self._stopped:
@@ -247,9 +247,13 @@ class ReminderScheduler:
             out = []
             for todo in todos:
                 at = rules.reminder_time(todo)
-                if at is not None and at <= now and todo.remind_at is not None \
-                        and noticed - todo.remind_at > policy.max_lateness \
-                        and not (self.shared and delivery.claimed_elsewhere(todo, self._instance, now)):
+                if (
+                    at is not None
+                    and at <= now
+                    and todo.remind_at is not None
+                    and noticed - todo.remind_at > policy.max_lateness
+                    and not (self.shared and delivery.claimed_elsewhere(todo, self._instance, now))
+                ):
                     todo = delivery.too_late(todo, now, policy)
                     ops[todo.id] = "missed"
                 out.append(todo)

@@ -64,8 +64,9 @@ async def add_todo(
 
     def change(todos: list[Todo]) -> tuple[list[Todo], tuple[rules.Schedule, Todo, bool]]:
         schedule = rules.read_schedule(remind_at, due_at, recurrence, now, policy, can_remind=origin.can_remind)
-        todos, todo, existed = rules.add(todos, caller, content=content, assignee=assignee, schedule=schedule,
-                                         origin=origin, now=now, policy=policy)
+        todos, todo, existed = rules.add(
+            todos, caller, content=content, assignee=assignee, schedule=schedule, origin=origin, now=now, policy=policy
+        )
         return todos, (schedule, todo, existed)
 
     done = await _apply(store, caller, change, now, zone, refused)
@@ -75,9 +76,14 @@ async def add_todo(
     who = "全群" if todo.is_group else "你"
     if todo.remind_at is not None:
         rule = parse_rule(todo.recurrence, now, zone) if todo.recurrence else None
-        when_text = (f"{rule.describe()} {when.format_local(todo.remind_at, zone, now)[-5:]}，"
-                     f"第一次在 {when.format_local(todo.remind_at, zone, now)}") if rule else \
-            when.format_local(todo.remind_at, zone, now)
+        when_text = (
+            (
+                f"{rule.describe()} {when.format_local(todo.remind_at, zone, now)[-5:]}，"
+                f"第一次在 {when.format_local(todo.remind_at, zone, now)}"
+            )
+            if rule
+            else when.format_local(todo.remind_at, zone, now)
+        )
         head = f"将在 {when_text} 提醒{who}：{data(todo.content)}"
     else:
         head = f"已记下{'全群' if todo.is_group else ''}待办：{data(todo.content)}"
@@ -92,8 +98,9 @@ async def add_todo(
     return f"{head}。id={todo.short_id}。{tail + '。' if tail else ''}{when.now_text(now, zone)}"
 
 
-async def list_todos(store: MemoryStore, caller: Caller, policy: TodoPolicy, *, include_done: Any = False,
-                     now: float | None = None) -> str:
+async def list_todos(
+    store: MemoryStore, caller: Caller, policy: TodoPolicy, *, include_done: Any = False, now: float | None = None
+) -> str:
     now = time.time() if now is None else now
     if not isinstance(include_done, bool):
         include_done = str(include_done).strip().lower() in ("true", "1", "yes", "是")
@@ -131,9 +138,12 @@ async def update_todo(
 
     def change(todos: list[Todo]) -> tuple[list[Todo], tuple[Todo, Todo]]:
         todos, before, after = rules.update(
-            todos, caller, todo_id,
-            lambda todo: rules.read_update(todo, status, remind_at, content, now, policy,
-                                           can_remind=origin.can_remind and bool(todo.origin)),
+            todos,
+            caller,
+            todo_id,
+            lambda todo: rules.read_update(
+                todo, status, remind_at, content, now, policy, can_remind=origin.can_remind and bool(todo.origin)
+            ),
             now,
         )
         return todos, (before, after)
@@ -151,8 +161,9 @@ async def update_todo(
     if after.content != before.content:
         what.append(f"内容改为：{data(after.content)}")
     if after.confirmed and not before.confirmed:
-        what.append("已确认，到点会提醒" if after.remind_at is not None and after.status is TodoStatus.PENDING
-                    else "已确认")
+        what.append(
+            "已确认，到点会提醒" if after.remind_at is not None and after.status is TodoStatus.PENDING else "已确认"
+        )
     return f"待办 {after.short_id}：{'；'.join(what)}。{when.now_text(now, zone)}"
 
 
@@ -166,8 +177,15 @@ def list_order(todo: Todo) -> tuple[bool, float, float]:
     return todo.status is not TodoStatus.PENDING, first if first is not None else float("inf"), todo.created_at
 
 
-async def _apply(store: MemoryStore, caller: Caller, change: TodoChange[R], now: float, zone: Any,
-                 refused: Refused | None = None, target: Any = "") -> R | str:
+async def _apply(
+    store: MemoryStore,
+    caller: Caller,
+    change: TodoChange[R],
+    now: float,
+    zone: Any,
+    refused: Refused | None = None,
+    target: Any = "",
+) -> R | str:
     """Run a change of the caller's group's todos; a refusal or a storage failure becomes the text for the model
     (nothing changed). A change the caller lacks the right for goes to `refused` (the audit) with the todo id."""
     try:

@@ -34,7 +34,9 @@ import astrbot_sandbox as sandbox  # noqa: E402
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 BLOCK_START = "[关于当前用户的记忆]"
 ADMIN = "ou_e2e_admin"  # a Lark open_id in the session AstrBot's admins_id (admin-only commands)
-_LINE = re.compile(r"^- (?P<content>.*)（(?:(?P<scope>本群公共|全局个人)·)?(?P<label>指令|偏好|事实)(?:[，,][^）]*)?）\s*$")
+_LINE = re.compile(
+    r"^- (?P<content>.*)（(?:(?P<scope>本群公共|全局个人)·)?(?P<label>指令|偏好|事实)(?:[，,][^）]*)?）\s*$"
+)
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 _live: dict[str, object] = {"bots": []}  # what the failure report looks at
@@ -98,8 +100,9 @@ class Turn:
             for r in req.tool_results:
                 if r.name == name:
                     return r.content
-        raise AssertionError(f"no result of {name} reached the model; requests:\n"
-                             + "\n".join(r.summary() for r in self.requests))
+        raise AssertionError(
+            f"no result of {name} reached the model; requests:\n" + "\n".join(r.summary() for r in self.requests)
+        )
 
 
 class LarkDriver:
@@ -109,13 +112,16 @@ class LarkDriver:
         self.bot, self.fake_lark, self.model = bot, lark, model
 
     def post(self, event: dict) -> None:
-        req = urllib.request.Request(self.bot.webhook_url, data=json.dumps(event).encode(),
-                                     headers={"Content-Type": "application/json"}, method="POST")
+        req = urllib.request.Request(
+            self.bot.webhook_url,
+            data=json.dumps(event).encode(),
+            headers={"Content-Type": "application/json"},
+            method="POST",
+        )
         with urllib.request.urlopen(req, timeout=15) as resp:
             assert resp.status == 200, resp.read()
 
-    def say(self, text: str, *, group: str | None = None, user: str, mention: bool = True,
-            timeout: float = 30) -> Turn:
+    def say(self, text: str, *, group: str | None = None, user: str, mention: bool = True, timeout: float = 30) -> Turn:
         """`user` writes `text` in `group` (@-mentioning the bot), or privately when group is None."""
         mark = self.model.mark()
         if group is None:
@@ -161,8 +167,7 @@ def _fresh_fakes(request):
 
 
 def _prepare(root: Path, fake_lark: FakeLark, fake_model: FakeModel, **prepare) -> sandbox.AstrBot:
-    sandbox.prepare_root(root, lark_domain=fake_lark.url, model_base=fake_model.api_base, log_level="DEBUG",
-                         **prepare)
+    sandbox.prepare_root(root, lark_domain=fake_lark.url, model_base=fake_model.api_base, log_level="DEBUG", **prepare)
     bot = sandbox.AstrBot(root)
     _live["bots"].append(bot)  # in the failure report from now on, also if start-up fails
     return bot

@@ -54,8 +54,14 @@ class Reply:
     @property
     def mentions(self) -> list[str]:
         """The user ids of the `at` elements of a `post` message, in order."""
-        return [el.get("user_id", "") for lang in self.content.values() if isinstance(lang, dict)
-                for para in lang.get("content", []) for el in para if isinstance(el, dict) and el.get("tag") == "at"]
+        return [
+            el.get("user_id", "")
+            for lang in self.content.values()
+            if isinstance(lang, dict)
+            for para in lang.get("content", [])
+            for el in para
+            if isinstance(el, dict) and el.get("tag") == "at"
+        ]
 
     @property
     def text(self) -> str:
@@ -148,8 +154,10 @@ class FakeLark:
                     return done[0]
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise TimeoutError(f"no Lark reply to {message_id} within {timeout}s; "
-                                       f"replies so far: {[str(r) for r in self.replies[-5:]]}")
+                    raise TimeoutError(
+                        f"no Lark reply to {message_id} within {timeout}s; "
+                        f"replies so far: {[str(r) for r in self.replies[-5:]]}"
+                    )
                 self._cond.wait(min(left, 0.5))
 
     def replies_to(self, message_id: str) -> list[Reply]:
@@ -173,8 +181,9 @@ class FakeLark:
             while not (result := condition()):
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise TimeoutError(f"{what}: not within {timeout}s; "
-                                       f"replies so far: {[str(r) for r in self.replies[-5:]]}")
+                    raise TimeoutError(
+                        f"{what}: not within {timeout}s; replies so far: {[str(r) for r in self.replies[-5:]]}"
+                    )
                 self._cond.wait(min(left, 0.5))
             return result
 
@@ -200,7 +209,9 @@ class FakeLark:
     def _route(self, method: str, path: str, body: dict, request: web.Request) -> dict | LarkError:
         parts = path.strip("/").split("/")
         ok = {"code": 0, "msg": "success"}
-        if path.endswith("/auth/v3/tenant_access_token/internal") or path.endswith("/auth/v3/app_access_token/internal"):
+        if path.endswith("/auth/v3/tenant_access_token/internal") or path.endswith(
+            "/auth/v3/app_access_token/internal"
+        ):
             return {**ok, "tenant_access_token": "t-fake-tenant-token", "app_access_token": "a-fake", "expire": 7200}
         if path.startswith("/_fake/replies/"):  # not Lark: `scripts/say.sh` waits here for the demo bot's reply
             with self._cond:
@@ -210,7 +221,10 @@ class FakeLark:
             return {**ok, "bot": {"app_name": self.bot_name, "open_id": self.bot_open_id, "activate_status": 2}}
         if path.startswith("/open-apis/contact/v3/users/"):
             open_id = parts[-1]
-            return {**ok, "data": {"user": {"open_id": open_id, "name": self.user_names.get(open_id, f"用户{open_id[-4:]}")}}}
+            return {
+                **ok,
+                "data": {"user": {"open_id": open_id, "name": self.user_names.get(open_id, f"用户{open_id[-4:]}")}},
+            }
         if method == "POST" and path.startswith("/open-apis/im/v1/messages"):
             in_reply_to = parts[4] if len(parts) >= 6 and parts[5] == "reply" else None
             receive_id = None if in_reply_to else body.get("receive_id")
@@ -241,9 +255,17 @@ class FakeLark:
             if path.endswith("/members"):
                 return {**ok, "data": self._members_page(chat_id, request.query)}
             members = self.chat_members.get(chat_id, {})
-            return {**ok, "data": {"name": f"群 {chat_id}", "chat_mode": "group", "user_count": str(len(members)),
-                                   "owner_id_type": "open_id", "owner_id": self.chat_owners.get(chat_id, ""),
-                                   "user_manager_id_list": self.chat_admins.get(chat_id, [])}}
+            return {
+                **ok,
+                "data": {
+                    "name": f"群 {chat_id}",
+                    "chat_mode": "group",
+                    "user_count": str(len(members)),
+                    "owner_id_type": "open_id",
+                    "owner_id": self.chat_owners.get(chat_id, ""),
+                    "user_manager_id_list": self.chat_admins.get(chat_id, []),
+                },
+            }
         return {**ok, "data": {}}
 
     def _members_page(self, chat_id: str, query) -> dict:
@@ -251,14 +273,27 @@ class FakeLark:
         members = list(self.chat_members.get(chat_id, {}).items())
         size = max(1, int(query.get("page_size", 20)))
         start = int(query.get("page_token") or 0)
-        page = members[start:start + size]
+        page = members[start : start + size]
         more = start + size < len(members)
-        return {"items": [{"member_id_type": "open_id", "member_id": uid, "name": name, "tenant_key": "tenant_e2e"}
-                          for uid, name in page],
-                "has_more": more, "page_token": str(start + size) if more else "", "member_total": len(members)}
+        return {
+            "items": [
+                {"member_id_type": "open_id", "member_id": uid, "name": name, "tenant_key": "tenant_e2e"}
+                for uid, name in page
+            ],
+            "has_more": more,
+            "page_token": str(start + size) if more else "",
+            "member_total": len(members),
+        }
 
-    def _record(self, in_reply_to: str | None, receive_id: str | None, body: dict, receive_id_type: str | None = None,
-                *, refused: bool = False) -> None:
+    def _record(
+        self,
+        in_reply_to: str | None,
+        receive_id: str | None,
+        body: dict,
+        receive_id_type: str | None = None,
+        *,
+        refused: bool = False,
+    ) -> None:
         try:
             content = json.loads(body.get("content") or "{}")
         except ValueError:
@@ -301,19 +336,41 @@ def message_event(
     mentions = []
     if mention_bot:
         text = f"@_user_1 {text}"
-        mentions = [{"key": "@_user_1", "id": {"open_id": bot_open_id, "union_id": "on_bot", "user_id": ""},
-                     "name": bot_name, "tenant_key": "tenant_e2e"}]
+        mentions = [
+            {
+                "key": "@_user_1",
+                "id": {"open_id": bot_open_id, "union_id": "on_bot", "user_id": ""},
+                "name": bot_name,
+                "tenant_key": "tenant_e2e",
+            }
+        ]
     return {
         "schema": "2.0",
-        "header": {"event_id": uuid.uuid4().hex, "event_type": "im.message.receive_v1", "create_time": now_ms,
-                   "token": "", "app_id": APP_ID, "tenant_key": "tenant_e2e"},
+        "header": {
+            "event_id": uuid.uuid4().hex,
+            "event_type": "im.message.receive_v1",
+            "create_time": now_ms,
+            "token": "",
+            "app_id": APP_ID,
+            "tenant_key": "tenant_e2e",
+        },
         "event": {
-            "sender": {"sender_id": {"open_id": sender, "union_id": "on_" + sender[3:], "user_id": sender[3:]},
-                       "sender_type": "user", "tenant_key": "tenant_e2e"},
+            "sender": {
+                "sender_id": {"open_id": sender, "union_id": "on_" + sender[3:], "user_id": sender[3:]},
+                "sender_type": "user",
+                "tenant_key": "tenant_e2e",
+            },
             "message": {
-                "message_id": message_id, "root_id": "", "parent_id": "", "create_time": now_ms,
-                "update_time": now_ms, "chat_id": chat_id, "chat_type": chat_type, "message_type": "text",
-                "content": json.dumps({"text": text}, ensure_ascii=False), "mentions": mentions,
+                "message_id": message_id,
+                "root_id": "",
+                "parent_id": "",
+                "create_time": now_ms,
+                "update_time": now_ms,
+                "chat_id": chat_id,
+                "chat_type": chat_type,
+                "message_type": "text",
+                "content": json.dumps({"text": text}, ensure_ascii=False),
+                "mentions": mentions,
                 "user_agent": "e2e",
             },
         },

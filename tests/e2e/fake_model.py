@@ -103,8 +103,11 @@ class ModelRequest:
             for c in m.get("tool_calls") or []:
                 names[c.get("id")] = c.get("function", {}).get("name", "")
             if m.get("role") == "tool":
-                results.append(ToolResult(names.get(m.get("tool_call_id"), "?"), m.get("tool_call_id", ""),
-                                          _text(m.get("content"))))
+                results.append(
+                    ToolResult(
+                        names.get(m.get("tool_call_id"), "?"), m.get("tool_call_id", ""), _text(m.get("content"))
+                    )
+                )
         return results
 
     @property
@@ -127,7 +130,7 @@ class ModelRequest:
         n = 0
         while n < len(self.messages) and self.messages[-1 - n].get("role") == "tool":
             n += 1
-        return self.tool_results[len(self.tool_results) - n:] if n else []
+        return self.tool_results[len(self.tool_results) - n :] if n else []
 
     @property
     def last_tool_result(self) -> ToolResult | None:
@@ -191,17 +194,21 @@ Predicate = Callable[[ModelRequest], bool]
 
 def user_says(fragment: str) -> Predicate:
     """A fresh user turn whose text contains `fragment` (never an extraction call quoting that text)."""
+
     def pred(req: ModelRequest) -> bool:
         return not req.is_tool_followup and not req.is_extraction and fragment in req.last_user_text
+
     pred.__doc__ = f"user_says({fragment!r})"
     return pred
 
 
 def after_tool(name: str, user_fragment: str = "") -> Predicate:
     """The follow-up request carrying the result of tool `name` (optionally in the turn of a user text)."""
+
     def pred(req: ModelRequest) -> bool:
         r = req.last_tool_result
         return r is not None and r.name == name and user_fragment in req.last_user_text
+
     pred.__doc__ = f"after_tool({name!r}, {user_fragment!r})"
     return pred
 
@@ -235,8 +242,11 @@ def _section(req: ModelRequest, title: str) -> list[str]:
 
 def shown_memories(req: ModelRequest) -> list[ShownMemory]:
     """The existing memories an extraction call shows the model, with the numbers it may use as ids."""
-    return [ShownMemory(int(m["number"]), m["whose"], m["type"], m["content"])
-            for m in map(_SHOWN.match, _section(req, "现有记忆")) if m]
+    return [
+        ShownMemory(int(m["number"]), m["whose"], m["type"], m["content"])
+        for m in map(_SHOWN.match, _section(req, "现有记忆"))
+        if m
+    ]
 
 
 def conversation(req: ModelRequest) -> list[tuple[str, str]]:
@@ -271,7 +281,13 @@ def default_action(req: ModelRequest) -> Action:
 # Used by `scripts/run.sh --demo`: a crude stand-in for a model that understands memory requests.
 def _demo_save(req: ModelRequest) -> Action:
     text = req.last_user_text.split("记住", 1)[1].strip(" ，,:：")
-    kind = "instruction" if any(w in text for w in ("回复", "不要", "总是")) else "preference" if "叫我" in text else "fact"
+    kind = (
+        "instruction"
+        if any(w in text for w in ("回复", "不要", "总是"))
+        else "preference"
+        if "叫我" in text
+        else "fact"
+    )
     return tool_call("lark_save_memory", memory_type=kind, content=text)
 
 
@@ -376,22 +392,34 @@ class FakeModel:
         cid = f"chatcmpl-fake-{next(self._ids)}"
         usage = action.usage or DEFAULT_USAGE
         if not req.stream:
-            return web.json_response({
-                "id": cid, "object": "chat.completion", "created": int(time.time()), "model": self.model,
-                "choices": [{"index": 0, "message": message, "finish_reason": finish}], "usage": usage})
+            return web.json_response(
+                {
+                    "id": cid,
+                    "object": "chat.completion",
+                    "created": int(time.time()),
+                    "model": self.model,
+                    "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                    "usage": usage,
+                }
+            )
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await resp.prepare(request)
 
         async def chunk(delta: dict | None, finish_reason: str | None = None, **extra) -> None:
-            data = {"id": cid, "object": "chat.completion.chunk", "created": int(time.time()), "model": self.model,
-                    "choices": [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
-                    **extra}
+            data = {
+                "id": cid,
+                "object": "chat.completion.chunk",
+                "created": int(time.time()),
+                "model": self.model,
+                "choices": [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+                **extra,
+            }
             await resp.write(f"data: {json.dumps(data, ensure_ascii=False)}\n\n".encode())
 
         await chunk({"role": "assistant", "content": ""})
         text = message.get("content") or ""
         for i in range(0, len(text), 4):
-            await chunk({"content": text[i:i + 4]})
+            await chunk({"content": text[i : i + 4]})
         for i, call in enumerate(message.get("tool_calls") or []):
             await chunk({"tool_calls": [{"index": i, **call}]})
         await chunk({}, finish)
@@ -404,9 +432,16 @@ class FakeModel:
         msg: dict = {"role": "assistant", "content": action.content}
         if action.tool_calls:
             msg["tool_calls"] = [
-                {"id": f"call_{next(self._ids)}", "type": "function",
-                 "function": {"name": name, "arguments": args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)}}
-                for name, args in action.tool_calls]
+                {
+                    "id": f"call_{next(self._ids)}",
+                    "type": "function",
+                    "function": {
+                        "name": name,
+                        "arguments": args if isinstance(args, str) else json.dumps(args, ensure_ascii=False),
+                    },
+                }
+                for name, args in action.tool_calls
+            ]
         return msg
 
     async def _embeddings(self, request: web.Request) -> web.Response:
@@ -417,13 +452,25 @@ class FakeModel:
         inputs = [inputs] if isinstance(inputs, str) else inputs
         dim = int(body.get("dimensions") or 256)
         data = [{"object": "embedding", "index": i, "embedding": embed(str(t), dim)} for i, t in enumerate(inputs)]
-        return web.json_response({"object": "list", "data": data, "model": body.get("model", "fake-embedding"),
-                                  "usage": {"prompt_tokens": 1, "total_tokens": 1}})
+        return web.json_response(
+            {
+                "object": "list",
+                "data": data,
+                "model": body.get("model", "fake-embedding"),
+                "usage": {"prompt_tokens": 1, "total_tokens": 1},
+            }
+        )
 
     async def _models(self, request: web.Request) -> web.Response:
-        return web.json_response({"object": "list", "data": [
-            {"id": self.model, "object": "model", "owned_by": "e2e"},
-            {"id": "fake-embedding", "object": "model", "owned_by": "e2e"}]})
+        return web.json_response(
+            {
+                "object": "list",
+                "data": [
+                    {"id": self.model, "object": "model", "owned_by": "e2e"},
+                    {"id": "fake-embedding", "object": "model", "owned_by": "e2e"},
+                ],
+            }
+        )
 
 
 def embed(text: str, dim: int = 256) -> list[float]:
@@ -431,7 +478,7 @@ def embed(text: str, dim: int = 256) -> list[float]:
     vec = [0.0] * dim
     padded = f"  {text}  "
     for i in range(len(padded) - 2):
-        h = int.from_bytes(hashlib.blake2b(padded[i:i + 3].encode(), digest_size=4).digest(), "big")
+        h = int.from_bytes(hashlib.blake2b(padded[i : i + 3].encode(), digest_size=4).digest(), "big")
         vec[h % dim] += 1.0 if (h >> 31) & 1 else -1.0
     norm = math.sqrt(sum(v * v for v in vec)) or 1.0
     return [v / norm for v in vec]

@@ -18,8 +18,16 @@ from .fake_model import Rule, tool_call, user_says
 pytestmark = pytest.mark.e2e
 
 CHROMIUM = os.environ.get("E2E_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 SCHEMA = json.loads((REPO / "_conf_schema.json").read_text(encoding="utf-8"))
 META = yaml.safe_load((REPO / "metadata.yaml").read_text(encoding="utf-8"))
 
@@ -69,8 +77,9 @@ class Dashboard:
         return dialog.locator(f"xpath=.//*[normalize-space(text())='{label}']/ancestor::*[.//input][1]//input")
 
     def save(self, dialog) -> None:
-        with self.page.expect_response(lambda r: "plugin" in r.url and "config" in r.url
-                                       and r.request.method in ("POST", "PUT")) as saved:
+        with self.page.expect_response(
+            lambda r: "plugin" in r.url and "config" in r.url and r.request.method in ("POST", "PUT")
+        ) as saved:
             dialog.get_by_role("button", name="保存并关闭").click()
         body = saved.value.json()
         assert body.get("status") == "ok", body
@@ -84,7 +93,10 @@ def test_settings_changed_in_dashboard_apply_to_next_request(start_astrbot, fake
     group, user = ids.group(), ids.user()
     fake_model.script(
         Rule(user_says("不要用表情"), tool_call("lark_save_memory", memory_type="instruction", content="不要用表情")),
-        Rule(user_says("叫我阿花"), tool_call("lark_save_memory", memory_type="preference", content="希望被称呼为「阿花」")),
+        Rule(
+            user_says("叫我阿花"),
+            tool_call("lark_save_memory", memory_type="preference", content="希望被称呼为「阿花」"),
+        ),
         Rule(user_says("我是设计师"), tool_call("lark_save_memory", memory_type="fact", content="是设计师")),
         Rule(user_says("你记得我什么"), tool_call("lark_list_memory")),
     )

@@ -27,8 +27,12 @@ def get(url: str, token: str | None = None) -> tuple[int, dict]:
 
 def test_routes_need_the_dashboard_login_and_list_groups_with_it(astrbot, lark, fake_model, ids):
     group, user = ids.group(), ids.user()
-    fake_model.script(Rule(user_says("叫我老张"),
-                           tool_call("lark_save_memory", memory_type="preference", content="希望被称呼为「老张」")))
+    fake_model.script(
+        Rule(
+            user_says("叫我老张"),
+            tool_call("lark_save_memory", memory_type="preference", content="希望被称呼为「老张」"),
+        )
+    )
     lark.say("以后叫我老张", group=group, user=user)
 
     status, _ = get(astrbot.base_url + ROUTE)

@@ -28,7 +28,10 @@ def call(astrbot, route: str, *, query: dict | None = None, body: dict | None = 
 def test_recall_tester_agrees_with_the_real_prompt_and_export_previews_as_duplicates(astrbot, lark, fake_model, ids):
     group, user = ids.group(), ids.user()
     fake_model.script(
-        Rule(user_says("叫我老张"), tool_call("lark_save_memory", memory_type="preference", content="希望被称呼为「老张」")),
+        Rule(
+            user_says("叫我老张"),
+            tool_call("lark_save_memory", memory_type="preference", content="希望被称呼为「老张」"),
+        ),
         Rule(user_says("我养了猫"), tool_call("lark_save_memory", memory_type="fact", content="养了一只橘猫")),
     )
     lark.say("以后叫我老张", group=group, user=user)
@@ -40,12 +43,22 @@ def test_recall_tester_agrees_with_the_real_prompt_and_export_previews_as_duplic
     groups = json.loads(call(astrbot, "groups", query={"platform": "lark"}))["data"]["groups"]
     if not any(g["group_id"] == group for g in groups):
         pytest.skip("the group index does not list groups yet")
-    tested = json.loads(call(astrbot, "recall/test", body={"platform": "lark", "group_id": group, "user_id": user,
-                                                            "message": "我的猫最近怎么样"}))
+    tested = json.loads(
+        call(
+            astrbot,
+            "recall/test",
+            body={"platform": "lark", "group_id": group, "user_id": user, "message": "我的猫最近怎么样"},
+        )
+    )
     assert tested["status"] == "ok", tested
     assert injected_memories(tested["data"]["block"]) == turn.memories
-    assert {m["reason"] for m in tested["data"]["memories"]} <= {"all_fit", "own_instruction", "relevance",
-                                                                   "recency_prior", "group_instruction"}
+    assert {m["reason"] for m in tested["data"]["memories"]} <= {
+        "all_fit",
+        "own_instruction",
+        "relevance",
+        "recency_prior",
+        "group_instruction",
+    }
 
     exported = call(astrbot, "export", query={"platform": "lark", "group_id": group})
     assert json.loads(exported)["format"] == "astrbot_plugin_user_memory.export"

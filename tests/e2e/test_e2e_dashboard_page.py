@@ -19,8 +19,9 @@ from .test_e2e_dashboard import CHROMIUM, CHROMIUM_ARGS, _browser_or_skip
 
 pytestmark = pytest.mark.e2e
 
-PAGE_TITLE = json.loads((Path(__file__).resolve().parents[2] / ".astrbot-plugin/i18n/zh-CN.json")
-                        .read_text(encoding="utf-8"))["views"]["memory_manager"]["title"]
+PAGE_TITLE = json.loads(
+    (Path(__file__).resolve().parents[2] / ".astrbot-plugin/i18n/zh-CN.json").read_text(encoding="utf-8")
+)["views"]["memory_manager"]["title"]
 VIEW_URL = f"/#/plugin-view/{sandbox.PLUGIN_NAME}/memory_manager"
 
 
@@ -101,9 +102,14 @@ def manager(request, browser, astrbot):
 
 def _seed(lark: LarkDriver, fake_model, group: str, user: str) -> None:
     fake_model.script(
-        Rule(user_says("叫我阿花"), tool_call("lark_save_memory", memory_type="preference", content="希望被称呼为「阿花」")),
+        Rule(
+            user_says("叫我阿花"),
+            tool_call("lark_save_memory", memory_type="preference", content="希望被称呼为「阿花」"),
+        ),
         Rule(user_says("我是设计师"), tool_call("lark_save_memory", memory_type="fact", content="是一名平面设计师")),
-        Rule(user_says("不要用表情"), tool_call("lark_save_memory", memory_type="instruction", content="回复不要用表情")),
+        Rule(
+            user_says("不要用表情"), tool_call("lark_save_memory", memory_type="instruction", content="回复不要用表情")
+        ),
     )
     for text in ("以后叫我阿花", "我是设计师", "以后不要用表情"):
         lark.say(text, group=group, user=user)
@@ -214,9 +220,10 @@ def test_recall_tester_shows_what_the_real_prompt_gets(manager, lark, fake_model
     shown = block.text_content()
     assert "是一名平面设计师" in shown
     start, end = prompt.index("[关于当前用户的记忆]"), prompt.index("[关于当前用户的记忆结束]")
-    injected = prompt[start:end + len("[关于当前用户的记忆结束]")]
-    assert _without_clock(shown).splitlines() == _without_clock(injected).splitlines(), \
+    injected = prompt[start : end + len("[关于当前用户的记忆结束]")]
+    assert _without_clock(shown).splitlines() == _without_clock(injected).splitlines(), (
         "the tester shows exactly the injected block"
+    )
     reasons = frame.locator("#recall-items tbody tr").all_text_contents()
     assert len(reasons) == 3 and any("成员本人的指令" in r for r in reasons)
 
@@ -261,7 +268,10 @@ def test_export_then_import_into_a_fresh_instance(manager, browser, lark, fake_m
         context.close()
     memories = fresh_lark.say("你好", group=group, user=user).memories
     assert memories is not None and {m.content for m in memories} == {
-        "希望被称呼为「阿花」", "是一名平面设计师", "回复不要用表情"}
+        "希望被称呼为「阿花」",
+        "是一名平面设计师",
+        "回复不要用表情",
+    }
 
 
 def _every_groups_stats(url: str) -> bool:

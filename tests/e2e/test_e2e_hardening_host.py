@@ -33,16 +33,19 @@ def warm(fake_lark, group: str) -> None:
     time.sleep(0.5)  # the answer is parsed and cached in AstrBot's process
 
 
-def test_a_lark_member_is_named_in_the_preamble_and_the_extraction_prompt(lark, fake_lark, fake_model, ids,
-                                                                           astrbot):
+def test_a_lark_member_is_named_in_the_preamble_and_the_extraction_prompt(lark, fake_lark, fake_model, ids, astrbot):
     group, wang, li = ids.group(), ids.user(), ids.user()
     fake_lark.chat_members[group] = {wang: "王小明", li: "李雷"}
     fake_model.script(
         Rule(extraction_request, operations()),
-        Rule(user_says("叫我老王"), tool_call("lark_save_memory", memory_type="preference", content="希望被称呼为「老王」")),
+        Rule(
+            user_says("叫我老王"),
+            tool_call("lark_save_memory", memory_type="preference", content="希望被称呼为「老王」"),
+        ),
     )
-    with plugin_settings(astrbot, enable_background_extraction=True, extraction_every_n_messages=3,
-                         extraction_quiet_seconds=3600):
+    with plugin_settings(
+        astrbot, enable_background_extraction=True, extraction_every_n_messages=3, extraction_quiet_seconds=3600
+    ):
         first = lark.say("记住，在这个群叫我老王", group=group, user=wang)  # a cold roster: fetched in the background
         assert "已保存" in first.tool_result("lark_save_memory")
         warm(fake_lark, group)
@@ -63,8 +66,10 @@ def test_the_chats_owner_counts_as_group_admin(lark, fake_lark, fake_model, ids)
     fake_lark.chat_owners[group] = owner
     fake_lark.chat_members[group] = {owner: "群主老板", li: "李雷", zhao: "赵四"}
     fake_model.script(
-        Rule(user_says("记住我们的群规"),
-             tool_call("lark_save_memory", memory_type="fact", content="群规禁止发广告", scope="group")),
+        Rule(
+            user_says("记住我们的群规"),
+            tool_call("lark_save_memory", memory_type="fact", content="群规禁止发广告", scope="group"),
+        ),
         Rule(user_says("删掉那条群规"), tool_call("lark_forget_memory", target="群规禁止发广告", scope="group")),
     )
     assert "已保存" in lark.say("记住我们的群规", group=group, user=li).tool_result("lark_save_memory")
@@ -84,8 +89,9 @@ def offered(turn) -> set[str]:
     return set(turn.first.tool_names) if turn.chat_requests else set()
 
 
-def test_a_persona_with_an_explicit_tool_list_keeps_the_memory_tools(start_astrbot, fake_lark, fake_model, ids,
-                                                                    tmp_path):
+def test_a_persona_with_an_explicit_tool_list_keeps_the_memory_tools(
+    start_astrbot, fake_lark, fake_model, ids, tmp_path
+):
     from .conftest import LarkDriver
 
     root = tmp_path / "persona-bot"
@@ -97,8 +103,11 @@ def test_a_persona_with_an_explicit_tool_list_keeps_the_memory_tools(start_astrb
     other_tool = "future_task"  # one of AstrBot's own tools
     assert other_tool in everything
 
-    res = bot.api("POST", "/api/persona/create", {"persona_id": PERSONA, "system_prompt": "你是一个简洁的助手。",
-                                                  "tools": [other_tool]})
+    res = bot.api(
+        "POST",
+        "/api/persona/create",
+        {"persona_id": PERSONA, "system_prompt": "你是一个简洁的助手。", "tools": [other_tool]},
+    )
     assert res.get("status") == "ok", res
     bot.stop()  # make it the default persona, as the dashboard's settings page does
     cfg_path = root / "data" / "cmd_config.json"
@@ -109,8 +118,12 @@ def test_a_persona_with_an_explicit_tool_list_keeps_the_memory_tools(start_astrb
     say = LarkDriver(bot, fake_lark, fake_model).say
 
     group = ids.group()
-    fake_model.script(Rule(user_says("叫我老王"),
-                           tool_call("lark_save_memory", memory_type="preference", content="希望被称呼为「老王」")))
+    fake_model.script(
+        Rule(
+            user_says("叫我老王"),
+            tool_call("lark_save_memory", memory_type="preference", content="希望被称呼为「老王」"),
+        )
+    )
     turn = say("记住，在这个群叫我老王", group=group, user=user)
     assert "你是一个简洁的助手。" in turn.system_prompt, "the persona is applied"
     tools = offered(turn)
@@ -125,15 +138,19 @@ def test_a_persona_with_an_explicit_tool_list_keeps_the_memory_tools(start_astrb
     bot.api("POST", "/api/tools/toggle-tool", {"name": "lark_forget_memory", "activate": True})
 
     # the memory and todo tools are judged apart: picking a todo tool still gets the memory tools back
-    res = bot.api("POST", "/api/persona/update", {"persona_id": PERSONA, "system_prompt": "你是一个简洁的助手。",
-                                                  "tools": [other_tool, "lark_add_todo"]})
+    res = bot.api(
+        "POST",
+        "/api/persona/update",
+        {"persona_id": PERSONA, "system_prompt": "你是一个简洁的助手。", "tools": [other_tool, "lark_add_todo"]},
+    )
     assert res.get("status") == "ok", res
     tools = offered(say("你好", group=group, user=user))
     assert MEMORY_TOOLS | {"lark_add_todo", other_tool} <= tools and "lark_list_todos" not in tools, tools
 
     # tools: [] means no tools from the persona at all, ours included
-    res = bot.api("POST", "/api/persona/update", {"persona_id": PERSONA, "system_prompt": "你是一个简洁的助手。",
-                                                  "tools": []})
+    res = bot.api(
+        "POST", "/api/persona/update", {"persona_id": PERSONA, "system_prompt": "你是一个简洁的助手。", "tools": []}
+    )
     assert res.get("status") == "ok", res
     tools = offered(say("你好", group=group, user=user))
     assert not tools & MEMORY_TOOLS, tools  # (AstrBot adds its future_task and send_message_to_user regardless)

@@ -28,28 +28,42 @@ def test_a_member_cannot_change_another_members_group_memory(lark, fake_model, i
 
     def replace_zhangs_rule(req: ModelRequest):
         rule = next(m for m in group_memories(astrbot, group) if m["content"] == "群规禁止发广告")
-        return tool_call("lark_save_memory", memory_type="fact", content="群规允许发广告", scope="group",
-                         replace_id=rule["id"][:8])
+        return tool_call(
+            "lark_save_memory", memory_type="fact", content="群规允许发广告", scope="group", replace_id=rule["id"][:8]
+        )
 
     def rewrite_own_into_zhangs_text(req: ModelRequest):
         own = next(m for m in group_memories(astrbot, group) if m["content"] == "周五聚餐")
-        return tool_call("lark_save_memory", memory_type="fact", content="群规禁止发广告", scope="group",
-                         replace_id=own["id"][:8])
+        return tool_call(
+            "lark_save_memory", memory_type="fact", content="群规禁止发广告", scope="group", replace_id=own["id"][:8]
+        )
 
     fake_model.script(
-        Rule(user_says("记住群规"),
-             tool_call("lark_save_memory", memory_type="fact", content="群规禁止发广告", scope="group")),
-        Rule(user_says("记住入群须知"),
-             tool_call("lark_save_memory", memory_type="preference", content="新人入群请先改群昵称", scope="group")),
-        Rule(user_says("再记一遍群规"),
-             tool_call("lark_save_memory", memory_type="fact", content="群规：禁止发广告！", scope="group")),
-        Rule(user_says("群规当成指令"),
-             tool_call("lark_save_memory", memory_type="instruction", content="群规禁止发广告", scope="group")),
+        Rule(
+            user_says("记住群规"),
+            tool_call("lark_save_memory", memory_type="fact", content="群规禁止发广告", scope="group"),
+        ),
+        Rule(
+            user_says("记住入群须知"),
+            tool_call("lark_save_memory", memory_type="preference", content="新人入群请先改群昵称", scope="group"),
+        ),
+        Rule(
+            user_says("再记一遍群规"),
+            tool_call("lark_save_memory", memory_type="fact", content="群规：禁止发广告！", scope="group"),
+        ),
+        Rule(
+            user_says("群规当成指令"),
+            tool_call("lark_save_memory", memory_type="instruction", content="群规禁止发广告", scope="group"),
+        ),
         Rule(user_says("改一下群规"), replace_zhangs_rule),
-        Rule(user_says("记住聚餐"), tool_call("lark_save_memory", memory_type="fact", content="周五聚餐", scope="group")),
+        Rule(
+            user_says("记住聚餐"), tool_call("lark_save_memory", memory_type="fact", content="周五聚餐", scope="group")
+        ),
         Rule(user_says("把聚餐改成群规"), rewrite_own_into_zhangs_text),
-        Rule(user_says("记住外号"),
-             tool_call("lark_save_memory", memory_type="preference", content="群里的外号统一叫做花名", scope="group")),
+        Rule(
+            user_says("记住外号"),
+            tool_call("lark_save_memory", memory_type="preference", content="群里的外号统一叫做花名", scope="group"),
+        ),
     )
     lark.say("记住群规：禁止发广告", group=group, user=zhang)
     lark.say("记住入群须知", group=group, user=zhang)
@@ -67,7 +81,11 @@ def test_a_member_cannot_change_another_members_group_memory(lark, fake_model, i
     lark.say("记住聚餐", group=group, user=li)
     twin = lark.say("把聚餐改成群规", group=group, user=li).tool_result("lark_save_memory")
     assert "保存失败" in twin and "没有做任何更改" in twin, twin
-    assert [m["content"] for m in group_memories(astrbot, group)] == ["群规禁止发广告", "新人入群请先改群昵称", "周五聚餐"]
+    assert [m["content"] for m in group_memories(astrbot, group)] == [
+        "群规禁止发广告",
+        "新人入群请先改群昵称",
+        "周五聚餐",
+    ]
 
     slot = lark.say("记住外号", group=group, user=li).tool_result("lark_save_memory")
     assert "已保存" in slot, slot
@@ -82,14 +100,23 @@ def test_admins_only_setting_governs_background_extraction(lark, fake_model, ids
         """Whatever was said, propose it as group memories credited to its speaker (and one credited to nobody)."""
         said = conversation(req)
         return operations(
-            *({"op": "add", "scope": "group", "subject": label, "type": kind, "content": f"{text} {kind}"}
-              for label, text in said for kind in ("fact", "instruction")),
+            *(
+                {"op": "add", "scope": "group", "subject": label, "type": kind, "content": f"{text} {kind}"}
+                for label, text in said
+                for kind in ("fact", "instruction")
+            ),
             {"op": "add", "scope": "group", "type": "fact", "content": "无人提出的群规"},
         )
 
     fake_model.script(Rule(extraction_request, extract))
-    with plugin_settings(astrbot, enable_background_extraction=True, extraction_every_n_messages=2,
-                         extraction_quiet_seconds=3600, group_memory_writers="admins", extraction_max_operations=20):
+    with plugin_settings(
+        astrbot,
+        enable_background_extraction=True,
+        extraction_every_n_messages=2,
+        extraction_quiet_seconds=3600,
+        group_memory_writers="admins",
+        extraction_max_operations=20,
+    ):
         lark.say_unaddressed("以后每周五下午大家一起团建", group=group, user=li)
         lark.say_unaddressed("好主意", group=group, user=zhang)
         # the admin's batch runs after the members' (one extraction per group at a time, in order)
@@ -102,13 +129,19 @@ def test_admins_only_setting_governs_background_extraction(lark, fake_model, ids
     assert all(m.content.startswith("本群周五下午团建") for m in memories), memories
 
 
-@pytest.mark.parametrize("arguments", [{"target": ""}, {"target": "   "}, {"target": "\u200b"}, {}],
-                         ids=["empty", "blank", "invisible", "missing"])
+@pytest.mark.parametrize(
+    "arguments",
+    [{"target": ""}, {"target": "   "}, {"target": "\u200b"}, {}],
+    ids=["empty", "blank", "invisible", "missing"],
+)
 def test_a_blank_forget_target_deletes_nothing(arguments, lark, fake_model, ids):
     group, user = ids.group(), ids.user()
     kept = [Injected("希望被称呼为「阿杰」", "偏好"), Injected("喜欢猫", "事实")]
     fake_model.script(
-        Rule(user_says("叫我阿杰"), tool_call("lark_save_memory", memory_type="preference", content="希望被称呼为「阿杰」")),
+        Rule(
+            user_says("叫我阿杰"),
+            tool_call("lark_save_memory", memory_type="preference", content="希望被称呼为「阿杰」"),
+        ),
         Rule(user_says("我喜欢猫"), tool_call("lark_save_memory", memory_type="fact", content="喜欢猫")),
         Rule(user_says("忘掉"), tool_call("lark_forget_memory", arguments)),
     )

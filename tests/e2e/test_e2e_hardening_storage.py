@@ -21,7 +21,10 @@ def test_unencodable_tool_arguments_do_not_poison_the_group(start_astrbot, fake_
     assert "\ud83d" in json.loads(UNPAIRED)["content"]
     fake_model.script(
         Rule(user_says("我是测试工程师"), tool_call("lark_save_memory", UNPAIRED)),
-        Rule(user_says("叫我阿明"), tool_call("lark_save_memory", memory_type="preference", content="希望被称呼为「阿明」")),
+        Rule(
+            user_says("叫我阿明"),
+            tool_call("lark_save_memory", memory_type="preference", content="希望被称呼为「阿明」"),
+        ),
         Rule(user_says("全部忘掉"), tool_call("lark_forget_memory", target="all")),
         Rule(user_says("我喜欢猫"), tool_call("lark_save_memory", memory_type="fact", content="喜欢猫")),
     )

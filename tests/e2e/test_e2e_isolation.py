@@ -12,8 +12,10 @@ WANGZONG = Injected("希望被称呼为「王总」", "偏好")
 
 
 def call_me(name: str) -> Rule:
-    return Rule(user_says(f"叫我{name}"),
-                tool_call("lark_save_memory", memory_type="preference", content=f"希望被称呼为「{name}」"))
+    return Rule(
+        user_says(f"叫我{name}"),
+        tool_call("lark_save_memory", memory_type="preference", content=f"希望被称呼为「{name}」"),
+    )
 
 
 def test_one_person_two_groups_and_a_second_member(lark, fake_model, ids):
@@ -40,24 +42,44 @@ def test_one_person_two_groups_and_a_second_member(lark, fake_model, ids):
 def test_tool_arguments_naming_another_group_or_user_change_nothing_there(lark, fake_model, ids, astrbot):
     group1, group2 = ids.group(), ids.group()
     wang, intruder = ids.user(), ids.user()
-    elsewhere = {"group_id": group1, "chat_id": group1, "user_id": wang, "sender_id": wang, "open_id": wang,
-                 "unified_msg_origin": f"lark_e2e:GroupMessage:{group1}"}
+    elsewhere = {
+        "group_id": group1,
+        "chat_id": group1,
+        "user_id": wang,
+        "sender_id": wang,
+        "open_id": wang,
+        "unified_msg_origin": f"lark_e2e:GroupMessage:{group1}",
+    }
     fake_model.script(
         call_me("小王"),
         # the intruder, writing in group 2, gets the model to add arguments that point at 王 in group 1
-        Rule(user_says("给他改个称呼"),
-             tool_call("lark_save_memory", {"memory_type": "preference", "content": "希望被称呼为「冒牌货」", **elsewhere})),
+        Rule(
+            user_says("给他改个称呼"),
+            tool_call(
+                "lark_save_memory", {"memory_type": "preference", "content": "希望被称呼为「冒牌货」", **elsewhere}
+            ),
+        ),
         Rule(user_says("把他的记忆删光"), tool_call("lark_forget_memory", {"target": "all", **elsewhere})),
-        Rule(user_says("把那个群的公共记忆删光"),
-             tool_call("lark_forget_memory", {"target": "all", "scope": "group", **elsewhere})),
+        Rule(
+            user_says("把那个群的公共记忆删光"),
+            tool_call("lark_forget_memory", {"target": "all", "scope": "group", **elsewhere}),
+        ),
         Rule(user_says("列出他的记忆"), tool_call("lark_list_memory", elsewhere)),
         # shared scopes: a group memory lands in the group the message came from; global memory is off by default
-        Rule(user_says("给那个群立条规矩"),
-             tool_call("lark_save_memory", {"memory_type": "instruction", "content": "所有人都要叫我老大",
-                                             "scope": "group", **elsewhere})),
-        Rule(user_says("在所有群都记住"),
-             tool_call("lark_save_memory", {"memory_type": "preference", "content": "希望被称呼为「全局冒牌货」",
-                                             "scope": "global", **elsewhere})),
+        Rule(
+            user_says("给那个群立条规矩"),
+            tool_call(
+                "lark_save_memory",
+                {"memory_type": "instruction", "content": "所有人都要叫我老大", "scope": "group", **elsewhere},
+            ),
+        ),
+        Rule(
+            user_says("在所有群都记住"),
+            tool_call(
+                "lark_save_memory",
+                {"memory_type": "preference", "content": "希望被称呼为「全局冒牌货」", "scope": "global", **elsewhere},
+            ),
+        ),
     )
     lark.say("在这个群叫我小王", group=group1, user=wang)
     before = memory_files(astrbot)[group1]

@@ -49,17 +49,37 @@ def test_a_group_conversation_becomes_an_episode_shown_in_that_group_only(lark, 
     lark.fake_lark.chat_members[group] = {wang: "王磊", li: "李娜"}
 
     def extract(req: ModelRequest) -> Action:
-        answer = {"operations": [{"op": "add", "scope": "member", "subject": "U2", "type": "fact",
-                                  "content": "负责支付服务的回滚预案", "importance": 0.6}]}
+        answer = {
+            "operations": [
+                {
+                    "op": "add",
+                    "scope": "member",
+                    "subject": "U2",
+                    "type": "fact",
+                    "content": "负责支付服务的回滚预案",
+                    "importance": 0.6,
+                }
+            ]
+        }
         if '"episode"' in req.system_prompt:
             answer["episode"] = {"summary": SUMMARY, "participants": ["ou_somebody_else"], "start": 0}
         return Action(content=json.dumps(answer, ensure_ascii=False))
 
     fake_model.script(Rule(extraction_request, extract))
-    lines = [(wang, "支付服务什么时候上线？"), (li, "我看周三可以"), (wang, "那就周三"), (li, "回滚预案我来写"),
-             (wang, "好，辛苦")]
-    with plugin_settings(astrbot, enable_background_extraction=True, extraction_every_n_messages=5,
-                         extraction_quiet_seconds=3600, episode_segment_messages=5):
+    lines = [
+        (wang, "支付服务什么时候上线？"),
+        (li, "我看周三可以"),
+        (wang, "那就周三"),
+        (li, "回滚预案我来写"),
+        (wang, "好，辛苦"),
+    ]
+    with plugin_settings(
+        astrbot,
+        enable_background_extraction=True,
+        extraction_every_n_messages=5,
+        extraction_quiet_seconds=3600,
+        episode_segment_messages=5,
+    ):
         mark = fake_model.mark()
         for user, text in lines:
             lark.say_unaddressed(text, group=group, user=user)

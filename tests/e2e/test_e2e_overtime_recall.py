@@ -35,10 +35,20 @@ def test_a_conversation_becomes_an_episode_that_last_time_recalls_in_its_group_o
         return Action(content=json.dumps(body, ensure_ascii=False))
 
     fake_model.script(Rule(extraction_request, extract))
-    lines = [(wang, "支付服务什么时候上线？"), (li, "我看周三可以"), (wang, "那就定周三"), (li, "回滚预案我来写"),
-             (wang, "好，辛苦")]
-    with plugin_settings(astrbot, enable_background_extraction=True, extraction_every_n_messages=5,
-                         episode_segment_messages=5, extraction_quiet_seconds=3600):
+    lines = [
+        (wang, "支付服务什么时候上线？"),
+        (li, "我看周三可以"),
+        (wang, "那就定周三"),
+        (li, "回滚预案我来写"),
+        (wang, "好，辛苦"),
+    ]
+    with plugin_settings(
+        astrbot,
+        enable_background_extraction=True,
+        extraction_every_n_messages=5,
+        episode_segment_messages=5,
+        extraction_quiet_seconds=3600,
+    ):
         for user, text in lines:
             lark.say_unaddressed(text, group=group, user=user)
         [episode] = wait_until(lambda: episodes_of(astrbot, group), "the segment's episode on disk", timeout=30)
@@ -81,8 +91,9 @@ def judged_after_reply(lark, fake_model, ids, astrbot):
     )
     lark.say("记住我最近很紧张", group=group, user=wang)
     lark.say("记住我喜欢猫", group=group, user=wang)
-    with plugin_settings(astrbot, enable_background_extraction=True, extraction_every_n_messages=2,
-                         extraction_quiet_seconds=3600):
+    with plugin_settings(
+        astrbot, enable_background_extraction=True, extraction_every_n_messages=2, extraction_quiet_seconds=3600
+    ):
         mark = fake_model.mark()
         turn = lark.say("明天要答辩了", group=group, user=wang)  # 1st message of a batch; both memories injected
         assert turn.reply.text == "别这么绷着，你准备得很充分。"

@@ -14,8 +14,13 @@ def test_memories_survive_restart(start_astrbot, fake_lark, fake_model, ids, tmp
     root = tmp_path / "astrbot"
     group, other_group, user = ids.group(), ids.group(), ids.user()
     fake_model.script(
-        Rule(user_says("用中文回复"), tool_call("lark_save_memory", memory_type="instruction", content="总是用中文回复")),
-        Rule(user_says("叫我大刘"), tool_call("lark_save_memory", memory_type="preference", content="希望被称呼为「大刘」")),
+        Rule(
+            user_says("用中文回复"), tool_call("lark_save_memory", memory_type="instruction", content="总是用中文回复")
+        ),
+        Rule(
+            user_says("叫我大刘"),
+            tool_call("lark_save_memory", memory_type="preference", content="希望被称呼为「大刘」"),
+        ),
         Rule(user_says("我是测试工程师"), tool_call("lark_save_memory", memory_type="fact", content="是测试工程师")),
         Rule(user_says("你记得我什么"), tool_call("lark_list_memory")),
     )

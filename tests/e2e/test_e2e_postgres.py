@@ -27,8 +27,13 @@ pytestmark = pytest.mark.e2e
 
 DSN_ENV = "USER_MEMORY_POSTGRES_DSN"
 ZONE = ZoneInfo("Asia/Shanghai")
-SETTINGS = {"storage_backend": "postgres", "timezone": "Asia/Shanghai", "enable_todos": True,
-            "reminder_retry_base_seconds": 1, "reminder_max_attempts": 3}
+SETTINGS = {
+    "storage_backend": "postgres",
+    "timezone": "Asia/Shanghai",
+    "enable_todos": True,
+    "reminder_retry_base_seconds": 1,
+    "reminder_max_attempts": 3,
+}
 LEAD = 8.0  # seconds from the model's tool call to the reminder
 SETTLE = 5.0  # seconds to keep watching after the delivery, so a second send (by the other bot) would show
 VISIBLE_WITHIN = 15.0  # how long B is given to see A's save (the target is p99 < 1 s: bench/, not asserted here)
@@ -73,7 +78,10 @@ def pair(tmp_path, fake_lark, fake_model, postgres_dsn, monkeypatch) -> Iterator
 def test_a_memory_saved_through_a_is_injected_by_b(pair, fake_lark, fake_model, ids, postgres_dsn):
     group, user = ids.group(), ids.user()
     fake_model.script(
-        Rule(user_says("叫我老王"), tool_call("lark_save_memory", memory_type="preference", content="希望被称呼为「老王」")),
+        Rule(
+            user_says("叫我老王"),
+            tool_call("lark_save_memory", memory_type="preference", content="希望被称呼为「老王」"),
+        ),
     )
     a, b = LarkDriver(pair.a, fake_lark, fake_model), LarkDriver(pair.b, fake_lark, fake_model)
     assert b.say("你好", group=group, user=user).memories is None  # B holds the group now, still empty
@@ -103,8 +111,10 @@ def test_a_reminder_set_through_a_is_sent_once(pair, fake_lark, fake_model, ids)
         local = datetime.fromtimestamp(due, ZONE).strftime("%Y-%m-%dT%H:%M:%S")
         return tool_call("lark_add_todo", content="交周报", remind_at=local)
 
-    fake_model.script(Rule(user_says("提醒我交周报"), ask),
-                      Rule(user_says("我有哪些待办"), tool_call("lark_list_todos", include_done=True)))
+    fake_model.script(
+        Rule(user_says("提醒我交周报"), ask),
+        Rule(user_says("我有哪些待办"), tool_call("lark_list_todos", include_done=True)),
+    )
     a, b = LarkDriver(pair.a, fake_lark, fake_model), LarkDriver(pair.b, fake_lark, fake_model)
     b.say("你好", group=group, user=user)  # B has the group in memory too: both could send it
     result = a.say("过几秒提醒我交周报", group=group, user=user).tool_result("lark_add_todo")

@@ -18,8 +18,9 @@ SECRET = "我的秘密是紫色长颈鹿QZ9"
 def test_an_opted_out_member_never_reaches_extraction(lark, fake_model, ids, astrbot):
     group, quiet, other = ids.group(), ids.user(), ids.user()
     fake_model.script(Rule(extraction_request, operations()))
-    with plugin_settings(astrbot, enable_background_extraction=True, extraction_every_n_messages=2,
-                         extraction_quiet_seconds=3600):
+    with plugin_settings(
+        astrbot, enable_background_extraction=True, extraction_every_n_messages=2, extraction_quiet_seconds=3600
+    ):
         answer = lark.say("/memory optout", group=group, user=quiet).reply.text
         assert "不再" in answer, answer
         mark = fake_model.mark()

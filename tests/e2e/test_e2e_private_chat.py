@@ -12,7 +12,10 @@ def test_private_chat_has_no_injection(lark, fake_lark, fake_model, ids, astrbot
     group, user = ids.group(), ids.user()
     fake_lark.user_names[user] = "王小明"
     fake_model.script(
-        Rule(user_says("叫我小明"), tool_call("lark_save_memory", memory_type="preference", content="希望被称呼为「小明」")),
+        Rule(
+            user_says("叫我小明"),
+            tool_call("lark_save_memory", memory_type="preference", content="希望被称呼为「小明」"),
+        ),
         Rule(user_says("私聊记住"), tool_call("lark_save_memory", memory_type="fact", content="私聊里说的事")),
     )
     lark.say("在这个群叫我小明", group=group, user=user)
@@ -21,8 +24,9 @@ def test_private_chat_has_no_injection(lark, fake_lark, fake_model, ids, astrbot
     turn = lark.say("你好", user=user)  # private chat with the bot
     assert turn.reply.text == "收到：你好"
     assert turn.memories is None
-    assert any(path == f"/open-apis/contact/v3/users/{user}" for _, path, _ in fake_lark.calls), \
+    assert any(path == f"/open-apis/contact/v3/users/{user}" for _, path, _ in fake_lark.calls), (
         "AstrBot looks up the private sender's name"
+    )
 
     turn = lark.say("私聊记住这个", user=user)
     result = turn.tool_result("lark_save_memory")

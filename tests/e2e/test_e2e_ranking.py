@@ -41,11 +41,16 @@ def expected(saved):
 
 
 def save_all(lark, fake_model, group, user):
-    fake_model.script(*[
-        Rule(user_says(f"记住第{i:02d}条"), tool_call("lark_save_memory", memory_type=kind, content=content))
-        for i, (kind, content) in enumerate(SAVED)
-    ], Rule(user_says("再记一次表格"),
-            tool_call("lark_save_memory", memory_type="preference", content="喜欢用表格做对比")))
+    fake_model.script(
+        *[
+            Rule(user_says(f"记住第{i:02d}条"), tool_call("lark_save_memory", memory_type=kind, content=content))
+            for i, (kind, content) in enumerate(SAVED)
+        ],
+        Rule(
+            user_says("再记一次表格"),
+            tool_call("lark_save_memory", memory_type="preference", content="喜欢用表格做对比"),
+        ),
+    )
     for i, (_, content) in enumerate(SAVED):
         assert content in lark.say(f"记住第{i:02d}条", group=group, user=user).tool_result("lark_save_memory")
 

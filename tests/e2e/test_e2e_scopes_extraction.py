@@ -70,18 +70,33 @@ def calls(bot: sandbox.AstrBot, group: str) -> list[dict]:
 def test_group_memory_reaches_every_member_of_that_group_only(lark, fake_model, ids, astrbot):
     group, other_group = ids.group(), ids.group()
     zhang, li, zhao = ids.user(), ids.user(), ids.user()
-    other_groups_ids = {"group_id": other_group, "chat_id": other_group, "user_id": zhao, "sender_id": zhao,
-                        "unified_msg_origin": f"{sandbox.PLATFORM_ID}:GroupMessage:{other_group}"}
+    other_groups_ids = {
+        "group_id": other_group,
+        "chat_id": other_group,
+        "user_id": zhao,
+        "sender_id": zhao,
+        "unified_msg_origin": f"{sandbox.PLATFORM_ID}:GroupMessage:{other_group}",
+    }
     fake_model.script(
-        Rule(user_says("记住我们的群规"),
-             tool_call("lark_save_memory", memory_type="fact", content="群规禁止发广告", scope="group")),
+        Rule(
+            user_says("记住我们的群规"),
+            tool_call("lark_save_memory", memory_type="fact", content="群规禁止发广告", scope="group"),
+        ),
         # li, writing in `group`, gets the model to name the other group and its member in the arguments
-        Rule(user_says("给隔壁群立条规矩"),
-             tool_call("lark_save_memory", {"memory_type": "fact", "content": "群规允许发广告", "scope": "group",
-                                             **other_groups_ids})),
-        Rule(user_says("把群规都删了"),
-             tool_call("lark_forget_memory", {"target": "all", "scope": "group", "user_id": zhang,
-                                               "sender_id": zhang, "open_id": zhang})),
+        Rule(
+            user_says("给隔壁群立条规矩"),
+            tool_call(
+                "lark_save_memory",
+                {"memory_type": "fact", "content": "群规允许发广告", "scope": "group", **other_groups_ids},
+            ),
+        ),
+        Rule(
+            user_says("把群规都删了"),
+            tool_call(
+                "lark_forget_memory",
+                {"target": "all", "scope": "group", "user_id": zhang, "sender_id": zhang, "open_id": zhang},
+            ),
+        ),
     )
 
     turn = lark.say("记住我们的群规：禁止发广告", group=group, user=zhang)
@@ -112,8 +127,10 @@ def test_group_memory_reaches_every_member_of_that_group_only(lark, fake_model, 
 def test_global_scope_is_off_by_default(lark, fake_model, ids, astrbot):
     group, other_group, user = ids.group(), ids.group(), ids.user()
     fake_model.script(
-        Rule(user_says("在所有群都叫我老王"),
-             tool_call("lark_save_memory", memory_type="preference", content="希望被称呼为「老王」", scope="global")),
+        Rule(
+            user_says("在所有群都叫我老王"),
+            tool_call("lark_save_memory", memory_type="preference", content="希望被称呼为「老王」", scope="global"),
+        ),
     )
     turn = lark.say("在所有群都叫我老王", group=group, user=user)
     result = turn.tool_result("lark_save_memory")
@@ -129,8 +146,10 @@ def test_global_memory_when_enabled_follows_the_member_into_other_groups(lark, f
     group, other_group, user, neighbour = ids.group(), ids.group(), ids.user(), ids.user()
     laowang = Injected("希望被称呼为「老王」", "偏好", "全局个人")
     fake_model.script(
-        Rule(user_says("在所有群都叫我老王"),
-             tool_call("lark_save_memory", memory_type="preference", content="希望被称呼为「老王」", scope="global")),
+        Rule(
+            user_says("在所有群都叫我老王"),
+            tool_call("lark_save_memory", memory_type="preference", content="希望被称呼为「老王」", scope="global"),
+        ),
     )
     with plugin_settings(astrbot, enable_global_memory=True):
         turn = lark.say("在所有群都叫我老王", group=group, user=user)
@@ -150,15 +169,24 @@ def test_background_extraction_applies_what_the_model_reads_in_the_conversation(
         """Answer with the numbers the plugin showed: rename, cancel the plan, and one id it never showed."""
         number = {m.content: m.number for m in shown_memories(req)}
         return operations(
-            {"op": "update", "id": number["希望被称呼为「小王」"], "content": "希望被称呼为「王总」", "by_request": True},
+            {
+                "op": "update",
+                "id": number["希望被称呼为「小王」"],
+                "content": "希望被称呼为「王总」",
+                "by_request": True,
+            },
             {"op": "delete", "id": number["下周去爬山"], "by_request": True},
             {"op": "delete", "id": 99, "by_request": True},
-            usage=usage, hold=release)
+            usage=usage,
+            hold=release,
+        )
 
     fake_model.script(
         Rule(extraction_request, extract),
-        Rule(user_says("叫我小王"),
-             tool_call("lark_save_memory", memory_type="preference", content="希望被称呼为「小王」")),
+        Rule(
+            user_says("叫我小王"),
+            tool_call("lark_save_memory", memory_type="preference", content="希望被称呼为「小王」"),
+        ),
         Rule(user_says("我下周去爬山"), tool_call("lark_save_memory", memory_type="fact", content="下周去爬山")),
     )
     # saved at wang's request while extraction is still off
@@ -168,8 +196,9 @@ def test_background_extraction_applies_what_the_model_reads_in_the_conversation(
 
     wang_says = "别再叫我小王了，叫我王总。另外，我下周不去爬山了。"
     try:
-        with plugin_settings(astrbot, enable_background_extraction=True, extraction_every_n_messages=3,
-                             extraction_quiet_seconds=3600):
+        with plugin_settings(
+            astrbot, enable_background_extraction=True, extraction_every_n_messages=3, extraction_quiet_seconds=3600
+        ):
             mark = fake_model.mark()
             said = lark.say_unaddressed(wang_says, group=group, user=wang)
             heard = lark.say_unaddressed("收到，王总！", group=group, user=li)
@@ -189,7 +218,9 @@ def test_background_extraction_applies_what_the_model_reads_in_the_conversation(
             assert label[wang_says] == label["帮我看看这个报错"] != label["收到，王总！"]
             assert {label[wang_says], label["收到，王总！"]} == {"U1", "U2"}
             assert [(m.whose.split()[0], m.type, m.content) for m in shown_memories(req)] == [
-                (label[wang_says], "preference", "希望被称呼为「小王」"), (label[wang_says], "fact", "下周去爬山")]
+                (label[wang_says], "preference", "希望被称呼为「小王」"),
+                (label[wang_says], "fact", "下周去爬山"),
+            ]
             assert [r for r in fake_model.requests_since(mark) if r.is_extraction] == [req], "exactly one call"
 
             release.set()
@@ -204,12 +235,20 @@ def test_background_extraction_applies_what_the_model_reads_in_the_conversation(
     entries = history(astrbot, group)
     batch = [e for e in entries if e["kind"] == "memory" and e["actor"] == "extraction"]
     changes = [(e["op"], e["owner"], (e["old"] or {}).get("content"), (e["new"] or {}).get("content")) for e in batch]
-    assert changes == [("update", wang, "希望被称呼为「小王」", "希望被称呼为「王总」"), ("delete", wang, "下周去爬山", None)]
+    assert changes == [
+        ("update", wang, "希望被称呼为「小王」", "希望被称呼为「王总」"),
+        ("delete", wang, "下周去爬山", None),
+    ]
     assert [e["txn"] for e in batch] == [batch[0]["id"]] * 2, "one batch is one transaction"
     assert [e["actor"] for e in entries if e["kind"] == "memory"][:2] == [wang, wang], "the tool saves are logged too"
     [call] = [e for e in entries if e["kind"] == "call"]
     assert {k: call[k] for k in ("messages", "input_tokens", "output_tokens", "applied", "rejected")} == {
-        "messages": 3, "input_tokens": 321, "output_tokens": 45, "applied": 2, "rejected": 1}
+        "messages": 3,
+        "input_tokens": 321,
+        "output_tokens": 45,
+        "applied": 2,
+        "rejected": 1,
+    }
 
     stats = lark.say("/memory stats", group=group, user=li).reply.text
     assert "调用 1 次，处理消息 3 条，输入 321 / 输出 45 tokens" in stats, stats
@@ -229,8 +268,9 @@ def test_background_extraction_applies_what_the_model_reads_in_the_conversation(
 
 def test_commands_are_not_buffered_for_extraction(lark, fake_model, ids, astrbot):
     group, user = ids.group(), ids.user()
-    with plugin_settings(astrbot, enable_background_extraction=True, extraction_every_n_messages=5,
-                         extraction_quiet_seconds=3600):
+    with plugin_settings(
+        astrbot, enable_background_extraction=True, extraction_every_n_messages=5, extraction_quiet_seconds=3600
+    ):
         lark.say("你好", group=group, user=user)
         first = lark.say("/memory stats", group=group, user=user).reply.text
         second = lark.say("/memory stats", group=group, user=user).reply.text

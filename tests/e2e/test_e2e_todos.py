@@ -29,8 +29,12 @@ from .test_e2e_scopes_extraction import plugin_settings
 pytestmark = pytest.mark.e2e
 
 ZONE = ZoneInfo("Asia/Shanghai")
-SETTINGS = {"timezone": "Asia/Shanghai", "enable_todos": True, "reminder_retry_base_seconds": 1,
-            "reminder_max_attempts": 3}
+SETTINGS = {
+    "timezone": "Asia/Shanghai",
+    "enable_todos": True,
+    "reminder_retry_base_seconds": 1,
+    "reminder_max_attempts": 3,
+}
 LEAD = 6.0  # seconds from the model's tool call to the reminder: enough for the turn to finish first
 SETTLE = 3.0  # seconds to keep watching after a delivery, so a duplicate (a second scheduler, a re-send) shows
 NOT_READY_RETRY = 15.0  # memory/_todos/delivery.py: a platform not up yet (just after a start) is tried again then
@@ -62,8 +66,10 @@ class Reminder:
 def now_text(instant: float) -> str:
     """`当前时间：2026年11月22日（周日）15:04（Asia/Shanghai）`, as the todo tools state it."""
     local = datetime.fromtimestamp(instant, ZONE)
-    return (f"当前时间：{local.year}年{local.month}月{local.day}日（{WEEKDAYS[local.weekday()]}）{local:%H:%M}"
-            "（Asia/Shanghai）")
+    return (
+        f"当前时间：{local.year}年{local.month}月{local.day}日（{WEEKDAYS[local.weekday()]}）{local:%H:%M}"
+        "（Asia/Shanghai）"
+    )
 
 
 def todo_id(add_result: str) -> str:
@@ -73,8 +79,11 @@ def todo_id(add_result: str) -> str:
 
 
 def wait_sent(fake_lark, group: str, count: int, timeout: float) -> list[Reply]:
-    return fake_lark.wait_for(lambda: len(fake_lark.sent_to(group)) >= count and fake_lark.sent_to(group),
-                              f"{count} message(s) sent to {group}", timeout)
+    return fake_lark.wait_for(
+        lambda: len(fake_lark.sent_to(group)) >= count and fake_lark.sent_to(group),
+        f"{count} message(s) sent to {group}",
+        timeout,
+    )
 
 
 def sleep_until(instant: float) -> None:
@@ -113,8 +122,10 @@ def say(shared, fake_lark, fake_model):
 def test_a_reminder_reaches_the_group_as_a_new_message_mentioning_the_member(say, fake_lark, fake_model, ids):
     group, user = ids.group(), ids.user()
     weekly = Reminder("交周报")
-    fake_model.script(Rule(user_says("提醒我"), weekly.ask),
-                      Rule(user_says("我有哪些待办"), tool_call("lark_list_todos", include_done=True)))
+    fake_model.script(
+        Rule(user_says("提醒我"), weekly.ask),
+        Rule(user_says("我有哪些待办"), tool_call("lark_list_todos", include_done=True)),
+    )
 
     before = time.time()
     result = say("过几秒提醒我交周报", group=group, user=user).tool_result("lark_add_todo")
@@ -156,13 +167,15 @@ def test_a_refused_send_is_retried_then_listed_as_failed(say, fake_lark, fake_mo
     group, user = ids.group(), ids.user()
     fake_lark.refuse_sends[group] = LarkError(230002, "Bot/User can NOT be out of the chat.")
     weekly = Reminder("交周报")
-    fake_model.script(Rule(user_says("提醒我"), weekly.ask),
-                      Rule(user_says("我有哪些待办"), tool_call("lark_list_todos")))
+    fake_model.script(
+        Rule(user_says("提醒我"), weekly.ask), Rule(user_says("我有哪些待办"), tool_call("lark_list_todos"))
+    )
     say("提醒我交周报", group=group, user=user)
 
     attempts = SETTINGS["reminder_max_attempts"]
-    fake_lark.wait_for(lambda: len(fake_lark.refused_to(group)) >= attempts, f"{attempts} attempts",
-                       timeout=weekly.lead + 30)
+    fake_lark.wait_for(
+        lambda: len(fake_lark.refused_to(group)) >= attempts, f"{attempts} attempts", timeout=weekly.lead + 30
+    )
     refused = fake_lark.refused_to(group)
     assert all(r.receive_id_type == "chat_id" and r.mentions == [user] and "交周报" in r.text for r in refused)
     gaps = [later.received_at - earlier.received_at for earlier, later in zip(refused, refused[1:])]

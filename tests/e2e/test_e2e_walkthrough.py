@@ -13,10 +13,13 @@ MEMORY_TOOLS = {"lark_save_memory", "lark_list_memory", "lark_forget_memory"}
 def test_remember_use_list_and_forget(lark, fake_model, ids):
     group, laowang = ids.group(), ids.user()
     fake_model.script(
-        Rule(user_says("叫我老王"),
-             tool_call("lark_save_memory", memory_type="preference", content="希望被称呼为「老王」")),
-        Rule(user_says("后端负责人"),
-             tool_call("lark_save_memory", memory_type="fact", content="是这个项目的后端负责人")),
+        Rule(
+            user_says("叫我老王"),
+            tool_call("lark_save_memory", memory_type="preference", content="希望被称呼为「老王」"),
+        ),
+        Rule(
+            user_says("后端负责人"), tool_call("lark_save_memory", memory_type="fact", content="是这个项目的后端负责人")
+        ),
         Rule(user_says("你记得我什么"), tool_call("lark_list_memory")),
         Rule(user_says("忘掉你记得的关于我的所有东西"), tool_call("lark_forget_memory", target="all")),
     )
@@ -58,7 +61,10 @@ def test_remember_use_list_and_forget(lark, fake_model, ids):
 def test_forget_by_description_keeps_the_rest(lark, fake_model, ids):
     group, user = ids.group(), ids.user()
     fake_model.script(
-        Rule(user_says("叫我小李"), tool_call("lark_save_memory", memory_type="preference", content="希望被称呼为「小李」")),
+        Rule(
+            user_says("叫我小李"),
+            tool_call("lark_save_memory", memory_type="preference", content="希望被称呼为「小李」"),
+        ),
         Rule(user_says("产品经理"), tool_call("lark_save_memory", memory_type="fact", content="是产品经理")),
         Rule(user_says("别再那样叫我"), tool_call("lark_forget_memory", target="关于称呼的")),
     )
@@ -72,7 +78,10 @@ def test_forget_by_description_keeps_the_rest(lark, fake_model, ids):
 def test_memory_commands(lark, fake_model, ids):
     group, user = ids.group(), ids.user()
     fake_model.script(
-        Rule(user_says("叫我阿强"), tool_call("lark_save_memory", memory_type="preference", content="希望被称呼为「阿强」")),
+        Rule(
+            user_says("叫我阿强"),
+            tool_call("lark_save_memory", memory_type="preference", content="希望被称呼为「阿强」"),
+        ),
     )
     lark.say("以后叫我阿强", group=group, user=user)
 

@@ -55,8 +55,9 @@ _TRIM = (
 class PostgresAudit(AuditLog):
     """`um_audit` through the store's pool; a failure is logged (an audit never fails what it records)."""
 
-    def __init__(self, store: PostgresMemoryStore, *, clock: Callable[[], float] = time.time,
-                 max_items: int = MAX_ITEMS) -> None:
+    def __init__(
+        self, store: PostgresMemoryStore, *, clock: Callable[[], float] = time.time, max_items: int = MAX_ITEMS
+    ) -> None:
         self._store = store
         self._clock = clock
         self._max_items = max_items
@@ -82,7 +83,8 @@ class PostgresAudit(AuditLog):
                     await conn.execute(_UPSERT, key.platform, key.group_id, actor, kind, self._clock(), last)
                     count = await conn.fetchval(
                         "SELECT count(*) FROM um_audit WHERE platform = $1 AND group_id = $2",
-                        key.platform, key.group_id,
+                        key.platform,
+                        key.group_id,
                     )
                     if count > self._max_items:
                         await conn.execute(_TRIM, key.platform, key.group_id, self._max_items)
@@ -104,11 +106,14 @@ class PostgresAudit(AuditLog):
             await self._prepare(conn)
             rows = await conn.fetch(
                 "SELECT actor, kind, count, first_at, last_at, last FROM um_audit"
-                " WHERE platform = $1 AND group_id = $2 ORDER BY last_at DESC", key.platform, key.group_id,
+                " WHERE platform = $1 AND group_id = $2 ORDER BY last_at DESC",
+                key.platform,
+                key.group_id,
             )
             dropped = await conn.fetchval(
                 "SELECT dropped FROM um_audit_dropped WHERE platform = $1 AND group_id = $2",
-                key.platform, key.group_id,
+                key.platform,
+                key.group_id,
             )
         items = [dict(row) for row in rows]
         return AuditPage(items, int(dropped or 0))

@@ -42,8 +42,16 @@ class Change:
     todos_changed: bool
 
     def payload(self) -> str:
-        return json.dumps({"p": self.key.platform, "g": self.key.group_id, "v": self.version, "i": self.instance,
-                           "t": self.todos_changed}, ensure_ascii=False)
+        return json.dumps(
+            {
+                "p": self.key.platform,
+                "g": self.key.group_id,
+                "v": self.version,
+                "i": self.instance,
+                "t": self.todos_changed,
+            },
+            ensure_ascii=False,
+        )
 
     @classmethod
     def parse(cls, payload: str) -> Change | None:
@@ -129,8 +137,12 @@ class Follower:
                 dropped = isinstance(exc, ConnectionLost)  # try again at once; backoff only while it cannot connect
                 delay = 0.0 if dropped else BACKOFF_SECONDS[min(failures, len(BACKOFF_SECONDS) - 1)]
                 failures += not dropped
-                log.log(logging.WARNING if failures <= 1 else logging.DEBUG,
-                        "PostgreSQL change follower: %s; retrying in %.1f s", exc, delay)
+                log.log(
+                    logging.WARNING if failures <= 1 else logging.DEBUG,
+                    "PostgreSQL change follower: %s; retrying in %.1f s",
+                    exc,
+                    delay,
+                )
                 await asyncio.sleep(delay)
 
     async def _watch(self, connection: Any, lost: asyncio.Event) -> None:

@@ -51,7 +51,6 @@ class Stored:
 class LogCursor:
     """The `_cached.LogCursor` of a group in PostgreSQL."""
 
-
     next_id: int
     totals: changelog.CallTotals | None = None
 
@@ -67,8 +66,16 @@ class Loaded:
 def snapshot(
     gid: int | None, version: int, doc: GroupDocument, episodes: list[Episode], lists: dict[str, int]
 ) -> Stored:
-    return Stored(gid, version, owners=_owner_lists(doc), users=_users(doc), todos=doc.todos, archive=doc.archive,
-                  episodes=episodes, lists=lists)
+    return Stored(
+        gid,
+        version,
+        owners=_owner_lists(doc),
+        users=_users(doc),
+        todos=doc.todos,
+        archive=doc.archive,
+        episodes=episodes,
+        lists=lists,
+    )
 
 
 def _list_name(owner: Owner) -> str:
@@ -81,7 +88,8 @@ async def load(conn: Any, key: GroupKey, since: Stored | None = None, sealer: Se
     objects. The server aggregates each list into one JSON text that pydantic parses in one go."""
     row = await conn.fetchrow(
         "SELECT gid, version, head, users, log_next_id, lists FROM um_groups WHERE platform = $1 AND group_id = $2",
-        key.platform, key.group_id,
+        key.platform,
+        key.group_id,
     )
     if row is None:
         doc = GroupDocument(platform=key.platform, group_id=key.group_id)
@@ -91,11 +99,17 @@ async def load(conn: Any, key: GroupKey, since: Stored | None = None, sealer: Se
         return await _load_whole(conn, key, row, sealer)
     moved = {name for name in {*lists, *since.lists} if lists.get(name) != since.lists.get(name)}
     owners = [name[2:] for name in moved if name.startswith("m:")]
-    found = await conn.fetch(
-        f"SELECT owner, {_MEMORY_AGGREGATE} FROM um_memories"
-        " WHERE gid = $1 AND (owner = ANY($2::text[]) OR ($3 AND owner IS NULL)) GROUP BY owner",
-        gid, owners, "g" in moved,
-    ) if owners or "g" in moved else []
+    found = (
+        await conn.fetch(
+            f"SELECT owner, {_MEMORY_AGGREGATE} FROM um_memories"
+            " WHERE gid = $1 AND (owner = ANY($2::text[]) OR ($3 AND owner IS NULL)) GROUP BY owner",
+            gid,
+            owners,
+            "g" in moved,
+        )
+        if owners or "g" in moved
+        else []
+    )
     memories = {r[0]: r[1] for r in found}
     tokens = {r[0]: r[2] for r in found}
     doc = GroupDocument.model_validate({**row["head"], "platform": key.platform, "group_id": key.group_id})
@@ -140,7 +154,8 @@ async def _load_whole(conn: Any, key: GroupKey, row: Any, sealer: Sealer | None)
     tokens = {r[0]: r[2] for r in memories if r[2] is not None}
     lists = await conn.fetchrow(
         f"SELECT {_AGGREGATE.format(table='um_todos')}, {_AGGREGATE.format(table='um_archive')},"
-        f" {_AGGREGATE.format(table='um_episodes')}", gid,
+        f" {_AGGREGATE.format(table='um_episodes')}",
+        gid,
     )
     by_owner: dict[Owner, str] = {r[0]: r[1] for r in memories}
     users = []
@@ -165,8 +180,9 @@ async def _load_whole(conn: Any, key: GroupKey, row: Any, sealer: Sealer | None)
     doc.todos = _open_items(sealer, key, doc.todos)
     doc.archive = _open_items(sealer, key, doc.archive)
     episodes = _open_items(sealer, key, episodes)
-    return Loaded(doc, episodes, LogCursor(row["log_next_id"]),
-                  snapshot(gid, row["version"], doc, episodes, row["lists"]))
+    return Loaded(
+        doc, episodes, LogCursor(row["log_next_id"]), snapshot(gid, row["version"], doc, episodes, row["lists"])
+    )
 
 
 _AGGREGATE = "(SELECT coalesce(json_agg(body ORDER BY pos), '[]')::text FROM {table} WHERE gid = $1)"
@@ -193,7 +209,8 @@ def _fill(sealer: Sealer | None, key: GroupKey, owner: Owner, memories: list[Mem
 def _open_items(sealer: Sealer | None, key: GroupKey, items: list[Any]) -> list[Any]:
     return [
         sealed.open_item(_need(sealer, token), key, item)
-        if (token := (item.model_extra or {}).get(sealed.SEALED)) is not None else item
+        if (token := (item.model_extra or {}).get(sealed.SEALED)) is not None
+        else item
         for item in items
     ]
 
@@ -215,15 +232,23 @@ async def lock_group(conn: Any, key: GroupKey) -> tuple[int, int]:
     if row is None:
         await conn.execute(
             "INSERT INTO um_groups (platform, group_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-            key.platform, key.group_id,
+            key.platform,
+            key.group_id,
         )
         row = await conn.fetchrow(query, key.platform, key.group_id)
     return row["gid"], row["version"]
 
 
 async def write(
-    conn: Any, key: GroupKey, gid: int, stored: Stored, doc: GroupDocument, episodes: list[Episode] | None,
-    entries: Sequence[dict[str, Any]], next_log_id: int, sealer: Sealer | None = None,
+    conn: Any,
+    key: GroupKey,
+    gid: int,
+    stored: Stored,
+    doc: GroupDocument,
+    episodes: list[Episode] | None,
+    entries: Sequence[dict[str, Any]],
+    next_log_id: int,
+    sealer: Sealer | None = None,
 ) -> dict[str, int]:
     """Write what changed since `stored` as version `stored.version + 1` and append `entries` (inside the caller's
     transaction, the group's row locked at `stored.version`); the versions of the lists after it."""
@@ -241,7 +266,9 @@ async def write(
         members = [o for o in changed_owners if o is not GROUP_OWNER]
         await conn.execute(
             "DELETE FROM um_memories WHERE gid = $1 AND (owner = ANY($2::text[]) OR ($3 AND owner IS NULL))",
-            gid, members, GROUP_OWNER in changed_owners,
+            gid,
+            members,
+            GROUP_OWNER in changed_owners,
         )
         memory_rows = []
         for owner in changed_owners:
@@ -253,8 +280,22 @@ async def write(
             else:
                 token, bodies = None, [_body(m) for m in memories]
             memory_rows += [
-                (gid, owner, pos, m.id, scope, m.type.value, "" if token else m.content, m.importance, str(m.source),
-                 m.created_at, m.updated_at, m.last_used_at, body, token if pos == 0 else None)
+                (
+                    gid,
+                    owner,
+                    pos,
+                    m.id,
+                    scope,
+                    m.type.value,
+                    "" if token else m.content,
+                    m.importance,
+                    str(m.source),
+                    m.created_at,
+                    m.updated_at,
+                    m.last_used_at,
+                    body,
+                    token if pos == 0 else None,
+                )
                 for pos, (m, body) in enumerate(zip(memories, bodies))
             ]
         await _insert(conn, "um_memories", memory_rows)
@@ -262,24 +303,43 @@ async def write(
     if todos_changed:
         lists["todos"] = version
         await conn.execute("DELETE FROM um_todos WHERE gid = $1", gid)
-        await _insert(conn, "um_todos", [
-            (gid, pos, t.id, t.assignee, str(t.status), t.due_at, t.remind_at, t.platform_id,
-             _item_body(sealer, key, t))
-            for pos, t in enumerate(doc.todos)
-        ])
+        await _insert(
+            conn,
+            "um_todos",
+            [
+                (
+                    gid,
+                    pos,
+                    t.id,
+                    t.assignee,
+                    str(t.status),
+                    t.due_at,
+                    t.remind_at,
+                    t.platform_id,
+                    _item_body(sealer, key, t),
+                )
+                for pos, t in enumerate(doc.todos)
+            ],
+        )
     if doc.archive is not stored.archive:
         lists["archive"] = version
         await conn.execute("DELETE FROM um_archive WHERE gid = $1", gid)
-        await _insert(conn, "um_archive", [
-            (gid, pos, a.owner, a.memory.id, a.archived_at, a.reason, a.actor, _item_body(sealer, key, a))
-            for pos, a in enumerate(doc.archive)
-        ])
+        await _insert(
+            conn,
+            "um_archive",
+            [
+                (gid, pos, a.owner, a.memory.id, a.archived_at, a.reason, a.actor, _item_body(sealer, key, a))
+                for pos, a in enumerate(doc.archive)
+            ],
+        )
     if episodes is not None and episodes is not stored.episodes:
         lists["episodes"] = version
         await conn.execute("DELETE FROM um_episodes WHERE gid = $1", gid)
-        await _insert(conn, "um_episodes", [
-            (gid, pos, e.id, e.start, e.end, _item_body(sealer, key, e)) for pos, e in enumerate(episodes)
-        ])
+        await _insert(
+            conn,
+            "um_episodes",
+            [(gid, pos, e.id, e.start, e.end, _item_body(sealer, key, e)) for pos, e in enumerate(episodes)],
+        )
     log_rows = [_log_row(gid, sealed.seal_entry(sealer, key, e) if sealer else e) for e in entries]
     await _insert(conn, "um_log", log_rows)
     head, users = _head(doc), _users(doc)
@@ -287,14 +347,26 @@ async def write(
         "UPDATE um_groups SET version = $7, head = $2, users = $3, log_next_id = $4, lists = $8,"
         " log_bytes = log_bytes + $5, changed_at = now(),"
         " todos_changed_at = CASE WHEN $6 THEN now() ELSE todos_changed_at END WHERE gid = $1",
-        gid, head, users, next_log_id, sum(r[9] for r in log_rows), todos_changed, version, lists,
+        gid,
+        head,
+        users,
+        next_log_id,
+        sum(r[9] for r in log_rows),
+        todos_changed,
+        version,
+        lists,
     )
     return lists
 
 
 async def erase(
-    conn: Any, gid: int, owners: set[str], todos: set[str], targets: changelog.Targets = frozenset(),
-    *, before: int | None = None,
+    conn: Any,
+    gid: int,
+    owners: set[str],
+    todos: set[str],
+    targets: changelog.Targets = frozenset(),
+    *,
+    before: int | None = None,
 ) -> None:
     """Purge the content of the log entries of erased members' own memories, of erased todos and of the (kind,
     target) pairs in `targets`; only entries older than id `before` (the commit's own entries were erased as they
@@ -308,7 +380,12 @@ async def erase(
         "(kind = 'memory' AND scope IS DISTINCT FROM 'group' AND owner = ANY($2::text[]))"
         " OR (kind = 'todo' AND target = ANY($3::text[]))"
         " OR (kind, target) IN (SELECT * FROM unnest($4::text[], $5::text[])))",
-        gid, sorted(owners), sorted(todos), [k for k, _ in pairs], [t for _, t in pairs], before,
+        gid,
+        sorted(owners),
+        sorted(todos),
+        [k for k, _ in pairs],
+        [t for _, t in pairs],
+        before,
     )
     updated = [_log_row(gid, changelog.erased(r["entry"])) for r in rows]
     if not updated:
@@ -339,15 +416,17 @@ async def trim(conn: Any, gid: int, max_bytes: int) -> changelog.CallTotals | No
     if cut is None:
         return None
     await conn.execute("DELETE FROM um_log WHERE gid = $1 AND id <= $2", gid, cut)
-    await conn.execute("UPDATE um_groups SET log_bytes = $2, carried = $3 WHERE gid = $1", gid, size,
-                       carried.as_entries())
+    await conn.execute(
+        "UPDATE um_groups SET log_bytes = $2, carried = $3 WHERE gid = $1", gid, size, carried.as_entries()
+    )
     return carried
 
 
 async def log_entries(conn: Any, key: GroupKey, sealer: Sealer | None = None) -> list[dict[str, Any]]:
     """The carried totals' lines, then every entry oldest first (like the JSON log file)."""
-    row = await conn.fetchrow("SELECT gid, carried FROM um_groups WHERE platform = $1 AND group_id = $2",
-                              key.platform, key.group_id)
+    row = await conn.fetchrow(
+        "SELECT gid, carried FROM um_groups WHERE platform = $1 AND group_id = $2", key.platform, key.group_id
+    )
     if row is None:
         return []
     entries = await conn.fetch("SELECT entry FROM um_log WHERE gid = $1 ORDER BY id", row["gid"])
@@ -355,8 +434,9 @@ async def log_entries(conn: Any, key: GroupKey, sealer: Sealer | None = None) ->
 
 
 async def call_totals(conn: Any, key: GroupKey) -> changelog.CallTotals:
-    row = await conn.fetchrow("SELECT gid, carried FROM um_groups WHERE platform = $1 AND group_id = $2",
-                              key.platform, key.group_id)
+    row = await conn.fetchrow(
+        "SELECT gid, carried FROM um_groups WHERE platform = $1 AND group_id = $2", key.platform, key.group_id
+    )
     if row is None:
         return changelog.CallTotals()
     calls = await conn.fetch("SELECT entry FROM um_log WHERE gid = $1 AND kind = 'call' ORDER BY id", row["gid"])
@@ -364,13 +444,21 @@ async def call_totals(conn: Any, key: GroupKey) -> changelog.CallTotals:
 
 
 async def insert_group(
-    conn: Any, key: GroupKey, doc: GroupDocument, episodes: list[Episode], entries: Sequence[dict[str, Any]],
-    carried: list[dict[str, Any]], next_log_id: int, sealer: Sealer | None = None,
+    conn: Any,
+    key: GroupKey,
+    doc: GroupDocument,
+    episodes: list[Episode],
+    entries: Sequence[dict[str, Any]],
+    carried: list[dict[str, Any]],
+    next_log_id: int,
+    sealer: Sealer | None = None,
 ) -> int:
     """Store a whole group that has no row yet (an import); its gid. The version starts at 1."""
     gid = await conn.fetchval(
         "INSERT INTO um_groups (platform, group_id, carried) VALUES ($1, $2, $3) RETURNING gid",
-        key.platform, key.group_id, carried,
+        key.platform,
+        key.group_id,
+        carried,
     )
     empty = Stored(gid, 0, owners={GROUP_OWNER: []}, todos=[], archive=[], episodes=[])
     last = max((e["id"] for e in entries if isinstance(e.get("id"), int)), default=0)
@@ -384,7 +472,9 @@ async def reseal(conn: Any, key: GroupKey, opener: Sealer | None, sealer: Sealer
     transaction; the group's new version (None: the group has no row). Vectors: `vectors.py`."""
     row = await conn.fetchrow(
         "SELECT gid, version, head, users, log_next_id, lists FROM um_groups WHERE platform = $1 AND group_id = $2"
-        " FOR UPDATE", key.platform, key.group_id,
+        " FOR UPDATE",
+        key.platform,
+        key.group_id,
     )
     if row is None:
         return None
@@ -419,9 +509,17 @@ def _log_row(gid: int, entry: dict[str, Any]) -> tuple[Any, ...]:
     target = entry.get("target")
     at = entry.get("at")
     return (
-        gid, entry["id"], float(at) if isinstance(at, (int, float)) and not isinstance(at, bool) else None,
-        _text(entry.get("actor")), _text(entry.get("kind")), _text(entry.get("op")), _text(entry.get("scope")),
-        _text(owner), _text(target), len(text.encode("utf-8")) + 1, _Raw(text),
+        gid,
+        entry["id"],
+        float(at) if isinstance(at, (int, float)) and not isinstance(at, bool) else None,
+        _text(entry.get("actor")),
+        _text(entry.get("kind")),
+        _text(entry.get("op")),
+        _text(entry.get("scope")),
+        _text(owner),
+        _text(target),
+        len(text.encode("utf-8")) + 1,
+        _Raw(text),
     )
 
 
@@ -447,7 +545,7 @@ async def _insert(conn: Any, table: str, rows: list[tuple[Any, ...]]) -> None:
 
 _COLUMNS = {
     "um_memories": "gid, owner, pos, id, scope, type, content, importance, source, created_at, updated_at,"
-                   " last_used_at, body, sealed",
+    " last_used_at, body, sealed",
     "um_todos": "gid, pos, id, owner, status, due_at, remind_at, platform_id, body",
     "um_archive": "gid, pos, owner, id, archived_at, reason, actor, body",
     "um_episodes": "gid, pos, id, start_at, end_at, body",

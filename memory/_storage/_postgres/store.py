@@ -122,7 +122,11 @@ class PostgresMemoryStore(CachedStore):
             self._prepared = True
         if self.pool is None:
             self.pool = await self._asyncpg.create_pool(
-                self._dsn, min_size=1, max_size=POOL_SIZE, init=_init_connection, timeout=CONNECT_SECONDS,
+                self._dsn,
+                min_size=1,
+                max_size=POOL_SIZE,
+                init=_init_connection,
+                timeout=CONNECT_SECONDS,
                 command_timeout=COMMAND_SECONDS,
             )
         assert self._follower is not None
@@ -150,7 +154,9 @@ class PostgresMemoryStore(CachedStore):
                 "INSERT INTO um_meta (key, value) VALUES ($1, $2::jsonb) ON CONFLICT (key) DO UPDATE SET value ="
                 " jsonb_set(um_meta.value, '{kids}', (um_meta.value->'kids') || to_jsonb($3::text))"
                 " WHERE NOT (um_meta.value->'kids') ? $3",
-                schema.ENCRYPTION_META, json.dumps({"kids": [self.sealer.kid]}), self.sealer.kid,
+                schema.ENCRYPTION_META,
+                json.dumps({"kids": [self.sealer.kid]}),
+                self.sealer.kid,
             )
 
     def _down(self, exc: BaseException) -> None:
@@ -171,8 +177,12 @@ class PostgresMemoryStore(CachedStore):
         return self.pool
 
     def _failure(self, group: CachedGroup, exc: BaseException) -> str:
-        log.error("commit of group %s to PostgreSQL failed: %s", group.key, _describe(exc),
-                  exc_info=exc if not self._is_connection_error(exc) else None)
+        log.error(
+            "commit of group %s to PostgreSQL failed: %s",
+            group.key,
+            _describe(exc),
+            exc_info=exc if not self._is_connection_error(exc) else None,
+        )
         if isinstance(exc, StorageUnavailable):
             return str(exc)
         if isinstance(exc, asyncio.CancelledError):
@@ -213,8 +223,12 @@ class PostgresMemoryStore(CachedStore):
         if isinstance(exc, (KeyUnavailable, Tampered)):  # the reason is the admin's to fix: say it
             log.error("reading group %s from PostgreSQL: %s", key, exc)
             return exc
-        log.error("reading group %s from PostgreSQL failed: %s", key, _describe(exc),
-                  exc_info=exc if not self._is_connection_error(exc) else None)
+        log.error(
+            "reading group %s from PostgreSQL failed: %s",
+            key,
+            _describe(exc),
+            exc_info=exc if not self._is_connection_error(exc) else None,
+        )
         return StorageUnavailable(UNAVAILABLE_TO_CALLERS)
 
     @staticmethod
@@ -255,8 +269,14 @@ class PostgresMemoryStore(CachedStore):
                         conn, key, gid, group.stored, doc, group.episodes, entries, log_cursor.next_id, self.sealer
                     )
                     todos_changed = lists.get("todos") == version + 1
-                    await rows.erase(conn, gid, group.erase_owners, group.erase_todos, group.erase_targets,
-                                     before=min((e["id"] for e in entries), default=None))
+                    await rows.erase(
+                        conn,
+                        gid,
+                        group.erase_owners,
+                        group.erase_todos,
+                        group.erase_targets,
+                        before=min((e["id"] for e in entries), default=None),
+                    )
                     await rows.trim(conn, gid, self._log_max_bytes)
                     notice = Change(key, version + 1, self.instance, todos_changed)
                     await conn.execute("SELECT pg_notify($1, $2)", schema.CHANGES_CHANNEL, notice.payload())
@@ -352,7 +372,8 @@ class PostgresMemoryStore(CachedStore):
             found = await conn.fetch(
                 "SELECT platform, group_id, version FROM um_groups"
                 " WHERE (platform, group_id) IN (SELECT * FROM unnest($1::text[], $2::text[]))",
-                [k.platform for k in held], [k.group_id for k in held],
+                [k.platform for k in held],
+                [k.group_id for k in held],
             )
             for platform, group_id, version in found:
                 group = held[GroupKey(platform, group_id)]
@@ -416,7 +437,9 @@ class PostgresMemoryStore(CachedStore):
                 "INSERT INTO um_claims (name, holder, until) VALUES ($1, $2, now() + make_interval(secs => $3))"
                 " ON CONFLICT (name) DO UPDATE SET holder = EXCLUDED.holder, until = EXCLUDED.until"
                 " WHERE um_claims.holder = EXCLUDED.holder OR um_claims.until < now() RETURNING holder",
-                name, self.instance, float(seconds),
+                name,
+                self.instance,
+                float(seconds),
             )
         except Exception as exc:
             log.warning("claiming %s failed: %s", name, _describe(exc))
@@ -488,12 +511,14 @@ class PostgresMemoryStore(CachedStore):
                 async with conn.transaction():
                     existing = await conn.fetchval(
                         "SELECT version FROM um_groups WHERE platform = $1 AND group_id = $2 FOR UPDATE",
-                        key.platform, key.group_id,
+                        key.platform,
+                        key.group_id,
                     )
                     if existing is not None:
                         raise ValueError(f"群 {key} 已有数据，不能导入")
-                    await rows.insert_group(conn, key, document, list(dump.episodes), dump.log, dump.carried,
-                                            dump.next_log_id, self.sealer)
+                    await rows.insert_group(
+                        conn, key, document, list(dump.episodes), dump.log, dump.carried, dump.next_log_id, self.sealer
+                    )
                     notice = Change(key, 1, self.instance, bool(document.todos))
                     await conn.execute("SELECT pg_notify($1, $2)", schema.CHANGES_CHANNEL, notice.payload())
             group.forget_state()
@@ -529,7 +554,8 @@ class PostgresMemoryStore(CachedStore):
         """Record that the data is sealed with exactly these keys (a finished rotation drops the old key's id)."""
         await self._check_available().execute(
             "INSERT INTO um_meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
-            schema.ENCRYPTION_META, {"kids": list(kids)},
+            schema.ENCRYPTION_META,
+            {"kids": list(kids)},
         )
 
     async def close(self) -> None:

@@ -55,12 +55,18 @@ class PostgresVectors(VectorPersistence):
         async def write(conn: Any, gid: int) -> None:
             await conn.execute(
                 "DELETE FROM um_vectors WHERE gid = $1 AND model = $2 AND NOT (memory_id = ANY($3::text[]))",
-                gid, vectors.model, list(vectors.entries),
+                gid,
+                vectors.model,
+                list(vectors.entries),
             )
-            await conn.executemany(_UPSERT, [
-                _row(self._store.sealer, key, gid, vectors.model, d, h, v)
-                for d, (h, v) in vectors.entries.items() if d in changed
-            ])
+            await conn.executemany(
+                _UPSERT,
+                [
+                    _row(self._store.sealer, key, gid, vectors.model, d, h, v)
+                    for d, (h, v) in vectors.entries.items()
+                    if d in changed
+                ],
+            )
 
         await self._write(key, write)
 
@@ -73,10 +79,14 @@ class PostgresVectors(VectorPersistence):
     async def write_group(self, key: GroupKey, groups: Sequence[GroupVectors]) -> None:
         async def write(conn: Any, gid: int) -> None:
             await conn.execute("DELETE FROM um_vectors WHERE gid = $1", gid)
-            await conn.executemany(_UPSERT, [
-                _row(self._store.sealer, key, gid, g.model, d, h, v)
-                for g in groups for d, (h, v) in g.entries.items()
-            ])
+            await conn.executemany(
+                _UPSERT,
+                [
+                    _row(self._store.sealer, key, gid, g.model, d, h, v)
+                    for g in groups
+                    for d, (h, v) in g.entries.items()
+                ],
+            )
 
         await self._write(key, write)
 
@@ -137,8 +147,8 @@ def _open_row(sealer: Sealer | None, key: GroupKey, row: Any) -> tuple[str, str,
         raise KeyUnavailable(token_kid(token) or "?", ())
     data = sealer.open_bytes(_VECTOR, key, [model, memory_id], token)
     size = data[0]
-    values = data[1 + size:]
-    return model, memory_id, data[1:1 + size].decode("utf-8"), struct.unpack(f"<{len(values) // 4}f", values)
+    values = data[1 + size :]
+    return model, memory_id, data[1 : 1 + size].decode("utf-8"), struct.unpack(f"<{len(values) // 4}f", values)
 
 
 async def reseal_vectors(conn: Any, key: GroupKey, opener: Sealer | None, sealer: Sealer | None) -> None:
@@ -156,6 +166,8 @@ def _one_model(model: str, found: Sequence[Any]) -> GroupVectors:
     """The rows of one model as stored vectors; rows of another length than the first are left out (a model
     that changed its dimension under the same name: they are embedded again)."""
     dim = len(found[0][3]) if found else 0
-    return GroupVectors(model, dim, {
-        memory_id: (content_hash, unit_vector(vec)) for _, memory_id, content_hash, vec in found if len(vec) == dim
-    })
+    return GroupVectors(
+        model,
+        dim,
+        {memory_id: (content_hash, unit_vector(vec)) for _, memory_id, content_hash, vec in found if len(vec) == dim},
+    )
