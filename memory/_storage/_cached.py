@@ -18,9 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .._errors import StorageUnavailable
-from .._models import ArchivedMemory, GroupDocument, GroupKey, Memory, UserMemories
-from .._episodes.model import Episode
-from .._todos.model import Todo
+from .._models import ArchivedMemory, Episode, GroupDocument, GroupKey, Memory, Todo, UserMemories
 from . import changelog
 from .base import (
     GROUP_OWNER,

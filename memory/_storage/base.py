@@ -9,9 +9,7 @@ from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from .._models import ArchivedMemory, GroupDocument, GroupKey, Memory
-from .._episodes.model import Episode
-from .._todos.model import Todo
+from .._models import ArchivedMemory, Episode, GroupDocument, GroupKey, Memory, Todo
 from .changelog import CallTotals
 from .crypto import Sealer
 

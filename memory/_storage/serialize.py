@@ -18,8 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from .._models import ArchivedMemory, GroupDocument, GroupKey, Memory, UserMemories
-from .._todos.model import Todo
+from .._models import ArchivedMemory, GroupDocument, GroupKey, Memory, Todo, UserMemories
 from . import sealed
 from .crypto import Sealer, token_kid
 

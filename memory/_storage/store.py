@@ -15,9 +15,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from .._errors import StorageUnavailable
-from .._models import SCHEMA_VERSION, GroupDocument, GroupKey
+from .._models import EPISODE_SCHEMA_VERSION, SCHEMA_VERSION, Episode, EpisodeDocument, GroupDocument, GroupKey
 from . import changelog, sealed
-from .._episodes.model import EPISODE_SCHEMA_VERSION, Episode, EpisodeDocument
 from ._cached import CachedGroup, CachedStore, Saved
 from .base import GROUP_OWNER, GroupDump
 from .crypto import KeyUnavailable, Sealer, token_kid

@@ -1,5 +1,3 @@
-"""Todos and reminders: commitments of members and groups, reminded in the group on time.
+"""Todos and reminders: members' and groups' commitments, reminded in the group on time (the model is in `_models`).
 
-Nothing is imported here: `_models` needs `model.Todo` while the other modules need `_models`, so the package
-exports its names from `memory/__init__.py`, module by module.
-"""
+It keeps them through storage and must not know recall, the other features, the service or AstrBot."""

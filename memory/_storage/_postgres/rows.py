@@ -20,9 +20,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from ..._episodes.model import Episode
-from ..._models import ArchivedMemory, GroupDocument, GroupKey, Memory, UserMemories
-from ..._todos.model import Todo
+from ..._models import ArchivedMemory, Episode, GroupDocument, GroupKey, Memory, Todo, UserMemories
 from .. import changelog
 from .. import sealed
 from ..base import GROUP_OWNER, Owner

@@ -29,8 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..._errors import StorageUnavailable
-from ..._models import GroupDocument, GroupKey
-from ..._episodes.model import Episode
+from ..._models import Episode, GroupDocument, GroupKey
 from .. import changelog
 from .._cached import CachedGroup, CachedStore
 from ..base import GroupDump
