@@ -11,7 +11,7 @@ import pytest
 from memory import GroupKey, UserMemoryStore
 from memory._models import ArchivedMemory, Episode, Memory, MemoryType, Todo
 from memory._errors import StorageUnavailable
-from memory._recall.semantic import GroupVectors, VectorFiles, unit_vector
+from memory._storage.vectors import GroupVectors, VectorFiles, unit_vector
 from memory._storage import GROUP_OWNER
 from memory._storage.crypto import Keyring, KeyUnavailable, Sealer, Tampered, key_id
 from memory._storage.files import MARKER_NAME

@@ -10,7 +10,7 @@ import pytest
 
 from memory import GroupKey, Memory, MemoryType, StorageUnavailable
 from memory._models import ArchivedMemory, Episode, Todo
-from memory._recall.semantic import GroupVectors, unit_vector
+from memory._storage.vectors import GroupVectors, unit_vector
 from memory._storage import PostgresMemoryStore
 from memory._storage._postgres.vectors import PostgresVectors
 from memory._storage.crypto import Keyring

@@ -33,6 +33,7 @@ from .files import (
     write_marker,
 )
 from .serialize import DocumentSerializer, Loaded
+from .vectors import reseal_vectors_file, vectors_path
 
 __all__ = ["GROUP_OWNER", "UserMemoryStore", "dump_episodes", "parse_document", "parse_episode_document"]
 
@@ -417,9 +418,6 @@ class UserMemoryStore(CachedStore):
                     await write_atomic(episode_file_path(group.path), episodes, durable=self._durable)
                     episodes_written = True
                 if reseal:
-                    # Imported here: the recall package imports this one.
-                    from .._recall.semantic import reseal_vectors_file, vectors_path
-
                     await reseal_vectors_file(
                         vectors_path(self._directory, group.key), group.key, self._sealer, durable=self._durable
                     )

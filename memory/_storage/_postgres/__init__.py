@@ -1,6 +1,7 @@
 """The PostgreSQL store: several instances of the bot share one memory. asyncpg is imported only when the store
 starts, so a JSON user installs nothing for it."""
 
-from .store import PostgresMemoryStore, mask_dsn
+from .describe import mask_dsn
+from .store import PostgresMemoryStore
 
 __all__ = ["PostgresMemoryStore", "mask_dsn"]

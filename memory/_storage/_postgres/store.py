@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,7 +34,9 @@ from .._cached import CachedGroup, CachedStore
 from ..base import GroupDump
 from ..crypto import KeyUnavailable, Sealer, Tampered
 from . import rows, schema
+from .describe import describe, mask_dsn
 from .notify import Change, ConnectionLost, Follower
+from .vector_rows import reseal_vectors
 
 log = logging.getLogger("astrbot_plugin_user_memory")
 
@@ -164,7 +165,7 @@ class PostgresMemoryStore(CachedStore):
         if isinstance(exc, (schema.NewerSchema, StorageUnavailable)):
             reason = str(exc)
         else:
-            reason = f"无法连接 PostgreSQL（{mask_dsn(self._dsn)}）：{_describe(exc)}"
+            reason = f"无法连接 PostgreSQL（{mask_dsn(self._dsn)}）：{describe(exc)}"
         if reason != self._unavailable:  # once per reason, not at every retry
             log.error("PostgreSQL storage unavailable: %s", reason)
         self._unavailable = reason
@@ -175,11 +176,16 @@ class PostgresMemoryStore(CachedStore):
             raise StorageUnavailable(UNAVAILABLE_TO_CALLERS)
         return self.pool
 
+    def acquire(self) -> Any:
+        """A connection of the pool for the modules that keep their own tables in this database (`async with`), or
+        StorageUnavailable while there is none."""
+        return self._check_available().acquire(timeout=CONNECT_SECONDS)
+
     def _failure(self, group: CachedGroup, exc: BaseException) -> str:
         log.error(
             "commit of group %s to PostgreSQL failed: %s",
             group.key,
-            _describe(exc),
+            describe(exc),
             exc_info=exc if not self._is_connection_error(exc) else None,
         )
         if isinstance(exc, StorageUnavailable):
@@ -225,7 +231,7 @@ class PostgresMemoryStore(CachedStore):
         log.error(
             "reading group %s from PostgreSQL failed: %s",
             key,
-            _describe(exc),
+            describe(exc),
             exc_info=exc if not self._is_connection_error(exc) else None,
         )
         return StorageUnavailable(UNAVAILABLE_TO_CALLERS)
@@ -359,7 +365,7 @@ class PostgresMemoryStore(CachedStore):
                     self._adopt(group, loaded)
                     self._tell_committed(group)
         except Exception as exc:  # the next notification or the sweep after a reconnection tries again
-            log.warning("refreshing group %s from PostgreSQL failed: %s", group.key, _describe(exc))
+            log.warning("refreshing group %s from PostgreSQL failed: %s", group.key, describe(exc))
         finally:
             group.refreshing = None
 
@@ -423,7 +429,7 @@ class PostgresMemoryStore(CachedStore):
         try:
             found = await pool.fetch("SELECT platform, group_id, version FROM um_groups")
         except Exception as exc:
-            raise StorageUnavailable(f"无法列出 PostgreSQL 中的群（{_describe(exc)}）") from exc
+            raise StorageUnavailable(f"无法列出 PostgreSQL 中的群（{describe(exc)}）") from exc
         return {GroupKey(platform, group_id): str(version) for platform, group_id, version in found}
 
     async def claim(self, name: str, seconds: float) -> bool:
@@ -441,7 +447,7 @@ class PostgresMemoryStore(CachedStore):
                 float(seconds),
             )
         except Exception as exc:
-            log.warning("claiming %s failed: %s", name, _describe(exc))
+            log.warning("claiming %s failed: %s", name, describe(exc))
             return False
         return held is not None
 
@@ -451,7 +457,7 @@ class PostgresMemoryStore(CachedStore):
         try:
             await self.pool.execute("DELETE FROM um_claims WHERE name = $1 AND holder = $2", name, self.instance)
         except Exception as exc:  # it expires on its own
-            log.warning("releasing %s failed: %s", name, _describe(exc))
+            log.warning("releasing %s failed: %s", name, describe(exc))
 
     # ------------------------------------------------------------------------------------------ relaying
     async def relay(self, payload: dict[str, Any]) -> None:
@@ -472,7 +478,7 @@ class PostgresMemoryStore(CachedStore):
         try:
             await self.pool.execute("SELECT pg_notify($1, $2)", schema.RELAY_CHANNEL, text)
         except Exception as exc:
-            log.warning("relaying to the other instances failed: %s", _describe(exc))
+            log.warning("relaying to the other instances failed: %s", describe(exc))
 
     def add_relay_listener(self, listener: Callable[[dict[str, Any]], None]) -> None:
         self._relay_listeners.append(listener)
@@ -527,8 +533,6 @@ class PostgresMemoryStore(CachedStore):
         """Rewrite everything the database holds of the group (rows, log, vectors) with the current sealer (or, with
         `plaintext`, unsealed: turning encryption off), opening with any key of the keyring, in one transaction: a
         kill at any point leaves the old rows or the new ones, both readable with the keyring."""
-        from .vectors import reseal_vectors  # vectors.py imports this module
-
         group = self._group(key)
         assert isinstance(group, _PgGroup)
         async with group.lock:  # no commit of this instance runs meanwhile; a later one sees the version moved
@@ -582,16 +586,3 @@ async def _init_connection(conn: Any) -> None:
 
 
 _RELAY_KEY = GroupKey("", "")  # relayed payloads belong to no one group's rows
-
-_PASSWORD_IN_URL = re.compile(r"(://[^:/@]*:)[^@]*@")
-_PASSWORD_PARAM = re.compile(r"(password\s*=\s*)('[^']*'|\S+)", re.IGNORECASE)
-
-
-def mask_dsn(dsn: str) -> str:
-    """The DSN without its password, to show to an admin."""
-    return _PASSWORD_PARAM.sub(r"\1***", _PASSWORD_IN_URL.sub(r"\1***@", dsn))
-
-
-def _describe(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
