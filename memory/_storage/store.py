@@ -17,7 +17,8 @@ from pydantic import ValidationError
 from .._errors import StorageUnavailable
 from .._models import EPISODE_SCHEMA_VERSION, SCHEMA_VERSION, Episode, EpisodeDocument, GroupDocument, GroupKey
 from . import changelog, sealed
-from ._cached import CachedGroup, CachedStore, Saved
+from ._cached import CachedStore
+from .cached_group import CachedGroup, Saved
 from .base import GROUP_OWNER, GroupDump
 from .crypto import KeyUnavailable, Sealer, token_kid
 from .files import (

@@ -47,7 +47,7 @@ class Stored:
 
 @dataclass
 class LogCursor:
-    """The `_cached.LogCursor` of a group in PostgreSQL."""
+    """The `cached_group.LogCursor` of a group in PostgreSQL."""
 
     next_id: int
     totals: changelog.CallTotals | None = None

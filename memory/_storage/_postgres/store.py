@@ -30,7 +30,8 @@ from typing import Any
 from ..._errors import StorageUnavailable
 from ..._models import Episode, GroupDocument, GroupKey
 from .. import changelog
-from .._cached import CachedGroup, CachedStore
+from .._cached import CachedStore
+from ..cached_group import CachedGroup
 from ..base import GroupDump
 from ..crypto import KeyUnavailable, Sealer, Tampered
 from . import rows, schema
