@@ -42,7 +42,7 @@ try:  # AstrBot installs numpy; the plugin itself does not require it
 
     from .onethread import dot_rows
 except ImportError:  # pragma: no cover - exercised by forcing _np = None in the tests
-    _np = None
+    _np = None  # type: ignore[assignment]
 
 log = logging.getLogger("astrbot_plugin_user_memory")
 

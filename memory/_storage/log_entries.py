@@ -161,7 +161,7 @@ def memory_entries(
     extra: dict[str, Any],
 ) -> list[dict[str, Any]]:
     """One log entry per memory the change added, changed or deleted, with the next ids."""
-    entries = []
+    entries: list[dict[str, Any]] = []
     for owner, memories in after.items():
         scope = "group" if owner is GROUP_OWNER else "global" if group.key.is_global else "member"
         entries.extend(

@@ -46,7 +46,7 @@ UTF8_BOM = b"\xef\xbb\xbf"
 @dataclass(eq=False, kw_only=True)
 class _FileGroup(CachedGroup):
     path: Path
-    log: changelog.LogState | None = None  # type: ignore[assignment]
+    log: changelog.LogState | None = None
     durable_doc_version: int = 0
     durable_episode_version: int = 0
     io_lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # the flusher's writes vs. log readers
@@ -512,7 +512,9 @@ def parse_document(
             raise KeyUnavailable(str(doc.encryption.get("kid", "?")), ())
         if loaded is not None:
             loaded.lists = {
-                u: e.model_extra[sealed.SEALED] for u, e in doc.users.items() if sealed.SEALED in (e.model_extra or {})
+                u: token
+                for u, e in doc.users.items()
+                if (token := (e.model_extra or {}).get(sealed.SEALED)) is not None
             }
             if (group_token := (doc.model_extra or {}).get(sealed.GROUP_MEMORIES_SEALED)) is not None:
                 loaded.lists[None] = group_token

@@ -38,7 +38,7 @@ from .files import LeftoverTempFiles, group_file_path, read_bytes, write_atomic
 try:  # AstrBot installs numpy; the plugin itself does not require it
     import numpy as _np
 except ImportError:  # pragma: no cover - exercised by forcing _np = None in the tests
-    _np = None
+    _np = None  # type: ignore[assignment]
 
 log = logging.getLogger("astrbot_plugin_user_memory")
 
@@ -245,4 +245,5 @@ def unit_vector(values: Sequence[float]) -> Vector:
 
 def vector_values(v: Vector) -> list[float]:
     """The float32 values of a vector, for a store that keeps them as numbers (exactly: float32 fits a float)."""
-    return v.tolist() if _np is not None else list(v)
+    values: list[float] = v.tolist() if _np is not None else list(v)
+    return values

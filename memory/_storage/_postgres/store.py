@@ -23,9 +23,9 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from ..._errors import StorageUnavailable
 from ..._models import Episode, GroupDocument, GroupKey
@@ -52,11 +52,12 @@ CONNECT_SECONDS = 10.0
 COMMAND_SECONDS = 30.0
 # A relayed payload must fit in one NOTIFY (8000 bytes, less than that in practice with the channel name).
 RELAY_MAX_BYTES = 7000
+T = TypeVar("T")
 
 
 @dataclass(eq=False, kw_only=True)
 class _PgGroup(CachedGroup):
-    log: rows.LogCursor | None = None  # type: ignore[assignment]
+    log: rows.LogCursor | None = None
     stored: rows.Stored | None = None  # what the database held when this cache was loaded or last committed
     heard_version: int = 0  # the newest version another instance announced
     refreshing: asyncio.Task[None] | None = None
@@ -78,7 +79,7 @@ class PostgresMemoryStore(CachedStore):
     ) -> None:
         super().__init__(clock=clock, log_max_bytes=log_max_bytes)
         self._dsn = dsn
-        self.sealer = sealer
+        self._sealer = sealer
         self.instance = instance
         self.pool: Any = None
         self._unavailable: str | None = NOT_STARTED
@@ -104,6 +105,10 @@ class PostgresMemoryStore(CachedStore):
         self._follower = Follower(self._listen_connection, self._heard, self._up, self._down, self._relayed)
         self._follower.start()
         await self._follower.first_attempt()
+
+    @property
+    def sealer(self) -> Sealer | None:
+        return self._sealer
 
     @property
     def unavailable(self) -> str | None:
@@ -414,7 +419,7 @@ class PostgresMemoryStore(CachedStore):
             group.log.totals = totals
             return totals
 
-    async def _read(self, key: GroupKey, read: Callable[[Any, GroupKey], Any]) -> Any:
+    async def _read(self, key: GroupKey, read: Callable[[Any, GroupKey], Awaitable[T]]) -> T:
         pool = self._check_available()
         try:
             async with pool.acquire(timeout=CONNECT_SECONDS) as conn:
