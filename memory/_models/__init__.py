@@ -1,6 +1,5 @@
-"""The data model every layer shares: groups, members and callers, memories, todos, episodes and a group's document.
-
-Plain values and their validation only; it must not know storage, recall, rules, features or AstrBot."""
+"""The data model every layer shares: groups, members and callers, memories, todos, episodes and a group's document;
+plain values and their validation, it must not know storage, recall, rules, features or AstrBot."""
 
 from .episode import EPISODE_SCHEMA_VERSION, Episode, EpisodeDocument
 from .group import SCHEMA_VERSION, GroupDocument
