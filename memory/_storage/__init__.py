@@ -8,7 +8,7 @@ written through the durable file helpers (`files.py`), with the group's vectors 
 
 from .base import GROUP_OWNER, GroupDump, MemoryStore, Owner, owner_lists
 from .changelog import CALL, EPISODE, ERASE, MEMORY, PURGE, TODO
-from .files import LeftoverTempFiles, group_file_path, read_bytes, write_atomic
+from .files import group_file_path
 from ._postgres import PostgresMemoryStore
 from .store import UserMemoryStore
 
@@ -21,13 +21,10 @@ __all__ = [
     "MEMORY",
     "PURGE",
     "TODO",
-    "LeftoverTempFiles",
     "MemoryStore",
     "Owner",
     "PostgresMemoryStore",
     "UserMemoryStore",
     "group_file_path",
     "owner_lists",
-    "read_bytes",
-    "write_atomic",
 ]
