@@ -21,7 +21,8 @@ from astrbot.api.star import Context, Star, StarTools
 from astrbot.core.provider.register import llm_tools
 
 from .dashboard import register_routes, release
-from .memory._privacy.audit import ADMIN_COMMAND, FOREIGN_ID, Refused, foreign_id, open_audit
+from .memory._privacy.audit import ADMIN_COMMAND, FOREIGN_ID, Refused, foreign_id
+from .memory._privacy.audit_factory import open_audit
 from .memory._privacy.optout import admits, excluded, opted_out_in, set_privacy
 from .memory._logthrottle import LogThrottle
 from .memory import (

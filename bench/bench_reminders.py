@@ -44,7 +44,7 @@ sys.path.insert(0, str(REPO))
 from memory import Caller, GroupKey, MemberKey, UserMemoryStore  # noqa: E402
 from memory._todos import rules  # noqa: E402
 from memory._todos.delivery import Reminder  # noqa: E402
-from memory._todos.model import TodoStatus  # noqa: E402
+from memory._models import TodoStatus  # noqa: E402
 from memory._todos.scheduler import INDEX_FILE, ReminderScheduler  # noqa: E402
 
 ZONE = ZoneInfo("Asia/Shanghai")

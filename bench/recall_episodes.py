@@ -96,7 +96,7 @@ def latency() -> None:
     package = main_module.__package__
     from importlib import import_module
 
-    Episode = import_module(f"{package}.memory._episodes.model").Episode
+    Episode = import_module(f"{package}.memory._models").Episode
     inject = import_module(f"{package}.memory._episodes.inject")
     GroupKey = import_module(f"{package}.memory").GroupKey
     data = json.loads(DATA.read_text(encoding="utf-8"))
@@ -153,7 +153,7 @@ async def run() -> None:
     from importlib import import_module
 
     package = main_module.__package__
-    Episode = import_module(f"{package}.memory._episodes.model").Episode
+    Episode = import_module(f"{package}.memory._models").Episode
     inject = import_module(f"{package}.memory._episodes.inject")
     ops = import_module(f"{package}.memory._rules.operations")
 

@@ -290,12 +290,14 @@ def semantic_latency(path: Path | str = DATA, n_memories: int = 200, repeats: in
 
     print(f"\nsemantic latency, {n_memories} memories x {dim} dims, {len(queries)} queries, median of {repeats}:")
     asyncio.run(run("numpy"))
+    import memory._storage.vectors as stored_vectors  # encodes and decodes the vectors the scorer reads
+
     saved = sem._np
-    sem._np = None
+    sem._np = stored_vectors._np = None
     try:
         asyncio.run(run("pure Python (numpy not importable)"))
     finally:
-        sem._np = saved
+        sem._np = stored_vectors._np = saved
 
 
 def semantic_calibration(path: Path | str = DATA, render: str = "name", model: str = "use") -> None:

@@ -10,7 +10,19 @@ from ._admin import archived_text, history_text, revert_change, stats_text
 from ._aging.usage import RecentReplies
 from ._episodes.inject import EpisodeSection
 from ._errors import InvalidMemoryInput, MemoryLimitReached, MemoryPluginError, StorageUnavailable
-from ._models import SCHEMA_VERSION, Caller, GroupDocument, GroupKey, MemberKey, Memory, MemoryType, Scope, Source
+from ._models import (
+    SCHEMA_VERSION,
+    Caller,
+    GroupDocument,
+    GroupKey,
+    MemberKey,
+    Memory,
+    MemoryType,
+    Scope,
+    Source,
+    Todo,
+    TodoStatus,
+)
 from ._extraction import ExtractionScheduler, TodoProposals, Utterance, run_extraction
 from ._episodes.erase import delete_episode
 from ._episodes.listing import episodes_text
@@ -36,7 +48,6 @@ from ._storage.factory import (
     open_vectors,
 )
 from ._todos.delivery import Reminder
-from ._todos.model import Todo, TodoStatus
 from ._todos.rules import Origin, TodoPolicy, group_origin
 from ._todos.scheduler import ReminderScheduler
 from ._todos.inject import TodoSection

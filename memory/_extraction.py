@@ -21,12 +21,11 @@ from typing import Any, Protocol
 
 from . import _fence as fence
 from ._episodes import summary as episode_summary
-from ._episodes.model import Episode
+from ._models import Caller, Episode, GroupKey, MemberKey, Memory, MemoryType, Scope, Source, Todo, TodoStatus
 from ._episodes.segments import CallLater, EpisodeRequest, Segment, Segmenter, Timer
 from ._errors import InvalidMemoryInput, MemoryPluginError, PermissionDenied
 from ._aging.usage import USED_OP, Reply, used
 from ._limiter import CallLimiter
-from ._models import Caller, GroupKey, MemberKey, Memory, MemoryType, Scope, Source
 from ._privacy.optout import opted_out, opted_out_in
 from ._recall import LexicalIndex
 from ._reply_json import json_values
@@ -37,7 +36,6 @@ from ._storage import CALL, GROUP_OWNER, MemoryStore, Owner
 from ._text import clean_content, dedupe_key, replace_unencodable
 from ._todos import rules as todo_rules
 from ._todos import when
-from ._todos.model import Todo, TodoStatus
 from ._todos.rules import Origin, Schedule, TodoPolicy
 
 log = logging.getLogger("astrbot_plugin_user_memory")

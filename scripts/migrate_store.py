@@ -45,10 +45,10 @@ from memory._models import GroupKey  # noqa: E402
 from memory._settings import DSN_ENV  # noqa: E402
 from memory._storage.crypto import KeyFormatError, Sealer, keyring_from  # noqa: E402
 from memory._storage import GroupDump, MemoryStore, UserMemoryStore  # noqa: E402
-from memory._storage._postgres.store import mask_dsn  # noqa: E402
+from memory._storage._postgres import mask_dsn  # noqa: E402
 from memory._storage.files import group_document_paths, group_identity  # noqa: E402
 from memory._manage.index import INDEX_FILE as GROUP_INDEX_FILE  # noqa: E402
-from memory._recall.semantic import GroupVectors, VectorFiles, VectorPersistence  # noqa: E402
+from memory._storage.vectors import GroupVectors, VectorFiles, VectorPersistence  # noqa: E402
 from memory._todos.scheduler import INDEX_FILE as DUE_INDEX_FILE  # noqa: E402
 
 JSON = "json"

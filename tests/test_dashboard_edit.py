@@ -199,7 +199,7 @@ async def test_move_to_group_needs_confirm_and_move_to_member_needs_a_known_memb
 
 
 async def test_history_lists_every_kind_newest_first_paged_by_entry_id(tmp_path):
-    from memory._todos.model import Todo
+    from memory._models import Todo
 
     store = await seeded(tmp_path)
     todo = Todo(id="t1", content="交周报", creator="ou_a", assignee="ou_a", created_at=1.0, updated_at=1.0)

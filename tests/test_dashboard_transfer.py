@@ -14,10 +14,8 @@ import pytest
 from memory import GROUP_OWNER, GroupKey, Memory, MemoryType, UserMemoryStore
 from memory._settings import Settings
 from memory._todos.rules import TodoPolicy
-from memory._episodes.model import Episode
-from memory._models import ArchivedMemory
+from memory._models import ArchivedMemory, Episode, Todo
 from memory._manage import transfer
-from memory._todos.model import Todo
 
 G = GroupKey("lark", "oc_group1")
 G2 = GroupKey("lark", "oc_group2")

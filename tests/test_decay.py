@@ -15,8 +15,7 @@ from memory._aging.decay import (
     is_protected,
     next_change,
 )
-from memory._episodes.model import Episode
-from memory._models import Memory, MemoryType, Source
+from memory._models import Episode, Memory, MemoryType, Source
 from memory._settings import Settings
 
 S = Settings()

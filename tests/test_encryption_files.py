@@ -9,14 +9,12 @@ from pathlib import Path
 import pytest
 
 from memory import GroupKey, UserMemoryStore
-from memory._episodes.model import Episode
+from memory._models import ArchivedMemory, Episode, Memory, MemoryType, Todo
 from memory._errors import StorageUnavailable
-from memory._models import ArchivedMemory, Memory, MemoryType
-from memory._recall.semantic import GroupVectors, VectorFiles, unit_vector
+from memory._storage.vectors import GroupVectors, VectorFiles, unit_vector
 from memory._storage import GROUP_OWNER
 from memory._storage.crypto import Keyring, KeyUnavailable, Sealer, Tampered, key_id
 from memory._storage.files import MARKER_NAME
-from memory._todos.model import Todo
 
 KEY = bytes(range(32))
 OLD_KEY = bytes(range(100, 132))

@@ -15,12 +15,11 @@ import pytest
 
 from memory import GroupKey, Settings
 from memory._errors import StorageUnavailable
-from memory._models import Memory, MemoryType, Source
+from memory._models import Memory, MemoryType, Source, Todo
 from memory._privacy.migration import EncryptionMigration, progress_for
 from memory._status import encryption_line
 from memory._storage.crypto import KEY_ENV, new_key
 from memory._storage.factory import choose_encryption, open_store
-from memory._todos.model import Todo
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 from migrate_store import canonical  # noqa: E402

@@ -13,7 +13,7 @@ from test_plugin import call_tool, command_text
 
 from memory import GroupKey, Memory, UserMemoryStore, revert_change
 from memory._episodes.erase import delete_episode, erase_member, without_member
-from memory._episodes.model import Episode
+from memory._models import Episode
 from memory._manage.erase import erase_person
 
 G = GroupKey("lark", "oc_group1")

@@ -10,7 +10,7 @@ import pytest
 from conftest import make_event
 from memory import GroupKey, MEMORY_BLOCK_END, MEMORY_BLOCK_START
 from memory._episodes.inject import chosen_episodes, episode_line
-from memory._episodes.model import Episode
+from memory._models import Episode
 
 ZONE = ZoneInfo("Asia/Shanghai")
 G = GroupKey("lark", "oc_group1")

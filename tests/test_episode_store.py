@@ -6,8 +6,7 @@ import json
 import pytest
 
 from memory import GroupKey, StorageUnavailable, UserMemoryStore
-from memory._episodes.model import Episode
-from memory._models import Memory, MemoryType
+from memory._models import Episode, Memory, MemoryType
 from memory._storage.files import episode_file_path, group_document_paths
 
 G = GroupKey("lark", "oc_group1")

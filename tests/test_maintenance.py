@@ -10,8 +10,7 @@ import pytest
 from memory import GroupKey, Settings, UserMemoryStore
 from memory._aging.decay import DAY
 from memory._aging.maintenance import MaintenanceScheduler
-from memory._episodes.model import Episode
-from memory._models import Memory, MemoryType, Source
+from memory._models import Episode, Memory, MemoryType, Source
 from memory._storage import GROUP_OWNER
 
 T0 = 1_699_920_000.0  # midnight UTC: the daily caps' day starts here

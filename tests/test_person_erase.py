@@ -4,7 +4,7 @@ from memory import GroupKey, Memory, MemberDirectory, Roster, StorageUnavailable
 from memory._aging.archive import archive_memories
 from memory._manage.erase import FORMER_MEMBER, erase_person
 from memory._storage import GROUP_OWNER
-from memory._todos.model import Todo
+from memory._models import Todo
 
 A = GroupKey("lark", "oc_a")
 B = GroupKey("lark", "oc_b")

@@ -9,13 +9,11 @@ import asyncpg
 import pytest
 
 from memory import GroupKey, Memory, MemoryType, StorageUnavailable
-from memory._episodes.model import Episode
-from memory._models import ArchivedMemory
-from memory._recall.semantic import GroupVectors, unit_vector
+from memory._models import ArchivedMemory, Episode, Todo
+from memory._storage.vectors import GroupVectors, unit_vector
 from memory._storage import PostgresMemoryStore
 from memory._storage._postgres.vectors import PostgresVectors
 from memory._storage.crypto import Keyring
-from memory._todos.model import Todo
 
 G = GroupKey("lark", "oc_secret")
 KEY = Keyring(bytes(range(32))).sealer()

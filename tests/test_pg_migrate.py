@@ -14,14 +14,13 @@ from pathlib import Path
 
 from conftest import REPO, make_event
 from memory import GroupKey, Memory, UserMemoryStore
-from memory._episodes.model import Episode
-from memory._models import ArchivedMemory
-from memory._recall.semantic import VectorStore, vectors_path
+from memory._models import ArchivedMemory, Delivery, DeliveryState, Episode, Todo
+from memory._recall.semantic import VectorStore
 from memory._rules.operations import save
 from memory._settings import DSN_ENV
 from memory._storage import GROUP_OWNER, changelog
 from memory._storage.files import episode_file_path
-from memory._todos.model import Delivery, DeliveryState, Todo
+from memory._storage.vectors import vectors_path
 from memory._todos.scheduler import INDEX_FILE as DUE_INDEX_FILE
 
 sys.path.insert(0, str(REPO / "scripts"))

@@ -10,7 +10,7 @@ import pytest
 from pg import opened_store, until
 
 from memory import Caller, GroupKey, MemberKey
-from memory._todos.model import DeliveryState, TodoStatus
+from memory._models import DeliveryState, TodoStatus
 from memory._todos.rules import Origin, TodoPolicy
 from memory._todos.scheduler import ReminderScheduler
 from memory._todos.service import add_todo

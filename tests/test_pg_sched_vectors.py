@@ -3,6 +3,7 @@ them again, and a group's vectors move between the files and the database bit fo
 
 from memory import GroupKey, Memory, MemoryType
 from memory._recall import semantic as sem
+from memory._storage.vectors import VectorFiles
 from memory._storage._postgres.vectors import PostgresVectors
 
 from test_semantic import FakeProvider
@@ -57,7 +58,7 @@ async def test_a_groups_vectors_move_between_files_and_postgres_bit_for_bit(pair
     [from_db] = await PostgresVectors(a).read_group(G)
     assert from_db.same_as(from_file)
 
-    back = sem.VectorFiles(tmp_path / "back", durable=False)
+    back = VectorFiles(tmp_path / "back", durable=False)
     await back.write_group(G, [from_db])
     [again] = await back.read_group(G)
     assert again.same_as(from_file)

@@ -9,7 +9,7 @@ from pg import opened_store, until
 
 from memory import GroupKey, InvalidMemoryInput, Memory, MemoryType
 from memory._storage import PostgresMemoryStore
-from memory._todos.model import Todo
+from memory._models import Todo
 
 G = GroupKey("lark", "oc_shared")
 G2 = GroupKey("lark", "oc_other")

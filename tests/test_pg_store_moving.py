@@ -6,11 +6,9 @@ import json
 import pytest
 
 from memory import GroupKey, Memory, MemoryType
-from memory._episodes.model import Episode
-from memory._models import ArchivedMemory
+from memory._models import ArchivedMemory, Delivery, DeliveryState, Episode, Todo
 from memory._storage import GroupDump, PostgresMemoryStore, UserMemoryStore
 from memory._storage.changelog import ERASE
-from memory._todos.model import Delivery, DeliveryState, Todo
 
 G = GroupKey("lark", "oc_moving")
 

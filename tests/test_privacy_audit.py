@@ -134,7 +134,7 @@ async def test_the_audit_is_bounded_and_survives_a_restart(tmp_path):
 
 async def test_the_postgresql_audit_table(postgres_dsn):
     from memory._storage._postgres import PostgresMemoryStore
-    from memory._storage._postgres.audit import PostgresAudit
+    from memory._privacy.audit_postgres import PostgresAudit
 
     store = PostgresMemoryStore(postgres_dsn, instance="a")
     await store.start()

@@ -7,7 +7,7 @@ from memory import GroupKey, Memory, UserMemoryStore, revert_change
 from memory._admin import history_text
 from memory._aging.archive import archive_memories, purge_expired
 from memory._aging.decay import DAY
-from memory._episodes.model import Episode
+from memory._models import Episode
 from memory._storage import PostgresMemoryStore
 
 G = GroupKey("lark", "oc_purge")

@@ -17,7 +17,7 @@ from pg import opened_store
 
 from memory import Caller, GroupKey, MemberKey, UserMemoryStore
 from memory._todos import delivery
-from memory._todos.model import DeliveryState, TodoStatus
+from memory._models import DeliveryState, TodoStatus
 from memory._todos.rules import Origin, TodoPolicy
 from memory._todos.scheduler import ReminderScheduler
 from memory._todos.service import add_todo

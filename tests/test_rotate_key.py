@@ -15,7 +15,7 @@ import pytest
 from memory import GroupKey, Settings
 from memory._storage.crypto import KEY_ENV, OLD_KEY_ENV, key_id, new_key, parse_key
 from memory._storage.factory import open_store
-from memory._todos.model import Todo
+from memory._models import Todo
 
 from test_encryption_migration import MARK, canonical, memory, stored_text, TOKEN
 

@@ -3,8 +3,7 @@ import json
 
 import pytest
 
-from memory._episodes.model import Episode
-from memory._models import ArchivedMemory, GroupDocument, GroupKey, Memory, UserMemories
+from memory._models import ArchivedMemory, Delivery, Episode, GroupDocument, GroupKey, Memory, Todo, UserMemories
 from memory._storage import changelog
 from memory._storage.crypto import Keyring, KeyUnavailable, Sealer, Tampered, is_token
 from memory._storage.sealed import (
@@ -19,7 +18,6 @@ from memory._storage.sealed import (
     seal_item,
     seal_list,
 )
-from memory._todos.model import Delivery, Todo
 
 KEY = bytes(range(32))
 OTHER_KEY = bytes(range(50, 82))

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from memory._recall import semantic as sem
+from memory._storage import vectors as stored_vectors
 from memory._storage.files import group_file_path
 from memory._models import GroupKey, Memory, MemoryType
 from memory._recall.semantic import VectorStore, combine
@@ -130,7 +131,7 @@ async def test_sync_embeds_only_new_and_changed_and_drops_deleted(tmp_path):
     assert not store.has_vector(KEY, "m4")
     doc = json.loads(store.path_for(KEY).read_bytes())
     assert set(doc["vectors"]) == {"m1", "m2", "m3", "m5"}
-    assert doc["vectors"]["m1"]["h"] == sem.content_hash("不吃辣了")
+    assert doc["vectors"]["m1"]["h"] == stored_vectors.content_hash("不吃辣了")
 
 
 async def test_blank_memories_get_no_vector(tmp_path):
@@ -214,7 +215,7 @@ async def test_query_of_other_dimension_returns_none_and_next_sync_rebuilds(tmp_
     [b"{not json", b"[]", b'{"format": 1}', b'{"format": 99, "model": "fake/bag-64"}', b"\xff\xfe"],
 )
 async def test_corrupt_file_is_discarded_and_rebuilt(tmp_path, content, caplog):
-    path = sem.vectors_path(tmp_path, KEY)
+    path = stored_vectors.vectors_path(tmp_path, KEY)
     path.parent.mkdir(parents=True)
     path.write_bytes(content)
     p = FakeProvider()
@@ -230,7 +231,7 @@ async def test_corrupt_file_is_discarded_and_rebuilt(tmp_path, content, caplog):
 async def test_corrupt_entries_are_dropped_one_by_one(tmp_path):
     p = FakeProvider()
     await store_for(tmp_path, p).sync(KEY, MEMS)
-    path = sem.vectors_path(tmp_path, KEY)
+    path = stored_vectors.vectors_path(tmp_path, KEY)
     doc = json.loads(path.read_bytes())
     doc["vectors"]["m1"]["v"] = "!!not base64!!"
     doc["vectors"]["m2"]["v"] = base64.b64encode(b"\0" * 12).decode()  # wrong length
@@ -430,6 +431,7 @@ async def test_pure_python_fallback_matches_numpy(tmp_path, monkeypatch):
     await store.sync(KEY, MEMS)
     with_np = await store.similarities(KEY, "我爱吃辣的食物", [m.id for m in MEMS])
     monkeypatch.setattr(sem, "_np", None)
+    monkeypatch.setattr(stored_vectors, "_np", None)
     store2 = store_for(tmp_path / "py", FakeProvider())
     await store2.sync(KEY, MEMS)
     store3 = store_for(tmp_path / "py", FakeProvider())  # and reload the file written without numpy

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from memory import GroupKey, UserMemoryStore
-from memory._todos.model import Todo, TodoStatus
+from memory._models import Todo, TodoStatus
 
 G = GroupKey("lark", "oc_group1")
 

@@ -12,7 +12,7 @@ import pytest
 
 from memory import Caller, GroupKey, MemberKey, UserMemoryStore
 from memory._todos import delivery, rules
-from memory._todos.model import DeliveryState, TodoStatus
+from memory._models import DeliveryState, TodoStatus
 from memory._todos.rules import Origin, TodoPolicy
 from memory._todos.scheduler import ReminderScheduler
 from memory._todos.inject import injected_todos
@@ -236,7 +236,7 @@ async def test_injected_todos_are_the_members_own_and_the_groups_upcoming(store,
 
 
 def test_expiry_and_purge(policy):
-    from memory._todos.model import Todo
+    from memory._models import Todo
 
     def todo(**kw):
         return Todo(id="t", content="x", creator=A, assignee=A, created_at=NOW, updated_at=NOW, **kw)

@@ -12,8 +12,7 @@ from __future__ import annotations
 import math
 from enum import StrEnum
 
-from .._episodes.model import Episode
-from .._models import Memory, Source
+from .._models import Episode, Memory, Source
 from .._settings import Settings
 
 DAY = 86_400.0

@@ -29,10 +29,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from .._episodes.model import Episode
+from .._models import Episode, GroupKey
 from .._errors import MemoryPluginError
 from .._extraction import Generate
-from .._models import GroupKey
 from .._settings import Settings
 from .._storage import GROUP_OWNER, MemoryStore, owner_lists
 from .._storage.files import write_atomic_sync

@@ -13,10 +13,9 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from .._models import GroupKey
+from .._models import Episode, GroupKey
 from .._rules.operations import find_by_id_prefix
 from .._storage import EPISODE, ERASE, MemoryStore
-from .model import Episode
 
 NEUTRAL_ZH = "某成员"
 NEUTRAL_EN = "a member"

@@ -20,13 +20,12 @@ from dataclasses import dataclass, field
 from zoneinfo import ZoneInfo
 
 from .. import _fence as fence
-from .._models import GroupKey
+from .._models import Episode, GroupKey
 from .._prompt import with_episodes
 from .._aging.decay import episode_importance
 from .._recall.lexical import LexicalIndex
 from .._settings import Settings
 from .listing import time_range
-from .model import Episode
 from .timewords import TimeWindow, overlaps, time_window
 
 # An episode "matches" a message when its normalised lexical score reaches this share of a full match: one shared

@@ -7,9 +7,8 @@ from datetime import datetime
 from zoneinfo import ZoneInfo
 
 from .._errors import StorageUnavailable
-from .._models import GroupKey
+from .._models import Episode, GroupKey
 from .._storage import MemoryStore
-from .model import Episode
 
 DEFAULT_SHOWN = 10
 

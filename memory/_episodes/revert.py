@@ -9,9 +9,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from .._errors import InvalidMemoryInput, StorageUnavailable
-from .._models import GroupKey
+from .._models import Episode, GroupKey
 from .._storage import EPISODE, ERASE, PURGE, MemoryStore
-from .model import Episode
 
 # What the log says of an entry whose content left it: a member's or an admin's erasure, or the end of a retention.
 ERASED_TEXT = "内容已清除：成员或管理员删除，或归档保留期满"

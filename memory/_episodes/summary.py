@@ -18,7 +18,7 @@ from .. import _fence as fence
 from .._errors import InvalidMemoryInput
 from .._reply_json import json_values
 from .._text import clean_content, replace_unencodable
-from .model import Episode
+from .._models import Episode
 from .segments import Segment
 
 if TYPE_CHECKING:

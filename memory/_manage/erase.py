@@ -19,9 +19,8 @@ from typing import Any
 
 from .._episodes import erase as episode_erasure
 from .._errors import StorageUnavailable
-from .._models import GroupDocument, GroupKey, Memory
+from .._models import GroupDocument, GroupKey, Memory, Todo
 from .._storage import ERASE, GROUP_OWNER, MEMORY, TODO, MemoryStore, Owner
-from .._todos.model import Todo
 
 FORMER_MEMBER = "former_member"  # `added_by` of a group memory whose adder was erased
 

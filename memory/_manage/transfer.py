@@ -41,9 +41,18 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .._episodes.model import Episode
+from .._models import (
+    SCHEMA_VERSION,
+    ArchivedMemory,
+    Episode,
+    GroupDocument,
+    GroupKey,
+    Memory,
+    Todo,
+    TodoStatus,
+    check_id,
+)
 from .._errors import InvalidMemoryInput, StorageUnavailable
-from .._models import SCHEMA_VERSION, ArchivedMemory, GroupDocument, GroupKey, Memory, check_id
 from .._rules.matching import same_slot
 from .._rules.operations import parse_content, parse_memory_type
 from .._settings import Settings
@@ -54,7 +63,6 @@ from .._storage.sealed import SEALED
 from .._storage.store import parse_document
 from .._text import clean_content, dedupe_key, require_encodable
 from .._todos import recurrence, rules as todo_rules
-from .._todos.model import Todo, TodoStatus
 
 EXPORT_FORMAT = "astrbot_plugin_user_memory.export"
 EXPORT_VERSION = 1

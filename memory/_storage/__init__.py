@@ -1,12 +1,14 @@
-"""Where memories are kept. Callers type against `MemoryStore` (`base.py`); both stores share the cache, changes and
-group commit of `_cached.py`. `UserMemoryStore` (`store.py`) keeps one JSON document per group with its change log
-(`changelog.py`), written through the durable file helpers (`files.py`) that the vectors file beside it
-(`_recall/semantic.py`) uses too; `PostgresMemoryStore` (`_postgres/`) keeps them in PostgreSQL tables shared by
-several instances."""
+"""Where groups' documents, change logs and vectors are kept: JSON files or PostgreSQL, sealed or not; it must not know
+recall, rules, features or AstrBot.
+
+Callers type against `MemoryStore` (`base.py`); both stores share the cache, changes and group commit of
+`_cached.py`. `UserMemoryStore` (`store.py`) keeps one JSON document per group with its change log (`changelog.py`),
+written through the durable file helpers (`files.py`), with the group's vectors file beside it (`vectors.py`);
+`PostgresMemoryStore` (`_postgres/`) keeps them in PostgreSQL tables shared by several instances."""
 
 from .base import GROUP_OWNER, GroupDump, MemoryStore, Owner, owner_lists
 from .changelog import CALL, EPISODE, ERASE, MEMORY, PURGE, TODO
-from .files import LeftoverTempFiles, group_file_path, read_bytes, write_atomic
+from .files import group_file_path
 from ._postgres import PostgresMemoryStore
 from .store import UserMemoryStore
 
@@ -19,13 +21,10 @@ __all__ = [
     "MEMORY",
     "PURGE",
     "TODO",
-    "LeftoverTempFiles",
     "MemoryStore",
     "Owner",
     "PostgresMemoryStore",
     "UserMemoryStore",
     "group_file_path",
     "owner_lists",
-    "read_bytes",
-    "write_atomic",
 ]

@@ -9,9 +9,7 @@ from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from .._models import ArchivedMemory, GroupDocument, GroupKey, Memory
-from .._episodes.model import Episode
-from .._todos.model import Todo
+from .._models import ArchivedMemory, Episode, GroupDocument, GroupKey, Memory, Todo
 from .changelog import CallTotals
 from .crypto import Sealer
 
@@ -63,7 +61,10 @@ class MemoryStore(ABC):
     """Memories of members per group document, each change logged in the document's change log by the same
     commit. A change returns only once it (and its log entries) is durable, else raises `StorageUnavailable`."""
 
-    sealer: Sealer | None = None  # what seals member content at rest (`crypto.py`); None: stored in plaintext
+    @property
+    def sealer(self) -> Sealer | None:
+        """What seals member content at rest (`crypto.py`); None: stored in plaintext."""
+        return None
 
     @abstractmethod
     def now(self) -> float:

@@ -160,7 +160,7 @@ def is_token(value: Any) -> bool:
     return isinstance(value, str) and _TOKEN_HEAD.match(value) is not None
 
 
-def token_kid(token: str) -> str | None:
+def token_kid(token: object) -> str | None:
     """The id of the key that sealed `token` (None when it is not a token): a rotation reseals the others."""
     match = _TOKEN_HEAD.match(token) if isinstance(token, str) else None
     return match.group(1) if match else None

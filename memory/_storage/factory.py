@@ -18,13 +18,13 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from .._errors import StorageUnavailable
-from .._recall.semantic import VectorFiles, VectorPersistence
 from .._settings import DSN_ENV, POSTGRES_BACKEND, Settings
 from ._postgres import PostgresMemoryStore, mask_dsn  # asyncpg itself is imported only by the store's start()
 from ._postgres.vectors import PostgresVectors
 from .base import MemoryStore
 from .crypto import KEY_ENV, SETTING, KeyFormatError, Keyring, Sealer, keyring_from
 from .store import UserMemoryStore
+from .vectors import VectorFiles, VectorPersistence
 
 MASK = "***"
 NO_DSN = (

@@ -132,7 +132,8 @@ async def read_bytes(path: Path) -> bytes | None:
     """The file's bytes, or None when it does not exist. Other OS errors propagate."""
     try:
         async with aiofiles.open(path, "rb") as f:
-            return await f.read()
+            data: bytes = await f.read()
+            return data
     except FileNotFoundError:
         return None
 

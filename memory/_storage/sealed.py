@@ -24,9 +24,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from .._episodes.model import Episode
-from .._models import ArchivedMemory, GroupDocument, GroupKey, Memory
-from .._todos.model import Todo
+from .._models import ArchivedMemory, Episode, GroupDocument, GroupKey, Memory, Todo
 from . import changelog
 from .crypto import Sealer, Tampered
 

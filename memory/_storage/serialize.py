@@ -18,8 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from .._models import ArchivedMemory, GroupDocument, GroupKey, Memory, UserMemories
-from .._todos.model import Todo
+from .._models import ArchivedMemory, GroupDocument, GroupKey, Memory, Todo, UserMemories
 from . import sealed
 from .crypto import Sealer, token_kid
 
@@ -32,7 +31,7 @@ class Loaded:
     parts that did not change without sealing them again (later commits have the serializer's own caches)."""
 
     lists: dict[str | None, str] = field(default_factory=dict)  # owner (None: the group's) -> its list's token
-    items: list[tuple[Any, Any]] = field(default_factory=list)  # (todo or archived memory, the same as read)
+    items: list[tuple[BaseModel, BaseModel]] = field(default_factory=list)  # (todo or archived memory, as read)
 
 
 class DocumentSerializer:
@@ -46,7 +45,7 @@ class DocumentSerializer:
         self._todos: dict[int, tuple[Todo, str]] = {}  # todos are replaced, never changed in place
         self._archived: dict[int, tuple[ArchivedMemory, str]] = {}  # archived memories never change in place
         self._loaded_lists: dict[str | None, tuple[Any, str]] = {}
-        self._loaded_items: dict[int, tuple[Any, Any]] = {}
+        self._loaded_items: dict[int, tuple[BaseModel, BaseModel]] = {}
 
     def loaded(self, doc: GroupDocument, loaded: Loaded) -> None:
         """`doc` was just parsed from a sealed file holding `loaded`: reuse what is still sealed with the
@@ -171,7 +170,7 @@ def _line_list(items: Sequence[BaseModel], indent: str) -> str:
     return f"[\n{lines}\n{indent[:-1]}]"
 
 
-_SEALED_MEMORY_FIELDS = frozenset(sealed.SEALED_FIELDS[Memory])
+_SEALED_MEMORY_FIELDS = set(sealed.SEALED_FIELDS[Memory])  # a set: what pydantic's `exclude` takes
 
 
 def _readable_lines(memories: Sequence[Memory], indent: str) -> str:

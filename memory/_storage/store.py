@@ -15,10 +15,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from .._errors import StorageUnavailable
-from .._models import SCHEMA_VERSION, GroupDocument, GroupKey
+from .._models import EPISODE_SCHEMA_VERSION, SCHEMA_VERSION, Episode, EpisodeDocument, GroupDocument, GroupKey
 from . import changelog, sealed
-from .._episodes.model import EPISODE_SCHEMA_VERSION, Episode, EpisodeDocument
-from ._cached import CachedGroup, CachedStore, Saved
+from ._cached import CachedStore
+from .cached_group import CachedGroup, Saved
 from .base import GROUP_OWNER, GroupDump
 from .crypto import KeyUnavailable, Sealer, token_kid
 from .files import (
@@ -34,6 +34,7 @@ from .files import (
     write_marker,
 )
 from .serialize import DocumentSerializer, Loaded
+from .vectors import reseal_vectors_file, vectors_path
 
 __all__ = ["GROUP_OWNER", "UserMemoryStore", "dump_episodes", "parse_document", "parse_episode_document"]
 
@@ -45,7 +46,7 @@ UTF8_BOM = b"\xef\xbb\xbf"
 @dataclass(eq=False, kw_only=True)
 class _FileGroup(CachedGroup):
     path: Path
-    log: changelog.LogState | None = None  # type: ignore[assignment]
+    log: changelog.LogState | None = None
     durable_doc_version: int = 0
     durable_episode_version: int = 0
     io_lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # the flusher's writes vs. log readers
@@ -418,9 +419,6 @@ class UserMemoryStore(CachedStore):
                     await write_atomic(episode_file_path(group.path), episodes, durable=self._durable)
                     episodes_written = True
                 if reseal:
-                    # Imported here: the recall package imports this one.
-                    from .._recall.semantic import reseal_vectors_file, vectors_path
-
                     await reseal_vectors_file(
                         vectors_path(self._directory, group.key), group.key, self._sealer, durable=self._durable
                     )
@@ -514,7 +512,9 @@ def parse_document(
             raise KeyUnavailable(str(doc.encryption.get("kid", "?")), ())
         if loaded is not None:
             loaded.lists = {
-                u: e.model_extra[sealed.SEALED] for u, e in doc.users.items() if sealed.SEALED in (e.model_extra or {})
+                u: token
+                for u, e in doc.users.items()
+                if (token := (e.model_extra or {}).get(sealed.SEALED)) is not None
             }
             if (group_token := (doc.model_extra or {}).get(sealed.GROUP_MEMORIES_SEALED)) is not None:
                 loaded.lists[None] = group_token

@@ -20,9 +20,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .._models import GroupKey
+from .._models import Delivery, DeliveryState, GroupKey, Todo, TodoStatus
 from . import recurrence, when
-from .model import Delivery, DeliveryState, Todo, TodoStatus
 from .rules import TodoPolicy, wall_time
 
 LATE_AFTER = 120.0  # seconds: a reminder sent later than this after its time says it is late

@@ -10,9 +10,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Sequence
 
-from .._models import GroupKey
+from .._models import GroupKey, Todo, TodoStatus
 from .._prompt import with_todos
-from .model import Todo, TodoStatus
 from .rules import TodoPolicy
 from .service import list_order, soonest, todo_line
 

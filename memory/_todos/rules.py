@@ -19,12 +19,11 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from .._errors import InvalidMemoryInput, MemoryLimitReached, Unauthorized
-from .._models import Caller, Source
+from .._models import Caller, DeliveryState, Source, Todo, TodoStatus
 from .._rules.operations import find_by_id_prefix, parse_content
 from .._settings import ADMINS, Settings
 from .._text import dedupe_key
 from . import recurrence, when
-from .model import DeliveryState, Todo, TodoStatus
 
 SELF, GROUP = "self", "group"
 _ASSIGNEES = {

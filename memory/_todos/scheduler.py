@@ -29,11 +29,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .._errors import MemoryPluginError
-from .._models import GroupKey
+from .._models import GroupKey, Todo, TodoStatus
 from .._storage import MemoryStore
 from . import delivery, rules
 from .index import DueIndex
-from .model import Todo, TodoStatus
 
 log = logging.getLogger("astrbot_plugin_user_memory")
 

@@ -8,13 +8,12 @@ from typing import Any
 
 from .._errors import InvalidMemoryInput, StorageUnavailable, Unauthorized
 from .._fence import data
-from .._models import Caller
+from .._models import Caller, DeliveryState, Todo, TodoStatus
 from .._privacy.audit import GROUP_CHANGE, Refused
 from .._storage import MemoryStore
 from .._storage.base import R, TodoChange
 from . import rules, when
 from .recurrence import parse_rule
-from .model import DeliveryState, Todo, TodoStatus
 from .rules import Origin, TodoPolicy
 
 NOTHING_CHANGED = "没有做任何更改。"

@@ -20,9 +20,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from ..._episodes.model import Episode
-from ..._models import ArchivedMemory, GroupDocument, GroupKey, Memory, UserMemories
-from ..._todos.model import Todo
+from ..._models import ArchivedMemory, Episode, GroupDocument, GroupKey, Memory, Todo, UserMemories
 from .. import changelog
 from .. import sealed
 from ..base import GROUP_OWNER, Owner
@@ -49,7 +47,7 @@ class Stored:
 
 @dataclass
 class LogCursor:
-    """The `_cached.LogCursor` of a group in PostgreSQL."""
+    """The `cached_group.LogCursor` of a group in PostgreSQL."""
 
     next_id: int
     totals: changelog.CallTotals | None = None
@@ -161,8 +159,8 @@ async def _load_whole(conn: Any, key: GroupKey, row: Any, sealer: Sealer | None)
     users = []
     for user, extra in row["users"]:
         fields = json.dumps(extra, ensure_ascii=False)[1:-1]
-        entry = f'{{"memories": {by_owner.pop(user, "[]")}{", " + fields if fields else ""}}}'
-        users.append(f"{json.dumps(user, ensure_ascii=False)}: {entry}")
+        body = f'{{"memories": {by_owner.pop(user, "[]")}{", " + fields if fields else ""}}}'
+        users.append(f"{json.dumps(user, ensure_ascii=False)}: {body}")
     for user, items in by_owner.items():  # rows of a member the users column misses: never lose them
         if user is not None:
             users.append(f'{json.dumps(user, ensure_ascii=False)}: {{"memories": {items}}}')
@@ -188,10 +186,10 @@ async def _load_whole(conn: Any, key: GroupKey, row: Any, sealer: Sealer | None)
 _AGGREGATE = "(SELECT coalesce(json_agg(body ORDER BY pos), '[]')::text FROM {table} WHERE gid = $1)"
 # An owner's rows as one JSON text, and the list's token (on its first row only).
 _MEMORY_AGGREGATE = "json_agg(body ORDER BY pos)::text, max(sealed)"
-_EPISODES = TypeAdapter(list[Episode])
-_MEMORIES = TypeAdapter(list[Memory])
-_TODOS = TypeAdapter(list[Todo])
-_ARCHIVE = TypeAdapter(list[ArchivedMemory])
+_EPISODES: TypeAdapter[list[Episode]] = TypeAdapter(list[Episode])
+_MEMORIES: TypeAdapter[list[Memory]] = TypeAdapter(list[Memory])
+_TODOS: TypeAdapter[list[Todo]] = TypeAdapter(list[Todo])
+_ARCHIVE: TypeAdapter[list[ArchivedMemory]] = TypeAdapter(list[ArchivedMemory])
 
 
 def _need(sealer: Sealer | None, token: str) -> Sealer:
@@ -454,7 +452,7 @@ async def insert_group(
     sealer: Sealer | None = None,
 ) -> int:
     """Store a whole group that has no row yet (an import); its gid. The version starts at 1."""
-    gid = await conn.fetchval(
+    gid: int = await conn.fetchval(
         "INSERT INTO um_groups (platform, group_id, carried) VALUES ($1, $2, $3) RETURNING gid",
         key.platform,
         key.group_id,
@@ -478,7 +476,8 @@ async def reseal(conn: Any, key: GroupKey, opener: Sealer | None, sealer: Sealer
     )
     if row is None:
         return None
-    gid, version = row["gid"], row["version"]
+    gid: int = row["gid"]
+    version: int = row["version"]
     loaded = await _load_whole(conn, key, row, opener)
     everything = Stored(gid, version, lists=dict(row["lists"]))  # no list is known stored: all are written
     await write(conn, key, gid, everything, loaded.doc, loaded.episodes, [], row["log_next_id"], sealer)

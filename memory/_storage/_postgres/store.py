@@ -22,21 +22,22 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import re
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from ..._errors import StorageUnavailable
-from ..._models import GroupDocument, GroupKey
-from ..._episodes.model import Episode
+from ..._models import Episode, GroupDocument, GroupKey
 from .. import changelog
-from .._cached import CachedGroup, CachedStore
+from .._cached import CachedStore
+from ..cached_group import CachedGroup
 from ..base import GroupDump
 from ..crypto import KeyUnavailable, Sealer, Tampered
 from . import rows, schema
+from .describe import describe, mask_dsn
 from .notify import Change, ConnectionLost, Follower
+from .vector_rows import reseal_vectors
 
 log = logging.getLogger("astrbot_plugin_user_memory")
 
@@ -51,11 +52,12 @@ CONNECT_SECONDS = 10.0
 COMMAND_SECONDS = 30.0
 # A relayed payload must fit in one NOTIFY (8000 bytes, less than that in practice with the channel name).
 RELAY_MAX_BYTES = 7000
+T = TypeVar("T")
 
 
 @dataclass(eq=False, kw_only=True)
 class _PgGroup(CachedGroup):
-    log: rows.LogCursor | None = None  # type: ignore[assignment]
+    log: rows.LogCursor | None = None
     stored: rows.Stored | None = None  # what the database held when this cache was loaded or last committed
     heard_version: int = 0  # the newest version another instance announced
     refreshing: asyncio.Task[None] | None = None
@@ -77,7 +79,7 @@ class PostgresMemoryStore(CachedStore):
     ) -> None:
         super().__init__(clock=clock, log_max_bytes=log_max_bytes)
         self._dsn = dsn
-        self.sealer = sealer
+        self._sealer = sealer
         self.instance = instance
         self.pool: Any = None
         self._unavailable: str | None = NOT_STARTED
@@ -103,6 +105,10 @@ class PostgresMemoryStore(CachedStore):
         self._follower = Follower(self._listen_connection, self._heard, self._up, self._down, self._relayed)
         self._follower.start()
         await self._follower.first_attempt()
+
+    @property
+    def sealer(self) -> Sealer | None:
+        return self._sealer
 
     @property
     def unavailable(self) -> str | None:
@@ -165,7 +171,7 @@ class PostgresMemoryStore(CachedStore):
         if isinstance(exc, (schema.NewerSchema, StorageUnavailable)):
             reason = str(exc)
         else:
-            reason = f"无法连接 PostgreSQL（{mask_dsn(self._dsn)}）：{_describe(exc)}"
+            reason = f"无法连接 PostgreSQL（{mask_dsn(self._dsn)}）：{describe(exc)}"
         if reason != self._unavailable:  # once per reason, not at every retry
             log.error("PostgreSQL storage unavailable: %s", reason)
         self._unavailable = reason
@@ -176,11 +182,16 @@ class PostgresMemoryStore(CachedStore):
             raise StorageUnavailable(UNAVAILABLE_TO_CALLERS)
         return self.pool
 
+    def acquire(self) -> Any:
+        """A connection of the pool for the modules that keep their own tables in this database (`async with`), or
+        StorageUnavailable while there is none."""
+        return self._check_available().acquire(timeout=CONNECT_SECONDS)
+
     def _failure(self, group: CachedGroup, exc: BaseException) -> str:
         log.error(
             "commit of group %s to PostgreSQL failed: %s",
             group.key,
-            _describe(exc),
+            describe(exc),
             exc_info=exc if not self._is_connection_error(exc) else None,
         )
         if isinstance(exc, StorageUnavailable):
@@ -226,7 +237,7 @@ class PostgresMemoryStore(CachedStore):
         log.error(
             "reading group %s from PostgreSQL failed: %s",
             key,
-            _describe(exc),
+            describe(exc),
             exc_info=exc if not self._is_connection_error(exc) else None,
         )
         return StorageUnavailable(UNAVAILABLE_TO_CALLERS)
@@ -360,7 +371,7 @@ class PostgresMemoryStore(CachedStore):
                     self._adopt(group, loaded)
                     self._tell_committed(group)
         except Exception as exc:  # the next notification or the sweep after a reconnection tries again
-            log.warning("refreshing group %s from PostgreSQL failed: %s", group.key, _describe(exc))
+            log.warning("refreshing group %s from PostgreSQL failed: %s", group.key, describe(exc))
         finally:
             group.refreshing = None
 
@@ -408,7 +419,7 @@ class PostgresMemoryStore(CachedStore):
             group.log.totals = totals
             return totals
 
-    async def _read(self, key: GroupKey, read: Callable[[Any, GroupKey], Any]) -> Any:
+    async def _read(self, key: GroupKey, read: Callable[[Any, GroupKey], Awaitable[T]]) -> T:
         pool = self._check_available()
         try:
             async with pool.acquire(timeout=CONNECT_SECONDS) as conn:
@@ -424,7 +435,7 @@ class PostgresMemoryStore(CachedStore):
         try:
             found = await pool.fetch("SELECT platform, group_id, version FROM um_groups")
         except Exception as exc:
-            raise StorageUnavailable(f"无法列出 PostgreSQL 中的群（{_describe(exc)}）") from exc
+            raise StorageUnavailable(f"无法列出 PostgreSQL 中的群（{describe(exc)}）") from exc
         return {GroupKey(platform, group_id): str(version) for platform, group_id, version in found}
 
     async def claim(self, name: str, seconds: float) -> bool:
@@ -442,7 +453,7 @@ class PostgresMemoryStore(CachedStore):
                 float(seconds),
             )
         except Exception as exc:
-            log.warning("claiming %s failed: %s", name, _describe(exc))
+            log.warning("claiming %s failed: %s", name, describe(exc))
             return False
         return held is not None
 
@@ -452,7 +463,7 @@ class PostgresMemoryStore(CachedStore):
         try:
             await self.pool.execute("DELETE FROM um_claims WHERE name = $1 AND holder = $2", name, self.instance)
         except Exception as exc:  # it expires on its own
-            log.warning("releasing %s failed: %s", name, _describe(exc))
+            log.warning("releasing %s failed: %s", name, describe(exc))
 
     # ------------------------------------------------------------------------------------------ relaying
     async def relay(self, payload: dict[str, Any]) -> None:
@@ -473,7 +484,7 @@ class PostgresMemoryStore(CachedStore):
         try:
             await self.pool.execute("SELECT pg_notify($1, $2)", schema.RELAY_CHANNEL, text)
         except Exception as exc:
-            log.warning("relaying to the other instances failed: %s", _describe(exc))
+            log.warning("relaying to the other instances failed: %s", describe(exc))
 
     def add_relay_listener(self, listener: Callable[[dict[str, Any]], None]) -> None:
         self._relay_listeners.append(listener)
@@ -528,8 +539,6 @@ class PostgresMemoryStore(CachedStore):
         """Rewrite everything the database holds of the group (rows, log, vectors) with the current sealer (or, with
         `plaintext`, unsealed: turning encryption off), opening with any key of the keyring, in one transaction: a
         kill at any point leaves the old rows or the new ones, both readable with the keyring."""
-        from .vectors import reseal_vectors  # vectors.py imports this module
-
         group = self._group(key)
         assert isinstance(group, _PgGroup)
         async with group.lock:  # no commit of this instance runs meanwhile; a later one sees the version moved
@@ -583,16 +592,3 @@ async def _init_connection(conn: Any) -> None:
 
 
 _RELAY_KEY = GroupKey("", "")  # relayed payloads belong to no one group's rows
-
-_PASSWORD_IN_URL = re.compile(r"(://[^:/@]*:)[^@]*@")
-_PASSWORD_PARAM = re.compile(r"(password\s*=\s*)('[^']*'|\S+)", re.IGNORECASE)
-
-
-def mask_dsn(dsn: str) -> str:
-    """The DSN without its password, to show to an admin."""
-    return _PASSWORD_PARAM.sub(r"\1***", _PASSWORD_IN_URL.sub(r"\1***@", dsn))
-
-
-def _describe(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

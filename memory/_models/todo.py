@@ -1,4 +1,4 @@
-"""A todo and its reminder's delivery record, as stored in the group's JSON document."""
+"""A todo and its reminder's delivery record, as stored in the group's document."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The audit of refused access in PostgreSQL (`_privacy/audit.py`): one row per group, actor and kind in `um_audit`,
+"""The audit of refused access (`audit.py`) in the PostgreSQL store's database: one row per group, actor and kind in `um_audit`,
 and the count of aggregates evicted to keep the bound in `um_audit_dropped`. Its own tables, created by its own
 idempotent DDL on first use (the store's schema version does not move for them); keyed by platform and group id,
 so a refusal in a group nothing was ever stored for needs no group row."""
@@ -10,10 +10,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..._errors import StorageUnavailable
-from ..._models import GroupKey
-from ..._privacy.audit import MAX_ITEMS, TARGET_MAX_CHARS, AuditLog, AuditPage
-from .store import CONNECT_SECONDS, PostgresMemoryStore, _describe
+from .._errors import StorageUnavailable
+from .._models import GroupKey
+from .._storage._postgres import PostgresMemoryStore
+from .._storage._postgres.describe import describe
+from .audit import MAX_ITEMS, TARGET_MAX_CHARS, AuditLog, AuditPage
 
 log = logging.getLogger("astrbot_plugin_user_memory")
 
@@ -64,8 +65,7 @@ class PostgresAudit(AuditLog):
         self._ready = False
 
     async def _connection(self) -> Any:
-        pool = self._store._check_available()
-        return pool.acquire(timeout=CONNECT_SECONDS)
+        return self._store.acquire()
 
     async def _prepare(self, conn: Any) -> None:
         if not self._ready:
@@ -99,7 +99,7 @@ class PostgresAudit(AuditLog):
         except StorageUnavailable:
             raise
         except Exception as exc:
-            raise StorageUnavailable(f"cannot read the audit: {_describe(exc)}") from exc
+            raise StorageUnavailable(f"cannot read the audit: {describe(exc)}") from exc
 
     async def _entries(self, key: GroupKey) -> AuditPage:
         async with await self._connection() as conn:

@@ -1,0 +1,16 @@
+"""Which audit log goes with the store: a table of its database for PostgreSQL, else a file beside each group's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .._storage import MemoryStore, PostgresMemoryStore
+from .audit import AuditFiles, AuditLog
+from .audit_postgres import PostgresAudit
+
+
+def open_audit(store: MemoryStore, data_dir: Path) -> AuditLog:
+    """The audit beside the store: a table of its database for PostgreSQL, else a file beside each group's."""
+    if isinstance(store, PostgresMemoryStore):
+        return PostgresAudit(store)
+    return AuditFiles(Path(data_dir) / "groups")

@@ -1,0 +1,96 @@
+"""What the cached store holds of one group: its document, episodes and log cursor, what is queued for the next
+commit, and the state last stored that a failed commit goes back to."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
+
+from .._models import Episode, GroupDocument, GroupKey, Memory
+from . import changelog
+from .base import GROUP_OWNER, Owner
+
+
+class LogCursor(Protocol):
+    """What the cache knows of a group's change log: the next id to give, and the call totals once computed."""
+
+    next_id: int
+    totals: changelog.CallTotals | None
+
+
+T = TypeVar("T")
+# An operation applies one caller's change to the loaded group: (the caller's result, whether anything changed).
+Operation = Callable[["CachedGroup"], tuple[T, bool]]
+
+
+@dataclass(eq=False)
+class Queued:
+    """An applied operation waiting for its commit: `future` gets `result` once the group's version reaches
+    `version` durably."""
+
+    version: int
+    operation: Operation[Any]
+    result: Any
+    future: asyncio.Future[Any]
+
+
+@dataclass(frozen=True)
+class Saved:
+    """A group's state as last stored (loaded, or committed), kept so a failed commit can go back to it without
+    reading anything: a shallow copy of the document with its own `users` dict (every list in a document is
+    replaced by a change, never edited in place, and the items are immutable), and the episodes (None: not
+    loaded then), and the change log's next id then (ids given to entries that were never stored are given
+    again)."""
+
+    doc: GroupDocument
+    episodes: list[Episode] | None
+    next_log_id: int
+
+    @staticmethod
+    def of(group: CachedGroup) -> Saved:
+        assert group.doc is not None and group.log is not None
+        return Saved(group.doc.model_copy(update={"users": dict(group.doc.users)}), group.episodes, group.log.next_id)
+
+    def copy(self) -> GroupDocument:
+        return self.doc.model_copy(update={"users": dict(self.doc.users)})
+
+
+@dataclass(eq=False)
+class CachedGroup:
+    key: GroupKey
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    doc: GroupDocument | None = None
+    log: LogCursor | None = None  # set with `doc`
+    episodes: list[Episode] | None = None  # loaded on first use (a backend may load them with `doc`)
+    version: int = 0  # bumped by every change or log record held in memory
+    durable_version: int = 0  # the version known to be stored
+    doc_version: int = 0  # bumped by changes to the document only
+    episode_version: int = 0  # bumped by changes to the episodes only
+    pending: list[dict[str, Any]] = field(default_factory=list)  # log entries not yet written
+    erase_owners: set[str] = field(default_factory=set)  # members whose content the next write purges
+    erase_todos: set[str] = field(default_factory=set)  # todos whose content the next write purges
+    erase_targets: set[tuple[str, str]] = field(default_factory=set)  # (kind, id) of memories and episodes, same
+    queued: list[Queued] = field(default_factory=list)
+    flusher: asyncio.Task[None] | None = None
+    saved: Saved | None = None  # the state last stored: what a failed commit goes back to
+
+    def forget_state(self) -> None:
+        """Drop everything held of the group (its next use loads it again); queued operations stay."""
+        self.doc = None
+        self.log = None
+        self.episodes = None
+        self.saved = None
+        self.pending, self.erase_owners, self.erase_todos, self.erase_targets = [], set(), set(), set()
+
+    def mark_stored(self) -> None:
+        """The cached state is what is stored (just loaded, or committed): remember it for a failed commit."""
+        self.saved = Saved.of(self)
+
+
+def memories_of(doc: GroupDocument, owner: Owner) -> Sequence[Memory]:
+    if owner is GROUP_OWNER:
+        return doc.group_memories
+    entry = doc.users.get(owner)
+    return entry.memories if entry else ()
