@@ -11,10 +11,10 @@ from ._aging.usage import RecentReplies
 from ._episodes.inject import EpisodeSection
 from ._errors import InvalidMemoryInput, MemoryLimitReached, MemoryPluginError, StorageUnavailable
 from ._models import SCHEMA_VERSION, Caller, GroupDocument, GroupKey, MemberKey, Memory, MemoryType, Scope, Source
-from ._extraction import ExtractionScheduler, TodoProposals, Utterance, run_extraction
+from ._extraction import TodoProposals, run_extraction
 from ._episodes.erase import delete_episode
 from ._episodes.listing import episodes_text
-from ._episodes.segments import EpisodeRequest
+from ._observation import EpisodeRequest, ExtractionScheduler, Utterance
 from ._limiter import CallLimiter
 from ._manage import Browser, GroupEntry, GroupIndex
 from ._manage.stats import INJECTION_COUNTS_FILE, InjectionCounts
