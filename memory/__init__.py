@@ -23,10 +23,10 @@ from ._models import (
     Todo,
     TodoStatus,
 )
-from ._extraction import ExtractionScheduler, TodoProposals, Utterance, run_extraction
+from ._extraction import TodoProposals, run_extraction
 from ._episodes.erase import delete_episode
 from ._episodes.listing import episodes_text
-from ._episodes.segments import EpisodeRequest
+from ._observation import EpisodeRequest, ExtractionScheduler, Utterance
 from ._limiter import CallLimiter
 from ._manage import Browser, GroupEntry, GroupIndex
 from ._manage.stats import INJECTION_COUNTS_FILE, InjectionCounts

@@ -13,9 +13,8 @@ import pytest
 from memory import GroupKey, Settings, UserMemoryStore, Utterance, run_extraction
 from memory._admin import history_text, revert_change
 from memory._episodes.listing import episodes_text
-from memory._episodes.segments import EpisodeRequest, Segment
 from memory._episodes.summary import EARLIER_LINE_CHARS, MAX_SUMMARY_CHARS
-from memory._extraction import ExtractionScheduler
+from memory._observation import EpisodeRequest, ExtractionScheduler, Segment
 from memory._limiter import CallLimiter
 
 G = GroupKey("lark", "oc_group1")

@@ -10,7 +10,8 @@ import pytest
 from conftest import make_event
 from memory import GroupKey, MemoryType, Settings, Source, UserMemoryStore, Utterance, run_extraction
 from memory._admin import history_text, revert_change, stats_text
-from memory._extraction import ExtractionScheduler, parse_operations
+from memory._extraction.parse import parse_operations
+from memory._observation import ExtractionScheduler
 from memory._limiter import CallLimiter
 from memory._rules.operations import save
 
@@ -471,7 +472,7 @@ async def texts_extraction_receives(*messages):
 
 
 async def test_a_pasted_megabyte_reaches_extraction_cut_to_a_paragraph():
-    from memory._extraction import MAX_UTTERANCE_CHARS
+    from memory._observation.utterance import MAX_UTTERANCE_CHARS
 
     [[text]] = await texts_extraction_receives("我叫老王" + "哈" * 1_000_000)
     assert len(text) == MAX_UTTERANCE_CHARS + 1

@@ -9,7 +9,8 @@ import pytest
 
 from conftest import make_event
 from memory import Caller, GroupKey, MemberKey, Settings, UserMemoryStore, Utterance, run_extraction
-from memory._extraction import EXTRACTION_SYSTEM_PROMPT, TODO_SYSTEM_PROMPT, TodoProposals
+from memory._extraction import TodoProposals
+from memory._extraction.prompt import EXTRACTION_SYSTEM_PROMPT, TODO_SYSTEM_PROMPT
 from memory._todos import rules, service
 from memory._todos.inject import injected_todos
 from memory._todos.rules import Origin, TodoPolicy

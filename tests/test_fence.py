@@ -8,7 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memory import _fence as fence
-from memory._extraction import CONVERSATION_HEADER, MEMORIES_HEADER, Shown, Utterance, build_prompt
+from memory._extraction.prompt import CONVERSATION_HEADER, MEMORIES_HEADER, Shown, build_prompt
+from memory._observation import Utterance
 from memory._models import Memory, MemoryType, Scope
 from memory._prompt import MEMORY_BLOCK_END, MEMORY_BLOCK_START, render_memory_block
 

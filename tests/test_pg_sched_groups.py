@@ -8,7 +8,7 @@ from pg import until
 
 from memory import GroupKey, Memory, MemoryType
 from memory._aging.maintenance import MaintenanceScheduler
-from memory._extraction import ExtractionScheduler, Utterance
+from memory._observation import ExtractionScheduler, Utterance
 from memory._limiter import CallLimiter
 from memory._manage import index as group_index
 from memory._manage.index import GroupIndex

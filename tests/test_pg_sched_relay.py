@@ -11,7 +11,7 @@ import pytest
 from pg import opened_store, until
 
 from memory import GroupKey
-from memory._extraction import ExtractionScheduler, Utterance
+from memory._observation import ExtractionScheduler, Utterance
 from memory._limiter import CallLimiter
 from memory._storage import PostgresMemoryStore
 

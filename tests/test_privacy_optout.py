@@ -214,8 +214,8 @@ async def test_an_opt_out_while_the_extraction_call_is_in_flight_keeps_its_resul
     from that call is applied: no memory, no todo, no episode of a segment with their lines; the others' memories
     are."""
     from memory import Settings, Utterance, run_extraction
-    from memory._episodes.segments import EpisodeRequest, Segment
     from memory._extraction import TodoProposals
+    from memory._observation import EpisodeRequest, Segment
     from memory._privacy.optout import set_privacy
     from memory._models import Caller, MemberKey
     from memory._todos.rules import Origin, TodoPolicy

@@ -9,7 +9,7 @@ import pytest
 from conftest import make_event
 from memory import GroupKey, Settings, Source, UserMemoryStore, Utterance, run_extraction
 from memory._aging.usage import MAX_REPLY_CHARS, RecentReplies, Reply
-from memory._extraction import EXTRACTION_SYSTEM_PROMPT
+from memory._extraction.prompt import EXTRACTION_SYSTEM_PROMPT
 from memory._rules.operations import save
 
 G = GroupKey("lark", "oc_group1")

@@ -3,7 +3,7 @@
 The adapter records, for each reply in a group, the memories injected for it and the reply's text. Nothing is
 judged on the reply's path and no model call is made per reply: the group's next extraction call shows these
 replies next to the conversation and may answer `{"op": "used", "id": N}` for a memory a reply really used
-(`_extraction.py` validates and applies it with `used`). Retrieved but unused changes nothing.
+(`_extraction/` validates and applies it with `used`). Retrieved but unused changes nothing.
 """
 
 from __future__ import annotations

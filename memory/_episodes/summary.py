@@ -12,17 +12,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .. import _fence as fence
 from .._errors import InvalidMemoryInput
+from .._observation import Segment, Utterance
 from .._reply_json import json_values
 from .._text import clean_content, replace_unencodable
 from .._models import Episode
-from .segments import Segment
-
-if TYPE_CHECKING:
-    from .._extraction import Utterance
 
 # Appended to the extraction system prompt on the call that closes a segment.
 EPISODE_SYSTEM_PROMPT = """

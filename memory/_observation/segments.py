@@ -18,12 +18,10 @@ import uuid
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from .._models import GroupKey
-
-if TYPE_CHECKING:
-    from .._extraction import Utterance
+from .utterance import Utterance
 
 
 class Timer(Protocol):
