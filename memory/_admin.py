@@ -78,7 +78,7 @@ def _is_shown(entry: dict[str, Any]) -> bool:
 
 
 def _line(entry: dict[str, Any]) -> str:
-    op = _OP_LABELS.get(entry.get("op"), str(entry.get("op")))
+    op = _OP_LABELS.get(str(entry.get("op")), str(entry.get("op")))
     if entry.get("op") == PURGE and entry.get("kind") in (MEMORY, EPISODE):
         what = "记忆" if entry.get("kind") == MEMORY else "情境记忆"
         return f"{op} [{_owner_text(entry)}] 归档的{what} {str(entry.get('target'))[:8]}（保留期满，永久清除）"
@@ -87,7 +87,7 @@ def _line(entry: dict[str, Any]) -> str:
     if entry.get("kind") == TODO:
         return f"待办{op} [{_owner_text(entry)}] {_todo_state(entry.get('old'))} → {_todo_state(entry.get('new'))}"
     if entry.get("kind") == PRIVACY:
-        return f"[{_owner_text(entry)}] {_PRIVACY_LABELS.get(entry.get('op'), str(entry.get('op')))}"
+        return f"[{_owner_text(entry)}] {_PRIVACY_LABELS.get(str(entry.get('op')), str(entry.get('op')))}"
     if entry.get("kind") == EPISODE:
         return f"情境记忆{op} {summary_of(entry.get('old'))} → {summary_of(entry.get('new'))}"
     why = f"（理由：{entry['review_reason']}）" if entry.get("review_reason") else ""
@@ -162,7 +162,7 @@ def _audit_text(audit: AuditPage, zone: tzinfo | None, name: Callable[[str], str
         who = f"{name(actor)}（{actor}）" if name(actor) else actor
         last = item.get("last") or {}
         lines.append(
-            f"- {who} {_AUDIT_KINDS.get(item.get('kind'), str(item.get('kind')))} {item.get('count')} 次，"
+            f"- {who} {_AUDIT_KINDS.get(str(item.get('kind')), str(item.get('kind')))} {item.get('count')} 次，"
             f"最近 {_stamp(item.get('last_at'), zone)}（{last.get('via', '')} {last.get('target', '')}）".rstrip()
         )
     more = len(audit.items) - AUDIT_SHOWN
@@ -326,7 +326,7 @@ def _since(entry: dict[str, Any], current: Memory | None, later: Sequence[dict[s
     """What happened to the entry's target after it, for a refused revert."""
     now = f"现在是「{current.content}」" if current else "现在已不存在"
     last = next((e for e in reversed(later) if e.get("target") == entry.get("target")), None)
-    by = f"（#{last['id']} {last.get('actor')} {_OP_LABELS.get(last.get('op'), last.get('op'))}）" if last else ""
+    by = f"（#{last['id']} {last.get('actor')} {_OP_LABELS.get(str(last.get('op')), last.get('op'))}）" if last else ""
     return f"[{_owner_text(entry)}] #{entry['id']} 涉及的记忆{now}{by}"
 
 

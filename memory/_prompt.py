@@ -54,7 +54,10 @@ def render_memory_block(items: Sequence[Scoped], speaker: str, lines: Mapping[st
     hold each memory's line already rendered (memory id -> `memory_line`), as the hot path caches them."""
     if not items:
         return ""
-    line = (lambda item: lines[item[1].id]) if lines is not None else (lambda item: memory_line(item[1], item[0]))
+
+    def line(item: Scoped) -> str:
+        return lines[item[1].id] if lines is not None else memory_line(item[1], item[0])
+
     own = [line(item) for item in items if item[0] is not Scope.GROUP]
     group = [line(item) for item in items if item[0] is Scope.GROUP]
     out = [MEMORY_BLOCK_START, MEMORY_BLOCK_PREAMBLE.format(speaker=fence.name(speaker))]

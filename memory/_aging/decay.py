@@ -57,7 +57,7 @@ def idle_days(memory: Memory, now: float, aging_since: float | None) -> float:
 
 def decayed(base: float, idle: float, factor: float, after_days: float) -> float:
     """`base × factor ** max(0, idle − after_days)`, idle in days."""
-    return base * factor ** max(0.0, idle - after_days)
+    return base * float(factor ** max(0.0, idle - after_days))
 
 
 def effective_importance(memory: Memory, now: float, settings: Settings, aging_since: float | None) -> float:

@@ -134,7 +134,7 @@ class GroupView:
 
     def sync(self, doc: GroupDocument) -> None:
         owners = list(doc.users.items())
-        lists = [doc.group_memories, *(entry.memories for _, entry in owners)]
+        lists: list[Sequence[Memory]] = [doc.group_memories, *(entry.memories for _, entry in owners)]
         if len(lists) == len(self.lists) and all(a is b for a, b in zip(lists, self.lists, strict=True)):
             return
         self.lists = lists
@@ -235,7 +235,7 @@ class Browser:
                 key = _SORT_KEYS[sort]
                 found.sort(key=lambda item: key(item.memory), reverse=True)
             return len(found), [(item, scores[id(item)]) for item in found[start:stop]]
-        sort = query.sort if query.sort not in (None, Sort.RELEVANCE) else Sort.UPDATED
+        sort = Sort.UPDATED if query.sort is None or query.sort is Sort.RELEVANCE else query.sort
         key = _SORT_KEYS[sort]
         if query.member:  # one member's few memories, ordered now
             ordered: Sequence[Located] = sorted(

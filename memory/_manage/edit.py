@@ -133,7 +133,7 @@ async def delete_memories(store: MemoryStore, refs: Sequence[MemoryRef], *, acto
     for document, wanted in by_document.items():
 
         def delete(lists: dict[Owner, list[Memory]]) -> tuple[dict[Owner, list[Memory]], list[Memory]]:
-            gone = []
+            gone: list[Memory] = []
             for owner, ids in wanted.items():
                 missing = ids - {m.id for m in lists[owner]}
                 if missing:

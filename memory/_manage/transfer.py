@@ -81,7 +81,9 @@ class ImportRefused(ValueError):
 
 
 # -- export ----------------------------------------------------------------------------------------------------------
-def section(key: GroupKey, doc: GroupDocument, episodes: Sequence[Episode], user_id: str | None = None) -> dict:
+def section(
+    key: GroupKey, doc: GroupDocument, episodes: Sequence[Episode], user_id: str | None = None
+) -> dict[str, Any]:
     """One group's section of an export; with `user_id` only that member's memories, archived memories and todos
     (created by or assigned to them) and no episodes (they belong to the group)."""
     users = doc.users if user_id is None else {u: m for u, m in doc.users.items() if u == user_id}
@@ -97,7 +99,7 @@ def section(key: GroupKey, doc: GroupDocument, episodes: Sequence[Episode], user
     }
 
 
-def _dump(models: Iterable[Any]) -> list[dict]:
+def _dump(models: Iterable[Any]) -> list[dict[str, Any]]:
     return [m.model_dump(mode="json", exclude_none=True) for m in models]
 
 

@@ -165,7 +165,7 @@ def _ranked(
     """Positions in `ordered`, re-ranked by relevance plus the prior. Memories below the threshold keep their
     prior order, so only the relevant few are sorted and the rest are merged in."""
     best = max(relevance.values(), default=0.0) if relevance else 0.0
-    if best <= 0.0:
+    if relevance is None or best <= 0.0:
         return range(len(ordered))
     floor = threshold * best
     step = prior_weight / max(1, len(ordered) - 1)

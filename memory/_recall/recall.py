@@ -7,7 +7,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from .._models import Caller, GroupKey, Memory, Scope
+from .._models import Caller, GroupDocument, GroupKey, Memory, Scope
 from .._prompt import Scoped, memory_line, render_memory_block
 from .._settings import Settings
 from .._storage import MemoryStore
@@ -239,7 +239,11 @@ def semantic_similarities(store: MemoryStore, vectors: VectorStore) -> Similarit
     """Similarities backed by `vectors`, kept in step with `store`: a document's vectors are (re)computed in
     the background when it changes and the first time it is scored, never on the reply's path."""
     seen: set[GroupKey] = set()
-    store.add_listener(lambda key, doc: vectors.schedule_sync(key, doc.all_memories()))
+
+    def changed(key: GroupKey, doc: GroupDocument) -> None:
+        vectors.schedule_sync(key, doc.all_memories())
+
+    store.add_listener(changed)
 
     async def similarities(key: GroupKey, query: str, memory_ids: list[str]) -> Mapping[str, float] | None:
         if key not in seen:

@@ -29,7 +29,7 @@ def injected_todos(todos: Sequence[Todo], user_id: str, now: float, horizon: flo
         t
         for t in todos
         if t.status is TodoStatus.PENDING
-        and (t.assignee == user_id or (t.is_group and (soonest(t) is None or soonest(t) <= now + horizon)))
+        and (t.assignee == user_id or (t.is_group and ((when := soonest(t)) is None or when <= now + horizon)))
     ]
     chosen.sort(key=list_order)
     return chosen[:limit]

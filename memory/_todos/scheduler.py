@@ -306,14 +306,24 @@ class ReminderScheduler:
         if error is not None:
             self.stats.failed_attempts += 1
             log.warning("reminder %s in group %s not sent: %s", todo.short_id, key, error)
-            settle = lambda t: delivery.failed(t, message.occurrence, now, error, policy)  # noqa: E731
+            failure = error
+
+            def settle(t: Todo) -> Todo:
+                return delivery.failed(t, message.occurrence, now, failure, policy)
+
             op = "remind_failed"
         elif was_sent:
             self.stats.sent += 1
-            settle = lambda t: delivery.sent(t, message.occurrence, now, policy, noticed=noticed)  # noqa: E731
+
+            def settle(t: Todo) -> Todo:
+                return delivery.sent(t, message.occurrence, now, policy, noticed=noticed)
+
             op = "remind"
         else:
-            settle = lambda t: delivery.not_ready(t, message.occurrence, now, todo.platform_id)  # noqa: E731
+
+            def settle(t: Todo) -> Todo:
+                return delivery.not_ready(t, message.occurrence, now, todo.platform_id)
+
             op = "remind_waiting"
 
         def record(todos: list[Todo]) -> tuple[list[Todo], None]:
