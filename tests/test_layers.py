@@ -47,11 +47,6 @@ LAYERS: dict[str, int] = {
 FORBIDDEN_PACKAGES = ("astrbot", "starlette", "quart")
 
 MAX_LINES = 600
-# Issue 19 splits these on other branches; the coordinator empties both sets when it merges them.
-TOO_LONG_FOR_NOW: set[str] = {
-    "memory/_manage/transfer.py",  # 645 lines
-}
-CYCLES_FOR_NOW: set[frozenset[str]] = set()
 
 
 def _module_name(path: Path) -> str:
@@ -190,11 +185,8 @@ def later():
 def test_no_import_cycles():
     graph = _imports()
     problems = []
-    cycles = _cycles(graph)
-    for component in cycles:
+    for component in _cycles(graph):
         members = set(component)
-        if members in CYCLES_FOR_NOW:
-            continue
         edges = [
             f"    {_where(module, line)} imports {target}"
             for module in component
@@ -203,8 +195,6 @@ def test_no_import_cycles():
         ]
         problems.append(f"cycle between {', '.join(component)}:\n" + "\n".join(edges))
     assert not problems, "\n".join(problems)
-    stale = CYCLES_FOR_NOW - {frozenset(component) for component in cycles}
-    assert not stale, f"no longer a cycle, remove from CYCLES_FOR_NOW: {[sorted(c) for c in stale]}"
 
 
 def test_no_import_from_a_higher_layer():
@@ -237,9 +227,5 @@ def test_no_module_is_too_long():
         str(path.relative_to(MEMORY.parent)): len(path.read_text(encoding="utf-8").splitlines())
         for path in MODULES.values()
     }
-    too_long = {name: lines for name, lines in lengths.items() if lines > MAX_LINES}
-    problems = [f"{name}: {lines} lines (at most {MAX_LINES})" for name, lines in too_long.items()]
-    problems = [p for p, name in zip(problems, too_long) if name not in TOO_LONG_FOR_NOW]
+    problems = [f"{name}: {lines} lines (at most {MAX_LINES})" for name, lines in lengths.items() if lines > MAX_LINES]
     assert not problems, "\n".join(problems)
-    stale = {name for name in TOO_LONG_FOR_NOW if lengths.get(name, 0) <= MAX_LINES}
-    assert not stale, f"no longer too long, remove from TOO_LONG_FOR_NOW: {sorted(stale)}"

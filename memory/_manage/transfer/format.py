@@ -1,0 +1,19 @@
+"""The export format's names and the bounds of what an import reads."""
+
+from __future__ import annotations
+
+
+EXPORT_FORMAT = "astrbot_plugin_user_memory.export"
+EXPORT_VERSION = 1
+READABLE_EXPORT_VERSIONS = frozenset({1})
+MAX_IMPORT_DEPTH = 64  # nesting levels of JSON (an export needs about 10; extra fields of newer versions add some)
+MAX_IMPORT_BYTES = 16 * 1024 * 1024
+MAX_IMPORT_ITEMS = 100_000
+MAX_IMPORT_GROUPS = 10_000
+
+EXPORT_KIND = "export"  # what an export section's token is sealed as
+NEW, DUPLICATE, CONFLICTING, INVALID = "new", "duplicate", "conflicting", "invalid"
+
+
+class ImportRefused(ValueError):
+    """The file as a whole cannot be imported (too large, not JSON, not a format this version reads)."""

@@ -1,0 +1,205 @@
+"""Reading an import: an export or a group file, opened, parsed and checked before anything is previewed."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from ..._models import (
+    SCHEMA_VERSION,
+    ArchivedMemory,
+    Episode,
+    GroupDocument,
+    GroupKey,
+    Memory,
+    Todo,
+    check_id,
+)
+from ..._errors import InvalidMemoryInput, StorageUnavailable
+from ..._storage import GROUP_OWNER
+from ..._storage.base import Owner
+from ..._storage.crypto import Sealer, token_kid
+from ..._storage.sealed import SEALED
+from ..._storage.store import parse_document
+
+from .format import (
+    EXPORT_FORMAT,
+    EXPORT_KIND,
+    EXPORT_VERSION,
+    ImportRefused,
+    MAX_IMPORT_BYTES,
+    MAX_IMPORT_DEPTH,
+    MAX_IMPORT_GROUPS,
+    MAX_IMPORT_ITEMS,
+    READABLE_EXPORT_VERSIONS,
+)
+
+
+@dataclass
+class ImportedGroup:
+    key: GroupKey
+    memories: dict[Owner, list[Memory]]
+    archived: list[ArchivedMemory]
+    todos: list[Todo]
+    episodes: list[Episode]
+    opted_out: dict[str, float] = field(default_factory=dict)
+    problem: str | None = None  # why the group is refused whatever the store holds (an id outside the rules)
+
+    @property
+    def size(self) -> int:
+        return sum(map(len, self.memories.values())) + len(self.archived) + len(self.todos) + len(self.episodes)
+
+
+def read_import(raw: bytes, platform: str = "", sealer: Sealer | None = None) -> list[ImportedGroup]:
+    """The groups of an export or of one group file (version 0 or 1), sealed parts opened with `sealer`.
+    `platform` names the platform of a file that does not say (design 000's files). Raises ImportRefused."""
+    if len(raw) > MAX_IMPORT_BYTES:
+        raise ImportRefused(f"导入文件过大（{len(raw)} 字节），最多 {MAX_IMPORT_BYTES} 字节")
+    data = _parse(raw)
+    if not isinstance(data, dict):
+        raise ImportRefused("导入文件必须是一个 JSON 对象")
+    if data.get("format") == EXPORT_FORMAT:
+        version = data.get("export_version")
+        if type(version) is not int or version not in READABLE_EXPORT_VERSIONS:  # True and 1.0 are not versions
+            newer = "，请升级插件" if type(version) is int and version > EXPORT_VERSION else ""
+            raise ImportRefused(f"导出格式版本 {version!r} 不受支持（本插件读取版本 {EXPORT_VERSION}）{newer}")
+        sections = data.get("groups")
+        if not isinstance(sections, list):
+            raise ImportRefused("导出文件缺少 groups 列表")
+        sections = [_open_section(s, sealer) for s in sections]
+    elif "group_id" in data and "users" in data:
+        sections = [_open_group_file(raw, data, sealer)]
+    else:
+        raise ImportRefused("无法识别的文件：既不是本插件的导出文件，也不是群记忆文件")
+    if len(sections) > MAX_IMPORT_GROUPS:
+        raise ImportRefused(f"导入的群过多（{len(sections)}），最多 {MAX_IMPORT_GROUPS} 个")
+    groups = [_group(s, platform, n) for n, s in enumerate(sections)]
+    total = sum(g.size for g in groups)
+    if total > MAX_IMPORT_ITEMS:
+        raise ImportRefused(f"导入的条目过多（{total}），最多 {MAX_IMPORT_ITEMS} 条")
+    return groups
+
+
+def _parse(raw: bytes) -> Any:
+    """The file's JSON: strict (no NaN or Infinity) and at most MAX_IMPORT_DEPTH levels deep, checked without
+    recursion, so a hostile file is refused as invalid instead of exhausting the stack."""
+    try:
+        data = json.loads(raw.removeprefix(b"\xef\xbb\xbf"), parse_constant=_no_constant)
+    except RecursionError:
+        raise ImportRefused(f"不是有效的 JSON：嵌套超过 {MAX_IMPORT_DEPTH} 层") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ImportRefused(f"不是有效的 JSON：{exc}") from None
+    stack: list[tuple[Any, int]] = [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+        for child in children:
+            if isinstance(child, dict | list):
+                if depth >= MAX_IMPORT_DEPTH:
+                    raise ImportRefused(f"不是有效的 JSON：嵌套超过 {MAX_IMPORT_DEPTH} 层")
+                stack.append((child, depth + 1))
+    return data
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} 不是 JSON 数值")
+
+
+def _needs_key(kid: Any, sealer: Sealer | None) -> ImportRefused:
+    have = "、".join(sealer.kids) if sealer is not None else "未配置密钥"
+    return ImportRefused(f"导入文件已用密钥 {kid} 加密，需要该密钥才能导入（本插件配置的密钥：{have}）")
+
+
+def _open_section(raw: Any, sealer: Sealer | None) -> Any:
+    """An export's section with its token opened (a plaintext section as it is)."""
+    if not isinstance(raw, dict) or SEALED not in raw:
+        return raw
+    token = raw[SEALED]
+    if sealer is None or token_kid(token) not in sealer.kids:
+        raise _needs_key(token_kid(token), sealer)
+    key = GroupKey(str(raw.get("platform", "")), str(raw.get("group_id", "")))
+    try:
+        body = sealer.open(EXPORT_KIND, key, [raw.get("user_id") or ""], token)
+    except StorageUnavailable as exc:
+        raise ImportRefused(f"群 {key} 的加密内容无法打开：{exc}") from None
+    if not isinstance(body, dict):
+        raise ImportRefused(f"群 {key} 的加密内容不是它应有的样子")
+    return {"platform": key.platform, "group_id": key.group_id, **body}
+
+
+def _open_group_file(raw: bytes, data: dict[str, Any], sealer: Sealer | None) -> Any:
+    """A group file of the plugin, opened when it is sealed (its head names the key)."""
+    encryption = data.get("encryption")
+    if not encryption:
+        return data
+    kid = encryption.get("kid") if isinstance(encryption, dict) else None
+    if sealer is None or kid not in sealer.kids:
+        raise _needs_key(kid, sealer)
+    key = GroupKey(str(data.get("platform", "")), str(data.get("group_id", "")))
+    try:
+        doc = parse_document(raw, key, sealer)
+    except (StorageUnavailable, ValueError) as exc:
+        raise ImportRefused(f"群 {key} 的加密文件无法打开：{exc}") from None
+    return doc.model_dump(mode="json", exclude_none=True, exclude={"encryption"})
+
+
+def _group(raw: Any, platform: str, n: int) -> ImportedGroup:
+    if not isinstance(raw, dict):
+        raise ImportRefused(f"第 {n + 1} 个群不是 JSON 对象")
+    version = raw.get("schema_version", 0)
+    if type(version) is not int:
+        raise ImportRefused(f"第 {n + 1} 个群的 schema_version 无效：{version!r}")
+    if version > SCHEMA_VERSION:
+        raise ImportRefused(f"第 {n + 1} 个群来自更新版本的插件（schema_version {version}），请升级插件")
+    try:
+        doc = GroupDocument.model_validate({k: v for k, v in raw.items() if k != "episodes"})
+        episodes = [Episode.model_validate(e) for e in raw.get("episodes") or []]
+    except ValidationError as exc:
+        raise ImportRefused(f"第 {n + 1} 个群格式无效：{exc.errors()[0]['msg']}（{exc.errors()[0]['loc']}）") from None
+    key = GroupKey(doc.platform or platform, doc.group_id)
+    if not key.platform:
+        raise ImportRefused(f"群 {doc.group_id} 没有注明平台：请在导入时选择平台")
+    memories: dict[Owner, list[Memory]] = {u: list(m.memories) for u, m in doc.users.items()}
+    if doc.group_memories:
+        memories[GROUP_OWNER] = list(doc.group_memories)
+    try:
+        _check_ids(key, doc, episodes)
+        problem = None
+    except InvalidMemoryInput as exc:
+        problem = str(exc)
+    return ImportedGroup(key, memories, list(doc.archive), list(doc.todos), episodes, dict(doc.opted_out), problem)
+
+
+def _check_ids(key: GroupKey, doc: GroupDocument, episodes: Sequence[Episode]) -> None:
+    """Every id of the group as every other path takes ids (`check_id`); InvalidMemoryInput naming the first that
+    is not. A todo in the platform's global document has no group to be reminded in."""
+    check_id(key.platform, "平台")
+    if key.group_id:  # "" is the platform's global memories
+        check_id(key.group_id, "群 id")
+    elif doc.todos:
+        raise InvalidMemoryInput("平台的全局记忆里不能有待办")
+    members = [
+        *doc.users,
+        *doc.opted_out,
+        *(a.owner for a in doc.archive if a.owner is not None),
+        *(t.creator for t in doc.todos),
+        *(t.assignee for t in doc.todos if t.assignee is not None),
+        *(p for e in episodes for p in e.participants),
+    ]
+    for member in dict.fromkeys(members):
+        check_id(member, "成员 id")
+    for item_id in [
+        *(m.id for m in doc.all_memories()),
+        *(a.memory.id for a in doc.archive),
+        *(t.id for t in doc.todos),
+        *(e.id for e in episodes),
+    ]:
+        check_id(item_id, "条目 id")
+    for member, since in doc.opted_out.items():
+        if not math.isfinite(since):
+            raise InvalidMemoryInput(f"成员 {member} 关闭记录的时间无效：{since}")
