@@ -17,8 +17,15 @@ from typing import Any
 from .._episodes.erase import delete_episode
 from .._errors import InvalidMemoryInput
 from .._manage import Browser, GroupIndex, GroupView, Query, memory_json, stats as manage_stats, transfer
-from .._manage.edit import MAX_DELETE, MemoryRef, delete_memories, edit_memory, memory_ref, move_to_group
-from .._manage.edit import move_to_member
+from .._manage.edit import (
+    MAX_DELETE,
+    MemoryRef,
+    delete_memories,
+    edit_memory,
+    memory_ref,
+    move_to_group,
+    move_to_member,
+)
 from .._manage.erase import erase_person
 from .._manage.history import before_id, history_page, page_limit, revert_entry
 from .._manage.stats import InjectionCounts
