@@ -25,6 +25,7 @@ from .memory._privacy.audit import ADMIN_COMMAND, FOREIGN_ID, Refused, foreign_i
 from .memory._privacy.audit_factory import open_audit
 from .memory._privacy.optout import admits, excluded, opted_out_in, set_privacy
 from .memory._logthrottle import LogThrottle
+from .memory._service.manager import Manager
 from .memory import (
     DISABLED,
     NOT_IN_GROUP,
@@ -230,13 +231,29 @@ class UserMemoryPlugin(Star):
                 episode_quiet_seconds=self.settings.episode_quiet_minutes * 60.0,
                 leases=shared,
             )
-        register_routes(self)  # the dashboard's memory manager acts on this instance from now on
+        self.manager = Manager(
+            settings=self.settings,
+            store=self.store,
+            audit=self.audit,
+            members=self.members,
+            group_index=self.group_index,
+            browser=self.browser,
+            todo_policy=self.todo_policy,
+            injection_counts=self.injection_counts,
+            config_secrets=self.config_secrets,
+            test_recall=self.test_recall,
+            running_platforms=self._running_platforms,
+        )
+        register_routes(self.context, self.manager)  # the dashboard's memory manager is this one's from now on
+
+    def _running_platforms(self) -> dict[str, str]:
+        """The platform instances this AstrBot runs now (id -> adapter type; they load after the plugins: asked
+        when needed): only they may send the reminders of todos made through them."""
+        manager = getattr(self.context, "platform_manager", None)
+        return {p.meta().id: p.meta().name for p in getattr(manager, "platform_insts", ())}
 
     def _platform_ids(self) -> frozenset[str]:
-        """The platform instances this AstrBot runs now (they load after the plugins: asked when needed): only
-        they may send the reminders of todos made through them."""
-        manager = getattr(self.context, "platform_manager", None)
-        return frozenset(p.meta().id for p in getattr(manager, "platform_insts", ()))
+        return frozenset(self._running_platforms())
 
     def _zone(self):
         """The zone local times are read in: the plugin's `timezone`, else AstrBot's own, else Asia/Shanghai."""
@@ -342,7 +359,7 @@ class UserMemoryPlugin(Star):
         self.embedding_state = f"已启用 {model_id}"
 
     async def terminate(self) -> None:
-        release(self)  # the dashboard's routes stay registered (AstrBot never removes them): they refuse now
+        release(self.manager)  # the dashboard's routes stay registered (AstrBot never removes them): they refuse now
         for task in (self._store_watch, self._store_starting):
             if task is not None and not task.done():
                 task.cancel()

@@ -1,0 +1,424 @@
+"""The dashboard's memory manager: its operations in the product's words, independent of HTTP and of AstrBot.
+
+Groups named by a request are looked up in the group index; an unknown group is an error and nothing is created
+for it. Every change is logged with the actor `dashboard:<user>` (any dashboard login acts as an admin and sees
+every group). Values the page sends as JSON (a memory's {scope, owner, id}, new content, type and importance, an
+entry id, a limit) come as they were sent: the memory package's own rules check them, with their messages.
+Answers are JSON-ready (dicts and lists); refusals raise the package's errors (`InvalidMemoryInput`, ...).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .._episodes.erase import delete_episode
+from .._errors import InvalidMemoryInput
+from .._manage import Browser, GroupIndex, GroupView, Query, memory_json, stats as manage_stats, transfer
+from .._manage.edit import (
+    MAX_DELETE,
+    MemoryRef,
+    delete_memories,
+    edit_memory,
+    memory_ref,
+    move_to_group,
+    move_to_member,
+)
+from .._manage.erase import erase_person
+from .._manage.history import before_id, history_page, page_limit, revert_entry
+from .._manage.stats import InjectionCounts
+from .._members import MemberDirectory
+from .._models import GroupKey, MemberKey, Memory, Scope
+from .._privacy.audit import DASHBOARD_SCOPE, AuditLog, misnamed_owner
+from .._settings import Settings
+from .._storage import MemoryStore
+from .._storage.factory import ConfigSecret
+from .._todos.rules import TodoPolicy
+
+UNKNOWN_GROUP = "没有这个群的记忆：{platform} / {group_id}"
+UNKNOWN_PLATFORM = "没有这个平台的记忆：{platform}"
+RECENT_EPISODES = 10  # episodes shown with a group, the most recent first
+MAX_PREVIEW_ITEMS = 200  # items listed per group in an import preview (the counts cover all of them)
+MAX_STATS_GROUPS = 200  # groups whose documents the breakdown reads (the most recently changed)
+
+RecallTest = Callable[[MemberKey, str, str], Awaitable[dict[str, Any]]]
+
+
+@dataclass(frozen=True, slots=True)
+class Export:
+    """An export to download: its file name and its JSON, produced one group at a time."""
+
+    filename: str
+    chunks: AsyncIterator[bytes]
+
+
+class Manager:
+    """The dashboard's operations over the plugin's live components.
+
+    `test_recall(member, message, speaker)` is the reply path's block building run dry (the host's); and
+    `running_platforms()` gives the platform instances running now (id -> adapter type), which an imported todo's
+    reminders may be bound to."""
+
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        store: MemoryStore,
+        audit: AuditLog,
+        members: MemberDirectory,
+        group_index: GroupIndex,
+        browser: Browser,
+        todo_policy: TodoPolicy,
+        injection_counts: InjectionCounts,
+        config_secrets: Sequence[ConfigSecret],
+        test_recall: RecallTest,
+        running_platforms: Callable[[], Mapping[str, str]],
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.settings = settings
+        self._store = store
+        self._audit = audit
+        self._members = members
+        self._index = group_index
+        self._browser = browser
+        self._todo_policy = todo_policy
+        self._injection_counts = injection_counts
+        self._config_secrets = list(config_secrets)
+        self._test_recall = test_recall
+        self._running_platforms = running_platforms
+        self._clock = clock
+
+    @property
+    def enabled(self) -> bool:
+        """Whether memory is on (`enable_user_memory`); the dashboard serves nothing while it is off."""
+        return self.settings.enable_user_memory
+
+    # -- looking groups up ---------------------------------------------------------------------------------------
+    async def _groups_index(self) -> GroupIndex:
+        await self._index.load()  # once (on a shared store: compared again now and then)
+        return self._index
+
+    async def _find(self, platform: str, group_id: str) -> GroupKey:
+        """A group the index knows, or (group_id "") the platform's global memories; else an error (nothing
+        created)."""
+        key = (await self._groups_index()).find(platform, group_id)
+        if key is None:
+            raise InvalidMemoryInput(UNKNOWN_GROUP.format(platform=platform, group_id=group_id))
+        return key
+
+    async def _platform_groups(self, platform: str) -> list[GroupKey]:
+        """Every group of the platform, its global memories included; an unknown platform is an error."""
+        index = await self._groups_index()
+        keys = [entry.key for entry in index.groups(platform)]
+        if not keys and platform not in index.platforms():
+            raise InvalidMemoryInput(UNKNOWN_PLATFORM.format(platform=platform))
+        return keys
+
+    def _name(self, key: GroupKey, user_id: str | None) -> str | None:
+        return self._members.name(key, user_id) if user_id else None
+
+    # -- browsing --------------------------------------------------------------------------------------------------
+    async def groups(self, platform: str = "") -> dict[str, Any]:
+        """The platforms, the groups (of `platform`, or all) with their counts, and the secrets in the config."""
+        index = await self._groups_index()
+        return {
+            "platforms": index.platforms(),
+            "groups": [entry.as_json() for entry in index.groups(platform or None)],
+            "config_secrets": [secret.as_json() for secret in self._config_secrets],
+        }
+
+    async def group(self, platform: str, group_id: str) -> dict[str, Any]:
+        """A group's members, counts per scope, todos and most recent episodes."""
+        key = await self._find(platform, group_id)
+        doc = await self._store.document(key)
+        episodes = [] if key.is_global else await self._store.episodes(key)
+        members: list[dict[str, Any]] = [
+            {
+                "id": user_id,
+                "name": self._members.name(key, user_id),
+                "memories": len(entry.memories),
+                "todos": sum(1 for todo in doc.todos if todo.assignee == user_id),
+            }
+            for user_id, entry in doc.users.items()
+        ]
+        members.sort(key=lambda m: (-m["memories"], m["id"]))
+        member_memories = sum(m["memories"] for m in members)
+        return {
+            "platform": key.platform,
+            "group_id": key.group_id,
+            "is_global": key.is_global,
+            "members": members,
+            "counts": {
+                "member": 0 if key.is_global else member_memories,
+                "group": len(doc.group_memories),
+                "global": member_memories if key.is_global else 0,
+                "todos": len(doc.todos),
+                "episodes": len(episodes),
+                "archived": len(doc.archive),
+            },
+            "todos": [todo.model_dump(mode="json", exclude={"delivery"}) for todo in doc.todos],
+            "episodes": [
+                episode.model_dump(mode="json")
+                for episode in sorted(episodes, key=lambda e: e.end, reverse=True)[:RECENT_EPISODES]
+            ],
+            "last_change": doc.updated_at,
+        }
+
+    async def memories(self, platform: str, group_id: str, query: Query) -> dict[str, Any]:
+        """One page of the memories `query` finds in a group, or (group_id "") in every group of the platform."""
+        keys = [await self._find(platform, group_id)] if group_id else await self._platform_groups(platform)
+        views: list[GroupView] = []
+        aging: dict[GroupKey, float | None] = {}
+        for key in keys:
+            doc = await self._store.document(key)
+            views.append(self._browser.view(key, doc))
+            aging[key] = doc.aging_since
+        if query.text.strip():
+            for view in views:
+                await view.prepare()
+        total, page_items = self._browser.search(views, query)
+        now = self._clock()
+        items = [
+            memory_json(
+                item,
+                now=now,
+                settings=self.settings,
+                aging_since=aging[item.key],
+                owner_name=self._name(item.key, item.owner),
+                score=score,
+            )
+            for item, score in page_items
+        ]
+        return {"total": total, "page": query.page, "page_size": query.page_size, "items": items}
+
+    # -- edits, history, erasure -----------------------------------------------------------------------------------
+    def _ref(self, key: GroupKey, item: object) -> MemoryRef:
+        if not isinstance(item, Mapping):
+            raise InvalidMemoryInput("每条记忆须以 {scope, owner, id} 指明")
+        scope = item.get("scope")
+        if key.is_global and scope != "global":
+            raise InvalidMemoryInput("全局记忆的 scope 是 global")
+        if not key.is_global and scope == "global":
+            key = GroupKey.global_for(key.platform)  # a global memory shown beside a group: its own document
+        return memory_ref(key, scope, item.get("owner"), item.get("id"))
+
+    async def _audit_scope(self, actor: str, via: str, refs: Sequence[MemoryRef]) -> None:
+        """Record a request naming a memory under another owner than the one it names (in that document only)."""
+        for ref in refs:
+            doc = await self._store.document(ref.document)
+            if misnamed_owner(doc, ref.owner, ref.id):
+                await self._audit.record(ref.key, DASHBOARD_SCOPE, actor, via, ref.id)
+
+    def _edited_json(self, ref: MemoryRef, memory: Memory) -> dict[str, Any]:
+        """The memory as changed, where it now lives."""
+        return {
+            "platform": ref.document.platform,
+            "group_id": ref.document.group_id,
+            "scope": ref.scope.value,
+            "owner": ref.owner or "",
+            "owner_name": self._name(ref.key, ref.owner),
+            **memory.model_dump(mode="json"),
+        }
+
+    async def edit(
+        self,
+        platform: str,
+        group_id: str,
+        ref: Mapping[str, object],
+        *,
+        content: object,
+        memory_type: object,
+        importance: object,
+        user: str,
+    ) -> dict[str, Any]:
+        """Change one memory's content, type or importance (checked as the save tool checks them)."""
+        where = self._ref(await self._find(platform, group_id), ref)
+        actor = _actor(user)
+        await self._audit_scope(actor, "memory/edit", [where])
+        memory = await edit_memory(
+            self._store,
+            where,
+            content=content,
+            memory_type=memory_type,
+            importance=importance,
+            max_length=self.settings.memory_max_content_length,
+            now=self._clock(),
+            actor=actor,
+        )
+        return self._edited_json(where, memory)
+
+    async def delete(self, platform: str, group_id: str, items: object, *, user: str) -> dict[str, Any]:
+        """Delete the memories `items` name ([{scope, owner, id}, ...]; revertable in the history)."""
+        key = await self._find(platform, group_id)
+        if not isinstance(items, list):
+            raise InvalidMemoryInput("items 必须是要删除的记忆列表 [{scope, owner, id}, …]")
+        if len(items) > MAX_DELETE:
+            raise InvalidMemoryInput(f"一次最多删除 {MAX_DELETE} 条记忆")
+        refs = [self._ref(key, item) for item in items]
+        actor = _actor(user)
+        await self._audit_scope(actor, "memory/delete", refs)
+        deleted = await delete_memories(self._store, refs, actor=actor)
+        return {"deleted": [m.id for m in deleted]}
+
+    async def move(
+        self, platform: str, group_id: str, ref: Mapping[str, object], *, member: object, confirm: bool, user: str
+    ) -> dict[str, Any]:
+        """A member's memory becomes the group's (only with `confirm`), or a group memory becomes `member`'s."""
+        where = self._ref(await self._find(platform, group_id), ref)
+        actor = _actor(user)
+        await self._audit_scope(actor, "memory/move", [where])
+        now = self._clock()
+        if where.scope is Scope.GROUP:
+            roster = self._members.roster(where.key)
+            memory = await move_to_member(
+                self._store, where, member, known_members=roster.names if roster else (), now=now, actor=actor
+            )
+            moved = MemoryRef(where.key, Scope.MEMBER, str(member).strip(), where.id)
+        else:
+            memory = await move_to_group(self._store, where, confirm=confirm, now=now, actor=actor)
+            moved = MemoryRef(where.key, Scope.GROUP, None, where.id)
+        return self._edited_json(moved, memory)
+
+    async def history(self, platform: str, group_id: str, *, limit: object, before: object) -> dict[str, Any]:
+        """A page of the group's change log (memories, todos, episodes, archive), newest first, paged by entry id."""
+        key = await self._find(platform, group_id)
+        page = await history_page(self._store, key, limit=page_limit(limit), before=before_id(before))
+        for item in page["items"]:
+            owner = item.get("owner")
+            item["owner_name"] = self._members.name(key, owner) if isinstance(owner, str) else None
+        return page
+
+    async def audit(self, platform: str, group_id: str) -> dict[str, Any]:
+        """The group's refused accesses, aggregated per actor and kind (ids only, no content)."""
+        key = await self._find(platform, group_id)
+        page = await self._audit.entries(key)
+        for item in page.items:
+            item["actor_name"] = self._members.name(key, item["actor"])
+        return {"items": page.items, "dropped": page.dropped}
+
+    async def revert(self, platform: str, group_id: str, entry_id: object, *, user: str) -> dict[str, Any]:
+        """Revert one change by its entry id (as `/memory revert`; refused when its target changed since)."""
+        key = await self._find(platform, group_id)
+        message = await revert_entry(
+            self._store,
+            key,
+            entry_id,
+            actor=_actor(user),
+            core_importance=self.settings.memory_core_importance,
+        )
+        return {"message": message}
+
+    async def erase_person(self, platform: str, user_id: str, *, confirm: bool, user: str) -> dict[str, Any]:
+        """Erase everything about a person in every group of the platform (not revertable: only with `confirm`)."""
+        if not confirm:
+            raise InvalidMemoryInput(
+                "这会删除此人在该平台所有群的记忆、归档和待办，且无法撤销：请确认（confirm）后再执行"
+            )
+        groups = [entry.key for entry in (await self._groups_index()).groups(platform)]
+        if not groups:
+            raise InvalidMemoryInput(UNKNOWN_PLATFORM.format(platform=platform))
+        names = self._members.known_names(user_id, lambda key: key.platform == platform)
+        report = await erase_person(self._store, platform, user_id, groups, actor=_actor(user), names=names)
+        self._members.forget(user_id)
+        return {
+            "complete": report.complete,
+            "memories": report.memories,
+            "todos": report.todos,
+            "episodes": report.episodes,
+            "reattributed": report.reattributed,
+            "failed": report.failed,
+        }
+
+    async def delete_episode(
+        self, platform: str, group_id: str, episode_id: str, *, confirm: bool, user: str
+    ) -> dict[str, Any]:
+        """Delete one episode for good (not revertable, its content purged from the history: only with `confirm`)."""
+        key = await self._find(platform, group_id)
+        if not confirm:
+            raise InvalidMemoryInput("这会永久删除这条情境记忆，且无法撤销：请确认（confirm）后再执行")
+        episode = await delete_episode(self._store, key, episode_id, actor=_actor(user))
+        return {"deleted": episode.id}
+
+    # -- export, import, recall tester, statistics -----------------------------------------------------------------
+    async def export(self, platform: str, group_id: str, user_id: str, *, decrypted: bool) -> Export:
+        """One group (with a member: also their global memories), or every group of a platform or of all; with
+        `user_id` only that member's. Sealed when a key is configured, unless `decrypted`."""
+        index = await self._groups_index()
+        member = user_id or None
+        if group_id:
+            key = await self._find(platform, group_id)
+            keys = [key]
+            glob = index.find(key.platform, "")
+            if member is not None and glob is not None:
+                keys.append(glob)  # the member's global memories go with them
+            name = f"{key.platform}_{group_id}" + (f"_{user_id}" if user_id else "")
+        else:
+            if member is not None and not platform:
+                raise InvalidMemoryInput("按成员导出需要指定平台")
+            keys = [entry.key for entry in index.groups(platform or None)]
+            name = (platform or "all") + (f"_{user_id}" if user_id else "")
+        chunks = transfer.export_stream(
+            self._store, keys, member, now=self._clock(), sealer=self._store.sealer, decrypted=decrypted
+        )
+        filename = "user_memory_" + "".join(c if c.isalnum() or c in "-_" else "_" for c in name) + ".json"
+        return Export(filename, chunks)
+
+    def _imported(self, content: str, platform: str) -> list[transfer.ImportedGroup]:
+        try:
+            return transfer.read_import(content.encode("utf-8"), platform, self._store.sealer)
+        except UnicodeEncodeError:
+            raise InvalidMemoryInput("导入文件含有无法编码的字符") from None
+        except transfer.ImportRefused as exc:
+            raise InvalidMemoryInput(str(exc)) from None
+
+    def _import_rules(self) -> tuple[transfer.Limits, Mapping[str, str]]:
+        """The limits every other path enforces, and the platform instances running now that an imported todo's
+        reminders may be bound to."""
+        return transfer.Limits.of(self.settings, self._todo_policy), self._running_platforms()
+
+    async def preview_import(self, content: str, platform: str = "") -> dict[str, Any]:
+        """What importing the file's text would do, item by item (new, duplicate, conflicting, invalid), and why a
+        group would be refused. Changes nothing."""
+        groups = self._imported(content, platform)
+        limits, running = self._import_rules()
+        previews = [await transfer.preview_group(self._store, g, limits, running) for g in groups]
+        return {"groups": [p.as_json(MAX_PREVIEW_ITEMS) for p in previews]}
+
+    async def apply_import(self, content: str, platform: str = "", *, user: str) -> dict[str, Any]:
+        """Import the file's new items and opt-outs, each group all or nothing."""
+        groups = self._imported(content, platform)
+        limits, running = self._import_rules()
+        actor = _actor(user)
+        results = [await transfer.apply_group(self._store, g, limits, running, actor=actor) for g in groups]
+        return {"groups": [r.as_json() for r in results]}
+
+    async def test_recall(
+        self, platform: str, group_id: str, user_id: str, message: str, name: str = ""
+    ) -> dict[str, Any]:
+        """The block the member would be given for `message`, with each item's reason; changes nothing."""
+        key = await self._find(platform, group_id)
+        return await self._test_recall(MemberKey(key, user_id), message, name)
+
+    async def stats(self, platform: str, group_id: str) -> dict[str, Any]:
+        """Memories over time, by type / scope / source, background calls and tokens, the most injected memories:
+        of one group, or of the platform's (or all) groups, reading the most recently changed ones."""
+        index = await self._groups_index()
+        if group_id:
+            key = await self._find(platform, group_id)
+            keys, daily = [key], index.daily(key=key)
+        else:
+            keys = [entry.key for entry in index.groups(platform or None)]
+            daily = index.daily(platform=platform or None)
+        read = keys[:MAX_STATS_GROUPS]
+        docs = [(key, await self._store.document(key)) for key in read]
+        totals = [await self._store.call_totals(key) for key in read]
+        result = manage_stats.stats(daily, docs, totals, self._injection_counts.of(read))
+        result["groups_read"], result["groups"] = len(read), len(keys)
+        return result
+
+
+def _actor(user: str) -> str:
+    """The change log's actor of a dashboard login's changes."""
+    return f"dashboard:{user}"
