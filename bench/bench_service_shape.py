@@ -2,11 +2,11 @@
 (bench/_previous.py, PREVIOUS below) and the current checkout, measured in one run on this machine:
 
 - hot path: the `on_llm_request` hook `inject_memories(event, req)` for a member of a warm group of 20 members x 15
-  memories, with 5 group memories and todos on (the default); median and p99 in microseconds, the two versions in
-  alternating rounds so both see the same machine load;
+  memories, with 5 group memories and todos on (the default); median and p99 in microseconds, the two versions
+  taking turns call by call so both see the same machine load;
 - cold load: build the plugin (real AstrBotConfig and Context, as AstrBot's loader does), `await initialize()`, and
   the first `inject_memories` for that group, whose file is already on disk (so its first read is included);
-  median in milliseconds over fresh plugin objects, `terminate()` after each;
+  median in milliseconds over fresh plugin objects (the versions taking turns), `terminate()` after each;
 - import time of the plugin package (its own modules and what they pull in, e.g. numpy) in a fresh interpreter that
   has already imported the AstrBot modules it uses, as AstrBot has when it loads a plugin (one interpreter forks a
   child per import); median wall and CPU time in milliseconds (CPU time varies less on a busy machine).
@@ -15,7 +15,7 @@ Both versions are driven only through the AstrBot-facing API they share (`UserMe
 `initialize`, `inject_memories`, `lark_save_memory`, `terminate`), each over its own ASTRBOT_ROOT, seeded through its
 own `lark_save_memory`. Exits non-zero when the hot path or cold load median after is over 1.5x before.
 
-Run: .venv/bin/python bench/bench_service_shape.py [--iterations 2000] [--cold-runs 15] [--import-runs 5]
+Run: .venv/bin/python bench/bench_service_shape.py [--iterations 3000] [--cold-runs 21] [--import-runs 5]
 """
 
 from __future__ import annotations
@@ -124,23 +124,23 @@ def events() -> list:
     return [make_event(MESSAGES[i % len(MESSAGES)], group=GROUP, user=user) for i, user in enumerate(MEMBERS)]
 
 
-async def bench_hot_path(versions: list[Version], iterations: int, rounds: int = 4) -> dict[str, list[int]]:
-    """Warm latency of the hook (ns samples), the versions in alternating rounds."""
+async def bench_hot_path(versions: list[Version], iterations: int) -> dict[str, list[int]]:
+    """Warm latency of the hook (ns samples): the versions take turns call by call, each in turn first, so a change
+    in the machine's load falls on both."""
     plugins, samples = {}, {v.label: [] for v in versions}
     for version in versions:
         plugins[version.label] = version.build()
         await plugins[version.label].initialize()
     calls = events()
-    for _ in range(rounds):
-        for version in versions:
-            plugin = plugins[version.label]
-            for event in calls * 5:  # warm again after the other version ran
-                await inject(plugin, event)
-            for i in range(iterations // rounds):
-                event = calls[i % len(calls)]
-                t0 = time.perf_counter_ns()
-                prompt = await inject(plugin, event)
-                samples[version.label].append(time.perf_counter_ns() - t0)
+    for plugin in plugins.values():
+        for event in calls * 5:  # warm: the group loaded, its indexes built
+            await inject(plugin, event)
+    for i in range(iterations):
+        event = calls[i % len(calls)]
+        for version in versions if i % 2 else versions[::-1]:
+            t0 = time.perf_counter_ns()
+            prompt = await inject(plugins[version.label], event)
+            samples[version.label].append(time.perf_counter_ns() - t0)
             assert "[关于当前用户的记忆]" in prompt, prompt
     for plugin in plugins.values():
         await plugin.terminate()
@@ -151,8 +151,8 @@ async def bench_cold_load(versions: list[Version], runs: int) -> dict[str, list[
     """Build, initialize and first injection over the seeded directory (ms per run), versions alternating."""
     times = {v.label: [] for v in versions}
     event = make_event(MESSAGES[0], group=GROUP, user=MEMBERS[3])
-    for _ in range(runs):
-        for version in versions:
+    for run in range(runs):
+        for version in versions if run % 2 else versions[::-1]:
             t0 = time.perf_counter()
             plugin = version.build()
             await plugin.initialize()
@@ -193,12 +193,13 @@ print(json.dumps(times))
 """
 
 
-def bench_import(versions: list[Version], runs: int) -> dict[str, list[list[float]]]:
-    """Import of the plugin package ([wall, CPU] ms per import): one fresh interpreter imports the AstrBot modules the plugin uses, then
-    forks a child per import, so each child imports the plugin with the host loaded and nothing of the plugin."""
+def bench_import(versions: list[Version], runs: int, root: Path) -> dict[str, list[list[float]]]:
+    """Import of the plugin package ([wall, CPU] ms per import): one fresh interpreter (ASTRBOT_ROOT `root`) imports
+    the AstrBot modules the plugin uses, then forks a child per import, so each child imports the plugin with the
+    host loaded and nothing of the plugin."""
     paths = [str(v.package_dir) for v in versions]
     script = IMPORT_SCRIPT.format(host=HOST_MODULES, paths=paths, runs=runs, package=PLUGIN_NAME)
-    env = {**os.environ, "ASTRBOT_ROOT": tempfile.mkdtemp(prefix="bench-import-")}
+    env = {**os.environ, "ASTRBOT_ROOT": str(root)}
     out = subprocess.run([sys.executable, "-c", script], check=True, capture_output=True, text=True, env=env)
     times = json.loads(out.stdout.strip().splitlines()[-1])
     return {v.label: times[str(v.package_dir)] for v in versions}
@@ -206,23 +207,24 @@ def bench_import(versions: list[Version], runs: int) -> dict[str, list[list[floa
 
 async def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--iterations", type=int, default=2000)
-    parser.add_argument("--cold-runs", type=int, default=15)
+    parser.add_argument("--iterations", type=int, default=3000)
+    parser.add_argument("--cold-runs", type=int, default=21)
     parser.add_argument("--import-runs", type=int, default=5)
     args = parser.parse_args()
 
     previous_main = load_previous(PREVIOUS)
     current_main = load_plugin_package()
-    work = Path(tempfile.mkdtemp(prefix="bench-shape-"))
-    before = Version(f"before ({PREVIOUS})", previous_main, Path(sys.modules[PACKAGE].__path__[0]), work / "before")
-    after = Version("after (this checkout)", current_main, REPO, work / "after")
-    versions = [before, after]
-    for version in versions:
-        await seed(version)
-
-    hot = await bench_hot_path(versions, args.iterations)
-    cold = await bench_cold_load(versions, args.cold_runs)
-    imports = bench_import(versions, args.import_runs)
+    with tempfile.TemporaryDirectory(prefix="bench-shape-") as tmp:
+        work = Path(tmp)
+        previous_dir = Path(sys.modules[PACKAGE].__path__[0])
+        before = Version(f"before ({PREVIOUS})", previous_main, previous_dir, work / "before")
+        after = Version("after (this checkout)", current_main, REPO, work / "after")
+        versions = [before, after]
+        for version in versions:
+            await seed(version)
+        hot = await bench_hot_path(versions, args.iterations)
+        cold = await bench_cold_load(versions, args.cold_runs)
+        imports = bench_import(versions, args.import_runs, work / "import")
 
     hot_b, hot_a = percentiles(hot[before.label]), percentiles(hot[after.label])
     rows = [
