@@ -19,7 +19,8 @@ from astrbot.api import logger
 from astrbot.api.web import error_response, json_response, request, stream_response
 from starlette.responses import Response
 
-from .memory import GroupKey, InvalidMemoryInput, MemberKey, Memory, MemoryPluginError, Scope
+from .memory import GroupKey, InvalidMemoryInput, MemberKey, MemoryPluginError
+from .memory._models import Memory, Scope
 from .memory._manage import GroupView, Query, memory_json
 from .memory._manage.edit import (
     MAX_DELETE,
@@ -118,7 +119,7 @@ class Call:
         """The group named by `platform` + `group_id`, if the index knows it; else an error (nothing created)."""
         platform = self.platform()
         group_id = self.text("group_id", required=True)
-        key = self.plugin.group_index.find(platform, group_id)
+        key = self.plugin.service.group_index.find(platform, group_id)
         if key is None:
             raise InvalidMemoryInput(UNKNOWN_GROUP.format(platform=platform, group_id=group_id))
         return key
@@ -126,7 +127,7 @@ class Call:
     async def member(self, key: GroupKey, name: str = "user_id") -> str:
         """A member of a known group named by the parameter `name`, who has memories there; else an error."""
         user_id = self.text(name, required=True)
-        doc = await self.plugin.store.document(key)
+        doc = await self.plugin.service.store.document(key)
         if user_id not in doc.users:
             raise InvalidMemoryInput(UNKNOWN_MEMBER.format(user_id=user_id))
         return user_id
@@ -214,7 +215,7 @@ async def _serve(handler: Handler, method: str) -> Any:
     plugin = _live.plugin
     if plugin is None:
         return error_response(NOT_RUNNING, status_code=503)
-    if not plugin.settings.enable_user_memory:
+    if not plugin.service.settings.enable_user_memory:
         return error_response(MEMORY_OFF, status_code=403)
     try:
         if method == "POST":
@@ -223,7 +224,7 @@ async def _serve(handler: Handler, method: str) -> Any:
                 raise InvalidMemoryInput("请求体必须是 JSON 对象")
         else:
             params = request.query
-        await plugin.group_index.load()  # once: the handlers look groups up in it
+        await plugin.service.group_index.load()  # once: the handlers look groups up in it
         result = await handler(Call(plugin, f"dashboard:{request.username or 'unknown'}", params))
     except MemoryPluginError as exc:
         return error_response(str(exc))
@@ -237,12 +238,12 @@ async def _serve(handler: Handler, method: str) -> Any:
 
 @route("groups", "GET", "记忆管理：按平台列出群（成员数、记忆数、最近修改），以及写在插件配置里的密钥")
 async def list_groups(call: Call) -> dict[str, Any]:
-    index = call.plugin.group_index
+    index = call.plugin.service.group_index
     platform = call.text("platform")
     return {
         "platforms": index.platforms(),
         "groups": [entry.as_json() for entry in index.groups(platform or None)],
-        "config_secrets": [secret.as_json() for secret in call.plugin.config_secrets],
+        "config_secrets": [secret.as_json() for secret in call.plugin.service.config_secrets],
     }
 
 
@@ -250,12 +251,12 @@ async def list_groups(call: Call) -> dict[str, Any]:
 async def show_group(call: Call) -> dict[str, Any]:
     plugin = call.plugin
     key = call.group()
-    doc = await plugin.store.document(key)
-    episodes = [] if key.is_global else await plugin.store.episodes(key)
+    doc = await plugin.service.store.document(key)
+    episodes = [] if key.is_global else await plugin.service.store.episodes(key)
     members = [
         {
             "id": user_id,
-            "name": plugin.members.name(key, user_id),
+            "name": plugin.service.members.name(key, user_id),
             "memories": len(entry.memories),
             "todos": sum(1 for todo in doc.todos if todo.assignee == user_id),
         }
@@ -303,27 +304,27 @@ async def search_memories(call: Call) -> dict[str, Any]:
         keys = [call.group()]
     else:  # every group of the platform, its global memories included
         platform = call.platform()
-        keys = [entry.key for entry in plugin.group_index.groups(platform)]
-        if not keys and platform not in plugin.group_index.platforms():
+        keys = [entry.key for entry in plugin.service.group_index.groups(platform)]
+        if not keys and platform not in plugin.service.group_index.platforms():
             raise InvalidMemoryInput(UNKNOWN_PLATFORM.format(platform=platform))
     views: list[GroupView] = []
     aging: dict[GroupKey, float | None] = {}
     for key in keys:
-        doc = await plugin.store.document(key)
-        views.append(plugin.browser.view(key, doc))
+        doc = await plugin.service.store.document(key)
+        views.append(plugin.service.browser.view(key, doc))
         aging[key] = doc.aging_since
     if query.text.strip():
         for view in views:
             await view.prepare()
-    total, page_items = plugin.browser.search(views, query)
+    total, page_items = plugin.service.browser.search(views, query)
     now = time.time()
     items = [
         memory_json(
             item,
             now=now,
-            settings=plugin.settings,
+            settings=plugin.service.settings,
             aging_since=aging[item.key],
-            owner_name=plugin.members.name(item.key, item.owner) if item.owner else None,
+            owner_name=plugin.service.members.name(item.key, item.owner) if item.owner else None,
             score=score,
         )
         for item, score in page_items
@@ -337,7 +338,7 @@ async def _document(call: Call) -> GroupKey:
     memories; unknown ones are an error and nothing is created."""
     platform = call.platform()
     group_id = call.text("group_id")
-    key = call.plugin.group_index.find(platform, group_id)
+    key = call.plugin.service.group_index.find(platform, group_id)
     if key is None:
         raise InvalidMemoryInput(UNKNOWN_GROUP.format(platform=platform, group_id=group_id))
     return key
@@ -356,7 +357,7 @@ def _ref(key: GroupKey, item: Any) -> MemoryRef:
 
 def _edited_json(call: Call, ref: MemoryRef, memory: Memory) -> dict[str, Any]:
     """The memory as changed, where it now lives."""
-    owner_name = call.plugin.members.name(ref.key, ref.owner) if ref.owner else None
+    owner_name = call.plugin.service.members.name(ref.key, ref.owner) if ref.owner else None
     return {
         "platform": ref.document.platform,
         "group_id": ref.document.group_id,
@@ -374,9 +375,9 @@ def _confirmed(call: Call) -> bool:
 async def _audit_scope(call: Call, via: str, refs: list[MemoryRef]) -> None:
     """Record a request naming a memory under another owner than the one it names (in that document only)."""
     for ref in refs:
-        doc = await call.plugin.store.document(ref.document)
+        doc = await call.plugin.service.store.document(ref.document)
         if misnamed_owner(doc, ref.owner, ref.id):
-            await call.plugin.audit.record(ref.key, DASHBOARD_SCOPE, call.actor, via, ref.id)
+            await call.plugin.service.audit.record(ref.key, DASHBOARD_SCOPE, call.actor, via, ref.id)
 
 
 @route("memory/edit", "POST", "记忆管理：修改一条记忆的内容、类型或重要度（校验同保存工具）")
@@ -385,12 +386,12 @@ async def edit_route(call: Call) -> dict[str, Any]:
     ref = _ref(await _document(call), call.params)
     await _audit_scope(call, "memory/edit", [ref])
     memory = await edit_memory(
-        plugin.store,
+        plugin.service.store,
         ref,
         content=call.params.get("content"),
         memory_type=call.params.get("type"),
         importance=call.params.get("importance"),
-        max_length=plugin.settings.memory_max_content_length,
+        max_length=plugin.service.settings.memory_max_content_length,
         now=time.time(),
         actor=call.actor,
     )
@@ -407,7 +408,7 @@ async def delete_route(call: Call) -> dict[str, Any]:
         raise InvalidMemoryInput(f"一次最多删除 {MAX_DELETE} 条记忆")
     refs = [_ref(key, item) for item in items]
     await _audit_scope(call, "memory/delete", refs)
-    deleted = await delete_memories(call.plugin.store, refs, actor=call.actor)
+    deleted = await delete_memories(call.plugin.service.store, refs, actor=call.actor)
     return {"deleted": [m.id for m in deleted]}
 
 
@@ -418,9 +419,9 @@ async def move_route(call: Call) -> dict[str, Any]:
     await _audit_scope(call, "memory/move", [ref])
     now = time.time()
     if ref.scope is Scope.GROUP:
-        roster = plugin.members.roster(ref.key)
+        roster = plugin.service.members.roster(ref.key)
         memory = await move_to_member(
-            plugin.store,
+            plugin.service.store,
             ref,
             call.params.get("member"),
             known_members=roster.names if roster else (),
@@ -429,7 +430,7 @@ async def move_route(call: Call) -> dict[str, Any]:
         )
         moved = MemoryRef(ref.key, Scope.MEMBER, str(call.params.get("member")).strip(), ref.id)
     else:
-        memory = await move_to_group(plugin.store, ref, confirm=_confirmed(call), now=now, actor=call.actor)
+        memory = await move_to_group(plugin.service.store, ref, confirm=_confirmed(call), now=now, actor=call.actor)
         moved = MemoryRef(ref.key, Scope.GROUP, None, ref.id)
     return _edited_json(call, moved, memory)
 
@@ -438,20 +439,23 @@ async def move_route(call: Call) -> dict[str, Any]:
 async def history_route(call: Call) -> dict[str, Any]:
     key = await _document(call)
     page = await history_page(
-        call.plugin.store, key, limit=page_limit(call.params.get("limit")), before=before_id(call.params.get("before"))
+        call.plugin.service.store,
+        key,
+        limit=page_limit(call.params.get("limit")),
+        before=before_id(call.params.get("before")),
     )
     for item in page["items"]:
         owner = item.get("owner")
-        item["owner_name"] = call.plugin.members.name(key, owner) if isinstance(owner, str) else None
+        item["owner_name"] = call.plugin.service.members.name(key, owner) if isinstance(owner, str) else None
     return page
 
 
 @route("audit", "GET", "记忆管理：一个群被拒绝的访问（按人和类型汇总，只有 id，没有内容）")
 async def audit_route(call: Call) -> dict[str, Any]:
     key = await _document(call)
-    page = await call.plugin.audit.entries(key)
+    page = await call.plugin.service.audit.entries(key)
     for item in page.items:
-        item["actor_name"] = call.plugin.members.name(key, item["actor"])
+        item["actor_name"] = call.plugin.service.members.name(key, item["actor"])
     return {"items": page.items, "dropped": page.dropped}
 
 
@@ -459,11 +463,11 @@ async def audit_route(call: Call) -> dict[str, Any]:
 async def revert_route(call: Call) -> dict[str, Any]:
     key = await _document(call)
     message = await revert_entry(
-        call.plugin.store,
+        call.plugin.service.store,
         key,
         call.params.get("entry_id"),
         actor=call.actor,
-        core_importance=call.plugin.settings.memory_core_importance,
+        core_importance=call.plugin.service.settings.memory_core_importance,
     )
     return {"message": message}
 
@@ -475,12 +479,12 @@ async def erase_route(call: Call) -> dict[str, Any]:
     user_id = call.text("user_id", required=True)
     if not _confirmed(call):
         raise InvalidMemoryInput("这会删除此人在该平台所有群的记忆、归档和待办，且无法撤销：请确认（confirm）后再执行")
-    groups = [entry.key for entry in plugin.group_index.groups(platform)]
+    groups = [entry.key for entry in plugin.service.group_index.groups(platform)]
     if not groups:
         raise InvalidMemoryInput(UNKNOWN_PLATFORM.format(platform=platform))
-    names = plugin.members.known_names(user_id, lambda key: key.platform == platform)
-    report = await erase_person(plugin.store, platform, user_id, groups, actor=call.actor, names=names)
-    plugin.members.forget(user_id)
+    names = plugin.service.members.known_names(user_id, lambda key: key.platform == platform)
+    report = await erase_person(plugin.service.store, platform, user_id, groups, actor=call.actor, names=names)
+    plugin.service.members.forget(user_id)
     return {
         "complete": report.complete,
         "memories": report.memories,
@@ -496,7 +500,9 @@ async def delete_episode_route(call: Call) -> dict[str, Any]:
     key = call.group()
     if not _confirmed(call):
         raise InvalidMemoryInput("这会永久删除这条情境记忆，且无法撤销：请确认（confirm）后再执行")
-    episode = await delete_episode(call.plugin.store, key, call.text("episode_id", required=True), actor=call.actor)
+    episode = await delete_episode(
+        call.plugin.service.store, key, call.text("episode_id", required=True), actor=call.actor
+    )
     return {"deleted": episode.id}
 
 
@@ -511,14 +517,14 @@ def _export_keys(call: Call) -> tuple[list[GroupKey], str | None, str]:
     if group_id:
         key = call.group()
         keys = [key]
-        glob = call.plugin.group_index.find(key.platform, "")
+        glob = call.plugin.service.group_index.find(key.platform, "")
         if user_id is not None and glob is not None:
             keys.append(glob)  # the member's global memories go with them
         name = f"{key.platform}_{group_id}" + (f"_{user_id}" if user_id else "")
     else:
         if user_id is not None and not platform:
             raise InvalidMemoryInput("按成员导出需要指定平台")
-        keys = [entry.key for entry in call.plugin.group_index.groups(platform or None)]
+        keys = [entry.key for entry in call.plugin.service.group_index.groups(platform or None)]
         name = (platform or "all") + (f"_{user_id}" if user_id else "")
     return keys, user_id, "user_memory_" + "".join(c if c.isalnum() or c in "-_" else "_" for c in name) + ".json"
 
@@ -532,7 +538,7 @@ async def export(call: Call) -> Response:
     keys, user_id, filename = _export_keys(call)
     decrypted = call.text("decrypted") in ("1", "true")
     stream = transfer.export_stream(
-        call.plugin.store, keys, user_id, sealer=call.plugin.store.sealer, decrypted=decrypted
+        call.plugin.service.store, keys, user_id, sealer=call.plugin.service.store.sealer, decrypted=decrypted
     )
     return stream_response(
         stream,
@@ -546,7 +552,7 @@ def _imported(call: Call) -> list[transfer.ImportedGroup]:
     if not isinstance(content, str) or not content:
         raise InvalidMemoryInput("缺少参数 content（导入文件的文本）")
     try:
-        return transfer.read_import(content.encode("utf-8"), call.text("platform"), call.plugin.store.sealer)
+        return transfer.read_import(content.encode("utf-8"), call.text("platform"), call.plugin.service.store.sealer)
     except UnicodeEncodeError:
         raise InvalidMemoryInput("导入文件含有无法编码的字符") from None
     except transfer.ImportRefused as exc:
@@ -558,7 +564,7 @@ def _import_rules(call: Call) -> tuple[transfer.Limits, dict[str, str]]:
     imported todo's reminders may be bound to."""
     manager = getattr(call.plugin.context, "platform_manager", None)
     running = {p.meta().id: p.meta().name for p in getattr(manager, "platform_insts", ())}
-    return transfer.Limits.of(call.plugin.settings, call.plugin.todo_policy), running
+    return transfer.Limits.of(call.plugin.service.settings, call.plugin.service.todo_policy), running
 
 
 @route(
@@ -568,14 +574,16 @@ def _import_rules(call: Call) -> tuple[transfer.Limits, dict[str, str]]:
 )
 async def import_preview(call: Call) -> dict[str, Any]:
     groups = _imported(call)
-    previews = [await transfer.preview_group(call.plugin.store, g, *_import_rules(call)) for g in groups]
+    previews = [await transfer.preview_group(call.plugin.service.store, g, *_import_rules(call)) for g in groups]
     return {"groups": [p.as_json(MAX_PREVIEW_ITEMS) for p in previews]}
 
 
 @route("import/apply", "POST", "记忆管理：导入（每个群要么全部导入要么不导入，只添加新条目和不记录设置）")
 async def import_apply(call: Call) -> dict[str, Any]:
     groups = _imported(call)
-    results = [await transfer.apply_group(call.plugin.store, g, *_import_rules(call), actor=call.actor) for g in groups]
+    results = [
+        await transfer.apply_group(call.plugin.service.store, g, *_import_rules(call), actor=call.actor) for g in groups
+    ]
     return {"groups": [r.as_json() for r in results]}
 
 
@@ -583,7 +591,7 @@ async def import_apply(call: Call) -> dict[str, Any]:
 async def recall_test(call: Call) -> dict[str, Any]:
     key = call.group()
     user_id = call.text("user_id", required=True)
-    return await call.plugin.test_recall(MemberKey(key, user_id), call.text("message"), call.text("name"))
+    return await call.plugin.service.test_recall(MemberKey(key, user_id), call.text("message"), call.text("name"))
 
 
 @route("stats", "GET", "记忆管理：统计（记忆数随时间变化、按类型/范围/来源、后台调用与 token、最常注入的记忆）")
@@ -591,13 +599,13 @@ async def stats(call: Call) -> dict[str, Any]:
     platform = call.text("platform")
     if call.text("group_id"):
         key = call.group()
-        keys, daily = [key], call.plugin.group_index.daily(key=key)
+        keys, daily = [key], call.plugin.service.group_index.daily(key=key)
     else:
-        keys = [entry.key for entry in call.plugin.group_index.groups(platform or None)]
-        daily = call.plugin.group_index.daily(platform=platform or None)
+        keys = [entry.key for entry in call.plugin.service.group_index.groups(platform or None)]
+        daily = call.plugin.service.group_index.daily(platform=platform or None)
     read = keys[:MAX_STATS_GROUPS]
-    docs = [(key, await call.plugin.store.document(key)) for key in read]
-    totals = [await call.plugin.store.call_totals(key) for key in read]
-    result = manage_stats.stats(daily, docs, totals, call.plugin.injection_counts.of(read))
+    docs = [(key, await call.plugin.service.store.document(key)) for key in read]
+    totals = [await call.plugin.service.store.call_totals(key) for key in read]
+    result = manage_stats.stats(daily, docs, totals, call.plugin.service.injection_counts.of(read))
     result["groups_read"], result["groups"] = len(read), len(keys)
     return result

@@ -30,7 +30,9 @@ sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "bench"))
 os.environ.setdefault("ASTRBOT_ROOT", tempfile.mkdtemp(prefix="bench-astrbot-"))
 
-from memory import GroupDocument, GroupKey, MemberKey, Memory, MemoryType, UserMemoryStore  # noqa: E402
+from memory import GroupKey, MemberKey  # noqa: E402
+from memory._models import GroupDocument, Memory, MemoryType  # noqa: E402
+from memory._storage import UserMemoryStore  # noqa: E402
 from memory._storage.files import write_atomic  # noqa: E402
 from memory._models import UserMemories  # noqa: E402
 from memory._rules.operations import save  # noqa: E402

@@ -38,7 +38,8 @@ from bench_core import percentiles  # noqa: E402
 from conftest import load_plugin_package  # noqa: E402
 from dashboard_client import call  # noqa: E402
 
-from memory import GroupDocument, GroupKey, Memory, MemoryType  # noqa: E402
+from memory import GroupKey  # noqa: E402
+from memory._models import GroupDocument, Memory, MemoryType  # noqa: E402
 from memory._models import Source, UserMemories  # noqa: E402
 from memory._storage.files import group_document_paths, group_file_path  # noqa: E402
 

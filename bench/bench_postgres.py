@@ -41,7 +41,8 @@ sys.path.insert(0, str(REPO / "bench"))
 sys.path.insert(0, str(REPO / "scripts"))
 os.environ.setdefault("ASTRBOT_ROOT", tempfile.mkdtemp(prefix="bench-astrbot-"))
 
-from memory import Memory, MemoryType, UserMemoryStore  # noqa: E402
+from memory._models import Memory, MemoryType  # noqa: E402
+from memory._storage import UserMemoryStore  # noqa: E402
 from memory._rules.operations import save  # noqa: E402
 
 from bench_core import GROUP, build_group, percentiles  # noqa: E402

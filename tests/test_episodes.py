@@ -10,7 +10,9 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from memory import GroupKey, Settings, UserMemoryStore, Utterance, run_extraction
+from memory import GroupKey, Settings
+from memory._extraction import run_extraction, Utterance
+from memory._storage import UserMemoryStore
 from memory._admin import history_text, revert_change
 from memory._episodes.listing import episodes_text
 from memory._episodes.segments import EpisodeRequest, Segment

@@ -8,7 +8,8 @@ import json
 import asyncpg
 import pytest
 
-from memory import GroupKey, Memory, MemoryType, StorageUnavailable
+from memory import GroupKey, StorageUnavailable
+from memory._models import Memory, MemoryType
 from memory._episodes.model import Episode
 from memory._models import ArchivedMemory
 from memory._recall.semantic import GroupVectors, unit_vector

@@ -13,7 +13,9 @@ import sys
 from pathlib import Path
 
 from conftest import REPO, make_event
-from memory import GroupKey, Memory, UserMemoryStore
+from memory import GroupKey
+from memory._models import Memory
+from memory._storage import UserMemoryStore
 from memory._episodes.model import Episode
 from memory._models import ArchivedMemory
 from memory._recall.semantic import VectorStore, vectors_path

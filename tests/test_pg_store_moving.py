@@ -5,7 +5,8 @@ import json
 
 import pytest
 
-from memory import GroupKey, Memory, MemoryType
+from memory import GroupKey
+from memory._models import Memory, MemoryType
 from memory._episodes.model import Episode
 from memory._models import ArchivedMemory
 from memory._storage import GroupDump, PostgresMemoryStore, UserMemoryStore

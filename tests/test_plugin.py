@@ -125,7 +125,7 @@ async def test_changed_nickname_leaves_exactly_one(make_plugin):
         content="希望被称呼为「王总」",
     )
     assert "已更新" in result
-    memories = await plugin.store.memories(plugin_member(me), "ou_userA")
+    memories = await plugin.service.store.memories(plugin_member(me), "ou_userA")
     assert [m.content for m in memories] == ["希望被称呼为「王总」"]
 
 
@@ -133,12 +133,12 @@ async def test_replace_by_id(make_plugin):
     plugin = make_plugin()
     me = make_event()
     await call_tool(plugin, "lark_save_memory", me, memory_type="fact", content="是产品经理")
-    memory_id = (await plugin.store.memories(plugin_member(me), "ou_userA"))[0].short_id
+    memory_id = (await plugin.service.store.memories(plugin_member(me), "ou_userA"))[0].short_id
     result = await call_tool(
         plugin, "lark_save_memory", me, memory_type="fact", content="是技术总监", replace_id=memory_id
     )
     assert "已更新" in result and "是技术总监" in result
-    assert [m.content for m in await plugin.store.memories(plugin_member(me), "ou_userA")] == ["是技术总监"]
+    assert [m.content for m in await plugin.service.store.memories(plugin_member(me), "ou_userA")] == ["是技术总监"]
 
 
 async def test_forget_by_description(make_plugin):
@@ -148,7 +148,9 @@ async def test_forget_by_description(make_plugin):
     await call_tool(plugin, "lark_save_memory", me, memory_type="fact", content="是这个项目的后端负责人")
     result = await call_tool(plugin, "lark_forget_memory", make_event("忘掉关于称呼的"), target="关于称呼的")
     assert "已删除" in result and "老王" in result
-    assert [m.content for m in await plugin.store.memories(plugin_member(me), "ou_userA")] == ["是这个项目的后端负责人"]
+    assert [m.content for m in await plugin.service.store.memories(plugin_member(me), "ou_userA")] == [
+        "是这个项目的后端负责人"
+    ]
 
 
 async def test_ambiguous_forget_returns_candidates(make_plugin):
@@ -158,7 +160,7 @@ async def test_ambiguous_forget_returns_candidates(make_plugin):
     await call_tool(plugin, "lark_save_memory", me, memory_type="fact", content="下周五去上海看展")
     result = await call_tool(plugin, "lark_forget_memory", me, target="上海那条")
     assert "没有做任何更改" in result and "出差" in result and "看展" in result and "id=" in result
-    assert len(await plugin.store.memories(plugin_member(me), "ou_userA")) == 2
+    assert len(await plugin.service.store.memories(plugin_member(me), "ou_userA")) == 2
 
 
 @pytest.mark.parametrize(
@@ -177,7 +179,7 @@ async def test_bad_input_gets_a_clear_error_and_changes_nothing(make_plugin, arg
     me = make_event()
     result = await call_tool(plugin, "lark_save_memory", me, **args)
     assert expected in result and "没有做任何更改" in result
-    assert await plugin.store.memories(plugin_member(me), "ou_userA") == []
+    assert await plugin.service.store.memories(plugin_member(me), "ou_userA") == []
 
 
 async def test_limit_shows_memories_instead_of_dropping(make_plugin):
@@ -187,7 +189,7 @@ async def test_limit_shows_memories_instead_of_dropping(make_plugin):
         await call_tool(plugin, "lark_save_memory", me, memory_type="fact", content=content)
     result = await call_tool(plugin, "lark_save_memory", me, memory_type="fact", content="会弹吉他")
     assert "上限" in result and "喜欢猫" in result and "住在杭州" in result and "replace_id" in result
-    assert len(await plugin.store.memories(plugin_member(me), "ou_userA")) == 2
+    assert len(await plugin.service.store.memories(plugin_member(me), "ou_userA")) == 2
 
 
 async def test_unknown_forget_id_is_an_error(make_plugin):
@@ -204,7 +206,7 @@ async def test_a_missing_or_blank_forget_target_deletes_nothing(make_plugin, tar
         await call_tool(plugin, "lark_save_memory", me, memory_type="fact", content=content)
     result = await call_tool(plugin, "lark_forget_memory", me, **target)
     assert "删除失败" in result and "target" in result and '"all"' in result and "没有做任何更改" in result
-    assert len(await plugin.store.memories(plugin_member(me), "ou_userA")) == 2
+    assert len(await plugin.service.store.memories(plugin_member(me), "ou_userA")) == 2
 
 
 async def test_content_cannot_break_out_of_the_block(make_plugin):
@@ -260,7 +262,7 @@ async def test_private_chat_and_disabled_are_left_alone(make_plugin):
 
 async def test_bad_config_is_corrected(make_plugin):
     plugin = make_plugin(memory_inject_limit="lots", memory_max_per_user=-3)
-    assert plugin.settings.memory_inject_limit == 15 and plugin.settings.memory_max_per_user == 1
+    assert plugin.service.settings.memory_inject_limit == 15 and plugin.service.settings.memory_max_per_user == 1
 
 
 async def test_nothing_injected_without_memories(make_plugin):
@@ -301,23 +303,27 @@ async def test_model_supplied_ids_are_ignored(make_plugin):
     assert "受害者的秘密" not in listed and "群一的事实" not in listed and "植入的内容" in listed
     await call_tool(plugin, "lark_forget_memory", attacker, target="all", **spoof)
 
-    assert [m.content for m in await plugin.store.memories(plugin_member(victim), "ou_victim")] == ["受害者的秘密"]
+    assert [m.content for m in await plugin.service.store.memories(plugin_member(victim), "ou_victim")] == [
+        "受害者的秘密"
+    ]
     g1 = plugin_member(attacker)
-    assert [m.content for m in await plugin.store.memories(g1, "ou_victim")] == ["群一的事实"]
-    assert await plugin.store.memories(g1, "ou_attacker") == []
+    assert [m.content for m in await plugin.service.store.memories(g1, "ou_victim")] == ["群一的事实"]
+    assert await plugin.service.store.memories(g1, "ou_attacker") == []
 
 
 async def test_ids_from_another_member_cannot_be_used(make_plugin):
     plugin = make_plugin()
     victim = make_event(user="ou_victim")
     await call_tool(plugin, "lark_save_memory", victim, memory_type="fact", content="受害者的事实")
-    victim_id = (await plugin.store.memories(plugin_member(victim), "ou_victim"))[0].id
+    victim_id = (await plugin.service.store.memories(plugin_member(victim), "ou_victim"))[0].id
     attacker = make_event(user="ou_attacker")
     assert "没有 id" in await call_tool(plugin, "lark_forget_memory", attacker, target=victim_id)
     assert "没有 id" in await call_tool(
         plugin, "lark_save_memory", attacker, memory_type="fact", content="篡改", replace_id=victim_id
     )
-    assert [m.content for m in await plugin.store.memories(plugin_member(victim), "ou_victim")] == ["受害者的事实"]
+    assert [m.content for m in await plugin.service.store.memories(plugin_member(victim), "ou_victim")] == [
+        "受害者的事实"
+    ]
 
 
 async def test_same_group_id_on_two_platforms_is_two_groups(make_plugin):
@@ -341,13 +347,13 @@ async def test_memory_commands(make_plugin):
 
     asked = await command_text(plugin.memory_clear_command(me))
     assert "/memory clear confirm" in asked and "1 条" in asked
-    assert len(await plugin.store.memories(plugin_member(me), "ou_userA")) == 1
+    assert len(await plugin.service.store.memories(plugin_member(me), "ou_userA")) == 1
     done = await command_text(plugin.memory_clear_command(me, "confirm"))
     assert "已清除" in done and "1 条" in done
-    assert await plugin.store.memories(plugin_member(me), "ou_userA") == []
+    assert await plugin.service.store.memories(plugin_member(me), "ou_userA") == []
 
 
 def plugin_member(event):
-    from astrbot_plugin_user_memory.main import member_of
+    from astrbot_plugin_user_memory.main import speaker_of
 
-    return member_of(event).group
+    return speaker_of(event).member.group

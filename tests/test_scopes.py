@@ -1,7 +1,8 @@
 """Group and global scopes: who sees what, who may change what."""
 
 from conftest import make_event
-from memory import GroupKey, Scope
+from memory import GroupKey
+from memory._models import Scope
 from test_plugin import call_tool, system_prompt_for
 
 
@@ -21,7 +22,7 @@ async def test_group_memory_reaches_every_member_of_that_group_only(make_plugin)
         prompt = await system_prompt_for(plugin, make_event(user=user))
         assert "群规禁止发广告（本群公共·事实" in prompt
     assert "群规" not in await system_prompt_for(plugin, make_event(group="oc_other", user="ou_a"))
-    doc = await plugin.store.document(GroupKey("lark", "oc_group1"))
+    doc = await plugin.service.store.document(GroupKey("lark", "oc_group1"))
     assert doc.group_memories[0].added_by == "ou_a" and doc.users == {}
 
 
@@ -35,7 +36,7 @@ async def test_only_the_adder_or_an_admin_removes_a_group_memory(make_plugin):
         content="项目 A 下周三上线",
         scope="group",
     )
-    memory_id = (await plugin.store.document(GroupKey("lark", "oc_group1"))).group_memories[0].short_id
+    memory_id = (await plugin.service.store.document(GroupKey("lark", "oc_group1"))).group_memories[0].short_id
 
     refused = await call_tool(plugin, "lark_forget_memory", make_event(user="ou_b"), target=memory_id, scope="group")
     assert "删除失败" in refused and "管理员" in refused
@@ -125,7 +126,7 @@ async def test_invalid_scope_is_an_error(make_plugin):
     plugin = make_plugin()
     result = await call_tool(plugin, "lark_save_memory", make_event(), memory_type="fact", content="x", scope="world")
     assert "scope 必须是" in result
-    assert await plugin.store.memories(GroupKey("lark", "oc_group1"), "ou_userA") == []
+    assert await plugin.service.store.memories(GroupKey("lark", "oc_group1"), "ou_userA") == []
 
 
 async def test_commands_show_scopes(make_plugin):
@@ -143,9 +144,9 @@ async def test_forget_by_id_reaches_the_group_scope_without_naming_it(make_plugi
     me = make_event(user="ou_a")
     await call_tool(plugin, "lark_save_memory", me, memory_type="fact", content="周五下午团建", scope="group")
     await call_tool(plugin, "lark_save_memory", me, memory_type="fact", content="喜欢猫")
-    group_id = (await plugin.store.document(GroupKey("lark", "oc_group1"))).group_memories[0].short_id
+    group_id = (await plugin.service.store.document(GroupKey("lark", "oc_group1"))).group_memories[0].short_id
     await call_tool(plugin, "lark_forget_memory", me, target="关于团建的")  # a description stays in one's own scopes
-    assert len((await plugin.store.document(GroupKey("lark", "oc_group1"))).group_memories) == 1
+    assert len((await plugin.service.store.document(GroupKey("lark", "oc_group1"))).group_memories) == 1
     refused = await call_tool(plugin, "lark_forget_memory", make_event(user="ou_b"), target=group_id)
     assert "删除失败" in refused
     done = await call_tool(plugin, "lark_forget_memory", me, target=group_id)
@@ -158,7 +159,7 @@ G1 = GroupKey("lark", "oc_group1")
 
 
 async def _group_memories(plugin):
-    return list((await plugin.store.document(G1)).group_memories)
+    return list((await plugin.service.store.document(G1)).group_memories)
 
 
 async def test_a_duplicate_save_never_rewrites_another_members_group_memory(make_plugin):
@@ -265,7 +266,8 @@ async def test_single_value_slots_never_apply_to_group_memories(make_plugin):
 
 
 async def test_group_instructions_are_admin_only_by_default(make_plugin):
-    from memory import Caller, MemberKey
+    from memory import MemberKey
+    from memory._models import Caller
     from memory._tools import save_memory
 
     plugin = make_plugin()
@@ -305,7 +307,12 @@ async def test_group_instructions_are_admin_only_by_default(make_plugin):
     # the platform's group owner / admins count as well (the adapter sets is_group_admin)
     owner = Caller(MemberKey(G1, "ou_owner"), is_group_admin=True)
     assert "已保存" in await save_memory(
-        plugin.store, owner, plugin.settings, memory_type="instruction", content="讨论技术问题时附上链接", scope="group"
+        plugin.service.store,
+        owner,
+        plugin.service.settings,
+        memory_type="instruction",
+        content="讨论技术问题时附上链接",
+        scope="group",
     )
     everyone = make_plugin(group_instruction_writers="everyone")
     assert "已保存" in await call_tool(
@@ -319,7 +326,8 @@ async def test_group_instructions_are_admin_only_by_default(make_plugin):
 
 
 async def test_a_group_admin_may_change_and_delete_any_group_memory(make_plugin):
-    from memory import Caller, MemberKey
+    from memory import MemberKey
+    from memory._models import Caller
     from memory._tools import forget_memory, save_memory
 
     plugin = make_plugin()
@@ -329,13 +337,15 @@ async def test_a_group_admin_may_change_and_delete_any_group_memory(make_plugin)
     (dinner,) = await _group_memories(plugin)
     owner = Caller(MemberKey(G1, "ou_owner"), is_group_admin=True)
     changed = await save_memory(
-        plugin.store,
+        plugin.service.store,
         owner,
-        plugin.settings,
+        plugin.service.settings,
         memory_type="fact",
         content="周六聚餐",
         replace_id=dinner.short_id,
         scope="group",
     )
     assert "已更新" in changed
-    assert "已删除 1 条" in await forget_memory(plugin.store, owner, plugin.settings, dinner.short_id, "group")
+    assert "已删除 1 条" in await forget_memory(
+        plugin.service.store, owner, plugin.service.settings, dinner.short_id, "group"
+    )
