@@ -160,7 +160,7 @@ async def run() -> None:
     directory = Path(tempfile.mkdtemp(prefix="bench-episodes-"))
     config = AstrBotConfig(config_path=str(directory / "config.json"), schema={})
     config["timezone"] = data["timezone"]
-    main_module.time.time = lambda: now  # the plugin's clock: every question is asked at `now`
+    time.time = lambda: now  # the plugin's clock (`Ports.clock`) reads it: every question is asked at `now`
     plugin = main_module.UserMemoryPlugin(Context(asyncio.Queue(), config, *([None] * 9)), config)
     plugin.store = memory.UserMemoryStore(directory / "groups", clock=lambda: now)
 

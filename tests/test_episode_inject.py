@@ -2,6 +2,7 @@
 the fenced block, and sharing the one budget with memories and todos."""
 
 import re
+import time
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
@@ -122,8 +123,8 @@ async def injected(plugin, text, group="oc_group1", user="ou_wang"):
 
 
 @pytest.fixture
-def clock(monkeypatch, plugin_main):
-    monkeypatch.setattr(plugin_main.time, "time", lambda: NOW)
+def clock(monkeypatch):
+    monkeypatch.setattr(time, "time", lambda: NOW)  # the plugin's clock (`Ports.clock`) reads it at each call
 
 
 async def test_adapter_injects_this_groups_episodes_inside_the_block(make_plugin, clock):

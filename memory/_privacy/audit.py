@@ -189,12 +189,13 @@ class AuditFiles(AuditLog):
             await self._write(key)
 
 
-def open_audit(store: Any, data_dir: Path) -> AuditLog:
-    """The audit beside the store: a table of its database for PostgreSQL, else a file beside each group's."""
+def open_audit(store: Any, data_dir: Path, clock: Callable[[], float] = time.time) -> AuditLog:
+    """The audit beside the store: a table of its database for PostgreSQL, else a file beside each group's;
+    `clock` is the time its records carry."""
     from .._storage._postgres import PostgresMemoryStore  # noqa: PLC0415 (the todo rules import this module)
 
     if isinstance(store, PostgresMemoryStore):
         from .._storage._postgres.audit import PostgresAudit  # noqa: PLC0415 (it imports this module)
 
-        return PostgresAudit(store)
-    return AuditFiles(Path(data_dir) / "groups")
+        return PostgresAudit(store, clock=clock)
+    return AuditFiles(Path(data_dir) / "groups", clock=clock)

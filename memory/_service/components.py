@@ -63,10 +63,10 @@ class Components:
         self.config_secrets = config_secrets(settings)  # shown by /memory status and the dashboard page
         for secret in self.config_secrets:
             log.warning(secret.text)
-        self.store = open_store(settings, data_dir, encryption=self.encryption)
+        self.store = open_store(settings, data_dir, encryption=self.encryption, clock=ports.clock)
         # Seals what was stored before the key (or with another one), in the background; None without a key.
         self.key_migration = open_migration(self.store, self.encryption.keyring.kid, data_dir)
-        self.audit = open_audit(self.store, data_dir)  # refused access, apart from the change log
+        self.audit = open_audit(self.store, data_dir, ports.clock)  # refused access, apart from the change log
         self.recall = Recall()
         self.vectors: VectorStore | None = None
         # every background model call, of every group, waits for a slot of this one limiter

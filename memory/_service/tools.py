@@ -37,12 +37,14 @@ async def guarded(call: Awaitable[str]) -> str:
 
 
 class MemoryTools:
+    """Each argument a model may leave out has the default the tool's schema gives it."""
+
     def __init__(self, parts: Components) -> None:
         self._parts = parts
 
     # -- memories ------------------------------------------------------------------------------------------------
     async def save_memory(
-        self, speaker: Speaker | None, *, memory_type: Any, content: Any, replace_id: Any, scope: Any
+        self, speaker: Speaker | None, *, memory_type: Any, content: Any, replace_id: Any = "", scope: Any = "member"
     ) -> str:
         caller = self.caller(speaker)
         if isinstance(caller, str):
@@ -69,7 +71,7 @@ class MemoryTools:
             return caller
         return await guarded(list_memory(self._parts.store, caller, self._parts.settings))
 
-    async def forget_memory(self, speaker: Speaker | None, *, target: Any, scope: Any) -> str:
+    async def forget_memory(self, speaker: Speaker | None, *, target: Any, scope: Any = "") -> str:
         caller = self.caller(speaker)
         if isinstance(caller, str):
             return caller
@@ -87,7 +89,7 @@ class MemoryTools:
             )
         )
 
-    async def memory_privacy(self, speaker: Speaker | None, *, action: Any, all_groups: Any) -> str:
+    async def memory_privacy(self, speaker: Speaker | None, *, action: Any, all_groups: Any = False) -> str:
         caller = self.caller(speaker)
         if isinstance(caller, str):
             return caller
@@ -121,10 +123,10 @@ class MemoryTools:
         speaker: Speaker | None,
         *,
         content: Any,
-        remind_at: Any,
-        due_at: Any,
-        assignee: Any,
-        recurrence: Any,
+        remind_at: Any = "",
+        due_at: Any = "",
+        assignee: Any = "self",
+        recurrence: Any = "",
     ) -> str:
         acting = self._todo_caller(speaker)
         if isinstance(acting, str):
@@ -147,7 +149,7 @@ class MemoryTools:
             )
         )
 
-    async def list_todos(self, speaker: Speaker | None, *, include_done: Any) -> str:
+    async def list_todos(self, speaker: Speaker | None, *, include_done: Any = False) -> str:
         acting = self._todo_caller(speaker)
         if isinstance(acting, str):
             return acting
@@ -158,7 +160,7 @@ class MemoryTools:
         )
 
     async def update_todo(
-        self, speaker: Speaker | None, *, todo_id: Any, status: Any, remind_at: Any, content: Any
+        self, speaker: Speaker | None, *, todo_id: Any, status: Any = "", remind_at: Any = "", content: Any = ""
     ) -> str:
         acting = self._todo_caller(speaker)
         if isinstance(acting, str):
