@@ -8,6 +8,9 @@
         host.clock.advance(3600)                                 # the service reads time only through it
         host.sender.sent                                         # what was posted to groups
 
+`save`, `block_for` and `contents` say the common steps in one line. Nothing here imports AstrBot: a test file
+that needs no adapter stays fast by importing only this and `memory`.
+
 `host` (a fixture) holds the fakes: a recording sender, a scripted model, rosters by group, a fixed clock,
 the running platform instances and the embedding models by provider id; `make_service` builds services on it.
 """
@@ -24,6 +27,7 @@ from memory import (
     EmbeddingModel,
     GroupKey,
     MemberKey,
+    MemoryService,
     ModelAnswer,
     OutgoingMessage,
     Ports,
@@ -57,6 +61,23 @@ def speaker(
         origin=f"{platform_id}:GroupMessage:{group}",
         message_id=message_id,
     )
+
+
+async def save(
+    service: MemoryService, who: Speaker | None, content: str, memory_type: str = "fact", **args: str
+) -> str:
+    """`lark_save_memory` as a model calls it."""
+    return await service.tools.save_memory(who, memory_type=memory_type, content=content, **args)
+
+
+async def block_for(service: MemoryService, who: Speaker, message: str = "") -> str:
+    """What a reply to `message` is given for `who`: the block the adapter adds to the system prompt."""
+    return (await service.inject(who, message)).block
+
+
+async def contents(service: MemoryService, who: Speaker) -> list[str]:
+    """The contents of `who`'s own memories in their group, oldest first."""
+    return [m.content for m in await service.store.memories(who.member.group, who.member.user_id)]
 
 
 class Clock:

@@ -9,7 +9,7 @@ import pytest
 from astrbot.core.provider.entities import ProviderRequest
 from astrbot.core.provider.register import llm_tools
 from astrbot.core.star.star_handler import EventType, star_handlers_registry
-from service_kit import speaker
+from service_kit import block_for, contents, save, speaker
 
 from conftest import PLUGIN_NAME, REPO, make_event
 from memory import GroupKey, MemberKey, Speaker
@@ -36,20 +36,6 @@ async def system_prompt_for(plugin, event, base="你是群聊助手。"):
 
 async def command_text(gen):
     return "\n".join([r.get_plain_text() async for r in gen])
-
-
-# --- helpers for the service's tests ------------------------------------------------------------------------------
-async def save(service, who, content, memory_type="fact", **args):
-    return await service.tools.save_memory(who, memory_type=memory_type, content=content, **args)
-
-
-async def block_for(service, who, message=""):
-    """What a reply to `message` is given for `who`: the block the adapter adds to the system prompt."""
-    return (await service.inject(who, message)).block
-
-
-async def contents(service, who):
-    return [m.content for m in await service.store.memories(who.member.group, who.member.user_id)]
 
 
 # --- the adapter, against real AstrBot classes -----------------------------------------------------------------

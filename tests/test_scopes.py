@@ -1,7 +1,6 @@
 """Group and global scopes: who sees what, who may change what (through the service, on fakes of the host)."""
 
-from service_kit import speaker
-from test_plugin import block_for, save
+from service_kit import block_for, save, speaker
 
 from memory import GroupKey, MemberKey, roster_from
 from memory._models import Caller, Scope
