@@ -49,14 +49,14 @@ def speaker_of(event: AstrMessageEvent) -> Speaker | None:
     user_id = event.get_sender_id()
     if not group_id or not user_id or event.is_private_chat():
         return None
-    return Speaker(
+    return Speaker(  # by position: the reply path builds one per request
         _member_key(event.get_platform_name() or "unknown", str(group_id), str(user_id)),
-        name=event.get_sender_name() or "",
-        is_admin=bool(event.is_admin()),
-        platform_id=event.get_platform_id() or "",
-        origin=event.unified_msg_origin,
-        message_id=str(getattr(event.message_obj, "message_id", "") or ""),
-        handle=event,
+        event.get_sender_name() or "",
+        bool(event.is_admin()),
+        event.get_platform_id() or "",
+        event.unified_msg_origin,
+        str(getattr(event.message_obj, "message_id", "") or ""),
+        event,
     )
 
 

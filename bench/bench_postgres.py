@@ -223,7 +223,7 @@ async def injection(
         await store.memories(GROUP, user)  # warm
         config = AstrBotConfig(config_path=str(json_dir.parent / f"bench_config_{label}.json"), schema={})
         plugin = main.UserMemoryPlugin(Context(asyncio.Queue(), config, *([None] * 9)), config)
-        plugin.store = store
+        plugin.service.store = store
 
         async def adapter(plugin=plugin, event=event):
             req = ProviderRequest(prompt=event.message_str, system_prompt="你是群聊助手。")

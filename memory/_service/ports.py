@@ -18,9 +18,10 @@ def wall_clock() -> float:
     return time.time()
 
 
-@dataclass(frozen=True, slots=True)
-class Speaker:
-    """Who speaks in which group, as the host's event tells it (never as a model's arguments tell it)."""
+class Speaker(NamedTuple):
+    """Who speaks in which group, as the host's event tells it (never as a model's arguments tell it). An immutable
+    record like the other values here, but a tuple: the reply path builds one per request, and a tuple is built
+    four times faster than a frozen dataclass."""
 
     member: MemberKey
     name: str  # the platform's display name of the sender (Lark: a piece of the open_id)
