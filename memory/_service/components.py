@@ -47,7 +47,9 @@ def shared_caller(member: MemberKey, is_admin: bool, is_group_admin: bool) -> Ca
 
 
 class Components:
-    """Everything the service owns, built but not started (`MemoryService.start` starts what runs)."""
+    """Everything the service owns, built but not started (`MemoryService.start` starts what runs). The service is
+    a `Components`: its operations (`Injection`, `MemoryTools`, `MemoryCommands`) are given it as their parts, and
+    so see a component the service replaces (semantic recall once an embedding model is attached)."""
 
     def __init__(self, settings: Settings, data_dir: Path, ports: Ports, setting_warnings: list[str]) -> None:
         self.settings = settings
