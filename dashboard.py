@@ -19,9 +19,7 @@ from astrbot.api.web import error_response, json_response, request, stream_respo
 from astrbot.api.star import Context
 from starlette.responses import Response
 
-from .memory import InvalidMemoryInput, MemoryPluginError
-from .memory._manage import Query
-from .memory._service.manager import Manager
+from .memory import InvalidMemoryInput, Manager, MemoryPluginError, Query
 
 PLUGIN_NAME = "astrbot_plugin_user_memory"
 ROUTE_PREFIX = f"/{PLUGIN_NAME}/"

@@ -39,3 +39,15 @@ def load_previous(commit: str = BASELINE):
 def previous_memory(commit: str = BASELINE):
     load_previous(commit)
     return importlib.import_module(f"{PACKAGE}.memory")
+
+
+def components(plugin):
+    """What holds a plugin's components (store, vectors, ...): the plugin itself before issue 19, its service since."""
+    return getattr(plugin, "service", plugin)
+
+
+def memory_name(main, name: str, module: str):
+    """`name` of a plugin's memory package: from its public face before issue 19, from its private `module` since."""
+    memory = sys.modules[f"{main.__package__}.memory"]
+    found = getattr(memory, name, None)
+    return found if found is not None else getattr(importlib.import_module(f"{memory.__name__}.{module}"), name)

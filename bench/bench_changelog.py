@@ -33,7 +33,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench_core import GROUP, build_group  # noqa: E402
-from memory import GroupKey, UserMemoryStore  # noqa: E402
+from memory import GroupKey  # noqa: E402
+from memory._storage import UserMemoryStore  # noqa: E402
 from memory._storage import changelog  # noqa: E402
 from memory._storage.files import group_file_path, write_atomic  # noqa: E402
 from memory._rules.operations import save  # noqa: E402

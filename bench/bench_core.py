@@ -30,7 +30,9 @@ sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "bench"))
 os.environ.setdefault("ASTRBOT_ROOT", tempfile.mkdtemp(prefix="bench-astrbot-"))
 
-from memory import GroupDocument, GroupKey, MemberKey, Memory, MemoryType, UserMemoryStore  # noqa: E402
+from memory import GroupKey, MemberKey  # noqa: E402
+from memory._models import GroupDocument, Memory, MemoryType  # noqa: E402
+from memory._storage import UserMemoryStore  # noqa: E402
 from memory._storage.files import write_atomic  # noqa: E402
 from memory._models import UserMemories  # noqa: E402
 from memory._rules.operations import save  # noqa: E402
@@ -112,7 +114,7 @@ async def bench_injection(
     from astrbot.core.provider.entities import ProviderRequest
     from astrbot.core.star.context import Context
 
-    from _previous import BASELINE, load_previous
+    from _previous import BASELINE, components, load_previous, memory_name
     from conftest import load_plugin_package, make_event
 
     member = MemberKey(GROUP, "ou_00500")
@@ -122,19 +124,19 @@ async def bench_injection(
     previous = previous or BASELINE
     for label, main in ((f"previous ({previous})", load_previous(previous)), ("current", load_plugin_package())):
         memory = sys.modules[f"{main.__package__}.memory"]
-        store = memory.UserMemoryStore(directory)
+        store = memory_name(main, "UserMemoryStore", "_storage")(directory)
         key = memory.GroupKey(GROUP.platform, GROUP.group_id)
-        caller = memory.Caller(memory.MemberKey(key, member.user_id))
+        caller = memory_name(main, "Caller", "_models")(memory.MemberKey(key, member.user_id))
         await store.memories(key, member.user_id)  # warm
-        recall, settings = memory.Recall(), memory.Settings()
+        recall, settings = memory_name(main, "Recall", "_recall")(), memory.Settings()
         config = AstrBotConfig(config_path=str(directory / f"bench_config_{len(runs)}.json"), schema={})
         plugin = main.UserMemoryPlugin(Context(asyncio.Queue(), config, *([None] * 9)), config)
-        plugin.store = store
+        components(plugin).store = store
         # background extraction on: the current plugin also records the injected memories' ids for the reply
         observing_config = AstrBotConfig(config_path=str(directory / f"bench_config_{len(runs)}_obs.json"), schema={})
         observing_config["enable_background_extraction"] = True
         observing = main.UserMemoryPlugin(Context(asyncio.Queue(), observing_config, *([None] * 9)), observing_config)
-        observing.store = store
+        components(observing).store = store
         event = make_event(message, group=GROUP.group_id, user=member.user_id)
         relevant_event = make_event(relevant_message, group=GROUP.group_id, user=member.user_id)
 
@@ -154,7 +156,7 @@ async def bench_injection(
         }
         if label == "current":  # the todo section: another member of the group with 3 own + 2 group todos
             with_todos = make_event(message, group=GROUP.group_id, user="ou_00501")
-            await add_bench_todos(memory, store, key, "ou_00501")
+            await add_bench_todos(main, store, key, "ou_00501")
             runs[label]["on_llm_request, member with 5 pending todos"] = (
                 functools.partial(adapter, event=with_todos),
                 [],
@@ -175,15 +177,19 @@ async def bench_injection(
     }
 
 
-async def add_bench_todos(memory, store, key, user_id: str) -> None:
+async def add_bench_todos(main, store, key, user_id: str) -> None:
     """3 pending todos of the member and 2 group todos due within the week, through the real todo tool logic."""
     from datetime import datetime
+    from importlib import import_module
     from zoneinfo import ZoneInfo
 
+    memory = f"{main.__package__}.memory"
+    rules, todos = import_module(f"{memory}._todos.rules"), import_module(f"{memory}._todos.service")
+    models = import_module(f"{memory}._models")
     zone = ZoneInfo("Asia/Shanghai")
-    policy = memory.TodoPolicy(zone=zone)
-    origin = memory.Origin("lark", f"lark:GroupMessage:{key.group_id}", can_remind=True)
-    caller = memory.Caller(memory.MemberKey(key, user_id))
+    policy = rules.TodoPolicy(zone=zone)
+    origin = rules.Origin("lark", f"lark:GroupMessage:{key.group_id}", can_remind=True)
+    caller = models.Caller(models.MemberKey(key, user_id))
     start = time.time() + 3600
     for i, (content, assignee) in enumerate(
         [
@@ -195,9 +201,7 @@ async def add_bench_todos(memory, store, key, user_id: str) -> None:
         ]
     ):
         when = datetime.fromtimestamp(start + i * 86400, zone).strftime("%Y-%m-%dT%H:%M")
-        result = await memory.add_todo(
-            store, caller, policy, origin, content=content, remind_at=when, assignee=assignee
-        )
+        result = await todos.add_todo(store, caller, policy, origin, content=content, remind_at=when, assignee=assignee)
         assert "id=" in result, result
 
 

@@ -38,7 +38,8 @@ from bench_core import percentiles  # noqa: E402
 from conftest import load_plugin_package  # noqa: E402
 from dashboard_client import call  # noqa: E402
 
-from memory import GroupDocument, GroupKey, Memory, MemoryType  # noqa: E402
+from memory import GroupKey  # noqa: E402
+from memory._models import GroupDocument, Memory, MemoryType  # noqa: E402
 from memory._models import Source, UserMemories  # noqa: E402
 from memory._storage.files import group_document_paths, group_file_path  # noqa: E402
 
@@ -152,7 +153,8 @@ async def main(args: argparse.Namespace) -> None:
     config_dir.mkdir(parents=True, exist_ok=True)
     config = AstrBotConfig(config_path=str(config_dir / "bench_config.json"), schema=schema)
     plugin = main_module.UserMemoryPlugin(Context(asyncio.Queue(), config, *([None] * 9)), config)
-    groups_dir = plugin.data_dir / "groups"
+    service = plugin.service
+    groups_dir = service.data_dir / "groups"
     build(groups_dir, args.members, args.per_member, args.groups)
     total = args.members * args.per_member
     print(
@@ -161,10 +163,10 @@ async def main(args: argparse.Namespace) -> None:
     )
 
     t0 = time.perf_counter()
-    await plugin.group_index.load()
+    await service.group_index.load()
     print(f"group index built from the files (first start, no index): {(time.perf_counter() - t0) * 1000:.1f} ms")
     t0 = time.perf_counter()
-    await plugin.store.document(BIG)
+    await service.store.document(BIG)
     print(f"cold load of the big group (store, once): {(time.perf_counter() - t0) * 1000:.1f} ms")
     group = {"platform": "lark", "group_id": BIG.group_id}
     stalls = []
@@ -193,7 +195,7 @@ async def main(args: argparse.Namespace) -> None:
     naive_rows = {}
     for name, query in SCENARIOS.items():
         naive_rows[name], _ = await timed(
-            plugin, "memories", {**group, **query}, naive_runs, before=lambda: plugin.browser._views.clear()
+            plugin, "memories", {**group, **query}, naive_runs, before=lambda: service.browser._views.clear()
         )
     naive_listing = []
     for _ in range(naive_runs):

@@ -32,7 +32,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from memory import GroupKey, Settings, UserMemoryStore, Utterance, run_extraction  # noqa: E402
+from memory import GroupKey, Settings  # noqa: E402
+from memory._extraction import run_extraction  # noqa: E402
+from memory._observation import Utterance
+from memory._storage import UserMemoryStore  # noqa: E402
 from memory._episodes.summary import EPISODE_ONLY_SYSTEM_PROMPT, EPISODE_SYSTEM_PROMPT  # noqa: E402
 from memory._observation import ExtractionScheduler  # noqa: E402
 from memory._limiter import CallLimiter  # noqa: E402

@@ -54,13 +54,13 @@ async def run(iterations: int) -> None:
     for n in range(30):
         await plugin.lark_save_memory(me, memory_type="fact", content=f"第{n}条：关于项目{n}的安排")
     event = make_event("项目7 怎么样了", group=GROUP.group_id, user="ou_member")
-    counting = plugin.injection_counts
+    counting = plugin.service.injection_counts
     silent = InjectionCounts()
     silent.note = lambda key, ids: None  # the baseline
     samples: dict[str, list[int]] = {"baseline (no count)": [], "current (counted)": []}
     for i in range(iterations * 2):
         label = "baseline (no count)" if i % 2 else "current (counted)"
-        plugin.injection_counts = silent if i % 2 else counting
+        plugin.service.injection_counts = silent if i % 2 else counting
         req = ProviderRequest(prompt=event.message_str, system_prompt="你是群聊助手。")
         t0 = time.perf_counter_ns()
         await plugin.inject_memories(event, req)
@@ -90,7 +90,7 @@ async def run(iterations: int) -> None:
     print(
         f"off the reply path: fold of 9,999 replies (1,000 distinct blocks x 15 ids) {fold_ms:.1f} ms, save {save_ms:.1f} ms"
     )
-    await plugin.store.close()
+    await plugin.service.store.close()
 
 
 if __name__ == "__main__":

@@ -35,7 +35,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from memory import GroupKey, Settings, UserMemoryStore  # noqa: E402
+from memory import GroupKey, Settings  # noqa: E402
+from memory._storage import UserMemoryStore  # noqa: E402
 from memory._aging.decay import DAY, action  # noqa: E402
 from memory._aging.maintenance import MaintenanceScheduler  # noqa: E402
 from memory._storage import group_file_path  # noqa: E402

@@ -29,7 +29,7 @@ sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "bench"))
 os.environ.setdefault("ASTRBOT_ROOT", tempfile.mkdtemp(prefix="bench-astrbot-"))
 
-from memory import GroupDocument, Memory, MemoryType  # noqa: E402
+from memory._models import GroupDocument, Memory, MemoryType  # noqa: E402
 from memory._models import UserMemories  # noqa: E402
 from memory._storage import GroupDump, PostgresMemoryStore  # noqa: E402
 from memory._storage.crypto import Keyring  # noqa: E402

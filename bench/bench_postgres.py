@@ -41,7 +41,8 @@ sys.path.insert(0, str(REPO / "bench"))
 sys.path.insert(0, str(REPO / "scripts"))
 os.environ.setdefault("ASTRBOT_ROOT", tempfile.mkdtemp(prefix="bench-astrbot-"))
 
-from memory import Memory, MemoryType, UserMemoryStore  # noqa: E402
+from memory._models import Memory, MemoryType  # noqa: E402
+from memory._storage import UserMemoryStore  # noqa: E402
 from memory._rules.operations import save  # noqa: E402
 
 from bench_core import GROUP, build_group, percentiles  # noqa: E402
@@ -222,7 +223,7 @@ async def injection(
         await store.memories(GROUP, user)  # warm
         config = AstrBotConfig(config_path=str(json_dir.parent / f"bench_config_{label}.json"), schema={})
         plugin = main.UserMemoryPlugin(Context(asyncio.Queue(), config, *([None] * 9)), config)
-        plugin.store = store
+        plugin.service.store = store
 
         async def adapter(plugin=plugin, event=event):
             req = ProviderRequest(prompt=event.message_str, system_prompt="你是群聊助手。")

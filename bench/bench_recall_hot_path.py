@@ -32,6 +32,7 @@ sys.path.insert(0, str(REPO / "bench"))
 os.environ.setdefault("ASTRBOT_ROOT", tempfile.mkdtemp(prefix="bench-astrbot-"))
 
 from bench_core import percentiles  # noqa: E402
+from _previous import components  # noqa: E402
 from conftest import load_plugin_package  # noqa: E402
 
 load_plugin_package()
@@ -122,8 +123,9 @@ async def measure(plugin, iterations: int, unique_messages: bool = False) -> tup
     events = [make_event(q, group=GROUP.group_id, user=USER) for q in texts]
     for event in events[: len(QUERIES)]:  # warm: documents loaded, indexes built, vectors synced
         await plugin.inject_memories(event, ProviderRequest(prompt=event.message_str, system_prompt=""))
-    if getattr(plugin, "vectors", None) is not None:
-        await plugin.vectors.wait_idle()
+    vectors = getattr(components(plugin), "vectors", None)
+    if vectors is not None:
+        await vectors.wait_idle()
     samples = []
     for i in range(iterations):
         event = events[i % len(events)]
@@ -146,7 +148,7 @@ async def main() -> None:
         seeder = await build_plugin(directory)
         for i in range(200):
             owner = USER if i < 20 else None
-            await seeder.store.change(
+            await seeder.service.store.change(
                 GROUP,
                 owner,
                 lambda m, i=i: save(
@@ -280,7 +282,7 @@ def bench_semantic_scoring(busy: bool, n: int = 2000, dim: int = 512, iterations
 async def build_with_semantic(directory: Path, latency_s: float):
     """The plugin with its semantic scorer wired to a fake provider, or None when the plugin has none yet."""
     plugin = await build_plugin(directory, embedding_provider_id="bench-embedder")
-    attach = getattr(plugin, "attach_embedding_provider", None)
+    attach = getattr(components(plugin), "attach_embedding_provider", None)
     if attach is None:
         return None
     provider = FakeEmbeddingProvider(latency_s)

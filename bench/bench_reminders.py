@@ -41,7 +41,9 @@ from zoneinfo import ZoneInfo
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from memory import Caller, GroupKey, MemberKey, UserMemoryStore  # noqa: E402
+from memory import GroupKey, MemberKey  # noqa: E402
+from memory._models import Caller  # noqa: E402
+from memory._storage import UserMemoryStore  # noqa: E402
 from memory._todos import rules  # noqa: E402
 from memory._todos.delivery import Reminder  # noqa: E402
 from memory._models import TodoStatus  # noqa: E402

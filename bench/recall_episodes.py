@@ -160,9 +160,11 @@ async def run() -> None:
     directory = Path(tempfile.mkdtemp(prefix="bench-episodes-"))
     config = AstrBotConfig(config_path=str(directory / "config.json"), schema={})
     config["timezone"] = data["timezone"]
-    main_module.time.time = lambda: now  # the plugin's clock: every question is asked at `now`
+    time.time = lambda: now  # the plugin's clock (`Ports.clock`) reads it: every question is asked at `now`
     plugin = main_module.UserMemoryPlugin(Context(asyncio.Queue(), config, *([None] * 9)), config)
-    plugin.store = memory.UserMemoryStore(directory / "groups", clock=lambda: now)
+    store = plugin.service.store = import_module(f"{package}.memory._storage").UserMemoryStore(
+        directory / "groups", clock=lambda: now
+    )
 
     owner_of: dict[str, str] = {}  # summary -> group
     archived: set[str] = set()
@@ -188,7 +190,7 @@ async def run() -> None:
             if e.get("archived"):
                 archived.add(e["summary"])
         by_group[group["id"]] = episodes
-        await plugin.store.change_episodes(key, lambda current, new=episodes: ([*current, *new], None), actor="bench")
+        await store.change_episodes(key, lambda current, new=episodes: ([*current, *new], None), actor="bench")
         for user_id, name in group["members"].items():
             contents = [m.format(name=name) for m in MEMBER_MEMORIES]
 
@@ -199,7 +201,7 @@ async def run() -> None:
                     )
                 return memories, None
 
-            await plugin.store.change(key, user_id, add_all, actor="bench")
+            await store.change(key, user_id, add_all, actor="bench")
     id_of = {e.summary: e.id for episodes in by_group.values() for e in episodes}
 
     hits: dict[str, defaultdict[str, list[bool]]] = {
@@ -238,7 +240,7 @@ async def run() -> None:
             req = ProviderRequest(prompt=text, system_prompt="")
             await plugin.inject_memories(event, req)
             noise_hits += bool(_EPISODE_LINE.findall(req.system_prompt))
-    await plugin.store.close()
+    await store.close()
 
     kinds = ["all", "latest", "time", "topic"]
     total = {k: len(hits["plugin"][k]) for k in kinds}

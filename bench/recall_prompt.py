@@ -42,7 +42,7 @@ sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(BENCH))
 os.environ.setdefault("ASTRBOT_ROOT", tempfile.mkdtemp(prefix="bench-astrbot-"))
 
-from _previous import BASELINE, load_previous  # noqa: E402
+from _previous import BASELINE, components, load_previous, memory_name  # noqa: E402
 from conftest import load_plugin_package, make_event  # noqa: E402
 from recall_locomo import load_locomo  # noqa: E402
 
@@ -248,8 +248,7 @@ def build_plugin(main, directory: Path, **settings):
     config = AstrBotConfig(config_path=str(directory / f"config-{time.monotonic_ns()}.json"), schema={})
     config.update(settings)
     plugin = main.UserMemoryPlugin(Context(asyncio.Queue(), config, *([None] * 9)), config)
-    memory = sys.modules[f"{main.__package__}.memory"]
-    plugin.store = memory.UserMemoryStore(directory)
+    components(plugin).store = memory_name(main, "UserMemoryStore", "_storage")(directory)
     return plugin
 
 
@@ -264,7 +263,7 @@ async def injected_recall(main, directory: Path, short: dict[str, str], ds: Data
         await plugin.inject_memories(event, req)
         injected = {short[s] for s in _SHORT_ID.findall(req.system_prompt)}
         hits += covered(ds, injected, case)
-    await plugin.store.close()
+    await components(plugin).store.close()
     return hits / len(ds.cases)
 
 

@@ -1,4 +1,5 @@
-"""Shared fixtures: the plugin loaded as AstrBot loads it (a package named after the plugin), real AstrBot events."""
+"""Shared fixtures: the memory service on in-process fakes of the host (`service_kit.py`), and the plugin loaded as
+AstrBot loads it (a package named after the plugin) with real AstrBot events, for the adapter's own tests."""
 
 from __future__ import annotations
 
@@ -37,6 +38,27 @@ def load_plugin_package():
             sys.modules[f"{PLUGIN_NAME}.{name}"] = module
     package.memory = memory
     return importlib.import_module(f"{PLUGIN_NAME}.main")
+
+
+@pytest.fixture
+def host():
+    """The fakes of the host's ports the services of `make_service` run on (`service_kit.Host`)."""
+    from service_kit import Host
+
+    return Host()
+
+
+@pytest.fixture
+def make_service(tmp_path, host):
+    """Build a `MemoryService` from settings given by name (as in the plugin's config), on `host`, keeping its data
+    in one directory per test: a second service of the test is the first one restarted."""
+    from memory import MemoryService, Settings
+
+    def build(*, data_dir=None, **overrides):
+        settings, warnings = Settings.from_mapping(overrides)
+        return MemoryService(settings, data_dir or tmp_path / "memory", host.ports(), setting_warnings=warnings)
+
+    return build
 
 
 @pytest.fixture

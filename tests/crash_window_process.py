@@ -19,7 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from memory import GroupKey, UserMemoryStore  # noqa: E402
+from memory import GroupKey  # noqa: E402
+from memory._storage import UserMemoryStore  # noqa: E402
 from memory._rules.operations import forget, save  # noqa: E402
 from memory._storage import ERASE, changelog  # noqa: E402
 from memory._storage import store as store_module  # noqa: E402

@@ -14,7 +14,7 @@ from zoneinfo import ZoneInfo
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from memory import UserMemoryStore  # noqa: E402
+from memory._storage import UserMemoryStore  # noqa: E402
 from memory._storage import MemoryStore, PostgresMemoryStore  # noqa: E402
 from memory._todos.rules import TodoPolicy  # noqa: E402
 from memory._todos.scheduler import ReminderScheduler  # noqa: E402

@@ -21,7 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from memory import GroupKey, UserMemoryStore  # noqa: E402
+from memory import GroupKey  # noqa: E402
+from memory._storage import UserMemoryStore  # noqa: E402
 from memory._rules.operations import save  # noqa: E402
 from memory._storage import MemoryStore, PostgresMemoryStore  # noqa: E402
 from memory._storage.crypto import keyring_from  # noqa: E402

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from conftest import make_event
-from memory import GroupKey, UserMemoryStore
+from memory import GroupKey
+from memory._storage import UserMemoryStore
 from memory._admin import archived_text, history_text, revert_change
 from memory._aging.archive import archive_memories, purge_expired, restore_memories
 from memory._models import Memory, MemoryType, Source
@@ -212,19 +213,19 @@ async def test_the_plugins_erasures_reach_the_archive_and_admins_see_and_restore
     plugin = make_plugin()
     key = GroupKey("lark", "oc_group1")
     me, other = make_event(user="ou_me"), make_event(user="ou_other")
-    await plugin.store.change(key, "ou_me", put(memory("a1", "我的旧病历号 12345")), actor="extraction")
-    await plugin.store.change(key, "ou_other", put(memory("b1", "别人的旧事实")), actor="extraction")
+    await plugin.service.store.change(key, "ou_me", put(memory("a1", "我的旧病历号 12345")), actor="extraction")
+    await plugin.service.store.change(key, "ou_other", put(memory("b1", "别人的旧事实")), actor="extraction")
     await call_tool(plugin, "lark_save_memory", me, memory_type="fact", content="现在的事实")
     await archive_memories(
-        plugin.store, key, [("ou_me", "a1"), ("ou_other", "b1")], reason="decay", actor="maintenance"
+        plugin.service.store, key, [("ou_me", "a1"), ("ou_other", "b1")], reason="decay", actor="maintenance"
     )
     listing = await command_text(plugin.memory_archived_command(make_event(user="admin", admin=True)))
     assert "12345" in listing and "别人的旧事实" in listing
     assert "已删除" in await call_tool(plugin, "lark_forget_memory", me, target="all")
-    assert [a.memory.id for a in await plugin.store.archived(key)] == ["b1"]
-    assert b"12345" not in plugin.store.path_for(key).read_bytes()
+    assert [a.memory.id for a in await plugin.service.store.archived(key)] == ["b1"]
+    assert b"12345" not in plugin.service.store.path_for(key).read_bytes()
     await command_text(plugin.memory_clear_command(other, "confirm"))
-    assert await plugin.store.archived(key) == []
+    assert await plugin.service.store.archived(key) == []
     assert "没有归档" in await command_text(plugin.memory_archived_command(make_event(user="admin", admin=True)))
 
 
@@ -232,16 +233,16 @@ async def test_the_plugin_never_injects_lists_or_offers_an_archived_memory(make_
     plugin = make_plugin()
     key = GroupKey("lark", "oc_group1")
     me = make_event("我养的猫叫什么？", user="ou_me")
-    await plugin.store.change(
+    await plugin.service.store.change(
         key, "ou_me", put(memory("a1", "养了一只叫小白的猫"), memory("a2", "住在杭州")), actor="extraction"
     )
     assert "小白" in await system_prompt_for(plugin, me)
-    await archive_memories(plugin.store, key, [("ou_me", "a1")], reason="decay", actor="maintenance")
+    await archive_memories(plugin.service.store, key, [("ou_me", "a1")], reason="decay", actor="maintenance")
     assert "小白" not in await system_prompt_for(plugin, me)
     assert "小白" not in await call_tool(plugin, "lark_list_memory", me)
     assert "小白" not in await command_text(plugin.memory_list_command(me))
     assert "没有找到" in await call_tool(plugin, "lark_forget_memory", me, target="小白")
-    entry = next(e for e in await plugin.store.log_entries(key) if e.get("op") == "archive")
+    entry = next(e for e in await plugin.service.store.log_entries(key) if e.get("op") == "archive")
     assert "已撤销" in await command_text(
         plugin.memory_revert_command(make_event(user="admin", admin=True), entry["id"])
     )

@@ -8,7 +8,9 @@ import os
 import pytest
 
 from conftest import make_event
-from memory import GroupKey, InvalidMemoryInput, Memory, StorageUnavailable, UserMemoryStore
+from memory import GroupKey, InvalidMemoryInput, StorageUnavailable
+from memory._models import Memory
+from memory._storage import UserMemoryStore
 from memory._storage import changelog
 from memory._admin import history_text, revert_change, stats_text
 from memory._rules.operations import forget, parse_content, save
@@ -64,7 +66,7 @@ async def test_tools_refuse_unencodable_text_and_the_group_keeps_working(make_pl
     assert "已保存" in await settle(call_tool(plugin, "lark_save_memory", me, memory_type="fact", content="是工程师"))
     assert "删除失败" in await settle(call_tool(plugin, "lark_forget_memory", me, target=f"工程{LONE}"))
     assert "已删除" in await settle(call_tool(plugin, "lark_forget_memory", me, target="all"))
-    assert await make_plugin().store.memories(G, "ou_userA") == []
+    assert await make_plugin().service.store.memories(G, "ou_userA") == []
 
 
 async def test_an_unserializable_change_fails_its_waiters_and_the_group_keeps_serving(tmp_path):
@@ -289,31 +291,31 @@ async def test_erasure_purges_the_members_content_and_cannot_be_reverted(tmp_pat
         me,
         memory_type="fact",
         content="我的秘密病历号 67890",
-        replace_id=(await plugin.store.memories(G, "ou_me"))[0].id,
+        replace_id=(await plugin.service.store.memories(G, "ou_me"))[0].id,
     )
     await call_tool(plugin, "lark_save_memory", other, memory_type="fact", content="别人的事实")
     await call_tool(plugin, "lark_save_memory", me, memory_type="fact", content="公开的群规", scope="group")
     assert "已删除" in await call_tool(plugin, "lark_forget_memory", me, target="all")
-    raw = log_file(plugin.store).read_bytes()
+    raw = log_file(plugin.service.store).read_bytes()
     assert b"12345" not in raw and b"67890" not in raw
     assert "别人的事实".encode() in raw and "公开的群规".encode() in raw
-    mine = [e for e in memory_entries(await plugin.store.log_entries(G)) if e["owner"] == "ou_me"]
+    mine = [e for e in memory_entries(await plugin.service.store.log_entries(G)) if e["owner"] == "ou_me"]
     assert [e["op"] for e in mine] == ["add", "update", "erase"] and all(e["erased"] for e in mine)
     assert all("old" not in e and "new" not in e for e in mine)
     for entry in mine:
-        assert "无法撤销" in await revert_change(plugin.store, G, entry["id"], actor="admin:a")
-    assert await plugin.store.memories(G, "ou_me") == []
-    assert "清除" in await history_text(plugin.store, G)
+        assert "无法撤销" in await revert_change(plugin.service.store, G, entry["id"], actor="admin:a")
+    assert await plugin.service.store.memories(G, "ou_me") == []
+    assert "清除" in await history_text(plugin.service.store, G)
 
 
 async def test_clear_command_erases_also_what_was_deleted_before(make_plugin):
     plugin = make_plugin()
     me = make_event(user="ou_me")
     await call_tool(plugin, "lark_save_memory", me, memory_type="fact", content="旧地址在西湖区")
-    await call_tool(plugin, "lark_forget_memory", me, target=(await plugin.store.memories(G, "ou_me"))[0].id)
+    await call_tool(plugin, "lark_forget_memory", me, target=(await plugin.service.store.memories(G, "ou_me"))[0].id)
     await command_text(plugin.memory_clear_command(make_event(user="ou_me"), "confirm"))
-    assert "西湖区".encode() not in log_file(plugin.store).read_bytes()
-    assert await plugin.store.memories(G, "ou_me") == []
+    assert "西湖区".encode() not in log_file(plugin.service.store).read_bytes()
+    assert await plugin.service.store.memories(G, "ou_me") == []
 
 
 async def test_the_log_is_trimmed_by_bytes_rarely_off_the_loop_and_keeps_ids_and_totals(tmp_path, monkeypatch):

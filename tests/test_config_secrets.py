@@ -9,7 +9,8 @@ from conftest import make_event
 from dashboard_client import data
 from test_plugin import command_text
 
-from memory import ConfigSecret, Settings, config_secrets
+from memory import Settings
+from memory._storage.factory import config_secrets, ConfigSecret
 from memory._storage.crypto import KEY_ENV, new_key
 from memory._settings import DSN_ENV
 

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from memory import GroupKey, UserMemoryStore
+from memory import GroupKey
+from memory._storage import UserMemoryStore
 from memory._storage import changelog
 
 CHILD = Path(__file__).with_name("crash_window_process.py")

@@ -10,7 +10,9 @@ from conftest import make_event
 from dashboard_client import call, data
 from test_plugin import call_tool
 
-from memory import GROUP_OWNER, GroupKey, Memory, MemoryType, Source
+from memory import GroupKey
+from memory._models import Memory, MemoryType, Source
+from memory._storage import GROUP_OWNER
 from memory._manage import GroupIndex
 
 
@@ -36,7 +38,7 @@ async def add_many(plugin, key: GroupKey, owner, contents, *, source=Source.EXPL
             ),
         ], None
 
-    await plugin.store.change(key, owner, change, actor="test")
+    await plugin.service.store.change(key, owner, change, actor="test")
 
 
 async def test_groups_lists_known_groups_from_the_index(make_plugin):
@@ -44,7 +46,7 @@ async def test_groups_lists_known_groups_from_the_index(make_plugin):
     await remember(plugin, group="oc_g1", user="ou_a")
     await remember(plugin, group="oc_g1", user="ou_b", content="是后端负责人", memory_type="fact")
     await remember(plugin, group="oc_g2", user="ou_a", content="本群周五发周报", scope="group")
-    await plugin.group_index.flush()
+    await plugin.service.group_index.flush()
 
     groups = (await data(plugin, "groups", query={"platform": "lark"}))["groups"]
     by_id = {g["group_id"]: g for g in groups}
@@ -60,7 +62,7 @@ async def test_group_shows_members_and_counts(make_plugin):
     await remember(plugin, user="ou_a")
     await remember(plugin, user="ou_a", content="住在杭州", memory_type="fact")
     await remember(plugin, user="ou_b", content="本群周五发周报", memory_type="fact", scope="group")
-    await plugin.group_index.flush()
+    await plugin.service.group_index.flush()
 
     group = await data(plugin, "group", query={"platform": "lark", "group_id": "oc_g1"})
     assert group["members"] == [{"id": "ou_a", "name": None, "memories": 2, "todos": 0}]
@@ -71,8 +73,8 @@ async def test_group_shows_members_and_counts(make_plugin):
 async def test_unknown_group_is_an_error_and_creates_nothing(make_plugin):
     plugin = make_plugin()
     await remember(plugin)
-    await plugin.group_index.flush()
-    groups_dir = plugin.data_dir / "groups"
+    await plugin.service.group_index.flush()
+    groups_dir = plugin.service.data_dir / "groups"
     files_before = sorted(p.relative_to(groups_dir) for p in groups_dir.rglob("*"))
 
     for route in ("group", "memories"):
@@ -84,8 +86,8 @@ async def test_unknown_group_is_an_error_and_creates_nothing(make_plugin):
     assert payload["status"] == "error"
 
     assert sorted(p.relative_to(groups_dir) for p in groups_dir.rglob("*")) == files_before
-    assert plugin.store.peek(GroupKey("lark", "oc_nope"), GROUP_OWNER) is None
-    assert plugin.group_index.find("lark", "oc_nope") is None
+    assert plugin.service.store.peek(GroupKey("lark", "oc_nope"), GROUP_OWNER) is None
+    assert plugin.service.group_index.find("lark", "oc_nope") is None
     await plugin.terminate()
 
 
@@ -94,7 +96,7 @@ async def test_search_uses_the_lexical_scorer_and_filters(make_plugin):
     await remember(plugin, user="ou_a", content="喜欢喝乌龙茶")
     await remember(plugin, user="ou_b", content="喜欢咖啡，不喝茶", memory_type="preference")
     await remember(plugin, user="ou_b", content="是前端工程师", memory_type="fact")
-    await plugin.group_index.flush()
+    await plugin.service.group_index.flush()
     group = {"platform": "lark", "group_id": "oc_g1"}
 
     found = await data(plugin, "memories", query={**group, "q": "乌龙茶"})
@@ -130,7 +132,7 @@ async def test_search_in_one_group_never_returns_another_groups_memories(make_pl
     plugin = make_plugin()
     await remember(plugin, group="oc_g1", content="喜欢喝乌龙茶")
     await remember(plugin, group="oc_g2", content="喜欢喝红茶")
-    await plugin.group_index.flush()
+    await plugin.service.group_index.flush()
 
     one = await data(plugin, "memories", query={"platform": "lark", "group_id": "oc_g1", "q": "茶"})
     assert {i["group_id"] for i in one["items"]} == {"oc_g1"} and one["total"] == 1
@@ -143,7 +145,7 @@ async def test_pages_are_bounded_and_sorted(make_plugin):
     plugin = make_plugin()
     key = GroupKey("lark", "oc_big")
     await add_many(plugin, key, "ou_a", [f"第{i}条记忆" for i in range(250)])
-    await plugin.group_index.flush()
+    await plugin.service.group_index.flush()
     group = {"platform": "lark", "group_id": "oc_big"}
 
     page = await data(plugin, "memories", query={**group, "page_size": 100000})
@@ -162,7 +164,7 @@ async def test_pages_are_bounded_and_sorted(make_plugin):
 async def test_search_sees_changes_made_after_the_view_was_cached(make_plugin):
     plugin = make_plugin()
     await remember(plugin, content="喜欢喝乌龙茶")
-    await plugin.group_index.flush()
+    await plugin.service.group_index.flush()
     group = {"platform": "lark", "group_id": "oc_g1"}
     assert (await data(plugin, "memories", query={**group, "q": "乌龙"}))["total"] == 1
     await remember(plugin, content="每天早上喝乌龙", memory_type="fact")
@@ -195,28 +197,28 @@ async def test_index_is_rebuilt_when_missing_or_corrupt_and_refreshed_for_change
     await remember(plugin, group="oc_g1")
     await remember(plugin, group="oc_g2", content="住在杭州", memory_type="fact")
     await plugin.terminate()
-    index_path = plugin.data_dir / "groups_index.json"
+    index_path = plugin.service.data_dir / "groups_index.json"
     assert index_path.exists()
 
     index_path.unlink()
-    rebuilt = GroupIndex(plugin.data_dir / "groups", plugin.data_dir)
+    rebuilt = GroupIndex(plugin.service.data_dir / "groups", plugin.service.data_dir)
     await rebuilt.load()
     assert {e.group_id for e in rebuilt.groups("lark")} == {"oc_g1", "oc_g2"}
     assert rebuilt.entry(GroupKey("lark", "oc_g1")).member_memories == 1
 
     index_path.write_text("{not json", encoding="utf-8")
-    again = GroupIndex(plugin.data_dir / "groups", plugin.data_dir)
+    again = GroupIndex(plugin.service.data_dir / "groups", plugin.service.data_dir)
     await again.load()
     assert {e.group_id for e in again.groups("lark")} == {"oc_g1", "oc_g2"}
     await again.flush()
     assert json.loads(index_path.read_text(encoding="utf-8"))["version"] == 1
 
     # a group file changed behind the index's back (a crash before the index was written) is counted again
-    group_file = plugin.store.path_for(GroupKey("lark", "oc_g1"))
+    group_file = plugin.service.store.path_for(GroupKey("lark", "oc_g1"))
     raw = json.loads(group_file.read_text(encoding="utf-8"))
     raw["group_memories"] = [dict(raw["users"]["ou_a"]["memories"][0], id=str(uuid.uuid4()))]
     group_file.write_text(json.dumps(raw, ensure_ascii=False), encoding="utf-8")
-    fresh = GroupIndex(plugin.data_dir / "groups", plugin.data_dir)
+    fresh = GroupIndex(plugin.service.data_dir / "groups", plugin.service.data_dir)
     await fresh.load()
     assert fresh.entry(GroupKey("lark", "oc_g1")).group_memories == 1
 
@@ -228,7 +230,7 @@ async def test_listing_groups_reads_no_group_file(make_plugin, monkeypatch):
     await plugin.terminate()
 
     later = make_plugin()
-    await later.group_index.load()
+    await later.service.group_index.load()
     opened = []
     import memory._storage.store as store_module
 
@@ -248,8 +250,8 @@ async def test_daily_snapshots_count_memories_per_day(make_plugin):
     plugin = make_plugin()
     await remember(plugin, group="oc_g1")
     await remember(plugin, group="oc_g2", content="住在杭州", memory_type="fact")
-    await plugin.group_index.flush()
-    series = plugin.group_index.daily(platform="lark")
+    await plugin.service.group_index.flush()
+    series = plugin.service.group_index.daily(platform="lark")
     assert series and series[-1][1] == 2
-    assert plugin.group_index.daily(GroupKey("lark", "oc_g1"))[-1][1] == 1
+    assert plugin.service.group_index.daily(GroupKey("lark", "oc_g1"))[-1][1] == 1
     await plugin.terminate()

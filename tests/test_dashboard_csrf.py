@@ -74,7 +74,7 @@ def write_requests(saved) -> dict[str, dict]:
 
 async def state(plugin) -> list:
     return [
-        ((await plugin.store.document(key)).model_dump_json(), len(await plugin.store.log_entries(key)))
+        ((await plugin.service.store.document(key)).model_dump_json(), len(await plugin.service.store.log_entries(key)))
         for key in (G, OTHER)
     ]
 
@@ -107,8 +107,8 @@ async def test_a_write_that_is_not_json_is_refused_and_changes_nothing(make_plug
         status, payload = await call(plugin, route, body=json.dumps(body).encode(), headers=headers)
         assert status == 415 and payload["status"] == "error" and "application/json" in payload["message"], route
     assert await state(plugin) == before
-    assert [m.content for m in await plugin.store.memories(G, "ou_userA")] == ["喜欢喝咖啡"]
-    assert await plugin.store.memories(G, "ou_evil") == []
+    assert [m.content for m in await plugin.service.store.memories(G, "ou_userA")] == ["喜欢喝咖啡"]
+    assert await plugin.service.store.memories(G, "ou_evil") == []
 
 
 @pytest.mark.parametrize(
@@ -156,9 +156,11 @@ async def test_a_json_write_from_the_dashboard_itself_is_served(make_plugin, hea
 async def test_reads_change_nothing(make_plugin):
     plugin, saved = await routed_plugin(make_plugin)
     await data(plugin, "memory/edit", body=write_requests(saved)["memory/edit"])
-    await plugin.group_index.flush()
+    await plugin.service.group_index.flush()
     files = sorted(
-        (p.relative_to(plugin.data_dir), p.read_bytes()) for p in (plugin.data_dir / "groups").rglob("*") if p.is_file()
+        (p.relative_to(plugin.service.data_dir), p.read_bytes())
+        for p in (plugin.service.data_dir / "groups").rglob("*")
+        if p.is_file()
     )
     before = await state(plugin)
     group = {"platform": "lark", "group_id": G.group_id}
@@ -181,8 +183,8 @@ async def test_reads_change_nothing(make_plugin):
     assert await state(plugin) == before
     assert (
         sorted(
-            (p.relative_to(plugin.data_dir), p.read_bytes())
-            for p in (plugin.data_dir / "groups").rglob("*")
+            (p.relative_to(plugin.service.data_dir), p.read_bytes())
+            for p in (plugin.service.data_dir / "groups").rglob("*")
             if p.is_file()
         )
         == files

@@ -4,7 +4,10 @@ effects, every change in the group's one change log, and the next prompt carries
 import pytest
 
 from conftest import make_event
-from memory import GroupKey, InvalidMemoryInput, Memory, UserMemoryStore, revert_change
+from memory import GroupKey, InvalidMemoryInput
+from memory._admin import revert_change
+from memory._models import Memory
+from memory._storage import UserMemoryStore
 from memory._manage.edit import (
     delete_memories,
     edit_memory,
@@ -221,19 +224,19 @@ async def test_an_edit_reaches_the_next_prompt(make_plugin):
     plugin = make_plugin()
     me = make_event("记住我喜欢喝咖啡")
     await call_tool(plugin, "lark_save_memory", me, memory_type="preference", content="喜欢喝咖啡")
-    [saved] = await plugin.store.memories(G, "ou_userA")
+    [saved] = await plugin.service.store.memories(G, "ou_userA")
     assert "喜欢喝咖啡" in await system_prompt_for(plugin, make_event("今天喝什么"))
     await edit_memory(
-        plugin.store,
+        plugin.service.store,
         memory_ref(G, "member", "ou_userA", saved.id),
         content="喜欢喝绿茶",
-        max_length=plugin.settings.memory_max_content_length,
+        max_length=plugin.service.settings.memory_max_content_length,
         now=9.0,
         actor=ACTOR,
     )
     prompt = await system_prompt_for(plugin, make_event("今天喝什么"))
     assert "喜欢喝绿茶" in prompt and "喜欢喝咖啡" not in prompt
-    await delete_memories(plugin.store, [memory_ref(G, "member", "ou_userA", saved.id)], actor=ACTOR)
+    await delete_memories(plugin.service.store, [memory_ref(G, "member", "ou_userA", saved.id)], actor=ACTOR)
     assert "喜欢喝绿茶" not in await system_prompt_for(plugin, make_event("今天喝什么"))
 
 
@@ -242,18 +245,18 @@ async def test_an_edit_is_re_embedded_when_semantic_recall_is_on(make_plugin):
 
     embedder = TopicEmbedder()
     plugin = await semantic_plugin(make_plugin, embedder)
-    [cat] = [m for m in await plugin.store.memories(G, "ou_a") if m.content == "养了一只猫"]
+    [cat] = [m for m in await plugin.service.store.memories(G, "ou_a") if m.content == "养了一只猫"]
     assert "养了一只猫" not in await system_prompt_for(plugin, make_event("付款出问题找谁", user="ou_a"))
     calls = embedder.calls
     await edit_memory(
-        plugin.store,
+        plugin.service.store,
         memory_ref(G, "member", "ou_a", cat.id),
         content="负责公司的收款系统",
         max_length=200,
         now=9.0,
         actor=ACTOR,
     )
-    await plugin.vectors.wait_idle()
+    await plugin.service.vectors.wait_idle()
     assert embedder.calls == calls + 1  # the edited memory alone, through the store's listener
     # Found by meaning (付款 ~ 收款), which only its new vector can do.
     assert "负责公司的收款系统" in await system_prompt_for(plugin, make_event("付款出问题找谁", user="ou_a"))
@@ -267,8 +270,8 @@ def known(plugin, *keys):
     from memory._manage.index import GroupEntry
 
     for key in keys:
-        if plugin.group_index.find(key.platform, key.group_id) is None:
-            plugin.group_index._entries[key] = GroupEntry(key.platform, key.group_id, file="")
+        if plugin.service.group_index.find(key.platform, key.group_id) is None:
+            plugin.service.group_index._entries[key] = GroupEntry(key.platform, key.group_id, file="")
 
 
 async def routed_plugin(make_plugin):
@@ -279,7 +282,7 @@ async def routed_plugin(make_plugin):
         plugin, "lark_save_memory", make_event("记住", group="oc_other"), memory_type="fact", content="另一个群的记忆"
     )
     known(plugin, G, OTHER)
-    [saved] = await plugin.store.memories(G, "ou_userA")
+    [saved] = await plugin.service.store.memories(G, "ou_userA")
     return plugin, saved
 
 
@@ -296,7 +299,7 @@ async def test_edit_delete_and_revert_through_the_routes(make_plugin):
     assert (newest["actor"], newest["op"], newest["new"]["content"]) == ("dashboard:admin", "update", "喜欢喝绿茶")
 
     # Refused: bad content, an id of another group, an unknown group (nothing created for it).
-    [elsewhere] = await plugin.store.memories(OTHER, "ou_userA")
+    [elsewhere] = await plugin.service.store.memories(OTHER, "ou_userA")
     for body in (
         {**where, "content": ""},
         {**where, "type": "secret"},
@@ -305,8 +308,8 @@ async def test_edit_delete_and_revert_through_the_routes(make_plugin):
     ):
         status, payload = await call(plugin, "memory/edit", body=body)
         assert payload["status"] == "error" and payload["message"], body
-    assert [m.content for m in await plugin.store.memories(G, "ou_userA")] == ["喜欢喝绿茶"]
-    assert not plugin.store.path_for(GroupKey("lark", "oc_unknown")).exists()
+    assert [m.content for m in await plugin.service.store.memories(G, "ou_userA")] == ["喜欢喝绿茶"]
+    assert not plugin.service.store.path_for(GroupKey("lark", "oc_unknown")).exists()
 
     deleted = await data(plugin, "memory/delete", body={"platform": "lark", "group_id": "oc_group1", "items": [where]})
     assert deleted == {"deleted": [saved.id]}
@@ -332,7 +335,7 @@ async def test_move_and_erase_through_the_routes(make_plugin):
     where = {"platform": "lark", "group_id": "oc_group1", "scope": "member", "owner": "ou_userA", "id": saved.id}
     status, payload = await call(plugin, "memory/move", body=where)
     assert payload["status"] == "error" and "确认" in payload["message"]
-    assert [m.id for m in await plugin.store.memories(G, "ou_userA")] == [saved.id]
+    assert [m.id for m in await plugin.service.store.memories(G, "ou_userA")] == [saved.id]
     moved = await data(plugin, "memory/move", body={**where, "confirm": True})
     assert (moved["scope"], moved["owner"], moved["added_by"]) == ("group", "", "ou_userA")
     group_ref = {"platform": "lark", "group_id": "oc_group1", "scope": "group", "owner": "", "id": saved.id}
@@ -343,8 +346,11 @@ async def test_move_and_erase_through_the_routes(make_plugin):
 
     body = {"platform": "lark", "user_id": "ou_userA"}
     status, payload = await call(plugin, "person/erase", body=body)
-    assert payload["status"] == "error" and await plugin.store.memories(G, "ou_userA")
+    assert payload["status"] == "error" and await plugin.service.store.memories(G, "ou_userA")
     report = await data(plugin, "person/erase", body={**body, "confirm": True})
     assert report["complete"] and report["memories"] == {"lark:oc_group1": 1, "lark:oc_other": 1}
-    assert await plugin.store.memories(G, "ou_userA") == [] and await plugin.store.memories(OTHER, "ou_userA") == []
+    assert (
+        await plugin.service.store.memories(G, "ou_userA") == []
+        and await plugin.service.store.memories(OTHER, "ou_userA") == []
+    )
     assert "喜欢喝咖啡" not in await system_prompt_for(plugin, make_event("今天喝什么"))

@@ -6,7 +6,9 @@ from __future__ import annotations
 from collections import Counter
 
 from conftest import make_event
-from memory import GROUP_OWNER, GroupKey, MemberKey, Memory, MemoryType, UserMemoryStore
+from memory import GroupKey, MemberKey
+from memory._models import Memory, MemoryType
+from memory._storage import GROUP_OWNER, UserMemoryStore
 from memory._manage import stats
 from memory._models import Source
 
@@ -54,15 +56,17 @@ async def test_the_reply_path_counts_injections_and_the_counts_survive(make_plug
         await plugin.inject_memories(
             make_event("你好", user="ou_wang"), ProviderRequest(prompt="你好", system_prompt="")
         )
-    await plugin.test_recall(MemberKey(G, "ou_wang"), "你好")  # a dry run counts nothing
-    docs = [(G, await plugin.store.document(G))]
-    top = stats.most_injected(plugin.injection_counts.of([G]), docs)
+    await plugin.service.test_recall(MemberKey(G, "ou_wang"), "你好")  # a dry run counts nothing
+    docs = [(G, await plugin.service.store.document(G))]
+    top = stats.most_injected(plugin.service.injection_counts.of([G]), docs)
     assert [(t["content"], t["count"]) for t in top] == [("养了一只猫", 3)]
     path = tmp_path / stats.INJECTION_COUNTS_FILE
-    assert plugin.injection_counts.save(path) and not plugin.injection_counts.save(path), "written once per change"
+    assert plugin.service.injection_counts.save(path) and not plugin.service.injection_counts.save(path), (
+        "written once per change"
+    )
     again = stats.InjectionCounts()
     again.load(path)
-    assert again.of([G]) == plugin.injection_counts.of([G])
+    assert again.of([G]) == plugin.service.injection_counts.of([G])
 
 
 def test_counts_are_bounded(tmp_path):
@@ -79,10 +83,10 @@ async def test_route_stats(make_plugin):
     from memory._manage.index import GroupEntry
 
     plugin = make_plugin(enable_todos=False)
-    if not hasattr(plugin.group_index, "daily"):
+    if not hasattr(plugin.service.group_index, "daily"):
         pytest.skip("the group index's daily snapshots are not merged yet")
     await plugin.lark_save_memory(make_event("记住", user="ou_wang"), memory_type="fact", content="养了一只猫")
-    if plugin.group_index.find("lark", "oc_group1") is None:
-        plugin.group_index._entries[G] = GroupEntry("lark", "oc_group1", file="")
+    if plugin.service.group_index.find("lark", "oc_group1") is None:
+        plugin.service.group_index._entries[G] = GroupEntry("lark", "oc_group1", file="")
     out = await data(plugin, "stats", query={"platform": "lark", "group_id": "oc_group1"})
     assert out["breakdown"]["type"] == {"fact": 1} and out["groups_read"] == 1

@@ -11,7 +11,9 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from memory import GROUP_OWNER, GroupKey, Memory, MemoryType, UserMemoryStore
+from memory import GroupKey
+from memory._models import Memory, MemoryType
+from memory._storage import GROUP_OWNER, UserMemoryStore
 from memory._settings import Settings
 from memory._todos.rules import TodoPolicy
 from memory._models import ArchivedMemory, Episode, Todo
@@ -237,10 +239,10 @@ async def test_member_export_holds_only_that_member(tmp_path):
 # -- through the dashboard routes ------------------------------------------------------------------------------------
 def known(plugin, key):
     """Make sure the group index lists `key` (the persisted index learns it from the store's commits)."""
-    if plugin.group_index.find(key.platform, key.group_id) is None:
+    if plugin.service.group_index.find(key.platform, key.group_id) is None:
         from memory._manage.index import GroupEntry
 
-        plugin.group_index._entries[key] = GroupEntry(key.platform, key.group_id, file="")
+        plugin.service.group_index._entries[key] = GroupEntry(key.platform, key.group_id, file="")
 
 
 async def download(plugin, query):
@@ -264,7 +266,7 @@ async def test_routes_export_then_import_into_a_fresh_instance(make_plugin, astr
     from dashboard_client import call, data
 
     plugin = make_plugin()
-    await seed(plugin.store)
+    await seed(plugin.service.store)
     for key in (G, G2, GLOBAL):
         known(plugin, key)
     everything = await download(plugin, {})
@@ -275,17 +277,17 @@ async def test_routes_export_then_import_into_a_fresh_instance(make_plugin, astr
     status, refused = await call(plugin, "export", query={"platform": "lark", "group_id": "oc_nope"})
     assert status != 200 or refused["status"] == "error"
 
-    await plugin.store.close()
+    await plugin.service.store.close()
     import shutil
 
-    shutil.rmtree(plugin.data_dir)  # a fresh instance
+    shutil.rmtree(plugin.service.data_dir)  # a fresh instance
     fresh = make_plugin()
     preview = await data(fresh, "import/preview", body={"content": everything.decode()})
     assert sorted(g["counts"]["new"] for g in preview["groups"]) == [1, 1, 6]
-    assert await fresh.store.memories(G, "ou_wang") == [], "a preview changes nothing"
+    assert await fresh.service.store.memories(G, "ou_wang") == [], "a preview changes nothing"
     applied = await data(fresh, "import/apply", body={"content": everything.decode()}, username="alice")
     assert sorted(g["added"] for g in applied["groups"]) == [1, 1, 6]
-    assert {e["actor"] for e in await fresh.store.log_entries(G)} == {"dashboard:alice"}
+    assert {e["actor"] for e in await fresh.service.store.log_entries(G)} == {"dashboard:alice"}
     for key in (G, G2, GLOBAL):
         known(fresh, key)
     again = await download(fresh, {})

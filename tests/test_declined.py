@@ -5,7 +5,8 @@ maintenance scheduler, also after the store is opened again."""
 
 import pytest
 
-from memory import GroupKey, Settings, UserMemoryStore
+from memory import GroupKey, Settings
+from memory._storage import UserMemoryStore
 from memory._admin import revert_change
 from memory._aging.consolidation import CONSOLIDATION_SYSTEM_PROMPT, consolidate_group
 from memory._aging.decay import DAY

@@ -16,7 +16,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from memory import GroupKey, UserMemoryStore  # noqa: E402
+from memory import GroupKey  # noqa: E402
+from memory._storage import UserMemoryStore  # noqa: E402
 from memory._models import Memory, MemoryType  # noqa: E402
 from memory._storage.crypto import KEY_ENV, OLD_KEY_ENV, Keyring, key_id, keyring_from  # noqa: E402
 from saver_process import BATCH, Child, acknowledged  # noqa: E402

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from memory import UserMemoryStore
+from memory._storage import UserMemoryStore
 from memory._manage import transfer
 from memory._storage.crypto import Keyring, Sealer, key_id, parse_key, new_key
 
@@ -103,7 +103,7 @@ async def test_the_dashboard_export_is_sealed_with_a_key_unless_decrypted_is_ask
     key = new_key()
     plugin = make_plugin(encryption_key=key)
     await plugin.initialize()
-    await seed(plugin.store)
+    await seed(plugin.service.store)
     query = {"platform": G.platform, "group_id": G.group_id}
     sealed = await _download(plugin, query)
     assert json.loads(sealed)["plaintext"] is False and "养了一只猫" not in sealed.decode()

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from memory import GroupKey, UserMemoryStore
+from memory import GroupKey
+from memory._storage import UserMemoryStore
 from memory._models import ArchivedMemory, Episode, Memory, MemoryType, Todo
 from memory._errors import StorageUnavailable
 from memory._storage.vectors import GroupVectors, VectorFiles, unit_vector

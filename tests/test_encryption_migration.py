@@ -195,9 +195,12 @@ async def test_a_malformed_key_makes_the_store_unavailable_and_the_status_says_w
     extra = {"storage_backend": "postgres", "postgres_dsn": request.getfixturevalue("postgres_dsn")} if postgres else {}
     plugin = make_plugin(encryption_key="not-a-key", **extra)
     await plugin.initialize()
-    assert plugin.store.unavailable is not None and "encryption_key 不是可用的加密密钥" in plugin.store.unavailable
+    assert (
+        plugin.service.store.unavailable is not None
+        and "encryption_key 不是可用的加密密钥" in plugin.service.store.unavailable
+    )
     with pytest.raises(StorageUnavailable):  # nothing read, nothing written in plaintext
-        await plugin.store.memories(GROUPS[0], "ou_a")
+        await plugin.service.store.memories(GROUPS[0], "ou_a")
     await plugin.terminate()
 
 
@@ -234,18 +237,20 @@ async def test_the_plugin_runs_the_pass_and_the_status_shows_it(make_plugin, eve
     monkeypatch.setenv(KEY_ENV, "")
     plain = make_plugin()
     await plain.initialize()
-    await plain.store.change(GROUPS[0], "ou_a", lambda c: ([*c, memory(1, "ou_a")], None), actor="t")
-    assert plain.key_migration is None
+    await plain.service.store.change(GROUPS[0], "ou_a", lambda c: ([*c, memory(1, "ou_a")], None), actor="t")
+    assert plain.service.key_migration is None
     await plain.terminate()
     monkeypatch.setenv(KEY_ENV, key)
     plugin = make_plugin()
     await plugin.initialize()
     for _ in range(100):
-        if plugin.key_migration.finished:
+        if plugin.service.key_migration.finished:
             break
         await asyncio.sleep(0.05)
     (reply,) = [r async for r in plugin.memory_status_command(event("/memory status", admin=True))]
     kid = choose_encryption(Settings(), {KEY_ENV: key}).keyring.kid
     assert f"加密：已启用（密钥 {kid}，来自环境变量 {KEY_ENV}）；已加密全部 1 个群的存量数据" in reply.chain[0].text
     await plugin.terminate()
-    assert MARK.encode() not in b"".join(p.read_bytes() for p in plugin.data_dir.rglob("*.json*") if p.is_file())
+    assert MARK.encode() not in b"".join(
+        p.read_bytes() for p in plugin.service.data_dir.rglob("*.json*") if p.is_file()
+    )

@@ -1,7 +1,8 @@
 """A JSON store sealed with a key the plugin does not have: the tools say why, and nothing on disk changes."""
 
 from conftest import make_event
-from memory import GroupKey, UserMemoryStore
+from memory import GroupKey
+from memory._storage import UserMemoryStore
 from memory._models import Memory, MemoryType
 from memory._storage.crypto import Keyring, key_id
 from test_plugin import call_tool, system_prompt_for
@@ -17,13 +18,13 @@ async def test_tools_give_the_reason_when_the_key_is_missing(make_plugin):
     plugin = make_plugin()
     me = make_event(group="oc_plain")
     assert "已保存" in await call_tool(plugin, "lark_save_memory", me, memory_type="fact", content="明文群的记忆")
-    groups = plugin.store.path_for(GroupKey("lark", "oc_plain")).parent.parent
+    groups = plugin.service.store.path_for(GroupKey("lark", "oc_plain")).parent.parent
     sealed = UserMemoryStore(groups, sealer=Keyring(KEY).sealer())
     await sealed.start()
     memory = Memory(id="m-1", type=MemoryType.FACT, content="加密群的秘密", created_at=1.0, updated_at=1.0)
     await sealed.change(GroupKey("lark", "oc_group1"), "ou_userA", lambda ms: ([*ms, memory], None), actor="t")
     await sealed.close()
-    await plugin.store.close()
+    await plugin.service.store.close()
     before = snapshot(groups)
 
     fresh = make_plugin()  # no key configured
@@ -32,6 +33,6 @@ async def test_tools_give_the_reason_when_the_key_is_missing(make_plugin):
     saved = await call_tool(fresh, "lark_save_memory", me, memory_type="fact", content="不该写进去")
     assert key_id(KEY) in saved and "已保存" not in saved
     assert "明文群的记忆" not in await system_prompt_for(fresh, me)  # the plaintext group is refused too
-    assert fresh.store.unavailable is not None and key_id(KEY) in fresh.store.unavailable
-    await fresh.store.close()
+    assert fresh.service.store.unavailable is not None and key_id(KEY) in fresh.service.store.unavailable
+    await fresh.service.store.close()
     assert snapshot(groups) == before

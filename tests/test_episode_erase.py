@@ -11,7 +11,10 @@ from conftest import make_event
 from dashboard_client import call, data
 from test_plugin import call_tool, command_text
 
-from memory import GroupKey, Memory, UserMemoryStore, revert_change
+from memory import GroupKey
+from memory._admin import revert_change
+from memory._models import Memory
+from memory._storage import UserMemoryStore
 from memory._episodes.erase import delete_episode, erase_member, without_member
 from memory._models import Episode
 from memory._manage.erase import erase_person
@@ -107,66 +110,68 @@ async def test_erasing_a_person_reaches_the_episodes_postgresql(pair):
 
 async def test_forget_all_takes_the_member_out_of_the_groups_episodes(make_plugin):
     plugin = make_plugin()
-    await seed(plugin.store)
-    await plugin.store.change_episodes(
+    await seed(plugin.service.store)
+    await plugin.service.store.change_episodes(
         B, lambda es: ([episode("b1-0000", "小P在另一个群", ["ou_p"], ["小P"])], None), actor="extraction"
     )
     event = make_event(user="ou_p", name="小P")
     answer = await call_tool(plugin, "lark_forget_memory", event, target="all")
     assert "已删除 1 条" in answer
-    episodes = {e.id: e for e in await plugin.store.episodes(G)}
+    episodes = {e.id: e for e in await plugin.service.store.episodes(G)}
     assert episodes["e1-0000"].summary == "某成员和李娜讨论了发版，某成员负责回滚"
-    assert "小P" not in json.dumps(await plugin.store.log_entries(G), ensure_ascii=False)
-    assert [e.participants for e in await plugin.store.episodes(B)] == [["ou_p"]]  # another group: its own forget
+    assert "小P" not in json.dumps(await plugin.service.store.log_entries(G), ensure_ascii=False)
+    assert [e.participants for e in await plugin.service.store.episodes(B)] == [
+        ["ou_p"]
+    ]  # another group: its own forget
     await plugin.terminate()
 
 
 async def test_memory_clear_takes_the_member_out_of_the_episodes(make_plugin):
     plugin = make_plugin()
-    await seed(plugin.store)
+    await seed(plugin.service.store)
     await command_text(plugin.memory_clear_command(make_event(user="ou_p"), "confirm"))
-    assert all("ou_p" not in e.participants for e in await plugin.store.episodes(G))
+    assert all("ou_p" not in e.participants for e in await plugin.service.store.episodes(G))
     await plugin.terminate()
 
 
 async def test_an_admin_deletes_an_episode_by_command(make_plugin):
     plugin = make_plugin()
-    await seed(plugin.store)
+    await seed(plugin.service.store)
     listed = await command_text(plugin.memory_episodes_command(make_event(admin=True)))
     assert "e10000 [" in listed and "/memory episode delete" in listed  # admins see short ids (no dashes)
     assert "e10000 [" not in await command_text(plugin.memory_episodes_command(make_event(user="ou_l")))
     refused = await command_text(plugin.memory_episode_command(make_event(user="ou_l"), "delete", "e2-00"))
-    assert "权限不足" in refused and len(await plugin.store.episodes(G)) == 4
+    assert "权限不足" in refused and len(await plugin.service.store.episodes(G)) == 4
     vague = await command_text(plugin.memory_episode_command(make_event(admin=True), "delete", "e"))
-    assert "没有做任何更改" in vague and len(await plugin.store.episodes(G)) == 4
+    assert "没有做任何更改" in vague and len(await plugin.service.store.episodes(G)) == 4
     done = await command_text(plugin.memory_episode_command(make_event(admin=True), "delete", "e2-00"))
     assert "已永久删除" in done
-    assert [e.id for e in await plugin.store.episodes(G)] == ["e1-0000", "e3-0000", "e4-0000"]
-    entries = await plugin.store.log_entries(G)
+    assert [e.id for e in await plugin.service.store.episodes(G)] == ["e1-0000", "e3-0000", "e4-0000"]
+    entries = await plugin.service.store.log_entries(G)
     assert "明天请假" not in json.dumps(entries, ensure_ascii=False)
     [deletion] = [e for e in entries if e.get("target") == "e2-0000" and e.get("actor", "").startswith("admin:")]
     assert deletion["op"] == "erase" and deletion["erased"]
-    assert "无法撤销" in await revert_change(plugin.store, G, deletion["id"], actor="admin:root")
+    assert "无法撤销" in await revert_change(plugin.service.store, G, deletion["id"], actor="admin:root")
     await plugin.terminate()
 
 
 async def test_an_admin_deletes_an_episode_on_the_dashboard(make_plugin):
     plugin = make_plugin()
     await call_tool(plugin, "lark_save_memory", make_event(user="ou_l"), memory_type="fact", content="是产品经理")
-    await seed(plugin.store)
-    await plugin.group_index.flush()
+    await seed(plugin.service.store)
+    await plugin.service.group_index.flush()
     query = {"platform": "lark", "group_id": "oc_group1"}
     shown = await data(plugin, "group", query=query)
     assert "e4-0000" in [e["id"] for e in shown["episodes"]]
     status, unconfirmed = await call(plugin, "episode/delete", body={**query, "episode_id": "e4-0000"})
     assert status == 400 and "确认" in unconfirmed["message"]
     status, unknown = await call(plugin, "episode/delete", body={**query, "episode_id": "zzzz9", "confirm": True})
-    assert status == 400 and len(await plugin.store.episodes(G)) == 4
+    assert status == 400 and len(await plugin.service.store.episodes(G)) == 4
     assert (await data(plugin, "episode/delete", body={**query, "episode_id": "e4-0000", "confirm": True})) == {
         "deleted": "e4-0000"
     }
-    assert "e4-0000" not in [e.id for e in await plugin.store.episodes(G)]
-    entries = await plugin.store.log_entries(G)
+    assert "e4-0000" not in [e.id for e in await plugin.service.store.episodes(G)]
+    entries = await plugin.service.store.log_entries(G)
     assert "聊了周报" not in json.dumps(entries, ensure_ascii=False)
     assert any(e.get("actor") == ACTOR and e.get("target") == "e4-0000" for e in entries)
     await plugin.terminate()

@@ -2,13 +2,15 @@
 the fenced block, and sharing the one budget with memories and todos."""
 
 import re
+import time
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
 import pytest
 
 from conftest import make_event
-from memory import GroupKey, MEMORY_BLOCK_END, MEMORY_BLOCK_START
+from memory import GroupKey
+from memory._prompt import MEMORY_BLOCK_END, MEMORY_BLOCK_START
 from memory._episodes.inject import chosen_episodes, episode_line
 from memory._models import Episode
 
@@ -108,7 +110,7 @@ def test_episode_line_is_data_with_its_local_time():
 
 # -- through the adapter ---------------------------------------------------------------------------------------------
 async def add_episodes(plugin, key, episodes):
-    await plugin.store.change_episodes(key, lambda current: ([*current, *episodes], None), actor="test")
+    await plugin.service.store.change_episodes(key, lambda current: ([*current, *episodes], None), actor="test")
 
 
 async def injected(plugin, text, group="oc_group1", user="ou_wang"):
@@ -121,8 +123,8 @@ async def injected(plugin, text, group="oc_group1", user="ou_wang"):
 
 
 @pytest.fixture
-def clock(monkeypatch, plugin_main):
-    monkeypatch.setattr(plugin_main.time, "time", lambda: NOW)
+def clock(monkeypatch):
+    monkeypatch.setattr(time, "time", lambda: NOW)  # the plugin's clock (`Ports.clock`) reads it at each call
 
 
 async def test_adapter_injects_this_groups_episodes_inside_the_block(make_plugin, clock):
@@ -140,11 +142,11 @@ async def test_adapter_injects_this_groups_episodes_inside_the_block(make_plugin
 async def test_adapter_loads_a_cold_groups_episodes_once(make_plugin, clock, tmp_path):
     plugin = make_plugin(timezone="Asia/Shanghai")
     await add_episodes(plugin, G, EPISODES)
-    await plugin.store.close()
+    await plugin.service.store.close()
     fresh = make_plugin(timezone="Asia/Shanghai")
-    assert fresh.store.peek_episodes(G) is None
+    assert fresh.service.store.peek_episodes(G) is None
     assert "登录接口" in await injected(fresh, "昨天说到哪了")
-    assert fresh.store.peek_episodes(G) is not None
+    assert fresh.service.store.peek_episodes(G) is not None
 
 
 async def test_episodes_share_the_one_budget_with_memories_and_todos(make_plugin, clock):

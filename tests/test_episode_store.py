@@ -5,7 +5,8 @@ import json
 
 import pytest
 
-from memory import GroupKey, StorageUnavailable, UserMemoryStore
+from memory import GroupKey, StorageUnavailable
+from memory._storage import UserMemoryStore
 from memory._models import Episode, Memory, MemoryType
 from memory._storage.files import episode_file_path, group_document_paths
 

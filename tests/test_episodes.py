@@ -10,7 +10,10 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from memory import GroupKey, Settings, UserMemoryStore, Utterance, run_extraction
+from memory import GroupKey, Settings
+from memory._extraction import run_extraction
+from memory._observation import Utterance
+from memory._storage import UserMemoryStore
 from memory._admin import history_text, revert_change
 from memory._episodes.listing import episodes_text
 from memory._episodes.summary import EARLIER_LINE_CHARS, MAX_SUMMARY_CHARS

@@ -8,7 +8,11 @@ import re
 import pytest
 
 from conftest import make_event
-from memory import GroupKey, MemoryType, Settings, Source, UserMemoryStore, Utterance, run_extraction
+from memory import GroupKey, Settings
+from memory._extraction import run_extraction
+from memory._observation import Utterance
+from memory._models import MemoryType, Source
+from memory._storage import UserMemoryStore
 from memory._admin import history_text, revert_change, stats_text
 from memory._extraction.parse import parse_operations
 from memory._observation import ExtractionScheduler
@@ -562,7 +566,7 @@ async def test_plugin_buffers_group_messages_and_extracts_in_background(make_plu
             10,
         )
 
-    plugin._generate = fake_generate
+    plugin.service._generate = fake_generate
     await plugin.observe_group_message(make_event("我喜欢简洁一点的回复", user="ou_a"))
     command = make_event("/memory list", user="ou_a")
     command.message_str = "memory list"  # AstrBot's waking stage strips the wake prefix before plugins see it
@@ -572,7 +576,7 @@ async def test_plugin_buffers_group_messages_and_extracts_in_background(make_plu
     await plugin.observe_group_message(make_event("收到", user="ou_b"))
     assert calls == []
     await plugin.observe_group_message(make_event("好的", user="ou_c"))
-    await plugin.extraction.drain()
+    await plugin.service.extraction.drain()
     assert len(calls) == 1 and "memory list" not in calls[0] and "我是机器人" not in calls[0]
     conversation = calls[0].split("【最近对话】", 1)[1]
     assert [line.split(": ", 1)[1] for line in conversation.strip().splitlines()[:-1] if ": " in line] == [
@@ -580,14 +584,14 @@ async def test_plugin_buffers_group_messages_and_extracts_in_background(make_plu
         "收到",
         "好的",
     ]
-    assert [m.content for m in await plugin.store.memories(G, "ou_a")] == ["喜欢简洁的回复"]
+    assert [m.content for m in await plugin.service.store.memories(G, "ou_a")] == ["喜欢简洁的回复"]
     await plugin.terminate()
 
 
 async def test_plugin_hands_the_platform_message_id_to_observation(make_plugin, monkeypatch):
     plugin = make_plugin(enable_background_extraction=True)
     seen = []
-    monkeypatch.setattr(plugin.extraction, "observe", lambda key, utterance, origin: seen.append(utterance))
+    monkeypatch.setattr(plugin.service.extraction, "observe", lambda key, utterance, origin: seen.append(utterance))
     event = make_event("明天我请假", user="ou_a")
     event.message_obj.message_id = "om_42"  # what tells an instance's copy of a message from another message
     await plugin.observe_group_message(event)
@@ -598,7 +602,7 @@ async def test_plugin_hands_the_platform_message_id_to_observation(make_plugin, 
 
 async def test_extraction_is_off_by_default(make_plugin):
     plugin = make_plugin()
-    assert plugin.extraction is None
+    assert plugin.service.extraction is None
     await plugin.observe_group_message(make_event("记住我喜欢猫"))
 
 
@@ -615,9 +619,9 @@ async def test_admin_commands_show_and_revert_history(make_plugin):
             5,
         )
 
-    plugin._generate = fake_generate
+    plugin.service._generate = fake_generate
     await plugin.observe_group_message(make_event("周五下午团建，别忘了", user="ou_a"))
-    await plugin.extraction.drain()
+    await plugin.service.extraction.drain()
     admin = make_event(user="ou_admin")
     admin.role = "admin"
     assert "#1" in await command_text(plugin.memory_history_command(admin)) and "周五下午团建" in await command_text(
@@ -625,7 +629,7 @@ async def test_admin_commands_show_and_revert_history(make_plugin):
     )
     assert "调用 1 次" in await command_text(plugin.memory_stats_command(make_event()))
     assert "已撤销" in await command_text(plugin.memory_revert_command(admin, 1))
-    assert (await plugin.store.document(G)).group_memories == []
+    assert (await plugin.service.store.document(G)).group_memories == []
     assert "只在群聊" in await command_text(plugin.memory_history_command(make_event(private=True, admin=True)))
     assert "权限不足" in await command_text(plugin.memory_revert_command(make_event(user="ou_a"), 1))
     await plugin.terminate()

@@ -8,7 +8,11 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from conftest import make_event
-from memory import Caller, GroupKey, MemberKey, Settings, UserMemoryStore, Utterance, run_extraction
+from memory import GroupKey, MemberKey, Settings
+from memory._extraction import run_extraction
+from memory._models import Caller
+from memory._observation import Utterance
+from memory._storage import UserMemoryStore
 from memory._extraction import TodoProposals
 from memory._extraction.prompt import EXTRACTION_SYSTEM_PROMPT, TODO_SYSTEM_PROMPT
 from memory._todos import rules, service
@@ -235,10 +239,10 @@ async def test_plugin_passes_the_groups_send_origin_when_todos_are_on(make_plugi
         prompts.append(system_prompt)
         return json.dumps({"operations": [todo_op(subject="U1", due_at=due)]}), 10, 5
 
-    plugin._generate = fake_generate
+    plugin.service._generate = fake_generate
     await plugin.observe_group_message(make_event("我三天内分享技术见解", user="ou_a"))
-    await plugin.extraction.drain()
-    (todo,) = await plugin.store.todos(G)
+    await plugin.service.extraction.drain()
+    (todo,) = await plugin.service.store.todos(G)
     assert (todo.assignee, todo.confirmed, todo.platform_id, todo.origin) == (
         "ou_a",
         False,
@@ -248,8 +252,8 @@ async def test_plugin_passes_the_groups_send_origin_when_todos_are_on(make_plugi
     await plugin.terminate()
 
     off = make_plugin(enable_background_extraction=True, extraction_every_n_messages=1, enable_todos=False)
-    off._generate = fake_generate
+    off.service._generate = fake_generate
     await off.observe_group_message(make_event("我三天内分享技术见解", user="ou_a", group="oc_group2"))
-    await off.extraction.drain()
-    assert TODO_SYSTEM_PROMPT not in prompts[-1] and await off.store.todos(GroupKey("lark", "oc_group2")) == []
+    await off.service.extraction.drain()
+    assert TODO_SYSTEM_PROMPT not in prompts[-1] and await off.service.store.todos(GroupKey("lark", "oc_group2")) == []
     await off.terminate()

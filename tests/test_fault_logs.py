@@ -11,7 +11,8 @@ import pytest
 from conftest import make_event
 from test_plugin import system_prompt_for
 
-from memory import GroupIndex, GroupKey
+from memory import GroupKey
+from memory._manage import GroupIndex
 from memory._logthrottle import LogThrottle
 from memory._models import GroupDocument
 from memory._settings import DSN_ENV
@@ -71,9 +72,9 @@ async def test_replies_during_an_outage_warn_once_per_interval_naming_the_databa
     plugin = make_plugin(storage_backend="postgres", postgres_dsn=NOWHERE)
     await plugin.initialize()
     clock = Clock()
-    plugin.injection_warnings = LogThrottle(logging.getLogger("astrbot"), clock=clock)
+    plugin.service.injection_warnings = LogThrottle(logging.getLogger("astrbot"), clock=clock)
     try:
-        assert plugin.store.unavailable
+        assert plugin.service.store.unavailable
         for n in range(40):
             await system_prompt_for(plugin, make_event(f"第 {n} 条", user=f"ou_{n % 5}"))
         clock.now += 60

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from conftest import make_event
-from memory import GroupKey, UserMemoryStore
+from memory import GroupKey
+from memory._storage import UserMemoryStore
 from saver_process import BATCH, Child, acknowledged
 from test_plugin import call_tool, system_prompt_for
 
@@ -64,7 +65,7 @@ async def test_read_only_data_dir_gives_a_clear_error_and_loses_nothing(make_plu
     plugin = make_plugin()
     me = make_event()
     await call_tool(plugin, "lark_save_memory", me, memory_type="preference", content="希望被称呼为「老王」")
-    group_dir = plugin.store.path_for(GroupKey("lark", "oc_group1")).parent
+    group_dir = plugin.service.store.path_for(GroupKey("lark", "oc_group1")).parent
     with read_only(group_dir):
         result = await call_tool(plugin, "lark_save_memory", me, memory_type="fact", content="是产品经理")
         assert "保存失败" in result and "无法写入" in result
@@ -83,7 +84,7 @@ async def test_corrupt_group_file_does_not_take_down_other_groups(make_plugin, c
     plugin = make_plugin()
     await call_tool(plugin, "lark_save_memory", make_event(group="oc_ok"), memory_type="fact", content="正常群的记忆")
     await call_tool(plugin, "lark_save_memory", make_event(group="oc_bad"), memory_type="fact", content="会被损坏")
-    bad = plugin.store.path_for(GroupKey("lark", "oc_bad"))
+    bad = plugin.service.store.path_for(GroupKey("lark", "oc_bad"))
     bad.write_bytes(b"\x00\xff not json")
 
     fresh = make_plugin()
@@ -98,7 +99,7 @@ async def test_corrupt_group_file_does_not_take_down_other_groups(make_plugin, c
 
 async def test_unreadable_group_file_is_reported_not_replaced(make_plugin):
     plugin = make_plugin()
-    path = plugin.store.path_for(GroupKey("lark", "oc_group1"))
+    path = plugin.service.store.path_for(GroupKey("lark", "oc_group1"))
     path.mkdir(parents=True)  # a directory where the file should be: reading fails for root too
     result = await call_tool(plugin, "lark_save_memory", make_event(), memory_type="fact", content="x")
     assert "保存失败" in result and "无法读取" in result
@@ -118,5 +119,5 @@ async def test_200_concurrent_saves_in_one_group(make_plugin):
     assert all("已保存" in r for r in results)
     fresh = make_plugin()
     group = GroupKey("lark", "oc_group1")
-    total = [m.content for i in range(20) for m in await fresh.store.memories(group, f"ou_{i}")]
+    total = [m.content for i in range(20) for m in await fresh.service.store.memories(group, f"ou_{i}")]
     assert sorted(total) == sorted(f"第 {i} 条事实" for i in range(200))

@@ -9,7 +9,8 @@ import json
 from astrbot.core.platform.astrbot_message import Group, MessageMember
 
 from conftest import PLUGIN_NAME, make_event
-from memory import GroupKey, MemberDirectory, Roster, roster_from
+from memory import GroupKey, Roster, roster_from
+from memory._members import MemberDirectory
 from test_plugin import call_tool, command_text, system_prompt_for
 
 GROUP = GroupKey("lark", "oc_group1")
@@ -30,13 +31,13 @@ async def test_invalid_settings_are_clamped_and_written_back_to_the_config(make_
         memory_inject_char_budget="lots",
         extraction_every_n_messages=100,
     )
-    assert (plugin.settings.memory_max_per_user, plugin.settings.memory_inject_limit) == (1, 100)
+    assert (plugin.service.settings.memory_max_per_user, plugin.service.settings.memory_inject_limit) == (1, 100)
     saved = saved_config(astrbot_root)
     assert saved["memory_max_per_user"] == 1 and saved["memory_inject_limit"] == 100
     assert saved["memory_inject_char_budget"] == 1500
     assert saved["extraction_buffer_size"] == 100 and saved["extraction_every_n_messages"] == 100
     # the next load (a dashboard save rebuilds the plugin) finds nothing left to correct
-    assert make_plugin().setting_warnings == []
+    assert make_plugin().service.setting_warnings == []
 
 
 async def test_valid_settings_leave_the_config_file_alone(make_plugin, astrbot_root):
@@ -44,7 +45,7 @@ async def test_valid_settings_leave_the_config_file_alone(make_plugin, astrbot_r
     path = astrbot_root / "data" / "config" / f"{PLUGIN_NAME}_config.json"
     before = path.stat().st_mtime_ns
     plugin = make_plugin()
-    assert plugin.setting_warnings == [] and path.stat().st_mtime_ns == before
+    assert plugin.service.setting_warnings == [] and path.stat().st_mtime_ns == before
 
 
 async def test_status_shows_effective_settings_warnings_and_health(make_plugin):
@@ -196,7 +197,7 @@ async def test_the_preamble_names_a_lark_member_once_the_roster_is_cached(make_p
     plugin = make_plugin()
     members = {"ou_1a2b3c4d5e": "王小明"}
     await call_tool(plugin, "lark_save_memory", lark_event(members=members), memory_type="fact", content="是产品经理")
-    await plugin.members.settle()
+    await plugin.service.members.settle()
     prompt = await system_prompt_for(plugin, lark_event("你好", members=members))
     assert "（「王小明」）" in prompt and "ou_1a2b3" not in prompt
 
@@ -215,30 +216,31 @@ async def test_a_cold_roster_never_holds_up_the_reply(make_plugin):
     prompt = await asyncio.wait_for(system_prompt_for(plugin, event), 5)
     assert "（「ou_1a2b3」）" in prompt  # the platform's fallback name, this once
     release.set()
-    await plugin.members.settle()
+    await plugin.service.members.settle()
     assert "（「王小明」）" in await system_prompt_for(plugin, event)
 
 
-async def test_the_platforms_group_owner_counts_as_group_admin(make_plugin):
+async def test_the_platforms_group_owner_counts_as_group_admin(make_plugin, plugin_main):
     plugin = make_plugin(group_memory_writers="admins")
     owner = lark_event(user="ou_owner", owner="ou_owner")
     member = lark_event(user="ou_member", owner="ou_owner")
     assert "只有管理员" in await call_tool(
         plugin, "lark_save_memory", member, memory_type="fact", content="群规禁止发广告", scope="group"
     )
-    await plugin.members.settle()
+    await plugin.service.members.settle()
     assert "已保存" in await call_tool(
         plugin, "lark_save_memory", owner, memory_type="fact", content="群规禁止发广告", scope="group"
     )
-    assert plugin._caller(owner).can_manage_group and not plugin._caller(member).can_manage_group
-    assert not plugin._caller(owner).is_admin  # AstrBot admin commands stay admins_id-only
+    as_owner, as_member = (plugin.service.caller(plugin_main.speaker_of(e)) for e in (owner, member))
+    assert as_owner.can_manage_group and not as_member.can_manage_group
+    assert not as_owner.is_admin  # AstrBot admin commands stay admins_id-only
 
 
 async def test_group_admins_may_delete_anothers_group_memory(make_plugin):
     plugin = make_plugin()
     author = lark_event(user="ou_author", admins=["ou_admin"])
     await call_tool(plugin, "lark_save_memory", author, memory_type="fact", content="项目 A 下周三上线", scope="group")
-    await plugin.members.settle()
+    await plugin.service.members.settle()
     listed = await call_tool(plugin, "lark_list_memory", author)
     memory_id = listed.split("id=")[1][:8]
     other = lark_event(user="ou_other", admins=["ou_admin"])
@@ -256,7 +258,7 @@ async def test_qq_names_from_the_event_are_kept(make_plugin):
         return Group(group_id="10001", members=[MessageMember(user_id="12345", nickname="QQ昵称")])
 
     event.get_group = get_group
-    await plugin.members.settle()
+    await plugin.service.members.settle()
     assert "（「群名片老李」）" in await system_prompt_for(plugin, event)
 
 
@@ -264,17 +266,17 @@ async def test_list_command_names_who_added_a_group_memory(make_plugin):
     plugin = make_plugin()
     author = lark_event(user="ou_author", members={"ou_author": "张三"})
     await call_tool(plugin, "lark_save_memory", author, memory_type="fact", content="项目 A 下周三上线", scope="group")
-    await plugin.members.settle()
+    await plugin.service.members.settle()
     assert "张三 添加" in await command_text(plugin.memory_list_command(lark_event(user="ou_reader")))
 
 
 async def test_extraction_hears_names_and_who_manages_the_group(make_plugin):
     plugin = make_plugin(enable_background_extraction=True)
     heard = []
-    plugin.extraction.observe = lambda key, utterance, origin: heard.append(utterance)
+    plugin.service.extraction.observe = lambda key, utterance, origin: heard.append(utterance)
     roster = {"members": {"ou_owner": "群主老板", "ou_member": "李雷"}, "owner": "ou_owner"}
     await plugin.observe_group_message(lark_event("第一句", user="ou_owner", **roster))  # cold: platform's name
-    await plugin.members.settle()
+    await plugin.service.members.settle()
     await plugin.observe_group_message(lark_event("第二句", user="ou_owner", **roster))
     await plugin.observe_group_message(lark_event("第三句", user="ou_member", **roster))
     assert [(u.name, u.can_manage_group) for u in heard] == [("ou_owner", False), ("群主老板", True), ("李雷", False)]

@@ -3,7 +3,9 @@ their share, relevance with a prior for every other slot, all within the limit a
 message's query is bounded; the block keeps group rules apart from the member's own requests."""
 
 from conftest import make_event
-from memory import Caller, GroupKey, MemberKey, Memory, MemoryType, Scope, Settings, UserMemoryStore
+from memory import GroupKey, MemberKey, Settings
+from memory._models import Caller, Memory, MemoryType, Scope
+from memory._storage import UserMemoryStore
 from memory._rules.operations import save
 from memory._prompt import GROUP_SECTION_HEADER, OWN_SECTION_HEADER, render_memory_block
 from memory._recall.ranking import group_instruction_slots, injection_order, item_cost, select_for_injection

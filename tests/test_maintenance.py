@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from memory import GroupKey, Settings, UserMemoryStore
+from memory import GroupKey, Settings
+from memory._storage import UserMemoryStore
 from memory._aging.decay import DAY
 from memory._aging.maintenance import MaintenanceScheduler
 from memory._models import Episode, Memory, MemoryType, Source
@@ -301,20 +302,20 @@ async def test_a_failing_review_does_not_stop_the_round(tmp_path):
 async def test_the_plugin_starts_one_scheduler_and_stops_it_on_terminate(make_plugin):
     first = make_plugin()
     await first.initialize()
-    assert first.maintenance.running
+    assert first.service.maintenance.running
     await first.terminate()  # a dashboard config save: terminate, then a new instance is initialized
-    assert not first.maintenance.running
+    assert not first.service.maintenance.running
     second = make_plugin()
     await second.initialize()
     try:
-        assert second.maintenance.running and "记忆维护：运行中" in _status(second)
+        assert second.service.maintenance.running and "记忆维护：运行中" in _status(second)
     finally:
         await second.terminate()
-    assert make_plugin(enable_user_memory=False).maintenance is None
+    assert make_plugin(enable_user_memory=False).service.maintenance is None
 
 
 def _status(plugin):
-    from memory import Health, status_text
+    from memory._status import Health, status_text
 
     health = Health(
         groups_loaded=0,
@@ -327,9 +328,9 @@ def _status(plugin):
         embedding="",
         rosters_cached=0,
         roster_here=None,
-        maintenance=plugin.maintenance.status_line(),
+        maintenance=plugin.service.maintenance.status_line(),
     )
-    return status_text(plugin.settings, [], health)
+    return status_text(plugin.service.settings, [], health)
 
 
 async def test_a_changed_aging_setting_or_episode_file_makes_an_unchanged_group_be_read_again(tmp_path):
@@ -439,9 +440,9 @@ async def test_the_plugin_reviews_through_astrbots_default_model_only_with_obser
         plugin = make_plugin(enable_background_extraction=observation)
         plugin.context.llm_generate = llm_generate
         plugin.context.get_using_provider_async = default_provider
-        await plugin.store.change(key, "ou_a", lambda ms: ([strong], None), actor="ou_a")
-        await plugin.maintenance.run_round(spacing=0)
-        [memory] = await plugin.store.memories(key, "ou_a")
+        await plugin.service.store.change(key, "ou_a", lambda ms: ([strong], None), actor="ou_a")
+        await plugin.service.maintenance.run_round(spacing=0)
+        [memory] = await plugin.service.store.memories(key, "ou_a")
         assert calls == expected
         assert (memory.promoted_at is not None) is observation
         await plugin.terminate()

@@ -10,7 +10,8 @@ from zoneinfo import ZoneInfo
 import pytest
 from test_dashboard_transfer import G, G2, GLOBAL, NOW, section_file, seed, todo
 
-from memory import GroupKey, InvalidMemoryInput, MemberKey, UserMemoryStore
+from memory import GroupKey, InvalidMemoryInput, MemberKey
+from memory._storage import UserMemoryStore
 from memory._manage import Browser, GroupIndex, Query
 from memory._manage.stats import InjectionCounts
 from memory._members import MemberDirectory, Roster

@@ -1,6 +1,8 @@
 import pytest
 
-from memory import InvalidMemoryInput, MemoryLimitReached, MemoryType
+from memory import InvalidMemoryInput
+from memory._errors import MemoryLimitReached
+from memory._models import MemoryType
 from memory._errors import PermissionDenied
 from memory._rules.operations import SaveKind, forget, save
 

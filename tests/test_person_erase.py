@@ -1,6 +1,10 @@
 """An admin erases everything about one person across the platform's groups (memory/_manage/erase.py)."""
 
-from memory import GroupKey, Memory, MemberDirectory, Roster, StorageUnavailable, UserMemoryStore, revert_change
+from memory import GroupKey, Roster, StorageUnavailable
+from memory._admin import revert_change
+from memory._members import MemberDirectory
+from memory._models import Memory
+from memory._storage import UserMemoryStore
 from memory._aging.archive import archive_memories
 from memory._manage.erase import FORMER_MEMBER, erase_person
 from memory._storage import GROUP_OWNER
@@ -141,7 +145,8 @@ def test_the_cached_name_is_forgotten():
 
 
 def test_the_name_a_reply_used_is_kept_for_the_recall_tester_and_forgotten_with_the_person():
-    from memory import GroupKey, MemberDirectory
+    from memory import GroupKey
+    from memory._members import MemberDirectory
 
     members = MemberDirectory()
     key = GroupKey("lark", "oc_group1")

@@ -70,5 +70,5 @@ async def test_each_family_of_the_plugins_tools_is_judged_apart(host):
 
 async def test_todo_tools_stay_out_while_todos_are_off(host):
     plugin, personas = host
-    plugin.settings = dataclasses.replace(plugin.settings, enable_todos=False)
+    plugin.service.settings = dataclasses.replace(plugin.service.settings, enable_todos=False)
     assert await offered(plugin, personas, ["get_weather"]) == MEMORY

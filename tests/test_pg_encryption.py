@@ -8,7 +8,8 @@ import json
 import asyncpg
 import pytest
 
-from memory import GroupKey, Memory, MemoryType, StorageUnavailable
+from memory import GroupKey, StorageUnavailable
+from memory._models import Memory, MemoryType
 from memory._models import ArchivedMemory, Episode, Todo
 from memory._storage.vectors import GroupVectors, unit_vector
 from memory._storage import PostgresMemoryStore

@@ -104,11 +104,11 @@ async def test_postgres_restarting_mid_run_loses_nothing_acknowledged_and_the_pl
         assert await until(lambda: refused), "saves are refused while the server is down"
         down = await call_tool(plugin, "lark_list_memory", make_event(group="oc_restart", user="ou_1"))
         status = await command_text(plugin.memory_status_command(make_event("/memory status", user=ADMIN, admin=True)))
-        assert plugin.store.unavailable and "不可用" in status
+        assert plugin.service.store.unavailable and "不可用" in status
         await asyncio.to_thread(durable_server.start)
         before = len(acked)
         assert await until(lambda: len(acked) >= before + 100), (
-            f"the plugin serves again without a restart: {plugin.store.unavailable}"
+            f"the plugin serves again without a restart: {plugin.service.store.unavailable}"
         )
     finally:
         stop.set()
@@ -157,12 +157,12 @@ async def test_a_wrong_dsn_lets_the_plugin_load_and_says_why(make_plugin, durabl
     plugin = make_plugin(storage_backend="postgres", postgres_dsn=wrong)
     await plugin.initialize()
     try:
-        assert plugin.store.unavailable and "no_such_database" in plugin.store.unavailable
+        assert plugin.service.store.unavailable and "no_such_database" in plugin.service.store.unavailable
         result = await call_tool(plugin, "lark_save_memory", make_event(), memory_type="fact", content="是后端")
         assert "保存失败" in result, result
         status = await command_text(plugin.memory_status_command(make_event("/memory status", user=ADMIN, admin=True)))
         assert "不可用" in status and "no_such_database" in status, status
-        assert not (plugin.data_dir / "groups").exists(), "never falls back to the JSON files"
+        assert not (plugin.service.data_dir / "groups").exists(), "never falls back to the JSON files"
     finally:
         await plugin.terminate()
 
@@ -186,9 +186,9 @@ async def test_every_entry_point_answers_while_postgres_is_down(make_plugin, dur
         assert "提醒你：交周报" in await call_tool(
             plugin, "lark_add_todo", me, content="交周报", remind_at="2030-01-01T10:00"
         )
-        [memory] = await plugin.store.memories(key, ADMIN)
-        todo_id = (await plugin.store.todos(key))[0].short_id
-        exported = (await transfer.export_bytes(plugin.store, [key])).decode()
+        [memory] = await plugin.service.store.memories(key, ADMIN)
+        todo_id = (await plugin.service.store.todos(key))[0].short_id
+        exported = (await transfer.export_bytes(plugin.service.store, [key])).decode()
         group = {"platform": "lark", "group_id": "oc_down"}
         ref = {**group, "scope": "member", "owner": ADMIN, "id": memory.id}
         await call(plugin, "groups")  # the dashboard's group index knows the group
@@ -266,14 +266,16 @@ async def test_an_instance_started_while_postgres_is_down_learns_of_the_todos_on
         assert "提醒你：交周报" in added, added
         await first.terminate()
         await asyncio.to_thread(server.stop)
-        (first.data_dir / INDEX_FILE).unlink()  # the next instance knows nothing of its own
+        (first.service.data_dir / INDEX_FILE).unlink()  # the next instance knows nothing of its own
 
         later = make_plugin(storage_backend="postgres", postgres_dsn=dsn, postgres_instance_name="later")
         await later.initialize()
         try:
-            assert later.store.unavailable and len(later.reminders.index) == 0
+            assert later.service.store.unavailable and len(later.service.reminders.index) == 0
             await asyncio.to_thread(server.start)
-            assert await until(lambda: len(later.reminders.index) == 1, timeout=30), later.store.unavailable
+            assert await until(lambda: len(later.service.reminders.index) == 1, timeout=30), (
+                later.service.store.unavailable
+            )
         finally:
             await later.terminate()
     finally:

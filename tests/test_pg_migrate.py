@@ -13,7 +13,9 @@ import sys
 from pathlib import Path
 
 from conftest import REPO, make_event
-from memory import GroupKey, Memory, UserMemoryStore
+from memory import GroupKey
+from memory._models import Memory
+from memory._storage import UserMemoryStore
 from memory._models import ArchivedMemory, Delivery, DeliveryState, Episode, Todo
 from memory._recall.semantic import VectorStore
 from memory._rules.operations import save

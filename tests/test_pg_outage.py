@@ -54,11 +54,11 @@ async def test_a_save_in_flight_when_postgres_goes_down_leaves_the_group_served_
             plugin, "lark_save_memory", wang, memory_type="preference", content="希望被称呼为老王"
         )
         assert "已保存" in await call_tool(plugin, "lark_save_memory", li, memory_type="fact", content="在上海工作")
-        plugin.store.add_commit_hook(outage)
+        plugin.service.store.add_commit_hook(outage)
         failed = await call_tool(plugin, "lark_save_memory", li, memory_type="fact", content="养了一只猫")
         assert stopped and "保存失败" in failed, failed
 
-        assert [m.content for m in plugin.store.peek(KEY, "ou_li")] == ["在上海工作"], "back to what was stored"
+        assert [m.content for m in plugin.service.store.peek(KEY, "ou_li")] == ["在上海工作"], "back to what was stored"
         for event, content in ((wang, "老王"), (li, "在上海工作")):
             prompt = await system_prompt_for(plugin, event)
             assert content in prompt, prompt

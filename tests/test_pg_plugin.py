@@ -20,7 +20,8 @@ from dashboard_client import call
 from pg import PostgresServer, free_port, missing_reason
 from test_plugin import call_tool, command_text, system_prompt_for
 
-from memory import GroupKey, UserMemoryStore
+from memory import GroupKey
+from memory._storage import UserMemoryStore
 from memory._settings import DSN_ENV, Settings
 from memory._storage import PostgresMemoryStore
 from memory._storage._postgres import mask_dsn
@@ -49,10 +50,12 @@ async def until(predicate, timeout: float = 30.0, step: float = 0.2):
 async def test_json_stays_the_default_in_the_same_place(make_plugin, monkeypatch):
     monkeypatch.setenv(DSN_ENV, dead_dsn())  # a DSN in the environment does not select PostgreSQL by itself
     plugin = make_plugin()
-    assert type(plugin.store) is UserMemoryStore
-    assert plugin.store.path_for(GroupKey("lark", "oc_group1")).is_relative_to(plugin.data_dir / "groups")
+    assert type(plugin.service.store) is UserMemoryStore
+    assert plugin.service.store.path_for(GroupKey("lark", "oc_group1")).is_relative_to(
+        plugin.service.data_dir / "groups"
+    )
     await call_tool(plugin, "lark_save_memory", make_event(), memory_type="fact", content="是后端负责人")
-    assert list((plugin.data_dir / "groups").rglob("*.json"))
+    assert list((plugin.service.data_dir / "groups").rglob("*.json"))
     status = await command_text(plugin.memory_status_command(make_event("/memory status", user=ADMIN, admin=True)))
     assert "存储：JSON 文件" in status
     await plugin.terminate()
@@ -97,12 +100,12 @@ async def test_no_dsn_leaves_the_store_unavailable_with_a_clear_message(make_plu
     plugin = make_plugin(storage_backend="postgres")
     await plugin.initialize()
     try:
-        assert plugin.store.unavailable == NO_DSN
+        assert plugin.service.store.unavailable == NO_DSN
         result = await call_tool(plugin, "lark_save_memory", make_event(), memory_type="fact", content="是后端")
         assert "保存失败" in result and "/memory status" in result, result
         status = await command_text(plugin.memory_status_command(make_event("/memory status", user=ADMIN, admin=True)))
         assert "未配置连接串" in status and NO_DSN in status
-        assert not (plugin.data_dir / "groups").exists(), "never falls back to the JSON files"
+        assert not (plugin.service.data_dir / "groups").exists(), "never falls back to the JSON files"
     finally:
         await plugin.terminate()
 
@@ -112,7 +115,7 @@ async def test_without_asyncpg_the_plugin_loads_and_names_the_package(make_plugi
     plugin = make_plugin(storage_backend="postgres", postgres_dsn=dead_dsn())
     await plugin.initialize()
     try:
-        assert "pip install asyncpg" in plugin.store.unavailable
+        assert "pip install asyncpg" in plugin.service.store.unavailable
         result = await call_tool(plugin, "lark_list_memory", make_event())
         assert "暂不可用" in result and "/memory status" in result, result
         status = await command_text(plugin.memory_status_command(make_event("/memory status", user=ADMIN, admin=True)))
@@ -131,13 +134,13 @@ async def test_an_unreachable_server_never_blocks_loading_nor_crashes_an_entry_p
     await plugin.initialize()
     try:
         assert time.monotonic() - started < 10, "loading waits for the server a few seconds at most"
-        assert plugin.store.unavailable
+        assert plugin.service.store.unavailable
         for text in await every_entry_point(plugin):
             assert "不可用" in text or "稍后再试" in text or "无法" in text, text
         status = await command_text(plugin.memory_status_command(make_event("/memory status", user=ADMIN, admin=True)))
         assert "不可用" in status and mask_dsn(dsn) in status
         assert PASSWORD not in status, "the status never shows the password"
-        assert not (plugin.data_dir / "groups").exists(), "never falls back to the JSON files"
+        assert not (plugin.service.data_dir / "groups").exists(), "never falls back to the JSON files"
     finally:
         await plugin.terminate()
     assert "不可用" in caplog.text and PASSWORD not in caplog.text, "the log says why, without the password"
@@ -158,7 +161,7 @@ async def test_a_server_that_never_answers_does_not_hold_up_loading(make_plugin,
         waited = time.monotonic() - started
         try:
             assert waited < CONNECT_SECONDS, f"loading waited {waited:.1f} s for a server that never answers"
-            assert plugin.store.unavailable
+            assert plugin.service.store.unavailable
             result = await call_tool(plugin, "lark_save_memory", make_event(), memory_type="fact", content="是后端")
             assert "保存失败" in result and "不可用" in result, result
         finally:
@@ -215,10 +218,10 @@ async def test_the_plugin_serves_once_the_server_is_up_without_a_restart(make_pl
             result = await call_tool(plugin, "lark_save_memory", me, memory_type="fact", content="是后端负责人")
             return "已保存" in result
 
-        assert await until(saved, timeout=60), plugin.store.unavailable
+        assert await until(saved, timeout=60), plugin.service.store.unavailable
         assert "是后端负责人" in await system_prompt_for(plugin, me)
         await plugin.terminate()
-        assert not (plugin.data_dir / "groups").exists()
+        assert not (plugin.service.data_dir / "groups").exists()
     finally:
         await asyncio.to_thread(server.remove)
 
@@ -229,7 +232,7 @@ async def test_tools_and_injection_on_postgres(make_plugin, postgres_server, pos
     plugin = make_plugin(storage_backend="postgres", postgres_dsn=postgres_dsn, postgres_instance_name="bot-a")
     await plugin.initialize()
     try:
-        assert isinstance(plugin.store, PostgresMemoryStore) and plugin.store.unavailable is None
+        assert isinstance(plugin.service.store, PostgresMemoryStore) and plugin.service.store.unavailable is None
         me = make_event("记住，在这个群叫我老王")
         assert "已保存" in await call_tool(
             plugin, "lark_save_memory", me, memory_type="preference", content="希望被称呼为「老王」"
@@ -242,7 +245,7 @@ async def test_tools_and_injection_on_postgres(make_plugin, postgres_server, pos
         caplog.clear()
         await plugin.terminate()
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR], "terminate is quiet (the group index too)"
-    assert not (plugin.data_dir / "groups").exists(), "nothing was written to the JSON files"
+    assert not (plugin.service.data_dir / "groups").exists(), "nothing was written to the JSON files"
     database = postgres_dsn.rsplit("/", 1)[1]
     assert "希望被称呼为「老王」" in postgres_server.psql("SELECT content FROM um_memories", database)
 

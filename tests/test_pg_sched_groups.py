@@ -6,7 +6,8 @@ import time
 
 from pg import until
 
-from memory import GroupKey, Memory, MemoryType
+from memory import GroupKey
+from memory._models import Memory, MemoryType
 from memory._aging.maintenance import MaintenanceScheduler
 from memory._observation import ExtractionScheduler, Utterance
 from memory._limiter import CallLimiter

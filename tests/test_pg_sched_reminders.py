@@ -9,7 +9,8 @@ import pytest
 
 from pg import opened_store, until
 
-from memory import Caller, GroupKey, MemberKey
+from memory import GroupKey, MemberKey
+from memory._models import Caller
 from memory._models import DeliveryState, TodoStatus
 from memory._todos.rules import Origin, TodoPolicy
 from memory._todos.scheduler import ReminderScheduler

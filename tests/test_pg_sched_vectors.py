@@ -1,7 +1,8 @@
 """Vectors in PostgreSQL (`um_vectors`): they persist and reload, another instance takes them instead of embedding
 them again, and a group's vectors move between the files and the database bit for bit."""
 
-from memory import GroupKey, Memory, MemoryType
+from memory import GroupKey
+from memory._models import Memory, MemoryType
 from memory._recall import semantic as sem
 from memory._storage.vectors import VectorFiles
 from memory._storage._postgres.vectors import PostgresVectors

@@ -65,7 +65,7 @@ async def test_a_forget_on_a_stale_cache_sees_the_save_another_instance_just_mad
 
 
 async def test_the_dashboards_delete_and_erase_on_a_stale_cache_act_on_what_is_stored(postgres_dsn):
-    from memory import Scope
+    from memory._models import Scope
     from memory._manage.edit import MemoryRef, delete_memories
     from memory._manage.erase import erase_person
 

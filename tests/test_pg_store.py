@@ -5,7 +5,8 @@ import json
 
 import pytest
 
-from memory import GroupKey, MemoryType, StorageUnavailable
+from memory import GroupKey, StorageUnavailable
+from memory._models import MemoryType
 from memory._storage import PostgresMemoryStore
 from memory._storage.changelog import ERASE
 from memory._rules.operations import forget, save

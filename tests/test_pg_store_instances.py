@@ -7,7 +7,8 @@ import pytest
 
 from pg import opened_store, until
 
-from memory import GroupKey, InvalidMemoryInput, Memory, MemoryType
+from memory import GroupKey, InvalidMemoryInput
+from memory._models import Memory, MemoryType
 from memory._storage import PostgresMemoryStore
 from memory._models import Todo
 

@@ -5,7 +5,8 @@ import json
 
 import pytest
 
-from memory import GroupKey, Memory, MemoryType
+from memory import GroupKey
+from memory._models import Memory, MemoryType
 from memory._models import ArchivedMemory, Delivery, DeliveryState, Episode, Todo
 from memory._storage import GroupDump, PostgresMemoryStore, UserMemoryStore
 from memory._storage.changelog import ERASE

@@ -5,7 +5,8 @@ import asyncio
 
 import pytest
 
-from memory import GroupKey, Memory, MemoryType, StorageUnavailable
+from memory import GroupKey, StorageUnavailable
+from memory._models import Memory, MemoryType
 from memory._storage import PostgresMemoryStore
 
 pytestmark = pytest.mark.slow

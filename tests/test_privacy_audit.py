@@ -23,15 +23,15 @@ def admin(user="ou_admin", group="oc_group1"):
 
 
 async def items(plugin, key=G):
-    return {(i["actor"], i["kind"]): i for i in (await plugin.audit.entries(key)).items}
+    return {(i["actor"], i["kind"]): i for i in (await plugin.service.audit.entries(key)).items}
 
 
 async def test_forged_ids_are_one_aggregate_per_actor_and_kind(make_plugin):
     plugin = make_plugin(enable_todos=True)
     await plugin.lark_save_memory(make_event(user="ou_a"), memory_type="fact", content=SECRET)
     await plugin.lark_add_todo(make_event(user="ou_a"), content="交周报", remind_at="2099-01-01T10:00")
-    [mine] = await plugin.store.memories(G, "ou_a")
-    [todo] = await plugin.store.todos(G)
+    [mine] = await plugin.service.store.memories(G, "ou_a")
+    [todo] = await plugin.service.store.todos(G)
     thief = make_event(user="ou_b")
     assert "删除失败" in await plugin.lark_forget_memory(thief, target=mine.id[:8], invented=SECRET)
     assert "删除失败" in await plugin.lark_forget_memory(thief, target=mine.id)
@@ -41,16 +41,16 @@ async def test_forged_ids_are_one_aggregate_per_actor_and_kind(make_plugin):
     assert set(found) == {("ou_b", "foreign_id")}
     aggregate = found["ou_b", "foreign_id"]
     assert aggregate["count"] == 4 and aggregate["last"] == {"via": "lark_update_todo", "target": todo.short_id}
-    assert [m.content for m in await plugin.store.memories(G, "ou_a")] == [SECRET]  # nothing changed
+    assert [m.content for m in await plugin.service.store.memories(G, "ou_a")] == [SECRET]  # nothing changed
     await plugin.terminate()
-    stored = (plugin.audit.path(G)).read_text(encoding="utf-8")
+    stored = (plugin.service.audit.path(G)).read_text(encoding="utf-8")
     assert SECRET not in stored and "invented" not in stored and "交周报" not in stored
 
 
 async def test_another_groups_id_and_invented_arguments_are_not_audited(make_plugin):
     plugin = make_plugin()
     await plugin.lark_save_memory(make_event(user="ou_a", group="oc_group2"), memory_type="fact", content=SECRET)
-    [elsewhere] = await plugin.store.memories(GroupKey("lark", "oc_group2"), "ou_a")
+    [elsewhere] = await plugin.service.store.memories(GroupKey("lark", "oc_group2"), "ou_a")
     await plugin.lark_forget_memory(make_event(user="ou_b"), target=elsewhere.id, scope="", owner="ou_a")
     await plugin.lark_save_memory(make_event(user="ou_b"), memory_type="fact", content="我的事", user_id="ou_a")
     await plugin.lark_forget_memory(make_event(user="ou_a"), target=elsewhere.id)  # their own id, another group
@@ -64,9 +64,9 @@ async def test_group_changes_without_the_right_are_refused_and_audited(make_plug
     member = make_event(user="ou_b")
     assert "只有管理员" in await plugin.lark_save_memory(member, memory_type="fact", content="群规", scope="group")
     await plugin.lark_save_memory(admin(), memory_type="fact", content="周五团建", scope="group")
-    [shared] = await plugin.store.memories(G, None)
+    [shared] = await plugin.service.store.memories(G, None)
     assert "删除失败" in await plugin.lark_forget_memory(member, target=shared.id, scope="group")
-    assert await plugin.store.memories(G, None) == [shared]
+    assert await plugin.service.store.memories(G, None) == [shared]
     aggregate = (await items(plugin))["ou_b", "group_change"]
     assert aggregate["count"] == 2 and aggregate["last"] == {"via": "lark_forget_memory", "target": shared.id}
     await plugin.terminate()
@@ -89,7 +89,7 @@ async def test_a_dashboard_request_naming_another_owner_is_audited_and_shown(mak
     plugin = make_plugin()
     await plugin.lark_save_memory(make_event(user="ou_a"), memory_type="fact", content=SECRET)
     await plugin.lark_save_memory(make_event(user="ou_b"), memory_type="fact", content="别的")
-    [mine] = await plugin.store.memories(G, "ou_a")
+    [mine] = await plugin.service.store.memories(G, "ou_a")
     status, payload = await call(
         plugin,
         "memory/delete",
@@ -100,7 +100,7 @@ async def test_a_dashboard_request_naming_another_owner_is_audited_and_shown(mak
         },
     )
     assert payload["status"] == "error"
-    assert await plugin.store.memories(G, "ou_a") == [mine]
+    assert await plugin.service.store.memories(G, "ou_a") == [mine]
     shown = await data(plugin, "audit", query={"platform": "lark", "group_id": "oc_group1"})
     [item] = shown["items"]
     assert (item["actor"], item["kind"], item["count"], item["last"]) == (

@@ -9,7 +9,9 @@ import uuid
 from conftest import make_event
 from test_plugin import command_text, system_prompt_for
 
-from memory import GroupKey, Memory, MemoryType, Settings, Source, UserMemoryStore
+from memory import GroupKey, Settings
+from memory._models import Memory, MemoryType, Source
+from memory._storage import UserMemoryStore
 from memory._aging.consolidation import consolidate_group
 from memory._aging.review import candidates, review_group
 from memory._privacy.optout import opted_out, opted_out_in
@@ -29,7 +31,7 @@ def recording_plugin(make_plugin, **overrides):
         requests.append(system_prompt + "\n" + prompt)
         return json.dumps({"operations": []}), 10, 1
 
-    plugin._generate = generate
+    plugin.service._generate = generate
     return plugin, requests
 
 
@@ -48,27 +50,27 @@ async def test_an_opted_out_member_never_reaches_a_background_request(make_plugi
         make_event(user="ou_quiet", name=NAME), action="optout", invented="ignored"
     )
     assert "不再" in answer
-    assert plugin.extraction.pending(G) == 0  # what was buffered of them went at once
+    assert plugin.service.extraction.pending(G) == 0  # what was buffered of them went at once
     await say(plugin, SECRET, "ou_quiet", name=NAME)
-    assert plugin.extraction.pending(G) == 0  # and nothing new enters the buffer
+    assert plugin.service.extraction.pending(G) == 0  # and nothing new enters the buffer
     for i in range(3):
         await say(plugin, f"{SECRET} 第{i}次", "ou_quiet", name=NAME)
         await say(plugin, f"大家好{i}", "ou_other", name="小李")
-    await plugin.extraction.drain()
+    await plugin.service.extraction.drain()
     assert requests and not leaks(requests, SECRET, NAME, "ou_quiet")
     assert any("大家好" in r for r in requests)
-    assert plugin.members.spoken_name(G, "ou_quiet") is None
+    assert plugin.service.members.spoken_name(G, "ou_quiet") is None
     # an explicit save still works, and stays
     saved = await plugin.lark_save_memory(make_event(user="ou_quiet"), memory_type="fact", content="是设计师")
     assert "已保存" in saved
-    assert [m.content for m in await plugin.store.memories(G, "ou_quiet")] == ["是设计师"]
+    assert [m.content for m in await plugin.service.store.memories(G, "ou_quiet")] == ["是设计师"]
     # opting in restores observation
     assert "恢复" in await command_text(plugin.memory_optin_command(make_event(user="ou_quiet")))
     await say(plugin, "我回来了ABC", "ou_quiet", name=NAME)
     await say(plugin, "欢迎", "ou_other")
-    await plugin.extraction.drain()
+    await plugin.service.extraction.drain()
     assert any("我回来了ABC" in r for r in requests)
-    entries = [e for e in await plugin.store.log_entries(G) if e.get("kind") == "privacy"]
+    entries = [e for e in await plugin.service.store.log_entries(G) if e.get("kind") == "privacy"]
     assert [(e["op"], e["owner"]) for e in entries] == [("optout", "ou_quiet"), ("optin", "ou_quiet")]
     assert all("old" not in e and "new" not in e for e in entries)
     await plugin.terminate()
@@ -78,21 +80,21 @@ async def test_the_platform_wide_flag_and_excluded_groups(make_plugin):
     plugin, requests = recording_plugin(make_plugin, extraction_excluded_groups=["oc_group3"])
     text = await command_text(plugin.memory_optout_command(make_event(user="ou_quiet"), "all"))
     assert "所有群" in text
-    assert "ou_quiet" in (await plugin.store.document(GroupKey.global_for("lark"))).opted_out
+    assert "ou_quiet" in (await plugin.service.store.document(GroupKey.global_for("lark"))).opted_out
     for group in ("oc_group1", "oc_group2"):
         await say(plugin, f"{SECRET}{group}", "ou_quiet", group=group, name=NAME)
         await say(plugin, "随便聊聊", "ou_other", group=group)
         await say(plugin, "再聊聊", "ou_other", group=group)
     await say(plugin, "排除的群里的话EXC", "ou_other", group="oc_group3")
     await say(plugin, "排除的群里的话EXC2", "ou_other", group="oc_group3")
-    await plugin.extraction.drain()
+    await plugin.service.extraction.drain()
     assert len(requests) == 2 and not leaks(requests, SECRET, NAME, "ou_quiet", "EXC")
     # optin in one group leaves the platform-wide flag, and says so
     text = await command_text(plugin.memory_optin_command(make_event(user="ou_quiet")))
     assert "所有群" in text and "optin all" in text
-    assert "ou_quiet" in opted_out_in(plugin.store, G)
+    assert "ou_quiet" in opted_out_in(plugin.service.store, G)
     await command_text(plugin.memory_optin_command(make_event(user="ou_quiet"), "all"))
-    assert opted_out_in(plugin.store, G) == frozenset()
+    assert opted_out_in(plugin.service.store, G) == frozenset()
     await asyncio.sleep(0)  # let the roster fetch the event started begin before terminate cancels it
     await plugin.terminate()
 
@@ -102,9 +104,9 @@ async def test_the_flag_survives_clear_and_a_move_to_another_store(make_plugin, 
     await plugin.lark_save_memory(make_event(user="ou_quiet"), memory_type="fact", content="是设计师")
     await plugin.lark_memory_privacy(make_event(user="ou_quiet"), action="optout")
     await command_text(plugin.memory_clear_command(make_event(user="ou_quiet"), "confirm"))
-    assert await plugin.store.memories(G, "ou_quiet") == []
-    assert "ou_quiet" in (await plugin.store.document(G)).opted_out
-    dump = await plugin.store.export_group(G)
+    assert await plugin.service.store.memories(G, "ou_quiet") == []
+    assert "ou_quiet" in (await plugin.service.store.document(G)).opted_out
+    dump = await plugin.service.store.export_group(G)
     await plugin.terminate()
     other = UserMemoryStore(tmp_path / "other", durable=False)
     await other.import_group(G, GroupDump(dump.document, dump.episodes, dump.log, dump.carried, dump.next_log_id))
@@ -186,12 +188,12 @@ async def test_no_todo_is_proposed_for_an_opted_out_member(make_plugin):
             1,
         )
 
-    plugin._generate = generate
+    plugin.service._generate = generate
     await plugin.lark_memory_privacy(make_event(user="ou_quiet"), action="optout")
     await say(plugin, "我明天交周报", "ou_quiet")
     await say(plugin, "我明天交周报", "ou_quiet")
-    await plugin.extraction.drain()
-    assert requests == [] and await plugin.store.todos(G) == []
+    await plugin.service.extraction.drain()
+    assert requests == [] and await plugin.service.store.todos(G) == []
     await plugin.terminate()
 
 
@@ -202,9 +204,9 @@ async def test_the_warm_check_does_no_io(make_plugin, monkeypatch):
     async def no_io(*_):
         raise AssertionError("the store was asked to load on the message path")
 
-    monkeypatch.setattr(plugin.store, "document", no_io)
+    monkeypatch.setattr(plugin.service.store, "document", no_io)
     await say(plugin, "再见", "ou_a")
-    assert opted_out_in(plugin.store, G) == frozenset()
+    assert opted_out_in(plugin.service.store, G) == frozenset()
     await asyncio.sleep(0)  # let the roster fetch the event started begin before terminate cancels it
     await plugin.terminate()
 
@@ -297,12 +299,12 @@ async def test_after_a_restart_the_reply_path_never_notes_an_opted_out_members_n
     await plugin.lark_memory_privacy(make_event(user="ou_quiet", name=NAME), action="optout")
     await plugin.terminate()
     restarted = make_plugin()
-    assert restarted.store.peek_document(G) is None  # the group is not loaded when the reply path names them
+    assert restarted.service.store.peek_document(G) is None  # the group is not loaded when the reply path names them
     await system_prompt_for(restarted, make_event("你好", user="ou_quiet", name=NAME))
-    assert restarted.members.spoken_name(G, "ou_quiet") is None
-    await opted_out(restarted.store, G)  # the flags in memory (any message observed, a global memory, ...)
+    assert restarted.service.members.spoken_name(G, "ou_quiet") is None
+    await opted_out(restarted.service.store, G)  # the flags in memory (any message observed, a global memory, ...)
     for user, name in (("ou_quiet", NAME), ("ou_other", "小李")):
         await system_prompt_for(restarted, make_event("你好", user=user, name=name))
-    assert restarted.members.spoken_name(G, "ou_quiet") is None
-    assert restarted.members.spoken_name(G, "ou_other") == "小李"  # the others' names are noted
+    assert restarted.service.members.spoken_name(G, "ou_quiet") is None
+    assert restarted.service.members.spoken_name(G, "ou_other") == "小李"  # the others' names are noted
     await restarted.terminate()

@@ -3,7 +3,10 @@ episode loses its content, as in an erasure (DECISIONS §1), on both stores and 
 
 import json
 
-from memory import GroupKey, Memory, UserMemoryStore, revert_change
+from memory import GroupKey
+from memory._admin import revert_change
+from memory._models import Memory
+from memory._storage import UserMemoryStore
 from memory._admin import history_text
 from memory._aging.archive import archive_memories, purge_expired
 from memory._aging.decay import DAY

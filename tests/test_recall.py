@@ -3,7 +3,9 @@
 import asyncio
 
 from conftest import make_event
-from memory import Caller, GroupKey, MemberKey, Settings, UserMemoryStore
+from memory import GroupKey, MemberKey, Settings
+from memory._models import Caller
+from memory._storage import UserMemoryStore
 from memory._rules.operations import save
 from memory._recall.recall import Recall
 from test_plugin import call_tool, system_prompt_for
@@ -159,17 +161,17 @@ class TopicEmbedder:
 
 async def semantic_plugin(make_plugin, embedder, **config):
     plugin = make_plugin(memory_inject_limit=2, embedding_provider_id="fake-embedder", **config)
-    await plugin.attach_embedding_provider(embedder, "fake-embedder/topic-v1")
+    await plugin.service.attach_embedding_provider(embedder, "fake-embedder/topic-v1")
     me = make_event(user="ou_a")
     for content in ("喜欢看科幻电影", "周末常去爬山", "养了一只猫", "住在杭州", "每天喝咖啡"):
         await call_tool(plugin, "lark_save_memory", me, memory_type="fact", content=content)
-    await plugin.vectors.wait_idle()
+    await plugin.service.vectors.wait_idle()
     return plugin
 
 
 async def test_semantic_recall_finds_synonyms_lexical_cannot(make_plugin):
     plugin = await semantic_plugin(make_plugin, TopicEmbedder())
-    assert plugin.vectors.path_for(GroupKey("lark", "oc_group1")).exists()
+    assert plugin.service.vectors.path_for(GroupKey("lark", "oc_group1")).exists()
     prompt = await system_prompt_for(plugin, make_event("推荐几部好片子", user="ou_a"))
     assert "喜欢看科幻电影" in prompt
     lexical_only = make_plugin(memory_inject_limit=2)
@@ -184,7 +186,7 @@ async def test_failing_or_slow_embedder_falls_back_to_lexical_quickly(make_plugi
     assert "周末常去爬山" in prompt  # lexical still works
 
     slow = await semantic_plugin(make_plugin, TopicEmbedder(delay=0), embedding_timeout_ms=50)
-    slow.vectors._provider.delay = 5.0  # now every query embedding hangs
+    slow.service.vectors._provider.delay = 5.0  # now every query embedding hangs
     t0 = time.perf_counter()
     prompt = await system_prompt_for(slow, make_event("这周末去哪儿爬山", user="ou_a"))
     assert time.perf_counter() - t0 < 1.0 and "周末常去爬山" in prompt
@@ -196,17 +198,19 @@ async def test_vectors_follow_changes_in_the_background(make_plugin):
     calls = embedder.calls
     me = make_event(user="ou_a")
     await call_tool(plugin, "lark_save_memory", me, memory_type="fact", content="负责收款系统")
-    await plugin.vectors.wait_idle()
+    await plugin.service.vectors.wait_idle()
     assert embedder.calls == calls + 1  # only the new memory was embedded, in one background call
-    memory = next(m for m in await plugin.store.memories(GroupKey("lark", "oc_group1"), "ou_a") if "收款" in m.content)
-    assert plugin.vectors.has_vector(GroupKey("lark", "oc_group1"), memory.id)
+    memory = next(
+        m for m in await plugin.service.store.memories(GroupKey("lark", "oc_group1"), "ou_a") if "收款" in m.content
+    )
+    assert plugin.service.vectors.has_vector(GroupKey("lark", "oc_group1"), memory.id)
     assert "负责收款系统" in await system_prompt_for(plugin, make_event("付款出问题找谁", user="ou_a"))
 
 
 async def test_unknown_embedding_provider_leaves_lexical_recall(make_plugin, caplog):
     plugin = make_plugin(embedding_provider_id="no-such-provider")
     await plugin.initialize()
-    assert plugin.vectors is None
+    assert plugin.service.vectors is None
     assert "no-such-provider" in caplog.text
     await call_tool(plugin, "lark_save_memory", make_event(), memory_type="fact", content="喜欢猫")
     assert "喜欢猫" in await system_prompt_for(plugin, make_event("猫"))

@@ -3,7 +3,10 @@ made from: a new speaker name, a changed memory or a different choice gives a ne
 
 import time
 
-from memory import Caller, GroupKey, MemberKey, Recall, Settings, UserMemoryStore
+from memory import GroupKey, MemberKey, Settings
+from memory._models import Caller
+from memory._recall import Recall
+from memory._storage import UserMemoryStore
 from memory import _fence as fence
 from memory._rules.operations import save
 

@@ -34,14 +34,14 @@ async def test_tester_block_equals_the_real_system_prompt(make_plugin):
     plugin = make_plugin(memory_inject_limit=5, timezone="Asia/Shanghai")
     await seed(plugin)
     for message in ("我的猫怎么样了", "随便聊聊", ""):
-        answer = await plugin.test_recall(WANG, message, speaker="老王")
+        answer = await plugin.service.test_recall(WANG, message, speaker="老王")
         assert answer["block"] == await real_prompt(plugin, message), message
 
 
 async def test_each_item_has_its_reason(make_plugin):
     plugin = make_plugin(memory_inject_limit=5, timezone="Asia/Shanghai")
     await seed(plugin)
-    answer = await plugin.test_recall(WANG, "我的猫怎么样了", speaker="老王")
+    answer = await plugin.service.test_recall(WANG, "我的猫怎么样了", speaker="老王")
     reasons = {m["content"]: m["reason"] for m in answer["memories"]}
     assert reasons["回答尽量简短"] == "own_instruction"
     assert reasons["本群讨论用中文"] == "group_instruction"
@@ -56,7 +56,7 @@ async def test_each_item_has_its_reason(make_plugin):
 async def test_everything_fitting_says_so(make_plugin):
     plugin = make_plugin(memory_inject_limit=20, enable_todos=False)
     await seed(plugin, facts=2)
-    answer = await plugin.test_recall(WANG, "我的猫", speaker="老王")
+    answer = await plugin.service.test_recall(WANG, "我的猫", speaker="老王")
     assert {m["reason"] for m in answer["memories"] if m["type"] == "fact"} == {"all_fit"}
     assert answer["left_out"] == []
 
@@ -64,21 +64,27 @@ async def test_everything_fitting_says_so(make_plugin):
 async def test_dry_run_changes_no_cache_statistic_or_reply_record(make_plugin):
     plugin = make_plugin(memory_inject_limit=5, timezone="Asia/Shanghai")
     await seed(plugin)
-    before_doc = (await plugin.store.document(G)).model_dump()
-    views = dict(plugin.recall._views)
-    todo_cache, settings_left = dict(plugin.todo_section._cache), dict(plugin._settings_left)
-    now_line = plugin._now_line_cache
-    await plugin.test_recall(WANG, "我的猫怎么样了")
-    assert plugin.recall._views == views
-    assert plugin.todo_section._cache == todo_cache and plugin._settings_left == settings_left
-    assert plugin._now_line_cache == now_line
-    assert (await plugin.store.document(G)).model_dump() == before_doc, "no last-used time or other change"
+    before_doc = (await plugin.service.store.document(G)).model_dump()
+    views = dict(plugin.service.recall._views)
+    todo_cache, settings_left = (
+        dict(plugin.service.injection.todo_section._cache),
+        dict(plugin.service.injection._settings_left),
+    )
+    now_line = plugin.service.injection._now_line_cache
+    await plugin.service.test_recall(WANG, "我的猫怎么样了")
+    assert plugin.service.recall._views == views
+    assert (
+        plugin.service.injection.todo_section._cache == todo_cache
+        and plugin.service.injection._settings_left == settings_left
+    )
+    assert plugin.service.injection._now_line_cache == now_line
+    assert (await plugin.service.store.document(G)).model_dump() == before_doc, "no last-used time or other change"
 
 
 async def test_unknown_member_sees_only_group_memories(make_plugin):
     plugin = make_plugin(enable_todos=False)
     await seed(plugin, facts=1)
-    answer = await plugin.test_recall(MemberKey(G, "ou_nobody"), "你好")
+    answer = await plugin.service.test_recall(MemberKey(G, "ou_nobody"), "你好")
     assert [m["content"] for m in answer["memories"]] == ["本群讨论用中文"]
 
 
@@ -88,8 +94,8 @@ async def test_route_recall_test(make_plugin):
 
     plugin = make_plugin(memory_inject_limit=5, timezone="Asia/Shanghai")
     await seed(plugin)
-    if plugin.group_index.find("lark", "oc_group1") is None:
-        plugin.group_index._entries[G] = GroupEntry("lark", "oc_group1", file="")
+    if plugin.service.group_index.find("lark", "oc_group1") is None:
+        plugin.service.group_index._entries[G] = GroupEntry("lark", "oc_group1", file="")
     answer = await data(
         plugin,
         "recall/test",

@@ -15,7 +15,9 @@ import pytest
 
 from pg import opened_store
 
-from memory import Caller, GroupKey, MemberKey, UserMemoryStore
+from memory import GroupKey, MemberKey
+from memory._models import Caller
+from memory._storage import UserMemoryStore
 from memory._todos import delivery
 from memory._models import DeliveryState, TodoStatus
 from memory._todos.rules import Origin, TodoPolicy

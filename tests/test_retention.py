@@ -4,7 +4,8 @@ it back stamped with the restore time, counted from then, so the next pass keeps
 
 import dataclasses
 
-from memory import GroupKey, Settings, UserMemoryStore
+from memory import GroupKey, Settings
+from memory._storage import UserMemoryStore
 from memory._admin import revert_change
 from memory._aging.decay import DAY, Action, action, next_change
 from memory._aging.maintenance import MaintenanceScheduler

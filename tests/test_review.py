@@ -6,7 +6,9 @@ import uuid
 
 import pytest
 
-from memory import GroupKey, Memory, MemoryType, Settings, Source, UserMemoryStore
+from memory import GroupKey, Settings
+from memory._models import Memory, MemoryType, Source
+from memory._storage import UserMemoryStore
 from memory._admin import history_text, revert_change
 from memory._aging.review import MUST_DECIDE, candidates, review_group
 from memory._storage import GROUP_OWNER

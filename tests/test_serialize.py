@@ -3,7 +3,7 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memory import GroupDocument, Memory
+from memory._models import GroupDocument, Memory
 from memory._models import ArchivedMemory, UserMemories
 from memory._storage.serialize import DocumentSerializer
 

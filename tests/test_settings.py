@@ -74,7 +74,9 @@ def test_count_triggered_extraction_still_fires_with_a_large_every_n():
     """The scheduler built from such settings reaches its count (it never could with a buffer of 40)."""
     import asyncio
 
-    from memory import CallLimiter, ExtractionScheduler, GroupKey, Utterance
+    from memory import GroupKey
+    from memory._extraction import ExtractionScheduler, Utterance
+    from memory._limiter import CallLimiter
 
     s, _ = Settings.from_mapping({"extraction_every_n_messages": 60, "extraction_buffer_size": 40})
     batches = []
@@ -120,7 +122,10 @@ def test_rule_and_limit_settings_have_defaults_choices_and_ranges():
 
 async def test_the_plugin_builds_one_limiter_from_the_setting(make_plugin):
     plugin = make_plugin(background_max_concurrent_calls=2, enable_background_extraction=True)
-    assert plugin.background_calls.limit == 2 and plugin.extraction._limiter is plugin.background_calls
+    assert (
+        plugin.service.background_calls.limit == 2
+        and plugin.service.extraction._limiter is plugin.service.background_calls
+    )
 
 
 def test_every_setting_is_in_the_schema_and_the_readme_with_its_default():

@@ -16,7 +16,10 @@ from hypothesis.stateful import (
 
 from unittest import mock
 
-from memory import GroupKey, InvalidMemoryInput, MemoryLimitReached, MemoryType, StorageUnavailable, UserMemoryStore
+from memory import GroupKey, InvalidMemoryInput, StorageUnavailable
+from memory._errors import MemoryLimitReached
+from memory._models import MemoryType
+from memory._storage import UserMemoryStore
 from memory._storage import PostgresMemoryStore
 from memory._storage.changelog import ERASE
 from memory._rules.operations import forget, save

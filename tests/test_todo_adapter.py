@@ -39,10 +39,10 @@ async def test_a_todo_added_through_the_tool_keeps_the_groups_send_origin_and_ig
         plugin, "lark_add_todo", event, content="交周报", remind_at=tomorrow_at(10), group_id="oc_other", user_id="ou_b"
     )
     assert "提醒你：" in result and "10:00" in result and "当前时间" in result
-    [todo] = await plugin.store.todos(GroupKey("lark", "oc_g1"))
+    [todo] = await plugin.service.store.todos(GroupKey("lark", "oc_g1"))
     assert (todo.creator, todo.assignee) == ("ou_a", "ou_a")
     assert (todo.platform_id, todo.origin) == ("lark_bot", "lark_bot:GroupMessage:oc_g1")
-    assert await plugin.store.todos(GroupKey("lark", "oc_other")) == []
+    assert await plugin.service.store.todos(GroupKey("lark", "oc_other")) == []
     listed = await call_tool(plugin, "lark_list_todos", event)
     assert "交周报" in listed
     other = await call_tool(plugin, "lark_list_todos", make_event(group="oc_g1", user="ou_b"))
@@ -54,7 +54,7 @@ async def test_platforms_that_cannot_send_proactively_keep_the_todo_without_remi
     event = make_event(group="g1", user="u1", platform="qq_official")
     result = await call_tool(plugin, "lark_add_todo", event, content="交周报", remind_at=tomorrow_at(10))
     assert "不支持" in result
-    [todo] = await plugin.store.todos(GroupKey("qq_official", "g1"))
+    [todo] = await plugin.service.store.todos(GroupKey("qq_official", "g1"))
     assert todo.remind_at is None
 
 
@@ -74,19 +74,19 @@ async def test_pending_todos_and_the_current_time_are_injected_within_the_budget
 async def test_reload_leaves_exactly_one_running_scheduler(make_plugin):
     first = make_plugin()
     await first.initialize()
-    assert first.reminders.running
+    assert first.service.reminders.running
     await call_tool(
         first, "lark_add_todo", make_event(group="oc_g1", user="ou_a"), content="交周报", remind_at=tomorrow_at(10)
     )
     await first.terminate()  # a dashboard config save: terminate, then a new instance is initialized
-    assert not first.reminders.running
+    assert not first.service.reminders.running
     second = make_plugin()
     await second.initialize()
     try:
-        assert second.reminders.running
-        earliest = second.reminders.index.earliest()
+        assert second.service.reminders.running
+        earliest = second.service.reminders.index.earliest()
         assert earliest is not None and earliest[1] == GroupKey("lark", "oc_g1")
-        assert second.store.loaded_groups == 0  # from the index alone
+        assert second.service.store.loaded_groups == 0  # from the index alone
     finally:
         await second.terminate()
 
@@ -97,7 +97,7 @@ async def test_todos_off(make_plugin):
     result = await call_tool(
         plugin, "lark_add_todo", make_event(group="g", user="u"), content="交周报", remind_at=tomorrow_at(10)
     )
-    assert "已被管理员关闭" in result and plugin.reminders is None
+    assert "已被管理员关闭" in result and plugin.service.reminders is None
     await asyncio.sleep(0)  # let the roster lookup the call started begin before terminate cancels it
     await plugin.terminate()
 
@@ -106,7 +106,7 @@ async def test_the_reminder_is_a_new_group_message_with_a_real_mention(make_plug
     plugin = make_plugin()
     event = make_event(group="oc_g1", user="ou_a")
     await call_tool(plugin, "lark_add_todo", event, content="交周报", remind_at=tomorrow_at(10))
-    [todo] = await plugin.store.todos(GroupKey("lark", "oc_g1"))
+    [todo] = await plugin.service.store.todos(GroupKey("lark", "oc_g1"))
     sent = []
 
     async def send_message(session, chain):
@@ -115,7 +115,7 @@ async def test_the_reminder_is_a_new_group_message_with_a_real_mention(make_plug
 
     monkeypatch.setattr(plugin.context, "send_message", send_message)
     reminder = Reminder(GroupKey("lark", "oc_g1"), todo, todo.remind_at, "提醒：交周报", "ou_a")
-    assert await plugin._send_reminder(reminder) is True
+    assert await plugin.service.send_reminder(reminder) is True
     [(session, chain)] = sent
     assert session == "lark_bot:GroupMessage:oc_g1"
     at, plain = chain.chain
@@ -124,5 +124,5 @@ async def test_the_reminder_is_a_new_group_message_with_a_real_mention(make_plug
     group = Reminder(
         GroupKey("lark", "oc_g1"), todo.model_copy(update={"assignee": None}), time.time(), "提醒大家：交周报", None
     )
-    await plugin._send_reminder(group)
+    await plugin.service.send_reminder(group)
     assert [type(c) for c in sent[-1][1].chain] == [Comp.Plain]

@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from memory import GroupKey, UserMemoryStore
+from memory import GroupKey
+from memory._storage import UserMemoryStore
 from memory._models import Todo, TodoStatus
 
 G = GroupKey("lark", "oc_group1")

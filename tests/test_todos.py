@@ -10,7 +10,9 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from memory import Caller, GroupKey, MemberKey, UserMemoryStore
+from memory import GroupKey, MemberKey
+from memory._models import Caller
+from memory._storage import UserMemoryStore
 from memory._todos import delivery, rules
 from memory._models import DeliveryState, TodoStatus
 from memory._todos.rules import Origin, TodoPolicy
@@ -569,7 +571,7 @@ async def test_the_injected_todo_lines_are_cached_until_the_todos_change_or_the_
 
 
 def test_a_repeated_extraction_proposal_never_confirms_itself(policy):
-    from memory import Source
+    from memory._models import Source
 
     schedule = rules.Schedule(None, NOW + 3600, None)
     todos, first, _ = rules.add(

@@ -7,7 +7,11 @@ import re
 import pytest
 
 from conftest import make_event
-from memory import GroupKey, Settings, Source, UserMemoryStore, Utterance, run_extraction
+from memory import GroupKey, Settings
+from memory._extraction import run_extraction
+from memory._observation import Utterance
+from memory._models import Source
+from memory._storage import UserMemoryStore
 from memory._aging.usage import MAX_REPLY_CHARS, RecentReplies, Reply
 from memory._extraction.prompt import EXTRACTION_SYSTEM_PROMPT
 from memory._rules.operations import save
@@ -221,19 +225,21 @@ async def test_adapter_records_injected_memories_and_the_reply_for_the_next_extr
     await plugin.note_reply(event, LLMResponse(role="assistant", completion_text="别这么绷着，你准备得很充分。"))
     await plugin.note_reply(event, LLMResponse(role="assistant", completion_text="again"))  # judged once
     key = GroupKey("lark", "oc_group1")
-    assert plugin.replies.pending(key) == 1
+    assert plugin.service.replies.pending(key) == 1
 
     generate = scripted(judge_by_design)
 
     async def fake_generate(origin, system_prompt, prompt):
         return await generate(system_prompt, prompt)
 
-    plugin._generate = fake_generate
-    await plugin._extract(key, [Utterance("ou_a", "小王", "好的谢谢", NOW)], "lark_bot:GroupMessage:oc_group1", None)
-    after = {m.content: m for m in await plugin.store.memories(key, "ou_a")}
+    plugin.service._generate = fake_generate
+    await plugin.service._extract(
+        key, [Utterance("ou_a", "小王", "好的谢谢", NOW)], "lark_bot:GroupMessage:oc_group1", None
+    )
+    after = {m.content: m for m in await plugin.service.store.memories(key, "ou_a")}
     assert after["主人最近很紧张"].last_used_at is not None and after["主人最近很紧张"].importance > 0.5
     assert after["主人喜欢猫"].last_used_at is None
-    assert plugin.replies.pending(key) == 0
+    assert plugin.service.replies.pending(key) == 0
     await plugin.terminate()
 
 
@@ -247,5 +253,5 @@ async def test_with_extraction_off_nothing_is_recorded(make_plugin):
     await plugin.inject_memories(event, req)
     assert "主人最近很紧张" in req.system_prompt
     await plugin.note_reply(event, LLMResponse(role="assistant", completion_text="别这么绷着"))
-    assert plugin.replies is None and event.get_extra("astrbot_plugin_user_memory:injected") is None
+    assert plugin.service.replies is None and event.get_extra("astrbot_plugin_user_memory:injected") is None
     await plugin.terminate()

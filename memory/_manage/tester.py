@@ -1,6 +1,6 @@
 """The recall tester: what the reply path would inject for a member and a message, and why each item is there.
 
-The block itself comes from the plugin's own `build_injection` run dry (the code path of every reply); this
+The block itself comes from the service's own `Injection.build` run dry (the code path of every reply); this
 module only holds what that run fills in (`InjectionTrace`) and turns it into the page's answer (`explain`)."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ PRIOR = "recency_prior"  # chosen by type, owner and recency with nothing in the
 
 @dataclass
 class InjectionTrace:
-    """Filled by a dry run of the plugin's `build_injection`."""
+    """Filled by a dry run of the service's `Injection.build`."""
 
     recall: RecallTrace = field(default_factory=RecallTrace)
     todo_lines: list[str] = field(default_factory=list)

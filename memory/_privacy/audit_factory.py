@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from .._storage import MemoryStore, PostgresMemoryStore
@@ -9,8 +11,9 @@ from .audit import AuditFiles, AuditLog
 from .audit_postgres import PostgresAudit
 
 
-def open_audit(store: MemoryStore, data_dir: Path) -> AuditLog:
-    """The audit beside the store: a table of its database for PostgreSQL, else a file beside each group's."""
+def open_audit(store: MemoryStore, data_dir: Path, clock: Callable[[], float] = time.time) -> AuditLog:
+    """The audit beside the store: a table of its database for PostgreSQL, else a file beside each group's;
+    `clock` is the time its records carry."""
     if isinstance(store, PostgresMemoryStore):
-        return PostgresAudit(store)
-    return AuditFiles(Path(data_dir) / "groups")
+        return PostgresAudit(store, clock=clock)
+    return AuditFiles(Path(data_dir) / "groups", clock=clock)

@@ -80,6 +80,12 @@ class MemoryStore(ABC):
         `listener(key, None)` when a failed write threw the group's state away."""
 
     @abstractmethod
+    def add_commit_listener(
+        self, listener: Callable[[GroupKey, GroupDocument, Sequence[Episode] | None], None]
+    ) -> None:
+        """Call `listener(key, document, episodes)` after every successful commit of a group (quick, never raising)."""
+
+    @abstractmethod
     def add_commit_hook(self, hook: Callable[[], Awaitable[None]]) -> None:
         """Await `hook()` in every commit before anything is written; a hook that raises fails the commit."""
 

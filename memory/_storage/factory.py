@@ -12,7 +12,8 @@ from __future__ import annotations
 import os
 import re
 import socket
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -129,20 +130,22 @@ def open_store(
     data_dir: Path,
     environ: Mapping[str, str] = os.environ,
     encryption: EncryptionChoice | None = None,
+    clock: Callable[[], float] = time.time,
 ) -> MemoryStore:
-    """The store the settings select, not started yet (`await store.start()` connects a PostgreSQL store)."""
+    """The store the settings select, not started yet (`await store.start()` connects a PostgreSQL store);
+    `clock` is the time its changes carry."""
     choice = choose_store(settings, environ)
     encryption = encryption or choose_encryption(settings, environ)
     sealer = encryption.sealer()
     if not choice.postgres:
         if encryption.error is not None:
-            return _JsonWithBadKey(Path(data_dir) / "groups", reason=encryption.error)
-        return UserMemoryStore(Path(data_dir) / "groups", sealer=sealer)
+            return _JsonWithBadKey(Path(data_dir) / "groups", reason=encryption.error, clock=clock)
+        return UserMemoryStore(Path(data_dir) / "groups", sealer=sealer, clock=clock)
     if not choice.dsn:
-        return _Refused("", instance=choice.instance, reason=NO_DSN)
+        return _Refused("", instance=choice.instance, reason=NO_DSN, clock=clock)
     if encryption.error is not None:
-        return _Refused(choice.dsn, instance=choice.instance, reason=encryption.error)
-    return PostgresMemoryStore(choice.dsn, instance=choice.instance, sealer=sealer)
+        return _Refused(choice.dsn, instance=choice.instance, reason=encryption.error, clock=clock)
+    return PostgresMemoryStore(choice.dsn, instance=choice.instance, sealer=sealer, clock=clock)
 
 
 def open_vectors(store: MemoryStore, data_dir: Path) -> VectorPersistence:
@@ -176,8 +179,8 @@ class _Refused(PostgresMemoryStore):
     """A PostgreSQL store that must not connect: no DSN anywhere (an empty DSN would reach whatever server the
     driver's defaults name), or a key that is not a key. It says what to configure."""
 
-    def __init__(self, dsn: str, *, instance: str, reason: str) -> None:
-        super().__init__(dsn, instance=instance)
+    def __init__(self, dsn: str, *, instance: str, reason: str, clock: Callable[[], float]) -> None:
+        super().__init__(dsn, instance=instance, clock=clock)
         self._reason = reason
 
     async def start(self) -> None:
@@ -188,8 +191,8 @@ class _JsonWithBadKey(UserMemoryStore):
     """The JSON store while the configured key is not a key: it reads and writes nothing (it could not open sealed
     files, and must not write plaintext) and says why."""
 
-    def __init__(self, directory: Path, *, reason: str) -> None:
-        super().__init__(directory)
+    def __init__(self, directory: Path, *, reason: str, clock: Callable[[], float]) -> None:
+        super().__init__(directory, clock=clock)
         self._reason = self._unavailable = reason
 
     def _check_available(self) -> None:

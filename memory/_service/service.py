@@ -1,0 +1,240 @@
+"""The memory service: built from settings, a data directory and the host's ports, it owns every component (see
+`components.py`), starts and stops them, and offers the product's operations: a group message was seen, what to
+give a reply for this member and message, a reply finished, the seven tools (`tools`), the commands (`commands`)
+and the dashboard's recall tester."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from .._errors import MemoryPluginError
+from .._manage.stats import INJECTION_COUNTS_FILE
+from .._models import MemberKey
+from .._observation import Utterance
+from .._privacy.optout import admits, excluded
+from .._recall import Recall, VectorStore, combine, semantic_similarities
+from .._settings import Settings
+from .._status import storage_line
+from .._storage.factory import open_vectors
+from .commands import MemoryCommands
+from .components import Components
+from .injection import Injection
+from .manager import Manager
+from .ports import Embedder, Ports, Speaker
+from .tools import MemoryTools
+
+log = logging.getLogger("astrbot_plugin_user_memory")
+
+INJECTION_COUNTS_SAVE_SECONDS = 60.0
+# How long starting waits for the store to connect; an unreachable server keeps being retried in the background
+# while the service serves (tools say storage is unavailable until it is back).
+STORE_START_WAIT_SECONDS = 5.0
+STORE_WATCH_SECONDS = 1.0  # how often a store that could not serve at start is looked at until it does
+
+
+class Injected(NamedTuple):
+    """What a reply is given: the block for the system prompt ("" for none), and the ids of the memories in it to
+    hand back with the finished reply (empty when no reply is judged: observation off)."""
+
+    block: str
+    memory_ids: tuple[str, ...]
+
+
+NOTHING_INJECTED = Injected("", ())
+
+
+class MemoryService(Components):
+    def __init__(
+        self, settings: Settings, data_dir: Path, ports: Ports, *, setting_warnings: list[str] | None = None
+    ) -> None:
+        super().__init__(settings, Path(data_dir), ports, setting_warnings if setting_warnings is not None else [])
+        self.injection = Injection(self)
+        self.tools = MemoryTools(self)
+        self.commands = MemoryCommands(self, self.tools)
+        self.manager = Manager(
+            settings=self.settings,
+            store=self.store,
+            audit=self.audit,
+            members=self.members,
+            group_index=self.group_index,
+            browser=self.browser,
+            todo_policy=self.todo_policy,
+            injection_counts=self.injection_counts,
+            config_secrets=self.config_secrets,
+            test_recall=self.test_recall,
+            running_platforms=ports.running_platforms,
+            clock=ports.clock,
+        )
+        self._store_starting: asyncio.Task[None] | None = None
+        self._store_watch: asyncio.Task[None] | None = None
+        self._injection_counts_saver: asyncio.Task[None] | None = None
+
+    @property
+    def observing(self) -> bool:
+        """Whether group messages are wanted (`message_seen`): background extraction is on."""
+        return self.extraction is not None
+
+    # -- start and stop ------------------------------------------------------------------------------------------
+    async def start(self) -> None:
+        await self._start_store()
+        if self.key_migration is not None:
+            self.key_migration.start()  # waits for the store (and on PostgreSQL for its lease) by itself
+        if self.reminders is not None:
+            # Reads only the small due index; platforms may not be up yet, so the first sends wait for them.
+            await self.reminders.start()
+        if self.maintenance is not None:
+            self.maintenance.start()  # its first group waits a while: loading and the first replies come first
+        await self._attach_configured_embeddings()
+        if self.settings.enable_user_memory:
+            await asyncio.to_thread(self.injection_counts.load, self._injection_counts_path)
+            self._injection_counts_saver = asyncio.create_task(self._save_injection_counts_every_minute())
+        if self.store.unavailable is not None:
+            self._store_watch = asyncio.create_task(self._once_the_store_serves(), name="memory-store-watch")
+
+    async def stop(self) -> None:
+        for task in (self._store_watch, self._store_starting):
+            if task is not None and not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        # First: a host may build a new service right after this (AstrBot: a config save), with its own scheduler.
+        if self.reminders is not None:
+            await self.reminders.stop()
+        if self.maintenance is not None:
+            await self.maintenance.stop()
+        await self.members.close()
+        if self.extraction is not None:
+            await self.extraction.close()
+        if self.key_migration is not None:
+            await self.key_migration.stop()
+        await self.audit.close()
+        await self.store.close()
+        await self.group_index.close()
+        if self.vectors is not None:
+            await self.vectors.close()
+        if self._injection_counts_saver is not None:
+            self._injection_counts_saver.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._injection_counts_saver
+            await self._save_injection_counts()
+
+    async def _start_store(self) -> None:
+        """Connect the store (a PostgreSQL server; JSON files need nothing), waiting a few seconds at most: a
+        server that does not answer is retried in the background while the service starts."""
+        self._store_starting = asyncio.create_task(self.store.start(), name="memory-store-start")
+        await asyncio.wait({self._store_starting}, timeout=STORE_START_WAIT_SECONDS)
+        if self.store.unavailable is not None:
+            log.warning(f"memory storage unavailable: {storage_line(self.storage, self.store)}")
+        elif self.storage.postgres:
+            log.info(f"memory storage: {storage_line(self.storage, self.store)}")
+
+    async def _once_the_store_serves(self) -> None:
+        """The store could not serve at start (a server down or slow): once it does, the reminder scheduler looks
+        at the groups it could not list then (by itself it would only at its hourly comparison)."""
+        while self.store.unavailable is not None:
+            await asyncio.sleep(STORE_WATCH_SECONDS)
+        log.info(f"memory storage: {storage_line(self.storage, self.store)}")
+        if self.reminders is not None:
+            await self.reminders.reconcile()
+
+    @property
+    def _injection_counts_path(self) -> Path:
+        return self.data_dir / INJECTION_COUNTS_FILE
+
+    async def _save_injection_counts_every_minute(self) -> None:
+        while True:
+            await asyncio.sleep(INJECTION_COUNTS_SAVE_SECONDS)
+            await self._save_injection_counts()
+
+    async def _save_injection_counts(self) -> None:
+        try:
+            await asyncio.to_thread(self.injection_counts.save, self._injection_counts_path)
+        except OSError as exc:  # statistics only: the next save tries again
+            log.warning(f"injection counts not saved: {exc}")
+
+    # -- semantic recall -----------------------------------------------------------------------------------------
+    async def _attach_configured_embeddings(self) -> None:
+        provider_id = self.settings.embedding_provider_id
+        if not (self.settings.enable_user_memory and provider_id):
+            return
+        model = self.ports.embedding_model(provider_id)
+        if model is None:
+            log.warning(f"embedding provider {provider_id!r} not found; using lexical recall only")
+            self.embedding_state = f"提供商 {provider_id!r} 未找到（仅词法召回）"
+            return
+        await self.attach_embedding_provider(model.embedder, model.model_id)
+
+    async def attach_embedding_provider(self, embedder: Embedder, model_id: str) -> None:
+        """Turn on semantic recall with an embedding model (anything with `async get_embeddings(texts)`)."""
+        self.vectors = VectorStore(
+            open_vectors(self.store, self.data_dir),
+            embedder,
+            model_id,
+            timeout=self.settings.embedding_timeout_ms / 1000,
+        )
+        self.recall = Recall(
+            semantic_similarities(self.store, self.vectors),
+            functools.partial(combine, weight=self.settings.embedding_weight),
+        )
+        self.embedding_state = f"已启用 {model_id}"
+
+    # -- the conversation ----------------------------------------------------------------------------------------
+    async def message_seen(self, speaker: Speaker, text: str) -> None:
+        """A group message (addressed to the bot or not; never the bot's own, never a command) for background
+        extraction, when it is on and the group and the speaker admit it."""
+        if self.extraction is None:
+            return
+        member = speaker.member
+        if excluded(self.settings.extraction_excluded_groups, member.group):
+            return
+        if not await admits(self.store, member.group, member.user_id):  # O(1) once the group is loaded
+            return
+        caller = self.caller(speaker)
+        heard = Utterance(
+            member.user_id,
+            self.speaker_name(speaker),
+            text,
+            self.ports.clock(),
+            can_manage_group=caller.can_manage_group,
+            message_id=speaker.message_id,  # to tell copies across instances
+        )
+        self.extraction.observe(member.group, heard, speaker.origin)
+
+    async def inject(self, speaker: Speaker, message: str) -> Injected:
+        """What a reply to `message` is given for the speaker: the block of their memories, the group's, todos and
+        episodes (see `injection.py`). Storage that cannot serve gives nothing, and says so in the log."""
+        if not self.settings.enable_user_memory:
+            return NOTHING_INJECTED
+        member = speaker.member
+        caller = self.caller(speaker)
+        name = self.speaker_name(speaker, note=False)
+        try:
+            block, injected = await self.injection.build(caller, name, message, self.ports.clock())
+        except MemoryPluginError as exc:
+            cause = self.store.unavailable or str(exc)  # the store's reason, not the short text tools give
+            self.injection_warnings.warning(cause, f"memories of {member.group} not injected: {cause}")
+            return NOTHING_INJECTED
+        # Now that the group is loaded (after a restart it may not have been when the name was taken); the platform's
+        # flags are loaded once if nothing did yet (extraction off): a member who opted out leaves no name behind.
+        if await admits(self.store, member.group, member.user_id):  # O(1) once both documents are in memory
+            self.members.note_spoken(member.group, member.user_id, name)
+        if injected:
+            self.injection_counts.note(member.group, injected)
+        return Injected(block, injected if self.replies is not None else ())
+
+    async def reply_finished(self, speaker: Speaker, memory_ids: tuple[str, ...], text: str) -> None:
+        """Keep a finished reply with the memories injected for it, for the group's next extraction call to judge
+        which of them it really used."""
+        member = speaker.member
+        if self.replies is None or not memory_ids or not await admits(self.store, member.group, member.user_id):
+            return
+        self.replies.record(member.group, member.user_id, self.speaker_name(speaker), memory_ids, text)
+
+    async def test_recall(self, member: MemberKey, message: str, speaker: str = "") -> dict[str, Any]:
+        """The dashboard's recall tester (`Injection.test_recall`)."""
+        return await self.injection.test_recall(member, message, speaker)
