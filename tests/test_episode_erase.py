@@ -6,10 +6,8 @@ stores."""
 import json
 
 import pytest
-
-from conftest import make_event
 from dashboard_client import call, data
-from test_plugin import call_tool, command_text
+from service_kit import speaker
 
 from memory import GroupKey
 from memory._admin import revert_change
@@ -108,56 +106,54 @@ async def test_erasing_a_person_reaches_the_episodes_postgresql(pair):
     await check_taken_out(other)
 
 
-async def test_forget_all_takes_the_member_out_of_the_groups_episodes(make_plugin):
-    plugin = make_plugin()
-    await seed(plugin.service.store)
-    await plugin.service.store.change_episodes(
+async def test_forget_all_takes_the_member_out_of_the_groups_episodes(make_service):
+    service = make_service()
+    await seed(service.store)
+    await service.store.change_episodes(
         B, lambda es: ([episode("b1-0000", "小P在另一个群", ["ou_p"], ["小P"])], None), actor="extraction"
     )
-    event = make_event(user="ou_p", name="小P")
-    answer = await call_tool(plugin, "lark_forget_memory", event, target="all")
+    answer = await service.tools.forget_memory(speaker("ou_p", name="小P"), target="all")
     assert "已删除 1 条" in answer
-    episodes = {e.id: e for e in await plugin.service.store.episodes(G)}
+    episodes = {e.id: e for e in await service.store.episodes(G)}
     assert episodes["e1-0000"].summary == "某成员和李娜讨论了发版，某成员负责回滚"
-    assert "小P" not in json.dumps(await plugin.service.store.log_entries(G), ensure_ascii=False)
-    assert [e.participants for e in await plugin.service.store.episodes(B)] == [
-        ["ou_p"]
-    ]  # another group: its own forget
-    await plugin.terminate()
+    assert "小P" not in json.dumps(await service.store.log_entries(G), ensure_ascii=False)
+    assert [e.participants for e in await service.store.episodes(B)] == [["ou_p"]]  # another group: its own forget
+    await service.stop()
 
 
-async def test_memory_clear_takes_the_member_out_of_the_episodes(make_plugin):
-    plugin = make_plugin()
-    await seed(plugin.service.store)
-    await command_text(plugin.memory_clear_command(make_event(user="ou_p"), "confirm"))
-    assert all("ou_p" not in e.participants for e in await plugin.service.store.episodes(G))
-    await plugin.terminate()
+async def test_memory_clear_takes_the_member_out_of_the_episodes(make_service):
+    service = make_service()
+    await seed(service.store)
+    await service.commands.clear(speaker("ou_p"), "confirm")
+    assert all("ou_p" not in e.participants for e in await service.store.episodes(G))
+    await service.stop()
 
 
-async def test_an_admin_deletes_an_episode_by_command(make_plugin):
-    plugin = make_plugin()
-    await seed(plugin.service.store)
-    listed = await command_text(plugin.memory_episodes_command(make_event(admin=True)))
+async def test_an_admin_deletes_an_episode_by_command(make_service):
+    service = make_service()
+    commands, store = service.commands, service.store
+    await seed(store)
+    listed = await commands.episodes(speaker(admin=True))
     assert "e10000 [" in listed and "/memory episode delete" in listed  # admins see short ids (no dashes)
-    assert "e10000 [" not in await command_text(plugin.memory_episodes_command(make_event(user="ou_l")))
-    refused = await command_text(plugin.memory_episode_command(make_event(user="ou_l"), "delete", "e2-00"))
-    assert "权限不足" in refused and len(await plugin.service.store.episodes(G)) == 4
-    vague = await command_text(plugin.memory_episode_command(make_event(admin=True), "delete", "e"))
-    assert "没有做任何更改" in vague and len(await plugin.service.store.episodes(G)) == 4
-    done = await command_text(plugin.memory_episode_command(make_event(admin=True), "delete", "e2-00"))
+    assert "e10000 [" not in await commands.episodes(speaker("ou_l"))
+    refused = await commands.delete_episode(speaker("ou_l"), "delete", "e2-00")
+    assert "权限不足" in refused and len(await store.episodes(G)) == 4
+    vague = await commands.delete_episode(speaker(admin=True), "delete", "e")
+    assert "没有做任何更改" in vague and len(await store.episodes(G)) == 4
+    done = await commands.delete_episode(speaker(admin=True), "delete", "e2-00")
     assert "已永久删除" in done
-    assert [e.id for e in await plugin.service.store.episodes(G)] == ["e1-0000", "e3-0000", "e4-0000"]
-    entries = await plugin.service.store.log_entries(G)
+    assert [e.id for e in await store.episodes(G)] == ["e1-0000", "e3-0000", "e4-0000"]
+    entries = await store.log_entries(G)
     assert "明天请假" not in json.dumps(entries, ensure_ascii=False)
     [deletion] = [e for e in entries if e.get("target") == "e2-0000" and e.get("actor", "").startswith("admin:")]
     assert deletion["op"] == "erase" and deletion["erased"]
-    assert "无法撤销" in await revert_change(plugin.service.store, G, deletion["id"], actor="admin:root")
-    await plugin.terminate()
+    assert "无法撤销" in await revert_change(store, G, deletion["id"], actor="admin:root")
+    await service.stop()
 
 
 async def test_an_admin_deletes_an_episode_on_the_dashboard(make_plugin):
     plugin = make_plugin()
-    await call_tool(plugin, "lark_save_memory", make_event(user="ou_l"), memory_type="fact", content="是产品经理")
+    await plugin.service.tools.save_memory(speaker("ou_l"), memory_type="fact", content="是产品经理")
     await seed(plugin.service.store)
     await plugin.service.group_index.flush()
     query = {"platform": "lark", "group_id": "oc_group1"}

@@ -2,13 +2,12 @@
 the fenced block, and sharing the one budget with memories and todos."""
 
 import re
-import time
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
 import pytest
+from service_kit import block_for, speaker
 
-from conftest import make_event
 from memory import GroupKey
 from memory._prompt import MEMORY_BLOCK_END, MEMORY_BLOCK_START
 from memory._episodes.inject import chosen_episodes, episode_line
@@ -108,61 +107,56 @@ def test_episode_line_is_data_with_its_local_time():
     assert line.startswith("- [11-21 23:50–11-22 00:20] ") and "[关于当前用户的记忆结束]" not in line
 
 
-# -- through the adapter ---------------------------------------------------------------------------------------------
-async def add_episodes(plugin, key, episodes):
-    await plugin.service.store.change_episodes(key, lambda current: ([*current, *episodes], None), actor="test")
+# -- through the service ---------------------------------------------------------------------------------------------
+async def add_episodes(service, key, episodes):
+    await service.store.change_episodes(key, lambda current: ([*current, *episodes], None), actor="test")
 
 
-async def injected(plugin, text, group="oc_group1", user="ou_wang"):
-    from astrbot.core.provider.entities import ProviderRequest
-
-    event = make_event(text, group=group, user=user, name="老王")
-    req = ProviderRequest(prompt=text, system_prompt="")
-    await plugin.inject_memories(event, req)
-    return req.system_prompt
+async def injected(service, text, group="oc_group1", user="ou_wang"):
+    return await block_for(service, speaker(user, group, name="老王"), text)
 
 
 @pytest.fixture
-def clock(monkeypatch):
-    monkeypatch.setattr(time, "time", lambda: NOW)  # the plugin's clock (`Ports.clock`) reads it at each call
+def clock(host):
+    host.clock.now = NOW  # the service reads the time only through the host's clock
 
 
-async def test_adapter_injects_this_groups_episodes_inside_the_block(make_plugin, clock):
-    plugin = make_plugin(timezone="Asia/Shanghai", enable_todos=False)
-    await add_episodes(plugin, G, EPISODES)
-    await add_episodes(plugin, OTHER, [ep("other", "2026-11-22T13:00", "2026-11-22T13:30", "二群讨论了年会节目")])
-    prompt = await injected(plugin, "上次聊了什么")
-    assert prompt.startswith(MEMORY_BLOCK_START) and prompt.endswith(MEMORY_BLOCK_END)
-    assert "代码评审" in prompt and "登录接口" in prompt and "年会节目" not in prompt
-    assert "年会节目" in await injected(plugin, "上次聊了什么", group="oc_group2")
-    assert "代码评审" not in await injected(plugin, "上次聊了什么", group="oc_group2")
-    assert await injected(plugin, "帮我写一首诗") == "", "no block when nothing to inject"
+async def test_injects_this_groups_episodes_inside_the_block(make_service, clock):
+    service = make_service(timezone="Asia/Shanghai", enable_todos=False)
+    await add_episodes(service, G, EPISODES)
+    await add_episodes(service, OTHER, [ep("other", "2026-11-22T13:00", "2026-11-22T13:30", "二群讨论了年会节目")])
+    block = await injected(service, "上次聊了什么")
+    assert block.startswith(MEMORY_BLOCK_START) and block.endswith(MEMORY_BLOCK_END)
+    assert "代码评审" in block and "登录接口" in block and "年会节目" not in block
+    assert "年会节目" in await injected(service, "上次聊了什么", group="oc_group2")
+    assert "代码评审" not in await injected(service, "上次聊了什么", group="oc_group2")
+    assert await injected(service, "帮我写一首诗") == "", "no block when nothing to inject"
 
 
-async def test_adapter_loads_a_cold_groups_episodes_once(make_plugin, clock, tmp_path):
-    plugin = make_plugin(timezone="Asia/Shanghai")
-    await add_episodes(plugin, G, EPISODES)
-    await plugin.service.store.close()
-    fresh = make_plugin(timezone="Asia/Shanghai")
-    assert fresh.service.store.peek_episodes(G) is None
+async def test_loads_a_cold_groups_episodes_once(make_service, clock):
+    service = make_service(timezone="Asia/Shanghai")
+    await add_episodes(service, G, EPISODES)
+    await service.store.close()
+    fresh = make_service(timezone="Asia/Shanghai")
+    assert fresh.store.peek_episodes(G) is None
     assert "登录接口" in await injected(fresh, "昨天说到哪了")
-    assert fresh.service.store.peek_episodes(G) is not None
+    assert fresh.store.peek_episodes(G) is not None
 
 
-async def test_episodes_share_the_one_budget_with_memories_and_todos(make_plugin, clock):
-    plugin = make_plugin(timezone="Asia/Shanghai", memory_inject_limit=4, episode_inject_limit=2)
+async def test_episodes_share_the_one_budget_with_memories_and_todos(make_service, clock):
+    service = make_service(timezone="Asia/Shanghai", memory_inject_limit=4, episode_inject_limit=2)
     for n in range(6):
-        await plugin.lark_save_memory(make_event("记住", user="ou_wang"), memory_type="fact", content=f"事实{n}号")
-    await plugin.lark_add_todo(make_event("提醒我", user="ou_wang"), content="交周报", remind_at="2026-11-23T10:00")
-    await add_episodes(plugin, G, EPISODES)
-    prompt = await injected(plugin, "上次聊了什么")
-    memories = re.findall(r"^- 事实\d号", prompt, re.M)
-    episodes = re.findall(r"^- \[\d\d-\d\d", prompt, re.M)
-    todos = re.findall(r"交周报", prompt)
-    assert (len(episodes), len(todos), len(memories)) == (2, 1, 1), prompt
-    assert prompt.index("代码评审") < prompt.index("交周报") < prompt.index(MEMORY_BLOCK_END)
+        await service.tools.save_memory(speaker("ou_wang"), memory_type="fact", content=f"事实{n}号")
+    await service.tools.add_todo(speaker("ou_wang"), content="交周报", remind_at="2026-11-23T10:00")
+    await add_episodes(service, G, EPISODES)
+    block = await injected(service, "上次聊了什么")
+    memories = re.findall(r"^- 事实\d号", block, re.M)
+    episodes = re.findall(r"^- \[\d\d-\d\d", block, re.M)
+    todos = re.findall(r"交周报", block)
+    assert (len(episodes), len(todos), len(memories)) == (2, 1, 1), block
+    assert block.index("代码评审") < block.index("交周报") < block.index(MEMORY_BLOCK_END)
     # without episodes for this message, the memories take the slots back
-    assert len(re.findall(r"^- 事实\d号", await injected(plugin, "帮我写一首诗"), re.M)) == 3
+    assert len(re.findall(r"^- 事实\d号", await injected(service, "帮我写一首诗"), re.M)) == 3
 
 
 def test_a_question_inside_a_long_chatty_message_still_finds_its_episode():

@@ -7,9 +7,7 @@ import asyncio
 import logging
 
 import pytest
-
-from conftest import make_event
-from test_plugin import system_prompt_for
+from service_kit import Clock, block_for, speaker
 
 from memory import GroupKey
 from memory._manage import GroupIndex
@@ -19,14 +17,6 @@ from memory._settings import DSN_ENV
 from memory._storage import PostgresMemoryStore
 
 NOWHERE = "postgresql://astrbot:secret@127.0.0.1:1/astrbot_memory"  # nothing listens on port 1
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class Lines(logging.Handler):
@@ -68,19 +58,18 @@ def test_a_throttle_logs_a_cause_once_per_interval_and_counts_what_it_left_out()
     assert logged == ["storage down", "disk full", "storage down (39 more like it since the last such line)"]
 
 
-async def test_replies_during_an_outage_warn_once_per_interval_naming_the_database_failure(make_plugin, lines):
-    plugin = make_plugin(storage_backend="postgres", postgres_dsn=NOWHERE)
-    await plugin.initialize()
-    clock = Clock()
-    plugin.service.injection_warnings = LogThrottle(logging.getLogger("astrbot"), clock=clock)
+async def test_replies_during_an_outage_warn_once_per_interval_naming_the_database_failure(make_service, host, lines):
+    service = make_service(storage_backend="postgres", postgres_dsn=NOWHERE)
+    await service.start()
+    service.injection_warnings = LogThrottle(logging.getLogger("astrbot"), clock=host.clock)
     try:
-        assert plugin.service.store.unavailable
+        assert service.store.unavailable
         for n in range(40):
-            await system_prompt_for(plugin, make_event(f"第 {n} 条", user=f"ou_{n % 5}"))
-        clock.now += 60
-        await system_prompt_for(plugin, make_event("再来一条"))
+            await block_for(service, speaker(f"ou_{n % 5}"), f"第 {n} 条")
+        host.clock.advance(60)
+        await block_for(service, speaker(), "再来一条")
     finally:
-        await plugin.terminate()
+        await service.stop()
     warned = lines.matching("not injected")
     assert len(warned) == 2, [r.getMessage() for r in warned]
     assert "无法连接 PostgreSQL" in warned[0].getMessage() and "secret" not in warned[0].getMessage()

@@ -1,4 +1,4 @@
-"""Crashes, corrupt files, a read-only disk, and many concurrent savers."""
+"""Crashes, corrupt files, a read-only disk, and many concurrent savers (through the service, on fakes of the host)."""
 
 import asyncio
 import contextlib
@@ -10,12 +10,11 @@ import time
 from pathlib import Path
 
 import pytest
+from service_kit import block_for, save, speaker
 
-from conftest import make_event
 from memory import GroupKey
 from memory._storage import UserMemoryStore
 from saver_process import BATCH, Child, acknowledged
-from test_plugin import call_tool, system_prompt_for
 
 SAVER = Path(__file__).with_name("saver_process.py")
 
@@ -61,63 +60,55 @@ def read_only(directory: Path):
             directory.chmod(0o755)
 
 
-async def test_read_only_data_dir_gives_a_clear_error_and_loses_nothing(make_plugin):
-    plugin = make_plugin()
-    me = make_event()
-    await call_tool(plugin, "lark_save_memory", me, memory_type="preference", content="希望被称呼为「老王」")
-    group_dir = plugin.service.store.path_for(GroupKey("lark", "oc_group1")).parent
+async def test_read_only_data_dir_gives_a_clear_error_and_loses_nothing(make_service):
+    service = make_service()
+    me = speaker()
+    await save(service, me, "希望被称呼为「老王」", "preference")
+    group_dir = service.store.path_for(GroupKey("lark", "oc_group1")).parent
     with read_only(group_dir):
-        result = await call_tool(plugin, "lark_save_memory", me, memory_type="fact", content="是产品经理")
+        result = await save(service, me, "是产品经理")
         assert "保存失败" in result and "无法写入" in result
-        assert "老王" in await call_tool(plugin, "lark_list_memory", me)
-        assert "产品经理" not in await call_tool(plugin, "lark_list_memory", me)
-        assert "老王" in await system_prompt_for(plugin, me)
-        assert "删除失败" in await call_tool(plugin, "lark_forget_memory", me, target="all")
-    assert "老王" in await call_tool(plugin, "lark_list_memory", me)
-    assert "已保存" in await call_tool(plugin, "lark_save_memory", me, memory_type="fact", content="是产品经理")
-    fresh = make_plugin()
-    listed = await call_tool(fresh, "lark_list_memory", me)
+        assert "老王" in await service.tools.list_memory(me)
+        assert "产品经理" not in await service.tools.list_memory(me)
+        assert "老王" in await block_for(service, me)
+        assert "删除失败" in await service.tools.forget_memory(me, target="all")
+    assert "老王" in await service.tools.list_memory(me)
+    assert "已保存" in await save(service, me, "是产品经理")
+    fresh = make_service()
+    listed = await fresh.tools.list_memory(me)
     assert "老王" in listed and "产品经理" in listed
 
 
-async def test_corrupt_group_file_does_not_take_down_other_groups(make_plugin, caplog):
-    plugin = make_plugin()
-    await call_tool(plugin, "lark_save_memory", make_event(group="oc_ok"), memory_type="fact", content="正常群的记忆")
-    await call_tool(plugin, "lark_save_memory", make_event(group="oc_bad"), memory_type="fact", content="会被损坏")
-    bad = plugin.service.store.path_for(GroupKey("lark", "oc_bad"))
+async def test_corrupt_group_file_does_not_take_down_other_groups(make_service):
+    service = make_service()
+    await save(service, speaker(group="oc_ok"), "正常群的记忆")
+    await save(service, speaker(group="oc_bad"), "会被损坏")
+    bad = service.store.path_for(GroupKey("lark", "oc_bad"))
     bad.write_bytes(b"\x00\xff not json")
 
-    fresh = make_plugin()
-    assert "还没有" in await call_tool(fresh, "lark_list_memory", make_event(group="oc_bad"))
-    assert "正常群的记忆" in await system_prompt_for(fresh, make_event(group="oc_ok"))
+    fresh = make_service()
+    assert "还没有" in await fresh.tools.list_memory(speaker(group="oc_bad"))
+    assert "正常群的记忆" in await block_for(fresh, speaker(group="oc_ok"))
     moved = [p for p in bad.parent.iterdir() if ".corrupt-" in p.name]
     assert len(moved) == 1 and moved[0].read_bytes() == b"\x00\xff not json"
-    assert "已保存" in await call_tool(
-        fresh, "lark_save_memory", make_event(group="oc_bad"), memory_type="fact", content="新的开始"
-    )
+    assert "已保存" in await save(fresh, speaker(group="oc_bad"), "新的开始")
 
 
-async def test_unreadable_group_file_is_reported_not_replaced(make_plugin):
-    plugin = make_plugin()
-    path = plugin.service.store.path_for(GroupKey("lark", "oc_group1"))
+async def test_unreadable_group_file_is_reported_not_replaced(make_service):
+    service = make_service()
+    path = service.store.path_for(GroupKey("lark", "oc_group1"))
     path.mkdir(parents=True)  # a directory where the file should be: reading fails for root too
-    result = await call_tool(plugin, "lark_save_memory", make_event(), memory_type="fact", content="x")
+    result = await save(service, speaker(), "x")
     assert "保存失败" in result and "无法读取" in result
     assert path.is_dir()
-    assert await system_prompt_for(plugin, make_event()) == "你是群聊助手。"
+    assert await service.inject(speaker(), "") == ("", ())
 
 
-async def test_200_concurrent_saves_in_one_group(make_plugin):
-    plugin = make_plugin()
-    events = [make_event(user=f"ou_{i % 20}") for i in range(200)]
-    results = await asyncio.gather(
-        *(
-            call_tool(plugin, "lark_save_memory", e, memory_type="fact", content=f"第 {i} 条事实")
-            for i, e in enumerate(events)
-        )
-    )
+async def test_200_concurrent_saves_in_one_group(make_service):
+    service = make_service()
+    results = await asyncio.gather(*(save(service, speaker(f"ou_{i % 20}"), f"第 {i} 条事实") for i in range(200)))
     assert all("已保存" in r for r in results)
-    fresh = make_plugin()
+    fresh = make_service()
     group = GroupKey("lark", "oc_group1")
-    total = [m.content for i in range(20) for m in await fresh.service.store.memories(group, f"ou_{i}")]
+    total = [m.content for i in range(20) for m in await fresh.store.memories(group, f"ou_{i}")]
     assert sorted(total) == sorted(f"第 {i} 条事实" for i in range(200))

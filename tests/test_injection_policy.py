@@ -2,7 +2,8 @@
 their share, relevance with a prior for every other slot, all within the limit and the character budget; a long
 message's query is bounded; the block keeps group rules apart from the member's own requests."""
 
-from conftest import make_event
+from service_kit import block_for, speaker
+
 from memory import GroupKey, MemberKey, Settings
 from memory._models import Caller, Memory, MemoryType, Scope
 from memory._storage import UserMemoryStore
@@ -11,7 +12,6 @@ from memory._prompt import GROUP_SECTION_HEADER, OWN_SECTION_HEADER, render_memo
 from memory._recall.ranking import group_instruction_slots, injection_order, item_cost, select_for_injection
 from memory._recall.recall import MAX_QUERY_CHARS, Recall, relevance_query
 from memory._storage.store import GROUP_OWNER
-from test_plugin import call_tool, system_prompt_for
 
 G = GroupKey("lark", "oc_group1")
 ME = Caller(MemberKey(G, "ou_a"))
@@ -213,17 +213,12 @@ def test_the_block_separates_group_rules_from_the_members_own_requests():
     assert OWN_SECTION_HEADER in only_own and GROUP_SECTION_HEADER not in only_own
 
 
-async def test_group_rules_are_not_presented_as_the_members_request_through_the_plugin(make_plugin):
-    plugin = make_plugin()
-    admin = make_event(user="ou_admin")
-    admin.is_admin = lambda: True
-    await call_tool(
-        plugin, "lark_save_memory", admin, memory_type="instruction", content="本群回复一律用中文", scope="group"
-    )
-    await call_tool(
-        plugin, "lark_save_memory", make_event(user="ou_a"), memory_type="instruction", content="回复我时先给结论"
-    )
-    prompt = await system_prompt_for(plugin, make_event("你好", user="ou_a"))
-    own_part, group_part = prompt.split(GROUP_SECTION_HEADER)
+async def test_group_rules_are_not_presented_as_the_members_request_through_the_service(make_service):
+    service = make_service()
+    admin = speaker("ou_admin", admin=True)
+    await service.tools.save_memory(admin, memory_type="instruction", content="本群回复一律用中文", scope="group")
+    await service.tools.save_memory(speaker("ou_a"), memory_type="instruction", content="回复我时先给结论")
+    block = await block_for(service, speaker("ou_a"), "你好")
+    own_part, group_part = block.split(GROUP_SECTION_HEADER)
     assert "回复我时先给结论" in own_part and "本群回复一律用中文" not in own_part
     assert "本群回复一律用中文" in group_part

@@ -1,4 +1,4 @@
-"""Members who opt out: the real plugin with a model that records every background request. Nothing a member who
+"""Members who opt out: the service with a model that records every background request. Nothing a member who
 opted out says, nor their name or id, reaches extraction, episodes, replies, review or consolidation; explicit saves
 still work; opting in restores observation; the platform-wide flag; groups the admin excludes."""
 
@@ -6,8 +6,7 @@ import asyncio
 import json
 import uuid
 
-from conftest import make_event
-from test_plugin import command_text, system_prompt_for
+from service_kit import block_for, speaker
 
 from memory import GroupKey, Settings
 from memory._models import Memory, MemoryType, Source
@@ -23,91 +22,86 @@ SECRET = "紫色长颈鹿XQZ"  # a unique text of the member who opted out
 NAME = "隐身的小王"
 
 
-def recording_plugin(make_plugin, **overrides):
-    plugin = make_plugin(enable_background_extraction=True, extraction_every_n_messages=2, **overrides)
-    requests = []
+def recording_service(make_service, **overrides):
+    return make_service(enable_background_extraction=True, extraction_every_n_messages=2, **overrides)
 
-    async def generate(origin, system_prompt, prompt):
-        requests.append(system_prompt + "\n" + prompt)
-        return json.dumps({"operations": []}), 10, 1
 
-    plugin.service._generate = generate
-    return plugin, requests
+def requests(host):
+    """Every background request the model was sent, its system prompt and prompt as one text."""
+    return [f"{call.system_prompt}\n{call.prompt}" for call in host.model.calls]
 
 
 def leaks(requests, *needles):
     return [r for r in requests for n in needles if n in r]
 
 
-async def say(plugin, text, user, group="oc_group1", name=None):
-    await plugin.observe_group_message(make_event(text, user=user, group=group, name=name))
+async def say(service, text, user, group="oc_group1", name=None):
+    await service.message_seen(speaker(user, group, name=name), text)
 
 
-async def test_an_opted_out_member_never_reaches_a_background_request(make_plugin):
-    plugin, requests = recording_plugin(make_plugin)
-    await say(plugin, f"我最近在养{SECRET}", "ou_quiet", name=NAME)  # buffered before the opt-out
-    answer = await plugin.lark_memory_privacy(
-        make_event(user="ou_quiet", name=NAME), action="optout", invented="ignored"
-    )
+async def test_an_opted_out_member_never_reaches_a_background_request(make_service, host):
+    service = recording_service(make_service)
+    await say(service, f"我最近在养{SECRET}", "ou_quiet", name=NAME)  # buffered before the opt-out
+    answer = await service.tools.memory_privacy(speaker("ou_quiet", name=NAME), action="optout")
     assert "不再" in answer
-    assert plugin.service.extraction.pending(G) == 0  # what was buffered of them went at once
-    await say(plugin, SECRET, "ou_quiet", name=NAME)
-    assert plugin.service.extraction.pending(G) == 0  # and nothing new enters the buffer
+    assert service.extraction.pending(G) == 0  # what was buffered of them went at once
+    await say(service, SECRET, "ou_quiet", name=NAME)
+    assert service.extraction.pending(G) == 0  # and nothing new enters the buffer
     for i in range(3):
-        await say(plugin, f"{SECRET} 第{i}次", "ou_quiet", name=NAME)
-        await say(plugin, f"大家好{i}", "ou_other", name="小李")
-    await plugin.service.extraction.drain()
-    assert requests and not leaks(requests, SECRET, NAME, "ou_quiet")
-    assert any("大家好" in r for r in requests)
-    assert plugin.service.members.spoken_name(G, "ou_quiet") is None
+        await say(service, f"{SECRET} 第{i}次", "ou_quiet", name=NAME)
+        await say(service, f"大家好{i}", "ou_other", name="小李")
+    await service.extraction.drain()
+    assert requests(host) and not leaks(requests(host), SECRET, NAME, "ou_quiet")
+    assert any("大家好" in r for r in requests(host))
+    assert service.members.spoken_name(G, "ou_quiet") is None
     # an explicit save still works, and stays
-    saved = await plugin.lark_save_memory(make_event(user="ou_quiet"), memory_type="fact", content="是设计师")
+    saved = await service.tools.save_memory(speaker("ou_quiet"), memory_type="fact", content="是设计师")
     assert "已保存" in saved
-    assert [m.content for m in await plugin.service.store.memories(G, "ou_quiet")] == ["是设计师"]
+    assert [m.content for m in await service.store.memories(G, "ou_quiet")] == ["是设计师"]
     # opting in restores observation
-    assert "恢复" in await command_text(plugin.memory_optin_command(make_event(user="ou_quiet")))
-    await say(plugin, "我回来了ABC", "ou_quiet", name=NAME)
-    await say(plugin, "欢迎", "ou_other")
-    await plugin.service.extraction.drain()
-    assert any("我回来了ABC" in r for r in requests)
-    entries = [e for e in await plugin.service.store.log_entries(G) if e.get("kind") == "privacy"]
+    assert "恢复" in await service.commands.privacy(speaker("ou_quiet"), False, "")
+    await say(service, "我回来了ABC", "ou_quiet", name=NAME)
+    await say(service, "欢迎", "ou_other")
+    await service.extraction.drain()
+    assert any("我回来了ABC" in r for r in requests(host))
+    entries = [e for e in await service.store.log_entries(G) if e.get("kind") == "privacy"]
     assert [(e["op"], e["owner"]) for e in entries] == [("optout", "ou_quiet"), ("optin", "ou_quiet")]
     assert all("old" not in e and "new" not in e for e in entries)
-    await plugin.terminate()
+    await service.stop()
 
 
-async def test_the_platform_wide_flag_and_excluded_groups(make_plugin):
-    plugin, requests = recording_plugin(make_plugin, extraction_excluded_groups=["oc_group3"])
-    text = await command_text(plugin.memory_optout_command(make_event(user="ou_quiet"), "all"))
+async def test_the_platform_wide_flag_and_excluded_groups(make_service, host):
+    service = recording_service(make_service, extraction_excluded_groups=["oc_group3"])
+    text = await service.commands.privacy(speaker("ou_quiet"), True, "all")
     assert "所有群" in text
-    assert "ou_quiet" in (await plugin.service.store.document(GroupKey.global_for("lark"))).opted_out
+    assert "ou_quiet" in (await service.store.document(GroupKey.global_for("lark"))).opted_out
     for group in ("oc_group1", "oc_group2"):
-        await say(plugin, f"{SECRET}{group}", "ou_quiet", group=group, name=NAME)
-        await say(plugin, "随便聊聊", "ou_other", group=group)
-        await say(plugin, "再聊聊", "ou_other", group=group)
-    await say(plugin, "排除的群里的话EXC", "ou_other", group="oc_group3")
-    await say(plugin, "排除的群里的话EXC2", "ou_other", group="oc_group3")
-    await plugin.service.extraction.drain()
-    assert len(requests) == 2 and not leaks(requests, SECRET, NAME, "ou_quiet", "EXC")
+        await say(service, f"{SECRET}{group}", "ou_quiet", group=group, name=NAME)
+        await say(service, "随便聊聊", "ou_other", group=group)
+        await say(service, "再聊聊", "ou_other", group=group)
+    await say(service, "排除的群里的话EXC", "ou_other", group="oc_group3")
+    await say(service, "排除的群里的话EXC2", "ou_other", group="oc_group3")
+    await service.extraction.drain()
+    assert len(requests(host)) == 2 and not leaks(requests(host), SECRET, NAME, "ou_quiet", "EXC")
     # optin in one group leaves the platform-wide flag, and says so
-    text = await command_text(plugin.memory_optin_command(make_event(user="ou_quiet")))
+    text = await service.commands.privacy(speaker("ou_quiet"), False, "")
     assert "所有群" in text and "optin all" in text
-    assert "ou_quiet" in opted_out_in(plugin.service.store, G)
-    await command_text(plugin.memory_optin_command(make_event(user="ou_quiet"), "all"))
-    assert opted_out_in(plugin.service.store, G) == frozenset()
-    await asyncio.sleep(0)  # let the roster fetch the event started begin before terminate cancels it
-    await plugin.terminate()
+    assert "ou_quiet" in opted_out_in(service.store, G)
+    await service.commands.privacy(speaker("ou_quiet"), False, "all")
+    assert opted_out_in(service.store, G) == frozenset()
+    await asyncio.sleep(0)  # let the roster fetch the speaker started begin before stop cancels it
+    await service.stop()
 
 
-async def test_the_flag_survives_clear_and_a_move_to_another_store(make_plugin, tmp_path):
-    plugin, _ = recording_plugin(make_plugin)
-    await plugin.lark_save_memory(make_event(user="ou_quiet"), memory_type="fact", content="是设计师")
-    await plugin.lark_memory_privacy(make_event(user="ou_quiet"), action="optout")
-    await command_text(plugin.memory_clear_command(make_event(user="ou_quiet"), "confirm"))
-    assert await plugin.service.store.memories(G, "ou_quiet") == []
-    assert "ou_quiet" in (await plugin.service.store.document(G)).opted_out
-    dump = await plugin.service.store.export_group(G)
-    await plugin.terminate()
+async def test_the_flag_survives_clear_and_a_move_to_another_store(make_service, tmp_path):
+    service = recording_service(make_service)
+    await service.tools.save_memory(speaker("ou_quiet"), memory_type="fact", content="是设计师")
+    await service.tools.memory_privacy(speaker("ou_quiet"), action="optout")
+    await service.commands.clear(speaker("ou_quiet"), "confirm")
+    assert await service.store.memories(G, "ou_quiet") == []
+    assert "ou_quiet" in (await service.store.document(G)).opted_out
+    dump = await service.store.export_group(G)
+    await service.stop()
     other = UserMemoryStore(tmp_path / "other", durable=False)
     await other.import_group(G, GroupDump(dump.document, dump.episodes, dump.log, dump.carried, dump.next_log_id))
     await other.close()
@@ -175,40 +169,33 @@ async def test_review_and_consolidation_never_show_an_opted_out_members_memories
     await store.close()
 
 
-async def test_no_todo_is_proposed_for_an_opted_out_member(make_plugin):
-    plugin, requests = recording_plugin(make_plugin, enable_todos=True)
-
-    async def generate(origin, system_prompt, prompt):
-        requests.append(prompt)
-        return (
-            json.dumps(
-                {"operations": [{"op": "todo", "subject": "U1", "content": "交周报", "remind_at": "2099-01-01T10:00"}]}
-            ),
-            10,
-            1,
+async def test_no_todo_is_proposed_for_an_opted_out_member(make_service, host):
+    host.model.answers = [
+        json.dumps(
+            {"operations": [{"op": "todo", "subject": "U1", "content": "交周报", "remind_at": "2099-01-01T10:00"}]}
         )
+    ]
+    service = recording_service(make_service, enable_todos=True)
+    await service.tools.memory_privacy(speaker("ou_quiet"), action="optout")
+    await say(service, "我明天交周报", "ou_quiet")
+    await say(service, "我明天交周报", "ou_quiet")
+    await service.extraction.drain()
+    assert host.model.calls == [] and await service.store.todos(G) == []
+    await service.stop()
 
-    plugin.service._generate = generate
-    await plugin.lark_memory_privacy(make_event(user="ou_quiet"), action="optout")
-    await say(plugin, "我明天交周报", "ou_quiet")
-    await say(plugin, "我明天交周报", "ou_quiet")
-    await plugin.service.extraction.drain()
-    assert requests == [] and await plugin.service.store.todos(G) == []
-    await plugin.terminate()
 
-
-async def test_the_warm_check_does_no_io(make_plugin, monkeypatch):
-    plugin, _ = recording_plugin(make_plugin)
-    await say(plugin, "你好", "ou_a")  # loads the group and the platform's global document once
+async def test_the_warm_check_does_no_io(make_service, monkeypatch):
+    service = recording_service(make_service)
+    await say(service, "你好", "ou_a")  # loads the group and the platform's global document once
 
     async def no_io(*_):
         raise AssertionError("the store was asked to load on the message path")
 
-    monkeypatch.setattr(plugin.service.store, "document", no_io)
-    await say(plugin, "再见", "ou_a")
-    assert opted_out_in(plugin.service.store, G) == frozenset()
-    await asyncio.sleep(0)  # let the roster fetch the event started begin before terminate cancels it
-    await plugin.terminate()
+    monkeypatch.setattr(service.store, "document", no_io)
+    await say(service, "再见", "ou_a")
+    assert opted_out_in(service.store, G) == frozenset()
+    await asyncio.sleep(0)  # let the roster fetch the speaker started begin before stop cancels it
+    await service.stop()
 
 
 async def test_an_opt_out_while_the_extraction_call_is_in_flight_keeps_its_results_out(tmp_path):
@@ -294,17 +281,17 @@ async def test_an_opt_out_while_the_extraction_call_is_in_flight_keeps_its_resul
     await store.close()
 
 
-async def test_after_a_restart_the_reply_path_never_notes_an_opted_out_members_name(make_plugin):
-    plugin = make_plugin()
-    await plugin.lark_memory_privacy(make_event(user="ou_quiet", name=NAME), action="optout")
-    await plugin.terminate()
-    restarted = make_plugin()
-    assert restarted.service.store.peek_document(G) is None  # the group is not loaded when the reply path names them
-    await system_prompt_for(restarted, make_event("你好", user="ou_quiet", name=NAME))
-    assert restarted.service.members.spoken_name(G, "ou_quiet") is None
-    await opted_out(restarted.service.store, G)  # the flags in memory (any message observed, a global memory, ...)
+async def test_after_a_restart_the_reply_path_never_notes_an_opted_out_members_name(make_service):
+    service = make_service()
+    await service.tools.memory_privacy(speaker("ou_quiet", name=NAME), action="optout")
+    await service.stop()
+    restarted = make_service()
+    assert restarted.store.peek_document(G) is None  # the group is not loaded when the reply path names them
+    await block_for(restarted, speaker("ou_quiet", name=NAME), "你好")
+    assert restarted.members.spoken_name(G, "ou_quiet") is None
+    await opted_out(restarted.store, G)  # the flags in memory (any message observed, a global memory, ...)
     for user, name in (("ou_quiet", NAME), ("ou_other", "小李")):
-        await system_prompt_for(restarted, make_event("你好", user=user, name=name))
-    assert restarted.service.members.spoken_name(G, "ou_quiet") is None
-    assert restarted.service.members.spoken_name(G, "ou_other") == "小李"  # the others' names are noted
-    await restarted.terminate()
+        await block_for(restarted, speaker(user, name=name), "你好")
+    assert restarted.members.spoken_name(G, "ou_quiet") is None
+    assert restarted.members.spoken_name(G, "ou_other") == "小李"  # the others' names are noted
+    await restarted.stop()

@@ -2,13 +2,13 @@
 
 import asyncio
 
-from conftest import make_event
+from service_kit import block_for, save, speaker
+
 from memory import GroupKey, MemberKey, Settings
 from memory._models import Caller
 from memory._storage import UserMemoryStore
-from memory._rules.operations import save
+from memory._rules.operations import save as save_operation
 from memory._recall.recall import Recall
-from test_plugin import call_tool, system_prompt_for
 
 G = GroupKey("lark", "oc_group1")
 ME = Caller(MemberKey(G, "ou_a"))
@@ -19,7 +19,7 @@ async def fill(store, items, owner="ou_a"):
         await store.change(
             G,
             owner,
-            lambda m, t=memory_type, c=content, n=i: save(
+            lambda m, t=memory_type, c=content, n=i: save_operation(
                 m, memory_type=t, content=c, now=float(n), max_count=100, max_length=200
             ),
             actor="test",
@@ -85,7 +85,7 @@ async def test_index_follows_changes(tmp_path):
     await store.change(
         G,
         "ou_a",
-        lambda m: save(
+        lambda m: save_operation(
             m,
             memory_type="fact",
             content="养了一只叫年糕的狗",
@@ -128,19 +128,19 @@ async def test_semantic_scores_are_combined_and_failures_fall_back(tmp_path):
         assert "喜欢周末去爬山" in shown(block)
 
 
-async def test_group_and_member_candidates_compete_through_the_plugin(make_plugin):
-    plugin = make_plugin(memory_inject_limit=2)
-    me = make_event(user="ou_a")
+async def test_group_and_member_candidates_compete_through_the_service(make_service):
+    service = make_service(memory_inject_limit=2)
+    me = speaker("ou_a")
     for content in ("项目 A 下周三上线", "群规禁止发广告", "周五下午团建"):
-        await call_tool(plugin, "lark_save_memory", me, memory_type="fact", content=content, scope="group")
+        await save(service, me, content, scope="group")
     for content in ("喜欢猫", "住在杭州"):
-        await call_tool(plugin, "lark_save_memory", me, memory_type="fact", content=content)
-    prompt = await system_prompt_for(plugin, make_event("项目 A 什么时候上线？", user="ou_a"))
-    assert "项目 A 下周三上线" in prompt
-    assert sum(line.startswith("- ") for line in prompt.splitlines()) == 2
+        await save(service, me, content)
+    block = await block_for(service, me, "项目 A 什么时候上线？")
+    assert "项目 A 下周三上线" in block
+    assert sum(line.startswith("- ") for line in block.splitlines()) == 2
 
 
-# --- semantic recall through the plugin -----------------------------------------------------------------------
+# --- semantic recall through the service ----------------------------------------------------------------------
 
 
 class TopicEmbedder:
@@ -159,58 +159,56 @@ class TopicEmbedder:
         return [[1.0 if any(w in t for w in words) else 0.0 for words in self.TOPICS] + [0.1] for t in texts]
 
 
-async def semantic_plugin(make_plugin, embedder, **config):
-    plugin = make_plugin(memory_inject_limit=2, embedding_provider_id="fake-embedder", **config)
-    await plugin.service.attach_embedding_provider(embedder, "fake-embedder/topic-v1")
-    me = make_event(user="ou_a")
+async def semantic_service(make_service, host, embedder, **config):
+    service = make_service(memory_inject_limit=2, embedding_provider_id="fake-embedder", **config)
+    await service.attach_embedding_provider(embedder, "fake-embedder/topic-v1")
+    me = speaker("ou_a")
     for content in ("喜欢看科幻电影", "周末常去爬山", "养了一只猫", "住在杭州", "每天喝咖啡"):
-        await call_tool(plugin, "lark_save_memory", me, memory_type="fact", content=content)
-    await plugin.service.vectors.wait_idle()
-    return plugin
+        await save(service, me, content)
+        host.clock.advance(60)  # the film is the oldest: recency alone leaves it out
+    await service.vectors.wait_idle()
+    return service
 
 
-async def test_semantic_recall_finds_synonyms_lexical_cannot(make_plugin):
-    plugin = await semantic_plugin(make_plugin, TopicEmbedder())
-    assert plugin.service.vectors.path_for(GroupKey("lark", "oc_group1")).exists()
-    prompt = await system_prompt_for(plugin, make_event("推荐几部好片子", user="ou_a"))
-    assert "喜欢看科幻电影" in prompt
-    lexical_only = make_plugin(memory_inject_limit=2)
-    assert "喜欢看科幻电影" not in await system_prompt_for(lexical_only, make_event("推荐几部好片子", user="ou_a"))
+async def test_semantic_recall_finds_synonyms_lexical_cannot(make_service, host):
+    service = await semantic_service(make_service, host, TopicEmbedder())
+    assert service.vectors.path_for(GroupKey("lark", "oc_group1")).exists()
+    assert "喜欢看科幻电影" in await block_for(service, speaker("ou_a"), "推荐几部好片子")
+    lexical_only = make_service(memory_inject_limit=2)
+    assert "喜欢看科幻电影" not in await block_for(lexical_only, speaker("ou_a"), "推荐几部好片子")
 
 
-async def test_failing_or_slow_embedder_falls_back_to_lexical_quickly(make_plugin):
-    import time
+async def test_failing_or_slow_embedder_falls_back_to_lexical_quickly(make_service, host):
+    failing = await semantic_service(make_service, host, TopicEmbedder(fail=True))
+    block = await block_for(failing, speaker("ou_a"), "这周末去哪儿爬山")
+    assert "周末常去爬山" in block  # lexical still works
 
-    failing = await semantic_plugin(make_plugin, TopicEmbedder(fail=True))
-    prompt = await system_prompt_for(failing, make_event("这周末去哪儿爬山", user="ou_a"))
-    assert "周末常去爬山" in prompt  # lexical still works
-
-    slow = await semantic_plugin(make_plugin, TopicEmbedder(delay=0), embedding_timeout_ms=50)
-    slow.service.vectors._provider.delay = 5.0  # now every query embedding hangs
-    t0 = time.perf_counter()
-    prompt = await system_prompt_for(slow, make_event("这周末去哪儿爬山", user="ou_a"))
-    assert time.perf_counter() - t0 < 1.0 and "周末常去爬山" in prompt
+    slow = await semantic_service(make_service, host, TopicEmbedder(delay=0), embedding_timeout_ms=50)
+    slow.vectors._provider.delay = 5.0  # now every query embedding hangs
+    async with asyncio.timeout(1.0):  # the event loop's clock: the reply waits 50 ms for the embedding, not 5 s
+        block = await block_for(slow, speaker("ou_a"), "这周末去哪儿爬山")
+    assert "周末常去爬山" in block
 
 
-async def test_vectors_follow_changes_in_the_background(make_plugin):
+async def test_vectors_follow_changes_in_the_background(make_service, host):
     embedder = TopicEmbedder()
-    plugin = await semantic_plugin(make_plugin, embedder)
+    service = await semantic_service(make_service, host, embedder)
     calls = embedder.calls
-    me = make_event(user="ou_a")
-    await call_tool(plugin, "lark_save_memory", me, memory_type="fact", content="负责收款系统")
-    await plugin.service.vectors.wait_idle()
+    await save(service, speaker("ou_a"), "负责收款系统")
+    await service.vectors.wait_idle()
     assert embedder.calls == calls + 1  # only the new memory was embedded, in one background call
-    memory = next(
-        m for m in await plugin.service.store.memories(GroupKey("lark", "oc_group1"), "ou_a") if "收款" in m.content
-    )
-    assert plugin.service.vectors.has_vector(GroupKey("lark", "oc_group1"), memory.id)
-    assert "负责收款系统" in await system_prompt_for(plugin, make_event("付款出问题找谁", user="ou_a"))
+    memory = next(m for m in await service.store.memories(GroupKey("lark", "oc_group1"), "ou_a") if "收款" in m.content)
+    assert service.vectors.has_vector(GroupKey("lark", "oc_group1"), memory.id)
+    assert "负责收款系统" in await block_for(service, speaker("ou_a"), "付款出问题找谁")
 
 
-async def test_unknown_embedding_provider_leaves_lexical_recall(make_plugin, caplog):
-    plugin = make_plugin(embedding_provider_id="no-such-provider")
-    await plugin.initialize()
-    assert plugin.service.vectors is None
-    assert "no-such-provider" in caplog.text
-    await call_tool(plugin, "lark_save_memory", make_event(), memory_type="fact", content="喜欢猫")
-    assert "喜欢猫" in await system_prompt_for(plugin, make_event("猫"))
+async def test_unknown_embedding_provider_leaves_lexical_recall(make_service, caplog):
+    service = make_service(embedding_provider_id="no-such-provider")
+    await service.start()
+    try:
+        assert service.vectors is None
+        assert "no-such-provider" in caplog.text
+        await save(service, speaker(), "喜欢猫")
+        assert "喜欢猫" in await block_for(service, speaker(), "猫")
+    finally:
+        await service.stop()
