@@ -3,6 +3,7 @@ AstrBot's events reaches the memory service, and what of its answers reaches Ast
 is tested on fakes of the host, in the files of each feature."""
 
 from conftest import make_event
+from memory import GroupKey
 
 
 async def test_the_adapter_hands_conversation_to_the_service_never_commands_or_its_own_messages(make_plugin):
@@ -21,4 +22,37 @@ async def test_the_adapter_hands_conversation_to_the_service_never_commands_or_i
     await plugin.observe_group_message(bot)
     await plugin.observe_group_message(make_event("收到", user="ou_b"))
     assert seen == [("ou_a", "我喜欢简洁一点的回复"), ("ou_b", "收到")]
+    await plugin.terminate()
+
+
+async def test_a_finished_reply_is_handed_back_once_with_the_memories_injected_for_it(make_plugin):
+    from astrbot.core.provider.entities import LLMResponse, ProviderRequest
+
+    plugin = make_plugin(enable_background_extraction=True)
+    await plugin.lark_save_memory(make_event("记住我很紧张", user="ou_a"), memory_type="fact", content="主人最近很紧张")
+    await plugin.lark_save_memory(make_event("记住我喜欢猫", user="ou_a"), memory_type="fact", content="主人喜欢猫")
+    event = make_event("明天要答辩了", user="ou_a", name="小王")
+    await plugin.inject_memories(event, ProviderRequest(prompt=event.message_str, system_prompt=""))
+    # AstrBot hands on_llm_response the whole reply when the agent is done, streamed or not
+    await plugin.note_reply(event, LLMResponse(role="assistant", completion_text="别这么绷着，你准备得很充分。"))
+    await plugin.note_reply(event, LLMResponse(role="assistant", completion_text="again"))  # judged once
+    key = GroupKey("lark", "oc_group1")
+    (reply,) = plugin.service.replies.take(key)
+    assert (reply.user_id, reply.name, reply.text) == ("ou_a", "小王", "别这么绷着，你准备得很充分。")
+    contents = {m.id: m.content for m in await plugin.service.store.memories(key, "ou_a")}
+    assert sorted(contents[i] for i in reply.memory_ids) == ["主人喜欢猫", "主人最近很紧张"]
+    await plugin.terminate()
+
+
+async def test_with_extraction_off_nothing_is_recorded(make_plugin):
+    from astrbot.core.provider.entities import LLMResponse, ProviderRequest
+
+    plugin = make_plugin()
+    await plugin.lark_save_memory(make_event("记住", user="ou_a"), memory_type="fact", content="主人最近很紧张")
+    event = make_event("明天答辩", user="ou_a")
+    req = ProviderRequest(prompt=event.message_str, system_prompt="")
+    await plugin.inject_memories(event, req)
+    assert "主人最近很紧张" in req.system_prompt
+    await plugin.note_reply(event, LLMResponse(role="assistant", completion_text="别这么绷着"))
+    assert plugin.service.replies is None and event.get_extra("astrbot_plugin_user_memory:injected") is None
     await plugin.terminate()
