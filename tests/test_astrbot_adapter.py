@@ -1,9 +1,10 @@
-"""The AstrBot adapter's hooks against real AstrBot classes (real config, events, requests and responses): what of
-AstrBot's events reaches the memory service, and what of its answers reaches AstrBot. The service's own behaviour
-is tested on fakes of the host, in the files of each feature."""
+"""The AstrBot adapter (main.py) against real AstrBot classes (real config, events, requests and responses): what
+of AstrBot's events reaches the memory service, what of its answers reaches AstrBot, and how it does what the
+service asks of the host. The service's own behaviour is tested on fakes of the host, in the files of each
+feature; the tools, commands and system prompt through AstrBot in test_plugin."""
 
 from conftest import make_event
-from memory import GroupKey
+from memory import GroupKey, ModelAnswer
 
 
 async def test_the_adapter_hands_conversation_to_the_service_never_commands_or_its_own_messages(make_plugin):
@@ -55,4 +56,32 @@ async def test_with_extraction_off_nothing_is_recorded(make_plugin):
     assert "主人最近很紧张" in req.system_prompt
     await plugin.note_reply(event, LLMResponse(role="assistant", completion_text="别这么绷着"))
     assert plugin.service.replies is None and event.get_extra("astrbot_plugin_user_memory:injected") is None
+    await plugin.terminate()
+
+
+async def test_a_model_call_with_no_conversation_goes_to_astrbots_default_chat_model(make_plugin):
+    """Review and consolidation have no conversation to take a provider from (the service names neither): the
+    adapter calls AstrBot's own `llm_generate` with the default chat provider."""
+    from astrbot.core.provider.entities import LLMResponse
+
+    answer_text = '{"op": "promote", "id": 1, "reason": "长期稳定的身份"}'
+    calls = []
+
+    class Provider:
+        def meta(self):
+            return type("Meta", (), {"id": "default_chat"})()
+
+    async def llm_generate(*, chat_provider_id, system_prompt, prompt, **_):
+        calls.append((chat_provider_id, system_prompt, prompt))
+        return LLMResponse("assistant", completion_text=answer_text)
+
+    async def default_provider(*_args, **_kwargs):
+        return Provider()
+
+    plugin = make_plugin(enable_background_extraction=True)
+    plugin.context.llm_generate = llm_generate
+    plugin.context.get_using_provider_async = default_provider
+    answer = await plugin.service.ports.generate("审核规则", "记忆列表", provider_id="", origin="")
+    assert calls == [("default_chat", "审核规则", "记忆列表")]
+    assert answer == ModelAnswer(answer_text, 0, 0)
     await plugin.terminate()
