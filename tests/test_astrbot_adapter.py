@@ -45,7 +45,7 @@ async def test_a_finished_reply_is_handed_back_once_with_the_memories_injected_f
     await plugin.terminate()
 
 
-async def test_with_extraction_off_nothing_is_recorded(make_plugin):
+async def test_with_observation_off_the_request_carries_nothing_to_hand_back(make_plugin):
     from astrbot.core.provider.entities import LLMResponse, ProviderRequest
 
     plugin = make_plugin()
