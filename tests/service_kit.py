@@ -63,6 +63,11 @@ def speaker(
     )
 
 
+def operations(*ops: object) -> str:
+    """What a model answers to extraction when it proposes `ops` (each an operation as the prompt asks for one)."""
+    return json.dumps({"operations": list(ops)}, ensure_ascii=False)
+
+
 async def save(
     service: MemoryService, who: Speaker | None, content: str, memory_type: str = "fact", **args: str
 ) -> str:

@@ -5,15 +5,14 @@ import asyncio
 import json
 
 import pytest
+from service_kit import block_for, save, speaker
 
-from conftest import make_event
 from memory import GroupKey
 from memory._storage import UserMemoryStore
 from memory._admin import archived_text, history_text, revert_change
 from memory._aging.archive import archive_memories, purge_expired, restore_memories
 from memory._models import Memory, MemoryType, Source
 from memory._storage import ERASE, GROUP_OWNER
-from test_plugin import call_tool, command_text, system_prompt_for
 
 G = GroupKey("lark", "oc_group1")
 DAY = 86_400.0
@@ -209,44 +208,40 @@ async def test_unload_drops_an_idle_group_and_it_loads_again(tmp_path):
     assert not store.unload(GroupKey("lark", "never-loaded"))
 
 
-async def test_the_plugins_erasures_reach_the_archive_and_admins_see_and_restore_it(make_plugin):
-    plugin = make_plugin()
-    key = GroupKey("lark", "oc_group1")
-    me, other = make_event(user="ou_me"), make_event(user="ou_other")
-    await plugin.service.store.change(key, "ou_me", put(memory("a1", "我的旧病历号 12345")), actor="extraction")
-    await plugin.service.store.change(key, "ou_other", put(memory("b1", "别人的旧事实")), actor="extraction")
-    await call_tool(plugin, "lark_save_memory", me, memory_type="fact", content="现在的事实")
+async def test_a_members_erasures_reach_the_archive_and_admins_see_and_restore_it(make_service, host):
+    service = make_service()
+    me, other, admin = speaker("ou_me"), speaker("ou_other"), speaker("admin", admin=True)
+    await service.store.change(G, "ou_me", put(memory("a1", "我的旧病历号 12345")), actor="extraction")
+    await service.store.change(G, "ou_other", put(memory("b1", "别人的旧事实")), actor="extraction")
+    await save(service, me, "现在的事实")
     await archive_memories(
-        plugin.service.store, key, [("ou_me", "a1"), ("ou_other", "b1")], reason="decay", actor="maintenance"
+        service.store, G, [("ou_me", "a1"), ("ou_other", "b1")], reason="decay", actor="maintenance", now=host.clock()
     )
-    listing = await command_text(plugin.memory_archived_command(make_event(user="admin", admin=True)))
+    listing = await service.commands.archived(admin)
     assert "12345" in listing and "别人的旧事实" in listing
-    assert "已删除" in await call_tool(plugin, "lark_forget_memory", me, target="all")
-    assert [a.memory.id for a in await plugin.service.store.archived(key)] == ["b1"]
-    assert b"12345" not in plugin.service.store.path_for(key).read_bytes()
-    await command_text(plugin.memory_clear_command(other, "confirm"))
-    assert await plugin.service.store.archived(key) == []
-    assert "没有归档" in await command_text(plugin.memory_archived_command(make_event(user="admin", admin=True)))
+    assert "已删除" in await service.tools.forget_memory(me, target="all")
+    assert [a.memory.id for a in await service.store.archived(G)] == ["b1"]
+    assert b"12345" not in service.store.path_for(G).read_bytes()
+    await service.commands.clear(other, "confirm")
+    assert await service.store.archived(G) == []
+    assert "没有归档" in await service.commands.archived(admin)
 
 
-async def test_the_plugin_never_injects_lists_or_offers_an_archived_memory(make_plugin):
-    plugin = make_plugin()
-    key = GroupKey("lark", "oc_group1")
-    me = make_event("我养的猫叫什么？", user="ou_me")
-    await plugin.service.store.change(
-        key, "ou_me", put(memory("a1", "养了一只叫小白的猫"), memory("a2", "住在杭州")), actor="extraction"
+async def test_an_archived_memory_is_never_injected_listed_or_offered(make_service, host):
+    service = make_service()
+    me, question = speaker("ou_me"), "我养的猫叫什么？"
+    await service.store.change(
+        G, "ou_me", put(memory("a1", "养了一只叫小白的猫"), memory("a2", "住在杭州")), actor="extraction"
     )
-    assert "小白" in await system_prompt_for(plugin, me)
-    await archive_memories(plugin.service.store, key, [("ou_me", "a1")], reason="decay", actor="maintenance")
-    assert "小白" not in await system_prompt_for(plugin, me)
-    assert "小白" not in await call_tool(plugin, "lark_list_memory", me)
-    assert "小白" not in await command_text(plugin.memory_list_command(me))
-    assert "没有找到" in await call_tool(plugin, "lark_forget_memory", me, target="小白")
-    entry = next(e for e in await plugin.service.store.log_entries(key) if e.get("op") == "archive")
-    assert "已撤销" in await command_text(
-        plugin.memory_revert_command(make_event(user="admin", admin=True), entry["id"])
-    )
-    assert "小白" in await system_prompt_for(plugin, me)
+    assert "小白" in await block_for(service, me, question)
+    await archive_memories(service.store, G, [("ou_me", "a1")], reason="decay", actor="maintenance", now=host.clock())
+    assert "小白" not in await block_for(service, me, question)
+    assert "小白" not in await service.tools.list_memory(me)
+    assert "小白" not in await service.commands.list_memories(me)
+    assert "没有找到" in await service.tools.forget_memory(me, target="小白")
+    entry = next(e for e in await service.store.log_entries(G) if e.get("op") == "archive")
+    assert "已撤销" in await service.commands.revert(speaker("admin", admin=True), entry["id"])
+    assert "小白" in await block_for(service, me, question)
 
 
 async def test_unload_refuses_while_a_change_is_not_yet_durable(tmp_path):

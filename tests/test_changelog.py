@@ -6,8 +6,8 @@ import json
 import os
 
 import pytest
+from service_kit import speaker
 
-from conftest import make_event
 from memory import GroupKey, InvalidMemoryInput, StorageUnavailable
 from memory._models import Memory
 from memory._storage import UserMemoryStore
@@ -17,7 +17,6 @@ from memory._rules.operations import forget, parse_content, save
 from memory._recall.semantic import VectorStore
 from memory._storage.serialize import DocumentSerializer
 from memory._text import require_encodable
-from test_plugin import call_tool, command_text
 
 G = GroupKey("lark", "oc_group1")
 LONE = "\ud83d"  # what json.loads makes of an unpaired "\ud83d" escape
@@ -56,17 +55,15 @@ def test_lone_surrogates_are_refused_at_the_boundary():
         save([], memory_type="fact", content="ok", replace_id=f"abcd{LONE}", now=1.0, max_count=5, max_length=200)
 
 
-async def test_tools_refuse_unencodable_text_and_the_group_keeps_working(make_plugin):
-    plugin = make_plugin()
-    me = make_event()
-    result = await settle(
-        call_tool(plugin, "lark_save_memory", me, memory_type="fact", content=json.loads('"是\\ud83d工程师"'))
-    )
+async def test_tools_refuse_unencodable_text_and_the_group_keeps_working(make_service):
+    service = make_service()
+    me, tools = speaker(), service.tools
+    result = await settle(tools.save_memory(me, memory_type="fact", content=json.loads('"是\\ud83d工程师"')))
     assert "保存失败" in result and "无法编码" in result
-    assert "已保存" in await settle(call_tool(plugin, "lark_save_memory", me, memory_type="fact", content="是工程师"))
-    assert "删除失败" in await settle(call_tool(plugin, "lark_forget_memory", me, target=f"工程{LONE}"))
-    assert "已删除" in await settle(call_tool(plugin, "lark_forget_memory", me, target="all"))
-    assert await make_plugin().service.store.memories(G, "ou_userA") == []
+    assert "已保存" in await settle(tools.save_memory(me, memory_type="fact", content="是工程师"))
+    assert "删除失败" in await settle(tools.forget_memory(me, target=f"工程{LONE}"))
+    assert "已删除" in await settle(tools.forget_memory(me, target="all"))
+    assert await make_service().store.memories(G, "ou_userA") == []
 
 
 async def test_an_unserializable_change_fails_its_waiters_and_the_group_keeps_serving(tmp_path):
@@ -281,41 +278,39 @@ async def test_revert_by_id_refuses_when_the_target_changed_since(tmp_path):
     assert [(e["actor"], e["reverts"]) for e in reverts] == [("admin:a", [3]), ("admin:a", [2])]
 
 
-async def test_erasure_purges_the_members_content_and_cannot_be_reverted(tmp_path, make_plugin):
-    plugin = make_plugin()
-    me, other = make_event(user="ou_me"), make_event(user="ou_other")
-    await call_tool(plugin, "lark_save_memory", me, memory_type="fact", content="我的秘密病历号 12345")
-    await call_tool(
-        plugin,
-        "lark_save_memory",
+async def test_erasure_purges_the_members_content_and_cannot_be_reverted(make_service):
+    service = make_service()
+    me, other, tools, store = speaker("ou_me"), speaker("ou_other"), service.tools, service.store
+    await tools.save_memory(me, memory_type="fact", content="我的秘密病历号 12345")
+    await tools.save_memory(
         me,
         memory_type="fact",
         content="我的秘密病历号 67890",
-        replace_id=(await plugin.service.store.memories(G, "ou_me"))[0].id,
+        replace_id=(await store.memories(G, "ou_me"))[0].id,
     )
-    await call_tool(plugin, "lark_save_memory", other, memory_type="fact", content="别人的事实")
-    await call_tool(plugin, "lark_save_memory", me, memory_type="fact", content="公开的群规", scope="group")
-    assert "已删除" in await call_tool(plugin, "lark_forget_memory", me, target="all")
-    raw = log_file(plugin.service.store).read_bytes()
+    await tools.save_memory(other, memory_type="fact", content="别人的事实")
+    await tools.save_memory(me, memory_type="fact", content="公开的群规", scope="group")
+    assert "已删除" in await tools.forget_memory(me, target="all")
+    raw = log_file(store).read_bytes()
     assert b"12345" not in raw and b"67890" not in raw
     assert "别人的事实".encode() in raw and "公开的群规".encode() in raw
-    mine = [e for e in memory_entries(await plugin.service.store.log_entries(G)) if e["owner"] == "ou_me"]
+    mine = [e for e in memory_entries(await store.log_entries(G)) if e["owner"] == "ou_me"]
     assert [e["op"] for e in mine] == ["add", "update", "erase"] and all(e["erased"] for e in mine)
     assert all("old" not in e and "new" not in e for e in mine)
     for entry in mine:
-        assert "无法撤销" in await revert_change(plugin.service.store, G, entry["id"], actor="admin:a")
-    assert await plugin.service.store.memories(G, "ou_me") == []
-    assert "清除" in await history_text(plugin.service.store, G)
+        assert "无法撤销" in await revert_change(store, G, entry["id"], actor="admin:a")
+    assert await store.memories(G, "ou_me") == []
+    assert "清除" in await history_text(store, G)
 
 
-async def test_clear_command_erases_also_what_was_deleted_before(make_plugin):
-    plugin = make_plugin()
-    me = make_event(user="ou_me")
-    await call_tool(plugin, "lark_save_memory", me, memory_type="fact", content="旧地址在西湖区")
-    await call_tool(plugin, "lark_forget_memory", me, target=(await plugin.service.store.memories(G, "ou_me"))[0].id)
-    await command_text(plugin.memory_clear_command(make_event(user="ou_me"), "confirm"))
-    assert "西湖区".encode() not in log_file(plugin.service.store).read_bytes()
-    assert await plugin.service.store.memories(G, "ou_me") == []
+async def test_clear_command_erases_also_what_was_deleted_before(make_service):
+    service = make_service()
+    me = speaker("ou_me")
+    await service.tools.save_memory(me, memory_type="fact", content="旧地址在西湖区")
+    await service.tools.forget_memory(me, target=(await service.store.memories(G, "ou_me"))[0].id)
+    await service.commands.clear(speaker("ou_me"), "confirm")
+    assert "西湖区".encode() not in log_file(service.store).read_bytes()
+    assert await service.store.memories(G, "ou_me") == []
 
 
 async def test_the_log_is_trimmed_by_bytes_rarely_off_the_loop_and_keeps_ids_and_totals(tmp_path, monkeypatch):

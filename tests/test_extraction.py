@@ -7,8 +7,9 @@ import re
 
 import pytest
 
-from conftest import make_event
-from memory import GroupKey, Settings
+from service_kit import contents, operations, speaker
+
+from memory import GroupKey, PrivateSender, Settings
 from memory._extraction import run_extraction
 from memory._observation import Utterance
 from memory._models import MemoryType, Source
@@ -539,100 +540,65 @@ async def test_bursts_over_200_groups_never_exceed_the_global_limit_and_all_run(
     await scheduler.close()
 
 
-# --- through the plugin: the GROUP_MESSAGE handler feeds extraction, off the reply path -----------------------
+# --- through the service: a group message seen feeds extraction, off the reply path --------------------------
 
 
-async def test_plugin_buffers_group_messages_and_extracts_in_background(make_plugin):
-    plugin = make_plugin(enable_background_extraction=True, extraction_every_n_messages=3)
-    calls = []
-
-    async def fake_generate(origin, system_prompt, prompt):
-        calls.append(prompt)
-        return (
-            json.dumps(
-                {
-                    "operations": [
-                        {
-                            "op": "add",
-                            "scope": "member",
-                            "subject": "U1",
-                            "type": "preference",
-                            "content": "喜欢简洁的回复",
-                        }
-                    ]
-                }
-            ),
-            100,
-            10,
-        )
-
-    plugin.service._generate = fake_generate
-    await plugin.observe_group_message(make_event("我喜欢简洁一点的回复", user="ou_a"))
-    command = make_event("/memory list", user="ou_a")
-    command.message_str = "memory list"  # AstrBot's waking stage strips the wake prefix before plugins see it
-    await plugin.observe_group_message(command)  # commands are not conversation
-    bot = make_event("我是机器人", user="bot")  # the bot's own message (self_id is "bot")
-    await plugin.observe_group_message(bot)
-    await plugin.observe_group_message(make_event("收到", user="ou_b"))
-    assert calls == []
-    await plugin.observe_group_message(make_event("好的", user="ou_c"))
-    await plugin.service.extraction.drain()
-    assert len(calls) == 1 and "memory list" not in calls[0] and "我是机器人" not in calls[0]
-    conversation = calls[0].split("【最近对话】", 1)[1]
+async def test_group_messages_are_extracted_in_the_background(make_service, host):
+    host.model.answers = [
+        operations({"op": "add", "scope": "member", "subject": "U1", "type": "preference", "content": "喜欢简洁的回复"})
+    ]
+    service = make_service(enable_background_extraction=True, extraction_every_n_messages=3)
+    await service.message_seen(speaker("ou_a"), "我喜欢简洁一点的回复")
+    await service.message_seen(speaker("ou_b"), "收到")
+    assert host.model.calls == []
+    await service.message_seen(speaker("ou_c"), "好的")
+    await service.extraction.drain()
+    [call] = host.model.calls
+    assert call.origin == "lark_bot:GroupMessage:oc_group1"
+    conversation = call.prompt.split("【最近对话】", 1)[1]
     assert [line.split(": ", 1)[1] for line in conversation.strip().splitlines()[:-1] if ": " in line] == [
         "我喜欢简洁一点的回复",
         "收到",
         "好的",
     ]
-    assert [m.content for m in await plugin.service.store.memories(G, "ou_a")] == ["喜欢简洁的回复"]
-    await plugin.terminate()
+    assert await contents(service, speaker("ou_a")) == ["喜欢简洁的回复"]
+    await service.stop()
 
 
-async def test_plugin_hands_the_platform_message_id_to_observation(make_plugin, monkeypatch):
-    plugin = make_plugin(enable_background_extraction=True)
+async def test_the_speakers_message_id_reaches_observation(make_service, monkeypatch):
+    service = make_service(enable_background_extraction=True)
     seen = []
-    monkeypatch.setattr(plugin.service.extraction, "observe", lambda key, utterance, origin: seen.append(utterance))
-    event = make_event("明天我请假", user="ou_a")
-    event.message_obj.message_id = "om_42"  # what tells an instance's copy of a message from another message
-    await plugin.observe_group_message(event)
+    monkeypatch.setattr(service.extraction, "observe", lambda key, utterance, origin: seen.append(utterance))
+    # what tells an instance's copy of a message from another message (the adapter reads it from the event)
+    await service.message_seen(speaker("ou_a", message_id="om_42"), "明天我请假")
     assert [u.message_id for u in seen] == ["om_42"]
-    await asyncio.sleep(0)  # let the member roster fetch the event started begin before terminate cancels it
-    await plugin.terminate()
+    await asyncio.sleep(0)  # let the member roster fetch the message started begin before stop cancels it
+    await service.stop()
 
 
-async def test_extraction_is_off_by_default(make_plugin):
-    plugin = make_plugin()
-    assert plugin.service.extraction is None
-    await plugin.observe_group_message(make_event("记住我喜欢猫"))
+async def test_extraction_is_off_by_default(make_service, host):
+    service = make_service()
+    assert service.extraction is None and not service.observing
+    await service.message_seen(speaker(), "记住我喜欢猫")
+    assert host.model.calls == []
 
 
-async def test_admin_commands_show_and_revert_history(make_plugin):
-    from test_plugin import command_text
-
-    plugin = make_plugin(enable_background_extraction=True, extraction_every_n_messages=1)
-
-    async def fake_generate(origin, system_prompt, prompt):
-        return (
-            '{"operations": [{"op": "add", "scope": "group", "subject": "U1", "type": "fact", '
-            '"content": "周五下午团建"}]}',
-            50,
-            5,
-        )
-
-    plugin.service._generate = fake_generate
-    await plugin.observe_group_message(make_event("周五下午团建，别忘了", user="ou_a"))
-    await plugin.service.extraction.drain()
-    admin = make_event(user="ou_admin")
-    admin.role = "admin"
-    assert "#1" in await command_text(plugin.memory_history_command(admin)) and "周五下午团建" in await command_text(
-        plugin.memory_history_command(admin)
-    )
-    assert "调用 1 次" in await command_text(plugin.memory_stats_command(make_event()))
-    assert "已撤销" in await command_text(plugin.memory_revert_command(admin, 1))
-    assert (await plugin.service.store.document(G)).group_memories == []
-    assert "只在群聊" in await command_text(plugin.memory_history_command(make_event(private=True, admin=True)))
-    assert "权限不足" in await command_text(plugin.memory_revert_command(make_event(user="ou_a"), 1))
-    await plugin.terminate()
+async def test_admin_commands_show_and_revert_history(make_service, host):
+    host.model.answers = [
+        operations({"op": "add", "scope": "group", "subject": "U1", "type": "fact", "content": "周五下午团建"})
+    ]
+    service = make_service(enable_background_extraction=True, extraction_every_n_messages=1)
+    await service.message_seen(speaker("ou_a"), "周五下午团建，别忘了")
+    await service.extraction.drain()
+    admin = speaker("ou_admin", admin=True)
+    history = await service.commands.history(admin, 10)
+    assert "#1" in history and "周五下午团建" in history
+    assert "调用 1 次" in await service.commands.stats(speaker())
+    assert "已撤销" in await service.commands.revert(admin, 1)
+    assert (await service.store.document(G)).group_memories == []
+    assert "只在群聊" in await service.commands.history(PrivateSender("ou_userA", is_admin=True), 10)
+    assert "权限不足" in await service.commands.revert(speaker("ou_a"), 1)
+    await service.stop()
 
 
 async def test_a_hung_model_call_is_abandoned(store):

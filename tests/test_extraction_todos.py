@@ -7,7 +7,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from conftest import make_event
+from service_kit import operations, speaker
+
 from memory import GroupKey, MemberKey, Settings
 from memory._extraction import run_extraction
 from memory._models import Caller
@@ -227,33 +228,27 @@ async def test_a_platform_that_cannot_send_keeps_the_proposal_without_a_reminder
     assert todo.remind_at is None and todo.due_at == local("2026-11-27T18:00") and todo.platform_id == "qq_official_1"
 
 
-# --- through the plugin: the batch's origin is built from the event's session and the group ---------------------
+# --- through the service: the batch's origin is built from the speaker's conversation and the group -------------
 
 
-async def test_plugin_passes_the_groups_send_origin_when_todos_are_on(make_plugin):
-    plugin = make_plugin(enable_background_extraction=True, extraction_every_n_messages=1)
-    due = datetime.fromtimestamp(datetime.now(ZONE).timestamp() + 3 * 86400, ZONE).strftime("%Y-%m-%dT%H:%M")
-    prompts = []
-
-    async def fake_generate(origin, system_prompt, prompt):
-        prompts.append(system_prompt)
-        return json.dumps({"operations": [todo_op(subject="U1", due_at=due)]}), 10, 5
-
-    plugin.service._generate = fake_generate
-    await plugin.observe_group_message(make_event("我三天内分享技术见解", user="ou_a"))
-    await plugin.service.extraction.drain()
-    (todo,) = await plugin.service.store.todos(G)
+async def test_extraction_passes_the_groups_send_origin_when_todos_are_on(make_service, host):
+    due = datetime.fromtimestamp(host.clock() + 3 * 86400, ZONE).strftime("%Y-%m-%dT%H:%M")
+    host.model.answers = [operations(todo_op(subject="U1", due_at=due))]
+    service = make_service(enable_background_extraction=True, extraction_every_n_messages=1)
+    await service.message_seen(speaker("ou_a"), "我三天内分享技术见解")
+    await service.extraction.drain()
+    (todo,) = await service.store.todos(G)
     assert (todo.assignee, todo.confirmed, todo.platform_id, todo.origin) == (
         "ou_a",
         False,
         "lark_bot",
         "lark_bot:GroupMessage:oc_group1",
     )
-    await plugin.terminate()
+    await service.stop()
 
-    off = make_plugin(enable_background_extraction=True, extraction_every_n_messages=1, enable_todos=False)
-    off.service._generate = fake_generate
-    await off.observe_group_message(make_event("我三天内分享技术见解", user="ou_a", group="oc_group2"))
-    await off.service.extraction.drain()
-    assert TODO_SYSTEM_PROMPT not in prompts[-1] and await off.service.store.todos(GroupKey("lark", "oc_group2")) == []
-    await off.terminate()
+    off = make_service(enable_background_extraction=True, extraction_every_n_messages=1, enable_todos=False)
+    await off.message_seen(speaker("ou_a", "oc_group2"), "我三天内分享技术见解")
+    await off.extraction.drain()
+    assert len(host.model.calls) == 2 and TODO_SYSTEM_PROMPT not in host.model.calls[-1].system_prompt
+    assert await off.store.todos(GroupKey("lark", "oc_group2")) == []
+    await off.stop()

@@ -2,10 +2,10 @@
 groups without reading them, unloads what it loaded, keeps the review caps, spreads groups out, stops on close."""
 
 import asyncio
-import time
 from dataclasses import dataclass
 
 import pytest
+from service_kit import speaker
 
 from memory import GroupKey, Settings
 from memory._storage import UserMemoryStore
@@ -299,38 +299,20 @@ async def test_a_failing_review_does_not_stop_the_round(tmp_path):
     assert scheduler.stats.failures == 1 and scheduler.stats.passes == 1
 
 
-async def test_the_plugin_starts_one_scheduler_and_stops_it_on_terminate(make_plugin):
-    first = make_plugin()
-    await first.initialize()
-    assert first.service.maintenance.running
-    await first.terminate()  # a dashboard config save: terminate, then a new instance is initialized
-    assert not first.service.maintenance.running
-    second = make_plugin()
-    await second.initialize()
+async def test_the_service_starts_one_scheduler_and_stops_it(make_service):
+    first = make_service()
+    await first.start()
+    assert first.maintenance.running
+    await first.stop()  # a dashboard config save: the service stops, then a new one starts on the same data
+    assert not first.maintenance.running
+    second = make_service()
+    await second.start()
     try:
-        assert second.service.maintenance.running and "记忆维护：运行中" in _status(second)
+        assert second.maintenance.running
+        assert "记忆维护：运行中" in await second.commands.status(speaker("ou_admin", admin=True))
     finally:
-        await second.terminate()
-    assert make_plugin(enable_user_memory=False).service.maintenance is None
-
-
-def _status(plugin):
-    from memory._status import Health, status_text
-
-    health = Health(
-        groups_loaded=0,
-        extraction_on=False,
-        pending_here=0,
-        pending_all=0,
-        calls_running=0,
-        calls_queued=0,
-        calls_limit=1,
-        embedding="",
-        rosters_cached=0,
-        roster_here=None,
-        maintenance=plugin.service.maintenance.status_line(),
-    )
-    return status_text(plugin.service.settings, [], health)
+        await second.stop()
+    assert make_service(enable_user_memory=False).maintenance is None
 
 
 async def test_a_changed_aging_setting_or_episode_file_makes_an_unchanged_group_be_read_again(tmp_path):
@@ -406,26 +388,13 @@ async def test_the_daily_caps_hold_across_a_restart(tmp_path):
     assert budgets == [5, 2]
 
 
-async def test_the_plugin_reviews_through_astrbots_default_model_only_with_observation_on(make_plugin):
-    """The maintenance pass of a real plugin promotes a memory through AstrBot's own `llm_generate` with the default
-    chat provider (there is no conversation to take one from); without observation it makes no model call."""
-    from astrbot.core.provider.entities import LLMResponse
-
-    calls = []
-
-    class Provider:
-        def meta(self):
-            return type("Meta", (), {"id": "default_chat"})()
-
-    async def llm_generate(*, chat_provider_id, system_prompt, prompt, **_):
-        calls.append(chat_provider_id)
-        return LLMResponse("assistant", completion_text='{"op": "promote", "id": 1, "reason": "长期稳定的身份"}')
-
-    async def default_provider(*_args, **_kwargs):
-        return Provider()
-
+async def test_review_calls_the_hosts_default_model_only_with_observation_on(make_service, host):
+    """The maintenance pass promotes a memory through the host's model with no provider and no conversation named
+    (the host's default chat model: there is no conversation to take one from); without observation it makes no
+    model call."""
+    host.model.answers = ['{"op": "promote", "id": 1, "reason": "长期稳定的身份"}']
     key = GroupKey("lark", "oc_group1")
-    now = time.time()
+    now = host.clock()
     strong = Memory(
         id="m-strong",
         type=MemoryType.FACT,
@@ -435,17 +404,15 @@ async def test_the_plugin_reviews_through_astrbots_default_model_only_with_obser
         source=Source.EXTRACTION,
         importance=0.9,
     )
-    for observation, expected in ((True, ["default_chat"]), (False, [])):
-        calls.clear()
-        plugin = make_plugin(enable_background_extraction=observation)
-        plugin.context.llm_generate = llm_generate
-        plugin.context.get_using_provider_async = default_provider
-        await plugin.service.store.change(key, "ou_a", lambda ms: ([strong], None), actor="ou_a")
-        await plugin.service.maintenance.run_round(spacing=0)
-        [memory] = await plugin.service.store.memories(key, "ou_a")
-        assert calls == expected
+    for observation, expected in ((True, [("", "")]), (False, [])):
+        host.model.calls.clear()
+        service = make_service(enable_background_extraction=observation)
+        await service.store.change(key, "ou_a", lambda ms: ([strong], None), actor="ou_a")
+        await service.maintenance.run_round(spacing=0)
+        [memory] = await service.store.memories(key, "ou_a")
+        assert [(call.provider_id, call.origin) for call in host.model.calls] == expected
         assert (memory.promoted_at is not None) is observation
-        await plugin.terminate()
+        await service.stop()
 
 
 async def test_a_restored_memory_decays_again_from_its_restore_whatever_archived_it(tmp_path):

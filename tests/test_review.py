@@ -5,6 +5,7 @@ import re
 import uuid
 
 import pytest
+from service_kit import speaker
 
 from memory import GroupKey, Settings
 from memory._models import Memory, MemoryType, Source
@@ -316,11 +317,7 @@ async def test_stats_show_review_and_consolidation_cost_apart_from_extraction_tr
     assert maintenance == "定期维护：上次 11-21 04:00，归档 2 条"
 
 
-async def test_the_stats_command_shows_each_background_cost_and_the_maintenance_line(make_plugin):
-    from conftest import make_event
-    from test_plugin import command_text
-
-    plugin = make_plugin()
-    text = await command_text(plugin.memory_stats_command(make_event()))
+async def test_the_stats_command_shows_each_background_cost_and_the_maintenance_line(make_service):
+    text = await make_service().commands.stats(speaker())
     assert "本群后台记忆提取：调用 0 次" in text and "记忆审核：调用 0 次" in text and "记忆合并：调用 0 次" in text
     assert "定期维护：" in text and "已维护 0 次" in text

@@ -6,7 +6,9 @@ import re
 
 import pytest
 
-from conftest import make_event
+from service_kit import save as remember  # the save tool, as a model calls it
+from service_kit import speaker
+
 from memory import GroupKey, Settings
 from memory._extraction import run_extraction
 from memory._observation import Utterance
@@ -212,46 +214,33 @@ async def test_change_over_time_keeps_the_earlier_statement(store):
     assert (await store.memories(G, "ou_a"))[0] == tense
 
 
-# -- through the adapter: injection -> reply (on_llm_response) -> next extraction judges ---------------------------
-async def test_adapter_records_injected_memories_and_the_reply_for_the_next_extraction(make_plugin):
-    from astrbot.core.provider.entities import LLMResponse, ProviderRequest
+# -- through the service: injection -> a finished reply -> the next extraction judges ----------------------------
+async def test_injected_memories_and_the_reply_reach_the_next_extraction_for_judgment(make_service, host):
+    host.model.answer = lambda system_prompt, prompt: json.dumps(judge_by_design(prompt), ensure_ascii=False)
+    service = make_service(enable_background_extraction=True, extraction_every_n_messages=1)
+    me = speaker("ou_a", name="小王")
+    await remember(service, me, "主人最近很紧张")
+    await remember(service, me, "主人喜欢猫")
+    injected = await service.inject(me, "明天要答辩了")
+    assert len(injected.memory_ids) == 2
+    await service.reply_finished(me, injected.memory_ids, "别这么绷着，你准备得很充分。")
+    assert service.replies.pending(G) == 1
 
-    plugin = make_plugin(enable_background_extraction=True)
-    await plugin.lark_save_memory(make_event("记住我很紧张", user="ou_a"), memory_type="fact", content="主人最近很紧张")
-    await plugin.lark_save_memory(make_event("记住我喜欢猫", user="ou_a"), memory_type="fact", content="主人喜欢猫")
-    event = make_event("明天要答辩了", user="ou_a", name="小王")
-    await plugin.inject_memories(event, ProviderRequest(prompt=event.message_str, system_prompt=""))
-    # AstrBot hands on_llm_response the whole reply when the agent is done, streamed or not
-    await plugin.note_reply(event, LLMResponse(role="assistant", completion_text="别这么绷着，你准备得很充分。"))
-    await plugin.note_reply(event, LLMResponse(role="assistant", completion_text="again"))  # judged once
-    key = GroupKey("lark", "oc_group1")
-    assert plugin.service.replies.pending(key) == 1
-
-    generate = scripted(judge_by_design)
-
-    async def fake_generate(origin, system_prompt, prompt):
-        return await generate(system_prompt, prompt)
-
-    plugin.service._generate = fake_generate
-    await plugin.service._extract(
-        key, [Utterance("ou_a", "小王", "好的谢谢", NOW)], "lark_bot:GroupMessage:oc_group1", None
-    )
-    after = {m.content: m for m in await plugin.service.store.memories(key, "ou_a")}
-    assert after["主人最近很紧张"].last_used_at is not None and after["主人最近很紧张"].importance > 0.5
+    await service.message_seen(me, "好的谢谢")
+    await service.extraction.drain()
+    assert "【机器人最近的回复】" in host.model.calls[0].prompt
+    after = {m.content: m for m in await service.store.memories(G, "ou_a")}
+    assert after["主人最近很紧张"].last_used_at == host.clock() and after["主人最近很紧张"].importance > 0.5
     assert after["主人喜欢猫"].last_used_at is None
-    assert plugin.service.replies.pending(key) == 0
-    await plugin.terminate()
+    assert service.replies.pending(G) == 0
+    await service.stop()
 
 
-async def test_with_extraction_off_nothing_is_recorded(make_plugin):
-    from astrbot.core.provider.entities import LLMResponse, ProviderRequest
-
-    plugin = make_plugin()
-    await plugin.lark_save_memory(make_event("记住", user="ou_a"), memory_type="fact", content="主人最近很紧张")
-    event = make_event("明天答辩", user="ou_a")
-    req = ProviderRequest(prompt=event.message_str, system_prompt="")
-    await plugin.inject_memories(event, req)
-    assert "主人最近很紧张" in req.system_prompt
-    await plugin.note_reply(event, LLMResponse(role="assistant", completion_text="别这么绷着"))
-    assert plugin.service.replies is None and event.get_extra("astrbot_plugin_user_memory:injected") is None
-    await plugin.terminate()
+async def test_with_extraction_off_no_reply_is_kept_for_judgment(make_service):
+    service = make_service()
+    me = speaker("ou_a")
+    await remember(service, me, "主人最近很紧张")
+    injected = await service.inject(me, "明天答辩")
+    assert "主人最近很紧张" in injected.block and injected.memory_ids == ()
+    await service.reply_finished(me, injected.memory_ids, "别这么绷着")
+    assert service.replies is None
