@@ -1,6 +1,7 @@
 """Turning encryption on over a store of plaintext groups: the background pass reseals every group (status shows
 its progress), survives kill -9 at any point and finishes on the next start, and nothing of the groups changes
-(`export_group` dumps equal before and after); JSON files and PostgreSQL."""
+(`export_group` dumps equal before and after); JSON files and PostgreSQL. The service runs on fakes of the host
+(service_kit.py)."""
 
 import asyncio
 import dataclasses
@@ -12,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from service_kit import speaker
 
 from memory import GroupKey, Settings
 from memory._errors import StorageUnavailable
@@ -189,19 +191,16 @@ async def test_another_instance_holding_the_lease_makes_the_pass_wait(postgres_d
 
 @pytest.mark.parametrize("postgres", [False, True])
 async def test_a_malformed_key_makes_the_store_unavailable_and_the_status_says_why(
-    make_plugin, event, monkeypatch, postgres, request
+    make_service, monkeypatch, postgres, request
 ):
     monkeypatch.delenv(KEY_ENV, raising=False)
     extra = {"storage_backend": "postgres", "postgres_dsn": request.getfixturevalue("postgres_dsn")} if postgres else {}
-    plugin = make_plugin(encryption_key="not-a-key", **extra)
-    await plugin.initialize()
-    assert (
-        plugin.service.store.unavailable is not None
-        and "encryption_key 不是可用的加密密钥" in plugin.service.store.unavailable
-    )
+    service = make_service(encryption_key="not-a-key", **extra)
+    await service.start()
+    assert service.store.unavailable is not None and "encryption_key 不是可用的加密密钥" in service.store.unavailable
     with pytest.raises(StorageUnavailable):  # nothing read, nothing written in plaintext
-        await plugin.service.store.memories(GROUPS[0], "ou_a")
-    await plugin.terminate()
+        await service.store.memories(GROUPS[0], "ou_a")
+    await service.stop()
 
 
 def test_the_status_masks_the_key_and_names_its_id_and_source():
@@ -232,25 +231,23 @@ def test_the_status_masks_the_key_and_names_its_id_and_source():
     assert bad.startswith("密钥无效：设置 encryption_key")
 
 
-async def test_the_plugin_runs_the_pass_and_the_status_shows_it(make_plugin, event, monkeypatch):
+async def test_the_service_runs_the_pass_and_the_status_shows_it(make_service, monkeypatch):
     key = new_key()
     monkeypatch.setenv(KEY_ENV, "")
-    plain = make_plugin()
-    await plain.initialize()
-    await plain.service.store.change(GROUPS[0], "ou_a", lambda c: ([*c, memory(1, "ou_a")], None), actor="t")
-    assert plain.service.key_migration is None
-    await plain.terminate()
+    plain = make_service()
+    await plain.start()
+    await plain.store.change(GROUPS[0], "ou_a", lambda c: ([*c, memory(1, "ou_a")], None), actor="t")
+    assert plain.key_migration is None
+    await plain.stop()
     monkeypatch.setenv(KEY_ENV, key)
-    plugin = make_plugin()
-    await plugin.initialize()
+    service = make_service()
+    await service.start()
     for _ in range(100):
-        if plugin.service.key_migration.finished:
+        if service.key_migration.finished:
             break
         await asyncio.sleep(0.05)
-    (reply,) = [r async for r in plugin.memory_status_command(event("/memory status", admin=True))]
+    status = await service.commands.status(speaker(admin=True))
     kid = choose_encryption(Settings(), {KEY_ENV: key}).keyring.kid
-    assert f"加密：已启用（密钥 {kid}，来自环境变量 {KEY_ENV}）；已加密全部 1 个群的存量数据" in reply.chain[0].text
-    await plugin.terminate()
-    assert MARK.encode() not in b"".join(
-        p.read_bytes() for p in plugin.service.data_dir.rglob("*.json*") if p.is_file()
-    )
+    assert f"加密：已启用（密钥 {kid}，来自环境变量 {KEY_ENV}）；已加密全部 1 个群的存量数据" in status
+    await service.stop()
+    assert MARK.encode() not in b"".join(p.read_bytes() for p in service.data_dir.rglob("*.json*") if p.is_file())

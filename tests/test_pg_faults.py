@@ -1,10 +1,13 @@
-"""Faults of the PostgreSQL store as the plugin meets them, against a real server with fsync on (tests/pg.py):
+"""Faults of the PostgreSQL store as the memory service meets them (driven on fakes of the host, service_kit.py),
+against a real server with fsync on (tests/pg.py):
 
 - PostgreSQL crashes and comes back mid-run while members save: the tools say storage is unavailable (short
-  text, no crash), nothing acknowledged is lost, and the same plugin object serves again without a restart;
+  text, no crash), nothing acknowledged is lost, and the same service serves again without a restart;
 - an instance is killed with SIGKILL mid-commit (two saver processes, tests/saver_process.py): every
   acknowledged save is in the database afterwards;
-- a wrong DSN: the plugin loads, says why in `/memory status` and keeps its tools answering.
+- a wrong DSN: the service starts, says why in `/memory status` and keeps its tools answering.
+
+What the dashboard's routes answer while the server is down is checked on the plugin, in test_pg_dashboard.py.
 """
 
 from __future__ import annotations
@@ -16,10 +19,8 @@ import time
 from pathlib import Path
 
 import pytest
-
-from conftest import make_event
 from saver_process import BATCH, Child, acknowledged
-from test_plugin import call_tool, command_text, system_prompt_for
+from service_kit import block_for, save, speaker
 
 from memory import GroupKey
 from memory._settings import DSN_ENV
@@ -28,6 +29,7 @@ from memory._storage import PostgresMemoryStore
 SAVER = Path(__file__).with_name("saver_process.py")
 CRASH_GROUP = GroupKey("lark", "oc_crash")
 ADMIN = "ou_admin"
+ADMIN_SPEAKER = speaker(ADMIN, admin=True)
 
 
 @pytest.fixture(scope="module")
@@ -67,12 +69,12 @@ async def stored_contents(dsn: str, key: GroupKey) -> set[str]:
 
 
 @pytest.mark.slow
-async def test_postgres_restarting_mid_run_loses_nothing_acknowledged_and_the_plugin_reconnects(
-    make_plugin, durable_server
+async def test_postgres_restarting_mid_run_loses_nothing_acknowledged_and_the_service_reconnects(
+    make_service, durable_server
 ):
     dsn = durable_server.create_database()
-    plugin = make_plugin(storage_backend="postgres", postgres_dsn=dsn, postgres_instance_name="restart")
-    await plugin.initialize()
+    service = make_service(storage_backend="postgres", postgres_dsn=dsn, postgres_instance_name="restart")
+    await service.start()
     acked: set[str] = set()
     refused: list[str] = []
     stop = asyncio.Event()
@@ -82,13 +84,7 @@ async def test_postgres_restarting_mid_run_loses_nothing_acknowledged_and_the_pl
         while not stop.is_set():
             content = f"save {n}"
             # one member per save: the per-member limit never refuses one
-            result = await call_tool(
-                plugin,
-                "lark_save_memory",
-                make_event(group="oc_restart", user=f"ou_{n}"),
-                memory_type="fact",
-                content=content,
-            )
+            result = await save(service, speaker(f"ou_{n}", "oc_restart"), content)
             if "已保存" in result:
                 acked.add(content)
             else:
@@ -102,18 +98,18 @@ async def test_postgres_restarting_mid_run_loses_nothing_acknowledged_and_the_pl
         assert await until(lambda: len(acked) >= 100), "saves go through before the crash"
         await asyncio.to_thread(durable_server.stop, "immediate")  # a crash: no checkpoint, recovery on start
         assert await until(lambda: refused), "saves are refused while the server is down"
-        down = await call_tool(plugin, "lark_list_memory", make_event(group="oc_restart", user="ou_1"))
-        status = await command_text(plugin.memory_status_command(make_event("/memory status", user=ADMIN, admin=True)))
-        assert plugin.service.store.unavailable and "不可用" in status
+        down = await service.tools.list_memory(speaker("ou_1", "oc_restart"))
+        status = await service.commands.status(ADMIN_SPEAKER)
+        assert service.store.unavailable and "不可用" in status
         await asyncio.to_thread(durable_server.start)
         before = len(acked)
         assert await until(lambda: len(acked) >= before + 100), (
-            f"the plugin serves again without a restart: {plugin.service.store.unavailable}"
+            f"the service serves again without a restart: {service.store.unavailable}"
         )
     finally:
         stop.set()
         await asyncio.gather(*savers, return_exceptions=True)
-        await plugin.terminate()
+        await service.stop()
     # A failed commit puts the cache back to the state last stored, which keeps serving (item 11 of issue 18).
     assert "save 1" in down and "save 1" in acked, down
     assert "不可用" in refused[0] or "没有保存" in refused[0], refused[0]
@@ -152,103 +148,72 @@ def test_kill_9_of_an_instance_mid_commit_never_loses_an_acknowledged_save(durab
     assert len(acked) >= rounds * 2 * BATCH, "every save each round saw acknowledged was checked"
 
 
-async def test_a_wrong_dsn_lets_the_plugin_load_and_says_why(make_plugin, durable_server):
+async def test_a_wrong_dsn_lets_the_service_start_and_says_why(make_service, durable_server):
     wrong = durable_server.dsn("no_such_database")
-    plugin = make_plugin(storage_backend="postgres", postgres_dsn=wrong)
-    await plugin.initialize()
+    service = make_service(storage_backend="postgres", postgres_dsn=wrong)
+    await service.start()
     try:
-        assert plugin.service.store.unavailable and "no_such_database" in plugin.service.store.unavailable
-        result = await call_tool(plugin, "lark_save_memory", make_event(), memory_type="fact", content="是后端")
+        assert service.store.unavailable and "no_such_database" in service.store.unavailable
+        result = await save(service, speaker(), "是后端")
         assert "保存失败" in result, result
-        status = await command_text(plugin.memory_status_command(make_event("/memory status", user=ADMIN, admin=True)))
+        status = await service.commands.status(ADMIN_SPEAKER)
         assert "不可用" in status and "no_such_database" in status, status
-        assert not (plugin.service.data_dir / "groups").exists(), "never falls back to the JSON files"
+        assert not (service.data_dir / "groups").exists(), "never falls back to the JSON files"
     finally:
-        await plugin.terminate()
+        await service.stop()
 
 
-async def test_every_entry_point_answers_while_postgres_is_down(make_plugin, durable_server):
-    """The server goes away under a running plugin whose group is warm: every change through a tool, a command or
-    a dashboard route answers that storage is unavailable (no crash, nothing half-done); reads answer from what is
-    held in memory or say the same."""
-    from dashboard_client import call
-
-    from memory._manage import transfer
-
+async def test_every_tool_and_command_answers_while_postgres_is_down(make_service, durable_server):
+    """The server goes away under a running service whose group is warm: every change through a tool or a command
+    answers that storage is unavailable (no crash, nothing half-done); reads answer from what is held in memory or
+    say the same."""
     dsn = durable_server.create_database()
-    plugin = make_plugin(storage_backend="postgres", postgres_dsn=dsn, enable_global_memory=True)
-    await plugin.initialize()
-    me = make_event("hi", group="oc_down", user=ADMIN, admin=True)
+    service = make_service(storage_backend="postgres", postgres_dsn=dsn, enable_global_memory=True)
+    await service.start()
+    me = speaker(ADMIN, "oc_down", admin=True)
     key = GroupKey("lark", "oc_down")
+    tools, commands = service.tools, service.commands
     down = False
     try:
-        assert "已保存" in await call_tool(plugin, "lark_save_memory", me, memory_type="fact", content="是后端负责人")
-        assert "提醒你：交周报" in await call_tool(
-            plugin, "lark_add_todo", me, content="交周报", remind_at="2030-01-01T10:00"
-        )
-        [memory] = await plugin.service.store.memories(key, ADMIN)
-        todo_id = (await plugin.service.store.todos(key))[0].short_id
-        exported = (await transfer.export_bytes(plugin.service.store, [key])).decode()
-        group = {"platform": "lark", "group_id": "oc_down"}
-        ref = {**group, "scope": "member", "owner": ADMIN, "id": memory.id}
-        await call(plugin, "groups")  # the dashboard's group index knows the group
+        assert "已保存" in await save(service, me, "是后端负责人")
+        assert "提醒你：交周报" in await tools.add_todo(me, content="交周报", remind_at="2030-01-01T10:00")
+        [memory] = await service.store.memories(key, ADMIN)
+        todo_id = (await service.store.todos(key))[0].short_id
 
         await asyncio.to_thread(durable_server.stop, "immediate")
         down = True
         writes = [
-            await call_tool(plugin, "lark_save_memory", me, memory_type="fact", content="是产品经理"),
-            await call_tool(plugin, "lark_forget_memory", me, target=memory.short_id),
-            await call_tool(plugin, "lark_add_todo", me, content="交日报", remind_at="2030-01-02T10:00"),
-            await call_tool(plugin, "lark_update_todo", me, todo_id=todo_id, status="done"),
-            await command_text(plugin.memory_clear_command(me, "confirm")),
-            await command_text(plugin.memory_revert_command(me, 1)),
+            await save(service, me, "是产品经理"),
+            await tools.forget_memory(me, target=memory.short_id),
+            await tools.add_todo(me, content="交日报", remind_at="2030-01-02T10:00"),
+            await tools.update_todo(me, todo_id=todo_id, status="done"),
+            await commands.clear(me, "confirm"),
+            await commands.revert(me, 1),
         ]
-        for route, body in (
-            ("memory/edit", {**ref, "content": "是技术总监"}),
-            ("memory/delete", {**group, "items": [ref]}),
-            ("memory/move", {**ref, "confirm": True}),
-            ("history/revert", {**group, "entry_id": 1}),
-            ("person/erase", {"platform": "lark", "user_id": ADMIN, "confirm": True}),
-            ("import/apply", {"platform": "lark", "content": exported}),
-        ):
-            status, payload = await call(plugin, route, body=body)
-            assert status < 500, (route, payload)
-            writes.append(f"{route}: {payload}")
         for text in writes:
             assert "不可用" in text or "没有保存" in text or "失败" in text or "没能" in text, text
         assert "记忆存储暂不可用" in writes[0] or "PostgreSQL" in writes[0], writes[0]
 
-        reads = [await call_tool(plugin, "lark_list_memory", me), await call_tool(plugin, "lark_list_todos", me)]
-        for command in (
-            plugin.memory_list_command,
-            plugin.memory_stats_command,
-            plugin.memory_episodes_command,
-            plugin.memory_history_command,
-            plugin.memory_archived_command,
-            plugin.memory_status_command,
-        ):
-            reads.append(await command_text(command(me)))
-        for route, query in (
-            ("groups", None),
-            ("group", group),
-            ("memories", group),
-            ("history", group),
-            ("stats", group),
-        ):
-            status, payload = await call(plugin, route, query=query)
-            assert status < 500, (route, payload)
-        status, payload = await call(plugin, "recall/test", body={**group, "user_id": ADMIN, "message": "hi"})
-        assert status < 500, payload
+        reads = [
+            await tools.list_memory(me),
+            await tools.list_todos(me),
+            await commands.list_memories(me),
+            await commands.stats(me),
+            await commands.episodes(me),
+            await commands.history(me, 10),
+            await commands.archived(me),
+            await commands.status(me),
+        ]
         assert all(isinstance(text, str) and text for text in reads)
-        await system_prompt_for(plugin, me)  # the reply goes on, with or without memories
+        await block_for(service, me, "hi")  # the reply goes on, with or without memories
     finally:
         if down:
             await asyncio.to_thread(durable_server.start)
-        await plugin.terminate()
+        await service.stop()
     assert await stored_contents(dsn, key) == {"是后端负责人"}, "nothing half-done while the server was down"
 
 
-async def test_an_instance_started_while_postgres_is_down_learns_of_the_todos_once_it_is_up(make_plugin):
+async def test_an_instance_started_while_postgres_is_down_learns_of_the_todos_once_it_is_up(make_service):
     """A fresh instance (no due index of its own) starts while the server is down: once the store serves, its
     reminder scheduler looks at the groups it could not list at start, instead of an hour later."""
     from pg import PostgresServer, missing_reason
@@ -260,23 +225,21 @@ async def test_an_instance_started_while_postgres_is_down_learns_of_the_todos_on
     server = PostgresServer().init().start()
     try:
         dsn = server.dsn()
-        first = make_plugin(storage_backend="postgres", postgres_dsn=dsn, postgres_instance_name="first")
-        await first.initialize()
-        added = await call_tool(first, "lark_add_todo", make_event(), content="交周报", remind_at="2030-01-01T10:00")
+        first = make_service(storage_backend="postgres", postgres_dsn=dsn, postgres_instance_name="first")
+        await first.start()
+        added = await first.tools.add_todo(speaker(), content="交周报", remind_at="2030-01-01T10:00")
         assert "提醒你：交周报" in added, added
-        await first.terminate()
+        await first.stop()
         await asyncio.to_thread(server.stop)
-        (first.service.data_dir / INDEX_FILE).unlink()  # the next instance knows nothing of its own
+        (first.data_dir / INDEX_FILE).unlink()  # the next instance knows nothing of its own
 
-        later = make_plugin(storage_backend="postgres", postgres_dsn=dsn, postgres_instance_name="later")
-        await later.initialize()
+        later = make_service(storage_backend="postgres", postgres_dsn=dsn, postgres_instance_name="later")
+        await later.start()
         try:
-            assert later.service.store.unavailable and len(later.service.reminders.index) == 0
+            assert later.store.unavailable and len(later.reminders.index) == 0
             await asyncio.to_thread(server.start)
-            assert await until(lambda: len(later.service.reminders.index) == 1, timeout=30), (
-                later.service.store.unavailable
-            )
+            assert await until(lambda: len(later.reminders.index) == 1, timeout=30), later.store.unavailable
         finally:
-            await later.terminate()
+            await later.stop()
     finally:
         await asyncio.to_thread(server.remove)

@@ -1,15 +1,14 @@
 """PostgreSQL goes down while a save is in flight (a real server stopped from the commit's own hook, so the commit
 meets the outage at a known point, no sleeps): the save fails, and the group's cache goes back to what was last
-stored and keeps serving the replies of every member of the group, as it does when no save is in flight."""
+stored and keeps serving the replies of every member of the group, as it does when no save is in flight. Driven
+on the service, on fakes of the host (service_kit.py)."""
 
 from __future__ import annotations
 
 import asyncio
 
 import pytest
-
-from conftest import make_event
-from test_plugin import call_tool, system_prompt_for
+from service_kit import block_for, save, speaker
 
 from memory import GroupKey
 from memory._settings import DSN_ENV
@@ -34,13 +33,15 @@ def _no_dsn_in_the_environment(monkeypatch):
 
 
 @pytest.mark.slow
-async def test_a_save_in_flight_when_postgres_goes_down_leaves_the_group_served_from_its_cache(make_plugin, own_server):
-    plugin = make_plugin(
+async def test_a_save_in_flight_when_postgres_goes_down_leaves_the_group_served_from_its_cache(
+    make_service, own_server
+):
+    service = make_service(
         storage_backend="postgres", postgres_dsn=own_server.create_database(), postgres_instance_name="outage"
     )
-    await plugin.initialize()
-    wang = make_event("我该怎么称呼", group=GROUP, user="ou_wang")
-    li = make_event("我在哪里工作", group=GROUP, user="ou_li")
+    await service.start()
+    wang = speaker("ou_wang", GROUP)
+    li = speaker("ou_li", GROUP)
     stopped = False
 
     async def outage() -> None:  # a commit hook: runs inside the commit, before anything is written
@@ -50,20 +51,18 @@ async def test_a_save_in_flight_when_postgres_goes_down_leaves_the_group_served_
             await asyncio.to_thread(own_server.stop, "immediate")
 
     try:
-        assert "已保存" in await call_tool(
-            plugin, "lark_save_memory", wang, memory_type="preference", content="希望被称呼为老王"
-        )
-        assert "已保存" in await call_tool(plugin, "lark_save_memory", li, memory_type="fact", content="在上海工作")
-        plugin.service.store.add_commit_hook(outage)
-        failed = await call_tool(plugin, "lark_save_memory", li, memory_type="fact", content="养了一只猫")
+        assert "已保存" in await save(service, wang, "希望被称呼为老王", "preference")
+        assert "已保存" in await save(service, li, "在上海工作")
+        service.store.add_commit_hook(outage)
+        failed = await save(service, li, "养了一只猫")
         assert stopped and "保存失败" in failed, failed
 
-        assert [m.content for m in plugin.service.store.peek(KEY, "ou_li")] == ["在上海工作"], "back to what was stored"
-        for event, content in ((wang, "老王"), (li, "在上海工作")):
-            prompt = await system_prompt_for(plugin, event)
-            assert content in prompt, prompt
-        assert "养了一只猫" not in await system_prompt_for(plugin, li)
-        listed = await call_tool(plugin, "lark_list_memory", wang)
+        assert [m.content for m in service.store.peek(KEY, "ou_li")] == ["在上海工作"], "back to what was stored"
+        for who, message, content in ((wang, "我该怎么称呼", "老王"), (li, "我在哪里工作", "在上海工作")):
+            block = await block_for(service, who, message)
+            assert content in block, block
+        assert "养了一只猫" not in await block_for(service, li, "我在哪里工作")
+        listed = await service.tools.list_memory(wang)
         assert "老王" in listed, listed
     finally:
-        await plugin.terminate()
+        await service.stop()

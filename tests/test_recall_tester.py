@@ -1,47 +1,40 @@
 """The dashboard's recall tester runs the reply path's own block building, dry: it shows exactly the block a real
-`inject_memories` call adds, with each item's reason, and changes nothing the reply path keeps."""
+reply is given (`MemoryService.inject`), with each item's reason, and changes nothing the reply path keeps. Driven on
+the service, on fakes of the host (service_kit.py); the dashboard's route, as AstrBot calls it, on the plugin."""
 
 from __future__ import annotations
 
-from conftest import make_event
+from service_kit import block_for, save, speaker
+
 from memory import GroupKey, MemberKey
 
 G = GroupKey("lark", "oc_group1")
 WANG = MemberKey(G, "ou_wang")
 
 
-async def real_prompt(plugin, text: str, user: str = "ou_wang") -> str:
-    from astrbot.core.provider.entities import ProviderRequest
-
-    req = ProviderRequest(prompt=text, system_prompt="")
-    await plugin.inject_memories(make_event(text, user=user, name="老王"), req)
-    return req.system_prompt
-
-
-async def seed(plugin, facts: int = 12) -> None:
-    me = make_event("记住", user="ou_wang", name="老王")
-    await plugin.lark_save_memory(me, memory_type="instruction", content="回答尽量简短")
-    admin = make_event("记住", user="ou_admin", name="管理员")
-    admin.role = "admin"
-    saved = await plugin.lark_save_memory(admin, memory_type="instruction", content="本群讨论用中文", scope="group")
+async def seed(service, facts: int = 12) -> None:
+    me = speaker("ou_wang", name="老王")
+    await save(service, me, "回答尽量简短", "instruction")
+    admin = speaker("ou_admin", name="管理员", admin=True)
+    saved = await save(service, admin, "本群讨论用中文", "instruction", scope="group")
     assert "本群讨论用中文" in saved or "已" in saved, saved
     for n in range(facts):
-        await plugin.lark_save_memory(me, memory_type="fact", content=f"养了第{n}只猫" if n == 3 else f"事实{n}号")
-    await plugin.lark_add_todo(me, content="周五交周报", due="2030-01-04 10:00")
+        await save(service, me, f"养了第{n}只猫" if n == 3 else f"事实{n}号")
+    await service.tools.add_todo(me, content="周五交周报")
 
 
-async def test_tester_block_equals_the_real_system_prompt(make_plugin):
-    plugin = make_plugin(memory_inject_limit=5, timezone="Asia/Shanghai")
-    await seed(plugin)
+async def test_tester_block_equals_the_block_a_reply_is_given(make_service):
+    service = make_service(memory_inject_limit=5, timezone="Asia/Shanghai")
+    await seed(service)
     for message in ("我的猫怎么样了", "随便聊聊", ""):
-        answer = await plugin.service.test_recall(WANG, message, speaker="老王")
-        assert answer["block"] == await real_prompt(plugin, message), message
+        answer = await service.test_recall(WANG, message, speaker="老王")
+        assert answer["block"] == await block_for(service, speaker("ou_wang", name="老王"), message), message
 
 
-async def test_each_item_has_its_reason(make_plugin):
-    plugin = make_plugin(memory_inject_limit=5, timezone="Asia/Shanghai")
-    await seed(plugin)
-    answer = await plugin.service.test_recall(WANG, "我的猫怎么样了", speaker="老王")
+async def test_each_item_has_its_reason(make_service):
+    service = make_service(memory_inject_limit=5, timezone="Asia/Shanghai")
+    await seed(service)
+    answer = await service.test_recall(WANG, "我的猫怎么样了", speaker="老王")
     reasons = {m["content"]: m["reason"] for m in answer["memories"]}
     assert reasons["回答尽量简短"] == "own_instruction"
     assert reasons["本群讨论用中文"] == "group_instruction"
@@ -53,47 +46,42 @@ async def test_each_item_has_its_reason(make_plugin):
     assert all(m["content"] in answer["block"] for m in answer["memories"])
 
 
-async def test_everything_fitting_says_so(make_plugin):
-    plugin = make_plugin(memory_inject_limit=20, enable_todos=False)
-    await seed(plugin, facts=2)
-    answer = await plugin.service.test_recall(WANG, "我的猫", speaker="老王")
+async def test_everything_fitting_says_so(make_service):
+    service = make_service(memory_inject_limit=20, enable_todos=False)
+    await seed(service, facts=2)
+    answer = await service.test_recall(WANG, "我的猫", speaker="老王")
     assert {m["reason"] for m in answer["memories"] if m["type"] == "fact"} == {"all_fit"}
     assert answer["left_out"] == []
 
 
-async def test_dry_run_changes_no_cache_statistic_or_reply_record(make_plugin):
-    plugin = make_plugin(memory_inject_limit=5, timezone="Asia/Shanghai")
-    await seed(plugin)
-    before_doc = (await plugin.service.store.document(G)).model_dump()
-    views = dict(plugin.service.recall._views)
-    todo_cache, settings_left = (
-        dict(plugin.service.injection.todo_section._cache),
-        dict(plugin.service.injection._settings_left),
-    )
-    now_line = plugin.service.injection._now_line_cache
-    await plugin.service.test_recall(WANG, "我的猫怎么样了")
-    assert plugin.service.recall._views == views
-    assert (
-        plugin.service.injection.todo_section._cache == todo_cache
-        and plugin.service.injection._settings_left == settings_left
-    )
-    assert plugin.service.injection._now_line_cache == now_line
-    assert (await plugin.service.store.document(G)).model_dump() == before_doc, "no last-used time or other change"
+async def test_dry_run_changes_no_cache_statistic_or_reply_record(make_service):
+    service = make_service(memory_inject_limit=5, timezone="Asia/Shanghai")
+    await seed(service)
+    before_doc = (await service.store.document(G)).model_dump()
+    views = dict(service.recall._views)
+    todo_cache, settings_left = dict(service.injection.todo_section._cache), dict(service.injection._settings_left)
+    now_line = service.injection._now_line_cache
+    await service.test_recall(WANG, "我的猫怎么样了")
+    assert service.recall._views == views
+    assert service.injection.todo_section._cache == todo_cache and service.injection._settings_left == settings_left
+    assert service.injection._now_line_cache == now_line
+    assert (await service.store.document(G)).model_dump() == before_doc, "no last-used time or other change"
 
 
-async def test_unknown_member_sees_only_group_memories(make_plugin):
-    plugin = make_plugin(enable_todos=False)
-    await seed(plugin, facts=1)
-    answer = await plugin.service.test_recall(MemberKey(G, "ou_nobody"), "你好")
+async def test_unknown_member_sees_only_group_memories(make_service):
+    service = make_service(enable_todos=False)
+    await seed(service, facts=1)
+    answer = await service.test_recall(MemberKey(G, "ou_nobody"), "你好")
     assert [m["content"] for m in answer["memories"]] == ["本群讨论用中文"]
 
 
 async def test_route_recall_test(make_plugin):
     from dashboard_client import call, data
+
     from memory._manage.index import GroupEntry
 
     plugin = make_plugin(memory_inject_limit=5, timezone="Asia/Shanghai")
-    await seed(plugin)
+    await seed(plugin.service)
     if plugin.service.group_index.find("lark", "oc_group1") is None:
         plugin.service.group_index._entries[G] = GroupEntry("lark", "oc_group1", file="")
     answer = await data(
