@@ -4,19 +4,18 @@ back into AstrBot's. Host mechanics only: every product rule lives in `memory`."
 from __future__ import annotations
 
 import functools
-import operator
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import astrbot.api.message_components as Comp
-from astrbot.api import AstrBotConfig, ToolSet, logger
+from astrbot.api import AstrBotConfig, logger
 from astrbot.api.event import AstrMessageEvent, MessageChain, filter
 from astrbot.api.provider import LLMResponse, ProviderRequest
 from astrbot.api.star import Context, Star, StarTools
 from astrbot.core.provider.register import llm_tools
 
 from .dashboard import register_routes, release
+from .persona_tools import MEMORY_TOOLS, TOOL_FAMILIES, keep_plugin_tools, offers_every_tool_family
 from .memory import (
     EmbeddingModel,
     GroupKey,
@@ -34,11 +33,6 @@ from .memory import (
 )
 
 PLUGIN_NAME = "astrbot_plugin_user_memory"
-# The plugin's tools in two families, judged apart when a persona's tool list leaves them out (`_keep_memory_tools`).
-MEMORY_TOOLS = ("lark_save_memory", "lark_list_memory", "lark_forget_memory", "lark_memory_privacy")
-TODO_TOOLS = ("lark_add_todo", "lark_list_todos", "lark_update_todo")
-TOOL_FAMILIES = (MEMORY_TOOLS, TODO_TOOLS)
-_tool_name = operator.attrgetter("name")
 # The event extra holding the ids of the memories injected for this request, read back when its reply is done.
 INJECTED_MEMORIES = "astrbot_plugin_user_memory:injected"
 
@@ -69,15 +63,6 @@ def sender_of(event: AstrMessageEvent) -> Speaker | PrivateSender:
 @functools.lru_cache(maxsize=4096)
 def _member_key(platform: str, group_id: str, user_id: str) -> MemberKey:
     return MemberKey(GroupKey(platform, group_id), user_id)
-
-
-def offers_every_tool_family(req: ProviderRequest, families: Iterable[tuple[str, ...]]) -> bool:
-    """Whether the request carries at least one tool of each of `families` (one pass over the tool names, without
-    Python-level steps per tool)."""
-    if req.func_tool is None:
-        return False
-    names = set(map(_tool_name, req.func_tool.tools))
-    return all(not names.isdisjoint(family) for family in families)
 
 
 class UserMemoryPlugin(Star):
@@ -211,7 +196,7 @@ class UserMemoryPlugin(Star):
         if speaker is None:
             return
         if not offers_every_tool_family(req, self.tool_families):
-            await self._keep_memory_tools(event, req)  # rare: a persona's tool list, deactivated tools, ...
+            await keep_plugin_tools(self.context, event, req, self.tool_families, PLUGIN_NAME)  # rare: a persona
         block, injected = await self.service.inject(speaker, event.message_str or req.prompt or "")
         if injected:
             event.set_extra(INJECTED_MEMORIES, injected)
@@ -237,56 +222,6 @@ class UserMemoryPlugin(Star):
         """The families a persona's tool list may leave out and the plugin puts back (no todo tools while todos are
         off, so a request without them is not a reason to look at the persona)."""
         return TOOL_FAMILIES if self.service.settings.enable_todos else (MEMORY_TOOLS,)
-
-    async def _keep_memory_tools(self, event: AstrMessageEvent, req: ProviderRequest) -> None:
-        """A persona with an explicit tool list makes AstrBot drop every other tool (ours too) before this hook,
-        which would switch the plugin off without a word. Called when a family of the plugin's tools (the memory
-        tools: save, list, forget, privacy; the todo tools: add, list, update) has no tool in the request. Each
-        family is judged apart: it is added back when the active persona's list is explicit, non-empty and names
-        none of that family's tools (naming some is a choice to respect, and then some are present), so a persona
-        that picks a todo tool still gets the memory tools. Left alone: a persona with `tools: []` (no tools at
-        all), tools the operator deactivated, the todo tools while todos are off, a plugin disabled for the
-        session, and anything else that removed them while the persona takes every tool."""
-        if req.conversation is None:  # AstrBot applied no persona at all
-            return
-        if event.plugins_name is not None and PLUGIN_NAME not in event.plugins_name:
-            return
-        present = set(map(_tool_name, req.func_tool.tools)) if req.func_tool is not None else set()
-        manager = self.context.get_llm_tool_manager()
-        missing = [
-            (family, tools)
-            for family in self.tool_families
-            if present.isdisjoint(family)
-            if (tools := [tool for tool in map(manager.get_func, family) if tool is not None and tool.active])
-        ]
-        if not missing:
-            return
-        persona_tools = await self._persona_tools(event, req)
-        if not persona_tools:
-            return
-        for family, tools in missing:
-            if set(family).isdisjoint(persona_tools):
-                if req.func_tool is None:
-                    req.func_tool = ToolSet()
-                for tool in tools:
-                    req.func_tool.add_tool(tool)
-
-    async def _persona_tools(self, event: AstrMessageEvent, req: ProviderRequest) -> list[str] | None:
-        """The tool list of the persona AstrBot applied to this request (resolved the way AstrBot resolves it);
-        None when the persona takes every tool or cannot be resolved."""
-        try:
-            config = self.context.get_config(umo=event.unified_msg_origin)
-            _, persona, _, _ = await self.context.persona_manager.resolve_selected_persona(
-                umo=event.unified_msg_origin,
-                conversation_persona_id=req.conversation.persona_id,
-                platform_name=event.get_platform_name(),
-                provider_settings=config.get("provider_settings"),
-            )
-        except Exception:  # an older or newer host: leave AstrBot's choice alone
-            logger.warning(f"[{PLUGIN_NAME}] cannot resolve the active persona", exc_info=True)
-            return None
-        tools = persona.get("tools") if persona else None
-        return list(tools) if isinstance(tools, list) else None
 
     # -- tools: AstrBot builds their schemas from these docstrings ------------------------------------------------
     @filter.llm_tool(name="lark_save_memory")

@@ -26,7 +26,7 @@ TODO = {"lark_add_todo", "lark_list_todos", "lark_update_todo"}
 
 @pytest.fixture
 async def host(make_plugin, astrbot_root):
-    """The plugin with AstrBot's real persona and provider managers (what `_persona_tools` resolves through)."""
+    """The plugin with AstrBot's real persona and provider managers (what `persona_tools` resolves through)."""
     (astrbot_root / "data").mkdir(exist_ok=True)
     db = SQLiteDatabase(str(astrbot_root / "data" / "persona_test.db"))
     await db.initialize()
@@ -51,7 +51,9 @@ async def offered(plugin, personas, tools):
     kept = everything if tools is None else [t for t in everything if t.name in tools]  # what AstrBot leaves
     req = ProviderRequest(prompt="你好", system_prompt="", func_tool=ToolSet(kept))
     req.conversation = Conversation(platform_id="lark_bot", user_id="oc_group1", cid="c1", persona_id=persona_id)
-    await plugin._keep_memory_tools(make_event("你好"), req)
+    from astrbot_plugin_user_memory.persona_tools import keep_plugin_tools
+
+    await keep_plugin_tools(plugin.context, make_event("你好"), req, plugin.tool_families, "astrbot_plugin_user_memory")
     return {t.name for t in req.func_tool.tools} if req.func_tool else set()
 
 
