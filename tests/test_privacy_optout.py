@@ -202,9 +202,9 @@ async def test_an_opt_out_while_the_extraction_call_is_in_flight_keeps_its_resul
     """The model call waits on an event the test controls; the member opts out while it waits. Nothing about them
     from that call is applied: no memory, no todo, no episode of a segment with their lines; the others' memories
     are."""
-    from memory import Settings, Utterance, run_extraction
-    from memory._extraction import TodoProposals
-    from memory._observation import EpisodeRequest, Segment
+    from memory import Settings
+    from memory._extraction import TodoProposals, run_extraction
+    from memory._observation import EpisodeRequest, Segment, Utterance
     from memory._privacy.optout import set_privacy
     from memory._models import Caller, MemberKey
     from memory._todos.rules import Origin, TodoPolicy

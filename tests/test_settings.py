@@ -75,7 +75,7 @@ def test_count_triggered_extraction_still_fires_with_a_large_every_n():
     import asyncio
 
     from memory import GroupKey
-    from memory._extraction import ExtractionScheduler, Utterance
+    from memory._observation import ExtractionScheduler, Utterance
     from memory._limiter import CallLimiter
 
     s, _ = Settings.from_mapping({"extraction_every_n_messages": 60, "extraction_buffer_size": 40})
