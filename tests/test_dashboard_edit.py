@@ -240,26 +240,27 @@ async def test_an_edit_reaches_the_next_prompt(make_plugin):
     assert "喜欢喝绿茶" not in await system_prompt_for(plugin, make_event("今天喝什么"))
 
 
-async def test_an_edit_is_re_embedded_when_semantic_recall_is_on(make_plugin):
-    from test_recall import TopicEmbedder, semantic_plugin
+async def test_an_edit_is_re_embedded_when_semantic_recall_is_on(make_service, host):
+    from service_kit import block_for, speaker
+    from test_recall import TopicEmbedder, semantic_service
 
     embedder = TopicEmbedder()
-    plugin = await semantic_plugin(make_plugin, embedder)
-    [cat] = [m for m in await plugin.service.store.memories(G, "ou_a") if m.content == "养了一只猫"]
-    assert "养了一只猫" not in await system_prompt_for(plugin, make_event("付款出问题找谁", user="ou_a"))
+    service = await semantic_service(make_service, host, embedder)
+    [cat] = [m for m in await service.store.memories(G, "ou_a") if m.content == "养了一只猫"]
+    assert "养了一只猫" not in await block_for(service, speaker("ou_a"), "付款出问题找谁")
     calls = embedder.calls
     await edit_memory(
-        plugin.service.store,
+        service.store,
         memory_ref(G, "member", "ou_a", cat.id),
         content="负责公司的收款系统",
         max_length=200,
-        now=9.0,
+        now=host.clock(),
         actor=ACTOR,
     )
-    await plugin.service.vectors.wait_idle()
+    await service.vectors.wait_idle()
     assert embedder.calls == calls + 1  # the edited memory alone, through the store's listener
     # Found by meaning (付款 ~ 收款), which only its new vector can do.
-    assert "负责公司的收款系统" in await system_prompt_for(plugin, make_event("付款出问题找谁", user="ou_a"))
+    assert "负责公司的收款系统" in await block_for(service, speaker("ou_a"), "付款出问题找谁")
 
 
 # --- through the routes, called as the dashboard calls them -------------------------------------------------------
