@@ -1,7 +1,8 @@
 """Long-term memory of group members, independent of any host.
 
 An adapter builds one `MemoryService` from `Settings`, a data directory and the host's `Ports`, tells it who is
-speaking (`Speaker`, `PrivateSender`) and hands its answers back to the host. Everything else is private.
+speaking (`Speaker`, `PrivateSender`) and hands its answers back to the host; a dashboard adapter drives the
+service's `Manager`. Everything else is private.
 """
 
 from ._errors import InvalidMemoryInput, MemoryPluginError, StorageUnavailable

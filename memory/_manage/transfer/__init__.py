@@ -1,4 +1,5 @@
-"""Export and import of memories in the plugin's own schema-versioned format (README "导出、导入").
+"""Export and import of memories in the plugin's own schema-versioned format (README "导出、导入"); it must not know
+HTTP, the service or AstrBot.
 
 An export is one JSON object:
 
