@@ -258,6 +258,37 @@ async def move_route(call: Call) -> dict[str, Any]:
     )
 
 
+@route("memory/bulk", "POST", "记忆管理：一次修改多条记忆的类型、重要度或范围（一个事务，可在历史中一次撤销）")
+async def bulk_route(call: Call) -> dict[str, Any]:
+    return await call.manager.bulk_edit(
+        *call.document(),
+        call.params.get("items"),
+        memory_type=call.params.get("type"),
+        importance=call.params.get("importance"),
+        scope=call.params.get("scope"),
+        member=call.params.get("member"),
+        confirm=call.confirmed(),
+        user=call.user,
+    )
+
+
+@route("todos", "GET", "记忆管理：一个群的全部待办（提醒时间、截止、重复、状态、提醒送达情况）")
+async def todos_route(call: Call) -> dict[str, Any]:
+    return await call.manager.todos(*call.group())
+
+
+@route("todo/update", "POST", "记忆管理：把待办标为完成或取消、改提醒时间或内容（规则同待办工具）")
+async def todo_update_route(call: Call) -> dict[str, Any]:
+    return await call.manager.update_todo(
+        *call.group(),
+        call.params.get("todo_id"),
+        status=call.params.get("status"),
+        remind_at=call.params.get("remind_at"),
+        content=call.params.get("content"),
+        user=call.user,
+    )
+
+
 @route("history", "GET", "记忆管理：一个群的变更记录（记忆、待办、情境记忆、归档；按编号翻页）")
 async def history_route(call: Call) -> dict[str, Any]:
     return await call.manager.history(
@@ -292,16 +323,18 @@ async def delete_episode_route(call: Call) -> dict[str, Any]:
 @route(
     "export",
     "GET",
-    "记忆管理：导出成员、群或全部记忆（JSON，本插件带版本号的格式；配置了密钥时加密，decrypted=1 导出明文）",
+    "记忆管理：导出成员、群或全部记忆（JSON，本插件带版本号的格式；配置了密钥时加密，decrypted=1 导出明文；"
+    "format=csv 导出记忆表格，UTF-8 带 BOM）",
 )
 async def export(call: Call) -> Response:
     group_id = call.text("group_id")
     platform = call.text("platform", required=bool(group_id))
     user_id, decrypted = call.text("user_id"), call.text("decrypted") in ("1", "true")
-    download = await call.manager.export(platform, group_id, user_id, decrypted=decrypted)
+    as_csv = call.text("format") == "csv"
+    download = await call.manager.export(platform, group_id, user_id, decrypted=decrypted, csv=as_csv)
     return stream_response(
         download.chunks,
-        content_type="application/json",
+        content_type="text/csv; charset=utf-8" if as_csv else "application/json",
         headers={"Content-Disposition": f'attachment; filename="{download.filename}"'},
     )
 

@@ -24,6 +24,8 @@ WRITES = {
     "import/apply",
     "recall/test",
     "episode/delete",
+    "memory/bulk",
+    "todo/update",
 }
 
 
@@ -67,6 +69,8 @@ def write_requests(saved) -> dict[str, dict]:
         "import/apply": {"content": export},
         "recall/test": {"platform": "lark", "group_id": G.group_id, "user_id": "ou_userA", "message": "喝什么"},
         "episode/delete": {"platform": "lark", "group_id": G.group_id, "episode_id": "e1", "confirm": True},
+        "memory/bulk": {"platform": "lark", "group_id": G.group_id, "items": [where], "importance": 0.1},
+        "todo/update": {"platform": "lark", "group_id": G.group_id, "todo_id": "t1", "status": "done"},
     }
     assert set(requests) == WRITES
     return requests
@@ -171,6 +175,7 @@ async def test_reads_change_nothing(make_plugin):
         "history": group,
         "audit": group,
         "stats": group,
+        "todos": group,
     }
     routes = {
         path.removeprefix(PREFIX) for path, _, methods, _ in plugin.context.registered_web_apis if methods == ["GET"]
@@ -180,6 +185,7 @@ async def test_reads_change_nothing(make_plugin):
         status, payload = await call(plugin, route, query=query, headers={"host": HOST})
         assert status == 200 and payload["status"] == "ok", route
     assert "被改掉了" in (await download(plugin, {**group, "decrypted": "1"})).decode()
+    assert "被改掉了" in (await download(plugin, {**group, "decrypted": "1", "format": "csv"})).decode("utf-8-sig")
     assert await state(plugin) == before
     assert (
         sorted(

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._errors import InvalidMemoryInput
-from .._models import GroupKey, Memory, Scope
+from .._models import GroupDocument, GroupKey, Memory, Scope
 from .._rules.operations import parse_content, parse_memory_type
 from .._storage import GROUP_OWNER, MemoryStore, Owner
 from .._text import dedupe_key
@@ -63,14 +63,14 @@ def parse_importance(value: Any) -> float:
     return float(value)
 
 
-def _find(memories: Sequence[Memory], ref: MemoryRef) -> Memory:
+def find_memory(memories: Sequence[Memory], ref: MemoryRef) -> Memory:
     hit = next((m for m in memories if m.id == ref.id), None)
     if hit is None:
         raise InvalidMemoryInput(f"没有 id 为 {ref.id!r} 的记忆（{ref.scope.value}）：它可能已被删除或移动，请刷新")
     return hit
 
 
-def _no_twin(memories: Sequence[Memory], content: str, but: str | None = None) -> None:
+def no_twin(memories: Sequence[Memory], content: str, but: str | None = None) -> None:
     key = dedupe_key(content)
     twin = next((m for m in memories if m.id != but and dedupe_key(m.content) == key), None)
     if twin is not None:
@@ -100,11 +100,11 @@ async def edit_memory(
         raise InvalidMemoryInput("没有要修改的内容：请给出 content、memory_type 或 importance")
 
     def edit(memories: list[Memory]) -> tuple[list[Memory], Memory]:
-        target = _find(memories, ref)
+        target = find_memory(memories, ref)
         if all(getattr(target, name) == value for name, value in changes.items()):
             return memories, target
         if "content" in changes:
-            _no_twin(memories, changes["content"], but=target.id)
+            no_twin(memories, changes["content"], but=target.id)
         updated = target.model_copy(update={**changes, "updated_at": now})
         return [updated if m.id == target.id else m for m in memories], updated
 
@@ -124,11 +124,11 @@ async def delete_memories(store: MemoryStore, refs: Sequence[MemoryRef], *, acto
         by_document.setdefault(ref.document, {}).setdefault(ref.owner, set()).add(ref.id)
     for ref in refs:  # all checked before anything is deleted (an id the cache lacks: on what is stored)
         try:
-            _find(await store.memories(ref.document, ref.owner), ref)
+            find_memory(await store.memories(ref.document, ref.owner), ref)
         except InvalidMemoryInput:
             if not await store.freshen(ref.document):
                 raise
-            _find(await store.memories(ref.document, ref.owner), ref)
+            find_memory(await store.memories(ref.document, ref.owner), ref)
     deleted: list[Memory] = []
     for document, wanted in by_document.items():
 
@@ -169,18 +169,21 @@ async def move_to_member(
     if not isinstance(member, str) or not member.strip():
         raise InvalidMemoryInput("请指明要移给哪位成员（member）")
     member = member.strip()
-    doc = await store.document(ref.key)
-    seen = {
+    if member not in known_in(await store.document(ref.key)) and member not in known_members:
+        raise InvalidMemoryInput(f"成员 {member!r} 不在本群的已知成员中")
+
+    move = _mover(ref, GROUP_OWNER, member, added_by=None, now=now)
+    return await store.change_many(ref.key, [GROUP_OWNER, member], move, actor=actor)
+
+
+def known_in(doc: GroupDocument) -> set[str | None]:
+    """The members a group's document knows: with memories here, who added a group memory or has a todo here."""
+    return {
         *doc.users,
         *(m.added_by for m in doc.group_memories),
         *(t.creator for t in doc.todos),
         *(t.assignee for t in doc.todos),
     }
-    if member not in seen and member not in known_members:
-        raise InvalidMemoryInput(f"成员 {member!r} 不在本群的已知成员中")
-
-    move = _mover(ref, GROUP_OWNER, member, added_by=None, now=now)
-    return await store.change_many(ref.key, [GROUP_OWNER, member], move, actor=actor)
 
 
 def _mover(
@@ -190,8 +193,8 @@ def _mover(
     target already holds the same text)."""
 
     def move(lists: dict[Owner, list[Memory]]) -> tuple[dict[Owner, list[Memory]], Memory]:
-        memory = _find(lists[source], ref)
-        _no_twin(lists[target], memory.content)
+        memory = find_memory(lists[source], ref)
+        no_twin(lists[target], memory.content)
         moved = memory.model_copy(update={"added_by": added_by, "updated_at": now})
         lists[source] = [m for m in lists[source] if m.id != memory.id]
         lists[target] = [*lists[target], moved]

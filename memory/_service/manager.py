@@ -17,6 +17,8 @@ from typing import Any
 from .._episodes.erase import delete_episode
 from .._errors import InvalidMemoryInput
 from .._manage import Browser, GroupIndex, GroupView, Query, memory_json, stats as manage_stats, transfer
+from .._manage.bulk import bulk_edit, read_bulk
+from .._manage.csv_export import memories_csv
 from .._manage.edit import (
     MAX_DELETE,
     MemoryRef,
@@ -29,16 +31,20 @@ from .._manage.edit import (
 from .._manage.erase import erase_person
 from .._manage.history import before_id, history_page, page_limit, revert_entry
 from .._manage.stats import InjectionCounts
+from .._manage.todos import group_todos, todo_json, update_group_todo
 from .._members import MemberDirectory
-from .._models import GroupKey, MemberKey, Memory, Scope
+from .._models import GroupKey, MemberKey, Memory, Scope, Todo
 from .._privacy.audit import DASHBOARD_SCOPE, AuditLog, misnamed_owner
 from .._settings import Settings
 from .._storage import MemoryStore
 from .._storage.factory import ConfigSecret
-from .._todos.rules import TodoPolicy
+from .._todos.rules import REMINDER_PLATFORMS, TodoPolicy
 
 UNKNOWN_GROUP = "没有这个群的记忆：{platform} / {group_id}"
 UNKNOWN_PLATFORM = "没有这个平台的记忆：{platform}"
+CSV_SEALED = (
+    "CSV 是明文表格：本插件配置了加密密钥，请勾选“导出明文”后再导出 CSV（或导出加密的 JSON），没有导出任何内容。"
+)
 RECENT_EPISODES = 10  # episodes shown with a group, the most recent first
 MAX_PREVIEW_ITEMS = 200  # items listed per group in an import preview (the counts cover all of them)
 MAX_STATS_GROUPS = 200  # groups whose documents the breakdown reads (the most recently changed)
@@ -341,10 +347,86 @@ class Manager:
         episode = await delete_episode(self._store, key, episode_id, actor=_actor(user))
         return {"deleted": episode.id}
 
+    # -- todos, several memories at once ---------------------------------------------------------------------------
+    def _can_remind(self) -> Callable[[Todo], bool]:
+        """Whether a todo's reminder time may be set: its platform instance runs now and can post unasked."""
+        running = self._running_platforms()
+        return lambda todo: bool(todo.origin) and running.get(todo.platform_id) in REMINDER_PLATFORMS
+
+    async def todos(self, platform: str, group_id: str) -> dict[str, Any]:
+        """Every todo of the group, with names beside ids and the state of each one's latest reminder."""
+        key = await self._find(platform, group_id)
+        items = await group_todos(
+            self._store, key, name=lambda user_id: self._name(key, user_id), can_remind=self._can_remind()
+        )
+        return {"items": items, "now": self._clock()}
+
+    async def update_todo(
+        self,
+        platform: str,
+        group_id: str,
+        todo_id: object,
+        *,
+        status: object,
+        remind_at: object,
+        content: object,
+        user: str,
+    ) -> dict[str, Any]:
+        """Mark a todo done or cancelled, move its reminder or change its text: `lark_update_todo`'s change, acting
+        as an admin of the group; logged under the dashboard's actor."""
+        key = await self._find(platform, group_id)
+        can_remind = self._can_remind()
+        _, after = await update_group_todo(
+            self._store,
+            key,
+            self._todo_policy,
+            todo_id,
+            status=status,
+            remind_at=remind_at,
+            content=content,
+            now=self._clock(),
+            actor=_actor(user),
+            can_remind=can_remind,
+        )
+        return todo_json(after, name=lambda user_id: self._name(key, user_id), can_remind=can_remind)
+
+    async def bulk_edit(
+        self,
+        platform: str,
+        group_id: str,
+        items: object,
+        *,
+        memory_type: object,
+        importance: object,
+        scope: object,
+        member: object,
+        confirm: bool,
+        user: str,
+    ) -> dict[str, Any]:
+        """Set the type, importance and/or scope of several memories of one document in one commit (one
+        transaction in the change log: reverted as one)."""
+        key = await self._find(platform, group_id)
+        if not isinstance(items, list) or not items:
+            raise InvalidMemoryInput("items 必须是要修改的记忆列表 [{scope, owner, id}, …]")
+        wanted = read_bulk(memory_type, importance, scope, member)
+        refs = [self._ref(key, item) for item in items]
+        actor = _actor(user)
+        await self._audit_scope(actor, "memory/bulk", refs)
+        roster = None if key.is_global else self._members.roster(key)
+        changed = await bulk_edit(
+            self._store,
+            refs,
+            wanted,
+            confirm=confirm,
+            known_members=roster.names if roster else (),
+            now=self._clock(),
+            actor=actor,
+        )
+        return {"changed": [m.id for m in changed]}
+
     # -- export, import, recall tester, statistics -----------------------------------------------------------------
-    async def export(self, platform: str, group_id: str, user_id: str, *, decrypted: bool) -> Export:
-        """One group (with a member: also their global memories), or every group of a platform or of all; with
-        `user_id` only that member's. Sealed when a key is configured, unless `decrypted`."""
+    async def _export_keys(self, platform: str, group_id: str, user_id: str) -> tuple[list[GroupKey], str]:
+        """The groups an export covers and the name its file gets (without extension)."""
         index = await self._groups_index()
         member = user_id or None
         if group_id:
@@ -359,11 +441,23 @@ class Manager:
                 raise InvalidMemoryInput("按成员导出需要指定平台")
             keys = [entry.key for entry in index.groups(platform or None)]
             name = (platform or "all") + (f"_{user_id}" if user_id else "")
+        return keys, "user_memory_" + "".join(c if c.isalnum() or c in "-_" else "_" for c in name)
+
+    async def export(self, platform: str, group_id: str, user_id: str, *, decrypted: bool, csv: bool = False) -> Export:
+        """One group (with a member: also their global memories), or every group of a platform or of all; with
+        `user_id` only that member's. JSON, sealed when a key is configured, unless `decrypted`; or (`csv`) the
+        memories as a spreadsheet table, plaintext, so only with `decrypted` when a key is configured."""
+        keys, filename = await self._export_keys(platform, group_id, user_id)
+        member = user_id or None
+        if csv:
+            if self._store.sealer is not None and not decrypted:
+                raise InvalidMemoryInput(CSV_SEALED)
+            rows = memories_csv(self._store, keys, member, zone=self._todo_policy.zone, name=self._members.name)
+            return Export(filename + ".csv", rows)
         chunks = transfer.export_stream(
             self._store, keys, member, now=self._clock(), sealer=self._store.sealer, decrypted=decrypted
         )
-        filename = "user_memory_" + "".join(c if c.isalnum() or c in "-_" else "_" for c in name) + ".json"
-        return Export(filename, chunks)
+        return Export(filename + ".json", chunks)
 
     def _imported(self, content: str, platform: str) -> list[transfer.ImportedGroup]:
         try:

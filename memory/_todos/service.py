@@ -4,6 +4,7 @@ current local time (the host's prompt may not carry the date)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from .._errors import InvalidMemoryInput, StorageUnavailable, Unauthorized
@@ -134,19 +135,16 @@ async def update_todo(
 ) -> str:
     now = time.time() if now is None else now
     zone = policy.zone
-
-    def change(todos: list[Todo]) -> tuple[list[Todo], tuple[Todo, Todo]]:
-        todos, before, after = rules.update(
-            todos,
-            caller,
-            todo_id,
-            lambda todo: rules.read_update(
-                todo, status, remind_at, content, now, policy, can_remind=origin.can_remind and bool(todo.origin)
-            ),
-            now,
-        )
-        return todos, (before, after)
-
+    change = update_change(
+        caller,
+        policy,
+        todo_id,
+        status=status,
+        remind_at=remind_at,
+        content=content,
+        now=now,
+        can_remind=lambda todo: origin.can_remind and bool(todo.origin),
+    )
     done = await _apply(store, caller, change, now, zone, refused, todo_id)
     if isinstance(done, str):
         return done
@@ -164,6 +162,35 @@ async def update_todo(
             "已确认，到点会提醒" if after.remind_at is not None and after.status is TodoStatus.PENDING else "已确认"
         )
     return f"待办 {after.short_id}：{'；'.join(what)}。{when.now_text(now, zone)}"
+
+
+def update_change(
+    caller: Caller,
+    policy: TodoPolicy,
+    todo_id: Any,
+    *,
+    status: Any,
+    remind_at: Any,
+    content: Any,
+    now: float,
+    can_remind: Callable[[Todo], bool],
+) -> TodoChange[tuple[Todo, Todo]]:
+    """The change `lark_update_todo` makes (and the dashboard, acting as an admin): one todo marked done or
+    cancelled, its reminder moved or its text changed, by the rules' checks (`rules.read_update`: times, the
+    recurrence's re-anchoring, content; `rules.update`: who may change it, only while pending). Its result is
+    (before, after); a refusal raises `InvalidMemoryInput`. `can_remind(todo)`: whether a reminder time may be set."""
+
+    def change(todos: list[Todo]) -> tuple[list[Todo], tuple[Todo, Todo]]:
+        todos, before, after = rules.update(
+            todos,
+            caller,
+            todo_id,
+            lambda todo: rules.read_update(todo, status, remind_at, content, now, policy, can_remind=can_remind(todo)),
+            now,
+        )
+        return todos, (before, after)
+
+    return change
 
 
 def soonest(todo: Todo) -> float | None:

@@ -1,0 +1,77 @@
+"""Memories as a CSV file for a spreadsheet: one row per memory (archived ones and todos are not memories here).
+
+UTF-8 with a byte order mark, so Excel reads Chinese; comma-separated, quoted where needed, CRLF line ends. A cell
+a spreadsheet would take for a formula (it starts with = + - @, a tab or a carriage return) gets a leading
+apostrophe: the file may hold what group members said. Times are local times of the plugin's zone. The rows are
+plaintext whatever the store's encryption: the caller decides whether that may leave (the JSON export seals).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import AsyncIterator, Callable, Iterable
+from datetime import datetime
+from zoneinfo import ZoneInfo
+
+from .._models import GroupDocument, GroupKey, Memory, Scope
+from .._storage import MemoryStore
+
+BOM = "\ufeff"
+COLUMNS = ("group", "member", "scope", "type", "content", "importance", "source", "created", "updated")
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+Name = Callable[[GroupKey, str], str | None]
+
+
+def guard(cell: str) -> str:
+    """The cell as a spreadsheet shows it as text, never as a formula."""
+    return "'" + cell if cell.startswith(FORMULA_STARTS) else cell
+
+
+def _local(instant: float, zone: ZoneInfo) -> str:
+    return datetime.fromtimestamp(instant, zone).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _rows(key: GroupKey, doc: GroupDocument, member: str | None, zone: ZoneInfo, name: Name) -> Iterable[list[str]]:
+    lists: list[tuple[Scope, str | None, list[Memory]]] = []
+    if member is None and not key.is_global:
+        lists.append((Scope.GROUP, None, list(doc.group_memories)))
+    own_scope = Scope.GLOBAL if key.is_global else Scope.MEMBER
+    for user_id, entry in doc.users.items():
+        if member is None or user_id == member:
+            lists.append((own_scope, user_id, list(entry.memories)))
+    for scope, owner, memories in lists:
+        who = ""
+        if owner is not None:
+            known = name(key, owner)
+            who = f"{known} ({owner})" if known and known != owner else owner
+        for memory in memories:
+            yield [
+                key.group_id,
+                who,
+                scope.value,
+                memory.type.value,
+                memory.content,
+                f"{memory.importance:g}",
+                str(memory.source),
+                _local(memory.created_at, zone),
+                _local(memory.updated_at, zone),
+            ]
+
+
+def _encode(rows: Iterable[list[str]]) -> bytes:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\r\n")
+    writer.writerows([guard(cell) for cell in row] for row in rows)
+    return out.getvalue().encode("utf-8")
+
+
+async def memories_csv(
+    store: MemoryStore, keys: Iterable[GroupKey], member: str | None, *, zone: ZoneInfo, name: Name
+) -> AsyncIterator[bytes]:
+    """The memories of `keys` (with `member`: only theirs) as CSV, one group at a time; the header row first."""
+    yield (BOM.encode("utf-8") + _encode([list(COLUMNS)]))
+    for key in keys:
+        doc = await store.document(key)
+        yield _encode(_rows(key, doc, member, zone, name))
