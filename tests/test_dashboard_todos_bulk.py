@@ -36,7 +36,7 @@ async def test_the_todo_view_lists_every_todo_with_times_recurrence_names_and_de
     service = make_service()
     ids = await seeded_todos(service)
     view = await service.manager.todos("lark", G.group_id)
-    assert view["now"] == NOW
+    assert view["now"] == NOW and view["zone"] == "Asia/Shanghai"
     items = {t["content"]: t for t in view["items"]}
     assert set(items) == {"交周报", "站会", "全群团建报名"}
     weekly = items["交周报"]

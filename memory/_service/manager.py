@@ -354,12 +354,13 @@ class Manager:
         return lambda todo: bool(todo.origin) and running.get(todo.platform_id) in REMINDER_PLATFORMS
 
     async def todos(self, platform: str, group_id: str) -> dict[str, Any]:
-        """Every todo of the group, with names beside ids and the state of each one's latest reminder."""
+        """Every todo of the group, with names beside ids and the state of each one's latest reminder, and the zone
+        its local times are read in (a new reminder time is given in it)."""
         key = await self._find(platform, group_id)
         items = await group_todos(
             self._store, key, name=lambda user_id: self._name(key, user_id), can_remind=self._can_remind()
         )
-        return {"items": items, "now": self._clock()}
+        return {"items": items, "now": self._clock(), "zone": self._todo_policy.zone.key}
 
     async def update_todo(
         self,

@@ -12,6 +12,27 @@
 
   const STRINGS = {
     zh: {
+      // issue 20 items 5 and 8: todos, bulk edits, CSV, the chart
+      todoShowClosed: "显示已结束的待办（{0}）", todoZone: "时间按 {0}", todoWho: "负责人", todoRemind: "提醒时间",
+      todoDue: "截止", todoStatus: "状态", todoDelivery: "提醒送达", todoCreatedBy: "创建者：{0}", todoWholeGroup: "全群",
+      todoMarkDone: "完成", todoCancel: "取消待办", todoDoneOk: "已标记为完成", todoCancelledOk: "已取消待办",
+      todoConfirmCancel: "取消待办「{0}」？取消后不再提醒。", todoEditTitle: "修改待办",
+      todoNoRemind: "这条待办所在的平台现在不能主动发消息，不能设置提醒时间。",
+      todoRecurHint: "{0}重复：时间会落在规则的下一个日子", todoNone: "没有未完成的待办",
+      todoNote: "这里的修改和成员用待办工具修改时一样检查（时间、重复规则、内容），以“dashboard:登录名”记入历史；待办的变更不能在历史里撤销。",
+      todo_pending: "未完成", todo_done: "已完成", todo_cancelled: "已取消", todo_expired: "已过期",
+      todo_unconfirmed: "待确认（从聊天中识别，确认后才提醒）",
+      delivery_sent: "已提醒（{0}）", delivery_late: "已补发提醒（{0}）", delivery_retrying: "提醒发送失败，将重试",
+      delivery_failed: "提醒发送失败（{0}）", delivery_missed: "错过了提醒（{0}，机器人当时离线）", deliveryRetryAt: "下次重试 {0}",
+      deliveryWaiting: "将于 {0} 提醒", deliveryUnconfirmed: "确认后才会提醒", deliveryNone: "不提醒",
+      rec_daily: "每天", rec_weekdays: "每个工作日（周一至周五）", rec_weekly: "每周{0}", rec_monthly: "每月 {0} 日（小月取月末）",
+      day_mon: "一", day_tue: "二", day_wed: "三", day_thu: "四", day_fri: "五", day_sat: "六", day_sun: "日", listSep: "、",
+      bulkEdit: "批量修改（{0}）", bulkKeep: "不变", bulkTitle: "批量修改 {0} 条记忆",
+      bulkIntro: "所选的 {0} 条记忆一起修改，留空的项不变。整次修改在历史里是一个事务，撤销其中任一条即全部撤销。",
+      bulkToGroup: "把所选的 {0} 条记忆中的个人记忆改为本群公共记忆？群里每个成员的对话都会用到它们。", bulkDone: "已修改 {0} 条",
+      chartTitle: "每天的记忆总数", chartX: "日期", chartY: "记忆数", chartCaption: "{0} 至 {1} · 最近 {2} 条 · 最多 {3} 条",
+      downloadCsv: "下载 CSV（表格）",
+      csvNote: "CSV 只含记忆（不含待办、情境记忆和归档）：群、成员、范围、类型、内容、重要度、来源、创建时间、更新时间；UTF-8 带 BOM，Excel 可直接打开。CSV 是明文：配置了加密密钥时须勾选“导出明文”。",
       title: "记忆管理", platform: "平台", lang: "English", all: "全部", allGroups: "全部群",
       tab_browse: "浏览", tab_search: "搜索", tab_recall: "召回测试", tab_history: "历史", tab_transfer: "导入导出",
       tab_stats: "统计", tab_privacy: "删除某人",
@@ -69,6 +90,28 @@
       secretShadowed: "{0} 写在插件配置里，但环境变量 {1} 已设置并优先生效，这一项没有被使用：请清空它（任何能登录控制台的人都能读到它的明文）。",
     },
     en: {
+      // issue 20 items 5 and 8: todos, bulk edits, CSV, the chart
+      todoShowClosed: "Show finished todos ({0})", todoZone: "Times in {0}", todoWho: "For", todoRemind: "Reminder",
+      todoDue: "Due", todoStatus: "Status", todoDelivery: "Reminder delivery", todoCreatedBy: "Created by {0}",
+      todoWholeGroup: "Whole group", todoMarkDone: "Done", todoCancel: "Cancel todo", todoDoneOk: "Marked done",
+      todoCancelledOk: "Todo cancelled", todoConfirmCancel: "Cancel the todo “{0}”? It will not be reminded any more.",
+      todoEditTitle: "Change todo",
+      todoNoRemind: "This todo's platform cannot post on its own right now, so no reminder time can be set.",
+      todoRecurHint: "Repeats {0}: the time lands on the rule's next day", todoNone: "No open todos",
+      todoNote: "Changes here are checked as when a member changes a todo through the todo tool (times, recurrence, text) and logged in the history as “dashboard:<login>”; a todo change cannot be undone from the history.",
+      todo_pending: "Open", todo_done: "Done", todo_cancelled: "Cancelled", todo_expired: "Expired",
+      todo_unconfirmed: "To confirm (noticed in chat; reminded once confirmed)",
+      delivery_sent: "Reminded ({0})", delivery_late: "Reminded late ({0})", delivery_retrying: "Sending failed, will retry",
+      delivery_failed: "Sending failed ({0})", delivery_missed: "Missed ({0}, the bot was offline)", deliveryRetryAt: "next try {0}",
+      deliveryWaiting: "Will remind {0}", deliveryUnconfirmed: "Reminded once confirmed", deliveryNone: "No reminder",
+      rec_daily: "daily", rec_weekdays: "every weekday (Mon–Fri)", rec_weekly: "every {0}", rec_monthly: "monthly on day {0} (last day in shorter months)",
+      day_mon: "Mon", day_tue: "Tue", day_wed: "Wed", day_thu: "Thu", day_fri: "Fri", day_sat: "Sat", day_sun: "Sun", listSep: ", ",
+      bulkEdit: "Change selected ({0})", bulkKeep: "Unchanged", bulkTitle: "Change {0} memories",
+      bulkIntro: "The {0} selected memories change together; empty fields stay as they are. The whole change is one transaction in the history: undoing any of it undoes all of it.",
+      bulkToGroup: "Make the member memories among the {0} selected group memories? Every member's conversations will use them.", bulkDone: "Changed {0}",
+      chartTitle: "Memories per day", chartX: "Date", chartY: "Memories", chartCaption: "{0} to {1} · latest {2} · highest {3}",
+      downloadCsv: "Download CSV (spreadsheet)",
+      csvNote: "The CSV holds memories only (no todos, episodes or archive): group, member, scope, type, content, importance, source, created, updated; UTF-8 with a BOM, so Excel opens it as is. A CSV is plaintext: with an encryption key configured, tick “Export decrypted”.",
       title: "Memory manager", platform: "Platform", lang: "中文", all: "All", allGroups: "All groups",
       tab_browse: "Browse", tab_search: "Search", tab_recall: "Recall tester", tab_history: "History",
       tab_transfer: "Export / import", tab_stats: "Statistics", tab_privacy: "Erase a person",
@@ -282,7 +325,10 @@
       clear(root);
       const delBtn = el("button", { type: "button", class: "danger", disabled: true, onclick: () => remove([...selected.values()]) },
         t("deleteSelected", 0));
-      const updateDel = () => { delBtn.disabled = selected.size === 0; delBtn.textContent = t("deleteSelected", selected.size); };
+      const bulkBtn = el("button", { type: "button", class: "ghost", id: "bulk-edit", disabled: true,
+        onclick: () => bulkEdit([...selected.values()], ref, opts.members, load) }, t("bulkEdit", 0));
+      const updateDel = () => { delBtn.disabled = selected.size === 0; delBtn.textContent = t("deleteSelected", selected.size);
+        bulkBtn.disabled = selected.size === 0; bulkBtn.textContent = t("bulkEdit", selected.size); };
       const all = el("input", { type: "checkbox", "aria-label": t("selectAll"), onchange: (ev) => {
         root.querySelectorAll("input.pick").forEach((cb) => { cb.checked = ev.target.checked; cb.dispatchEvent(new Event("change")); });
       } });
@@ -313,7 +359,7 @@
       });
       const pages = Math.max(1, Math.ceil(total / PAGE_SIZE));
       append(root, [
-        el("div", { class: "toolbar" }, delBtn),
+        el("div", { class: "toolbar" }, delBtn, bulkBtn),
         lastItems.length ? el("table", { class: "table" }, el("thead", {}, head), el("tbody", {}, rows))
           : el("p", { class: "muted" }, t("empty")),
         el("div", { class: "pager" },
@@ -466,7 +512,7 @@
       Object.keys(counts).length ? el("p", { class: "muted" }, Object.entries(counts).map(([k, v]) => `${SCOPES.includes(k) ? label("scope", k) : t(k)} ${fmtNum(v)}`).join(" · ")) : null,
       el("h3", {}, t("membersOf")), el("div", { class: "chips" }, memberButtons.length ? memberButtons : el("span", { class: "muted" }, t("empty"))),
       el("h3", {}, t("memories")), scopeButtons, listBox,
-      el("h3", {}, t("todos")), simpleTable(asList(detail.todos, "items"), ["content", "status", "assignee", "due_at"]),
+      el("h3", {}, t("todos")), todoPanel(base),
       el("h3", {}, t("episodes")), episodeTable(asList(detail.episodes, "items"), base, () => show("browse")),
     ]);
     showList({});
@@ -666,12 +712,13 @@
     const sync = () => { group.disabled = what.value === "all"; user.disabled = what.value !== "member"; };
     what.addEventListener("change", sync);
     sync();
-    const exportNow = async () => {
+    const exportNow = async (format = "json") => {
       const params = { platform: state.platform };
+      if (format === "csv") params.format = "csv";
       if (what.value !== "all") params.group_id = group.value;
       if (what.value === "member") params.user_id = user.value.trim();
       if (decrypted.checked) params.decrypted = "1";
-      const name = ["memories", state.platform, params.group_id, params.user_id].filter(Boolean).join("-") + ".json";
+      const name = ["memories", state.platform, params.group_id, params.user_id].filter(Boolean).join("-") + `.${format}`;
       try { await bridge.download("export", params, name); } catch (e) { notify(errorText(e), "error"); }
     };
 
@@ -709,7 +756,9 @@
     append(view, [
       el("section", { class: "card" }, el("h2", {}, t("exportTitle")),
         el("div", { class: "filters" }, what, group, user, el("label", {}, decrypted, t("exportDecrypted")),
-          el("button", { type: "button", id: "export-btn", onclick: exportNow }, t("download")))),
+          el("button", { type: "button", id: "export-btn", onclick: () => exportNow() }, t("download")),
+          el("button", { type: "button", id: "export-csv", class: "ghost", onclick: () => exportNow("csv") }, t("downloadCsv"))),
+        el("p", { class: "muted small" }, t("csvNote"))),
       el("section", { class: "card" }, el("h2", {}, t("importTitle")), el("p", { class: "muted small" }, t("importNote")),
         el("div", { class: "filters" }, el("label", {}, t("chooseFile"), file),
           el("label", {}, t("importPlatform"), importPlatform),
@@ -792,30 +841,222 @@
         el("td", { class: "num" }, fmtNum(v.input_tokens ?? 0)), el("td", { class: "num" }, fmtNum(v.output_tokens ?? 0))))));
   }
 
-  // Memories per day as an SVG bar chart (built with DOM calls, no library).
+  // ---------- Todos of a group (issue 20 item 5) ----------
+  // Times are shown and typed in the plugin's zone (the server reads a new reminder time in it).
+  function zoned(v, zone) {
+    if (v === undefined || v === null) return "";
+    try {
+      return new Date(v * 1000).toLocaleString(state.lang === "zh" ? "zh-CN" : "en-US",
+        { hour12: false, timeZone: zone || undefined, year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit" });
+    } catch { return fmtTime(v); }
+  }
+
+  // "2026-11-23T10:00" in the zone, for <input type="datetime-local">.
+  function zonedInput(v, zone) {
+    if (v === undefined || v === null) return "";
+    try {
+      const parts = Object.fromEntries(new Intl.DateTimeFormat("en-CA", { timeZone: zone || undefined, hourCycle: "h23",
+        year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit" })
+        .formatToParts(new Date(v * 1000)).map((p) => [p.type, p.value]));
+      return `${parts.year}-${parts.month}-${parts.day}T${parts.hour}:${parts.minute}`;
+    } catch { return ""; }
+  }
+
+  const DAY_CODES = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"];
+  function recurrenceText(rule) {
+    if (!rule) return "";
+    if (rule === "daily") return t("rec_daily");
+    if (rule === "weekdays") return t("rec_weekdays");
+    const [kind, arg] = rule.split(":");
+    if (kind === "weekly") return t("rec_weekly", arg.split(",").map((d) => t(`day_${d}`)).join(t("listSep")));
+    if (kind === "monthly") return t("rec_monthly", arg);
+    return rule;
+  }
+
+  function todoStatusText(todo) {
+    if (todo.status === "pending" && !todo.confirmed) return t("todo_unconfirmed");
+    return t(`todo_${todo.status}`);
+  }
+
+  function deliveryText(todo, zone) {
+    const d = todo.delivery;
+    if (d && d.state) {
+      const when = d.state === "sent" || d.state === "late" ? zoned(d.sent_at ?? d.occurrence, zone) : zoned(d.occurrence, zone);
+      let s = t(`delivery_${d.state}`, when);
+      if (d.state === "retrying" && d.next_attempt_at) s += ` · ${t("deliveryRetryAt", zoned(d.next_attempt_at, zone))}`;
+      return s;
+    }
+    if (todo.next_reminder) return t("deliveryWaiting", zoned(todo.next_reminder, zone));
+    if (todo.status === "pending" && todo.remind_at && !todo.confirmed) return t("deliveryUnconfirmed");
+    return t("deliveryNone");
+  }
+
+  function personName(name, id) {
+    return name && name !== id ? name : (id || "");
+  }
+
+  function todoPanel(base) {
+    const root = el("div", { class: "todo-panel", id: "todo-panel" });
+    let zone = "";
+    const showClosed = el("input", { type: "checkbox", id: "todo-show-closed", onchange: () => load() });
+    async function load() {
+      clear(root).appendChild(el("p", { class: "muted" }, t("loading")));
+      let r;
+      try { r = await api.get("todos", base); } catch (e) { clear(root).appendChild(el("p", { class: "error" }, errorText(e))); return; }
+      zone = r.zone || "";
+      const all = asList(r, "items");
+      const items = showClosed.checked ? all : all.filter((x) => x.status === "pending");
+      const closed = all.length - all.filter((x) => x.status === "pending").length;
+      clear(root);
+      append(root, [
+        el("div", { class: "toolbar" }, el("label", { class: "check" }, showClosed, t("todoShowClosed", closed)),
+          zone && el("span", { class: "muted small" }, t("todoZone", zone))),
+        items.length ? el("table", { class: "table", id: "todos-table" },
+          el("thead", {}, el("tr", {}, [t("content"), t("todoWho"), t("todoRemind"), t("todoDue"), t("todoStatus"),
+            t("todoDelivery"), t("actions")].map((h) => el("th", {}, h)))),
+          el("tbody", {}, items.map((x) => el("tr", { "data-todo": x.id, "data-status": x.status },
+            el("td", { class: "content" }, x.content),
+            el("td", { title: x.is_group ? t("todoCreatedBy", personName(x.creator_name, x.creator)) : x.assignee },
+              x.is_group ? t("todoWholeGroup") : personName(x.assignee_name, x.assignee)),
+            el("td", { class: "small" }, x.remind_at ? zoned(x.remind_at, zone) : "—",
+              x.recurrence && el("div", { class: "muted" }, recurrenceText(x.recurrence))),
+            el("td", { class: "small" }, x.due_at ? zoned(x.due_at, zone) : "—"),
+            el("td", {}, todoStatusText(x)),
+            el("td", { class: "small" }, deliveryText(x, zone),
+              x.delivery && x.delivery.last_error && el("div", { class: "muted" }, x.delivery.last_error)),
+            el("td", { class: "row-actions" }, x.changeable ? [
+              el("button", { type: "button", class: "ghost", "data-action": "done", onclick: () => change(x, { status: "done" }, t("todoDoneOk")) }, t("todoMarkDone")),
+              el("button", { type: "button", class: "ghost", "data-action": "edit", onclick: () => editTodo(x) }, t("edit")),
+              el("button", { type: "button", class: "ghost danger-text", "data-action": "cancel", onclick: () => cancelTodo(x) }, t("todoCancel")),
+            ] : el("span", { class: "muted small" }, x.completed_at ? zoned(x.completed_at, zone) : "")))))) :
+          el("p", { class: "muted" }, t("todoNone")),
+        el("p", { class: "muted small" }, t("todoNote")),
+      ]);
+    }
+    async function change(x, body, ok) {
+      try {
+        await api.post("todo/update", { ...base, todo_id: x.id, ...body });
+        notify(ok);
+        await load();
+        return true;
+      } catch (e) { notify(errorText(e), "error"); return false; }
+    }
+    async function cancelTodo(x) {
+      if (!(await confirmDialog(t("todoConfirmCancel", x.content)))) return;
+      await change(x, { status: "cancelled" }, t("todoCancelledOk"));
+    }
+    async function editTodo(x) {
+      const content = el("textarea", { rows: 3, class: "wide", name: "content" });
+      content.value = x.content;
+      const remind = el("input", { type: "datetime-local", name: "remind_at", value: zonedInput(x.remind_at, zone), disabled: !x.can_remind });
+      const body = el("div", { class: "form" },
+        el("label", {}, t("content"), content),
+        el("label", {}, t("todoRemind"), remind, el("span", { class: "muted small" },
+          x.can_remind ? [t("todoZone", zone), x.recurrence ? ` · ${t("todoRecurHint", recurrenceText(x.recurrence))}` : ""] : t("todoNoRemind"))));
+      const answer = await dialog(t("todoEditTitle"), body, [
+        { value: "cancel", label: t("cancel"), class: "ghost" }, { value: "save", label: t("save") }]);
+      if (answer !== "save") return;
+      const wanted = {};
+      if (content.value.trim() !== x.content) wanted.content = content.value;
+      if (remind.value && remind.value !== zonedInput(x.remind_at, zone)) wanted.remind_at = remind.value;
+      if (!Object.keys(wanted).length) return;
+      await change(x, wanted, t("saved"));
+    }
+    load();
+    return root;
+  }
+
+  // ---------- Several memories at once (issue 20 item 8) ----------
+  // items: the selected memories; ref(m): the request's {platform, group_id, scope, owner, id}; members: the group's.
+  async function bulkEdit(items, ref, members, reload) {
+    if (!items.length) return;
+    const keep = (name) => option("", t("bulkKeep"), true);
+    const type = el("select", { name: "type" }, keep(), TYPES.map((v) => option(v, label("type", v))));
+    const importance = el("input", { type: "number", name: "importance", min: 0, max: 1, step: 0.05, placeholder: t("bulkKeep") });
+    const scope = el("select", { name: "scope" }, keep(), option("group", label("scope", "group")), option("member", label("scope", "member")));
+    const member = el("select", { name: "member", hidden: true }, (members || []).map((u) => option(u.id, u.name ? `${u.name} (${u.id})` : u.id)));
+    scope.addEventListener("change", () => { member.hidden = scope.value !== "member"; });
+    const error = el("p", { class: "error", hidden: true });
+    const body = el("div", { class: "form" }, el("p", { class: "muted" }, t("bulkIntro", items.length)),
+      el("label", {}, t("type"), type),
+      el("label", {}, t("importance"), importance, el("span", { class: "muted small" }, t("importanceHint"))),
+      el("label", {}, t("scope"), scope, member), error);
+    const answer = await dialog(t("bulkTitle", items.length), body, [
+      { value: "cancel", label: t("cancel"), class: "ghost" }, { value: "save", label: t("save") }]);
+    if (answer !== "save") return;
+    const change = {};
+    if (type.value) change.type = type.value;
+    if (importance.value !== "") change.importance = Number(importance.value);
+    if (scope.value) change.scope = scope.value;
+    if (scope.value === "member") change.member = member.value;
+    if (!Object.keys(change).length) return;
+    if (scope.value === "group" && !(await confirmDialog(t("bulkToGroup", items.length)))) return;
+    const byDocument = new Map();
+    for (const m of items) {
+      const r = ref(m);
+      const k = `${r.platform}|${r.group_id}|${r.scope === "global" ? "global" : ""}`;
+      if (!byDocument.has(k)) byDocument.set(k, { platform: r.platform, group_id: r.group_id, items: [] });
+      byDocument.get(k).items.push({ scope: r.scope, owner: r.owner, id: r.id });
+    }
+    let changed = 0;
+    try {
+      for (const req of byDocument.values()) {
+        const r = await api.post("memory/bulk", { ...req, ...change, confirm: scope.value === "group" });
+        changed += Array.isArray(r && r.changed) ? r.changed.length : 0;
+      }
+      notify(t("bulkDone", changed));
+    } catch (e) { notify(errorText(e), "error"); }
+    await reload();
+  }
+
+  // ---------- Memories over time: an SVG chart with a title, axes and tick labels ----------
   function timeChart(days) {
     const NS = "http://www.w3.org/2000/svg";
-    const w = 640, h = 160, pad = 24;
+    const w = 640, h = 240, left = 48, right = 12, top = 30, bottom = 42;
     const values = days.map((d) => Number(d.memories ?? 0));
-    const max = Math.max(1, ...values);
-    const bw = Math.min(40, (w - pad * 2) / values.length);
+    const niceMax = (m) => { const p = 10 ** Math.floor(Math.log10(Math.max(1, m))); return Math.ceil(Math.max(1, m) / p) * p; };
+    const max = niceMax(Math.max(1, ...values));
+    const plotW = w - left - right, plotH = h - top - bottom;
+    const bw = plotW / values.length;
     const svg = document.createElementNS(NS, "svg");
+    const node = (tag, attrs, textContent) => {
+      const n = document.createElementNS(NS, tag);
+      for (const [k, v] of Object.entries(attrs)) n.setAttribute(k, String(v));
+      if (textContent !== undefined) n.textContent = textContent;
+      svg.appendChild(n);
+      return n;
+    };
     svg.setAttribute("viewBox", `0 0 ${w} ${h}`);
     svg.setAttribute("class", "chart");
+    svg.setAttribute("role", "img");
+    svg.setAttribute("aria-label", t("overTime"));
+    svg.setAttribute("id", "over-time-chart");
+    node("text", { x: w / 2, y: 16, "text-anchor": "middle", class: "chart-title" }, t("chartTitle"));
+    const ticks = max <= 4 ? max : 4;
+    for (let i = 0; i <= ticks; i += 1) {
+      const v = Math.round((max * i) / ticks);
+      const y = top + plotH - (plotH * v) / max;
+      node("line", { x1: left, x2: w - right, y1: y, y2: y, class: i ? "grid" : "axis" });
+      node("text", { x: left - 6, y: y + 4, "text-anchor": "end", class: "tick y-tick" }, String(v));
+    }
+    node("line", { x1: left, x2: left, y1: top, y2: top + plotH, class: "axis" });
     values.forEach((v, i) => {
-      const r = document.createElementNS(NS, "rect");
-      const bh = ((h - pad * 2) * v) / max;
-      r.setAttribute("x", String(pad + i * bw + 1));
-      r.setAttribute("y", String(h - pad - bh));
-      r.setAttribute("width", String(Math.max(1, bw - 2)));
-      r.setAttribute("height", String(bh));
+      const bh = (plotH * v) / max;
+      const r = node("rect", { x: left + i * bw + 1, y: top + plotH - bh, width: Math.max(1, bw - 2), height: bh });
       const title = document.createElementNS(NS, "title");
       title.textContent = `${days[i].day ?? ""}: ${v}`;
       r.appendChild(title);
-      svg.appendChild(r);
     });
-    const caption = el("div", { class: "muted small" }, `${days[0].day ?? ""} – ${days[days.length - 1].day ?? ""} · max ${max}`);
-    return el("div", {}, svg, caption);
+    const labels = Math.min(values.length, 6);
+    const shown = new Set(Array.from({ length: labels }, (_, k) => Math.round((k * (values.length - 1)) / Math.max(1, labels - 1))));
+    shown.forEach((i) => node("text", { x: left + i * bw + bw / 2, y: top + plotH + 16, "text-anchor": "middle", class: "tick x-tick" },
+      String(days[i].day ?? "").slice(5)));
+    node("text", { x: left + plotW / 2, y: h - 6, "text-anchor": "middle", class: "axis-title" }, t("chartX"));
+    node("text", { x: 12, y: top + plotH / 2, "text-anchor": "middle", class: "axis-title",
+      transform: `rotate(-90 12 ${top + plotH / 2})` }, t("chartY"));
+    const caption = el("div", { class: "muted small" }, t("chartCaption", days[0].day ?? "", days[days.length - 1].day ?? "",
+      values[values.length - 1], Math.max(...values)));
+    return el("div", { class: "chart-box" }, svg, caption);
   }
 
   // ---------- Delete everything about one person ----------
