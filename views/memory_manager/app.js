@@ -1042,7 +1042,8 @@
     node("line", { x1: left, x2: left, y1: top, y2: top + plotH, class: "axis" });
     values.forEach((v, i) => {
       const bh = (plotH * v) / max;
-      const r = node("rect", { x: left + i * bw + 1, y: top + plotH - bh, width: Math.max(1, bw - 2), height: bh });
+      const barW = Math.max(1, Math.min(bw - 2, 36));
+      const r = node("rect", { x: left + i * bw + (bw - barW) / 2, y: top + plotH - bh, width: barW, height: bh });
       const title = document.createElementNS(NS, "title");
       title.textContent = `${days[i].day ?? ""}: ${v}`;
       r.appendChild(title);
