@@ -608,7 +608,7 @@
       SCOPES.map((s) => el("button", { type: "button", class: "chip", "data-scope": s, onclick: () => showList({ scope: s }) }, label("scope", s))));
     append(view, [
       backButton(),
-      el("h2", {}, `${t("group")} ${detail.name || g.group_id}`,
+      el("h2", { id: "group-title" }, detail.name || `${t("group")} ${g.group_id}`,
         el("span", { class: "muted small" }, detail.name ? ` · ${g.group_id} · ${g.platform}` : ` · ${g.platform}`)),
       countsLine,
       el("h3", {}, t("membersOf")), el("div", { class: "filters" }, chipFilter), chips,
@@ -770,7 +770,7 @@
         el("tbody", {}, entries.map((e) => el("tr", { "data-entry": e.id },
           el("td", { class: "num" }, e.id), el("td", { class: "small" }, fmtTime(e.at)), el("td", { class: "actor" }, actorCell(e.actor, e.actor_name)),
           el("td", {}, words("kind", e.kind)), el("td", { class: "op", title: e.op ?? "" }, words("op", e.op)),
-          el("td", { class: "small" }, [e.scope && label("scope", e.scope), e.owner && person(e.owner_name, e.owner), e.target && el("span", { class: "muted mono" }, e.target)]
+          el("td", { class: "small" }, [e.scope && label("scope", e.scope), e.owner && person(e.owner_name, e.owner), e.target && el("span", { class: "muted mono", title: e.target }, String(e.target).slice(0, 8))]
             .filter(Boolean).flatMap((x, i) => (i ? [" · ", x] : [x]))),
           el("td", { class: "content" }, e.erased ? t("erasedEntry") : text(e.old)),
           el("td", { class: "content" }, e.erased ? "" : text(e.new)),
