@@ -944,7 +944,7 @@
     if (!rows.length) return el("p", { class: "muted" }, t("empty"));
     return el("table", { class: "table" },
       el("thead", {}, el("tr", {}, ["", t("calls"), t("tokensIn"), t("tokensOut")].map((h) => el("th", {}, h)))),
-      el("tbody", {}, rows.map(([actor, v]) => el("tr", {}, el("td", {}, actor), el("td", { class: "num" }, fmtNum(v.calls ?? 0)),
+      el("tbody", {}, rows.map(([actor, v]) => el("tr", {}, el("td", {}, actorCell(actor)), el("td", { class: "num" }, fmtNum(v.calls ?? 0)),
         el("td", { class: "num" }, fmtNum(v.input_tokens ?? 0)), el("td", { class: "num" }, fmtNum(v.output_tokens ?? 0))))));
   }
 
