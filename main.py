@@ -156,13 +156,18 @@ class UserMemoryPlugin(Star):
 
     @staticmethod
     async def _fetch_roster(speaker: Speaker) -> Roster | None:
-        """The platform's member list, owner and admins (Lark: chat info and the paged chat members API;
-        OneBot: group info and member list); None when the platform cannot tell (this time)."""
+        """The platform's member list, owner and admins, and the group's name (Lark: chat info and the paged chat
+        members API; OneBot: group info and member list); None when the platform cannot tell (this time)."""
         group = await speaker.handle.get_group()
-        if group is None or (group.members is None and not group.group_owner and not group.group_admins):
+        if group is None or (
+            group.members is None and not group.group_owner and not group.group_admins and not group.group_name
+        ):
             return None
         return roster_from(
-            {str(m.user_id): m.nickname for m in group.members or []}, group.group_owner, group.group_admins
+            {str(m.user_id): m.nickname for m in group.members or []},
+            group.group_owner,
+            group.group_admins,
+            group.group_name,
         )
 
     # -- hooks ----------------------------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ speaking (`Speaker`, `PrivateSender`) and hands its answers back to the host; a 
 service's `Manager`. Everything else is private.
 """
 
-from ._errors import InvalidMemoryInput, MemoryPluginError, StorageUnavailable
+from ._errors import InvalidMemoryInput, MemoryPluginError, StorageUnavailable, coded_message
 from ._members import Roster, roster_from
 from ._manage import Query
 from ._models import GroupKey, MemberKey
@@ -43,5 +43,6 @@ __all__ = [
     "Settings",
     "Speaker",
     "StorageUnavailable",
+    "coded_message",
     "roster_from",
 ]

@@ -4,7 +4,26 @@ from __future__ import annotations
 
 
 class MemoryPluginError(Exception):
-    """Base class for every error this package raises."""
+    """Base class for every error this package raises.
+
+    The message is written for whoever called (the model, an admin's command). `code` (with `params`) names the
+    refusal for a person: the dashboard page words it in the person's language (see `coded_message`); "" when the
+    refusal has no wording of its own."""
+
+    def __init__(self, message: str = "", *, code: str = "", **params: str | int | float) -> None:
+        super().__init__(message)
+        self.code = code
+        self.params = params
+
+
+def coded_message(exc: MemoryPluginError) -> str:
+    """The message with its code in front, `[code|name=value|...] message`, as the dashboard's routes answer a
+    refusal (the dashboard's bridge passes the page nothing but the message text); the bare message without a
+    code."""
+    if not exc.code:
+        return str(exc)
+    params = "".join(f"|{name}={str(value).replace('|', '/').replace(']', ')')}" for name, value in exc.params.items())
+    return f"[{exc.code}{params}] {exc}"
 
 
 class InvalidMemoryInput(MemoryPluginError):

@@ -31,15 +31,19 @@ class Roster:
     owner: str | None = None
     admins: frozenset[str] = frozenset()
     fetched_at: float = 0.0
+    group_name: str | None = None  # the group's own name, where the platform gives one (Lark does)
 
 
-def roster_from(names: Mapping[str, str | None], owner: str | None, admins: list[str] | None) -> Roster:
+def roster_from(
+    names: Mapping[str, str | None], owner: str | None, admins: list[str] | None, group_name: str | None = None
+) -> Roster:
     """A roster from raw platform data: blank names dropped, names cleaned to one short line."""
     cleaned = {str(uid): clean_content(name)[:NAME_MAX_CHARS] for uid, name in names.items() if name}
     return Roster(
         {uid: name for uid, name in cleaned.items() if name},
         str(owner) if owner else None,
         frozenset(str(a) for a in admins or ()),
+        group_name=clean_content(group_name)[:NAME_MAX_CHARS] or None if group_name else None,
     )
 
 
@@ -75,6 +79,27 @@ class MemberDirectory:
         roster = self._rosters.get(key)
         return roster.names.get(user_id) if roster else None
 
+    def display_name(self, key: GroupKey, user_id: str) -> str | None:
+        """The name a person would know the member by: the platform's member list, else the name a reply last
+        called them by (platforms without a member list), else None."""
+        roster = self._rosters.get(key)
+        name = (roster.names.get(user_id) if roster else None) or self._spoken.get((key, user_id))
+        if name is None and key.is_global:  # a global memory's owner: by the name a group of the platform knows
+            name = next(
+                (
+                    r.names[user_id]
+                    for k, r in self._rosters.items()
+                    if k.platform == key.platform and user_id in r.names
+                ),
+                None,
+            )
+        return name
+
+    def group_name(self, key: GroupKey) -> str | None:
+        """The group's name as the platform last gave it (None: not fetched yet, or the platform names none)."""
+        roster = self._rosters.get(key)
+        return roster.group_name if roster else None
+
     def note_spoken(self, key: GroupKey, user_id: str, name: str) -> None:
         """Remember the name the reply path called the member by (the dashboard's recall tester shows the same)."""
         spoken = (key, user_id)
@@ -108,7 +133,7 @@ class MemberDirectory:
         for key, roster in self._rosters.items():
             if user_id in roster.names:
                 names = {uid: name for uid, name in roster.names.items() if uid != user_id}
-                self._rosters[key] = Roster(names, roster.owner, roster.admins, roster.fetched_at)
+                self._rosters[key] = Roster(names, roster.owner, roster.admins, roster.fetched_at, roster.group_name)
 
     def is_group_admin(self, key: GroupKey, user_id: str) -> bool:
         """The platform's group owner or one of its group admins, as last fetched."""
@@ -142,7 +167,7 @@ class MemberDirectory:
             async with self._fetch_slots:
                 roster = await fetching
             if roster is not None:
-                self._rosters[key] = Roster(roster.names, roster.owner, roster.admins, self._clock())
+                self._rosters[key] = Roster(roster.names, roster.owner, roster.admins, self._clock(), roster.group_name)
         except asyncio.CancelledError:
             if asyncio.iscoroutine(fetching):
                 fetching.close()  # cancelled while waiting for a slot: never started

@@ -19,7 +19,7 @@ from typing import Any
 from .._aging.decay import effective_importance
 from .._errors import InvalidMemoryInput
 from .._models import GroupDocument, GroupKey, Memory, MemoryType, Scope, Source
-from .._recall.lexical import LexicalIndex
+from .._recall.lexical import LexicalIndex, query_terms
 from .._settings import Settings
 
 MAX_CACHED_VIEWS = 64
@@ -60,10 +60,11 @@ class Query:
     scope: Scope | None = None
     type: MemoryType | None = None
     source: Source | None = None
-    member: str = ""
+    member: str = ""  # a member's user id, or (with `member_ids` resolved by the caller) a part of their name
     sort: Sort | None = None
     page: int = 1
     page_size: int = 50
+    member_ids: frozenset[str] | None = None  # the members `member` names (None: the user id `member` alone)
 
     @classmethod
     def parse(
@@ -94,8 +95,9 @@ class Query:
         """The items kept by the filters, in their order: one comprehension per filter given (no call per item;
         a 20,000-memory group is filtered in a few milliseconds)."""
         kept = list(items)
-        if self.member:
-            kept = [item for item in kept if item.owner == self.member]
+        owners = self.owners
+        if owners is not None:
+            kept = [item for item in kept if item.owner in owners]
         if self.scope is not None:
             kept = [item for item in kept if item.scope is self.scope]
         if self.type is not None:
@@ -103,6 +105,13 @@ class Query:
         if self.source is not None:
             kept = [item for item in kept if item.memory.source is self.source]
         return kept
+
+    @property
+    def owners(self) -> frozenset[str] | None:
+        """The members whose memories the member filter keeps (None: no member filter)."""
+        if not self.member:
+            return None
+        return self.member_ids if self.member_ids is not None else frozenset((self.member,))
 
     @property
     def filters(self) -> bool:
@@ -171,11 +180,16 @@ class GroupView:
             self._update_index()  # what changed while it was built
 
     def scores(self, text: str) -> dict[str, float]:
-        """Normalised lexical scores (the recall scorer) of the memories matching `text`."""
+        """Normalised lexical scores (the recall scorer) of the memories matching `text`: those holding every word
+        of it (`query_terms`: `前端` does not find `后端负责人` on their one shared character)."""
         if self._index is None:
             self._index = LexicalIndex()
             self._update_index()
-        return self._index.score(text, normalized=True)
+        terms = query_terms(text)
+        if not terms:
+            return self._index.score(text, normalized=True)
+        having = self._index.containing(terms)
+        return self._index.score(text, having, normalized=True) if having else {}
 
     def _update_index(self) -> None:
         assert self._index is not None
@@ -237,9 +251,10 @@ class Browser:
             return len(found), [(item, scores[id(item)]) for item in found[start:stop]]
         sort = Sort.UPDATED if query.sort is None or query.sort is Sort.RELEVANCE else query.sort
         key = _SORT_KEYS[sort]
-        if query.member:  # one member's few memories, ordered now
+        owners = query.owners
+        if owners is not None:  # a few members' memories, ordered now
             ordered: Sequence[Located] = sorted(
-                (item for view in views for item in view.by_owner.get(query.member, ())),
+                (item for view in views for owner in owners for item in view.by_owner.get(owner, ())),
                 key=lambda item: key(item.memory),
             )
         elif len(views) == 1:

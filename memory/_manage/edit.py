@@ -57,16 +57,18 @@ def memory_ref(key: GroupKey, scope: Any, owner: Any, memory_id: Any) -> MemoryR
 
 def parse_importance(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise InvalidMemoryInput(f"importance 必须是 0 到 1 之间的数，收到 {value!r}")
+        raise InvalidMemoryInput(f"importance 必须是 0 到 1 之间的数，收到 {value!r}", code="importance_range")
     if not 0.0 <= value <= 1.0:
-        raise InvalidMemoryInput(f"importance 必须在 0 到 1 之间，收到 {value}")
+        raise InvalidMemoryInput(f"importance 必须在 0 到 1 之间，收到 {value}", code="importance_range")
     return float(value)
 
 
 def find_memory(memories: Sequence[Memory], ref: MemoryRef) -> Memory:
     hit = next((m for m in memories if m.id == ref.id), None)
     if hit is None:
-        raise InvalidMemoryInput(f"没有 id 为 {ref.id!r} 的记忆（{ref.scope.value}）：它可能已被删除或移动，请刷新")
+        raise InvalidMemoryInput(
+            f"没有 id 为 {ref.id!r} 的记忆（{ref.scope.value}）：它可能已被删除或移动，请刷新", code="memory_gone"
+        )
     return hit
 
 
@@ -74,7 +76,11 @@ def no_twin(memories: Sequence[Memory], content: str, but: str | None = None) ->
     key = dedupe_key(content)
     twin = next((m for m in memories if m.id != but and dedupe_key(m.content) == key), None)
     if twin is not None:
-        raise InvalidMemoryInput(f"同样的内容已作为 id={twin.short_id} 的记忆存在：请直接编辑或删除那一条")
+        raise InvalidMemoryInput(
+            f"同样的内容已作为 id={twin.short_id} 的记忆存在：请直接编辑或删除那一条",
+            code="duplicate",
+            id=twin.short_id,
+        )
 
 
 async def edit_memory(
@@ -97,7 +103,7 @@ async def edit_memory(
     if importance is not None:
         changes["importance"] = parse_importance(importance)
     if not changes:
-        raise InvalidMemoryInput("没有要修改的内容：请给出 content、memory_type 或 importance")
+        raise InvalidMemoryInput("没有要修改的内容：请给出 content、memory_type 或 importance", code="nothing_changed")
 
     def edit(memories: list[Memory]) -> tuple[list[Memory], Memory]:
         target = find_memory(memories, ref)
@@ -137,7 +143,9 @@ async def delete_memories(store: MemoryStore, refs: Sequence[MemoryRef], *, acto
             for owner, ids in wanted.items():
                 missing = ids - {m.id for m in lists[owner]}
                 if missing:
-                    raise InvalidMemoryInput(f"没有 id 为 {sorted(missing)[0]!r} 的记忆：它可能已被删除，请刷新")
+                    raise InvalidMemoryInput(
+                        f"没有 id 为 {sorted(missing)[0]!r} 的记忆：它可能已被删除，请刷新", code="memory_gone"
+                    )
                 gone.extend(m for m in lists[owner] if m.id in ids)
                 lists[owner] = [m for m in lists[owner] if m.id not in ids]
             return lists, gone
@@ -170,7 +178,7 @@ async def move_to_member(
         raise InvalidMemoryInput("请指明要移给哪位成员（member）")
     member = member.strip()
     if member not in known_in(await store.document(ref.key)) and member not in known_members:
-        raise InvalidMemoryInput(f"成员 {member!r} 不在本群的已知成员中")
+        raise InvalidMemoryInput(f"成员 {member!r} 不在本群的已知成员中", code="member_unknown", member=member)
 
     move = _mover(ref, GROUP_OWNER, member, added_by=None, now=now)
     return await store.change_many(ref.key, [GROUP_OWNER, member], move, actor=actor)

@@ -85,5 +85,5 @@ async def revert_entry(store: MemoryStore, key: GroupKey, entry: Any, *, actor: 
         raise InvalidMemoryInput(f"entry_id 必须是变更编号（整数），收到 {entry!r}")
     message = await revert_change(store, key, entry, actor=actor, core_importance=core_importance)
     if not message.startswith(REVERTED):
-        raise InvalidMemoryInput(message)
+        raise InvalidMemoryInput(message, code="revert_refused")
     return message

@@ -33,7 +33,7 @@ from collections import Counter
 from collections.abc import Iterable
 from itertools import pairwise
 
-__all__ = ["LexicalIndex", "normalize_text", "tokenize"]
+__all__ = ["LexicalIndex", "normalize_text", "query_terms", "tokenize"]
 
 # CJK ideographs (incl. extensions and compatibility), kana and hangul: indexed as character n-grams.
 _CJK = "\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0003134f"
@@ -175,6 +175,24 @@ def tokenize(text: str, *, word_bigrams: bool = False) -> list[str]:
     return out
 
 
+def query_terms(query: str) -> frozenset[str]:
+    """The index terms a document must all contain to match ``query`` the way a search box does (every word of
+    it, not one shared character): each Latin/number word (stemmed, stopwords dropped); of each CJK run its
+    bigrams that contain no function character (``前端`` → {前端}: ``后端负责人`` shares only ``端``), or, when
+    there are none (a single character, ``喝了``), its characters that are not function characters. Empty when
+    the query holds nothing but stopwords."""
+    terms: set[str] = set()
+    stops = CJK_STOP_CHARS
+    for m in _RUN_RE.finditer(normalize_text(query)):
+        cjk, word = m.groups()
+        if cjk:
+            pairs = {a + b for a, b in pairwise(cjk) if a not in stops and b not in stops}
+            terms.update(pairs or {c for c in cjk if c not in stops})
+        elif word not in ENGLISH_STOPWORDS and (len(word) > 1 or word.isdigit()):
+            terms.add(_cached_stem(word))
+    return frozenset(terms)
+
+
 def _rank_key(item: tuple[str, float]) -> tuple[float, str]:
     return (-item[1], item[0])
 
@@ -281,6 +299,16 @@ class LexicalIndex:
 
     def ids(self) -> list[str]:
         return list(self._doc_tf)
+
+    def containing(self, terms: Iterable[str]) -> set[str]:
+        """The ids of the documents that contain every one of ``terms`` (none when ``terms`` is empty)."""
+        postings = sorted((self._postings.get(t, {}) for t in set(terms)), key=len)
+        if not postings:
+            return set()
+        found = set(postings[0])
+        for p in postings[1:]:
+            found.intersection_update(p)
+        return found
 
     def doc_freq(self, term: str) -> int:
         p = self._postings.get(term)

@@ -58,18 +58,23 @@ class ForgetOutcome:
 def parse_memory_type(value: Any) -> MemoryType:
     if not isinstance(value, str) or value.strip().lower() not in MemoryType._value2member_map_:
         allowed = "、".join(t.value for t in MemoryType)
-        raise InvalidMemoryInput(f"memory_type 必须是 {allowed} 之一，收到 {value!r}")
+        raise InvalidMemoryInput(f"memory_type 必须是 {allowed} 之一，收到 {value!r}", code="type_invalid")
     return MemoryType(value.strip().lower())
 
 
 def parse_content(value: Any, max_length: int) -> str:
     if not isinstance(value, str):
-        raise InvalidMemoryInput(f"content 必须是文本，收到 {type(value).__name__}")
+        raise InvalidMemoryInput(f"content 必须是文本，收到 {type(value).__name__}", code="content_empty")
     content = clean_content(require_encodable(value, "content"))
     if not content:
-        raise InvalidMemoryInput("content 不能为空：请用一句简洁的陈述句描述要记住的内容")
+        raise InvalidMemoryInput("content 不能为空：请用一句简洁的陈述句描述要记住的内容", code="content_empty")
     if len(content) > max_length:
-        raise InvalidMemoryInput(f"content 过长（{len(content)} 字），最多 {max_length} 字：请精简后再保存")
+        raise InvalidMemoryInput(
+            f"content 过长（{len(content)} 字），最多 {max_length} 字：请精简后再保存",
+            code="content_too_long",
+            length=len(content),
+            max=max_length,
+        )
     return content
 
 

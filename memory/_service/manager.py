@@ -9,6 +9,7 @@ Answers are JSON-ready (dicts and lists); refusals raise the package's errors (`
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -16,7 +17,16 @@ from typing import Any
 
 from .._episodes.erase import delete_episode
 from .._errors import InvalidMemoryInput
-from .._manage import Browser, GroupIndex, GroupView, Query, memory_json, stats as manage_stats, transfer
+from .._manage import (
+    Browser,
+    GroupEntry,
+    GroupIndex,
+    GroupView,
+    Query,
+    memory_json,
+    stats as manage_stats,
+    transfer,
+)
 from .._manage.bulk import bulk_edit, read_bulk
 from .._manage.csv_export import memories_csv
 from .._manage.edit import (
@@ -111,7 +121,9 @@ class Manager:
         created)."""
         key = (await self._groups_index()).find(platform, group_id)
         if key is None:
-            raise InvalidMemoryInput(UNKNOWN_GROUP.format(platform=platform, group_id=group_id))
+            raise InvalidMemoryInput(
+                UNKNOWN_GROUP.format(platform=platform, group_id=group_id), code="group_unknown", group=group_id
+            )
         return key
 
     async def _platform_groups(self, platform: str) -> list[GroupKey]:
@@ -123,7 +135,26 @@ class Manager:
         return keys
 
     def _name(self, key: GroupKey, user_id: str | None) -> str | None:
-        return self._members.name(key, user_id) if user_id else None
+        """The name a person knows the member by (the platform's member list, else what a reply called them)."""
+        return self._members.display_name(key, user_id) if user_id else None
+
+    def _group_json(self, entry: GroupEntry) -> dict[str, Any]:
+        return {**entry.as_json(), "name": self._members.group_name(entry.key)}
+
+    def _by_member(self, views: Sequence[GroupView], query: Query) -> Query:
+        """The query with its member filter resolved: the members whose user id is `query.member`, or whose name
+        contains it (case ignored)."""
+        wanted = query.member.strip()
+        if not wanted:
+            return query
+        folded = wanted.casefold()
+        ids = {
+            owner
+            for view in views
+            for owner in view.by_owner
+            if owner is not None and (owner == wanted or folded in (self._name(view.key, owner) or "").casefold())
+        }
+        return dataclasses.replace(query, member_ids=frozenset(ids))
 
     # -- browsing --------------------------------------------------------------------------------------------------
     async def groups(self, platform: str = "") -> dict[str, Any]:
@@ -131,7 +162,7 @@ class Manager:
         index = await self._groups_index()
         return {
             "platforms": index.platforms(),
-            "groups": [entry.as_json() for entry in index.groups(platform or None)],
+            "groups": [self._group_json(entry) for entry in index.groups(platform or None)],
             "config_secrets": [secret.as_json() for secret in self._config_secrets],
         }
 
@@ -143,7 +174,7 @@ class Manager:
         members: list[dict[str, Any]] = [
             {
                 "id": user_id,
-                "name": self._members.name(key, user_id),
+                "name": self._name(key, user_id),
                 "memories": len(entry.memories),
                 "todos": sum(1 for todo in doc.todos if todo.assignee == user_id),
             }
@@ -154,6 +185,7 @@ class Manager:
         return {
             "platform": key.platform,
             "group_id": key.group_id,
+            "name": self._members.group_name(key),
             "is_global": key.is_global,
             "members": members,
             "counts": {
@@ -164,7 +196,14 @@ class Manager:
                 "episodes": len(episodes),
                 "archived": len(doc.archive),
             },
-            "todos": [todo.model_dump(mode="json", exclude={"delivery"}) for todo in doc.todos],
+            "todos": [
+                {
+                    **todo.model_dump(mode="json", exclude={"delivery"}),
+                    "assignee_name": self._name(key, todo.assignee),
+                    "creator_name": self._name(key, todo.creator),
+                }
+                for todo in doc.todos
+            ],
             "episodes": [
                 episode.model_dump(mode="json")
                 for episode in sorted(episodes, key=lambda e: e.end, reverse=True)[:RECENT_EPISODES]
@@ -184,7 +223,7 @@ class Manager:
         if query.text.strip():
             for view in views:
                 await view.prepare()
-        total, page_items = self._browser.search(views, query)
+        total, page_items = self._browser.search(views, self._by_member(views, query))
         now = self._clock()
         items = [
             memory_json(
@@ -292,8 +331,9 @@ class Manager:
         key = await self._find(platform, group_id)
         page = await history_page(self._store, key, limit=page_limit(limit), before=before_id(before))
         for item in page["items"]:
-            owner = item.get("owner")
-            item["owner_name"] = self._members.name(key, owner) if isinstance(owner, str) else None
+            owner, actor = item.get("owner"), item.get("actor")
+            item["owner_name"] = self._name(key, owner) if isinstance(owner, str) else None
+            item["actor_name"] = self._name(key, actor) if isinstance(actor, str) else None
         return page
 
     async def audit(self, platform: str, group_id: str) -> dict[str, Any]:
@@ -301,7 +341,7 @@ class Manager:
         key = await self._find(platform, group_id)
         page = await self._audit.entries(key)
         for item in page.items:
-            item["actor_name"] = self._members.name(key, item["actor"])
+            item["actor_name"] = self._name(key, item["actor"])
         return {"items": page.items, "dropped": page.dropped}
 
     async def revert(self, platform: str, group_id: str, entry_id: object, *, user: str) -> dict[str, Any]:

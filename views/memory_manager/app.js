@@ -64,6 +64,24 @@
       audit_foreign_id: "指名别人的记忆或待办", audit_group_change: "无权修改群公共内容",
       audit_admin_command: "非管理员使用管理指令", audit_dashboard_scope: "管理页请求越界",
       oldValue: "原值", newValue: "新值", revert: "撤销", loadMore: "加载更多",
+      op_add: "新增", op_update: "修改", op_delete: "删除", op_revert: "撤销", op_archive: "归档", op_restore: "恢复",
+      op_promote: "升级", op_merge: "合并", op_boost: "提升重要度", op_erase: "清除", op_purge: "永久删除",
+      op_remind: "提醒", op_remind_attempt: "尝试提醒", op_remind_failed: "提醒失败", op_remind_waiting: "等待提醒",
+      op_missed: "错过提醒", op_import: "导入", op_move: "移动", op_optout: "不再记录", op_optin: "恢复记录",
+      op_keep: "保留", op_done: "完成", op_cancel: "取消", op_expire: "过期", op_call: "模型调用",
+      kind_memory: "记忆", kind_todo: "待办", kind_episode: "情境记忆", kind_call: "后台调用", kind_privacy: "隐私",
+      kind_archive: "归档",
+      actor_extraction: "自动提取", actor_maintenance: "定期整理", actor_review: "记忆审核", actor_consolidation: "记忆合并",
+      actor_scheduler: "提醒调度", actor_dashboard: "控制台（{0}）", actor_erase: "删除请求", actor_import: "导入",
+      todoStatus: "状态", assignee: "负责人",             epSummary: "概要", epParticipants: "参与者", epStart: "开始", epEnd: "结束",
+      memberFilter: "成员（名称或 ID）",
+      relevance: "匹配度", relevanceHint: "与关键词的匹配程度：100% 表示每个词都在这条记忆里且分量十足",
+      err_content_empty: "内容不能为空。", err_content_too_long: "内容太长：{length} 个字，最多 {max} 个字。",
+      err_importance_range: "重要度必须是 0 到 1 之间的数。", err_type_invalid: "请选择一种类型。",
+      err_duplicate: "这位成员已有一条同样内容的记忆（{id}）：请编辑或删除那一条。",
+      err_memory_gone: "这条记忆已不存在（可能刚被删除或移动）：列表已刷新。",
+      err_nothing_changed: "没有任何改动。", err_member_unknown: "这个群里没有成员「{member}」。",
+      err_group_unknown: "没有群「{group}」的记忆（可能已被删除）。", err_revert_refused: "这条变更不能撤销：{0}",
       confirmRevert: "撤销变更 #{0}？如果目标之后又被改过，撤销会被拒绝。", erasedEntry: "（内容已清除：删除要求或保留期满）",
       deleteEpisode: "删除", confirmDeleteEpisode: "永久删除这条情境记忆？此操作不可撤销，并从历史中清除其内容。", episodeDeleted: "已删除情境记忆",
       exportDecrypted: "导出明文（不加密：文件含全部内容，请妥善保管）",
@@ -143,6 +161,25 @@
       audit_foreign_id: "Named another member's memory or todo", audit_group_change: "Group change without the right",
       audit_admin_command: "Admin command by a non-admin", audit_dashboard_scope: "Dashboard request out of scope",
       oldValue: "Old", newValue: "New", revert: "Revert", loadMore: "Load more",
+      op_add: "Added", op_update: "Changed", op_delete: "Deleted", op_revert: "Reverted", op_archive: "Archived",
+      op_restore: "Restored", op_promote: "Promoted", op_merge: "Merged", op_boost: "Importance raised", op_erase: "Erased",
+      op_purge: "Deleted for good", op_remind: "Reminded", op_remind_attempt: "Reminder tried", op_remind_failed: "Reminder failed",
+      op_remind_waiting: "Reminder waiting", op_missed: "Reminder missed", op_import: "Imported", op_move: "Moved",
+      op_optout: "Opted out", op_optin: "Opted in", op_keep: "Kept", op_done: "Done", op_cancel: "Cancelled",
+      op_expire: "Expired", op_call: "Model call",
+      kind_memory: "Memory", kind_todo: "Todo", kind_episode: "Episode", kind_call: "Background call", kind_privacy: "Privacy",
+      kind_archive: "Archive",
+      actor_extraction: "Extraction", actor_maintenance: "Maintenance", actor_review: "Review", actor_consolidation: "Consolidation",
+      actor_scheduler: "Reminder scheduler", actor_dashboard: "Dashboard ({0})", actor_erase: "Erasure request", actor_import: "Import",
+      todoStatus: "Status", assignee: "Assignee",             epSummary: "Summary", epParticipants: "Participants", epStart: "Start", epEnd: "End",
+      memberFilter: "Member (name or id)",
+      relevance: "Match", relevanceHint: "How well it matches the keywords: 100% means every word is in this memory, and weighs much",
+      err_content_empty: "The content cannot be empty.", err_content_too_long: "The content is too long: {length} characters, at most {max}.",
+      err_importance_range: "Importance must be a number from 0 to 1.", err_type_invalid: "Choose a type.",
+      err_duplicate: "This member already has a memory with the same content ({id}): edit or delete that one.",
+      err_memory_gone: "This memory is no longer there (just deleted or moved?): the list was refreshed.",
+      err_nothing_changed: "Nothing was changed.", err_member_unknown: "There is no member “{member}” in this group.",
+      err_group_unknown: "There are no memories of group “{group}” (deleted?).", err_revert_refused: "This change cannot be reverted: {0}",
       confirmRevert: "Revert change #{0}? It is refused if the target changed since.", erasedEntry: "(content erased: on request or at the end of its retention)",
       deleteEpisode: "Delete", confirmDeleteEpisode: "Delete this episode for good? This cannot be undone and purges its content from history.", episodeDeleted: "Episode deleted",
       exportDecrypted: "Export decrypted (plaintext: holds every content; keep it safe)",
@@ -246,16 +283,75 @@
     return JSON.stringify(v);
   }
 
+  // ---------- names, not ids: a person or group by the name the plugin knows, its id in the tooltip ----------
+  function person(name, id, fallback = "") {
+    if (!id) return el("span", {}, fallback);
+    return el("span", { class: "person", title: id, "data-id": id }, name || id);
+  }
+
+  function groupOf(platform, id) {
+    return state.groups.find((g) => g.group_id === id && (!platform || g.platform === platform));
+  }
+
+  // A group by its name where the platform gives one, with its id on a small second line.
+  function groupCell(platform, id) {
+    if (!id) return t("globalDocument");
+    const name = groupOf(platform, id)?.name;
+    return name ? [el("span", { class: "group-name" }, name), el("div", { class: "muted small mono" }, id)]
+      : el("span", { class: "mono" }, id);
+  }
+
+  function groupOptionLabel(g) { return g.name ? `${g.name} · ${g.group_id}` : g.group_id; }
+
+  // Who made a change: a member by name, the plugin's own jobs and the dashboard in words.
+  function actorCell(actor, name) {
+    const a = String(actor ?? "");
+    if (name) return person(name, a);
+    if (a.startsWith("dashboard:")) return el("span", { title: a }, t("actor_dashboard", a.slice("dashboard:".length)));
+    const key = `actor_${a}`;
+    if (STRINGS.zh[key]) return el("span", { title: a }, t(key));
+    return el("span", { class: a ? "mono small" : "" }, a);
+  }
+
+  function words(prefix, value) {
+    const key = `${prefix}_${value}`;
+    return STRINGS.zh[key] ? t(key) : String(value ?? "");
+  }
+
+  // The notice sits in the page's flow under the tabs (its room always kept, so nothing moves): it never covers a
+  // control. A new tab clears it: an old error does not outlive its tab.
   function notify(message, kind = "ok") {
     const box = document.getElementById("notice");
     box.textContent = message;
-    box.className = `notice ${kind}`;
+    box.className = `notice shown ${kind}`;
     box.hidden = false;
     clearTimeout(notify.timer);
-    notify.timer = setTimeout(() => { box.hidden = true; }, kind === "ok" ? 3000 : 8000);
+    notify.timer = setTimeout(clearNotice, kind === "ok" ? 3000 : 8000);
   }
 
-  function errorText(e) { return t("error", (e && e.message) || String(e)); }
+  function clearNotice() {
+    clearTimeout(notify.timer);
+    const box = document.getElementById("notice");
+    box.textContent = "";
+    box.className = "notice";
+  }
+
+  // The server's refusals come as "[code|name=value|...] message" (the message is written for the model): a known
+  // code is worded for a person in the page's language; otherwise the message without its code.
+  function refusal(e) {
+    const raw = (e && e.message) || String(e);
+    const m = /^\[([a-z_]+)((?:\|[^|\]]*)*)\]\s*([\s\S]*)$/.exec(raw);
+    if (!m) return { code: "", text: raw };
+    const params = {};
+    m[2].split("|").filter(Boolean).forEach((p) => { const i = p.indexOf("="); params[p.slice(0, i)] = p.slice(i + 1); });
+    const key = `err_${m[1]}`;
+    if (!(STRINGS[state.lang][key] || STRINGS.zh[key])) return { code: m[1], text: m[3] };
+    let text = t(key, m[3]);
+    for (const [k, v] of Object.entries(params)) text = text.split(`{${k}}`).join(v);
+    return { code: m[1], text };
+  }
+
+  function errorText(e) { return t("error", refusal(e).text); }
 
   // ---------- server ----------
   const api = {
@@ -271,6 +367,7 @@
   function dialog(title, body, buttons) {
     const dlg = document.getElementById("dialog");
     const form = clear(document.getElementById("dialog-form"));
+    form.noValidate = true; // ranges are checked by the page, in its language
     append(form, [el("h2", {}, title), body, el("div", { class: "dialog-buttons" }, buttons.map((b) =>
       el("button", { type: "submit", value: b.value, class: b.class || "" }, b.label)))]);
     return new Promise((resolve) => {
@@ -333,7 +430,9 @@
         root.querySelectorAll("input.pick").forEach((cb) => { cb.checked = ev.target.checked; cb.dispatchEvent(new Event("change")); });
       } });
       const showGroup = !query.group_id;
-      const head = el("tr", {}, el("th", {}, all), showGroup && el("th", {}, t("group")), el("th", {}, t("content")),
+      const showScore = lastItems.some((m) => typeof m.score === "number");
+      const head = el("tr", {}, el("th", {}, all), showGroup && el("th", {}, t("group")),
+        showScore && el("th", { title: t("relevanceHint") }, t("relevance")), el("th", {}, t("content")),
         el("th", {}, t("type")), el("th", {}, t("importance")), el("th", {}, t("scope")), el("th", {}, t("source")),
         el("th", {}, t("updated")), el("th", {}, t("actions")));
       const rows = lastItems.map((m) => {
@@ -341,10 +440,12 @@
           if (ev.target.checked) selected.set(keyOf(m), m); else selected.delete(keyOf(m));
           updateDel();
         } });
-        const owner = m.scope === "group" ? "" : (m.owner_name || m.owner || "");
+        const owner = m.scope === "group" || !m.owner ? null : person(m.owner_name, m.owner);
         return el("tr", { "data-id": m.id },
           el("td", {}, pick),
-          showGroup && el("td", { class: "mono" }, m.group_id ?? ""),
+          showGroup && el("td", {}, groupCell(m.platform || query.platform, m.group_id)),
+          showScore && el("td", { class: "num score", title: t("relevanceHint") },
+            typeof m.score === "number" ? `${Math.round(m.score * 100)}%` : ""),
           el("td", { class: "content" }, m.content ?? ""),
           el("td", {}, label("type", m.type)),
           el("td", { class: "num", title: m.effective_importance !== undefined ? `${t("importance")}: ${fmtNum(m.effective_importance)}` : null },
@@ -369,24 +470,44 @@
       ]);
     }
 
+    // The dialog stays open (reopened with what was typed) until the server takes the edit or the person cancels;
+    // a refusal is shown in it, worded for a person. The range is checked here, in the page's language.
     async function edit(m) {
       const content = el("textarea", { rows: 4, class: "wide", name: "content" });
       content.value = m.content ?? "";
       const type = el("select", { name: "type" }, TYPES.map((v) => option(v, label("type", v), v === m.type)));
       const importance = el("input", { type: "number", name: "importance", min: 0, max: 1, step: 0.05, value: m.importance ?? 0.5 });
+      const problem = el("p", { class: "error", id: "edit-error", role: "alert", hidden: true });
       const body = el("div", { class: "form" },
         el("label", {}, t("content"), content),
         el("label", {}, t("type"), type),
-        el("label", {}, t("importance"), importance, el("span", { class: "muted small" }, t("importanceHint"))));
-      const answer = await dialog(t("editTitle"), body, [
-        { value: "cancel", label: t("cancel"), class: "ghost" }, { value: "save", label: t("save") }]);
-      if (answer !== "save") return;
-      try {
-        await api.post("memory/edit", { ...ref(m), content: content.value, type: type.value,
-          importance: Number(importance.value) });
+        el("label", {}, t("importance"), importance, el("span", { class: "muted small" }, t("importanceHint"))), problem);
+      const say = (text) => { problem.textContent = text; problem.hidden = !text; };
+      for (;;) {
+        const answer = await dialog(t("editTitle"), body, [
+          { value: "cancel", label: t("cancel"), class: "ghost" }, { value: "save", label: t("save") }]);
+        if (answer !== "save") return;
+        const value = importance.value.trim() === "" ? NaN : Number(importance.value);
+        if (!Number.isFinite(value) || value < 0 || value > 1) { say(t("err_importance_range")); continue; }
+        if (!content.value.trim()) { say(t("err_content_empty")); continue; }
+        try {
+          await api.post("memory/edit", { ...ref(m), content: content.value, type: type.value, importance: value });
+        } catch (e) {
+          const r = refusal(e);
+          say(r.code ? r.text : errorText(e));
+          if (r.code === "memory_gone") { notify(r.text, "error"); await changed(); return; }
+          continue;
+        }
         notify(t("saved"));
-        await load();
-      } catch (e) { notify(errorText(e), "error"); }
+        await changed();
+        return;
+      }
+    }
+
+    // After a change: the list again, and whoever shows counts (the group's chips, the group list).
+    async function changed() {
+      await load();
+      if (opts.onChange) await opts.onChange();
     }
 
     async function remove(items) {
@@ -406,7 +527,7 @@
         }
         notify(t("deleted", deleted));
       } catch (e) { notify(errorText(e), "error"); }
-      await load();
+      await changed();
     }
 
     async function move(m) {
@@ -417,7 +538,7 @@
       } else {
         const members = opts.members || [];
         const pick = members.length
-          ? el("select", { class: "wide" }, members.map((u) => option(u.id, u.name ? `${u.name} (${u.id})` : u.id)))
+          ? el("select", { class: "wide" }, members.map((u) => option(u.id, u.name ? `${u.name} · ${u.id}` : u.id)))
           : el("input", { type: "text", class: "wide", placeholder: t("memberId") });
         const answer = await dialog(t("move"), el("div", {}, el("p", {}, t("moveToMember")), pick), [
           { value: "cancel", label: t("cancel"), class: "ghost" }, { value: "ok", label: t("confirm") }]);
@@ -427,7 +548,7 @@
       try {
         await api.post("memory/move", body);
         notify(t("moved"));
-        await load();
+        await changed();
       } catch (e) { notify(errorText(e), "error"); }
     }
 
@@ -455,19 +576,19 @@
     return el("select", { class: "group-select", onchange },
       withAll && option("", t("allGroups")),
       !withAll && groups.some((g) => !g.group_id) && option("", t("globalDocument")),
-      groups.filter((g) => g.group_id).map((g) => option(g.group_id, g.group_id)));
+      groups.filter((g) => g.group_id).map((g) => option(g.group_id, groupOptionLabel(g))));
   }
 
   async function renderBrowse(view) {
     if (state.openGroup) return renderGroup(view, state.openGroup);
     const groups = groupsOfPlatform();
     if (!groups.length) { view.appendChild(el("p", { class: "muted" }, t("noPlatform"))); return; }
-    const head = el("tr", {}, [state.platform ? null : t("platform"), t("groupId"), t("members"), t("memories"),
+    const head = el("tr", {}, [state.platform ? null : t("platform"), t("group"), t("members"), t("memories"),
       t("groupMemories"), t("todos"), t("episodes"), t("archived"), t("lastChange"), ""].filter((h) => h !== null)
       .map((h) => el("th", {}, h)));
     const rows = groups.map((g) => el("tr", { class: "clickable", "data-group": g.group_id, onclick: () => openGroup(g) },
       !state.platform && el("td", {}, g.platform),
-      el("td", { class: g.group_id ? "mono" : "" }, g.group_id || t("globalDocument")),
+      el("td", { "data-col": "group" }, groupCell(g.platform, g.group_id)),
       el("td", { class: "num", "data-col": "members" }, fmtNum(g.members)),
       el("td", { class: "num", "data-col": "memories" }, fmtNum(g.memories)),
       el("td", { class: "num" }, fmtNum(g.group_memories)), el("td", { class: "num" }, fmtNum(g.todos)),
@@ -496,21 +617,43 @@
       append(view, [backButton(), el("p", { class: "error" }, errorText(e))]);
       return;
     }
-    const members = asList(detail.members ?? detail, "members");
     const base = { platform: g.platform, group_id: g.group_id };
     const listBox = el("div", {});
-    const showList = (q) => clear(listBox).appendChild(memoryList({ ...base, ...q }, { members }));
-    const memberButtons = members.map((u) => el("button", { type: "button", class: "chip", onclick: () => showList({ scope: "member", member: u.id }) },
-      u.name ? `${u.name}` : u.id, el("span", { class: "muted small" }, ` ${fmtNum(u.memories ?? u.count ?? "")}`)));
+    const countsLine = el("p", { class: "muted", id: "group-counts" });
+    const chips = el("div", { class: "chips", id: "member-chips" });
+    const chipFilter = el("input", { type: "search", id: "member-filter", placeholder: t("memberFilter") });
+    let members = [];
+    const showList = (q) => clear(listBox).appendChild(memoryList({ ...base, ...q }, { members, onChange: refresh }));
+    // The counts and the member chips as the server has them now (after an edit, delete, move or undo too).
+    const drawPeople = () => {
+      const counts = detail.counts || detail.scopes || {};
+      countsLine.textContent = Object.entries(counts).map(([k, v]) => `${SCOPES.includes(k) ? label("scope", k) : t(k)} ${fmtNum(v)}`).join(" · ");
+      members = asList(detail.members ?? detail, "members");
+      const wanted = chipFilter.value.trim().toLowerCase();
+      const shown = members.filter((u) => !wanted || u.id.toLowerCase() === wanted || (u.name || u.id).toLowerCase().includes(wanted));
+      clear(chips);
+      append(chips, shown.length ? shown.map((u) => el("button", { type: "button", class: "chip", title: u.id, "data-member": u.id,
+        onclick: () => showList({ scope: "member", member: u.id }) },
+        u.name || u.id, el("span", { class: "muted small" }, ` ${fmtNum(u.memories ?? u.count ?? "")}`))) : [el("span", { class: "muted" }, t("empty"))]);
+    };
+    async function refresh() {
+      try {
+        detail = await api.get("group", g);
+        drawPeople();
+        await refreshGroups();
+      } catch (e) { notify(errorText(e), "error"); }
+    }
+    chipFilter.addEventListener("input", drawPeople);
+    drawPeople();
     const scopeButtons = el("div", { class: "toolbar" },
       el("button", { type: "button", class: "chip", onclick: () => showList({}) }, t("all")),
       SCOPES.map((s) => el("button", { type: "button", class: "chip", "data-scope": s, onclick: () => showList({ scope: s }) }, label("scope", s))));
-    const counts = detail.counts || detail.scopes || {};
     append(view, [
       backButton(),
-      el("h2", {}, `${t("group")} ${g.group_id}`, el("span", { class: "muted small" }, ` · ${g.platform}`)),
-      Object.keys(counts).length ? el("p", { class: "muted" }, Object.entries(counts).map(([k, v]) => `${SCOPES.includes(k) ? label("scope", k) : t(k)} ${fmtNum(v)}`).join(" · ")) : null,
-      el("h3", {}, t("membersOf")), el("div", { class: "chips" }, memberButtons.length ? memberButtons : el("span", { class: "muted" }, t("empty"))),
+      el("h2", { id: "group-title" }, detail.name || `${t("group")} ${g.group_id}`,
+        el("span", { class: "muted small" }, detail.name ? ` · ${g.group_id} · ${g.platform}` : ` · ${g.platform}`)),
+      countsLine,
+      el("h3", {}, t("membersOf")), el("div", { class: "filters" }, chipFilter), chips,
       el("h3", {}, t("memories")), scopeButtons, listBox,
       el("h3", {}, t("todos")), todoPanel(base),
       el("h3", {}, t("episodes")), episodeTable(asList(detail.episodes, "items"), base, () => show("browse")),
@@ -530,7 +673,7 @@
       } catch (err) { notify(errorText(err), "error"); }
     };
     return el("table", { class: "table", id: "episodes-table" },
-      el("thead", {}, el("tr", {}, ["summary", "participant_names", "start", "end", ""].map((k) => el("th", {}, k)))),
+      el("thead", {}, el("tr", {}, [t("epSummary"), t("epParticipants"), t("epStart"), t("epEnd"), ""].map((k) => el("th", {}, k)))),
       el("tbody", {}, items.map((e) => el("tr", { "data-episode": e.id },
         el("td", { class: "content" }, text(e.summary)), el("td", {}, text(e.participant_names)),
         el("td", { class: "small" }, fmtTime(e.start)), el("td", { class: "small" }, fmtTime(e.end)),
@@ -541,19 +684,6 @@
     return el("button", { type: "button", class: "ghost", id: "back", onclick: () => { state.openGroup = null; show("browse"); } }, t("back"));
   }
 
-  // A table of objects whose shape this page does not own (todos, episodes, recall items): the named columns when
-  // present, else every scalar field.
-  function simpleTable(items, preferred) {
-    if (!items || !items.length) return el("p", { class: "muted" }, t("empty"));
-    const present = preferred.filter((k) => items.some((i) => i && i[k] !== undefined));
-    const keys = present.length ? present
-      : [...new Set(items.flatMap((i) => Object.keys(i || {}).filter((k) => typeof i[k] !== "object")))].slice(0, 8);
-    return el("table", { class: "table" },
-      el("thead", {}, el("tr", {}, keys.map((k) => el("th", {}, k)))),
-      el("tbody", {}, items.map((i) => el("tr", {}, keys.map((k) =>
-        el("td", {}, /(_at|^at|start|end)$/.test(k) && typeof i[k] === "number" ? fmtTime(i[k]) : text(i[k])))))));
-  }
-
   // ---------- Search ----------
   function renderSearch(view) {
     const group = groupSelect(true);
@@ -561,7 +691,16 @@
     const scope = el("select", { name: "scope" }, option("", `${t("scope")}: ${t("all")}`), SCOPES.map((s) => option(s, label("scope", s))));
     const type = el("select", { name: "type" }, option("", `${t("type")}: ${t("all")}`), TYPES.map((s) => option(s, label("type", s))));
     const source = el("select", { name: "source" }, option("", `${t("source")}: ${t("all")}`), SOURCES.map((s) => option(s, label("source", s))));
-    const member = el("input", { type: "text", name: "member", placeholder: t("memberId") });
+    const member = el("input", { type: "text", name: "member", placeholder: t("memberFilter"), list: "search-members" });
+    const known = el("datalist", { id: "search-members" });
+    group.addEventListener("change", async () => {
+      clear(known);
+      if (!group.value) return;
+      try {
+        const d = await api.get("group", { platform: state.platform, group_id: group.value });
+        asList(d.members ?? d, "members").forEach((u) => known.appendChild(option(u.name || u.id, u.name ? `${u.name} · ${u.id}` : u.id)));
+      } catch { /* the list is a convenience: the filter works without it */ }
+    });
     const sort = el("select", { name: "sort" }, ["relevance", "updated", "created", "importance", "last_used"].map((s) => option(s, `${t("sort")}: ${t(`sort_${s}`)}`)));
     const results = el("div", {});
     const run = (ev) => {
@@ -569,7 +708,7 @@
       clear(results).appendChild(memoryList({ platform: state.platform, group_id: group.value, q: q.value.trim(),
         scope: scope.value, type: type.value, source: source.value, member: member.value.trim(), sort: sort.value }));
     };
-    append(view, [el("form", { class: "filters", id: "search-form", onsubmit: run }, group, q, scope, type, source, member, sort,
+    append(view, [el("form", { class: "filters", id: "search-form", onsubmit: run }, group, q, scope, type, source, member, known, sort,
       el("button", { type: "submit" }, t("search"))), results]);
   }
 
@@ -660,9 +799,10 @@
       append(list, [el("table", { class: "table", id: "history-table" },
         el("thead", {}, el("tr", {}, ["#", t("when"), t("actor"), t("kind"), t("op"), t("target"), t("oldValue"), t("newValue"), ""].map((h) => el("th", {}, h)))),
         el("tbody", {}, entries.map((e) => el("tr", { "data-entry": e.id },
-          el("td", { class: "num" }, e.id), el("td", { class: "small" }, fmtTime(e.at)), el("td", {}, e.actor ?? ""),
-          el("td", {}, e.kind ?? ""), el("td", {}, e.op ?? ""),
-          el("td", { class: "small" }, [e.scope && label("scope", e.scope), e.owner_name || e.owner, e.target].filter(Boolean).join(" · ")),
+          el("td", { class: "num" }, e.id), el("td", { class: "small" }, fmtTime(e.at)), el("td", { class: "actor" }, actorCell(e.actor, e.actor_name)),
+          el("td", {}, words("kind", e.kind)), el("td", { class: "op", title: e.op ?? "" }, words("op", e.op)),
+          el("td", { class: "small" }, [e.scope && label("scope", e.scope), e.owner && person(e.owner_name, e.owner), e.target && el("span", { class: "muted mono", title: e.target }, String(e.target).slice(0, 8))]
+            .filter(Boolean).flatMap((x, i) => (i ? [" · ", x] : [x]))),
           el("td", { class: "content" }, e.erased ? t("erasedEntry") : text(e.old)),
           el("td", { class: "content" }, e.erased ? "" : text(e.new)),
           el("td", {}, e.kind !== "call" && !e.erased && e.revertable !== false &&
@@ -675,6 +815,7 @@
         await api.post("history/revert", { platform: state.platform, group_id: group.value, entry_id: e.id });
         notify(t("reverted"));
         load(false);
+        refreshGroups().catch(() => {}); // the counts the group list shows
       } catch (err) { notify(errorText(err), "error"); }
     };
     const refused = el("div", {});
@@ -690,7 +831,7 @@
             el("table", { class: "table", id: "audit-table" },
               el("thead", {}, el("tr", {}, [t("actor"), t("kind"), t("refusedCount"), t("refusedFirst"), t("refusedLast"), t("refusedVia"), t("target")].map((h) => el("th", {}, h)))),
               el("tbody", {}, items.map((a) => el("tr", {},
-                el("td", {}, a.actor_name ? `${a.actor_name} (${a.actor})` : a.actor),
+                el("td", {}, actorCell(a.actor, a.actor_name)),
                 el("td", {}, AUDIT_KINDS[a.kind] ? t(AUDIT_KINDS[a.kind]) : a.kind),
                 el("td", { class: "num" }, a.count), el("td", { class: "small" }, fmtTime(a.first_at)),
                 el("td", { class: "small" }, fmtTime(a.last_at)), el("td", {}, a.last?.via ?? ""),
@@ -819,7 +960,7 @@
       el("thead", {}, el("tr", {}, [t("times"), t("content"), t("type"), t("scope"), t("group")].map((h) => el("th", {}, h)))),
       el("tbody", {}, items.map((i) => el("tr", {}, el("td", { class: "num" }, fmtNum(i.count)),
         el("td", { class: "content" }, i.content ?? ""), el("td", {}, label("type", i.type)),
-        el("td", {}, label("scope", i.scope)), el("td", { class: "mono" }, i.group_id || t("globalDocument"))))));
+        el("td", {}, label("scope", i.scope)), el("td", {}, groupCell(state.platform, i.group_id))))));
   }
 
   function countCard(title, counts, prefix) {
@@ -837,7 +978,7 @@
     if (!rows.length) return el("p", { class: "muted" }, t("empty"));
     return el("table", { class: "table" },
       el("thead", {}, el("tr", {}, ["", t("calls"), t("tokensIn"), t("tokensOut")].map((h) => el("th", {}, h)))),
-      el("tbody", {}, rows.map(([actor, v]) => el("tr", {}, el("td", {}, actor), el("td", { class: "num" }, fmtNum(v.calls ?? 0)),
+      el("tbody", {}, rows.map(([actor, v]) => el("tr", {}, el("td", {}, actorCell(actor)), el("td", { class: "num" }, fmtNum(v.calls ?? 0)),
         el("td", { class: "num" }, fmtNum(v.input_tokens ?? 0)), el("td", { class: "num" }, fmtNum(v.output_tokens ?? 0))))));
   }
 
@@ -1094,7 +1235,6 @@
   function drawChrome() {
     document.documentElement.lang = state.lang === "zh" ? "zh-CN" : "en";
     document.getElementById("title").textContent = t("title");
-    document.getElementById("lang").textContent = t("lang");
     document.querySelectorAll("[data-t]").forEach((n) => { n.textContent = t(n.dataset.t); });
     const secrets = clear(document.getElementById("secrets"));
     state.configSecrets.forEach((s) => secrets.appendChild(el("p", { "data-setting": s.setting },
@@ -1113,6 +1253,7 @@
 
   async function show(tab) {
     state.tab = tab;
+    clearNotice();
     drawChrome();
     const view = clear(document.getElementById("view"));
     try {
@@ -1139,13 +1280,19 @@
       document.getElementById("view").textContent = "AstrBotPluginView bridge missing";
       return;
     }
+    // The page speaks the dashboard's language: the first context's, then every change the dashboard sends
+    // (its language switch re-sends the context). Chinese for zh-*, English for every other locale.
     const ctx = await bridge.ready();
-    const locale = (ctx && ctx.locale) || bridge.getLocale();
-    state.lang = String(locale || "zh-CN").toLowerCase().startsWith("en") ? "en" : "zh";
-    document.getElementById("lang").addEventListener("click", () => {
-      state.lang = state.lang === "zh" ? "en" : "zh";
-      show(state.tab);
-    });
+    state.lang = langOf((ctx && ctx.locale) || bridge.getLocale());
+    let started = false;
+    if (typeof bridge.onContext === "function") {
+      bridge.onContext((next) => {
+        const lang = langOf(next && next.locale);
+        if (lang === state.lang) return;
+        state.lang = lang;
+        if (started) show(state.tab); else drawChrome();
+      });
+    }
     document.getElementById("platform").addEventListener("change", (ev) => {
       state.platform = ev.target.value;
       state.openGroup = null;
@@ -1160,8 +1307,11 @@
       return;
     }
     await show("browse");
+    started = true;
     markReady();
   }
+
+  function langOf(locale) { return String(locale || "zh-CN").toLowerCase().startsWith("zh") ? "zh" : "en"; }
 
   // For the end-to-end test and the benchmark: the moment the first view is on screen.
   function markReady() {
