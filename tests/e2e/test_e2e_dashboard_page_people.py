@@ -114,7 +114,7 @@ def test_names_search_and_the_dashboard_s_language(manager, lark, fake_model, id
     manager.tab("stats")
     frame.locator("select.group-select").select_option(group)
     caption = frame.locator(".chart-caption")
-    expect(caption).to_contain_text("at most")
+    expect(caption).to_contain_text("highest")
     assert " max " not in caption.text_content()
     _shot(manager, "stats_en")
 

@@ -97,7 +97,7 @@ def test_todos_are_shown_in_words_and_changed_by_the_tools_rules(manager, lark, 
     frame.locator("select.group-select").select_option(group)
     newest = frame.locator("#history-table tbody tr").first
     newest.wait_for()
-    assert "dashboard:" in newest.text_content()
+    assert "控制台（astrbot）" in newest.text_content(), "the dashboard user, in words"
     assert newest.get_by_role("button", name="撤销").count() == 0, "the change log cannot undo a todo change"
 
 

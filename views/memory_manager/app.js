@@ -1196,7 +1196,7 @@
     node("text", { x: left + plotW / 2, y: h - 6, "text-anchor": "middle", class: "axis-title" }, t("chartX"));
     node("text", { x: 12, y: top + plotH / 2, "text-anchor": "middle", class: "axis-title",
       transform: `rotate(-90 12 ${top + plotH / 2})` }, t("chartY"));
-    const caption = el("div", { class: "muted small" }, t("chartCaption", days[0].day ?? "", days[days.length - 1].day ?? "",
+    const caption = el("div", { class: "muted small chart-caption" }, t("chartCaption", days[0].day ?? "", days[days.length - 1].day ?? "",
       values[values.length - 1], Math.max(...values)));
     return el("div", { class: "chart-box" }, svg, caption);
   }
