@@ -206,7 +206,9 @@ async def _serve(handler: Handler, method: str) -> Any:
     return json_response({"status": "ok", "data": result})
 
 
-@route("groups", "GET", "记忆管理：按平台列出群（成员数、记忆数、最近修改），以及写在插件配置里的密钥")
+@route(
+    "groups", "GET", "记忆管理：按平台列出群（成员数、记忆数、最近修改），以及写在插件配置里的密钥和无法使用的配置值"
+)
 async def list_groups(call: Call) -> dict[str, Any]:
     return await call.manager.groups(call.text("platform"))
 

@@ -93,15 +93,16 @@ class UserMemoryPlugin(Star):
 
     # -- the ports: what the service asks of AstrBot --------------------------------------------------------------
     def _write_back_effective_settings(self, settings: Settings, config: AstrBotConfig | None) -> None:
-        """Show corrected values where the operator looks: in the plugin's config in the dashboard."""
-        changed = settings.changed_values(config)
-        if not changed or not hasattr(config, "save_config"):
+        """Make the plugin's config page show what is in effect: invalid values replaced by their defaults, and
+        values found under the old flat keys moved into their sections (`Settings.layout_changes`)."""
+        changes = settings.layout_changes(config)
+        if not changes or not hasattr(config, "save_config"):
             return
         try:
-            config.update(changed)
+            config.update(changes)
             config.save_config()
         except Exception:  # a read-only config must not stop the plugin from loading
-            logger.exception(f"[{PLUGIN_NAME}] cannot write corrected settings back to the config")
+            logger.exception(f"[{PLUGIN_NAME}] cannot write the settings in effect back to the config")
 
     def _host_timezone(self) -> str | None:
         try:

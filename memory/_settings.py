@@ -1,4 +1,5 @@
-"""Plugin settings read from the dashboard config, each with a default and a valid range."""
+"""Plugin settings read from the dashboard config, each with a default and a valid range; a value that makes no
+sense takes the default, with a warning the operator sees."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
+from zoneinfo import ZoneInfo
 
 EVERYONE = "everyone"
 ADMINS = "admins"
@@ -86,35 +88,37 @@ class Settings:
     extraction_excluded_groups: tuple[str, ...] = ()  # group ids or platform:group ids nobody observes
 
     @classmethod
-    def from_mapping(cls, raw: Mapping[str, Any] | None) -> tuple[Settings, list[str]]:
-        """Settings from a config mapping, plus a warning for every value that was changed. A number outside its
-        range takes the nearest bound (a fraction for a whole-number setting is rounded); a value of the wrong
-        type or outside the choices takes the default. Missing keys take their default silently (a host upgrade
-        or hand edit can drop them). `extraction_every_n_messages` never exceeds `extraction_buffer_size`."""
-        raw = raw or {}
+    def from_mapping(cls, raw: Mapping[str, Any] | None) -> tuple[Settings, list[SettingWarning]]:
+        """Settings from a config mapping, plus a warning for every value that could not be used as given.
+
+        The config holds one section per group of settings (`SECTIONS`, as the dashboard shows them); a setting
+        written flat at the top level (an install from before the sections, or a script writing the old keys) is
+        read too and wins over its section when it differs from its default. A value that makes no sense (the
+        wrong type, outside its range, a fraction for a whole number, not one of the choices, an unknown time
+        zone) takes the setting's default: never a bound, which can cripple (a limit of 1 memory). Missing keys
+        take their default silently (a host upgrade or hand edit can drop them). `extraction_every_n_messages`
+        never exceeds `extraction_buffer_size`."""
+        given = read_layout(raw or {})
         values: dict[str, Any] = {}
-        warnings: list[str] = []
+        warnings: list[SettingWarning] = []
         for f in fields(cls):
-            if f.name not in raw:
+            if f.name not in given:
                 continue
-            value, problem = _coerce(f.name, f.default, raw[f.name])
+            value, problem = _coerce(f.name, f.default, given[f.name])
             if problem is None:
                 values[f.name] = value
-            elif value is None:
-                warnings.append(f"配置项 {f.name} 的值 {raw[f.name]!r} 无效（{problem}），已使用默认值 {f.default!r}")
             else:
-                values[f.name] = value
-                warnings.append(f"配置项 {f.name} 的值 {raw[f.name]!r} {problem}，已改为 {value!r}")
+                warnings.append(SettingWarning.fallback(f.name, given[f.name], f.default, *problem))
         settings = cls(**values)
         if settings.extraction_every_n_messages > settings.extraction_buffer_size:
             settings, warning = settings._buffer_covers_every_n()
             warnings.append(warning)
         return settings, warnings
 
-    def _buffer_covers_every_n(self) -> tuple[Settings, str]:
+    def _buffer_covers_every_n(self) -> tuple[Settings, SettingWarning]:
         """A buffer smaller than `every_n` never reaches the count, so count-triggered extraction would silently
         never run. The cadence is what the operator asked for: raise the buffer to it (within its range), and
-        clamp `every_n` only when even the largest buffer is smaller."""
+        lower `every_n` only when even the largest buffer is smaller."""
         every_n, buffer = self.extraction_every_n_messages, self.extraction_buffer_size
         new_buffer = min(every_n, int(_RANGES["extraction_buffer_size"][1]))
         new_every_n = min(every_n, new_buffer)
@@ -124,22 +128,194 @@ class Settings:
         )
         if new_every_n != every_n:
             text += f"，extraction_every_n_messages 改为 {new_every_n}"
-        return replace(self, extraction_buffer_size=new_buffer, extraction_every_n_messages=new_every_n), text
+        warning = SettingWarning(
+            "extraction_buffer_size", "buffer", repr(buffer), repr(new_buffer), (str(every_n), str(new_every_n)), text
+        )
+        return replace(self, extraction_buffer_size=new_buffer, extraction_every_n_messages=new_every_n), warning
 
-    def changed_values(self, raw: Mapping[str, Any] | None) -> dict[str, Any]:
-        """The settings whose effective value differs from what `raw` holds (to write back to the config)."""
+    def layout(self) -> dict[str, dict[str, Any]]:
+        """The effective values in the config's layout: one section per group, as the dashboard shows them."""
+        return {section: {name: _json_value(getattr(self, name)) for name in names} for section, names in SECTIONS}
+
+    def layout_changes(self, raw: Mapping[str, Any] | None) -> dict[str, Any]:
+        """What to write into the config so that it shows the values in effect: every section that differs, and
+        every flat top-level key (the layout before the sections) that differs from its default, reset to it (its
+        value now lives in its section)."""
         raw = raw or {}
+        changes: dict[str, Any] = {}
+        for section, values in self.layout().items():
+            held = raw.get(section)
+            if not isinstance(held, Mapping) or any(
+                name not in held or not _same(held[name], value) for name, value in values.items()
+            ):
+                changes[section] = values
+        for f in fields(self):
+            if f.name in raw and not _same(raw[f.name], f.default):
+                changes[f.name] = _json_value(f.default)
+        return changes
+
+
+@dataclass(frozen=True)
+class SettingWarning:
+    """A setting the plugin could not use as given: which one, why (`reason`, a code the dashboard page words in
+    its language, with `detail`: the range's bounds, the choices, ...), what was given and what is in effect.
+    `text` says it in Chinese for the log and `/memory status`."""
+
+    setting: str
+    reason: str  # bool | text | text_list | number | integer | range | choice | zone | buffer | host_zone
+    given: str
+    used: str
+    detail: tuple[str, ...]
+    text: str
+
+    @classmethod
+    def fallback(cls, name: str, given: Any, default: Any, reason: str, detail: tuple[str, ...]) -> SettingWarning:
+        shown_default = repr(_json_value(default))
+        text = f"配置项 {name} 的值 {given!r} 无效（{_REASONS[reason].format(*detail)}），已恢复默认值 {shown_default}"
+        return cls(name, reason, repr(given), shown_default, detail, text)
+
+    def __str__(self) -> str:
+        return self.text
+
+    def as_json(self) -> dict[str, Any]:
         return {
-            f.name: getattr(self, f.name)
-            for f in fields(self)
-            if f.name in raw and not _same(raw[f.name], getattr(self, f.name))
+            "setting": self.setting,
+            "reason": self.reason,
+            "given": self.given,
+            "used": self.used,
+            "detail": list(self.detail),
+            "text": self.text,
         }
+
+
+_REASONS = {
+    "bool": "应为 true 或 false",
+    "text": "应为文本",
+    "text_list": "应为文本列表",
+    "number": "应为数字",
+    "integer": "应为整数",
+    "range": "超出范围 {0}–{1}",
+    "choice": "应为 {0} 之一",
+    "zone": "不是有效的 IANA 时区名，如 Asia/Shanghai",
+}
+
+# The config's sections, in the order the dashboard shows them (what an operator touches first comes first), and
+# the settings in each. `_conf_schema.json` nests the settings under these keys (see `_settings_layout`).
+SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (
+        "basic",
+        (
+            "enable_user_memory",
+            "memory_max_per_user",
+            "memory_inject_limit",
+            "memory_inject_char_budget",
+            "memory_max_content_length",
+            "timezone",
+        ),
+    ),
+    ("group_memory", ("group_memory_writers", "group_instruction_writers", "group_memory_max", "enable_global_memory")),
+    (
+        "recall",
+        (
+            "embedding_provider_id",
+            "embedding_weight",
+            "embedding_timeout_ms",
+            "recall_max_relevant",
+            "recall_relevance_threshold",
+            "recall_group_instruction_share",
+        ),
+    ),
+    (
+        "extraction",
+        (
+            "enable_background_extraction",
+            "extraction_provider_id",
+            "extraction_every_n_messages",
+            "extraction_quiet_seconds",
+            "extraction_buffer_size",
+            "extraction_max_operations",
+            "extraction_excluded_groups",
+            "background_max_concurrent_calls",
+        ),
+    ),
+    (
+        "todos",
+        (
+            "enable_todos",
+            "todo_reminder_lead_minutes",
+            "reminder_mention_all",
+            "todo_inject_limit",
+            "todo_max_pending_per_member",
+            "todo_max_per_group",
+            "todo_expiry_grace_hours",
+            "todo_keep_days",
+            "reminder_max_lateness_minutes",
+            "reminder_max_attempts",
+            "reminder_retry_base_seconds",
+        ),
+    ),
+    (
+        "episodes",
+        (
+            "episode_inject_limit",
+            "episode_segment_messages",
+            "episode_quiet_minutes",
+            "episode_decay_after_days",
+            "episode_decay_factor",
+            "episode_max_age_days",
+        ),
+    ),
+    (
+        "aging",
+        (
+            "memory_decay_after_days",
+            "memory_decay_factor",
+            "memory_core_importance",
+            "usage_boost",
+            "review_promote_at",
+            "review_decay_below",
+            "review_max_search_rounds",
+            "review_daily_cap",
+            "consolidation_daily_cap",
+            "archive_below_importance",
+            "archive_unused_days",
+            "archive_unused_max_importance",
+            "archive_retention_days",
+            "maintenance_interval_hours",
+        ),
+    ),
+    ("storage", ("storage_backend", "postgres_dsn", "postgres_instance_name")),
+    ("privacy", ("encryption_key", "extraction_max_age_days")),
+)
+
+
+def read_layout(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """The settings `raw` holds, by name: from their sections, and from the flat top-level keys of the layout
+    before the sections (such a key wins when it differs from its default: it was written by an older install or
+    by a script that knows the old keys, and the section holds only the default it was created with)."""
+    found: dict[str, Any] = {}
+    for section, names in SECTIONS:
+        held = raw.get(section)
+        if isinstance(held, Mapping):
+            found.update((name, held[name]) for name in names if name in held)
+    for f in fields(Settings):
+        if f.name in raw and (f.name not in found or not _same(raw[f.name], f.default)):
+            found[f.name] = raw[f.name]
+    return found
+
+
+def _json_value(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
 
 
 def _same(raw: Any, effective: Any) -> bool:
     if isinstance(effective, tuple):  # a list setting: the config holds a list
         return isinstance(raw, list) and tuple(raw) == effective
-    return type(raw) is type(effective) and raw == effective if isinstance(effective, bool) else raw == effective
+    if isinstance(effective, list):
+        return isinstance(raw, list) and raw == effective
+    if isinstance(effective, bool) or isinstance(raw, bool):
+        return type(raw) is type(effective) and raw == effective
+    return bool(raw == effective)
 
 
 _RANGES: dict[str, tuple[float, float]] = {
@@ -196,32 +372,39 @@ _CHOICES: dict[str, tuple[str, ...]] = {
 }
 
 
-def _coerce(name: str, default: Any, value: Any) -> tuple[Any, str | None]:
-    """(value, None) when valid; (corrected value, what was wrong) for a number outside its range or a fraction
-    for a whole-number setting; (None, what was wrong) when only the default can stand in."""
+def _coerce(name: str, default: Any, value: Any) -> tuple[Any, tuple[str, tuple[str, ...]] | None]:
+    """(the value as the setting holds it, None) when it makes sense; else (None, (reason, detail)): the caller
+    takes the default."""
     if isinstance(default, bool):
-        return (value, None) if isinstance(value, bool) else (None, "应为 true 或 false")
+        return (value, None) if isinstance(value, bool) else (None, ("bool", ()))
     if isinstance(default, tuple):
         if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-            return None, "应为文本列表"
+            return None, ("text_list", ())
         return tuple(dict.fromkeys(item.strip() for item in value if item.strip())), None
     if isinstance(default, str):
         if not isinstance(value, str):
-            return None, "应为文本"
+            return None, ("text", ())
         value = value.strip()
         choices = _CHOICES.get(name)
         if choices and value not in choices:
-            return None, f"应为 {' / '.join(choices)} 之一"
+            return None, ("choice", (" / ".join(choices),))
+        if name == "timezone" and value and not _known_zone(value):
+            return None, ("zone", ())
         return value, None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-        return None, "应为数字"
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None, ("number", ())
+    if isinstance(default, int) and value != int(value):
+        return None, ("integer", ())
     low, high = _RANGES[name]
-    problems = []
-    if isinstance(default, int) and math.isfinite(value) and value != int(value):
-        value = round(value)
-        problems.append("不是整数")
     if not low <= value <= high:
-        value = min(max(value, low), high)
-        problems.append(f"超出范围 {low:g}–{high:g}")
-    value = int(value) if isinstance(default, int) else float(value)
-    return value, "、".join(problems) or None
+        return None, ("range", (f"{low:g}", f"{high:g}"))
+    return (int(value) if isinstance(default, int) else float(value)), None
+
+
+def _known_zone(name: str) -> bool:
+    try:
+        ZoneInfo(name)
+    # Not found is a KeyError; a path-like or empty key a ValueError; a directory such as "Asia" an OSError.
+    except (KeyError, ValueError, OSError):
+        return False
+    return True

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 
 from ._members import Roster
-from ._settings import Settings
+from ._settings import Settings, SettingWarning
 from ._storage.base import MemoryStore
 from ._storage._postgres import mask_dsn
 from ._storage.factory import ConfigSecret, EncryptionChoice, StoreChoice, without_secret
@@ -34,15 +34,19 @@ class Health:
 
 
 def status_text(
-    settings: Settings, warnings: Sequence[str], health: Health, secrets: Sequence[ConfigSecret] = ()
+    settings: Settings, warnings: Sequence[SettingWarning], health: Health, secrets: Sequence[ConfigSecret] = ()
 ) -> str:
-    lines = ["记忆插件状态", "", "【生效的配置】"]
+    lines = ["记忆插件状态"]
+    if warnings:  # first: what the operator asked for and did not get
+        lines += ["", f"【配置警告】{len(warnings)} 条（无效的值已恢复默认，并写回插件配置）"]
+        lines += [f"- {w}" for w in warnings]
+    lines += ["", "【生效的配置】"]
     lines += [
         f"{f.name} = {_shown(getattr(settings, f.name), secret=f.name in SECRET_SETTINGS, key=f.name in _KEYS)}"
         for f in fields(settings)
     ]
-    lines += ["", f"【配置警告】{len(warnings)} 条" + ("（已按上述生效值写回配置）" if warnings else "")]
-    lines += [f"- {w}" for w in warnings]
+    if not warnings:
+        lines += ["", "【配置警告】0 条"]
     if secrets:
         lines += ["", f"【插件配置里的密钥】{len(secrets)} 条（应改用环境变量）"] + [f"- {s.text}" for s in secrets]
     roster = health.roster_here

@@ -24,18 +24,27 @@ def saved_config(astrbot_root) -> dict:
     return json.loads(path.read_text(encoding="utf-8-sig"))
 
 
-async def test_invalid_settings_are_clamped_and_written_back_to_the_config(make_plugin, astrbot_root):
+async def test_invalid_settings_take_their_defaults_and_are_written_back_to_the_config(make_plugin, astrbot_root):
     plugin = make_plugin(
         memory_max_per_user=-5,
         memory_inject_limit=99999,
         memory_inject_char_budget="lots",
         extraction_every_n_messages=100,
+        timezone="Mars/Olympus",
     )
-    assert (plugin.service.settings.memory_max_per_user, plugin.service.settings.memory_inject_limit) == (1, 100)
+    settings = plugin.service.settings
+    assert (settings.memory_max_per_user, settings.memory_inject_limit, settings.timezone) == (20, 15, "")
     saved = saved_config(astrbot_root)
-    assert saved["memory_max_per_user"] == 1 and saved["memory_inject_limit"] == 100
-    assert saved["memory_inject_char_budget"] == 1500
-    assert saved["extraction_buffer_size"] == 100 and saved["extraction_every_n_messages"] == 100
+    basic = saved["basic"]
+    assert (basic["memory_max_per_user"], basic["memory_inject_limit"], basic["memory_inject_char_budget"]) == (
+        20,
+        15,
+        1500,
+    )
+    assert basic["timezone"] == ""  # empty is what is in effect: AstrBot's zone, else Asia/Shanghai
+    extraction = saved["extraction"]
+    assert extraction["extraction_buffer_size"] == 100 and extraction["extraction_every_n_messages"] == 100
+    assert saved["memory_max_per_user"] == 20 and saved["timezone"] == ""  # the old flat keys: defaults again
     # the next load (a dashboard save rebuilds the plugin) finds nothing left to correct
     assert make_plugin().service.setting_warnings == []
 
@@ -53,8 +62,9 @@ async def test_status_shows_effective_settings_warnings_and_health(make_plugin):
     me = make_event("hi")
     await call_tool(plugin, "lark_save_memory", me, memory_type="fact", content="是产品经理")
     text = await command_text(plugin.memory_status_command(make_event("/memory status", admin=True)))
-    assert "memory_inject_limit = 100" in text and "enable_background_extraction = true" in text
+    assert "memory_inject_limit = 15" in text and "enable_background_extraction = true" in text
     assert "【配置警告】1 条" in text and "99999" in text
+    assert text.index("【配置警告】") < text.index("【生效的配置】")  # the first thing the operator reads
     assert "已加载的群：1" in text and "后台提取：开启" in text and "仅词法召回" in text
     await plugin.terminate()
 

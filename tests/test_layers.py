@@ -17,6 +17,7 @@ LAYERS: dict[str, int] = {
     "_errors": 0,
     "_text": 0,
     "_settings": 0,
+    "_settings_layout": 0,
     "_fence": 0,
     "_reply_json": 0,
     "_logthrottle": 0,

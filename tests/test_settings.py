@@ -29,45 +29,83 @@ def test_wrong_types_fall_back_to_the_default_with_a_warning():
     )
     assert s == Settings()
     assert len(warnings) == 5
-    assert all("已使用默认值" in w for w in warnings)
+    assert all("已恢复默认值" in w.text for w in warnings)
+    assert {w.setting: w.reason for w in warnings} == {
+        "enable_user_memory": "bool",
+        "memory_inject_limit": "number",
+        "memory_inject_char_budget": "number",
+        "recall_relevance_threshold": "number",
+        "group_memory_writers": "choice",
+    }
 
 
 @pytest.mark.parametrize(
-    "name, raw, effective",
+    "name, raw, reason",
     [
-        ("memory_max_per_user", -5, 1),
-        ("memory_max_per_user", 99999, 1000),
-        ("memory_inject_limit", -1, 0),
-        ("memory_max_content_length", 2.5, 10),
-        ("memory_inject_char_budget", 1500.6, 1501),
-        ("embedding_weight", 7, 1.0),
-        ("embedding_weight", float("-inf"), 0.0),
-        ("extraction_quiet_seconds", 1e12, 86400),
+        ("memory_max_per_user", -5, "range"),
+        ("memory_max_per_user", 99999, "range"),
+        ("memory_inject_limit", -1, "range"),
+        ("memory_max_content_length", 2.5, "integer"),
+        ("memory_inject_char_budget", 1500.6, "integer"),
+        ("embedding_weight", 7, "range"),
+        ("embedding_weight", float("-inf"), "number"),
+        ("extraction_quiet_seconds", 1e12, "range"),
+        ("timezone", "Mars/Olympus", "zone"),
+        ("timezone", "Asia", "zone"),
     ],
 )
-def test_out_of_range_numbers_take_the_nearest_bound(name, raw, effective):
+def test_a_value_that_makes_no_sense_takes_the_default_not_a_bound(name, raw, reason):
+    """-5 memories per member used to become 1 (the bot then refused every new memory): now the default, 20."""
     s, warnings = Settings.from_mapping({name: raw})
-    assert getattr(s, name) == effective and type(getattr(s, name)) is type(effective)
-    assert len(warnings) == 1 and name in warnings[0] and f"已改为 {effective!r}" in warnings[0]
-    assert s.changed_values({name: raw}) == {name: effective}
+    default = getattr(Settings(), name)
+    assert getattr(s, name) == default and type(getattr(s, name)) is type(default)
+    [warning] = warnings
+    assert (warning.setting, warning.reason, warning.given, warning.used) == (name, reason, repr(raw), repr(default))
+    assert name in warning.text and f"已恢复默认值 {default!r}" in warning.text
+    assert s.layout_changes({name: raw}) == {**s.layout(), name: default}
 
 
-def test_valid_values_are_not_written_back():
-    raw = {"memory_max_per_user": 5, "embedding_weight": 0.5, "enable_user_memory": True}
-    s, _ = Settings.from_mapping(raw)
-    assert s.changed_values(raw) == {}
+def test_the_range_is_named_in_the_warning():
+    _, [warning] = Settings.from_mapping({"memory_max_per_user": -5})
+    assert warning.detail == ("1", "1000") and "超出范围 1–1000" in warning.text
+    assert warning.as_json() == {
+        "setting": "memory_max_per_user",
+        "reason": "range",
+        "given": "-5",
+        "used": "20",
+        "detail": ["1", "1000"],
+        "text": warning.text,
+    }
+
+
+def test_a_valid_time_zone_is_kept_and_an_empty_one_follows_astrbot():
+    assert Settings.from_mapping({"timezone": " Asia/Tokyo "}) == (Settings(timezone="Asia/Tokyo"), [])
+    assert Settings.from_mapping({"timezone": ""}) == (Settings(), [])
+
+
+def test_whole_numbers_written_as_floats_are_taken():
+    s, warnings = Settings.from_mapping({"memory_max_per_user": 30.0, "embedding_weight": 1})
+    assert (s.memory_max_per_user, s.embedding_weight) == (30, 1.0) and warnings == []
+    assert type(s.memory_max_per_user) is int and type(s.embedding_weight) is float
+
+
+def test_valid_values_in_their_sections_are_not_written_back():
+    s, _ = Settings.from_mapping({"basic": {"memory_max_per_user": 5}, "recall": {"embedding_weight": 0.5}})
+    assert s.memory_max_per_user == 5
+    assert s.layout_changes(s.layout()) == {}
 
 
 def test_every_n_above_the_buffer_raises_the_buffer():
     s, warnings = Settings.from_mapping({"extraction_every_n_messages": 100, "extraction_buffer_size": 40})
     assert (s.extraction_every_n_messages, s.extraction_buffer_size) == (100, 100)
-    assert len(warnings) == 1 and "extraction_buffer_size 改为 100" in warnings[0]
+    assert len(warnings) == 1 and "extraction_buffer_size 改为 100" in warnings[0].text
+    assert (warnings[0].setting, warnings[0].reason, warnings[0].used) == ("extraction_buffer_size", "buffer", "100")
 
 
 def test_every_n_beyond_the_largest_buffer_is_clamped_to_it():
     s, warnings = Settings.from_mapping({"extraction_every_n_messages": 800})
     assert (s.extraction_every_n_messages, s.extraction_buffer_size) == (500, 500)
-    assert "extraction_every_n_messages 改为 500" in warnings[0]
+    assert "extraction_every_n_messages 改为 500" in warnings[0].text
 
 
 def test_count_triggered_extraction_still_fires_with_a_large_every_n():
@@ -112,7 +150,7 @@ def test_rule_and_limit_settings_have_defaults_choices_and_ranges():
     settings, warnings = Settings.from_mapping(
         {"group_instruction_writers": "anyone", "background_max_concurrent_calls": 0}
     )
-    assert settings.group_instruction_writers == "admins" and 1 <= settings.background_max_concurrent_calls <= 64
+    assert (settings.group_instruction_writers, settings.background_max_concurrent_calls) == ("admins", 4)
     assert len(warnings) == 2
     settings, _ = Settings.from_mapping(
         {"group_instruction_writers": "everyone", "background_max_concurrent_calls": 64}
@@ -128,37 +166,47 @@ async def test_the_plugin_builds_one_limiter_from_the_setting(make_plugin):
     )
 
 
-def test_every_setting_is_in_the_schema_and_the_readme_with_its_default():
-    """The dashboard (_conf_schema.json) and the README's settings table describe exactly the settings the plugin
-    reads, with the defaults it uses: a key missing from the schema would be deleted by AstrBot."""
-    import dataclasses
-    import json
-    import re
-    from pathlib import Path
-
-    repo = Path(__file__).resolve().parent.parent
-    schema = json.loads((repo / "_conf_schema.json").read_text(encoding="utf-8"))
-    readme = (repo / "README.md").read_text(encoding="utf-8")
-    rows = dict(re.findall(r"^\| `(\w+)` \| ([^|]+) \|", readme, re.MULTILINE))
-    fields = {f.name: f.default for f in dataclasses.fields(Settings)}
-    assert set(schema) == set(fields)
-    for name, default in fields.items():
-        assert schema[name]["default"] == (list(default) if isinstance(default, tuple) else default), name
-        assert name in rows, f"{name} has no row in the README settings table"
-        shown = rows[name].strip()
-        if isinstance(default, bool):
-            assert shown == f"`{str(default).lower()}`", name
-        elif isinstance(default, (str, tuple)) and not default:
-            assert shown == "空", name
-        else:
-            assert shown.strip("`") == (f"{default:g}" if isinstance(default, float) else str(default)), name
-
-
 def test_a_list_setting_takes_text_items_and_is_not_written_back_when_unchanged():
     settings, warnings = Settings.from_mapping({"extraction_excluded_groups": [" oc_a ", "lark:oc_b", "oc_a", ""]})
     assert settings.extraction_excluded_groups == ("oc_a", "lark:oc_b") and warnings == []
-    assert settings.changed_values({"extraction_excluded_groups": ["oc_a", "lark:oc_b"]}) == {}
+    assert settings.layout()["extraction"]["extraction_excluded_groups"] == ["oc_a", "lark:oc_b"]
     bad, warnings = Settings.from_mapping({"extraction_excluded_groups": "oc_a"})
-    assert bad.extraction_excluded_groups == () and "应为文本列表" in warnings[0]
+    assert bad.extraction_excluded_groups == () and "应为文本列表" in warnings[0].text
     bad, _ = Settings.from_mapping({"extraction_excluded_groups": ["oc_a", 3]})
     assert bad.extraction_excluded_groups == ()
+
+
+# --- the layout: sections on the config page, old flat keys still read -----------------------------------------
+
+
+def test_settings_are_read_from_their_sections():
+    s, warnings = Settings.from_mapping(
+        {"basic": {"memory_max_per_user": 7, "timezone": "Europe/Berlin"}, "todos": {"enable_todos": False}}
+    )
+    assert (s.memory_max_per_user, s.timezone, s.enable_todos) == (7, "Europe/Berlin", False) and warnings == []
+
+
+def test_a_flat_key_that_differs_from_its_default_wins_over_its_section():
+    """An install from before the sections holds its values flat (the sections hold the defaults AstrBot created
+    them with); a flat key at its default says nothing, and the section's value stands."""
+    raw = {
+        "basic": {"memory_max_per_user": 20, "memory_inject_limit": 9},
+        "memory_max_per_user": 40,  # the operator's value from the old layout
+        "memory_inject_limit": 15,  # the old key at its default: the section's 9 stands
+    }
+    s, warnings = Settings.from_mapping(raw)
+    assert (s.memory_max_per_user, s.memory_inject_limit) == (40, 9) and warnings == []
+    changes = s.layout_changes(raw)
+    assert changes["basic"]["memory_max_per_user"] == 40 and changes["memory_max_per_user"] == 20
+    assert "memory_inject_limit" not in changes  # already at its default
+
+
+def test_the_layout_written_back_reads_back_the_same_and_needs_no_further_change():
+    raw = {"memory_max_per_user": -5, "embedding_weight": 0.7, "extraction_excluded_groups": ["oc_a"], "timezone": "x"}
+    s, warnings = Settings.from_mapping(raw)
+    assert len(warnings) == 2
+    written = {**raw, **s.layout_changes(raw)}
+    again, warnings = Settings.from_mapping(written)
+    assert again == s and warnings == [] and again.layout_changes(written) == {}
+    assert written["recall"]["embedding_weight"] == 0.7 and written["basic"]["memory_max_per_user"] == 20
+    assert written["basic"]["timezone"] == "" and written["embedding_weight"] == 0.5

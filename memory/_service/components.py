@@ -25,7 +25,7 @@ from .._privacy.audit_factory import open_audit
 from .._privacy.migration import open_migration
 from .._privacy.optout import opted_out_in
 from .._recall import Recall, VectorStore
-from .._settings import Settings
+from .._settings import Settings, SettingWarning
 from .._storage.factory import choose_encryption, choose_store, config_secrets, open_store
 from .._todos.delivery import Reminder
 from .._todos.rules import TodoPolicy, group_origin
@@ -51,7 +51,9 @@ class Components:
     a `Components`: its operations (`Injection`, `MemoryTools`, `MemoryCommands`) are given it as their parts, and
     so see a component the service replaces (semantic recall once an embedding model is attached)."""
 
-    def __init__(self, settings: Settings, data_dir: Path, ports: Ports, setting_warnings: list[str]) -> None:
+    def __init__(
+        self, settings: Settings, data_dir: Path, ports: Ports, setting_warnings: list[SettingWarning]
+    ) -> None:
         self.settings = settings
         self.setting_warnings = setting_warnings
         self.data_dir = data_dir
@@ -127,8 +129,9 @@ class Components:
     def _zone(self) -> ZoneInfo:
         """The zone local times are read in: the `timezone` setting, else the host's own, else Asia/Shanghai."""
         zone, warning = resolve_zone(self.settings.timezone, self.ports.host_timezone)
-        if warning:
-            self.setting_warnings.append(warning)
+        if warning:  # only AstrBot's own zone can be invalid here: the plugin's was checked with the settings
+            given = repr(self.ports.host_timezone)
+            self.setting_warnings.append(SettingWarning("timezone", "host_zone", given, repr(zone.key), (), warning))
             log.warning(warning)
         return zone
 

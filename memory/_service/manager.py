@@ -45,7 +45,8 @@ from .._manage.todos import group_todos, todo_json, update_group_todo
 from .._members import MemberDirectory
 from .._models import GroupKey, MemberKey, Memory, Scope, Todo
 from .._privacy.audit import DASHBOARD_SCOPE, AuditLog, misnamed_owner
-from .._settings import Settings
+from .._settings import Settings, SettingWarning
+from .._settings_layout import warning_json
 from .._storage import MemoryStore
 from .._storage.factory import ConfigSecret
 from .._todos.rules import REMINDER_PLATFORMS, TodoPolicy
@@ -89,6 +90,7 @@ class Manager:
         todo_policy: TodoPolicy,
         injection_counts: InjectionCounts,
         config_secrets: Sequence[ConfigSecret],
+        setting_warnings: Sequence[SettingWarning] = (),
         test_recall: RecallTest,
         running_platforms: Callable[[], Mapping[str, str]],
         clock: Callable[[], float] = time.time,
@@ -102,6 +104,7 @@ class Manager:
         self._todo_policy = todo_policy
         self._injection_counts = injection_counts
         self._config_secrets = list(config_secrets)
+        self._setting_warnings = setting_warnings  # the service's list: a warning found later shows too
         self._test_recall = test_recall
         self._running_platforms = running_platforms
         self._clock = clock
@@ -158,12 +161,14 @@ class Manager:
 
     # -- browsing --------------------------------------------------------------------------------------------------
     async def groups(self, platform: str = "") -> dict[str, Any]:
-        """The platforms, the groups (of `platform`, or all) with their counts, and the secrets in the config."""
+        """The platforms, the groups (of `platform`, or all) with their counts, the secrets in the config and the
+        settings that could not be used as given (the page shows both as banners)."""
         index = await self._groups_index()
         return {
             "platforms": index.platforms(),
             "groups": [self._group_json(entry) for entry in index.groups(platform or None)],
             "config_secrets": [secret.as_json() for secret in self._config_secrets],
+            "setting_warnings": [warning_json(warning) for warning in self._setting_warnings],
         }
 
     async def group(self, platform: str, group_id: str) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from .._models import MemberKey
 from .._observation import Utterance
 from .._privacy.optout import admits, excluded
 from .._recall import Recall, VectorStore, combine, semantic_similarities
-from .._settings import Settings
+from .._settings import Settings, SettingWarning
 from .._status import storage_line
 from .._storage.factory import open_vectors
 from .commands import MemoryCommands
@@ -50,7 +50,7 @@ NOTHING_INJECTED = Injected("", ())
 
 class MemoryService(Components):
     def __init__(
-        self, settings: Settings, data_dir: Path, ports: Ports, *, setting_warnings: list[str] | None = None
+        self, settings: Settings, data_dir: Path, ports: Ports, *, setting_warnings: list[SettingWarning] | None = None
     ) -> None:
         super().__init__(settings, Path(data_dir), ports, setting_warnings if setting_warnings is not None else [])
         self.injection = Injection(self)
@@ -66,6 +66,7 @@ class MemoryService(Components):
             todo_policy=self.todo_policy,
             injection_counts=self.injection_counts,
             config_secrets=self.config_secrets,
+            setting_warnings=self.setting_warnings,
             test_recall=self.test_recall,
             running_platforms=ports.running_platforms,
             clock=ports.clock,

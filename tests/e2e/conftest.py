@@ -265,3 +265,23 @@ def pytest_runtest_makereport(item, call):
         rep.sections.append((f"fake model: last {len(reqs)} of {len(model.requests)} requests", text))
     if (lark := _live.get("lark")) is not None:
         rep.sections.append(("fake Lark replies", "\n".join(str(r) for r in lark.replies[-10:]) or "(none)"))
+
+
+def with_settings(config: dict, **changes) -> dict:
+    """`config` (as AstrBot's plugin config API gives it) with settings changed in their sections, as the config
+    page saves them (memory/_settings_layout.py). Writing a setting's old flat key alone works too, but only for a
+    value other than its default (a flat key at its default says nothing)."""
+    from memory._settings import SECTIONS
+
+    changed = {section: dict(config.get(section) or {}) for section, _ in SECTIONS}
+    for name, value in changes.items():
+        section = next(s for s, names in SECTIONS if name in names)
+        changed[section][name] = value
+    return {**config, **changed}
+
+
+def setting(config: dict, name: str):
+    """The value of setting `name` in `config` (as AstrBot's plugin config API gives it)."""
+    from memory._settings import read_layout
+
+    return read_layout(config)[name]

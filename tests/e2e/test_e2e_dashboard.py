@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from .conftest import ARTIFACTS, REPO, Injected, LarkDriver, sandbox
+from .conftest import ARTIFACTS, REPO, Injected, LarkDriver, sandbox, setting
 from .fake_model import Rule, tool_call, user_says
 
 pytestmark = pytest.mark.e2e
@@ -28,7 +28,12 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-SCHEMA = json.loads((REPO / "_conf_schema.json").read_text(encoding="utf-8"))
+SCHEMA = {  # every setting's entry on the config page, inside its section
+    name: entry
+    for section in json.loads((REPO / "_conf_schema.json").read_text(encoding="utf-8")).values()
+    if section["type"] == "object"
+    for name, entry in section["items"].items()
+}
 META = yaml.safe_load((REPO / "metadata.yaml").read_text(encoding="utf-8"))
 
 
@@ -141,4 +146,6 @@ def test_settings_changed_in_dashboard_apply_to_next_request(start_astrbot, fake
     assert turn.memories is None, "memory turned off: no block in the system prompt"
     assert "关闭" in lark.say("你记得我什么？", group=group, user=user).tool_result("lark_list_memory")
     saved = bot.get_plugin_config()
-    assert saved["config"]["enable_user_memory"] is False and saved["config"]["memory_inject_limit"] == 2
+    assert (
+        setting(saved["config"], "enable_user_memory") is False and setting(saved["config"], "memory_inject_limit") == 2
+    )

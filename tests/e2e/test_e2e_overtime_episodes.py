@@ -11,7 +11,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from .conftest import ADMIN, sandbox
+from .conftest import ADMIN, sandbox, with_settings
 from .fake_model import Action, ModelRequest, Rule, extraction_request
 
 pytestmark = pytest.mark.e2e
@@ -32,7 +32,7 @@ def wait_until(condition: Callable[[], object], what: str, timeout: float = 30):
 def plugin_settings(bot: sandbox.AstrBot, **changes):
     """Save changed plugin settings the way the dashboard does (the plugin reloads), and the old ones afterwards."""
     before = bot.get_plugin_config()["config"]
-    bot.set_plugin_config({**before, **changes})
+    bot.set_plugin_config(with_settings(before, **changes))
     try:
         yield
     finally:

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from .conftest import ADMIN, Injected, memory_files, sandbox
+from .conftest import ADMIN, Injected, memory_files, sandbox, setting, with_settings
 from .fake_model import (
     ModelRequest,
     Rule,
@@ -49,7 +49,7 @@ def wait_until(condition: Callable[[], object], what: str, timeout: float = 30):
 def plugin_settings(bot: sandbox.AstrBot, **changes):
     """Save changed plugin settings the way the dashboard does (the plugin reloads), and the old ones afterwards."""
     before = bot.get_plugin_config()["config"]
-    bot.set_plugin_config({**before, **changes})
+    bot.set_plugin_config(with_settings(before, **changes))
     try:
         yield
     finally:
@@ -230,7 +230,7 @@ def test_background_extraction_applies_what_the_model_reads_in_the_conversation(
             assert lark.say("今天周几？", group=group, user=wang).memories == [WANGZONG]
     finally:
         release.set()
-    assert astrbot.get_plugin_config()["config"]["enable_background_extraction"] is False
+    assert setting(astrbot.get_plugin_config()["config"], "enable_background_extraction") is False
 
     entries = history(astrbot, group)
     batch = [e for e in entries if e["kind"] == "memory" and e["actor"] == "extraction"]

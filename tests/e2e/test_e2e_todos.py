@@ -21,7 +21,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from .conftest import LarkDriver, sandbox
+from .conftest import LarkDriver, sandbox, setting
 from .fake_lark import LarkError, Reply
 from .fake_model import Action, Rule, tool_call, user_says
 from .test_e2e_scopes_extraction import plugin_settings
@@ -228,7 +228,7 @@ def test_a_dashboard_config_save_before_the_time_leaves_one_scheduler(shared, sa
     fake_model.script(Rule(user_says("提醒我"), weekly.ask))
     say("提醒我交周报", group=group, user=user)
 
-    limit = shared.bot.get_plugin_config()["config"].get("todo_inject_limit", 5)
+    limit = setting(shared.bot.get_plugin_config()["config"], "todo_inject_limit")
     with plugin_settings(shared.bot, todo_inject_limit=limit % 20 + 1):  # a save: terminate, then a new plugin
         [message] = wait_sent(fake_lark, group, 1, timeout=weekly.lead + 30)
         assert_reminds(message, group, user, "交周报")

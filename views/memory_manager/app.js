@@ -106,6 +106,17 @@
       privacyLimits: "本插件删不到的地方：AstrBot 自己的日志和对话数据库（data/data_v4.db 里的对话记录、工具调用），以及 PostgreSQL 在 VACUUM 之前留下的旧行版本和 WAL（未开启加密时是明文）。见 README「删除某人的全部数据」。",
       secretInConfig: "{0} 写在插件配置里：任何能登录控制台的人都能从 AstrBot 的插件配置接口读到它的明文。请把同样的值设为 AstrBot 进程的环境变量 {1}，重启 AstrBot 后再清空这一项。",
       secretShadowed: "{0} 写在插件配置里，但环境变量 {1} 已设置并优先生效，这一项没有被使用：请清空它（任何能登录控制台的人都能读到它的明文）。",
+      settingsWarned: "以下插件配置的值无法使用，已改用默认值，并写回了插件配置页（重新打开配置页即可看到）：",
+      setting_bool: "{0}：{1} 不是开或关，已改用默认值 {2}。",
+      setting_text: "{0}：{1} 不是文本，已改用默认值 {2}。",
+      setting_text_list: "{0}：{1} 不是文本列表，已改用默认值 {2}。",
+      setting_number: "{0}：{1} 不是数字，已改用默认值 {2}。",
+      setting_integer: "{0}：{1} 不是整数，已改用默认值 {2}。",
+      setting_range: "{0}：{1} 超出范围 {3}–{4}，已改用默认值 {2}。",
+      setting_choice: "{0}：{1} 不是可选的值（{3}），已改用默认值 {2}。",
+      setting_zone: "{0}：{1} 不是有效的时区名（如 Asia/Shanghai），已恢复为空，即跟随 AstrBot 的时区。",
+      setting_buffer: "{0}：{1} 小于每次提取所需的消息数 {3}，已调大到 {2}。",
+      setting_host_zone: "AstrBot 自己的时区设置 {1} 无效，插件改用 {2}：请在 AstrBot 的系统配置中修正。",
     },
     en: {
       // issue 20 items 5 and 8: todos, bulk edits, CSV, the chart
@@ -205,6 +216,17 @@
       privacyLimits: "What this plugin cannot reach: AstrBot's own log and conversation database (the conversations and tool calls in data/data_v4.db), and PostgreSQL's dead row versions and WAL until VACUUM (plaintext without encryption). See the README's section on erasing a person.",
       secretInConfig: "{0} is in the plugin's config: anyone who can log in to the dashboard can read it in clear from AstrBot's plugin config API. Set the same value as the environment variable {1} of the AstrBot process, restart AstrBot, then clear the setting.",
       secretShadowed: "{0} is in the plugin's config, but the environment variable {1} is set and wins, so the setting is not used: clear it (anyone who can log in to the dashboard can read it in clear).",
+      settingsWarned: "These plugin settings could not be used as given: the default is in effect and was written back to the plugin's config page (reopen it to see):",
+      setting_bool: "{0}: {1} is not on or off; the default {2} is in effect.",
+      setting_text: "{0}: {1} is not text; the default {2} is in effect.",
+      setting_text_list: "{0}: {1} is not a list of texts; the default {2} is in effect.",
+      setting_number: "{0}: {1} is not a number; the default {2} is in effect.",
+      setting_integer: "{0}: {1} is not a whole number; the default {2} is in effect.",
+      setting_range: "{0}: {1} is outside {3}–{4}; the default {2} is in effect.",
+      setting_choice: "{0}: {1} is not one of the choices ({3}); the default {2} is in effect.",
+      setting_zone: "{0}: {1} is not a known time zone (such as Asia/Shanghai); it is empty again, so AstrBot's own time zone is used.",
+      setting_buffer: "{0}: {1} is smaller than the number of messages an extraction waits for ({3}); raised to {2}.",
+      setting_host_zone: "AstrBot's own time zone setting {1} is not valid; the plugin uses {2}. Correct it in AstrBot's system settings.",
     },
   };
 
@@ -562,6 +584,7 @@
     state.groups = asList(r, "groups", "items");
     state.platforms = asList(r && r.platforms);
     state.configSecrets = asList(r && r.config_secrets);
+    state.settingWarnings = asList(r && r.setting_warnings);
     return state.groups;
   }
 
@@ -1228,6 +1251,23 @@
       el("tr", {}, el("th", {}, STRINGS.zh[k] ? t(k) : k), el("td", {}, text(v))))));
   }
 
+  // ---------- settings the plugin could not use as given: a banner like the secrets one ----------
+  // The server gives {setting, section, label, reason, given, used, detail}; the words are the page's own
+  // (STRINGS: settingsWarned, setting_<reason>).
+
+  function drawSettingWarnings() {
+    const box = clear(document.getElementById("setting-warnings"));
+    const warnings = state.settingWarnings || [];
+    box.hidden = warnings.length === 0;
+    if (!warnings.length) return;
+    box.appendChild(el("p", {}, t("settingsWarned")));
+    warnings.forEach((w) => {
+      const name = state.lang === "zh" && w.label ? (w.section ? `${w.section} › ${w.label}` : w.label) : w.setting;
+      const key = STRINGS.zh[`setting_${w.reason}`] ? `setting_${w.reason}` : "setting_number";
+      box.appendChild(el("p", { "data-setting": w.setting }, t(key, name, w.given, w.used, ...(w.detail || []))));
+    });
+  }
+
   // ---------- shell ----------
   const TABS = { browse: renderBrowse, search: renderSearch, recall: renderRecall, history: renderHistory,
     transfer: renderTransfer, stats: renderStats, privacy: renderPrivacy };
@@ -1240,6 +1280,7 @@
     state.configSecrets.forEach((s) => secrets.appendChild(el("p", { "data-setting": s.setting },
       t(s.shadowed ? "secretShadowed" : "secretInConfig", s.setting, s.variable))));
     secrets.hidden = state.configSecrets.length === 0;
+    drawSettingWarnings();
     const tabs = clear(document.getElementById("tabs"));
     Object.keys(TABS).forEach((name) => tabs.appendChild(el("button", { type: "button", role: "tab", "data-tab": name,
       "aria-selected": String(state.tab === name), class: state.tab === name ? "tab active" : "tab",

@@ -1,0 +1,382 @@
+"""How the settings appear on AstrBot's plugin config page: sections in the order an operator reaches for them, and
+for each setting a plain Chinese label and hint. `_conf_schema.json` is written from here (`conf_schema()`; run
+`python scripts/write_conf_schema.py`) and a test keeps the two equal.
+
+The schema nests each setting under its section (`SECTIONS` in `_settings`). AstrBot deletes every config key its
+schema does not name (`AstrBotConfig.check_config_integrity`, before the plugin is built), so the schema also keeps
+every setting's flat top-level key, hidden (`invisible`): an install from before the sections keeps its values
+there until the plugin moves them into their sections (`Settings.from_mapping` reads them, the adapter writes the
+effective layout back and resets them to their defaults), and a script that writes the old keys still works.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+from ._settings import _CHOICES, _RANGES, SECTIONS, Settings, SettingWarning
+
+
+@dataclass(frozen=True)
+class Item:
+    label: str
+    hint: str
+    labels: tuple[str, ...] = ()  # one per choice of a select, in `_CHOICES` order
+    slider_step: float = 0.0  # a slider over the setting's range, with this step
+    provider: bool = False  # AstrBot's chat-provider selector
+    secret: bool = False  # shown masked, with its hint in bold
+
+
+TITLES: dict[str, tuple[str, str]] = {
+    "basic": ("基本设置", "大多数人只需要看这一组：开关、每人能记多少、每次回复带上多少记忆、时区。"),
+    "group_memory": ("群公共记忆与权限", "谁能添加对全群生效的记忆，以及是否允许跨群通用的记忆。"),
+    "recall": (
+        "召回：回复时带上哪些记忆",
+        "不配置向量模型也能用（按词语匹配）；配置后还能按意思找到相关的记忆。",
+    ),
+    "extraction": (
+        "自动记忆：从群聊中提取",
+        "默认关闭。开启后插件阅读群里的全部消息，定期调用模型自动记下值得记住的事，会产生模型费用。",
+    ),
+    "todos": ("待办与提醒", "成员可以让机器人记下待办，到点在群里提醒。"),
+    "episodes": (
+        "对话片段：记得聊过什么",
+        "需要开启「自动记忆」。把群聊按段落概括下来，成员问“上次聊了什么”时能答上来。",
+    ),
+    "aging": (
+        "记忆随时间变化",
+        "只影响自动提取的记忆：长期不用的逐渐淡出并归档，常被用到的变得更重要。一般不需要改。",
+    ),
+    "storage": ("存储", "记忆保存在哪里。单机使用保持默认即可。"),
+    "privacy": ("隐私与加密", "加密保存的内容，以及自动提取的记忆最长保留多久。"),
+}
+
+ITEMS: dict[str, Item] = {
+    # basic
+    "enable_user_memory": Item(
+        "启用成员记忆", "关闭后回复不再带上记忆，模型也无法保存新记忆；已保存的记忆留在磁盘上，重新开启后照常使用。"
+    ),
+    "memory_max_per_user": Item(
+        "每位成员在每个群最多记几条",
+        "记满后不会悄悄丢掉旧的：机器人会先请成员删掉或替换一条。",
+    ),
+    "memory_inject_limit": Item(
+        "每次回复最多带上几条记忆",
+        "先放该成员自己的要求，再放群规（最多占一部分名额），其余名额给与当前消息最相关的记忆。"
+        "待办和对话片段也占这里的名额。0 表示回复时不带记忆。",
+    ),
+    "memory_inject_char_budget": Item(
+        "每次回复带上的记忆总字数上限",
+        "带上的记忆合计不超过这么多字，放不下的次要记忆会被跳过。",
+    ),
+    "memory_max_content_length": Item("单条记忆最多多少字", "超过时机器人会请模型精简后再保存。"),
+    "timezone": Item(
+        "时区",
+        "填 IANA 时区名，如 Asia/Shanghai、Asia/Tokyo。成员说的“明天下午三点”按这个时区理解，提醒也按它显示。"
+        "留空：跟随 AstrBot 自己的时区设置，那里也没设时用 Asia/Shanghai。服务器时钟是 UTC 也没关系。"
+        "填了无法识别的时区名时恢复为空（即跟随 AstrBot）。",
+    ),
+    # group memory
+    "group_memory_writers": Item(
+        "谁能添加群公共的事实和偏好",
+        "群公共的事实和偏好对本群每位成员生效。无论选哪项，只有添加者本人或管理员能修改、删除它们。",
+        labels=("所有成员", "仅管理员（AstrBot 管理员，以及平台上的群主和群管理员）"),
+    ),
+    "group_instruction_writers": Item(
+        "谁能添加群规（群公共指令）",
+        "群规会放进每位成员的每次回复里，所以默认只有管理员能添加。",
+        labels=("仅管理员（AstrBot 管理员，以及平台上的群主和群管理员）", "所有成员"),
+    ),
+    "group_memory_max": Item("每个群最多几条群公共记忆", "0 表示关闭群公共记忆。"),
+    "enable_global_memory": Item(
+        "允许跨群通用的记忆",
+        "开启后，成员明确要求“在所有群都记住”时（如偏好的语言），这条记忆在同一平台的所有群都生效。"
+        "关闭时不读取也不使用任何跨群记忆。",
+    ),
+    # recall
+    "embedding_provider_id": Item(
+        "向量模型（可选）",
+        "填 AstrBot「模型提供商」页「嵌入」分类中某个提供商的 ID，即可按意思召回记忆；留空只按词语匹配。"
+        "中文群请选多语言的向量模型。",
+    ),
+    "embedding_weight": Item(
+        "按意思匹配的权重",
+        "相关度由词语匹配和意思匹配按这个比例混合：0 只看词语，1 只看意思。向量模型不擅长中文时调低。",
+        slider_step=0.05,
+    ),
+    "embedding_timeout_ms": Item(
+        "按意思匹配的等待上限（毫秒）",
+        "向量模型在这段时间内没有给出结果时，本次回复改按词语匹配，不让回复等待；连续失败会暂停调用一会儿。",
+    ),
+    "recall_max_relevant": Item(
+        "按相关度挑选记忆",
+        "0：关闭，只按记忆类型和新旧挑选。大于 0：开启，与当前消息相关的记忆竞争所有剩余名额（数值大小不再限制条数）。",
+    ),
+    "recall_relevance_threshold": Item(
+        "相关度门槛（相对最佳匹配）",
+        "相关度达到“本条消息最佳匹配 × 这个比例”的记忆才按相关度竞争名额，其余按类型和新旧排序。"
+        "0 表示与消息有任何共同词语就算相关。",
+        slider_step=0.05,
+    ),
+    "recall_group_instruction_share": Item(
+        "群规最多占用的名额比例",
+        "群规最多占每次回复记忆条数和字数的这个比例（至少 1 条），保证成员自己的记忆不被挤掉；"
+        "超出的群规只在还有空位时带上。0 表示群规只填空位。",
+        slider_step=0.05,
+    ),
+    # extraction
+    "enable_background_extraction": Item(
+        "自动从群聊中记住信息",
+        "开启后插件阅读群里的全部消息（不只是 @机器人 的），每隔若干条或群里安静一会儿后，调用一次模型提取值得记住的事，"
+        "也生成对话片段。会产生额外的模型费用，可用 /memory stats 查看。",
+    ),
+    "extraction_provider_id": Item(
+        "提取使用的模型（可选）",
+        "留空使用该群当前的聊天模型。可以选一个更便宜的模型。",
+        provider=True,
+    ),
+    "extraction_every_n_messages": Item(
+        "每积累多少条消息提取一次",
+        "大于「每个群最多暂存多少条消息」时，暂存上限会被调大到这个数（最多 500）。",
+    ),
+    "extraction_quiet_seconds": Item("群里安静多少秒后提取", "有还没处理的消息、且这段时间内没有新消息时提取一次。"),
+    "extraction_buffer_size": Item("每个群最多暂存多少条消息", "提取进行中又来了更多消息时，超出的部分丢弃最早的。"),
+    "extraction_max_operations": Item("每次提取最多改动几条记忆", "模型一次提出更多改动时，多出的不执行，记入日志。"),
+    "extraction_excluded_groups": Item(
+        "不观察的群",
+        "每项一个群号，或 平台:群号（如 lark:oc_xxx）。这些群里的消息不会被自动提取、不生成对话片段、不缓存名字；"
+        "成员明确要求保存的记忆和待办照常可用。",
+    ),
+    "background_max_concurrent_calls": Item(
+        "后台模型调用最多同时几个",
+        "所有群的自动提取、复查、合并共用这个上限，其余排队；同一个群内的顺序不变。",
+    ),
+    # todos
+    "enable_todos": Item(
+        "启用待办与提醒",
+        "成员可以让机器人记下待办，到点在群里 @ 成员提醒。飞书和 QQ（OneBot）支持到点提醒；其他平台只记录，不提醒。",
+    ),
+    "todo_reminder_lead_minutes": Item(
+        "只有截止时间的待办提前多少分钟提醒",
+        "只说了截止时间、没说何时提醒的待办，在截止前这么久提醒；已经不足这么久时不再单独提醒。",
+    ),
+    "reminder_mention_all": Item("全群待办提醒时 @所有人", "关闭（默认）时，全群待办的提醒是一条普通群消息。"),
+    "todo_inject_limit": Item(
+        "每次回复最多带上几条待办",
+        "该成员未完成的待办和本群近期的全群待办，占用「每次回复最多带上几条记忆」和字数上限中的名额。0 表示不带待办。",
+    ),
+    "todo_max_pending_per_member": Item(
+        "每位成员最多几条未完成的待办", "计入分配给该成员的待办，以及该成员创建的全群待办。"
+    ),
+    "todo_max_per_group": Item(
+        "每个群最多几条未完成的待办",
+        "本群所有未完成的待办合计（成员的、全群的、从聊天中识别出待确认的）；达到后新增会被拒绝并说明原因。",
+    ),
+    "todo_expiry_grace_hours": Item(
+        "截止后多少小时仍未完成算过期", "只有提醒时间的一次性待办以提醒时间为截止。过期的待办仍能在列表中看到。"
+    ),
+    "todo_keep_days": Item(
+        "已结束的待办保留几天", "已完成、已取消、已过期的待办在这么多天后从列表移除（变更记录里仍有它的历史）。"
+    ),
+    "reminder_max_lateness_minutes": Item(
+        "提醒最多迟到多少分钟仍补发",
+        "机器人离线期间到点的提醒，上线后在这个时限内补发一次并注明是补发；更晚的不再发送，在列表中标为“错过”。",
+    ),
+    "reminder_max_attempts": Item("提醒发送失败时最多尝试几次", "全部失败后标为“发送失败”，在待办列表中可以看到。"),
+    "reminder_retry_base_seconds": Item(
+        "第一次重试前等待几秒",
+        "之后每次等待时间翻倍：按默认设置，3 次尝试约在 10 分钟内完成。",
+    ),
+    # episodes
+    "episode_inject_limit": Item(
+        "每次回复最多带上几段对话片段",
+        "成员说“上次”“昨天”等时间词时按时间挑选，其余按相关度；占用「每次回复最多带上几条记忆」和字数上限中的名额。"
+        "0 表示不带。",
+    ),
+    "episode_segment_messages": Item(
+        "多少条消息切成一段", "每个群的对话每积累这么多条消息（或安静下来）就概括成一段：谁和谁在什么时候聊了什么。"
+    ),
+    "episode_quiet_minutes": Item("群里安静多少分钟算一段结束", "安静这么久后，当前这段对话结束并被概括。"),
+    "episode_decay_after_days": Item(
+        "对话片段多少天后开始淡出", "之后每天按下一项的比例降低重要度，越旧越不容易被带上。"
+    ),
+    "episode_decay_factor": Item("对话片段每天保留的比例", "1 表示不淡出。", slider_step=0.05),
+    "episode_max_age_days": Item("对话片段多少天后归档", "归档的片段不再被带上，在「归档保留几天」之后彻底清除。"),
+    # aging
+    "memory_decay_after_days": Item(
+        "自动记忆多少天没被用到后开始淡出",
+        "只影响自动提取的记忆：这么多天没被回复用到后，每天按下一项的比例降低重要度。"
+        "成员明确要求记住的记忆和核心记忆永不淡出。",
+    ),
+    "memory_decay_factor": Item("自动记忆每天保留的比例", "1 表示不淡出。", slider_step=0.01),
+    "memory_core_importance": Item(
+        "核心记忆的重要度", "重要度达到这个值（或复查后升级）的记忆是核心记忆，永不淡出。", slider_step=0.01
+    ),
+    "usage_boost": Item(
+        "被回复用到一次增加的重要度",
+        "下一次自动提取时顺带判断回复是否真的用到了带上的记忆；只被带上而没用到的不加。",
+        slider_step=0.01,
+    ),
+    "review_promote_at": Item(
+        "重要度达到多少时请模型复查是否升为核心",
+        "模型会决定：升为核心记忆、保持不变，或删除。",
+        slider_step=0.01,
+    ),
+    "review_decay_below": Item(
+        "重要度低于多少时请模型复查是否保留",
+        "模型会决定：保留（重要度回到默认的 0.5），或归档。",
+        slider_step=0.01,
+    ),
+    "review_max_search_rounds": Item(
+        "复查时最多查找几轮", "复查的模型可以在同一成员的记忆里按关键词查找，最多这么多轮。"
+    ),
+    "review_daily_cap": Item("每个群每天最多复查几次", "0 表示不复查。"),
+    "consolidation_daily_cap": Item(
+        "每个群每天最多合并几次",
+        "定期把同一成员关于同一件事的近似记忆合并成一条（保留来源，可撤销）。0 表示不合并。",
+    ),
+    "archive_below_importance": Item(
+        "重要度低于多少时归档",
+        "归档的记忆不再被带上，可以恢复，在「归档保留几天」之后彻底清除。",
+        slider_step=0.01,
+    ),
+    "archive_unused_days": Item(
+        "自动记忆多少天没被用到且不重要时归档", "重要度不高于下一项的自动记忆，这么多天没被用到就归档。"
+    ),
+    "archive_unused_max_importance": Item(
+        "长期不用而归档的重要度上限", "重要度高于这个值的记忆不会因为长期不用而归档。", slider_step=0.01
+    ),
+    "archive_retention_days": Item(
+        "归档保留几天", "归档的记忆和对话片段保留这么多天后彻底清除，在此之前可以在记忆管理页恢复。"
+    ),
+    "maintenance_interval_hours": Item(
+        "多久整理一次（小时）",
+        "每个群每隔这么久整理一次：淡出和归档、复查、合并、清除过期的归档。在后台错开进行，不影响回复。",
+    ),
+    # storage
+    "storage_backend": Item(
+        "存储方式",
+        "切换前先用 scripts/migrate_store.py 迁移数据；选了 PostgreSQL 却连不上时，插件不会改回 JSON 文件，而是报告错误。",
+        labels=(
+            "JSON 文件（默认）：每个群一个文件，放在插件数据目录，无需数据库",
+            "PostgreSQL：多个 AstrBot 实例（同一机器人的扩容或热备）共用一份记忆，需安装 asyncpg",
+        ),
+    ),
+    "postgres_dsn": Item(
+        "PostgreSQL 连接串（建议用环境变量）",
+        "推荐：把连接串设为 AstrBot 进程的环境变量 USER_MEMORY_POSTGRES_DSN（它优先），这里留空。"
+        "填在这里的密码以明文保存在 AstrBot 的配置文件里，任何能登录控制台的人都能读到；记忆管理页会提醒。"
+        "格式如 postgresql://user:password@127.0.0.1:5432/astrbot_memory。",
+        secret=True,
+    ),
+    "postgres_instance_name": Item(
+        "本实例的名称（可选）",
+        "多个实例共用 PostgreSQL 时，用来区分谁在负责提醒和整理，在 /memory status 中显示。留空：主机名加进程号。",
+    ),
+    # privacy
+    "encryption_key": Item(
+        "加密密钥（建议用环境变量）",
+        "设置后，记忆、待办、对话片段、变更记录和向量的内容加密保存（AES-GCM）。"
+        "推荐：把密钥设为 AstrBot 进程的环境变量 USER_MEMORY_ENCRYPTION_KEY（它优先），这里留空；"
+        "填在这里的密钥以明文保存在配置文件里，任何能登录控制台的人都能读到。"
+        "格式：32 字节的 base64 或 64 位十六进制，可用 python scripts/rotate_key.py --new-key 生成。"
+        "丢失密钥就无法读取已加密的数据，务必另行备份。",
+        secret=True,
+    ),
+    "extraction_max_age_days": Item(
+        "自动记忆最长保留几天（0 为不限）",
+        "只针对自动提取的记忆：从最后一次被用到或更新算起超过这么多天就归档，再过「归档保留几天」后清除。"
+        "成员明确要求保存的记忆不受影响。",
+    ),
+}
+
+
+def _default_text(default: Any) -> str:
+    if isinstance(default, bool):
+        return "开启" if default else "关闭"
+    if isinstance(default, (str, tuple)) and not default:
+        return "空"
+    return f"{default:g}" if isinstance(default, float) else str(default)
+
+
+def _range_text(name: str, default: Any) -> str:
+    """The sentence every number's hint ends with: its range, its default, and what an invalid value does."""
+    shown = _default_text(default)
+    if name in _CHOICES:
+        shown = ITEMS[name].labels[_CHOICES[name].index(default)].split("（")[0].split("：")[0]
+    if name in _RANGES:
+        low, high = _RANGES[name]
+        kind = "整数" if isinstance(default, int) else "数字"
+        return f"范围 {low:g}–{high:g}，默认 {shown}；超出范围或不是{kind}时恢复默认。"
+    return f"默认{shown}。"
+
+
+def _type_of(default: Any) -> str:
+    if isinstance(default, bool):
+        return "bool"
+    if isinstance(default, int):
+        return "int"
+    if isinstance(default, float):
+        return "float"
+    if isinstance(default, tuple):
+        return "list"
+    return "string"
+
+
+def _json_default(default: Any) -> Any:
+    return list(default) if isinstance(default, tuple) else default
+
+
+def _entry(name: str, default: Any) -> dict[str, Any]:
+    item = ITEMS[name]
+    entry: dict[str, Any] = {
+        "description": item.label,
+        "type": _type_of(default),
+        "hint": f"{item.hint}{_range_text(name, default)}",
+        "default": _json_default(default),
+    }
+    if name in _CHOICES:
+        entry["options"] = list(_CHOICES[name])
+        entry["labels"] = list(item.labels)
+    if item.slider_step:
+        low, high = _RANGES[name]
+        entry["slider"] = {"min": low, "max": high, "step": item.slider_step}
+    if item.provider:
+        entry["_special"] = "select_provider"
+    if item.secret:
+        entry["secret"] = True
+        entry["obvious_hint"] = True
+    return entry
+
+
+def conf_schema() -> dict[str, Any]:
+    """`_conf_schema.json`: the sections (objects) in order, then every setting's old flat key, hidden."""
+    defaults = {f.name: f.default for f in fields(Settings)}
+    schema: dict[str, Any] = {}
+    for section, names in SECTIONS:
+        title, hint = TITLES[section]
+        schema[section] = {
+            "description": title,
+            "type": "object",
+            "hint": hint,
+            "items": {name: _entry(name, defaults[name]) for name in names},
+        }
+    for name, default in defaults.items():
+        schema[name] = {
+            "description": f"{ITEMS[name].label}（旧版位置，已移入分组）",
+            "type": _type_of(default),
+            "default": _json_default(default),
+            "invisible": True,
+        }
+    return schema
+
+
+def warning_json(warning: SettingWarning) -> dict[str, Any]:
+    """A warning as the dashboard page shows it: with the section and label the config page shows."""
+    section = next((s for s, names in SECTIONS if warning.setting in names), "")
+    item = ITEMS.get(warning.setting)
+    return {
+        **warning.as_json(),
+        "section": TITLES[section][0] if section else "",
+        "label": item.label if item else warning.setting,
+    }
