@@ -1,4 +1,4 @@
-"""The injection policy (README "注入策略"): the member's own standing instructions, group instructions within
+"""The injection policy (docs/usage.md "注入策略"): the member's own standing instructions, group instructions within
 their share, relevance with a prior for every other slot, all within the limit and the character budget; a long
 message's query is bounded; the block keeps group rules apart from the member's own requests."""
 
