@@ -58,7 +58,7 @@ DEMO_SETTINGS = {
     "enable_background_extraction": True,
     "extraction_every_n_messages": 6,
     "extraction_quiet_seconds": 8,
-    "episode_segment_messages": 20,
+    "episode_segment_messages": 30,
     "episode_quiet_minutes": 1,
 }
 DEAD_URL = "http://127.0.0.1:9"  # discard port: nothing listens, connections are refused at once

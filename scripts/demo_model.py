@@ -572,7 +572,9 @@ def confirm_todo_change(req: ModelRequest) -> Action:
 # -- the plugin's background calls ---------------------------------------------------------------------------------
 # Lines that ask the bot for something: the tools handled them; extraction leaves them alone.
 _REQUEST = re.compile(
-    r"记住|忘掉|忘记|提醒|叫我|记得|待办|记录|回复|上次|remember|forget|remind|call me|reply|todo", re.I
+    r"记住|忘掉|忘记|提醒|叫我|记得|待办|记录|回复|上次|交了|做完|完成|"
+    r"remember|forget|remind|call me|reply|todo|record|last time",
+    re.I,
 )
 # "我负责支付服务" / "回滚预案我来写" / "I'll write the rollback plan": a member taking something on.
 _TAKES_ON = re.compile(
@@ -640,7 +642,7 @@ def _summary(req: ModelRequest) -> str:
     parts = []
     if topics:
         parts.append(
-            f"{who} talked about: {'; '.join(topics[:3])}" if english else f"{who}聊了：{'；'.join(topics[:3])}"
+            f"{who} talked about: {'; '.join(topics[-3:])}" if english else f"{who}聊了：{'；'.join(topics[-3:])}"
         )
     if asked:
         parts.append(
