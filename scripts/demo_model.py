@@ -441,6 +441,8 @@ def show_memories(req: ModelRequest) -> Action:
     own = [m for m in items if "公共" not in m.label]
     group = [m for m in items if "公共" in m.label]
     lines = [_hi(s, "{name}，我记得这些：", "Here is what I remember{name}:")]
+    if not own:
+        lines = [_hi(s, "{name}，关于你本人我在这个群还没记下什么。", "I don't know anything about you yet{name}.")]
     lines += [
         f"• {_you(m.content)}（{_kinds(m.label, False)}）"
         if not s.english

@@ -178,4 +178,5 @@ def test_the_demo_shows_every_member_feature_through_say_sh(demo):
     # forget all: the saved name goes too, so the bot falls back to the name Lark gives
     forgot = say("忘掉你记得的关于我的所有东西")
     assert forgot.startswith("好的小王，关于你的 ") and forgot.endswith(" 条记忆都忘掉了。"), forgot
-    assert say("你记得我什么？") == "小王，我记得这些：\n本群大家的：\n• 本群每周三发版\n• 本群周五不发版"
+    after = say("你记得我什么？")
+    assert after == "小王，关于你本人我在这个群还没记下什么。\n本群大家的：\n• 本群每周三发版\n• 本群周五不发版"
