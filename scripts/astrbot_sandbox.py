@@ -52,6 +52,15 @@ DEMO_GROUP = "oc_demo_group"
 DEMO_USER = "ou_demo_user"
 DEMO_STATE = "demo.json"  # in the demo root: where `say` finds the running demo
 PASSWORD_LENGTH = 16
+# The plugin settings of the demo: background extraction on, with thresholds small enough that a few messages and
+# a short pause make an episode. Written at each key's place in _conf_schema.json (sections or flat).
+DEMO_SETTINGS = {
+    "enable_background_extraction": True,
+    "extraction_every_n_messages": 6,
+    "extraction_quiet_seconds": 8,
+    "episode_segment_messages": 30,
+    "episode_quiet_minutes": 1,
+}
 DEAD_URL = "http://127.0.0.1:9"  # discard port: nothing listens, connections are refused at once
 
 # Copied into data/plugins/<name>/: everything in the repo except these.
@@ -256,11 +265,13 @@ def prepare_root(
     streaming: bool | None = None,
     log_level: str | None = None,
     plugin_src: Path | None = REPO_ROOT,
+    plugin_settings: dict | None = None,
 ) -> Path:
     """Create (or update) an AstrBot root at `root` and install the plugin into it.
 
     lark_domain: add the Lark webhook platform with this open-API base (a fake Lark server).
     model_base:  add an OpenAI-compatible chat + embedding provider at this api_base, as the default chat model.
+    plugin_settings: plugin config values to set (the rest of the plugin's config is kept).
     offline:     make start-up probes of outside hosts fail at once, turn metrics off, no rate limits.
     Nothing else of an existing root's configuration is changed, so a root set up by hand in the dashboard keeps
     its platforms and models when called with lark_domain/model_base None and offline False.
@@ -351,7 +362,40 @@ def prepare_root(
     _write_json(cfg_path, cfg)
     if plugin_src is not None:
         install_requirements(copy_plugin(root, plugin_src))
+    if plugin_settings:
+        set_plugin_settings(root, plugin_settings, (plugin_src or REPO_ROOT) / "_conf_schema.json")
     return root
+
+
+def _schema_paths(schema: dict, prefix: tuple[str, ...] = ()) -> dict[str, tuple[str, ...]]:
+    """Each setting's place in the config: its key, under the keys of the `object` sections holding it."""
+    paths: dict[str, tuple[str, ...]] = {}
+    for key, item in schema.items():
+        if isinstance(item, dict) and item.get("type") == "object" and isinstance(item.get("items"), dict):
+            paths.update(_schema_paths(item["items"], (*prefix, key)))
+        else:
+            paths[key] = (*prefix, key)
+    return paths
+
+
+def set_plugin_settings(root: Path, settings: dict, schema_path: Path = REPO_ROOT / "_conf_schema.json") -> Path:
+    """Write `settings` into the plugin's config file in the root (AstrBot adds the defaults of the keys it
+    lacks when it loads the plugin), each where the schema puts it."""
+    try:
+        paths = _schema_paths(_read_json(schema_path))
+    except (OSError, ValueError):
+        paths = {}
+    path = root / "data" / "config" / f"{PLUGIN_NAME}_config.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    config = _read_json(path) if path.exists() else {}
+    for key, value in settings.items():
+        *sections, last = paths.get(key, (key,))
+        where = config
+        for section in sections:
+            where = where.setdefault(section, {})
+        where[last] = value
+    _write_json(path, config)
+    return path
 
 
 class AstrBot:
@@ -575,78 +619,60 @@ def _record_password(root: Path, password: str) -> None:
     path.chmod(0o600)
 
 
+DEMO_TOUR = """In another terminal, talk to the bot as a group member (scripts/say.sh prints its replies, and what it
+posts to the group on its own, such as reminders). Try, in this order (English works too):
+  scripts/say.sh 记住，在这个群叫我老王                # a name          (call me Lao Wang)
+  scripts/say.sh 记住，我是后端负责人                  # who you are     (remember that I'm the backend lead)
+  scripts/say.sh 记住，本群每周三发版                  # for the group   (remember for the group: ...)
+  scripts/say.sh 你记得我什么？                        # what it knows   (what do you remember about me?)
+  scripts/say.sh 别叫我老王了，叫我王总                # rename          (don't call me X, call me Y)
+  scripts/say.sh 以后用英文回复我                      # reply language  (always reply to me in Chinese)
+  scripts/say.sh 忘掉我是后端负责人这件事              # forget one      (forget that I'm the backend lead)
+  scripts/say.sh 提醒我两分钟后喝水                    # a reminder: say.sh waits and prints it when it comes
+  scripts/say.sh 我有哪些待办？                        # todos           (what are my todos?) · 水喝了 (done)
+  scripts/say.sh --aside 支付服务周三上线吧            # group chat the bot only reads (no @): with
+  scripts/say.sh --aside --user ou_xiaoli 回滚预案我来写  #   a pause of ~10 s this becomes an episode
+  scripts/say.sh 上次我们聊了什么？                    # the episode     (what did we talk about last time?)
+  scripts/say.sh 别记录我的事                          # opt out         (stop recording me) · 恢复记录
+  scripts/say.sh 忘掉你记得的关于我的所有东西          # forget all      (forget everything about me)
+  scripts/say.sh --watch                              # just watch what the bot posts to the group
+  scripts/say.sh /memory list · /memory episodes      # the commands; --user ou_someone_else: another member
+The memory page: dashboard → 插件 (Plugins) → astrbot_plugin_user_memory → the memory manager page."""
+
+
 def _start_demo_fakes():
-    """The fake Lark and the fake model of the e2e tests (tests/e2e), with a crude memory-minded script."""
+    """The fake Lark and the fake model of the e2e tests (tests/e2e), the model scripted by scripts/demo_model.py."""
     sys.path.insert(0, str(REPO_ROOT / "tests" / "e2e"))
     from fake_lark import BOT_NAME, BOT_OPEN_ID, FakeLark
-    from fake_model import DEMO_RULES, FakeModel
+    from fake_model import FakeModel
+
+    from demo_model import RULES
 
     lark = FakeLark()
-    lark.chat_members[DEMO_GROUP] = {DEMO_USER: "小王"}  # the member list gives the demo member a name
-    lark.on_reply = lambda r: print(
-        f"\n[fake Lark] the bot replied to {r.in_reply_to or r.receive_id}:\n{r.text}\n", flush=True
-    )
-    model = FakeModel(DEMO_RULES)
+    lark.chat_members[DEMO_GROUP] = {DEMO_USER: "小王", "ou_xiaoli": "小李"}  # the member list gives names
 
-    def show_memory_block(req) -> None:
-        if not req.is_tool_followup and "[关于当前用户的记忆]" in req.system_prompt:
+    def show_reply(r) -> None:
+        if r.in_reply_to is None:
+            shown = lark.shown(r)["text"]
+            print(f"\n[fake Lark] the bot posted to {r.receive_id} on its own:\n{shown}\n", flush=True)
+        else:
+            print(f"\n[fake Lark] the bot replied to {r.in_reply_to}:\n{r.text}\n", flush=True)
+
+    lark.on_reply = show_reply
+    model = FakeModel(RULES)
+
+    def show_request(req) -> None:
+        if req.is_extraction or req.system_prompt.startswith("你是群聊的情境记忆整理员"):
+            print(f"\n[fake model] background call answered:\n{(req.answer or {}).get('content')}\n", flush=True)
+        elif not req.is_tool_followup and "[关于当前用户的记忆]" in req.system_prompt:
             block = req.system_prompt[req.system_prompt.index("[关于当前用户的记忆]") :]
             print("\n[fake model] the system prompt ends with:\n" + block[-1500:] + "\n", flush=True)
+        for call in (req.answer or {}).get("tool_calls") or []:
+            f = call["function"]
+            print(f"[fake model] tool call: {f['name']}({f['arguments']})", flush=True)
 
-    model.on_request = show_memory_block
+    model.on_request = show_request
     return lark.start(), model.start(), BOT_OPEN_ID, BOT_NAME
-
-
-def demo_event(text: str, bot_open_id: str, bot_name: str, *, user: str = DEMO_USER, group: str = DEMO_GROUP) -> dict:
-    """A Lark `im.message.receive_v1` group message from `user` that @-mentions the bot (no event_id: never
-    deduplicated), with a fresh message_id to find the reply by."""
-    return {
-        "schema": "2.0",
-        "header": {"event_type": "im.message.receive_v1"},
-        "event": {
-            "sender": {"sender_id": {"open_id": user}, "sender_type": "user"},
-            "message": {
-                "message_id": f"om_say_{secrets.token_hex(8)}",
-                "chat_id": group,
-                "chat_type": "group",
-                "message_type": "text",
-                "content": json.dumps({"text": f"@_user_1 {text}"}, ensure_ascii=False),
-                "mentions": [{"key": "@_user_1", "id": {"open_id": bot_open_id}, "name": bot_name}],
-            },
-        },
-    }
-
-
-def say(root: Path, text: str, *, user: str = DEMO_USER, group: str = DEMO_GROUP, timeout: float = 60) -> str:
-    """Post `text` to the running demo bot (scripts/run.sh --demo) as a Lark group message; return its reply."""
-    try:
-        demo = _read_json(root / DEMO_STATE)
-    except FileNotFoundError:
-        raise SandboxError(
-            f"no demo is running in {root}: start `scripts/run.sh --demo` first (in another terminal)"
-        ) from None
-    event = demo_event(text, demo["bot_open_id"], demo["bot_name"], user=user, group=group)
-    message_id = event["event"]["message"]["message_id"]
-    post = urllib.request.Request(
-        demo["webhook_url"],
-        data=json.dumps(event).encode(),
-        method="POST",
-        headers={"Content-Type": "application/json"},
-    )
-    try:
-        urllib.request.urlopen(post, timeout=15).close()
-    except OSError as e:
-        raise SandboxError(
-            f"the demo bot at {demo['webhook_url']} does not answer ({e}); is run.sh --demo still running?"
-        ) from None
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:  # the webhook answers before the message is processed: wait for the reply
-        with urllib.request.urlopen(f"{demo['lark_url']}/_fake/replies/{message_id}", timeout=10) as resp:
-            replies = json.loads(resp.read())
-        if replies["done"]:
-            return "\n".join(replies["texts"])
-        time.sleep(0.3)
-    raise SandboxError(f"no reply within {timeout:g} s; the run.sh --demo terminal shows AstrBot's log")
 
 
 def next_steps(root: Path, base_url: str) -> str:
@@ -668,6 +694,11 @@ def next_steps(root: Path, base_url: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["say"]:  # talking to the demo: scripts/demo_say.py (scripts/say.sh)
+        from demo_say import main as say_main
+
+        return say_main(argv[1:])
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
     for name in ("prepare", "run"):
@@ -684,17 +715,8 @@ def main(argv: list[str] | None = None) -> int:
                 action="store_true",
                 help="also start the fake Lark and fake model servers of tests/e2e (no accounts needed)",
             )
-    p = sub.add_parser("say", help="post a group message to the running demo bot and print its reply")
-    p.add_argument("text", nargs="+", help="what the member says (the bot is @-mentioned for you)")
-    p.add_argument("--user", default=DEMO_USER, help=f"sender open_id (default {DEMO_USER})")
-    p.add_argument("--group", default=DEMO_GROUP, help=f"group chat_id (default {DEMO_GROUP})")
-    p.add_argument("--root", type=Path, help="the demo's AstrBot root (default .run/demo)")
     args = ap.parse_args(argv)
     try:
-        if args.cmd == "say":
-            root = (args.root or REPO_ROOT / ".run" / "demo").resolve()
-            print(say(root, " ".join(args.text), user=args.user, group=args.group))
-            return 0
         return _run(args)
     except SandboxError as e:
         print(f"[sandbox] {e}", file=sys.stderr)
@@ -719,6 +741,7 @@ def _run(args: argparse.Namespace) -> int:
             admins=args.admin,
             offline=args.offline or args.demo,
             streaming=False if args.demo else None,
+            plugin_settings=DEMO_SETTINGS if args.demo else None,
         )
         known = dashboard_password_state(root, password) == "ok"
         if known:
@@ -736,23 +759,18 @@ def _run(args: argparse.Namespace) -> int:
         if args.lark_domain:
             print(f"  Lark webhook (platform {PLATFORM_ID}) {bot.webhook_url}", flush=True)
         if fakes:
+            (root / "say_seen.json").unlink(missing_ok=True)  # a new fake Lark: nothing shown yet
             _write_json(
                 root / DEMO_STATE,
                 {
                     "webhook_url": bot.webhook_url,
+                    "dashboard_url": bot.base_url,
                     "lark_url": fakes[0].url,
                     "bot_open_id": fakes[2],
                     "bot_name": fakes[3],
                 },
             )
-            print(
-                f"\nDemo: fake Lark at {fakes[0].url}, fake model at {fakes[1].api_base}.\n"
-                "In another terminal, talk to the bot as a group member (its reply is printed there):\n"
-                "  scripts/say.sh 记住，在这个群叫我老王\n  scripts/say.sh 你记得我什么？\n"
-                "  scripts/say.sh 忘掉你记得的关于我的所有东西\n  scripts/say.sh /memory list\n"
-                "  scripts/say.sh --user ou_someone_else 你记得我什么？     # another member of the group",
-                flush=True,
-            )
+            print(f"\nDemo: fake Lark at {fakes[0].url}, fake model at {fakes[1].api_base}.\n{DEMO_TOUR}", flush=True)
         else:
             print("\n" + next_steps(root, bot.base_url), flush=True)
         print("\nCtrl+C stops it.", flush=True)

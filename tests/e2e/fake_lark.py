@@ -13,6 +13,7 @@ AstrBot's Lark adapter is configured with `domain = fake.url`, so every API call
     GET  /open-apis/im/v1/chats/{chat_id}/members          -> members with names (`chat_members`), paged
     anything else                                          -> {"code": 0} and recorded in `calls`
     GET  /_fake/replies/{message_id}                       -> the replies to a message (for scripts/say.sh)
+    GET  /_fake/sent/{chat_id}                             -> what the bot posted there on its own (scripts/say.sh)
 
 Messages from users are built with `message_event(...)` and POSTed to AstrBot's webhook by the tests.
 """
@@ -169,6 +170,13 @@ class FakeLark:
         with self._cond:
             return [r for r in self.replies if r.in_reply_to is None and r.receive_id == receive_id]
 
+    def shown(self, message: Reply) -> dict:
+        """A proactive message as a person would read it: its text with "@name" for each mention (the name from
+        `chat_members`), and when it arrived."""
+        names = self.chat_members.get(message.receive_id or "", {})
+        ats = "".join(f"@{names.get(user, user)} " for user in message.mentions)
+        return {"text": ats + message.text.strip(), "received_at": message.received_at}
+
     def refused_to(self, receive_id: str) -> list[Reply]:
         """The proactive sends to `receive_id` that were answered with its `refuse_sends` error."""
         with self._cond:
@@ -217,6 +225,8 @@ class FakeLark:
             with self._cond:
                 done = [r for r in self.replies if r.in_reply_to == parts[-1] and r.done]
             return {"done": bool(done), "texts": [r.text for r in done]}
+        if path.startswith("/_fake/sent/"):  # not Lark: `scripts/say.sh` shows what the bot posts on its own
+            return {"sent": [self.shown(r) for r in self.sent_to(parts[-1])]}
         if path == "/open-apis/bot/v3/info":
             return {**ok, "bot": {"app_name": self.bot_name, "open_id": self.bot_open_id, "activate_status": 2}}
         if path.startswith("/open-apis/contact/v3/users/"):

@@ -278,26 +278,6 @@ def default_action(req: ModelRequest) -> Action:
     return reply("收到：" + req.last_user_text)
 
 
-# Used by `scripts/run.sh --demo`: a crude stand-in for a model that understands memory requests.
-def _demo_save(req: ModelRequest) -> Action:
-    text = req.last_user_text.split("记住", 1)[1].strip(" ，,:：")
-    kind = (
-        "instruction"
-        if any(w in text for w in ("回复", "不要", "总是"))
-        else "preference"
-        if "叫我" in text
-        else "fact"
-    )
-    return tool_call("lark_save_memory", memory_type=kind, content=text)
-
-
-DEMO_RULES = [
-    Rule(user_says("记住"), _demo_save),
-    Rule(user_says("记得我什么"), tool_call("lark_list_memory")),
-    Rule(user_says("忘掉"), tool_call("lark_forget_memory", target="all")),
-]
-
-
 # -- the server --------------------------------------------------------------------------------
 class FakeModel:
     def __init__(self, rules: list[Rule] | None = None, model: str = "fake-model"):
