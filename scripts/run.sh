@@ -2,7 +2,7 @@
 # Run AstrBot locally with this plugin installed, dashboard on http://127.0.0.1:6185.
 #
 #   scripts/run.sh                 AstrBot + plugin; configure Lark and a model in the dashboard
-#   scripts/run.sh --demo          also start a fake Lark and a fake model: try the memory flow with curl
+#   scripts/run.sh --demo          also start a fake Lark and a scripted fake model: talk to it with scripts/say.sh
 #   scripts/run.sh --port 6200     another dashboard port (or DASHBOARD_PORT=6200)
 #
 # First run: creates .venv (Python >= 3.12, see scripts/find_python.sh), installs astrbot==4.29.1 (~90 s) and the
