@@ -62,6 +62,14 @@ class ManagerPage:
     def wait_ready(self) -> None:
         self.frame.locator("body[data-ready='1']").wait_for()
 
+    def switch_language(self, label: str) -> None:
+        """Through the dashboard's own menu: the header's options button, its language group, the language (the
+        page follows the dashboard's language, it has no switch of its own)."""
+        page = self.page
+        page.locator(".top-header button.action-btn", has=page.locator(".mdi-dots-vertical")).first.click()
+        page.locator(".language-group-trigger").hover()
+        page.locator(".styled-menu-item:not(.language-group-trigger)", has_text=label).first.click()
+
     def tab(self, name: str) -> None:
         self.frame.locator(f"button[data-tab='{name}']").click()
 

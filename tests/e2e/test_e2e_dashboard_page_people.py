@@ -36,13 +36,6 @@ def _shot(page, name: str) -> None:
     page.shot(f"people_{name}")
 
 
-def _switch_language(page, label: str) -> None:
-    """Through the dashboard's own menu: the header's options button, its language group, the language."""
-    page.locator(".top-header button.action-btn", has=page.locator(".mdi-dots-vertical")).first.click()
-    page.locator(".language-group-trigger").hover()
-    page.locator(".styled-menu-item:not(.language-group-trigger)", has_text=label).first.click()
-
-
 def _boxes_overlap(a: dict, b: dict) -> bool:
     return not (
         a["x"] + a["width"] <= b["x"]
@@ -98,7 +91,7 @@ def test_names_search_and_the_dashboard_s_language(manager, lark, fake_model, id
     assert "add" not in history.locator("td.op").all_text_contents()
     _shot(manager, "history_zh")
 
-    _switch_language(manager.page, "English")  # the dashboard's language: the page follows without a reload
+    manager.switch_language("English")  # the dashboard's language: the page follows without a reload
     expect(frame.locator("button[data-tab='search']")).to_have_text("Search")
     expect(frame.locator("#title")).to_have_text("Memory manager")
     frame.locator("select.group-select").select_option(group)
@@ -118,7 +111,7 @@ def test_names_search_and_the_dashboard_s_language(manager, lark, fake_model, id
     assert " max " not in caption.text_content()
     _shot(manager, "stats_en")
 
-    _switch_language(manager.page, "简体中文")
+    manager.switch_language("简体中文")
     expect(frame.locator("button[data-tab='search']")).to_have_text("搜索")
     expect(frame.locator(".chart-caption")).to_contain_text("最多")
 

@@ -29,11 +29,14 @@ def test_an_invalid_setting_takes_its_default_and_the_page_says_so(manager, astr
         assert "'Mars/Olympus' 不是有效的时区名" in zone and "跟随 AstrBot 的时区" in zone
         manager.shot("setting_warnings")
 
-        manager.frame.locator("#lang").click()
-        assert banner.locator("p[data-setting=memory_max_per_user]").text_content() == (
+        from playwright.sync_api import expect
+
+        manager.switch_language("English")
+        expect(banner.locator("p[data-setting=memory_max_per_user]")).to_have_text(
             "memory_max_per_user: -5 is outside 1–1000; the default 20 is in effect."
         )
         manager.shot("setting_warnings_en")
+        manager.switch_language("简体中文")
     finally:
         astrbot.set_plugin_config(original)
     manager.page.goto(astrbot.base_url + "/")

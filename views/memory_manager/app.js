@@ -213,7 +213,7 @@
       reason_own_instruction: "The member's own instruction", reason_group_instruction: "Group instruction",
       reason_relevance: "Relevant to the message", reason_all_fit: "Everything fit", reason_recency_prior: "Type and recency",
       complete: "Complete", reattributed: "Group memories now by a former member", failed: "Failed groups",
-      privacyLimits: "What this plugin cannot reach: AstrBot's own log and conversation database (the conversations and tool calls in data/data_v4.db), and PostgreSQL's dead row versions and WAL until VACUUM (plaintext without encryption). See "What the plugin cannot erase" in the plugin's docs/en/privacy.md.",
+      privacyLimits: "What this plugin cannot reach: AstrBot's own log and conversation database (the conversations and tool calls in data/data_v4.db), and PostgreSQL's dead row versions and WAL until VACUUM (plaintext without encryption). See “What the plugin cannot erase” in the plugin's docs/en/privacy.md.",
       secretInConfig: "{0} is in the plugin's config: anyone who can log in to the dashboard can read it in clear from AstrBot's plugin config API. Set the same value as the environment variable {1} of the AstrBot process, restart AstrBot, then clear the setting.",
       secretShadowed: "{0} is in the plugin's config, but the environment variable {1} is set and wins, so the setting is not used: clear it (anyone who can log in to the dashboard can read it in clear).",
       settingsWarned: "These plugin settings could not be used as given: the default is in effect and was written back to the plugin's config page (reopen it to see):",
