@@ -216,7 +216,11 @@ def copy_plugin(root: Path, src: Path = REPO_ROOT, name: str = PLUGIN_NAME) -> P
     shutil.copytree(
         src,
         dest,
-        ignore=lambda d, names: [n for n in names if n in EXCLUDE or n.endswith((".pyc", ".log")) or n.startswith(".")],
+        ignore=lambda d, names: [
+            n
+            for n in names
+            if n in EXCLUDE or n.endswith((".pyc", ".log")) or (n.startswith(".") and n != ".astrbot-plugin")
+        ],
     )
     return dest
 

@@ -166,6 +166,10 @@ def seed(bot: sandbox.AstrBot, lark: FakeLark, model: FakeModel) -> None:
     before = bot.get_plugin_config()["config"]
     bot.set_plugin_config({**before, "enable_background_extraction": True, "extraction_every_n_messages": 6,
                            "episode_segment_messages": 6, "extraction_quiet_seconds": 3600})  # fmt: skip
+    # The config change reloaded the plugin and with it the member names it had fetched: a command (never observed)
+    # fetches them again, so the conversation is heard under the members' names, as in a group that has run a while.
+    s.say(GROUP, WANG, "/memory list")
+    s.wait(lambda: s.route("group", platform="lark", group_id=GROUP).get("name"), "the group's names again", 60)
     for user, text in EPISODE_LINES:
         s.post(message_event(text, chat_id=GROUP, sender=user, mention_bot=False))
     s.wait(lambda: s.route("group", platform="lark", group_id=GROUP).get("episodes"), "the episode", 90)

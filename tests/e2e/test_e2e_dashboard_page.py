@@ -132,6 +132,10 @@ def test_page_opens_from_sidebar_and_lists_the_group(manager, lark, fake_model, 
     assert manager.page.url.endswith(VIEW_URL)
     frame = manager.frame
     assert frame.locator("#title").text_content() == PAGE_TITLE
+    entry = manager.page.locator(f"a.dashboard-nav-item[href$='{VIEW_URL[1:]}']").first
+    assert entry.text_content().strip() == PAGE_TITLE, "the sidebar names the page by its title (plugin i18n)"
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    assert f"左侧边栏的「{PAGE_TITLE}」" in readme, "the README sends people to the sidebar entry by its name"
     row = frame.locator(f"#groups-table tr[data-group='{group}']")
     row.wait_for()
     assert row.locator("td[data-col=members]").text_content() == "1"

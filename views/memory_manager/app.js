@@ -301,6 +301,7 @@
     if (v === undefined || v === null) return "";
     if (typeof v === "string") return v;
     if (typeof v === "object" && typeof v.content === "string") return v.content;
+    if (typeof v === "object" && typeof v.summary === "string") return v.summary;  // an episode
     if (Array.isArray(v) && v.every((x) => typeof x !== "object")) return v.join("、");
     return JSON.stringify(v);
   }
