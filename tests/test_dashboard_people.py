@@ -111,12 +111,19 @@ async def test_the_member_filter_takes_a_part_of_a_name_or_the_user_id(host):
 
 # -- search a person trusts -----------------------------------------------------------------------------------------
 def test_the_terms_a_query_requires():
-    assert query_terms("前端") == {"前端"}
-    assert query_terms("后端负责人") == {"后端", "端负", "负责", "责人"}
-    assert query_terms("我的咖啡") == {"咖啡"}, "function characters neither match nor are required"
-    assert query_terms("茶") == {"茶"} and query_terms("喝了") == {"喝"}
-    assert query_terms("the morning coffee") == {"morn", "coffee"}  # stemmed as the index stems
-    assert query_terms("the") == frozenset()
+    def needs(query: str) -> list[tuple[set[str], int]]:
+        return [(set(group.terms), group.needed) for group in query_terms(query)]
+
+    def chars(text: str) -> list[tuple[set[str], int]]:
+        return [({c}, 1) for c in text]
+
+    assert needs("前端") == [*chars("前端"), ({"前端"}, 1)]
+    assert needs("后端负责人") == [*chars("后端负责人"), ({"后端", "端负", "负责", "责人"}, 3)], "2/3 of the pairs"
+    assert needs("支付服务上线") == [*chars("支付服务上线"), ({"支付", "付服", "服务", "务上", "上线"}, 4)]
+    assert needs("我的咖啡") == [*chars("咖啡"), ({"咖啡"}, 1)], "function characters neither match nor are required"
+    assert needs("茶") == chars("茶") and needs("喝了") == chars("喝")
+    assert needs("the morning coffee") == [({"morn"}, 1), ({"coffee"}, 1)]  # each word, stemmed as the index stems
+    assert needs("the") == []
 
 
 async def test_a_chinese_query_does_not_match_on_one_shared_character(host):
@@ -124,6 +131,10 @@ async def test_a_chinese_query_does_not_match_on_one_shared_character(host):
     assert await contents(host, "oc_group1", text="后端负责人") == ["是后端负责人"]
     assert await contents(host, "oc_group1", text="负责") == ["是后端负责人", "负责前端开发"]
     assert await contents(host, "oc_group1", text="北京") == [], "no memory shares a word with it"
+    assert await contents(host, "oc_group1", text="后端的负责人") == ["是后端负责人"], "a word between does not hide it"
+    assert await contents(host, "oc_group1", text="前端负责人") == [], "后端负责人 holds three of its pairs, but no 前"
+    assert await contents(host, "oc_group1", text="开发前端") == ["负责前端开发"], "its words in another order"
+    assert await contents(host, "oc_group1", text="发开端前") == [], "its characters scrambled: none of its pairs"
 
 
 async def test_an_english_query_needs_every_word_and_every_hit_has_its_score(host):

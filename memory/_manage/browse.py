@@ -181,7 +181,8 @@ class GroupView:
 
     def scores(self, text: str) -> dict[str, float]:
         """Normalised lexical scores (the recall scorer) of the memories matching `text`: those holding every word
-        of it (`query_terms`: `前端` does not find `后端负责人` on their one shared character)."""
+        of it (`query_terms`: `前端` does not find `后端负责人` on their one shared character, `支付服务上线` finds
+        `支付服务周三上线`)."""
         if self._index is None:
             self._index = LexicalIndex()
             self._update_index()

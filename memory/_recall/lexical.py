@@ -31,9 +31,10 @@ import re
 import unicodedata
 from collections import Counter
 from collections.abc import Iterable
+from typing import NamedTuple
 from itertools import pairwise
 
-__all__ = ["LexicalIndex", "normalize_text", "query_terms", "tokenize"]
+__all__ = ["LexicalIndex", "TermGroup", "normalize_text", "query_terms", "tokenize"]
 
 # CJK ideographs (incl. extensions and compatibility), kana and hangul: indexed as character n-grams.
 _CJK = "\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0003134f"
@@ -175,22 +176,33 @@ def tokenize(text: str, *, word_bigrams: bool = False) -> list[str]:
     return out
 
 
-def query_terms(query: str) -> frozenset[str]:
-    """The index terms a document must all contain to match ``query`` the way a search box does (every word of
-    it, not one shared character): each Latin/number word (stemmed, stopwords dropped); of each CJK run its
-    bigrams that contain no function character (``前端`` → {前端}: ``后端负责人`` shares only ``端``), or, when
-    there are none (a single character, ``喝了``), its characters that are not function characters. Empty when
-    the query holds nothing but stopwords."""
-    terms: set[str] = set()
+class TermGroup(NamedTuple):
+    """Index terms of one part of a query, of which a matching document holds at least `needed`."""
+
+    terms: frozenset[str]
+    needed: int
+
+
+def query_terms(query: str) -> tuple[TermGroup, ...]:
+    """What a document must contain to match ``query`` the way a search box does (every word of it, never one
+    shared character): each Latin/number word (stemmed, stopwords dropped) is a group of its own; of each CJK run,
+    every character that is not a function character, and two thirds (rounded up) of its bigrams that hold none:
+    ``前端`` and ``前端负责人`` do not find ``后端负责人`` (no ``前``), while ``支付服务上线`` still finds ``支付服务周三上线``
+    (four of its five bigrams) and ``后端的负责人`` finds ``是后端负责人``. Empty when the query holds only stopwords."""
+    groups: list[TermGroup] = []
     stops = CJK_STOP_CHARS
     for m in _RUN_RE.finditer(normalize_text(query)):
         cjk, word = m.groups()
         if cjk:
-            pairs = {a + b for a, b in pairwise(cjk) if a not in stops and b not in stops}
-            terms.update(pairs or {c for c in cjk if c not in stops})
+            groups.extend(TermGroup(frozenset(c), 1) for c in dict.fromkeys(cjk) if c not in stops)
+            pairs = frozenset(a + b for a, b in pairwise(cjk) if a not in stops and b not in stops)
+            if len(pairs) > 1:  # one pair is held whenever both its characters are next to each other: check it
+                groups.append(TermGroup(pairs, -(-2 * len(pairs) // 3)))
+            elif pairs:
+                groups.append(TermGroup(pairs, 1))
         elif word not in ENGLISH_STOPWORDS and (len(word) > 1 or word.isdigit()):
-            terms.add(_cached_stem(word))
-    return frozenset(terms)
+            groups.append(TermGroup(frozenset({_cached_stem(word)}), 1))
+    return tuple(dict.fromkeys(groups))
 
 
 def _rank_key(item: tuple[str, float]) -> tuple[float, str]:
@@ -300,15 +312,18 @@ class LexicalIndex:
     def ids(self) -> list[str]:
         return list(self._doc_tf)
 
-    def containing(self, terms: Iterable[str]) -> set[str]:
-        """The ids of the documents that contain every one of ``terms`` (none when ``terms`` is empty)."""
-        postings = sorted((self._postings.get(t, {}) for t in set(terms)), key=len)
-        if not postings:
-            return set()
-        found = set(postings[0])
-        for p in postings[1:]:
-            found.intersection_update(p)
-        return found
+    def containing(self, groups: Iterable[TermGroup]) -> set[str]:
+        """The ids of the documents that hold, of every group, at least its `needed` terms (none without groups)."""
+        found: set[str] | None = None
+        for group in groups:
+            held: Counter[str] = Counter()
+            for term in group.terms:
+                held.update(self._postings.get(term, {}).keys())
+            having = {doc for doc, count in held.items() if count >= group.needed}
+            found = having if found is None else found & having
+            if not found:
+                return set()
+        return found or set()
 
     def doc_freq(self, term: str) -> int:
         p = self._postings.get(term)
