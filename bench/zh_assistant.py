@@ -226,6 +226,54 @@ def check(s: AssistantSet) -> list[str]:
                 problems.append(f"{q.id}: gold {i} is not among the speaker's or the group's memories")
         if not 2 <= len(q.gold) <= 4 or len(set(q.gold)) != len(q.gold):
             problems.append(f"{q.id}: {len(q.gold)} gold memories (want 2-4 distinct)")
+        if not set(q.gold) <= allowed:
+            continue
+        problems += [f"{q.id}: {p}" for p in kind_problems(q, [s.by_id[i] for i in q.gold])]
+    return problems
+
+
+def _terms(text: str) -> set[str]:
+    sys.path.insert(0, str(ROOT))
+    from memory._recall.lexical import tokenize
+
+    return set(tokenize(text))
+
+
+# One-character Chinese nouns of kin and pets that tie memories on their own (女儿 / 儿子 are bigrams already).
+RELATION_CHARS = frozenset("猫狗犬妈爸哥姐弟妹娃婆爷奶叔姨舅")
+
+
+def _links(terms: set[str]) -> set[str]:
+    """Terms that can tie two memories: CJK bigrams, Latin words and kin / pet nouns (no other single character)."""
+    return {t for t in terms if len(t) > 1 or t in RELATION_CHARS}
+
+
+def kind_problems(q: Question, gold: Sequence[SetMemory]) -> list[str]:
+    """What the question-kind tags of issue 21 promise, checked with the plugin's own index terms:
+
+    * `assoc`: some gold memory shares no index term with the message (a lexical ranker cannot place it), and
+      each such memory shares a name or relation (a CJK bigram or a word) with a gold memory that does share a
+      term with the message (the bridge);
+    * `category`: some gold memory shares no index term with the message (the item never names its category);
+    * `hub`: every gold memory shares a term with the message (a direct question; the association step must not
+      push its answers out).
+    """
+    problems: list[str] = []
+    message = _terms(q.text)
+    direct = [m for m in gold if _terms(m.content) & message]
+    hidden = [m for m in gold if not _terms(m.content) & message]
+    if "assoc" in q.tags:
+        if not hidden:
+            problems.append("assoc, but every gold memory shares a term with the message")
+        if not direct:
+            problems.append("assoc, but no gold memory shares a term with the message (no bridge)")
+        for m in hidden:
+            if direct and not any(_links(_terms(m.content)) & _links(_terms(b.content)) for b in direct):
+                problems.append(f"assoc, but {m.id} shares no name or relation with a bridge memory")
+    if "category" in q.tags and not hidden:
+        problems.append("category, but every gold memory shares a term with the message")
+    if "hub" in q.tags and hidden:
+        problems.append(f"hub, but {hidden[0].id} shares no term with the message")
     return problems
 
 
