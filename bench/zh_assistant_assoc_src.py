@@ -64,6 +64,7 @@ book2|f|睡前在翻《被讨厌的勇气》，才看了一半
 drama|f|这阵子在追《繁花》，胡歌演得真好
 movie|f|周末和老公看了《热辣滚烫》，哭成狗
 anniv|f|结婚纪念日是 7 月 8 日
+swim|f|每周日上午去游泳馆游 1000 米
 """,
             },
             {
@@ -128,6 +129,7 @@ course|f|在报班学日语，准备考 N2
 exam|f|日语 N2 考试在 7 月 6 日
 japan|f|计划 10 月去京都旅行
 plant|f|阳台上养了一盆龟背竹和两盆多肉
+podcast2|f|睡前会放一期《故事FM》助眠
 """,
             },
             {
@@ -162,6 +164,7 @@ dad|f|父母在老家，爸爸退休前是中学数学老师
 insure|f|给父母各买了一份百万医疗险，每年 9 月续保
 movie|f|上周末看了《封神第二部》，特效一般
 movie2|f|在家重温了《让子弹飞》，还是经典
+drink2|f|办公室常备元气森林气泡水
 """,
             },
             {
@@ -200,6 +203,186 @@ show2|f|刚刷完《漫长的季节》，神剧
 """,
             },
         ],
+    },    {
+        "id": "g6",
+        "name": "老同学·吃喝玩乐群",
+        "platform": "aiocqhttp",
+        "memories": """
+tone|i|群里聊天别太正经，回复口语化一点|tang
+dinner|f|每月最后一个周六聚餐，轮流订餐厅|gao
+kitty|f|群里有笔班费，现在余额 1860 元，宋雅琴管账|song
+ktv|f|常去的 KTV 是五角场的麦乐迪|xunuo
+nolink|i|别在群里发拼单砍价链接|cao
+""",
+        "members": [
+            {
+                "id": "tang",
+                "name": "唐宇",
+                "nick": "糖糖",
+                "memories": """
+nick|i|叫他糖糖，别叫全名
+job|f|在一家游戏公司做后端开发，写 Go
+wife|f|老婆叫王珊，在医院药剂科上班
+wife.shift|f|老婆每周三、周六值班，晚上不在家
+mil|f|岳母住在苏州，下个月过来住两周
+mil.diet|f|岳母吃斋，初一十五不沾荤腥
+mengyao|f|陈梦瑶是高中同学
+classmate.job|f|高中同学现在在瑞金医院当皮肤科医生
+reunion|f|高中同学聚会定在 8 月 2 日，在烟台
+cat|f|家里有只英短蓝猫叫煤球
+cat.food|f|猫最近换成了成猫粮，一天喂两次
+game1|f|最近在肝《原神》的新版本
+game2|f|Switch 上通关了《塞尔达：王国之泪》
+game3|f|和同事周五晚上开黑打《CS2》
+laptop|f|工作用 MacBook Pro，家里是自己组的台式机
+phone|f|手机是 iPhone 13，电池不太行了
+bike|f|骑一辆捷安特公路车上下班，单程 12 公里
+rain|f|下雨天改坐地铁 10 号线
+pollen|f|对花粉过敏，春天出门要戴口罩
+music|f|最近单曲循环陈奕迅的《孤勇者》
+music2|f|通勤路上听五月天的老歌
+concert|f|买了 7 月 19 日周杰伦上海站的演唱会门票，两张
+ramen|p|最爱吃日式豚骨拉面
+coriander|p|不吃香菜
+parents|f|爸妈在烟台开海鲜排档
+dad.heart|f|爸爸有冠心病，不能太累
+sister|f|妹妹唐婧在北京读大三
+sister.intern|f|妹妹学交互设计，这个暑假想找个实习
+""",
+            },
+            {
+                "id": "song",
+                "name": "宋雅琴",
+                "nick": "宋姐",
+                "memories": """
+nick|i|叫她宋姐
+detail|i|涉及钱的回答要写清楚数字和日期
+job|f|在一家外贸公司做财务主管
+kid1|f|大儿子叫轩轩，12 岁，上初一
+kid2|f|小女儿叫甜甜，5 岁，在上幼儿园
+kid1.exam|f|大儿子下周三期末考，数学最差
+kid2.asthma|f|小女儿有哮喘，随身带沙丁胺醇喷雾
+tutor|f|给大儿子请了数学家教李老师，每周六下午 2 点上课
+tutor.fee|f|家教一次课 300 块，按月结
+husband|f|老公叫老周，跑物流的，经常半夜才回家
+dad|f|父亲今年 70 岁，在老家绍兴
+dad.stroke|f|父亲前年中过风，右手不太灵活
+brother|f|哥哥宋雅东在杭州开公司
+debt|f|哥哥去年借了 5 万，说年底还
+plant1|f|阳台养了一盆茉莉，今年开得特别好
+plant2|f|客厅那盆发财树叶子发黄了
+plant3|f|在试着用水培养绿萝
+snack|p|喜欢吃话梅，办公室抽屉里常备
+snack2|f|追剧时爱啃鸭脖
+car|f|开一辆红色比亚迪宋 PLUS
+car.ins|f|车险 7 月 20 日到期
+show1|f|每晚追《玫瑰的故事》，刘亦菲太美了
+show2|f|和女儿一起看《小猪佩奇》
+dental|f|下周五下午约了牙医洗牙
+back|f|腰椎间盘突出，久坐就疼
+school|f|大儿子的学校是区实验中学，早上 7:20 到校
+""",
+            },
+            {
+                "id": "gao",
+                "name": "高峰",
+                "nick": "老高",
+                "memories": """
+nick|i|叫他老高
+short|i|回答简短点，别超过五行
+job|f|在国企做采购，朝九晚五
+marathon|f|报名了 11 月的上海马拉松，目标跑进 3 小时 30 分
+shoe.a|f|在比较跑鞋：亚瑟士 Novablast 5 打折后 699
+shoe.b|f|另一双看的是耐克飞马 41，专柜 899
+watch|f|用佳明 265 手表记录训练
+pb|f|半马最好成绩 1 小时 38 分
+achilles|f|左脚跟腱炎刚好，医生说别连续两天跑间歇
+coach|f|跑团教练叫阿杰，每周二晚上带间歇训练
+daughter|f|女儿叫高思彤，在武汉大学读大二
+daughter.money|f|女儿每月生活费 2500，每月 1 号转
+wife|f|老婆叫李红，在社区医院当护士
+wife.night|f|老婆这个月上夜班多，白天补觉
+wine|p|喜欢喝点黄酒，不喝啤酒
+gout|f|尿酸偏高，医生让少喝酒少吃海鲜
+dinner.turn|f|这个月轮到他订聚餐的餐厅
+rest.a|f|看中一家杭帮菜馆外婆家，人均 90
+rest.b|f|另一家潮汕牛肉火锅人均 120，要提前排队
+car|f|开一辆 2016 年的本田雅阁，想明年换车
+book1|f|在看村上春树的《当我谈跑步时我谈些什么》
+book2|f|刚读完《人类简史》，挺颠覆认知
+book3|f|重看了金庸的《笑傲江湖》
+hometown|f|老家是湖北荆州，每年清明回去扫墓
+mom|f|爸爸去年走了，妈妈一个人住在荆州
+mom.call|f|每周日晚上给妈妈打视频电话
+""",
+            },
+            {
+                "id": "xunuo",
+                "name": "许诺",
+                "nick": "诺诺",
+                "memories": """
+nick|i|叫她诺诺
+emoji|p|回复可以活泼点，加点表情
+school|f|在同济读研二，专业是城市规划
+advisor|f|导师是周教授，要求每周一交进度汇报
+advisor.strict|f|导师很严，最讨厌学生迟到
+paper|f|小论文投了《城市规划学刊》，在等审稿意见
+thesis|f|毕业论文开题定在 9 月中旬
+bf|f|男朋友叫林一帆，在南京读博
+bf.bday|f|男朋友生日是 6 月 28 日，想送他机械键盘
+game1|f|最近沉迷《明日方舟》，每天清体力
+game2|f|和室友一起玩《双人成行》，快通关了
+game3|f|Switch 上在玩《动物森友会》，岛评三星
+anime1|f|在补《葬送的芙莉莲》，第二季还没出
+anime2|f|重温了《进击的巨人》完结篇
+snack1|f|最爱吃卫龙辣条
+snack2|f|宿舍常备三只松鼠的夏威夷果
+milktea|p|奶茶只喝霸王茶姬的伯牙绝弦，少糖
+coffee|f|每天早上一杯美式续命
+roommate|f|室友叫阿紫，是学建筑的
+roommate.sleep|f|室友睡得早，11 点后宿舍要关灯
+scholarship|f|拿了一等学业奖学金，8000 元
+parttime|f|周二周四下午在一家事务所实习，日薪 200
+allergy|f|对青霉素过敏
+glasses|f|近视 500 度，平时戴隐形眼镜
+hometown|f|老家在福建泉州
+mom|f|妈妈在泉州开茶叶店
+""",
+            },
+            {
+                "id": "cao",
+                "name": "曹文博",
+                "nick": "博哥",
+                "memories": """
+nick|i|叫他博哥
+noemoji|i|回复别用表情符号
+job|f|在中山医院骨科当副主任医师
+shift|f|每周二、周五全天门诊，周四上午手术
+colleague1|f|同事老钱是麻醉科的，下班常一起运动
+colleague2|f|科室新来的规培生叫韩雪，跟着他查房
+trainee.note|f|规培生基础扎实，但缝合还不熟练
+wife|f|爱人叫赵婷，是初中语文老师
+wife.voice|f|爱人有慢性咽炎，讲课多了嗓子哑
+son|f|儿子曹一鸣 16 岁，读高一
+son.ankle|f|儿子在学校打篮球，上个月崴了脚踝
+son.math|f|儿子物理和数学好，语文偏科
+badminton|f|每周三晚上和同事在球馆打羽毛球
+racket.a|f|看中一支尤尼克斯天斧 100ZZ，1580 元
+racket.b|f|另一支李宁雷霆 80，1180 元
+whisky|p|爱喝单一麦芽威士忌
+liver|f|体检转氨酶偏高，戒酒三个月
+fish|f|周末去淀山湖钓鱼
+fish.gear|f|鱼竿是光威的，用了五年
+car|f|开一辆黑色的沃尔沃 XC60
+parking|f|医院车位紧张，早上 7 点前到才有位置
+book1|f|在看《枪炮、病菌与钢铁》
+book2|f|睡前翻《明朝那些事儿》
+tea|p|喝龙井，不喝咖啡
+mom|f|母亲住在隔壁小区，每天过来帮忙做饭
+mom.sugar|f|母亲二型糖尿病，打胰岛素
+""",
+            },
+        ],
     },
 ]
 
@@ -226,6 +409,7 @@ peng|hub|dog,dog.vet|可乐 9 月打疫苗，要提前预约吗
 shen|assoc|cat,cat.food,cat.kidney|年糕最近老不爱动，想给它调整下伙食，有啥讲究
 shen|assoc|roommate,roommate.night|小雨明早能帮我开门不？修空调师傅十点到
 shen|assoc|bf,bf.train|阿哲下回什么时候到？我好安排
+shen|assoc|roommate,rent|小雨那份钱该转我多少
 shen|set|rent,fund|我现在每个月固定要花出去多少钱
 shen|set|cat,plant|帮我数数我家现在养了些啥，出差前要托人照顾
 shen|category|book1,book2,book3|我最近读了什么书
@@ -246,6 +430,75 @@ hemin|set|inn.a,inn.b|民宿哪个更便宜
 hemin|set,mixed|proj.a,proj.b,proj.c|我手上这几个 project 哪个最先交付
 hemin|category|show,show2|最近追了哪些剧
 hemin|paraphrase|sleep,melatonin|晚上老是睡不着，有什么办法
+zhouxw|paraphrase|coffee,lactose|下午想点杯奶茶提提神，我能喝吗
+zhouxw|set|piano,football|两个孩子这周各自有什么课外活动
+zhouxw|category|yoga,swim|我平时都做些什么运动
+peng|assoc|father,father.bp|回南通看老爷子，给他带点什么保健品合适
+shen|assoc|mom,mom.sugar|给成都那边寄点零食，挑什么好
+shen|category|podcast,podcast2|我平时都听哪些节目
+shen|paraphrase|salary,rent|我这阵子手头紧不紧？想买个两千多的包
+qiu|assoc|client,flight|拜访黄总那天闹钟该设几时
+qiu|category|tea,drink2|我平时爱喝什么饮料
+hemin|set|standup,pilates,aunt|我这周固定的安排有哪些
+hemin|paraphrase|trip,aisle|下个月飞北京，帮我选个位子
+tang|assoc,weak|mengyao,classmate.job|那名叫陈梦瑶的人是干什么的
+tang|assoc|wife,wife.shift|王珊哪几天没空陪我
+tang|assoc|sister,sister.intern|唐婧让我帮她内推，你看推哪个方向的岗位合适
+tang|assoc|cat,cat.food|我出差那几日，煤球的伙食咋弄
+tang|set|bike,rain|我上下班有几种走法，哪种更快
+tang|set|pollen,dad.heart|家里人谁身体有毛病要注意的
+tang|category|game1,game2,game3|我最近在玩什么游戏
+tang|category|music,music2,concert|我平时喜欢哪些歌手
+tang|category|laptop,phone|我手头有哪些数码产品？想换一个
+tang|paraphrase|mil,mil.diet|丈母娘要来了，做饭要注意啥
+tang|hub|concert,wife.shift|周杰伦演唱会门票两张，老婆周六值班去不了怎么办
+song|assoc|brother,debt|雅东那笔钱啥时候能回来
+song|assoc|kid2,kid2.asthma|甜甜能去爬山吗？这周末想去佘山
+song|assoc|kid1,kid1.exam|轩轩最近成绩哪门拖后腿
+song|assoc|tutor,tutor.fee|该给李老师转多少
+song|set|kid1,kid2|我有几个孩子
+song|set|kid2.asthma,dad.stroke|我家有几个人身体需要特别照顾
+song|category|show1,show2|最近我在追什么剧
+song|category|plant1,plant2,plant3|我那几盆植物最近怎么样
+song|category|snack,snack2|我都馋哪些零嘴
+song|paraphrase|car,car.ins|开车的那些保单啥时候要续
+song|hub|kid1.exam,tutor|大儿子下周三期末考，周六的家教课要不要停一次
+song|hub|kid2.asthma,kid2|小女儿的哮喘喷雾快用完了，周五去医院开
+gao|assoc|daughter,daughter.money|思彤那边我该啥时候打款
+gao|assoc|wife,wife.night|李红这周能陪我去看房吗
+gao|assoc|coach,achilles|阿杰那边的课我这周还能上吗
+gao|set|shoe.a,shoe.b|跑鞋哪双更便宜
+gao|set|rest.a,rest.b,dinner.turn|聚餐那两家店哪家人均更低？这次该我订吧
+gao|set|wife,daughter|我家里人都是干什么的
+gao|category|book1,book2,book3|我最近读了什么书
+gao|category|achilles,gout|我现在身上有啥毛病
+gao|paraphrase|wine,gout|晚上聚餐，我喝点小酒没问题吧
+gao|paraphrase|marathon,pb|我那个比赛想破 3 个半小时，现在差多少
+gao|hub|daughter,daughter.money|女儿在武汉大学，每月生活费 1 号转，这个月能晚几天吗
+xunuo|assoc|bf,bf.bday|林一帆的礼物还没买，帮我看看
+xunuo|assoc|advisor,advisor.strict|周教授明天要见我，我得注意点啥
+xunuo|assoc,chatty|roommate,roommate.sleep|今晚想跟阿紫在屋里开黑到半夜，会不会影响她😆
+xunuo|set|paper,thesis|我手上有几件论文的事要跟
+xunuo|set|scholarship,parttime|这学期我一共能拿到多少钱
+xunuo|category|game1,game2,game3|我最近都在打哪些游戏
+xunuo|category|anime1,anime2|我最近在看什么番
+xunuo|category|snack1,snack2|我平时爱吃啥零食
+xunuo|category|milktea,coffee|我平时爱喝些啥
+xunuo|paraphrase|mom,hometown|我家里是做什么生意的
+xunuo|hub|advisor,parttime|导师要求每周一交进度汇报，这周一我实习冲突吗
+cao|assoc|colleague2,trainee.note|韩雪最近表现怎么样，我该重点教她点啥
+cao|assoc|wife,wife.voice|给赵婷带点什么润喉的
+cao|assoc|son,son.ankle|一鸣这周末有场比赛，我有点担心他
+cao|assoc|son,son.math|一鸣想报个补习班，你看该补什么
+cao|assoc,weak|colleague1,badminton|约老钱出来活动活动，哪天合适
+cao|set|racket.a,racket.b|球拍哪支更便宜
+cao|set|wife.voice,mom.sugar|家里人谁有慢性病
+cao|category|book1,book2|我最近在看什么书
+cao|category|whisky,tea|我平常爱什么饮品
+cao|category|fish,badminton|我有什么爱好
+cao|paraphrase|parking,car|我几点出门才能停上车
+cao|paraphrase|liver,whisky|我现在能不能喝两杯
+cao|hub|shift,badminton,son.ankle|周二全天门诊，周三晚上打羽毛球，这周能抽空陪儿子去看脚踝吗
 """
 
 NEGATIVES = """
@@ -254,6 +507,11 @@ g5|peng|收到
 g5|shen|今天楼下咖啡店买一送一，冲啊
 g5|qiu|哈哈哈哈哈
 g5|hemin|Good morning~
+g6|tang|早上好
+g6|song|今天好热啊
+g6|gao|哈哈哈笑死
+g6|xunuo|晚安晚安
+g6|cao|收到
 """
 
 
