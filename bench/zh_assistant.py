@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import statistics
 import sys
 import uuid
@@ -58,6 +59,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data" / "zh_assistant.json"
+ASSOC = Path(__file__).resolve().parent / "data" / "zh_assistant_assoc.json"  # issue 21's question kinds
 
 TYPES = ("instruction", "preference", "fact")
 UID_NAMESPACE = uuid.UUID("6f1c2a52-7d1e-4c3b-9a57-3e2b1d0c9a11")
@@ -182,9 +184,49 @@ def load(path: Path | str = DATA) -> AssistantSet:
     return AssistantSet(float(data["now"]), groups, questions, negatives, by_id)
 
 
+# ----------------------------------------------------------------------------------------------- padding
+PAD_SEED = 21
+
+
+def padded(s: AssistantSet, size: int = 100, pool: Sequence[AssistantSet] = (), seed: int = PAD_SEED) -> AssistantSet:
+    """The set with every member's own memories padded to `size` with distractors (issue 21: "100 memories per
+    member"), deterministically: the memories of members of *other* groups (of `s` and of the sets in `pool`),
+    re-attributed to the member as `<member>.pad<k>` with their type, content and times; instructions are left
+    out (they are always injected and would eat the slots), and so is a content already among the member's
+    candidates or part of one (or holding one). Nothing of the set changes: the member's memories, the group's,
+    the questions and gold sets stay as they are, the distractors only compete with them."""
+    rng = random.Random(seed)
+    donors = [(g.id, m) for src in (s, *pool) for g in src.groups for mm in g.members for m in mm.memories]
+    donors = [(gid, m) for gid, m in donors if m.type != "instruction"]
+    by_id = dict(s.by_id)
+    groups = []
+    for g in s.groups:
+        members = []
+        for member in g.members:
+            own = list(member.memories)
+            contents = [x.content for x in (*own, *g.memories)]
+            choices = [m for gid, m in donors if gid != g.id]
+            rng.shuffle(choices)
+            k = 0
+            for d in choices:
+                if len(own) >= size:
+                    break
+                if any(d.content in c or c in d.content for c in contents):
+                    continue
+                k += 1
+                mid = f"{member.id}.pad{k:03d}"
+                x = SetMemory(mid, uid_of(mid), d.type, d.content, "member", member.id, d.created_at, d.updated_at)
+                own.append(x)
+                contents.append(x.content)
+                by_id[mid] = x
+            members.append(Member(member.id, member.name, member.nick, tuple(own)))
+        groups.append(Group(g.id, g.name, g.platform, tuple(members), g.memories))
+    return AssistantSet(s.now, groups, s.questions, s.negatives, by_id)
+
+
 # ----------------------------------------------------------------------------------------------- self-check
-def check(s: AssistantSet) -> list[str]:
-    """Problems with the set (empty when it is sound)."""
+def check(s: AssistantSet, per_member: tuple[int, int] = (20, 30)) -> list[str]:
+    """Problems with the set (empty when it is sound); `per_member` is the allowed range of memories a member has."""
     problems: list[str] = []
     members: dict[str, str] = {}
     uids = Counter(m.uid.replace("-", "")[:8] for m in s.by_id.values())
@@ -196,8 +238,8 @@ def check(s: AssistantSet) -> list[str]:
             if m.id in members:
                 problems.append(f"member id {m.id} in {members[m.id]} and {g.id}")
             members[m.id] = g.id
-            if not 20 <= len(m.memories) <= 30:
-                problems.append(f"{g.id}/{m.id}: {len(m.memories)} memories (want 20-30)")
+            if not per_member[0] <= len(m.memories) <= per_member[1]:
+                problems.append(f"{g.id}/{m.id}: {len(m.memories)} memories (want {per_member[0]}-{per_member[1]})")
             pool = [*m.memories, *g.memories]
             contents = [x.content for x in pool]
             for x in pool:
@@ -421,11 +463,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--ranker", action="store_true", help="strict@5/@10 of the built-in lexical ranker")
     ap.add_argument("--by-tag", action="store_true", help="with --ranker: figures per tag")
     ap.add_argument("--misses", action="store_true", help="with --ranker: list the questions missed at 10")
+    ap.add_argument("--pad", type=int, default=0, help="pad every member to this many memories (e.g. 100)")
     args = ap.parse_args(argv)
     s = load(args.data)
+    if args.pad:
+        s = padded(s, args.pad, [load(p) for p in (DATA, ASSOC) if Path(p).resolve() != Path(args.data).resolve()])
     status = 0
     if args.check or not args.ranker:
-        problems = check(s)
+        problems = check(s, (args.pad, args.pad) if args.pad else (20, 30))
         for p in problems:
             print("PROBLEM:", p)
         print_stats(s)

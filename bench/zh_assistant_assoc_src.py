@@ -203,7 +203,8 @@ show2|f|刚刷完《漫长的季节》，神剧
 """,
             },
         ],
-    },    {
+    },
+    {
         "id": "g6",
         "name": "老同学·吃喝玩乐群",
         "platform": "aiocqhttp",
@@ -531,8 +532,13 @@ def build() -> dict:
         parts = line.split("|")
         key, t, content = parts[0], parts[1], parts[2]
         created, updated = _times(rng)
-        out = {"id": f"{owner}.{key}", "type": TYPES[t], "content": content, "created_at": created,
-               "updated_at": updated}
+        out = {
+            "id": f"{owner}.{key}",
+            "type": TYPES[t],
+            "content": content,
+            "created_at": created,
+            "updated_at": updated,
+        }
         if group_memory:
             out["added_by"] = parts[3]
         return out
@@ -544,18 +550,39 @@ def build() -> dict:
         for m in g["members"]:
             member_group[m["id"]] = g["id"]
             lines = [x for x in m["memories"].strip().splitlines() if x.strip()]
-            members.append({"id": m["id"], "name": m["name"], "nick": m["nick"],
-                            "memories": [memory(m["id"], x, False) for x in lines]})
+            members.append(
+                {
+                    "id": m["id"],
+                    "name": m["name"],
+                    "nick": m["nick"],
+                    "memories": [memory(m["id"], x, False) for x in lines],
+                }
+            )
         lines = [x for x in g["memories"].strip().splitlines() if x.strip()]
-        groups.append({"id": g["id"], "name": g["name"], "platform": g["platform"],
-                       "memories": [memory(g["id"], x, True) for x in lines], "members": members})
+        groups.append(
+            {
+                "id": g["id"],
+                "name": g["name"],
+                "platform": g["platform"],
+                "memories": [memory(g["id"], x, True) for x in lines],
+                "members": members,
+            }
+        )
     questions = []
     for i, line in enumerate(x for x in QUESTIONS.strip().splitlines() if x.strip()):
         speaker, tags, gold, text = line.split("|", 3)
         group = member_group[speaker]
         ids = [f"{group}.{k[2:]}" if k.startswith("g:") else f"{speaker}.{k}" for k in gold.split(",")]
-        questions.append({"id": f"a{i + 1:03d}", "group": group, "speaker": speaker, "text": text, "gold": ids,
-                          "tags": tags.split(",")})
+        questions.append(
+            {
+                "id": f"a{i + 1:03d}",
+                "group": group,
+                "speaker": speaker,
+                "text": text,
+                "gold": ids,
+                "tags": tags.split(","),
+            }
+        )
     negatives = []
     for i, line in enumerate(x for x in NEGATIVES.strip().splitlines() if x.strip()):
         group, speaker, text = line.split("|", 2)
@@ -578,8 +605,13 @@ def build() -> dict:
 def write(data: dict, path: Path = OUT) -> None:
     """One memory / question per line, as zh_assistant.json."""
     dump = lambda x: json.dumps(x, ensure_ascii=False)  # noqa: E731
-    out = ["{", f' "description": {dump(data["description"])},', f' "now": {data["now"]},',
-           f' "now_iso": {dump(data["now_iso"])},', ' "groups": [']
+    out = [
+        "{",
+        f' "description": {dump(data["description"])},',
+        f' "now": {data["now"]},',
+        f' "now_iso": {dump(data["now_iso"])},',
+        ' "groups": [',
+    ]
     for gi, g in enumerate(data["groups"]):
         out.append(f'  {{"id": {dump(g["id"])}, "name": {dump(g["name"])}, "platform": {dump(g["platform"])},')
         out.append('   "memories": [')
@@ -587,8 +619,12 @@ def write(data: dict, path: Path = OUT) -> None:
         out.append("   ],")
         out.append('   "members": [')
         for mi, m in enumerate(g["members"]):
-            out.append(f'    {{"id": {dump(m["id"])}, "name": {dump(m["name"])}, "nick": {dump(m["nick"])}, "memories": [')
-            out += [f"     {dump(x)}" + ("," if i < len(m["memories"]) - 1 else "") for i, x in enumerate(m["memories"])]
+            out.append(
+                f'    {{"id": {dump(m["id"])}, "name": {dump(m["name"])}, "nick": {dump(m["nick"])}, "memories": ['
+            )
+            out += [
+                f"     {dump(x)}" + ("," if i < len(m["memories"]) - 1 else "") for i, x in enumerate(m["memories"])
+            ]
             out.append("    ]}" + ("," if mi < len(g["members"]) - 1 else ""))
         out.append("   ]}" + ("," if gi < len(data["groups"]) - 1 else ""))
     out.append(" ],")
