@@ -41,6 +41,14 @@ Tags written by hand: `chatty` (filler, emoji, context), `synonym` (the key word
 earlier: 上次那个 / 之前的计划), `time` (about dates or the schedule). Tags added by the loader: `long` (≥ 40
 characters), `short` (< 15 characters), `multi` (3 or more gold memories), `group` (a group memory is gold).
 
+Issue 21's kinds (bench/data/zh_assistant_assoc.json, written by bench/zh_assistant_assoc_src.py; `--data` it):
+`assoc` (a gold memory shares no index term with the message and is tied by a name or relation to a gold memory
+that does), `weak` (an assoc question whose bridge relation is shared by other, non-gold memories), `set`
+(counting / comparison: every memory with that kind of value is gold), `category` (an item that never names its
+category), `paraphrase`, `hub` (a direct question over an entity many other memories name). `check()` verifies
+assoc / category / hub with the plugin's own index terms. `--pad 100` checks the 100-memories-per-member variant
+(`padded()`: seeded distractors from other groups; gold untouched).
+
 What `on_llm_request` sees for a question: the speaker's own memories and the group's memories (candidates()).
 """
 
