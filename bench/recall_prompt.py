@@ -48,6 +48,7 @@ from recall_locomo import load_locomo  # noqa: E402
 
 ZH_RECALL = BENCH / "data" / "zh_recall.json"
 ZH_ASSISTANT = BENCH / "data" / "zh_assistant.json"
+ZH_ASSISTANT_ASSOC = BENCH / "data" / "zh_assistant_assoc.json"
 _SHORT_ID = re.compile(r"id=([0-9a-f]{8})）")
 
 
@@ -76,6 +77,7 @@ class Case:
     user: str
     question: str
     answers: frozenset[str]  # Spec.key of every answer memory (LoCoMo: evidence dia_ids)
+    tags: tuple[str, ...] = ()  # the question's kinds (zh_assistant sets), for figures per tag
 
 
 @dataclass
@@ -171,16 +173,20 @@ def locomo() -> Dataset:
     return ds
 
 
-def zh_assistant(path: Path = ZH_ASSISTANT) -> Dataset | None:
+def zh_assistant(path: Path = ZH_ASSISTANT, name: str = "zh_assistant", pad: int = 0) -> Dataset | None:
     """The personal-assistant set (group memories and each member's own), through its loader, which lives
-    beside the data directory (bench/zh_assistant.py); None when the file is absent."""
+    beside the data directory (bench/zh_assistant.py); None when the file is absent. With `pad`, every member's
+    own memories are padded to that many with distractors from other groups (`zh_assistant.padded`, seeded)."""
     if not path.exists():
         return None
     sys.path.insert(0, str(path.parent.parent))
     import zh_assistant as loader
 
     data = loader.load(path)
-    ds = Dataset("zh_assistant")
+    if pad:
+        others = [p for p in (ZH_ASSISTANT, ZH_ASSISTANT_ASSOC) if p.exists() and p.resolve() != path.resolve()]
+        data = loader.padded(data, pad, [loader.load(p) for p in others])
+    ds = Dataset(name)
     index: dict[str, int] = {}
     for g in data.groups:
         index[g.id] = len(ds.groups)
@@ -190,7 +196,7 @@ def zh_assistant(path: Path = ZH_ASSISTANT) -> Dataset | None:
                 [spec(m) for m in g.memories], {member.id: [spec(m) for m in member.memories] for member in g.members}
             )
         )
-    ds.cases = [Case(index[q.group], q.speaker, q.text, frozenset(q.gold)) for q in data.questions]
+    ds.cases = [Case(index[q.group], q.speaker, q.text, frozenset(q.gold), q.tags) for q in data.questions]
     return ds
 
 
@@ -253,25 +259,35 @@ def build_plugin(main, directory: Path, **settings):
 
 
 async def injected_recall(main, directory: Path, short: dict[str, str], ds: Dataset, **settings) -> float:
+    hits = await injected_hits(main, directory, short, ds, **settings)
+    return sum(hits) / len(ds.cases)
+
+
+async def injected_hits(main, directory: Path, short: dict[str, str], ds: Dataset, **settings) -> list[bool]:
+    """Per case (in order): were all its answers injected."""
     from astrbot.core.provider.entities import ProviderRequest
 
     plugin = build_plugin(main, directory, **settings)
-    hits = 0
+    hits = []
     for case in ds.cases:
         event = make_event(case.question, group=f"oc_bench_{case.group}", user=case.user, name="提问者")
         req = ProviderRequest(prompt=case.question, system_prompt="你是群聊助手。")
         await plugin.inject_memories(event, req)
         injected = {short[s] for s in _SHORT_ID.findall(req.system_prompt)}
-        hits += covered(ds, injected, case)
+        hits.append(covered(ds, injected, case))
     await components(plugin).store.close()
-    return hits / len(ds.cases)
+    return hits
 
 
 def ranker_recall(ds: Dataset, k: int = 10) -> float:
+    return sum(ranker_hits(ds, k)) / len(ds.cases)
+
+
+def ranker_hits(ds: Dataset, k: int = 10) -> list[bool]:
     from memory._recall.lexical import LexicalIndex
 
     indexes: dict[tuple[int, str], LexicalIndex] = {}
-    hits = 0
+    hits = []
     for case in ds.cases:
         index = indexes.get((case.group, case.user))
         if index is None:
@@ -279,22 +295,33 @@ def ranker_recall(ds: Dataset, k: int = 10) -> float:
             for s in ds.candidates(case):
                 index.add(s.key, s.content)
         top = {d for d, _ in index.top(case.question, k, normalized=True)}
-        hits += covered(ds, top, case)
-    return hits / len(ds.cases)
+        hits.append(covered(ds, top, case))
+    return hits
 
 
 DATASETS: dict[str, Callable[[], Dataset | None]] = {
     "zh_recall": zh_recall,
     "zh_recall_chatty": lambda: zh_recall(chatty=True),
     "zh_assistant": zh_assistant,
+    "zh_assistant_100": lambda: zh_assistant(name="zh_assistant_100", pad=100),
+    "zh_assistant_assoc": lambda: zh_assistant(ZH_ASSISTANT_ASSOC, "zh_assistant_assoc"),
+    "zh_assistant_assoc_100": lambda: zh_assistant(ZH_ASSISTANT_ASSOC, "zh_assistant_assoc_100", pad=100),
     "locomo": locomo,
 }
+DEFAULT_DATASETS = "zh_recall,zh_recall_chatty,zh_assistant,zh_assistant_assoc,locomo"
 
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--datasets", default=",".join(DATASETS))
+    parser.add_argument("--datasets", default=DEFAULT_DATASETS, help=f"any of {', '.join(DATASETS)}")
     parser.add_argument("--sweep", action="store_true")
+    parser.add_argument(
+        "--by-tag",
+        action="store_true",
+        help="also strict recall per question tag (kind), current policy at defaults and at --limits",
+    )
+    parser.add_argument("--limits", default="10,15", help="with --by-tag: memory_inject_limit values")
+    parser.add_argument("--no-previous", action="store_true", help="skip the previous plugin's columns (faster)")
     parser.add_argument("--zh-assistant", type=Path, default=ZH_ASSISTANT, help="path of zh_assistant.json")
     args = parser.parse_args()
     DATASETS["zh_assistant"] = lambda: zh_assistant(args.zh_assistant)
@@ -316,16 +343,41 @@ async def main() -> None:
             directory = Path(tmp)
             short = write_groups(directory, ds)
             ranker = ranker_recall(ds)
-            old = await injected_recall(previous, directory, short, ds)
-            old15 = await injected_recall(previous, directory, short, ds, memory_inject_limit=15)
+            if args.no_previous:
+                old = old15 = float("nan")
+            else:
+                old = await injected_recall(previous, directory, short, ds)
+                old15 = await injected_recall(previous, directory, short, ds, memory_inject_limit=15)
             new = await injected_recall(current, directory, short, ds)
             n_members = sum(len(g.members) for g in ds.groups)
             print(
                 f"{name:<18}{n_members:>8}{len(short):>9}{len(ds.cases):>10}{ranker:>10.3f}{old:>9.3f}"
                 f"{old15:>8.3f}{new:>9.3f}{new - ranker:>+15.3f}"
             )
+            if args.by_tag:
+                limits = [int(x) for x in args.limits.split(",") if x]
+                await by_tag(current, directory, short, ds, limits)
             if args.sweep:
                 await sweep(current, directory, short, ds)
+
+
+async def by_tag(current, directory: Path, short: dict[str, str], ds: Dataset, limits: list[int]) -> None:
+    """Strict recall at the prompt per question tag: the ranker's strict@10, the current policy at its defaults
+    and at each memory_inject_limit in `limits` (the other settings at their defaults)."""
+    columns: dict[str, list[bool]] = {"ranker@10": ranker_hits(ds, 10)}
+    columns["defaults"] = await injected_hits(current, directory, short, ds)
+    for limit in limits:
+        columns[f"limit {limit}"] = await injected_hits(current, directory, short, ds, memory_inject_limit=limit)
+    tags = sorted({t for c in ds.cases for t in c.tags}, key=lambda t: (t not in KIND_TAGS, t))
+    rows = [("all", list(range(len(ds.cases))))]
+    rows += [(t, [i for i, c in enumerate(ds.cases) if t in c.tags]) for t in tags]
+    print(f"    {'tag':<12}{'n':>5}" + "".join(f"{name:>11}" for name in columns))
+    for tag, idx in rows:
+        cells = "".join(f"{sum(hits[i] for i in idx) / len(idx):>11.3f}" for hits in columns.values())
+        print(f"    {tag:<12}{len(idx):>5}{cells}")
+
+
+KIND_TAGS = ("assoc", "weak", "set", "category", "paraphrase", "hub")  # issue 21's kinds first in --by-tag
 
 
 async def sweep(current, directory: Path, short: dict[str, str], ds: Dataset) -> None:

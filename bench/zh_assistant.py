@@ -41,6 +41,14 @@ Tags written by hand: `chatty` (filler, emoji, context), `synonym` (the key word
 earlier: 上次那个 / 之前的计划), `time` (about dates or the schedule). Tags added by the loader: `long` (≥ 40
 characters), `short` (< 15 characters), `multi` (3 or more gold memories), `group` (a group memory is gold).
 
+Issue 21's kinds (bench/data/zh_assistant_assoc.json, written by bench/zh_assistant_assoc_src.py; `--data` it):
+`assoc` (a gold memory shares no index term with the message and is tied by a name or relation to a gold memory
+that does), `weak` (an assoc question whose bridge relation is shared by other, non-gold memories), `set`
+(counting / comparison: every memory with that kind of value is gold), `category` (an item that never names its
+category), `paraphrase`, `hub` (a direct question over an entity many other memories name). `check()` verifies
+assoc / category / hub with the plugin's own index terms. `--pad 100` checks the 100-memories-per-member variant
+(`padded()`: seeded distractors from other groups; gold untouched).
+
 What `on_llm_request` sees for a question: the speaker's own memories and the group's memories (candidates()).
 """
 
@@ -48,6 +56,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import statistics
 import sys
 import uuid
@@ -58,6 +67,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data" / "zh_assistant.json"
+ASSOC = Path(__file__).resolve().parent / "data" / "zh_assistant_assoc.json"  # issue 21's question kinds
 
 TYPES = ("instruction", "preference", "fact")
 UID_NAMESPACE = uuid.UUID("6f1c2a52-7d1e-4c3b-9a57-3e2b1d0c9a11")
@@ -182,9 +192,49 @@ def load(path: Path | str = DATA) -> AssistantSet:
     return AssistantSet(float(data["now"]), groups, questions, negatives, by_id)
 
 
+# ----------------------------------------------------------------------------------------------- padding
+PAD_SEED = 21
+
+
+def padded(s: AssistantSet, size: int = 100, pool: Sequence[AssistantSet] = (), seed: int = PAD_SEED) -> AssistantSet:
+    """The set with every member's own memories padded to `size` with distractors (issue 21: "100 memories per
+    member"), deterministically: the memories of members of *other* groups (of `s` and of the sets in `pool`),
+    re-attributed to the member as `<member>.pad<k>` with their type, content and times; instructions are left
+    out (they are always injected and would eat the slots), and so is a content already among the member's
+    candidates or part of one (or holding one). Nothing of the set changes: the member's memories, the group's,
+    the questions and gold sets stay as they are, the distractors only compete with them."""
+    rng = random.Random(seed)
+    donors = [(g.id, m) for src in (s, *pool) for g in src.groups for mm in g.members for m in mm.memories]
+    donors = [(gid, m) for gid, m in donors if m.type != "instruction"]
+    by_id = dict(s.by_id)
+    groups = []
+    for g in s.groups:
+        members = []
+        for member in g.members:
+            own = list(member.memories)
+            contents = [x.content for x in (*own, *g.memories)]
+            choices = [m for gid, m in donors if gid != g.id]
+            rng.shuffle(choices)
+            k = 0
+            for d in choices:
+                if len(own) >= size:
+                    break
+                if any(d.content in c or c in d.content for c in contents):
+                    continue
+                k += 1
+                mid = f"{member.id}.pad{k:03d}"
+                x = SetMemory(mid, uid_of(mid), d.type, d.content, "member", member.id, d.created_at, d.updated_at)
+                own.append(x)
+                contents.append(x.content)
+                by_id[mid] = x
+            members.append(Member(member.id, member.name, member.nick, tuple(own)))
+        groups.append(Group(g.id, g.name, g.platform, tuple(members), g.memories))
+    return AssistantSet(s.now, groups, s.questions, s.negatives, by_id)
+
+
 # ----------------------------------------------------------------------------------------------- self-check
-def check(s: AssistantSet) -> list[str]:
-    """Problems with the set (empty when it is sound)."""
+def check(s: AssistantSet, per_member: tuple[int, int] = (20, 30)) -> list[str]:
+    """Problems with the set (empty when it is sound); `per_member` is the allowed range of memories a member has."""
     problems: list[str] = []
     members: dict[str, str] = {}
     uids = Counter(m.uid.replace("-", "")[:8] for m in s.by_id.values())
@@ -196,8 +246,8 @@ def check(s: AssistantSet) -> list[str]:
             if m.id in members:
                 problems.append(f"member id {m.id} in {members[m.id]} and {g.id}")
             members[m.id] = g.id
-            if not 20 <= len(m.memories) <= 30:
-                problems.append(f"{g.id}/{m.id}: {len(m.memories)} memories (want 20-30)")
+            if not per_member[0] <= len(m.memories) <= per_member[1]:
+                problems.append(f"{g.id}/{m.id}: {len(m.memories)} memories (want {per_member[0]}-{per_member[1]})")
             pool = [*m.memories, *g.memories]
             contents = [x.content for x in pool]
             for x in pool:
@@ -226,6 +276,54 @@ def check(s: AssistantSet) -> list[str]:
                 problems.append(f"{q.id}: gold {i} is not among the speaker's or the group's memories")
         if not 2 <= len(q.gold) <= 4 or len(set(q.gold)) != len(q.gold):
             problems.append(f"{q.id}: {len(q.gold)} gold memories (want 2-4 distinct)")
+        if not set(q.gold) <= allowed:
+            continue
+        problems += [f"{q.id}: {p}" for p in kind_problems(q, [s.by_id[i] for i in q.gold])]
+    return problems
+
+
+def _terms(text: str) -> set[str]:
+    sys.path.insert(0, str(ROOT))
+    from memory._recall.lexical import tokenize
+
+    return set(tokenize(text))
+
+
+# One-character Chinese nouns of kin and pets that tie memories on their own (女儿 / 儿子 are bigrams already).
+RELATION_CHARS = frozenset("猫狗犬妈爸哥姐弟妹娃婆爷奶叔姨舅")
+
+
+def _links(terms: set[str]) -> set[str]:
+    """Terms that can tie two memories: CJK bigrams, Latin words and kin / pet nouns (no other single character)."""
+    return {t for t in terms if len(t) > 1 or t in RELATION_CHARS}
+
+
+def kind_problems(q: Question, gold: Sequence[SetMemory]) -> list[str]:
+    """What the question-kind tags of issue 21 promise, checked with the plugin's own index terms:
+
+    * `assoc`: some gold memory shares no index term with the message (a lexical ranker cannot place it), and
+      each such memory shares a name or relation (a CJK bigram or a word) with a gold memory that does share a
+      term with the message (the bridge);
+    * `category`: some gold memory shares no index term with the message (the item never names its category);
+    * `hub`: every gold memory shares a term with the message (a direct question; the association step must not
+      push its answers out).
+    """
+    problems: list[str] = []
+    message = _terms(q.text)
+    direct = [m for m in gold if _terms(m.content) & message]
+    hidden = [m for m in gold if not _terms(m.content) & message]
+    if "assoc" in q.tags:
+        if not hidden:
+            problems.append("assoc, but every gold memory shares a term with the message")
+        if not direct:
+            problems.append("assoc, but no gold memory shares a term with the message (no bridge)")
+        for m in hidden:
+            if direct and not any(_links(_terms(m.content)) & _links(_terms(b.content)) for b in direct):
+                problems.append(f"assoc, but {m.id} shares no name or relation with a bridge memory")
+    if "category" in q.tags and not hidden:
+        problems.append("category, but every gold memory shares a term with the message")
+    if "hub" in q.tags and hidden:
+        problems.append(f"hub, but {hidden[0].id} shares no term with the message")
     return problems
 
 
@@ -373,11 +471,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--ranker", action="store_true", help="strict@5/@10 of the built-in lexical ranker")
     ap.add_argument("--by-tag", action="store_true", help="with --ranker: figures per tag")
     ap.add_argument("--misses", action="store_true", help="with --ranker: list the questions missed at 10")
+    ap.add_argument("--pad", type=int, default=0, help="pad every member to this many memories (e.g. 100)")
     args = ap.parse_args(argv)
     s = load(args.data)
+    if args.pad:
+        s = padded(s, args.pad, [load(p) for p in (DATA, ASSOC) if Path(p).resolve() != Path(args.data).resolve()])
     status = 0
     if args.check or not args.ranker:
-        problems = check(s)
+        problems = check(s, (args.pad, args.pad) if args.pad else (20, 30))
         for p in problems:
             print("PROBLEM:", p)
         print_stats(s)
