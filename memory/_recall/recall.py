@@ -13,6 +13,7 @@ from .._settings import Settings
 from .._storage import MemoryStore
 from .._tools import Location, lists_at, visible_locations
 from .lexical import LexicalIndex
+from .smalltalk import says_nothing
 from .ranking import chosen_positions, injection_order, item_cost, kind_of
 from .semantic import VectorStore, combine
 
@@ -215,7 +216,7 @@ class Recall:
         if not view.ordered:
             return NOTHING
         relevance = None
-        if message and settings.recall_max_relevant and not view.fits(settings):
+        if message and settings.recall_max_relevant and not view.fits(settings) and not says_nothing(message):
             relevance = await self._relevance(view, lists, relevance_query(message))
         positions = view.choose(settings, relevance)
         if trace is not None:
