@@ -322,6 +322,11 @@ async def main() -> None:
     )
     parser.add_argument("--limits", default="10,15", help="with --by-tag: memory_inject_limit values")
     parser.add_argument("--no-previous", action="store_true", help="skip the previous plugin's columns (faster)")
+    parser.add_argument(
+        "--greetings",
+        action="store_true",
+        help="also: for how many members a greeting changes the block, scoring greetings (before) or not (now)",
+    )
     parser.add_argument("--zh-assistant", type=Path, default=ZH_ASSISTANT, help="path of zh_assistant.json")
     args = parser.parse_args()
     DATASETS["zh_assistant"] = lambda: zh_assistant(args.zh_assistant)
@@ -359,6 +364,42 @@ async def main() -> None:
                 await by_tag(current, directory, short, ds, limits)
             if args.sweep:
                 await sweep(current, directory, short, ds)
+            if args.greetings:
+                await greetings(current, directory, ds)
+
+
+GREETINGS = ("早上好", "晚上好", "在吗", "谢谢", "大家好呀", "Good morning", "thanks!")
+
+
+async def greetings(current, directory: Path, ds: Dataset) -> None:
+    """The share of members whose block differs between no message (the prior order) and a greeting, with
+    greetings scored for relevance like any message (before) and skipped as saying nothing (now), at defaults."""
+    import importlib
+    from unittest import mock
+
+    from astrbot.core.provider.entities import ProviderRequest
+
+    recall = importlib.import_module(f"{current.__package__}.memory._recall.recall")
+    members = [(g, user) for g, group in enumerate(ds.groups) for user in group.members]
+
+    async def changed_share() -> float:
+        plugin = build_plugin(current, directory)
+        changed = 0
+        for g, user in members:
+            blocks = set()
+            for message in ("", *GREETINGS):
+                event = make_event(message, group=f"oc_bench_{g}", user=user, name="提问者")
+                req = ProviderRequest(prompt=message, system_prompt="你是群聊助手。")
+                await plugin.inject_memories(event, req)
+                blocks.add(req.system_prompt)
+            changed += len(blocks) > 1
+        await components(plugin).store.close()
+        return changed / len(members)
+
+    with mock.patch.object(recall, "says_nothing", lambda message: False):
+        before = await changed_share()
+    now = await changed_share()
+    print(f"  a greeting changes the block for {before:.0%} of {len(members)} members before, {now:.0%} now")
 
 
 async def by_tag(current, directory: Path, short: dict[str, str], ds: Dataset, limits: list[int]) -> None:
