@@ -20,7 +20,7 @@ DSN_ENV = "USER_MEMORY_POSTGRES_DSN"
 class Settings:
     enable_user_memory: bool = True
     memory_max_per_user: int = 20
-    memory_inject_limit: int = 15
+    memory_inject_limit: int = 10
     memory_max_content_length: int = 200
     memory_inject_char_budget: int = 1500
     # scopes
@@ -291,17 +291,27 @@ SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
 
 def read_layout(raw: Mapping[str, Any]) -> dict[str, Any]:
     """The settings `raw` holds, by name: from their sections, and from the flat top-level keys of the layout
-    before the sections (such a key wins when it differs from its default: it was written by an older install or
-    by a script that knows the old keys, and the section holds only the default it was created with)."""
+    before the sections (such a key wins when it differs from its default and its `FORMER_DEFAULTS`: it was written
+    by an older install or by a script that knows the old keys, and the section holds only the default it was
+    created with)."""
     found: dict[str, Any] = {}
     for section, names in SECTIONS:
         held = raw.get(section)
         if isinstance(held, Mapping):
             found.update((name, held[name]) for name in names if name in held)
     for f in fields(Settings):
-        if f.name in raw and (f.name not in found or not _same(raw[f.name], f.default)):
+        if f.name in raw and (f.name not in found or not _a_default(f.name, raw[f.name], f.default)):
             found[f.name] = raw[f.name]
     return found
+
+
+# Defaults a setting shipped with before: AstrBot wrote them into every install's flat keys as well as its
+# sections, so a flat key holding one says nothing either and the section's value (perhaps the operator's) stands.
+FORMER_DEFAULTS: dict[str, tuple[Any, ...]] = {"memory_inject_limit": (15,)}
+
+
+def _a_default(name: str, raw: Any, default: Any) -> bool:
+    return _same(raw, default) or any(_same(raw, former) for former in FORMER_DEFAULTS.get(name, ()))
 
 
 def _json_value(value: Any) -> Any:

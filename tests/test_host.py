@@ -33,12 +33,12 @@ async def test_invalid_settings_take_their_defaults_and_are_written_back_to_the_
         timezone="Mars/Olympus",
     )
     settings = plugin.service.settings
-    assert (settings.memory_max_per_user, settings.memory_inject_limit, settings.timezone) == (20, 15, "")
+    assert (settings.memory_max_per_user, settings.memory_inject_limit, settings.timezone) == (20, 10, "")
     saved = saved_config(astrbot_root)
     basic = saved["basic"]
     assert (basic["memory_max_per_user"], basic["memory_inject_limit"], basic["memory_inject_char_budget"]) == (
         20,
-        15,
+        10,
         1500,
     )
     assert basic["timezone"] == ""  # empty is what is in effect: AstrBot's zone, else Asia/Shanghai
@@ -62,7 +62,7 @@ async def test_status_shows_effective_settings_warnings_and_health(make_plugin):
     me = make_event("hi")
     await call_tool(plugin, "lark_save_memory", me, memory_type="fact", content="是产品经理")
     text = await command_text(plugin.memory_status_command(make_event("/memory status", admin=True)))
-    assert "memory_inject_limit = 15" in text and "enable_background_extraction = true" in text
+    assert "memory_inject_limit = 10" in text and "enable_background_extraction = true" in text
     assert "【配置警告】1 条" in text and "99999" in text
     assert text.index("【配置警告】") < text.index("【生效的配置】")  # the first thing the operator reads
     assert "已加载的群：1" in text and "后台提取：开启" in text and "仅词法召回" in text

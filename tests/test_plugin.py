@@ -163,7 +163,7 @@ async def test_private_chat_and_disabled_are_left_alone(make_plugin):
 async def test_bad_config_is_corrected(make_plugin):
     plugin = make_plugin(memory_inject_limit="lots", memory_max_per_user=-3)
     settings = plugin.service.settings
-    assert settings.memory_inject_limit == 15 and settings.memory_max_per_user == 20  # the defaults, not a bound
+    assert settings.memory_inject_limit == 10 and settings.memory_max_per_user == 20  # the defaults, not a bound
 
 
 async def test_memory_commands(make_plugin):

@@ -5,7 +5,11 @@ from memory import Settings
 
 def test_defaults_match_the_design():
     s, warnings = Settings.from_mapping({})
-    assert (s.enable_user_memory, s.memory_max_per_user, s.memory_inject_limit) == (True, 20, 15)
+    assert (s.enable_user_memory, s.memory_max_per_user, s.memory_inject_limit) == (
+        True,
+        20,
+        10,
+    )  # 000's config table (DECISIONS §9)
     assert warnings == []
 
 
@@ -192,7 +196,7 @@ def test_a_flat_key_that_differs_from_its_default_wins_over_its_section():
     raw = {
         "basic": {"memory_max_per_user": 20, "memory_inject_limit": 9},
         "memory_max_per_user": 40,  # the operator's value from the old layout
-        "memory_inject_limit": 15,  # the old key at its default: the section's 9 stands
+        "memory_inject_limit": 10,  # the old key at its default: the section's 9 stands
     }
     s, warnings = Settings.from_mapping(raw)
     assert (s.memory_max_per_user, s.memory_inject_limit) == (40, 9) and warnings == []
@@ -210,3 +214,21 @@ def test_the_layout_written_back_reads_back_the_same_and_needs_no_further_change
     assert again == s and warnings == [] and again.layout_changes(written) == {}
     assert written["recall"]["embedding_weight"] == 0.7 and written["basic"]["memory_max_per_user"] == 20
     assert written["basic"]["timezone"] == "" and written["embedding_weight"] == 0.5
+
+
+def test_a_flat_key_at_a_former_default_leaves_the_section_alone():
+    """Installs from when memory_inject_limit defaulted to 15 hold 15 in its flat key too (AstrBot writes every
+    schema key's default): an operator's 8 in the section stands, and an untouched install keeps its 15."""
+    changed = {"basic": {"memory_inject_limit": 8}, "memory_inject_limit": 15}
+    s, warnings = Settings.from_mapping(changed)
+    assert s.memory_inject_limit == 8 and warnings == []
+    changes = s.layout_changes(changed)
+    assert changes["memory_inject_limit"] == 10 and changes["basic"]["memory_inject_limit"] == 8
+    untouched = {"basic": {"memory_inject_limit": 15}, "memory_inject_limit": 15}
+    assert Settings.from_mapping(untouched)[0].memory_inject_limit == 15
+    assert Settings.from_mapping({"memory_inject_limit": 15})[0].memory_inject_limit == 15  # flat only: taken
+    # any other flat value still wins over the section, as before
+    assert (
+        Settings.from_mapping({"basic": {"memory_inject_limit": 8}, "memory_inject_limit": 12})[0].memory_inject_limit
+        == 12
+    )

@@ -121,7 +121,7 @@ def test_settings_changed_in_dashboard_apply_to_next_request(start_astrbot, fake
 
             dialog = dash.open_plugin_settings()
             limit = dash.field(dialog, "memory_inject_limit")
-            assert limit.input_value() == "15"
+            assert limit.input_value() == "10"
             limit.fill("2")
             dash.save(dialog)
             bot.wait_ready(60)  # saving reloads the plugin

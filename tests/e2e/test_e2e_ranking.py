@@ -1,4 +1,4 @@
-"""What gets injected when a member has more memories than memory_inject_limit (default 15): the member's own
+"""What gets injected when a member has more memories than memory_inject_limit (default 10): the member's own
 instructions, then by relevance with the prior instruction > preference > fact, and within a type the most
 recently updated first. The messages that check it
 ("谢谢") share no words with any memory, so relevance to the message plays no part; the last test is about that."""
@@ -61,14 +61,14 @@ def test_injection_order_and_limit(lark, fake_model, ids):
 
     injected = lark.say("谢谢", group=group, user=user).memories
     assert len(SAVED) == 17
-    assert injected == expected(SAVED)[:15]
+    assert injected == expected(SAVED)[:10]
     assert Injected("养了一只叫团子的猫", "事实") not in injected, "the oldest facts fall off past the limit"
 
     # saving an existing memory again refreshes it: it becomes the most recent preference
     lark.say("再记一次表格", group=group, user=user)
     refreshed = [s for s in SAVED if s[1] != "喜欢用表格做对比"] + [("preference", "喜欢用表格做对比")]
     injected = lark.say("谢谢", group=group, user=user).memories
-    assert injected == expected(refreshed)[:15]
+    assert injected == expected(refreshed)[:10]
     assert injected[4] == Injected("喜欢用表格做对比", "偏好")
 
 
@@ -80,6 +80,6 @@ def test_memory_relevant_to_the_message_makes_it_past_the_limit(lark, fake_model
 
     injected = lark.say("你还记得我养了一只叫团子的猫吗", group=group, user=user).memories
     assert cat in injected
-    assert len(injected) == 15
+    assert len(injected) == 10
     assert injected[:4] == expected(SAVED)[:4], "standing instructions always come first"
     assert injected == sorted(injected, key=lambda m: ["指令", "偏好", "事实"].index(m.label)), "block in type order"
