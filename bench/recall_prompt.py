@@ -333,7 +333,7 @@ async def main() -> None:
     current, previous = load_plugin_package(), load_previous()
     print(
         f"strict recall at the prompt; previous = the plugin at {BASELINE} with its defaults (limit 10, absolute "
-        f"threshold 0.1, 5 relevance slots) and with limit 15; current = this checkout at its defaults (limit 15)"
+        f"threshold 0.1, 5 relevance slots) and with limit 15; current = this checkout at its defaults (limit 10)"
     )
     print(
         f"{'data set':<18}{'members':>8}{'memories':>9}{'questions':>10}{'ranker@10':>10}{'previous':>9}"
