@@ -94,6 +94,21 @@ def test_relevance_decides_the_other_slots_and_the_prior_breaks_ties():
     assert chosen == [recent[11]]
 
 
+def test_among_relevant_memories_of_one_kind_age_decides_only_exact_ties():
+    """Recency is no prior among relevant memories (it cost recall where answers are older, bench/recall_prior.py):
+    an older preference a little more relevant beats a newer one, while the type still breaks near-ties."""
+    recent = [own(10 + i, "preference", f"偏好{i}", 100.0 + i) for i in range(12)]
+    older_fact = own(1, "fact", "一件旧事", 1.0)
+    ordered = injection_order([older_fact, *recent])
+    closer = {recent[0][1].id: 0.5, recent[11][1].id: 0.49}
+    assert select_for_injection(ordered, limit=1, char_budget=20000, relevance=closer) == [recent[0]]
+    # a fact a little more relevant than a preference: the type's prior still wins the near-tie
+    near = {older_fact[1].id: 0.5, recent[0][1].id: 0.49}
+    assert select_for_injection(ordered, limit=1, char_budget=20000, relevance=near) == [recent[0]]
+    # with nothing relevant the prior order (type, then newest first) stands
+    assert select_for_injection(ordered, limit=2, char_budget=20000, relevance={}) == [recent[11], recent[10]]
+
+
 def test_the_prior_puts_the_members_own_before_the_groups():
     group_fact = group(1, "fact", "本群周五团建", 999.0)
     own_fact = own(2, "fact", "在做支付服务", 1.0)

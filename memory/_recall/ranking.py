@@ -4,7 +4,7 @@ One budget (`limit` memories, `char_budget` characters of content) is filled sec
 
 1. the member's own standing instructions (member and global scope), newest first;
 2. group instructions, at most a bounded share of the slots and of the characters;
-3. every remaining slot by relevance to the message, with type, owner and recency as a prior;
+3. every remaining slot by relevance to the message, with type and owner as a prior (recency orders the rest);
 4. group instructions beyond their share, only into slots nobody else wanted.
 
 A later section type (todos, episodes) is one more entry in `SECTIONS` with its own small cap.
@@ -162,26 +162,33 @@ def chosen_positions(
 def _ranked(
     ordered: Sequence[Scoped], relevance: Mapping[str, float] | None, threshold: float, prior_weight: float
 ) -> Sequence[int]:
-    """Positions in `ordered`, re-ranked by relevance plus the prior. Memories below the threshold keep their
-    prior order, so only the relevant few are sorted and the rest are merged in."""
+    """Positions in `ordered`, re-ranked by relevance plus the prior. The prior among relevant memories is their
+    class (type, then the member's own before the group's) and not their age: recency decides only exact ties, and
+    orders the memories the message says nothing about, which keep their prior order and are merged in (recency
+    did not earn its place among relevant memories: bench/recall_prior.py, bench/RECALL.md "The prior")."""
     best = max(relevance.values(), default=0.0) if relevance else 0.0
     if relevance is None or best <= 0.0:
         return range(len(ordered))
     floor = threshold * best
-    step = prior_weight / max(1, len(ordered) - 1)
-    relevant: list[tuple[float, int]] = []
-    rest: list[tuple[float, int]] = []
-    for position, (_, memory) in enumerate(ordered):
-        prior = prior_weight - step * position
+    # `ordered` is in prior order, so its classes come in runs: number them as they come
+    classes: list[int] = []
+    relevant: list[tuple[float, int]] = []  # (score relative to the best, position)
+    current: tuple[int, bool] | None = None
+    rank = -1
+    for position, (scope, memory) in enumerate(ordered):
+        cls = (_PRIORITY[memory.type], scope is Scope.GROUP)
+        if cls != current:
+            current, rank = cls, rank + 1
+        classes.append(rank)
         score = relevance.get(memory.id, 0.0)
         if score > 0.0 and score >= floor:
-            relevant.append((-(score / best + prior), position))
-        else:
-            rest.append((-prior, position))
-    relevant.sort()
-    relevant += rest  # both sorted: sorting merges the two runs
-    relevant.sort()
-    return [position for _, position in relevant]
+            relevant.append((score / best, position))
+    step = prior_weight / max(1, rank)
+    keyed = [(-(prior_weight - step * classes[position]), position) for position in range(len(ordered))]
+    for gain, position in relevant:
+        keyed[position] = (keyed[position][0] - gain, position)
+    keyed.sort()
+    return [position for _, position in keyed]
 
 
 def item_cost(item: Scoped) -> int:
