@@ -163,32 +163,52 @@ def _ranked(
     ordered: Sequence[Scoped], relevance: Mapping[str, float] | None, threshold: float, prior_weight: float
 ) -> Sequence[int]:
     """Positions in `ordered`, re-ranked by relevance plus the prior. The prior among relevant memories is their
-    class (type, then the member's own before the group's) and not their age: recency decides only exact ties, and
-    orders the memories the message says nothing about, which keep their prior order and are merged in (recency
-    did not earn its place among relevant memories: bench/recall_prior.py, bench/RECALL.md "The prior")."""
+    class (type, then the member's own before the group's), not their age: recency did not earn its place there
+    (bench/recall_prior.py; bench/RECALL.md, "The prior among relevant memories"). It still orders the memories the
+    message says nothing about, which keep their prior order; the relevant few are sorted and merged in."""
     best = max(relevance.values(), default=0.0) if relevance else 0.0
     if relevance is None or best <= 0.0:
         return range(len(ordered))
     floor = threshold * best
-    # `ordered` is in prior order, so its classes come in runs: number them as they come
-    classes: list[int] = []
-    relevant: list[tuple[float, int]] = []  # (score relative to the best, position)
-    current: tuple[int, bool] | None = None
-    rank = -1
+    get = relevance.get
+    starts: list[int] = []  # where each class's run begins (`ordered` is in prior order, so classes come in runs)
+    picked: list[tuple[int, float, int]] = []  # the relevant: position, score relative to the best, class rank
+    last_type: MemoryType | None = None
+    last_group: bool | None = None
     for position, (scope, memory) in enumerate(ordered):
-        cls = (_PRIORITY[memory.type], scope is Scope.GROUP)
-        if cls != current:
-            current, rank = cls, rank + 1
-        classes.append(rank)
-        score = relevance.get(memory.id, 0.0)
+        in_group = scope is Scope.GROUP
+        if memory.type is not last_type or in_group is not last_group:
+            last_type, last_group = memory.type, in_group
+            starts.append(position)
+        score = get(memory.id, 0.0)
         if score > 0.0 and score >= floor:
-            relevant.append((score / best, position))
-    step = prior_weight / max(1, rank)
-    keyed = [(-(prior_weight - step * classes[position]), position) for position in range(len(ordered))]
-    for gain, position in relevant:
-        keyed[position] = (keyed[position][0] - gain, position)
-    keyed.sort()
-    return [position for _, position in keyed]
+            picked.append((position, score / best, len(starts) - 1))
+    n = len(ordered)
+    if not picked:
+        return range(n)
+    # a memory's key is -(its relative score + its class's prior), ties by position; the rest's score is 0
+    step = prior_weight / max(1, len(starts) - 1)
+    keyed = sorted((-(prior_weight - step * rank) - gain, position) for position, gain, rank in picked)
+    taken = {position for _, position in keyed}
+    ends = [*starts[1:], n]
+    out: list[int] = []
+    done = 0  # every position below this is placed or relevant
+    for key, position in keyed:
+        boundary = n  # the rest before this memory: the classes whose key is below its key
+        for rank, start in enumerate(starts):
+            class_key = -(prior_weight - step * rank)
+            if class_key > key:
+                boundary = start
+                break
+            if class_key == key:
+                boundary = min(max(position, start), ends[rank])
+                break
+        if boundary > done:
+            out.extend(q for q in range(done, boundary) if q not in taken)
+            done = boundary
+        out.append(position)
+    out.extend(q for q in range(done, n) if q not in taken)
+    return out
 
 
 def item_cost(item: Scoped) -> int:
