@@ -237,3 +237,39 @@ async def test_group_rules_are_not_presented_as_the_members_request_through_the_
     own_part, group_part = block.split(GROUP_SECTION_HEADER)
     assert "回复我时先给结论" in own_part and "本群回复一律用中文" not in own_part
     assert "本群回复一律用中文" in group_part
+
+
+def test_the_merged_ranking_is_the_plain_sort_by_relevance_plus_class_prior():
+    """`_ranked` merges the relevant few into the rest instead of sorting everything: it must give the order of
+    the plain definition (key -(relative score + class prior), ties by prior position) on any input."""
+    import random
+
+    from memory._recall.ranking import _ranked
+
+    def plain(ordered, relevance, threshold, weight):
+        best = max(relevance.values(), default=0.0) if relevance else 0.0
+        if not relevance or best <= 0.0:
+            return list(range(len(ordered)))
+        classes = [(m.type.priority, scope is Scope.GROUP) for scope, m in ordered]
+        rank = {c: i for i, c in enumerate(sorted(set(classes)))}
+        step = weight / max(1, len(rank) - 1)
+        keys = []
+        for position, (_, m) in enumerate(ordered):
+            score = relevance.get(m.id, 0.0)
+            gain = score / best if score > 0.0 and score >= threshold * best else 0.0
+            keys.append((-(gain + weight - step * rank[classes[position]]), position))
+        return [position for _, position in sorted(keys)]
+
+    rng = random.Random(21)
+    scopes, kinds = list(Scope), ["instruction", "preference", "fact"]
+    for _ in range(500):
+        n = rng.randint(1, 40)
+        items = [
+            (rng.choice(scopes), memory(i, rng.choice(kinds), f"m{i}", float(rng.randint(0, 5)))) for i in range(n)
+        ]
+        ordered = injection_order(items)
+        relevance = {
+            m.id: rng.choice([0.0, 0.25, 0.5, 1.0, rng.random()]) for _, m in rng.sample(ordered, rng.randint(0, n))
+        }
+        threshold, weight = rng.choice([0.0, 0.3]), rng.choice([0.0, 0.1, 0.5])
+        assert list(_ranked(ordered, relevance, threshold, weight)) == plain(ordered, relevance, threshold, weight)
