@@ -35,6 +35,9 @@ from .lexical import normalize_text
 # match must be to count as one.
 SEEDS = 3
 SEED_SHARE = 0.5
+# ... and how strong in absolute terms (normalised lexical score: the share of the message's information the memory
+# matches): below it a match rests on a few characters a long or chatty message shares with everything.
+MIN_SEED = 0.05
 # An associated memory's score: this times its seed's score (below the seed, and below direct matches as strong).
 WEIGHT = 0.5
 # Entities named by more memories than this are not followed; at most this many memories are added per message.
@@ -295,23 +298,28 @@ class AssociationIndex:
     def aliases(self, entity: str) -> frozenset[str]:
         return frozenset(self._aliases.get(entity, ()))
 
-    def associate(self, relevance: Mapping[str, float], query: str) -> dict[str, float]:
+    def associate(self, relevance: Mapping[str, float], query: str) -> Mapping[str, float]:
         """`relevance` (memory id -> direct score) with the memories tied to its strongest matches added, one hop,
         each at `WEIGHT` times its seed's score unless its own score is higher (see the module doc). `query` is the
         message as relevance scored it."""
-        if not relevance or not self._mentions or WEIGHT <= 0.0:
-            return dict(relevance)
+        if not relevance or not self._mentioned_by or WEIGHT <= 0.0:
+            return relevance
         seeds = heapq.nsmallest(SEEDS, relevance.items(), key=_by_score)
-        floor = SEED_SHARE * seeds[0][1]
-        if floor <= 0.0:
-            return dict(relevance)
-        message = normalize_text(query)
+        floor = max(SEED_SHARE * seeds[0][1], MIN_SEED)
+        if seeds[0][1] < floor:
+            return relevance
+        message: str | None = None
         added: dict[str, float] = {}
         for seed, score in seeds:
             if score < floor:
                 break
+            entities = self._mentions.get(seed)
+            if not entities:
+                continue
+            if message is None:
+                message = normalize_text(query)
             follow: set[str] = set()
-            for entity in self._mentions.get(seed, ()):
+            for entity in entities:
                 if entity in message:
                     follow.update(a for a in self._aliases.get(entity, ()) if a not in message)
                 else:
@@ -324,9 +332,11 @@ class AssociationIndex:
                 for memory_id in holders:
                     if memory_id != seed and relevance.get(memory_id, 0.0) < tied and added.get(memory_id, 0.0) < tied:
                         added[memory_id] = tied
+        if not added:
+            return relevance
         result = dict(relevance)
-        for memory_id, score in sorted(added.items(), key=_by_score)[:MAX_ADDED]:
-            result[memory_id] = score
+        for memory_id, tied in heapq.nsmallest(MAX_ADDED, added.items(), key=_by_score):
+            result[memory_id] = tied
         return result
 
 

@@ -135,7 +135,7 @@ class _CallerView:
             self._update_index()
         return self.index.score(query, normalized=True)
 
-    def associated(self, relevance: dict[str, float], query: str) -> dict[str, float]:
+    def associated(self, relevance: Mapping[str, float], query: str) -> Mapping[str, float]:
         """`relevance` with the memories tied to its strongest matches (`AssociationIndex.associate`)."""
         return relevance if self.associations is None else self.associations.associate(relevance, query)
 
@@ -178,7 +178,7 @@ class Recall:
 
     async def _relevance(
         self, view: _CallerView, lists: list[tuple[Scope, GroupKey, Sequence[Memory]]], query: str
-    ) -> dict[str, float]:
+    ) -> Mapping[str, float]:
         lexical = view.lexical_scores(query)
         if self._similarities is None:
             return view.associated(lexical, query)
