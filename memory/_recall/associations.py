@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import heapq
 import re
+from operator import itemgetter
 from collections import Counter
 from collections.abc import Iterable, Mapping
 
@@ -62,7 +63,7 @@ landlord client dog cat puppy kitten pet
 """
 ZH_RELATIONS: frozenset[str] = frozenset(_ZH_RELATIONS.split())
 EN_RELATIONS: frozenset[str] = frozenset(_EN_RELATIONS.split())
-_ZH_BY_LENGTH = sorted(ZH_RELATIONS, key=len, reverse=True)
+_ZH_LENGTHS = sorted({len(noun) for noun in ZH_RELATIONS}, reverse=True)
 
 # Common Chinese surnames, for names after a relation noun (弟弟邱志远, 保姆王阿姨).
 _SURNAMES = frozenset(
@@ -91,17 +92,28 @@ _EN_MY = re.compile(r"\b(?i:my|our) ([a-z]+)(?:'s name)?(?:,| is called| is name
 
 def _relation_suffix(run: str) -> str | None:
     """The longest relation noun `run` ends with."""
-    for noun in _ZH_BY_LENGTH:
-        if run.endswith(noun):
-            return noun
+    for n in _ZH_LENGTHS:
+        if len(run) >= n and run[-n:] in ZH_RELATIONS:
+            return run[-n:]
     return None
 
 
 def _relation_prefix(run: str) -> str | None:
-    for noun in _ZH_BY_LENGTH:
-        if run.startswith(noun):
-            return noun
+    """The longest relation noun `run` starts with."""
+    for n in _ZH_LENGTHS:
+        if run[:n] in ZH_RELATIONS and len(run) >= n:
+            return run[:n]
     return None
+
+
+def _zh_relations_in(text: str) -> set[str]:
+    """Every relation noun that occurs in `text` (and the shorter ones inside it: 高中同学 holds 同学)."""
+    found = set()
+    for i in range(len(text)):
+        for n in _ZH_LENGTHS:
+            if text[i : i + n] in ZH_RELATIONS:
+                found.add(text[i : i + n])
+    return found
 
 
 def _name_at(text: str) -> str | None:
@@ -139,12 +151,11 @@ def _person_after_relation(text: str) -> str | None:
 
 def _last_relation(text: str) -> str | None:
     """The relation noun that ends last in `text` (the longest of those ending there)."""
-    best, best_end = None, -1
-    for noun in _ZH_BY_LENGTH:
-        at = text.rfind(noun)
-        if at >= 0 and at + len(noun) > best_end:
-            best, best_end = noun, at + len(noun)
-    return best
+    for end in range(len(text), 0, -1):
+        noun = _relation_suffix(text[max(0, end - _ZH_LENGTHS[0]) : end])
+        if noun is not None:
+            return noun
+    return None
 
 
 def extract(content: str) -> tuple[set[str], list[tuple[str, str]]]:
@@ -209,7 +220,7 @@ _EN_WORD = re.compile(r"[a-z]+")
 
 def _mentions(text: str, vocabulary: Iterable[str]) -> set[str]:
     """The entities of `vocabulary` (and the relation nouns) that normalised `text` mentions."""
-    found = {noun for noun in ZH_RELATIONS if noun in text}
+    found = _zh_relations_in(text)
     found.update(w for w in _EN_WORD.findall(text) if w in EN_RELATIONS)
     for entity in vocabulary:
         if entity in text:
@@ -304,10 +315,11 @@ class AssociationIndex:
         message as relevance scored it."""
         if not relevance or not self._mentioned_by or WEIGHT <= 0.0:
             return relevance
-        seeds = heapq.nsmallest(SEEDS, relevance.items(), key=_by_score)
-        floor = max(SEED_SHARE * seeds[0][1], MIN_SEED)
-        if seeds[0][1] < floor:
+        best = max(relevance.values())
+        if best < MIN_SEED:
             return relevance
+        floor = max(SEED_SHARE * best, MIN_SEED)
+        seeds = heapq.nlargest(SEEDS, relevance.items(), key=itemgetter(1))
         message: str | None = None
         added: dict[str, float] = {}
         for seed, score in seeds:
@@ -335,7 +347,8 @@ class AssociationIndex:
         if not added:
             return relevance
         result = dict(relevance)
-        for memory_id, tied in heapq.nsmallest(MAX_ADDED, added.items(), key=_by_score):
+        chosen = added.items() if len(added) <= MAX_ADDED else heapq.nsmallest(MAX_ADDED, added.items(), key=_by_score)
+        for memory_id, tied in chosen:
             result[memory_id] = tied
         return result
 
