@@ -327,6 +327,11 @@ async def main() -> None:
         action="store_true",
         help="also: for how many members a greeting changes the block, scoring greetings (before) or not (now)",
     )
+    parser.add_argument(
+        "--associations",
+        action="store_true",
+        help="also: per tag, the association step off (before) and on (now) at --limits, with questions gained/lost",
+    )
     parser.add_argument("--zh-assistant", type=Path, default=ZH_ASSISTANT, help="path of zh_assistant.json")
     args = parser.parse_args()
     DATASETS["zh_assistant"] = lambda: zh_assistant(args.zh_assistant)
@@ -366,6 +371,8 @@ async def main() -> None:
                 await sweep(current, directory, short, ds)
             if args.greetings:
                 await greetings(current, directory, ds)
+            if args.associations:
+                await associations(current, directory, short, ds, [int(x) for x in args.limits.split(",") if x])
 
 
 GREETINGS = ("早上好", "晚上好", "在吗", "谢谢", "大家好呀", "Good morning", "thanks!")
@@ -416,6 +423,31 @@ async def by_tag(current, directory: Path, short: dict[str, str], ds: Dataset, l
     for tag, idx in rows:
         cells = "".join(f"{sum(hits[i] for i in idx) / len(idx):>11.3f}" for hits in columns.values())
         print(f"    {tag:<12}{len(idx):>5}{cells}")
+
+
+async def associations(current, directory: Path, short: dict[str, str], ds: Dataset, limits: list[int]) -> None:
+    """Strict recall at the prompt per question tag with the association step off (its weight 0: before) and on
+    (now), at each memory_inject_limit in `limits`, and the questions the step gains and loses (a lost question is
+    a direct answer pushed out)."""
+    import importlib
+    from unittest import mock
+
+    module = importlib.import_module(f"{current.__package__}.memory._recall.associations")
+    tags = sorted({t for c in ds.cases for t in c.tags}, key=lambda t: (t not in KIND_TAGS, t))
+    rows = [("all", list(range(len(ds.cases))))]
+    rows += [(t, [i for i, c in enumerate(ds.cases) if t in c.tags]) for t in tags]
+    for limit in limits:
+        with mock.patch.object(module, "WEIGHT", 0.0):
+            before = await injected_hits(current, directory, short, ds, memory_inject_limit=limit)
+        now = await injected_hits(current, directory, short, ds, memory_inject_limit=limit)
+        print(f"    associations at limit {limit}: {'tag':<12}{'n':>5}{'before':>9}{'now':>9}{'gained':>8}{'lost':>6}")
+        for tag, idx in rows:
+            gained = sum(now[i] and not before[i] for i in idx)
+            lost = sum(before[i] and not now[i] for i in idx)
+            print(
+                f"    {'':<25}{tag:<12}{len(idx):>5}{sum(before[i] for i in idx) / len(idx):>9.3f}"
+                f"{sum(now[i] for i in idx) / len(idx):>9.3f}{gained:>8}{lost:>6}"
+            )
 
 
 KIND_TAGS = ("assoc", "weak", "set", "category", "paraphrase", "hub")  # issue 21's kinds first in --by-tag

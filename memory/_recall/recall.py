@@ -12,6 +12,7 @@ from .._prompt import Scoped, memory_line, render_memory_block
 from .._settings import Settings
 from .._storage import MemoryStore
 from .._tools import Location, lists_at, visible_locations
+from .associations import AssociationIndex
 from .lexical import LexicalIndex
 from .smalltalk import says_nothing
 from .ranking import chosen_positions, injection_order, item_cost, kind_of
@@ -52,6 +53,7 @@ class _CallerView:
     lists: list[Sequence[Memory]] = field(default_factory=list)
     ordered: list[Scoped] = field(default_factory=list)
     index: LexicalIndex | None = None
+    associations: AssociationIndex | None = None  # built and kept in step with `index`
     contents: dict[str, str] = field(default_factory=dict)
     kinds: list[str] = field(default_factory=list)  # `kind_of` each of `ordered`
     costs: list[int] = field(default_factory=list)  # `item_cost` of each of `ordered`
@@ -129,17 +131,24 @@ class _CallerView:
     def lexical_scores(self, query: str) -> dict[str, float]:
         if self.index is None:
             self.index = LexicalIndex()
+            self.associations = AssociationIndex()
             self._update_index()
         return self.index.score(query, normalized=True)
 
+    def associated(self, relevance: Mapping[str, float], query: str) -> Mapping[str, float]:
+        """`relevance` with the memories tied to its strongest matches (`AssociationIndex.associate`)."""
+        return relevance if self.associations is None else self.associations.associate(relevance, query)
+
     def _update_index(self) -> None:
-        assert self.index is not None
+        assert self.index is not None and self.associations is not None
         wanted = {m.id: m.content for _, m in self.ordered}
         for memory_id in self.contents.keys() - wanted.keys():
             self.index.remove(memory_id)
+            self.associations.remove(memory_id)
         for memory_id, content in wanted.items():
             if self.contents.get(memory_id) != content:
                 self.index.add(memory_id, content)
+                self.associations.add(memory_id, content)
         self.contents = wanted
 
 
@@ -169,10 +178,10 @@ class Recall:
 
     async def _relevance(
         self, view: _CallerView, lists: list[tuple[Scope, GroupKey, Sequence[Memory]]], query: str
-    ) -> dict[str, float]:
+    ) -> Mapping[str, float]:
         lexical = view.lexical_scores(query)
         if self._similarities is None:
-            return lexical
+            return view.associated(lexical, query)
         ids_by_document: dict[GroupKey, list[str]] = {}
         for _, key, memories in lists:
             ids_by_document.setdefault(key, []).extend(m.id for m in memories)
@@ -186,9 +195,9 @@ class Recall:
                 log.exception("semantic scoring failed; using lexical ranking")
                 found = None
             if found is None:
-                return lexical
+                return view.associated(lexical, query)
             semantic.update(found)
-        return self._combine(lexical, semantic)
+        return view.associated(self._combine(lexical, semantic), query)
 
     async def memory_block(
         self, store: MemoryStore, caller: Caller, settings: Settings, speaker: str, message: str = ""
