@@ -98,9 +98,11 @@ async def test_postgres_restarting_mid_run_loses_nothing_acknowledged_and_the_se
         assert await until(lambda: len(acked) >= 100), "saves go through before the crash"
         await asyncio.to_thread(durable_server.stop, "immediate")  # a crash: no checkpoint, recovery on start
         assert await until(lambda: refused), "saves are refused while the server is down"
+        # a lost connection is retried at once; the store says it is unavailable when that retry fails too
+        assert await until(lambda: service.store.unavailable), "the store notices the server is gone"
         down = await service.tools.list_memory(speaker("ou_1", "oc_restart"))
         status = await service.commands.status(ADMIN_SPEAKER)
-        assert service.store.unavailable and "不可用" in status
+        assert "不可用" in status, status
         await asyncio.to_thread(durable_server.start)
         before = len(acked)
         assert await until(lambda: len(acked) >= before + 100), (
