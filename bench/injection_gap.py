@@ -44,6 +44,7 @@ DEFAULT = "zh_recall,zh_recall_chatty,zh_assistant,zh_assistant_100,zh_assistant
 class Outcome:
     hit: bool
     ranker_hit: bool
+    injected: dict[str, str] = field(default_factory=dict)  # key -> content of every injected memory
     lines: list[str] = field(default_factory=list)
     causes: Counter[str] = field(default_factory=Counter)
 
@@ -112,6 +113,7 @@ async def run(mods, ds, limit: int, verbose: bool) -> list[Outcome]:
         top = set(order[:limit])
         hit, ranker_hit = case.answers <= injected, case.answers <= top
         outcome = Outcome(hit, ranker_hit)
+        outcome.injected = {m.id.split("#", 1)[1]: m.content for _, m in trace.chosen}
         out.append(outcome)
         if hit or not ranker_hit:
             continue
@@ -249,6 +251,11 @@ def compare(ds, limit: int, before: list[Outcome], now: list[Outcome]) -> None:
         gained = sum(now[i].hit and not before[i].hit for i in idx)
         lost = sum(before[i].hit and not now[i].hit for i in idx)
         print(f"    {tag:<12}{len(idx):>5}  ranker@{limit} {r:.3f}  before {b:.3f}  now {a:.3f}  +{gained} -{lost}")
+    for i, case in enumerate(ds.cases):  # each question lost: what left the block and what took its place
+        if before[i].hit and not now[i].hit:
+            left = [c[:30] for k, c in before[i].injected.items() if k not in now[i].injected]
+            came = [c[:30] for k, c in now[i].injected.items() if k not in before[i].injected]
+            print(f"      lost {case.question[:50]!r}: out {left} in {came}")
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ def contents(items):
     return [m.content for _, m in items]
 
 
-GROUP_RULES = [group(100 + i, "instruction", f"群规第{i}条：发言前先看第{i}号置顶公告") for i in range(12)]
+GROUP_RULES = [group(100 + i, "instruction", f"群规第{i}条：讨论第{i}号议题时先看置顶公告") for i in range(12)]
 OWN_FACTS = [own(i, "fact", f"自己的第{i}件事：在做第{i}号实验") for i in range(20)]
 
 

@@ -3,24 +3,20 @@
 One budget (`limit` memories, `char_budget` characters of content) is filled section by section:
 
 1. the member's own standing instructions (member and global scope), newest first;
-2. the group's standing instructions, at most a bounded share of the slots and of the characters;
+2. group instructions, at most a bounded share of the slots and of the characters;
 3. every remaining slot by relevance to the message, with type and owner as a prior (recency orders the rest);
-   instructions that apply only to some topic (`standing.is_conditional`) compete here, and only when the message
-   is relevant to them; the group's count against the group share;
-4. group instructions beyond their share, and topic instructions the message is not about, only into slots nobody
-   else wanted.
+4. group instructions beyond their share, only into slots nobody else wanted.
 
 A later section type (todos, episodes) is one more entry in `SECTIONS` with its own small cap.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from .._models import MemoryType, Scope
 from .._prompt import Scoped
-from .standing import is_conditional
 
 _PRIORITY = {t: t.priority for t in MemoryType}
 # How much the prior (type > owner > recency, as a rank in [0, 1]) weighs against relevance relative to the
@@ -42,20 +38,13 @@ def _prior_key(item: Scoped) -> tuple[int, bool, float]:
 
 OWN_INSTRUCTION = "own_instruction"
 GROUP_INSTRUCTION = "group_instruction"
-OWN_TOPIC_INSTRUCTION = "own_topic_instruction"  # an instruction for messages about a topic (`is_conditional`)
-GROUP_TOPIC_INSTRUCTION = "group_topic_instruction"
 OTHER = "memory"
-TOPIC_KINDS = frozenset({OWN_TOPIC_INSTRUCTION, GROUP_TOPIC_INSTRUCTION})
-GROUP_KINDS = frozenset({GROUP_INSTRUCTION, GROUP_TOPIC_INSTRUCTION})  # what the group share caps
 
 
 def kind_of(item: Scoped) -> str:
-    scope, memory = item
-    if memory.type is not MemoryType.INSTRUCTION:
+    if item[1].type is not MemoryType.INSTRUCTION:
         return OTHER
-    if is_conditional(memory.content):
-        return GROUP_TOPIC_INSTRUCTION if scope is Scope.GROUP else OWN_TOPIC_INSTRUCTION
-    return GROUP_INSTRUCTION if scope is Scope.GROUP else OWN_INSTRUCTION
+    return GROUP_INSTRUCTION if item[0] is Scope.GROUP else OWN_INSTRUCTION
 
 
 def group_instruction_slots(limit: int, share: float) -> int:
@@ -66,30 +55,29 @@ def group_instruction_slots(limit: int, share: float) -> int:
     return max(1, int(limit * share + 1e-9))
 
 
-def group_instruction_chars(char_budget: int, share: float) -> int:
-    """Characters group instructions may take ahead of the member's memories."""
-    return int(char_budget * share)
-
-
 @dataclass(frozen=True)
 class Section:
-    """One part of the block's budget. `kinds` are the candidates it takes (see `kind_of`); with `ranked` they are
-    taken by relevance and prior, else by the prior alone; `relevant_only` of them only when relevant to the message;
-    with `within_share` the group's (`GROUP_KINDS`) draw on one group share of the slots and characters
-    (`group_instruction_slots`, `group_instruction_chars`), however many sections take them."""
+    """One part of the block's budget. `kinds` are the candidates it takes (see `kind_of`); `slots(limit,
+    share)` and `chars(char_budget, share)` cap how much of the budget it may take (None: whatever is left);
+    with `ranked` its candidates are taken by relevance and prior, else by the prior alone."""
 
     name: str
     kinds: frozenset[str]
     ranked: bool = True
-    relevant_only: frozenset[str] = frozenset()
-    within_share: bool = False
+    slots: Callable[[int, float], int] | None = None
+    chars: Callable[[int, float], int] | None = None
 
 
 SECTIONS: tuple[Section, ...] = (
     Section("own_instructions", frozenset({OWN_INSTRUCTION}), ranked=False),
-    Section("group_instructions", frozenset({GROUP_INSTRUCTION}), within_share=True),
-    Section("relevant", frozenset({OTHER}) | TOPIC_KINDS, relevant_only=TOPIC_KINDS, within_share=True),
-    Section("leftover", GROUP_KINDS | TOPIC_KINDS),
+    Section(
+        "group_instructions",
+        frozenset({GROUP_INSTRUCTION}),
+        slots=group_instruction_slots,
+        chars=lambda budget, share: int(budget * share),
+    ),
+    Section("relevant", frozenset({OTHER})),
+    Section("group_instructions_leftover", frozenset({GROUP_INSTRUCTION})),
 )
 
 
@@ -142,49 +130,33 @@ def chosen_positions(
     present = set(kinds)
     by_prior = range(len(ordered))
     by_relevance = _ranked(ordered, relevance, threshold, PRIOR_WEIGHT)
-    share_slots = group_instruction_slots(limit, group_instruction_share)
-    share_chars = group_instruction_chars(char_budget, group_instruction_share)
-    floor = -1.0  # what a topic instruction's relevance must exceed (computed on first need)
     taken: set[int] = set()
     used = 0
     for section in SECTIONS:
-        if len(taken) >= limit:
+        slots = limit - len(taken)
+        if slots <= 0:
             break
         if section.kinds.isdisjoint(present):
             continue
-        wanted, only_relevant = section.kinds, section.relevant_only
-        capped = GROUP_KINDS if section.within_share else frozenset()
+        if section.slots is not None:
+            slots = min(slots, section.slots(limit, group_instruction_share))
+        chars = char_budget - used
+        if section.chars is not None:
+            chars = min(chars, section.chars(char_budget, group_instruction_share))
+        wanted = section.kinds
         for position in by_relevance if section.ranked else by_prior:
-            if len(taken) >= limit or (share_slots <= 0 and wanted <= capped):
+            if slots <= 0:
                 break
-            kind = kinds[position]
-            if kind not in wanted or position in taken:
+            if kinds[position] not in wanted or position in taken:
                 continue
             cost = costs[position]
-            if cost > char_budget - used:
+            if cost > chars:
                 continue
-            if kind in capped and (share_slots <= 0 or cost > share_chars):
-                continue
-            if kind in only_relevant:
-                if floor < 0.0:
-                    floor = _relevance_floor(relevance, threshold)
-                if relevance is None or relevance.get(ordered[position][1].id, 0.0) <= floor:
-                    continue
             taken.add(position)
+            chars -= cost
             used += cost
-            if kind in capped:
-                share_slots -= 1
-                share_chars -= cost
+            slots -= 1
     return tuple(sorted(taken))
-
-
-def _relevance_floor(relevance: Mapping[str, float] | None, threshold: float) -> float:
-    """The score a memory must exceed to count as relevant to the message: positive and at least `threshold` times
-    the best score (infinite when nothing is relevant)."""
-    best = max(relevance.values(), default=0.0) if relevance else 0.0
-    if best <= 0.0:
-        return float("inf")
-    return max(0.0, threshold * best - 1e-12)
 
 
 def _ranked(
