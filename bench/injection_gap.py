@@ -212,6 +212,12 @@ async def main() -> None:
     parser.add_argument("--limits", default="10,15")
     parser.add_argument("--quiet", action="store_true", help="only the summaries")
     parser.add_argument("--compare", help="git ref of the baseline: questions gained and lost per set and tag")
+    parser.add_argument(
+        "--what-if-instructions-free",
+        action="store_true",
+        help="what-if (not the policy): standing instructions (the member's own, the group's within their share) "
+        "outside memory_inject_limit, the limit counting only the memories chosen after them",
+    )
     args = parser.parse_args()
     sys.path.insert(0, str(BENCH))
     sys.path.insert(0, str(REPO / "tests"))
@@ -231,12 +237,30 @@ async def main() -> None:
         finally:
             subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(tree)], check=False)
     mods = _load_memory(REPO)
+    if args.what_if_instructions_free:
+        _instructions_free(mods)
     for ds in datasets:
         for limit in limits:
             outcomes = await run(mods, ds, limit, verbose=not args.quiet)
             summary(ds.name, limit, outcomes)
             if args.compare:
                 compare(ds, limit, baseline[(ds.name, limit)], outcomes)
+
+
+def _instructions_free(mods) -> None:
+    """Make `Recall` choose with the limit raised by the standing instructions it takes first."""
+    ranking, recall = mods["ranking"], mods["recall"]
+    chosen_positions = recall.chosen_positions
+
+    def free(ordered, kinds, costs, *, limit, group_instruction_share=0.3, **rest):
+        own = sum(k == ranking.OWN_INSTRUCTION for k in kinds)
+        share = ranking.group_instruction_slots(limit, group_instruction_share)
+        group = min(sum(k == ranking.GROUP_INSTRUCTION for k in kinds), share)
+        return chosen_positions(
+            ordered, kinds, costs, limit=limit + own + group, group_instruction_share=group_instruction_share, **rest
+        )
+
+    recall.chosen_positions = free
 
 
 def compare(ds, limit: int, before: list[Outcome], now: list[Outcome]) -> None:
