@@ -1,0 +1,192 @@
+"""Set and category recall (issue 21, item 3): a question about a kind of thing brings the memories of that kind.
+
+"我最近读了什么书" shares nothing with "《三体》看完了", nor "我有几个孩子" with "小女儿叫甜甜，5 岁". Each memory
+is tagged, when it changes (never per message), with the kinds it holds (`category_words.CATEGORIES`: 书, 游戏,
+饮品, 运动, 孩子, 健康, 花销 …), by the kind's words, its items' words, the words beside a title in 《》 and a few
+shapes (an amount of money, a weekly time). :meth:`CategoryIndex.gather` is the reply path's step: a message
+that names a kind in the shape of a question about a set (几个, 哪些, 什么, 哪个更, 一共, 分别 …; see
+`category_words.SET_FORMS`) brings in that kind's memories, at `WEIGHT` times the best direct score (below the
+strong direct matches), those holding more of the kinds named first (家里人谁有慢性病: the family's 健康 memories
+before the member's own), at most `MAX_ADDED` per message, so they never take more than a few of the slots.
+The index is per caller (the member's own memories and their group's), like the lexical one it sits beside.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Mapping
+
+from .category_words import CATEGORIES, NOT_A_KIND, SCOPE, SET_FORMS, WIDER, WORK, WORK_KINDS
+from .lexical import normalize_text
+
+# A kind's memory scores this times the best direct score (or this, when nothing matched directly).
+WEIGHT = 0.5
+# At most this many memories are brought in per message.
+MAX_ADDED = 4
+
+
+class _Words:
+    """Finds the words of a vocabulary in a text: a dict lookup per character, then `startswith` on the few words
+    that begin with it. A one-character word inside one of `NOT_A_KIND` (番 in 番茄) does not count."""
+
+    __slots__ = ("_by_first",)
+
+    def __init__(self, words: Iterable[tuple[str, str]]) -> None:
+        by_first: dict[str, dict[str, set[str]]] = {}
+        for word, kind in words:
+            by_first.setdefault(word[0], {}).setdefault(word, set()).add(kind)
+        self._by_first = {
+            first: sorted(((w, frozenset(k)) for w, k in found.items()), key=lambda e: -len(e[0]))
+            for first, found in by_first.items()
+        }
+
+    def kinds(self, text: str) -> set[str]:
+        found: set[str] = set()
+        get = self._by_first.get
+        for i, ch in enumerate(text):
+            entries = get(ch)
+            if entries is None:
+                continue
+            for word, kinds in entries:
+                if text.startswith(word, i) and (len(word) > 1 or not _inside_other_word(text, i)):
+                    found |= kinds
+                    break
+        return found
+
+    def words(self, text: str) -> list[str]:
+        """The words found (for tests and the bench's account of what tagged a memory)."""
+        out = []
+        for i, ch in enumerate(text):
+            for word, _ in self._by_first.get(ch, ()):
+                if text.startswith(word, i) and (len(word) > 1 or not _inside_other_word(text, i)):
+                    out.append(word)
+                    break
+        return out
+
+
+_NOT_A_KIND_AT: dict[str, list[tuple[str, int]]] = {}
+for _word in NOT_A_KIND:
+    for _offset, _ch in enumerate(_word):
+        _NOT_A_KIND_AT.setdefault(_ch, []).append((_word, _offset))
+
+
+def _inside_other_word(text: str, i: int) -> bool:
+    return any(i >= offset and text.startswith(word, i - offset) for word, offset in _NOT_A_KIND_AT.get(text[i], ()))
+
+
+NAMES = _Words((word, kind) for kind, spec in CATEGORIES.items() for word in spec.names)
+CUES = _Words((word, kind) for kind, spec in CATEGORIES.items() for word in spec.names | spec.cues)
+TITLE_CUES = _Words((word, kind) for kind, spec in CATEGORIES.items() for word in spec.title_cues)
+_PATTERNS = [(kind, spec.pattern) for kind, spec in CATEGORIES.items() if spec.pattern is not None]
+_SET_FORMS = _Words((form, "") for form in SET_FORMS)
+
+
+def _without_titles(text: str) -> tuple[str, bool]:
+    """`text` with what is inside each 《》 left out (a title's words say nothing of its kind: 《漫长的季节》)."""
+    if "《" not in text:
+        return text, False
+    parts = []
+    rest = text
+    while "《" in rest:
+        head, _, tail = rest.partition("《")
+        title, closed, after = tail.partition("》")
+        if not closed:
+            break
+        parts.append(head + "《》")
+        rest = after
+    parts.append(rest)
+    return "".join(parts), len(parts) > 1
+
+
+def kinds_of(content: str) -> frozenset[str]:
+    """The kinds `content` holds: its words and shapes, the words beside a title, `WORK` for a title nothing
+    places, and the kinds those are part of (`WIDER`)."""
+    text, titled = _without_titles(normalize_text(content))
+    kinds = CUES.kinds(text)
+    kinds.update(kind for kind, pattern in _PATTERNS if pattern.search(text))
+    if titled:
+        kinds |= TITLE_CUES.kinds(text)
+        if kinds.isdisjoint(WORK_KINDS):
+            kinds.add(WORK)
+    for kind in list(kinds):
+        kinds |= WIDER.get(kind, frozenset())
+    return frozenset(kinds)
+
+
+def kinds_named(message: str) -> frozenset[str]:
+    """The kinds a normalised message names when it asks about a set of them (`SET_FORMS`); empty otherwise."""
+    named = NAMES.kinds(message)
+    if not named or not _SET_FORMS.kinds(message):
+        return frozenset()
+    return frozenset(named)
+
+
+class CategoryIndex:
+    """Per caller: the kinds each memory holds and the memories of each kind (see the module doc)."""
+
+    __slots__ = ("_kinds", "_members")
+
+    def __init__(self) -> None:
+        self._kinds: dict[str, frozenset[str]] = {}  # memory id -> its kinds
+        self._members: dict[str, set[str]] = {}  # kind -> memory ids
+
+    def __len__(self) -> int:
+        return len(self._kinds)
+
+    def add(self, memory_id: str, content: str) -> None:
+        self.remove(memory_id)
+        kinds = kinds_of(content)
+        self._kinds[memory_id] = kinds
+        for kind in kinds:
+            self._members.setdefault(kind, set()).add(memory_id)
+
+    update = add
+
+    def remove(self, memory_id: str) -> bool:
+        kinds = self._kinds.pop(memory_id, None)
+        if kinds is None:
+            return False
+        for kind in kinds:
+            members = self._members[kind]
+            members.discard(memory_id)
+            if not members:
+                del self._members[kind]
+        return True
+
+    def kinds(self, memory_id: str) -> frozenset[str]:
+        return self._kinds.get(memory_id, frozenset())
+
+    def gather(
+        self, relevance: Mapping[str, float], query: str, order: Mapping[str, int] | None = None
+    ) -> Mapping[str, float]:
+        """`relevance` (memory id -> score) with the memories of the kinds `query` asks about added at `WEIGHT`
+        times the best score, unless their own is higher; those holding more of the kinds named first, then the
+        better direct match, then the earlier in `order` (the prior order). The same mapping when none is added."""
+        if not self._members or WEIGHT <= 0.0 or MAX_ADDED <= 0:
+            return relevance
+        named = kinds_named(normalize_text(query))
+        if not named:
+            return relevance
+        items = named - SCOPE
+        pool: set[str] = set()
+        for kind in items or named:
+            pool |= self._members.get(kind, set())
+        generic = self._members.get(WORK, set()) if not items.isdisjoint(WORK_KINDS) else set()
+        best = max(relevance.values(), default=0.0)
+        tied = WEIGHT * best if best > 0.0 else WEIGHT
+        get = relevance.get
+        last = len(order) if order is not None else 0
+        keyed = []
+        for memory_id in pool | generic:
+            direct = get(memory_id, 0.0)
+            if direct >= tied:
+                continue
+            held = len(named & self._kinds[memory_id])
+            position = order.get(memory_id, last) if order is not None else 0
+            keyed.append((-held, memory_id not in pool, -direct, position, memory_id))
+        if not keyed:
+            return relevance
+        result = dict(relevance)
+        for *_, memory_id in heapq.nsmallest(MAX_ADDED, keyed):
+            result[memory_id] = tied
+        return result
