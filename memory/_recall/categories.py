@@ -21,7 +21,11 @@ from .lexical import normalize_text
 
 # A kind's memory scores this times the best direct score (or this, when nothing matched directly).
 WEIGHT = 0.5
+# ... plus this times its own direct score, so the kind's memories keep the order the message gives them.
+DIRECT_SHARE = 0.25
 # At most this many memories are brought in per message.
+# How far (characters between them) a kind's name and the shape of a set question may be apart.
+NEAR = 3
 MAX_ADDED = 4
 
 
@@ -40,8 +44,9 @@ class _Words:
             for first, found in by_first.items()
         }
 
-    def kinds(self, text: str) -> set[str]:
-        found: set[str] = set()
+    def spans(self, text: str) -> list[tuple[int, int, frozenset[str]]]:
+        """Where the words occur: (start, end, their kinds), the longest word at each position."""
+        found = []
         get = self._by_first.get
         for i, ch in enumerate(text):
             entries = get(ch)
@@ -49,19 +54,19 @@ class _Words:
                 continue
             for word, kinds in entries:
                 if text.startswith(word, i) and (len(word) > 1 or not _inside_other_word(text, i)):
-                    found |= kinds
+                    found.append((i, i + len(word), kinds))
                     break
+        return found
+
+    def kinds(self, text: str) -> set[str]:
+        found: set[str] = set()
+        for _, _, kinds in self.spans(text):
+            found |= kinds
         return found
 
     def words(self, text: str) -> list[str]:
         """The words found (for tests and the bench's account of what tagged a memory)."""
-        out = []
-        for i, ch in enumerate(text):
-            for word, _ in self._by_first.get(ch, ()):
-                if text.startswith(word, i) and (len(word) > 1 or not _inside_other_word(text, i)):
-                    out.append(word)
-                    break
-        return out
+        return [text[start:end] for start, end, _ in self.spans(text)]
 
 
 _NOT_A_KIND_AT: dict[str, list[tuple[str, int]]] = {}
@@ -114,10 +119,17 @@ def kinds_of(content: str) -> frozenset[str]:
 
 
 def kinds_named(message: str) -> frozenset[str]:
-    """The kinds a normalised message names when it asks about a set of them (`SET_FORMS`); empty otherwise."""
-    named = NAMES.kinds(message)
-    if not named or not _SET_FORMS.kinds(message):
+    """The kinds a normalised message asks about as a set: a kind's name with the shape of such a question
+    (`SET_FORMS`) at most `NEAR` characters from it (几个孩子, 喝些啥, 读了什么书, 健身房哪个更便宜), not
+    anywhere in the message (有啥办法在车上缓解 asks nothing about cars)."""
+    names = NAMES.spans(message)
+    if not names:
         return frozenset()
+    forms = _SET_FORMS.spans(message)
+    named: set[str] = set()
+    for start, end, kinds in names:
+        if any(f_start <= end + NEAR and start <= f_end + NEAR for f_start, f_end, _ in forms):
+            named |= kinds
     return frozenset(named)
 
 
@@ -187,6 +199,6 @@ class CategoryIndex:
         if not keyed:
             return relevance
         result = dict(relevance)
-        for *_, memory_id in heapq.nsmallest(MAX_ADDED, keyed):
-            result[memory_id] = tied
+        for _, _, direct, _, memory_id in heapq.nsmallest(MAX_ADDED, keyed):
+            result[memory_id] = tied - DIRECT_SHARE * direct
         return result

@@ -14,7 +14,7 @@ a generic `WORK`, which a question about any kind of work (`WORK_KINDS`) also re
 
 `WIDER` gives the kinds a kind is also part of (运动 is a 爱好, 过敏 is a matter of 健康); `SCOPE` kinds (家人)
 only narrow a question that names another kind (家里人谁有慢性病: the 健康 memories, the family's first).
-`SET_FORMS` are the shapes of a question about a set (几个, 哪些, 哪个更, 一共, 分别, 比较 …).
+`SET_FORMS` are the shapes of a question about a set (几个, 哪些, 什么, 哪个更, 一共, 多少, 分别 …).
 Everything is matched on normalised text (NFKC + casefold), so English words are lower case.
 """
 
@@ -208,6 +208,6 @@ NOT_A_KIND: frozenset[str] = frozenset(
 # The shape of a question about a set: how many, which (more / most), all of them, in total, compared, each.
 SET_FORMS: tuple[str, ...] = tuple(
     "几个 几种 几件 几位 几盆 几台 几张 几只 几部 几本 几家 几样 几次 几门 几项 几双 几支 几首 几款 几辆 几套 几条"
-    " 几口 哪些 哪个 哪家 哪台 哪支 哪双 哪种 哪几 哪款 哪部 哪本 哪首 哪位 哪天 什么 啥 都有 一共 总共 加起来 合计 分别"
-    " 各自 各有 比较 对比 相比 更便宜 更贵 更快 更好 更划算 最先 最早 所有 全部 清单 列个 列一下 盘点 数数 谁".split()
+    " 几口 哪些 哪个 哪家 哪台 哪支 哪双 哪种 哪几 哪款 哪部 哪本 哪首 哪位 哪天 什么 啥 都有 多少 一共 总共 加起来 合计 分别"
+    " 各自 各有 比一比 对比 相比 更便宜 更贵 更快 更好 更划算 最先 最早 所有 全部 清单 列个 列一下 盘点 数数 谁".split()
 )
