@@ -24,9 +24,13 @@ WEIGHT = 0.5
 # ... plus this times its own direct score, so the kind's memories keep the order the message gives them.
 DIRECT_SHARE = 0.25
 # At most this many memories are brought in per message.
+# The works nothing places and the kinds a named kind is part of score this times a named kind's memories.
+SECONDARY = 0.8
+# A word starting within this many characters of a memory's start leads it (its subject).
+LEAD = 2
 # How far (characters between them) a kind's name and the shape of a set question may be apart.
 NEAR = 3
-MAX_ADDED = 4
+MAX_ADDED = 6
 
 
 class _Words:
@@ -80,10 +84,17 @@ def _inside_other_word(text: str, i: int) -> bool:
 
 
 NAMES = _Words((word, kind) for kind, spec in CATEGORIES.items() for word in spec.names)
-CUES = _Words((word, kind) for kind, spec in CATEGORIES.items() for word in spec.names | spec.cues)
+# A memory holds a kind by its cues and by its names but the one-character ones (钱, 贵, 娃), too loose in a
+# statement (同事老钱).
+CUES = _Words(
+    (word, kind) for kind, spec in CATEGORIES.items() for word in spec.cues | {n for n in spec.names if len(n) > 1}
+)
 TITLE_CUES = _Words((word, kind) for kind, spec in CATEGORIES.items() for word in spec.title_cues)
 _PATTERNS = [(kind, spec.pattern) for kind, spec in CATEGORIES.items() if spec.pattern is not None]
 _SET_FORMS = _Words((form, "") for form in SET_FORMS)
+
+
+_CLAUSE_ENDS = frozenset("，。！？,.!?；;：:\n")
 
 
 def _without_titles(text: str) -> tuple[str, bool]:
@@ -118,6 +129,17 @@ def kinds_of(content: str) -> frozenset[str]:
     return frozenset(kinds)
 
 
+def leading_kinds(content: str) -> frozenset[str]:
+    """The kinds of the words `content` starts with (within `LEAD` characters): what the memory is about
+    (小女儿叫甜甜, 小女儿有哮喘) rather than mentions (和女儿一起看《小猪佩奇》)."""
+    text = normalize_text(content)
+    found: set[str] = set()
+    for start, _, kinds in CUES.spans(text[: LEAD + 8]):
+        if start <= LEAD:
+            found |= kinds
+    return frozenset(found)
+
+
 def kinds_named(message: str) -> frozenset[str]:
     """The kinds a normalised message asks about as a set: a kind's name with the shape of such a question
     (`SET_FORMS`) at most `NEAR` characters from it (几个孩子, 喝些啥, 读了什么书, 健身房哪个更便宜), not
@@ -128,8 +150,12 @@ def kinds_named(message: str) -> frozenset[str]:
     forms = _SET_FORMS.spans(message)
     named: set[str] = set()
     for start, end, kinds in names:
-        if any(f_start <= end + NEAR and start <= f_end + NEAR for f_start, f_end, _ in forms):
-            named |= kinds
+        for f_start, f_end, _ in forms:
+            if f_start <= end + NEAR and start <= f_end + NEAR:
+                between = message[min(end, f_end) : max(start, f_start)]
+                if not any(ch in _CLAUSE_ENDS for ch in between):
+                    named |= kinds
+                    break
     return frozenset(named)
 
 
@@ -139,7 +165,7 @@ class CategoryIndex:
     __slots__ = ("_kinds", "_members")
 
     def __init__(self) -> None:
-        self._kinds: dict[str, frozenset[str]] = {}  # memory id -> its kinds
+        self._kinds: dict[str, tuple[frozenset[str], frozenset[str]]] = {}  # memory id -> its kinds, leading kinds
         self._members: dict[str, set[str]] = {}  # kind -> memory ids
 
     def __len__(self) -> int:
@@ -148,17 +174,17 @@ class CategoryIndex:
     def add(self, memory_id: str, content: str) -> None:
         self.remove(memory_id)
         kinds = kinds_of(content)
-        self._kinds[memory_id] = kinds
+        self._kinds[memory_id] = (kinds, leading_kinds(content))
         for kind in kinds:
             self._members.setdefault(kind, set()).add(memory_id)
 
     update = add
 
     def remove(self, memory_id: str) -> bool:
-        kinds = self._kinds.pop(memory_id, None)
-        if kinds is None:
+        found = self._kinds.pop(memory_id, None)
+        if found is None:
             return False
-        for kind in kinds:
+        for kind in found[0]:
             members = self._members[kind]
             members.discard(memory_id)
             if not members:
@@ -166,39 +192,56 @@ class CategoryIndex:
         return True
 
     def kinds(self, memory_id: str) -> frozenset[str]:
-        return self._kinds.get(memory_id, frozenset())
+        found = self._kinds.get(memory_id)
+        return found[0] if found is not None else frozenset()
 
     def gather(
         self, relevance: Mapping[str, float], query: str, order: Mapping[str, int] | None = None
     ) -> Mapping[str, float]:
-        """`relevance` (memory id -> score) with the memories of the kinds `query` asks about added at `WEIGHT`
-        times the best score, unless their own is higher; those holding more of the kinds named first, then the
-        better direct match, then the earlier in `order` (the prior order). The same mapping when none is added."""
+        """`relevance` (memory id -> score) with the memories of the kinds `query` asks about (see the module doc)
+        added at `WEIGHT` times the best score plus `DIRECT_SHARE` times their own, unless that is higher: those
+        holding more of the kinds named first, then those the kind leads (小女儿叫甜甜 before 和女儿一起看…),
+        then the better direct match, then the earlier in `order` (the prior order); at `SECONDARY` times that the
+        works nothing places and the kinds a named kind is part of (番 → 剧). The same mapping when none is added."""
         if not self._members or WEIGHT <= 0.0 or MAX_ADDED <= 0:
             return relevance
-        named = kinds_named(normalize_text(query))
+        text = normalize_text(query)
+        named = kinds_named(text)
         if not named:
             return relevance
         items = named - SCOPE
+        if not items:  # 手机和车都旧了，先换哪个划算: the things the message names are what it compares
+            items = frozenset(CUES.kinds(text)) - SCOPE
+        members = self._members
         pool: set[str] = set()
         for kind in items or named:
-            pool |= self._members.get(kind, set())
-        generic = self._members.get(WORK, set()) if not items.isdisjoint(WORK_KINDS) else set()
+            pool |= members.get(kind, set())
+        wider: set[str] = set()
+        if items:  # 健身房哪个更便宜: what has a price, after the gyms
+            for kind in named & SCOPE:
+                wider |= members.get(kind, set())
+        if not items.isdisjoint(WORK_KINDS):
+            wider |= members.get(WORK, set())
+        for kind in items:
+            for part_of in WIDER.get(kind, ()):
+                wider |= members.get(part_of, set())
         best = max(relevance.values(), default=0.0)
         tied = WEIGHT * best if best > 0.0 else WEIGHT
         get = relevance.get
         last = len(order) if order is not None else 0
         keyed = []
-        for memory_id in pool | generic:
+        for memory_id in pool | wider:
             direct = get(memory_id, 0.0)
-            if direct >= tied:
+            primary = memory_id in pool
+            score = (tied if primary else SECONDARY * tied) + DIRECT_SHARE * direct
+            if direct >= score:
                 continue
-            held = len(named & self._kinds[memory_id])
+            kinds, leading = self._kinds[memory_id]
             position = order.get(memory_id, last) if order is not None else 0
-            keyed.append((-held, memory_id not in pool, -direct, position, memory_id))
+            keyed.append((-len(named & kinds), not primary, -len(named & leading), -direct, position, score, memory_id))
         if not keyed:
             return relevance
         result = dict(relevance)
-        for _, _, direct, _, memory_id in heapq.nsmallest(MAX_ADDED, keyed):
-            result[memory_id] = tied - DIRECT_SHARE * direct
+        for *_, score, memory_id in heapq.nsmallest(MAX_ADDED, keyed):
+            result[memory_id] = score
         return result

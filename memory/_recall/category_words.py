@@ -12,8 +12,8 @@ The words are ordinary Chinese vocabulary for the kind (a dictionary's, not a da
 their common synonyms and the common items of the kind. A work whose kind nothing tells (重看了《笑傲江湖》) is
 a generic `WORK`, which a question about any kind of work (`WORK_KINDS`) also reaches, after the works of its kind.
 
-`WIDER` gives the kinds a kind is also part of (运动 is a 爱好, 过敏 is a matter of 健康); `SCOPE` kinds (家人)
-only narrow a question that names another kind (家里人谁有慢性病: the 健康 memories, the family's first).
+`WIDER` gives the kinds a kind is also part of (运动 is a 爱好, 过敏 is a matter of 健康); `SCOPE` kinds (家人,
+花销) only narrow a question that names another kind (家里人谁有慢性病: the 健康 memories, the family's first).
 `SET_FORMS` are the shapes of a question about a set (几个, 哪些, 什么, 哪个更, 一共, 多少, 分别 …).
 Everything is matched on normalised text (NFKC + casefold), so English words are lower case.
 """
@@ -196,8 +196,9 @@ WIDER: dict[str, frozenset[str]] = {
     "孩子": frozenset({"家人"}),
     "动漫": frozenset({"剧"}),
 }
-# Kinds that narrow another kind named with them rather than stand for a set of their own.
-SCOPE: frozenset[str] = frozenset({"家人"})
+# Kinds that narrow another kind named with them rather than stand for a set of their own: whose (家里人谁有慢性病)
+# and what about them (健身房哪个更便宜: the gyms, those with a price first).
+SCOPE: frozenset[str] = frozenset({"家人", "花销"})
 # A one-character name or cue that is only the kind's inside none of these words (番茄 is no 番, 酒店 no 酒).
 NOT_A_KIND: frozenset[str] = frozenset(
     "番茄 一番 番号 轮番 三番 番外 秘书 书记 证书 书包 书面 说明书 申请书 计划书 书桌 酒店 酒精 酒驾 火车 自行车 公交车"
