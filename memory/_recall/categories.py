@@ -29,7 +29,7 @@ SECONDARY = 0.8
 # A word starting within this many characters of a memory's start leads it (its subject).
 LEAD = 2
 # How far (characters between them) a kind's name and the shape of a set question may be apart.
-NEAR = 3
+NEAR = 2
 MAX_ADDED = 6
 
 

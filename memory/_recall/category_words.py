@@ -208,7 +208,7 @@ SCOPE: frozenset[str] = frozenset({"家人", "花销"})
 # A one-character name or cue that is only the kind's inside none of these words (番茄 is no 番, 酒店 no 酒).
 NOT_A_KIND: frozenset[str] = frozenset(
     "番茄 一番 番号 轮番 三番 番外 秘书 书记 证书 书包 书面 说明书 申请书 计划书 书桌 酒店 酒精 酒驾 火车 自行车 公交车"
-    " 车站 车位 下车 上车 堵车 停车 打车 车间 花钱 花费 花了 病毒 毛病 贵州 贵阳 宝贵 喝彩 茶几 剧本 戏剧 剧烈 歌颂 课题"
+    " 车站 车位 下车 上车 堵车 停车 打车 车间 病毒 毛病 贵州 贵阳 宝贵 喝彩 茶几 剧本 戏剧 剧烈 歌颂 课题"
     " 单车 心痛".split()
 )
 
