@@ -14,6 +14,7 @@ The index is per caller (the member's own memories and their group's), like the 
 from __future__ import annotations
 
 import heapq
+import unicodedata
 from collections.abc import Iterable, Mapping
 
 from .category_words import CATEGORIES, NOT_A_KIND, SCOPE, SET_FORMS, WIDER, WORK, WORK_KINDS
@@ -144,10 +145,10 @@ def kinds_named(message: str) -> frozenset[str]:
     """The kinds a normalised message asks about as a set: a kind's name with the shape of such a question
     (`SET_FORMS`) at most `NEAR` characters from it (几个孩子, 喝些啥, 读了什么书, 健身房哪个更便宜), not
     anywhere in the message (有啥办法在车上缓解 asks nothing about cars)."""
-    names = NAMES.spans(message)
-    if not names:
-        return frozenset()
     forms = _SET_FORMS.spans(message)
+    if not forms:
+        return frozenset()
+    names = NAMES.spans(message)
     named: set[str] = set()
     for start, end, kinds in names:
         for f_start, f_end, _ in forms:
@@ -205,7 +206,7 @@ class CategoryIndex:
         works nothing places and the kinds a named kind is part of (番 → 剧). The same mapping when none is added."""
         if not self._members or WEIGHT <= 0.0 or MAX_ADDED <= 0:
             return relevance
-        text = normalize_text(query)
+        text = query.casefold() if unicodedata.is_normalized("NFKC", query) else normalize_text(query)
         named = kinds_named(text)
         if not named:
             return relevance
