@@ -332,6 +332,11 @@ async def main() -> None:
         action="store_true",
         help="also: per tag, the association step off (before) and on (now) at --limits, with questions gained/lost",
     )
+    parser.add_argument(
+        "--categories",
+        action="store_true",
+        help="also: per tag, the set and category step off (before) and on (now) at --limits, gained/lost",
+    )
     parser.add_argument("--zh-assistant", type=Path, default=ZH_ASSISTANT, help="path of zh_assistant.json")
     args = parser.parse_args()
     DATASETS["zh_assistant"] = lambda: zh_assistant(args.zh_assistant)
@@ -373,6 +378,8 @@ async def main() -> None:
                 await greetings(current, directory, ds)
             if args.associations:
                 await associations(current, directory, short, ds, [int(x) for x in args.limits.split(",") if x])
+            if args.categories:
+                await categories(current, directory, short, ds, [int(x) for x in args.limits.split(",") if x])
 
 
 GREETINGS = ("早上好", "晚上好", "在吗", "谢谢", "大家好呀", "Good morning", "thanks!")
@@ -429,10 +436,22 @@ async def associations(current, directory: Path, short: dict[str, str], ds: Data
     """Strict recall at the prompt per question tag with the association step off (its weight 0: before) and on
     (now), at each memory_inject_limit in `limits`, and the questions the step gains and loses (a lost question is
     a direct answer pushed out)."""
+    await step_off_on(current, directory, short, ds, limits, "associations", "associations")
+
+
+async def categories(current, directory: Path, short: dict[str, str], ds: Dataset, limits: list[int]) -> None:
+    """The same for the set and category step (memory/_recall/categories.py): its weight 0 (before) and its
+    default (now), the association step on in both."""
+    await step_off_on(current, directory, short, ds, limits, "categories", "categories")
+
+
+async def step_off_on(
+    current, directory: Path, short: dict[str, str], ds: Dataset, limits: list[int], module_name: str, label: str
+) -> None:
     import importlib
     from unittest import mock
 
-    module = importlib.import_module(f"{current.__package__}.memory._recall.associations")
+    module = importlib.import_module(f"{current.__package__}.memory._recall.{module_name}")
     tags = sorted({t for c in ds.cases for t in c.tags}, key=lambda t: (t not in KIND_TAGS, t))
     rows = [("all", list(range(len(ds.cases))))]
     rows += [(t, [i for i, c in enumerate(ds.cases) if t in c.tags]) for t in tags]
@@ -440,7 +459,8 @@ async def associations(current, directory: Path, short: dict[str, str], ds: Data
         with mock.patch.object(module, "WEIGHT", 0.0):
             before = await injected_hits(current, directory, short, ds, memory_inject_limit=limit)
         now = await injected_hits(current, directory, short, ds, memory_inject_limit=limit)
-        print(f"    associations at limit {limit}: {'tag':<12}{'n':>5}{'before':>9}{'now':>9}{'gained':>8}{'lost':>6}")
+        head = f"{label} at limit {limit}:"
+        print(f"    {head:<25}{'tag':<12}{'n':>5}{'before':>9}{'now':>9}{'gained':>8}{'lost':>6}")
         for tag, idx in rows:
             gained = sum(now[i] and not before[i] for i in idx)
             lost = sum(before[i] and not now[i] for i in idx)

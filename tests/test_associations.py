@@ -5,7 +5,7 @@ from unittest import mock
 import pytest
 from service_kit import block_for, save, speaker
 
-from memory._recall import associations
+from memory._recall import associations, categories
 from memory._recall.associations import AssociationIndex, extract
 from memory._recall.lexical import LexicalIndex
 
@@ -148,7 +148,10 @@ async def test_the_block_reaches_the_answer_through_the_tie(make_service, host):
     await fill(service, host, me, ["我同事是做医生的", "陈梦瑶是我同事", *FILLER])
     message = "那名叫陈梦瑶的人是干什么的"
     assert "我同事是做医生的" in await block_for(service, me, message)
-    with mock.patch.object(associations, "WEIGHT", 0.0):  # the step off: lexical alone cannot reach it
+    with (  # the steps off: lexical alone cannot reach it (干什么的 asks about jobs: the category step can)
+        mock.patch.object(associations, "WEIGHT", 0.0),
+        mock.patch.object(categories, "WEIGHT", 0.0),
+    ):
         assert "我同事是做医生的" not in await block_for(make_service(memory_inject_limit=3), me, message)
 
 
@@ -185,6 +188,7 @@ async def test_group_memories_join_only_within_their_group(make_service, host):
     assert "开会" in await block_for(service, here, "陈梦瑶是干什么的")
 
 
+@mock.patch.object(categories, "WEIGHT", 0.0)  # 干什么的 asks about jobs: the category step would bring it anyway
 async def test_forgetting_or_editing_the_tie_ends_the_association(make_service, host):
     service = make_service(memory_inject_limit=3)
     me = speaker("ou_a")

@@ -13,6 +13,7 @@ from .._settings import Settings
 from .._storage import MemoryStore
 from .._tools import Location, lists_at, visible_locations
 from .associations import AssociationIndex
+from .categories import CategoryIndex
 from .lexical import LexicalIndex
 from .smalltalk import says_nothing
 from .ranking import chosen_positions, injection_order, item_cost, kind_of
@@ -54,6 +55,8 @@ class _CallerView:
     ordered: list[Scoped] = field(default_factory=list)
     index: LexicalIndex | None = None
     associations: AssociationIndex | None = None  # built and kept in step with `index`
+    categories: CategoryIndex | None = None  # likewise
+    positions: dict[str, int] = field(default_factory=dict)  # memory id -> its position in `ordered`, with `index`
     contents: dict[str, str] = field(default_factory=dict)
     kinds: list[str] = field(default_factory=list)  # `kind_of` each of `ordered`
     costs: list[int] = field(default_factory=list)  # `item_cost` of each of `ordered`
@@ -132,24 +135,31 @@ class _CallerView:
         if self.index is None:
             self.index = LexicalIndex()
             self.associations = AssociationIndex()
+            self.categories = CategoryIndex()
             self._update_index()
         return self.index.score(query, normalized=True)
 
     def associated(self, relevance: Mapping[str, float], query: str) -> Mapping[str, float]:
-        """`relevance` with the memories tied to its strongest matches (`AssociationIndex.associate`)."""
-        return relevance if self.associations is None else self.associations.associate(relevance, query)
+        """`relevance` with the memories tied to its strongest matches (`AssociationIndex.associate`) and those of
+        the kinds a question about a set names (`CategoryIndex.gather`)."""
+        if self.associations is None or self.categories is None:
+            return relevance
+        return self.categories.gather(self.associations.associate(relevance, query), query, self.positions)
 
     def _update_index(self) -> None:
-        assert self.index is not None and self.associations is not None
+        assert self.index is not None and self.associations is not None and self.categories is not None
         wanted = {m.id: m.content for _, m in self.ordered}
         for memory_id in self.contents.keys() - wanted.keys():
             self.index.remove(memory_id)
             self.associations.remove(memory_id)
+            self.categories.remove(memory_id)
         for memory_id, content in wanted.items():
             if self.contents.get(memory_id) != content:
                 self.index.add(memory_id, content)
                 self.associations.add(memory_id, content)
+                self.categories.add(memory_id, content)
         self.contents = wanted
+        self.positions = {memory_id: position for position, memory_id in enumerate(wanted)}
 
 
 class Recall:
