@@ -415,11 +415,12 @@ def semantic_ranker(
 
 
 def combined_ranker(provider: EmbeddingProvider, weight: float | None = None) -> RankerFactory:
-    """Lexical + semantic through ``memory._recall.semantic.combine`` (default weight when ``weight`` is None)."""
+    """Lexical + semantic through ``memory._recall.semantic.weighted_sum`` (the fusion these tables were measured
+    with; the reply path's `combine` is measured at the prompt by bench/recall_embedding.py)."""
     sem = load_semantic()
     w = sem.DEFAULT_SEMANTIC_WEIGHT if weight is None else weight
     model_id = getattr(provider, "model_id", "bench-model")
-    return semantic_ranker(provider, lambda lx, sm: sem.combine(lx, sm, w), model_id=model_id)
+    return semantic_ranker(provider, lambda lx, sm: sem.weighted_sum(lx, sm, w), model_id=model_id)
 
 
 def rrf_fusion(k: float = 60.0) -> Fusion:

@@ -247,27 +247,69 @@ def write_groups(directory: Path, ds: Dataset) -> dict[str, str]:
     return short
 
 
-def build_plugin(main, directory: Path, **settings):
+def build_plugin(main, directory: Path, embedder=None, **settings):
+    """The real adapter over the group files in `directory`. With `embedder` (an AstrBot embedding provider, e.g.
+    `openai_embedder`), AstrBot's provider lookup answers it for `embedding_provider_id`, as a configured
+    embedding provider would be found; `attach_embeddings` then turns it on (what `initialize` does)."""
     from astrbot.api import AstrBotConfig
     from astrbot.core.star.context import Context
 
     config = AstrBotConfig(config_path=str(directory / f"config-{time.monotonic_ns()}.json"), schema={})
+    if embedder is not None:
+        settings = {"embedding_provider_id": embedder.provider_config["id"], **settings}
     config.update(settings)
-    plugin = main.UserMemoryPlugin(Context(asyncio.Queue(), config, *([None] * 9)), config)
+    context = Context(asyncio.Queue(), config, *([None] * 9))
+    if embedder is not None:
+        context.get_provider_by_id = (
+            lambda provider_id: embedder if provider_id == embedder.provider_config["id"] else None
+        )
+    plugin = main.UserMemoryPlugin(context, config)
     components(plugin).store = memory_name(main, "UserMemoryStore", "_storage")(directory)
     return plugin
 
 
-async def injected_recall(main, directory: Path, short: dict[str, str], ds: Dataset, **settings) -> float:
-    hits = await injected_hits(main, directory, short, ds, **settings)
+def openai_embedder(url: str, model: str):
+    """AstrBot's own OpenAI embedding provider pointed at `url` (e.g. bench/embedding_server.py on loopback)."""
+    from astrbot.core.provider.sources.openai_embedding_source import OpenAIEmbeddingProvider
+
+    config = {
+        "id": f"bench_{model}",
+        "type": "openai_embedding",
+        "embedding_api_base": url,
+        "embedding_api_key": "bench",
+        "embedding_model": model,
+    }
+    return OpenAIEmbeddingProvider(config, {})
+
+
+async def attach_embeddings(main, plugin, groups: int) -> None:
+    """Turn the configured embedding provider on (the service's start does this) and embed every group's memories
+    (the background sync after a save does this), so the questions are scored with every vector present."""
+    service = components(plugin)
+    await service._attach_configured_embeddings()
+    if service.vectors is None:
+        raise RuntimeError(f"embedding provider not attached: {service.embedding_state}")
+    for g in range(groups):
+        key = memory_name(main, "GroupKey", "_models")("lark", f"oc_bench_{g}")
+        await service.vectors.sync(key, (await service.store.document(key)).all_memories())
+
+
+async def injected_recall(
+    main, directory: Path, short: dict[str, str], ds: Dataset, embedder=None, **settings
+) -> float:
+    hits = await injected_hits(main, directory, short, ds, embedder, **settings)
     return sum(hits) / len(ds.cases)
 
 
-async def injected_hits(main, directory: Path, short: dict[str, str], ds: Dataset, **settings) -> list[bool]:
-    """Per case (in order): were all its answers injected."""
+async def injected_hits(
+    main, directory: Path, short: dict[str, str], ds: Dataset, embedder=None, **settings
+) -> list[bool]:
+    """Per case (in order): were all its answers injected. With `embedder`, semantic recall is on."""
     from astrbot.core.provider.entities import ProviderRequest
 
-    plugin = build_plugin(main, directory, **settings)
+    plugin = build_plugin(main, directory, embedder, **settings)
+    if embedder is not None:
+        await attach_embeddings(main, plugin, len(ds.groups))
     hits = []
     for case in ds.cases:
         event = make_event(case.question, group=f"oc_bench_{case.group}", user=case.user, name="提问者")

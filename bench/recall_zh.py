@@ -280,7 +280,7 @@ def semantic_latency(path: Path | str = DATA, n_memories: int = 200, repeats: in
             for _ in range(repeats):
                 t0 = time.perf_counter()
                 for q in queries:
-                    sem.combine(lexical[q], sims[q], sem.DEFAULT_SEMANTIC_WEIGHT)
+                    sem.combine(lexical[q], sims[q], sem.DEFAULT_SEMANTIC_WEIGHT, store.dim)
                 per.append((time.perf_counter() - t0) / len(queries))
             print(
                 f"    {'combine(lexical, semantic)':38s} {statistics.median(per) * 1e6:8.1f} µs/query "
@@ -337,7 +337,7 @@ def semantic_calibration(path: Path | str = DATA, render: str = "name", model: s
             qv = asyncio.run(emb(texts))
             for j, q in enumerate(texts):
                 s = {str(i): cos(qv[j], v) for i, v in enumerate(mv)}
-                c = sem.combine(index.score(q, normalized=True), s, sem.DEFAULT_SEMANTIC_WEIGHT)
+                c = sem.weighted_sum(index.score(q, normalized=True), s, sem.DEFAULT_SEMANTIC_WEIGHT)
                 for name, scores in (("semantic", s), ("combined", c)):
                     if is_gold:
                         out[name][0].extend(scores.get(str(where[k]), 0.0) for k in pool.questions[j][1])

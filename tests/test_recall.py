@@ -2,6 +2,7 @@
 
 from unittest import mock
 import asyncio
+import re
 
 from service_kit import block_for, save, speaker
 
@@ -216,3 +217,68 @@ async def test_unknown_embedding_provider_leaves_lexical_recall(make_service, ca
         assert "喜欢猫" in await block_for(service, speaker(), "猫")
     finally:
         await service.stop()
+
+
+class PoorEmbedder:
+    """A deliberately useless embedding model: a random direction per text (seeded by the text), or the same
+    vector for every text."""
+
+    def __init__(self, constant=False):
+        self.constant = constant
+
+    async def get_embeddings(self, texts):
+        import random
+
+        out = []
+        for t in texts:
+            rng = random.Random(0 if self.constant else t)
+            out.append([rng.gauss(0.0, 1.0) for _ in range(384)])
+        return out
+
+
+async def test_a_poor_embedder_injects_exactly_what_lexical_alone_does(make_service, host):
+    """The fusion never does worse than lexical alone: with random or constant vectors every block is lexical's."""
+    contents = [
+        "喜欢看科幻电影",
+        "周末常去爬山",
+        "养了一只猫叫团子",
+        "住在杭州西湖边",
+        "每天早上喝咖啡",
+        "女儿在读小学三年级",
+        "对花生过敏",
+        "开一辆白色的车",
+        "在做前端开发",
+        "明年想去日本旅行",
+        "同事陈梦瑶是医生",
+        "喜欢吃辣的川菜",
+    ]
+    messages = [
+        "周末去哪里爬山好",
+        "推荐几部好片子",
+        "我对什么过敏来着",
+        "我同事是做什么的",
+        "早上好",
+        "帮我规划一下日本行程",
+    ]
+    me = speaker("ou_a")
+    lexical_only = make_service(memory_inject_limit=4)
+    for content in contents:
+        await save(lexical_only, me, content)
+        host.clock.advance(60)
+    expected = [memory_lines(await block_for(lexical_only, me, m)) for m in messages]
+    for constant in (False, True):
+        service = make_service(memory_inject_limit=4, embedding_provider_id="poor")
+        await service.attach_embedding_provider(PoorEmbedder(constant), f"poor/{constant}")
+        for content in contents:
+            await save(service, me, content)
+            host.clock.advance(60)
+        await service.vectors.wait_idle()
+        assert service.vectors.has_vector(
+            GroupKey("lark", "oc_group1"), (await service.store.memories(GroupKey("lark", "oc_group1"), "ou_a"))[0].id
+        )
+        assert [memory_lines(await block_for(service, me, m)) for m in messages] == expected
+
+
+def memory_lines(block):
+    """The block's memory lines without their ids (two services give the same memory different ids)."""
+    return [re.sub(r"id=[0-9a-f]+", "", line) for line in block.splitlines() if line.startswith("- ")]

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from memory._recall import ranking
 from memory._recall import semantic as sem
 from memory._storage import vectors as stored_vectors
 from memory._storage.files import group_file_path
@@ -455,31 +456,79 @@ def test_module_has_no_astrbot_or_bench_imports():
 
 
 # ------------------------------------------------------------------ combine
-def test_combine_weighted_sum():
+def test_weighted_sum_is_the_previous_rule():
     lex = {"a": 0.8, "b": 0.2}
     semantic = {"a": 0.5, "b": 0.9, "c": 0.6}
-    out = combine(lex, semantic, 0.5)
-    assert out == pytest.approx({"a": 0.65, "b": 0.55, "c": 0.3})
-    assert combine(lex, semantic, 0.0) == lex
-    assert combine(lex, semantic, 1.0) == pytest.approx({"a": 0.5, "b": 0.9, "c": 0.6})
+    assert sem.weighted_sum(lex, semantic, 0.5) == pytest.approx({"a": 0.65, "b": 0.55, "c": 0.3})
+    assert sem.weighted_sum(lex, semantic, 0.0) == lex
+    assert sem.weighted_sum(lex, None, 0.5) == lex
+    assert sem.weighted_sum({"a": 0.4, "new": 0.7}, {"a": 0.6}, 0.5) == pytest.approx({"a": 0.5, "new": 0.7})
 
 
 def test_combine_without_semantic_is_lexical():
     lex = {"a": 0.8, "b": 0.2}
-    assert combine(lex, None, 0.5) == lex
-    assert combine({}, None, 0.5) == {}
+    assert combine(lex, None, 0.5, 384) == lex
+    assert combine(lex, {}, 0.5, 384) == lex
+    assert combine({}, None, 0.5, 384) == {}
+    assert combine(lex, {"a": 1.0, "z": 1.0}, 0.0, 384) == lex
 
 
-def test_combine_keeps_lexical_score_of_memories_without_vector():
-    out = combine({"a": 0.4, "new": 0.7}, {"a": 0.6}, 0.5)
-    assert out == pytest.approx({"a": 0.5, "new": 0.7})
+def test_evidence_is_what_stands_out_from_the_candidates():
+    # 384 dimensions: chance level 5 / sqrt(384) = 0.255 above the median
+    sims = {"a": 0.6, "b": 0.61, "c": 0.62, "d": 0.9}
+    evidence = sem.semantic_evidence(sims, 384)
+    floor = 0.615 + 5 / math.sqrt(384)
+    assert evidence == pytest.approx({"d": (0.9 - floor) / (1 - floor)})
+    assert sem.semantic_evidence({"a": 1.0, "b": 1.0, "c": 1.0}, 384) == {}  # a constant embedder
+    assert sem.semantic_evidence(sims, 0) == {}
+    # toy dimensions: chance level capped
+    assert set(sem.semantic_evidence({"a": 0.1, "b": 0.1, "c": 1.0}, 4)) == {"c"}
 
 
-def test_combine_stays_in_unit_interval():
-    out = combine({"a": 1.0, "b": 0.0}, {"a": 1.0, "b": 0.0, "c": 1.0}, 0.7)
-    assert all(0.0 <= s <= 1.0 for s in out.values())
-    assert out["a"] == pytest.approx(1.0)
-    assert combine({"a": 0.3}, {"a": 0.9}, sem.DEFAULT_SEMANTIC_WEIGHT)["a"] == pytest.approx(0.6)
+def test_combine_with_a_constant_or_random_embedder_is_lexical():
+    import random
+
+    rng = random.Random(21)
+    ids = [f"m{i}" for i in range(120)]
+    lex = {d: rng.random() for d in ids[:40]}
+    constant = dict.fromkeys(ids, 1.0)
+    assert combine(lex, constant, 0.5, 384) == lex
+    for trial in range(50):
+        vectors = {d: [rng.gauss(0, 1) for _ in range(384)] for d in ["query", *ids]}
+        q = sem._unit(vectors["query"])
+        sims = {d: min(1.0, max(0.0, float(sum(a * b for a, b in zip(q, sem._unit(vectors[d])))))) for d in ids}
+        assert combine(lex, sims, 0.5, 384) == lex, trial
+
+
+def test_confident_lexical_matches_keep_their_slots():
+    # "a" and "b" are clear lexical matches; "c" is weak; "x" has no word in common but is semantically close.
+    lex = {"a": 0.9, "b": 0.5, "c": 0.1}
+    sims = {"a": 0.0, "b": 0.0, "c": 0.0, "x": 1.0, **{f"n{i}": 0.0 for i in range(10)}}
+    out = combine(lex, sims, 0.5, 384)
+    assert {d: out[d] for d in lex} == lex  # every lexical score stays
+    assert out["b"] > out["x"] > out["c"]
+    assert out["b"] - out["x"] > ranking.PRIOR_WEIGHT * out["a"]  # no prior class turns that around
+    assert set(out) == {"a", "b", "c", "x"}
+    # the previous rule let the semantic match outrank a clear lexical one
+    before = sem.weighted_sum(lex, sims, 0.5)
+    assert before["x"] > before["b"]
+    # without a clear lexical match, semantic evidence may outrank the weak ones
+    weak = combine({"a": 0.15, "c": 0.1}, sims, 0.5, 384)
+    assert weak["x"] > weak["a"] > weak["c"]
+    # less weight, less lift; weight 0: lexical alone
+    assert combine(lex, {**sims, "x": 0.5}, 0.2, 384)["x"] < combine(lex, {**sims, "x": 0.5}, 0.5, 384)["x"]
+    assert combine(lex, sims, 0.0, 384) == lex
+
+
+def test_fusion_uses_the_dimension_of_the_last_query():
+    class Vectors:
+        dim = 384
+
+    fuse = sem.fusion(Vectors(), 0.5)  # type: ignore[arg-type]
+    sims = {"a": 0.0, "b": 0.0, "x": 0.27}
+    assert fuse({"a": 0.9}, sims)["x"] > 0.0  # above chance (0.255) in 384 dimensions
+    Vectors.dim = 256
+    assert fuse({"a": 0.9}, sims) == {"a": 0.9}  # not above chance (0.3125, capped at 0.3) in 256
 
 
 async def test_similarity_latency_200_memories(tmp_path):

@@ -6,6 +6,6 @@ Lexical (`lexical.py`) and optional semantic (`semantic.py`) relevance, ranked w
 
 from .lexical import LexicalIndex
 from .recall import Recall, semantic_similarities
-from .semantic import VectorStore, combine
+from .semantic import VectorStore, combine, fusion
 
-__all__ = ["LexicalIndex", "Recall", "VectorStore", "combine", "semantic_similarities"]
+__all__ = ["LexicalIndex", "Recall", "VectorStore", "combine", "fusion", "semantic_similarities"]

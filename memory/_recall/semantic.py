@@ -36,6 +36,7 @@ from typing import Any, Protocol, runtime_checkable
 from .._errors import MemoryPluginError
 from .._models import GroupKey, Memory
 from .._storage.vectors import GroupVectors, Vector, VectorFiles, VectorPersistence, content_hash
+from .ranking import PRIOR_WEIGHT
 
 try:  # AstrBot installs numpy; the plugin itself does not require it
     import numpy as _np
@@ -46,7 +47,7 @@ except ImportError:  # pragma: no cover - exercised by forcing _np = None in the
 
 log = logging.getLogger("astrbot_plugin_user_memory")
 
-__all__ = ["DEFAULT_SEMANTIC_WEIGHT", "EmbeddingProvider", "VectorStore", "combine"]
+__all__ = ["DEFAULT_SEMANTIC_WEIGHT", "EmbeddingProvider", "VectorStore", "combine", "fusion", "weighted_sum"]
 
 # Chosen on LoCoMo and the Chinese recall set (bench/RECALL.md): weighted sum, semantic weight 0.5.
 DEFAULT_SEMANTIC_WEIGHT = 0.5
@@ -201,6 +202,7 @@ class VectorStore:
         self._pending: dict[GroupKey, list[Memory]] = {}
         self._tasks: dict[GroupKey, asyncio.Task[None]] = {}
         self.provider_calls = 0  # for tests and diagnostics
+        self.dim = 0  # the dimension of the last query vector compared (for `fusion`'s chance level)
 
     def path_for(self, key: GroupKey) -> Path:
         """The group's vectors file (only with `VectorFiles`)."""
@@ -422,6 +424,7 @@ class VectorStore:
             qv = await self.query_vector(query)
         if qv is None:
             return None
+        self.dim = len(qv)
         if not group.entries:
             return {}
         if len(qv) != group.dim:
@@ -470,17 +473,31 @@ def _consume(task: asyncio.Future[Any]) -> None:
 
 
 # --------------------------------------------------------------------------- fusion
-def combine(
+# A lexical match is confident when its score reaches this share of the message's best lexical match and this
+# absolute level (the share of the message's information it matches): it keeps its slot against any memory only
+# semantic similarity brings in (bench/recall_embedding.py; bench/RECALL.md, "Fusion that never does worse").
+CONFIDENT_SHARE = 0.5
+CONFIDENT_MIN = 0.2
+# How far above chance a similarity must be to count as evidence: this many standard deviations of the cosine
+# of two random directions in the embedding's dimension (1/sqrt(dim)), at most `NOISE_MAX` (toy dimensions),
+# above the median similarity of the candidates (what an embedder gives any text: MiniLM on Chinese ~0.6 for
+# every pair, a constant embedder 1). 384 dimensions: 0.26; 1,536: 0.13 (a random direction exceeds 5 sd with
+# probability 3e-7).
+NOISE_SIGMAS = 5.0
+NOISE_MAX = 0.3
+# How far below the confident matches, beyond the prior's weight, semantic similarity lifts a memory at most.
+CEILING_GAP = 0.01
+
+
+def weighted_sum(
     lexical: Mapping[str, float],
     semantic: Mapping[str, float] | None,
     weight: float = DEFAULT_SEMANTIC_WEIGHT,
 ) -> dict[str, float]:
-    """Fuse lexical scores (normalised, [0, 1]) with semantic ones (clipped cosine, [0, 1]) into [0, 1].
-
-    ``(1 - weight) * lexical + weight * semantic`` over the ids of either mapping (a missing lexical score is 0).
-    An id without a semantic score (no vector yet) keeps its lexical score, so it is neither boosted nor
-    penalised; with ``semantic`` None (provider down) the result is the lexical scores unchanged.
-    """
+    """The fusion before issue 21: ``(1 - weight) * lexical + weight * semantic`` over the ids of either mapping
+    (a missing lexical score is 0; an id without a semantic score keeps its lexical score). Kept as the benches'
+    baseline; it let a weak or non-Chinese embedder push direct lexical answers out (zh_assistant_100 0.716 ->
+    0.705 with an embedding provider)."""
     if semantic is None or weight <= 0.0:
         return dict(lexical)
     w = min(1.0, weight)
@@ -492,3 +509,63 @@ def combine(
         if d not in out:
             out[d] = s
     return out
+
+
+def semantic_evidence(semantic: Mapping[str, float], dim: int) -> dict[str, float]:
+    """How far each similarity stands out from what the embedder gives any candidate, in [0, 1]: ``(s - floor) /
+    (1 - floor)`` where ``floor`` is the candidates' median similarity plus `NOISE_SIGMAS` / sqrt(`dim`) (chance
+    level, at most `NOISE_MAX`); only the memories above the floor are returned. A constant embedder, or a random one, gives nothing."""
+    if not semantic or dim <= 0:
+        return {}
+    values = sorted(semantic.values())
+    n = len(values)
+    median = values[n // 2] if n % 2 else 0.5 * (values[n // 2 - 1] + values[n // 2])
+    floor = median + min(NOISE_SIGMAS / math.sqrt(dim), NOISE_MAX)
+    if floor >= 1.0:
+        return {}
+    span = 1.0 - floor
+    return {d: (s - floor) / span for d, s in semantic.items() if s > floor}
+
+
+def combine(
+    lexical: Mapping[str, float],
+    semantic: Mapping[str, float] | None,
+    weight: float = DEFAULT_SEMANTIC_WEIGHT,
+    dim: int = 0,
+) -> dict[str, float]:
+    """Fuse lexical scores (normalised, [0, 1]) with semantic ones (clipped cosine, [0, 1]) so that an embedding
+    provider never does worse than lexical alone. Semantic similarity only adds:
+
+    * it counts only where it stands out from the candidates' (`semantic_evidence`, which needs the vectors'
+      dimension `dim`). With no such evidence (provider down, no vectors yet, a constant or random embedder, a
+      message the embedder sees nothing in) the result is the lexical scores unchanged;
+    * a memory with evidence ``e`` is lifted to ``ceiling * min(1, 2 * weight * e)`` when that is above its
+      lexical score; every lexical score stays as it is. The ceiling lies below the confident lexical matches
+      (`CONFIDENT_SHARE` of the best and at least `CONFIDENT_MIN`) by more than the prior's weight in ranking
+      (`ranking.PRIOR_WEIGHT`), so a clear lexical match always keeps its slot, while semantic similarity
+      fills the slots lexical leaves to weak matches and to the prior (and orders them).
+    """
+    if semantic is None or weight <= 0.0:
+        return dict(lexical)
+    evidence = semantic_evidence(semantic, dim)
+    if not evidence:
+        return dict(lexical)
+    best = max(lexical.values(), default=0.0)
+    bar = max(CONFIDENT_SHARE * best, CONFIDENT_MIN)
+    ceiling = bar - PRIOR_WEIGHT * max(best, bar) - CEILING_GAP
+    gain = 2.0 * min(1.0, weight)
+    out = dict(lexical)
+    for d, e in evidence.items():
+        lift = ceiling * min(1.0, gain * e)
+        if lift > out.get(d, 0.0):
+            out[d] = lift
+    return out
+
+
+def fusion(vectors: VectorStore, weight: float = DEFAULT_SEMANTIC_WEIGHT) -> Callable[..., dict[str, float]]:
+    """`combine` with `weight` and the dimension of the vectors `vectors` compared last (the reply path's fusion)."""
+
+    def fuse(lexical: Mapping[str, float], semantic: Mapping[str, float] | None) -> dict[str, float]:
+        return combine(lexical, semantic, weight, vectors.dim)
+
+    return fuse

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -17,7 +16,7 @@ from .._manage.stats import INJECTION_COUNTS_FILE
 from .._models import MemberKey
 from .._observation import Utterance
 from .._privacy.optout import admits, excluded
-from .._recall import Recall, VectorStore, combine, semantic_similarities
+from .._recall import Recall, VectorStore, fusion, semantic_similarities
 from .._settings import Settings, SettingWarning
 from .._status import storage_line
 from .._storage.factory import open_vectors
@@ -180,7 +179,7 @@ class MemoryService(Components):
         )
         self.recall = Recall(
             semantic_similarities(self.store, self.vectors),
-            functools.partial(combine, weight=self.settings.embedding_weight),
+            fusion(self.vectors, self.settings.embedding_weight),
         )
         self.embedding_state = f"已启用 {model_id}"
 
