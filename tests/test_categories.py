@@ -207,3 +207,40 @@ async def test_group_memories_join_only_within_their_group(make_service, host):
     assert "羽毛球" not in await block_for(service, here, "我平时都做什么运动")
     await fill(service, host, here, ["群里每周三一起去游泳"], scope="group")
     assert "游泳" in await block_for(service, here, "我平时都做什么运动")
+
+
+@pytest.mark.parametrize(
+    ("message", "named"),
+    [
+        # a long message: the kind is named only by the question at its end, far from the chatty start
+        ("今天加班到很晚，路上堵车，回家又发现水管漏了，折腾了一晚上。" * 4 + "对了，我有几个孩子来着", {"孩子"}),
+        # ... and a name far from every form counts for nothing, however long the message
+        ("电影" + "，今天天气不错" * 20 + "，你说呢？有哪些", set()),
+        # words overlapping one another: 哪几 and 几个 both are forms, 孩子 near the second
+        ("哪几个孩子", {"孩子"}),
+        # a form ending after a later, shorter one (一共 … 都有): the name is near the longer one's end
+        ("书一共都有", {"书"}),
+        # the same kind named again and again is named once
+        ("几个孩子，" * 10, {"孩子"}),
+        # a one-character name inside a longer word (番 in 番茄) is none, next to a form or not
+        ("番茄有几个", set()),
+    ],
+)
+def test_what_a_message_names_by_its_set_forms_and_names_near_them(message, named):
+    assert kinds_named(message) == frozenset(named)
+
+
+def test_full_width_text_is_read_as_normalised():
+    lexical, index = index_of(MEMORIES)
+    half = gathered(lexical, index, "我有几个孩子?")[1]
+    full = gathered(lexical, index, "我有几个孩子？")[1]
+    assert {"kid", "kid2"} <= full.keys() and full == half
+
+
+async def test_a_long_message_asking_about_a_set_at_its_end_reaches_the_set(make_service, host):
+    service = make_service(memory_inject_limit=4)
+    me = speaker("ou_a")
+    await fill(service, host, me, ["我觉得《流浪地球》特效很棒", *FILLER])
+    chatter = "今天加班到很晚，路上堵车，回家又碰上水管漏了，折腾了一晚上。" * 12  # beyond MAX_QUERY_CHARS
+    assert "流浪地球" in await block_for(service, me, chatter + "对了，我看过什么电影")
+    assert "流浪地球" not in await block_for(make_service(memory_inject_limit=4), me, chatter)

@@ -14,7 +14,8 @@ The index is per caller (the member's own memories and their group's), like the 
 from __future__ import annotations
 
 import heapq
-import unicodedata
+import re
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Mapping
 
 from .category_words import CATEGORIES, NOT_A_KIND, SCOPE, SET_FORMS, WIDER, WORK, WORK_KINDS
@@ -35,32 +36,33 @@ MAX_ADDED = 6
 
 
 class _Words:
-    """Finds the words of a vocabulary in a text: a dict lookup per character, then `startswith` on the few words
-    that begin with it. A one-character word inside one of `NOT_A_KIND` (番 in 番茄) does not count."""
+    """Finds the words of a vocabulary in a text in one regular expression: a trie of the words, so the search
+    skips in C the characters no word starts with and follows one path of the trie where one does (the longest
+    word at each position). A one-character word inside one of `NOT_A_KIND` (番 in 番茄) does not count."""
 
-    __slots__ = ("_by_first",)
+    __slots__ = ("_kinds", "_search")
 
     def __init__(self, words: Iterable[tuple[str, str]]) -> None:
-        by_first: dict[str, dict[str, set[str]]] = {}
+        found: dict[str, set[str]] = {}
         for word, kind in words:
-            by_first.setdefault(word[0], {}).setdefault(word, set()).add(kind)
-        self._by_first = {
-            first: sorted(((w, frozenset(k)) for w, k in found.items()), key=lambda e: -len(e[0]))
-            for first, found in by_first.items()
-        }
+            found.setdefault(word, set()).add(kind)
+        self._kinds = {word: frozenset(kinds) for word, kinds in found.items()}
+        self._search = re.compile(_trie(sorted(found))).search
 
-    def spans(self, text: str) -> list[tuple[int, int, frozenset[str]]]:
-        """Where the words occur: (start, end, their kinds), the longest word at each position."""
-        found = []
-        get = self._by_first.get
-        for i, ch in enumerate(text):
-            entries = get(ch)
-            if entries is None:
-                continue
-            for word, kinds in entries:
-                if text.startswith(word, i) and (len(word) > 1 or not _inside_other_word(text, i)):
-                    found.append((i, i + len(word), kinds))
-                    break
+    def spans(self, text: str, first: int = 0, last: int | None = None) -> list[tuple[int, int, frozenset[str]]]:
+        """Where the words occur: (start, end, their kinds), the longest word at each position (from `first` to
+        `last`, when given)."""
+        found: list[tuple[int, int, frozenset[str]]] = []
+        search = self._search
+        kinds = self._kinds
+        match = search(text, first)
+        while match is not None:
+            start, end = match.span()
+            if last is not None and start > last:
+                break
+            if end - start > 1 or not _inside_other_word(text, start):
+                found.append((start, end, kinds[match.group()]))
+            match = search(text, start + 1)
         return found
 
     def kinds(self, text: str) -> set[str]:
@@ -72,6 +74,22 @@ class _Words:
     def words(self, text: str) -> list[str]:
         """The words found (for tests and the bench's account of what tagged a memory)."""
         return [text[start:end] for start, end, _ in self.spans(text)]
+
+
+def _trie(words: list[str]) -> str:
+    """A pattern matching the longest of sorted, distinct `words` that starts where it matches: one branch per
+    first character (each a literal, so the search skips positions by a character set), the longer words first."""
+    by_first: dict[str, list[str]] = {}
+    for word in words:
+        by_first.setdefault(word[0], []).append(word[1:])
+    branches = []
+    for first, rests in by_first.items():
+        longer = [rest for rest in rests if rest]
+        branch = re.escape(first)
+        if longer:  # the word alone, when it is one, as an empty last branch (cheaper than an optional group)
+            branch += f"(?:{_trie(longer)}{'|' if len(longer) < len(rests) else ''})"
+        branches.append(branch)
+    return "|".join(branches)
 
 
 _NOT_A_KIND_AT: dict[str, list[tuple[str, int]]] = {}
@@ -93,6 +111,8 @@ CUES = _Words(
 TITLE_CUES = _Words((word, kind) for kind, spec in CATEGORIES.items() for word in spec.title_cues)
 _PATTERNS = [(kind, spec.pattern) for kind, spec in CATEGORIES.items() if spec.pattern is not None]
 _SET_FORMS = _Words((form, "") for form in SET_FORMS)
+_LONGEST_NAME = max(len(word) for spec in CATEGORIES.values() for word in spec.names)
+_LONGEST_FORM = max(len(form) for form in SET_FORMS)
 
 
 _CLAUSE_ENDS = frozenset("，。！？,.!?；;：:\n")
@@ -148,13 +168,17 @@ def kinds_named(message: str) -> frozenset[str]:
     forms = _SET_FORMS.spans(message)
     if not forms:
         return frozenset()
-    names = NAMES.spans(message)
+    # only the names that can be near a form, and for each only the forms that can be near it
+    f_starts = [f_start for f_start, _, _ in forms]
+    names = NAMES.spans(message, max(0, f_starts[0] - NEAR - _LONGEST_NAME), max(f_end for _, f_end, _ in forms) + NEAR)
     named: set[str] = set()
     for start, end, kinds in names:
-        for f_start, f_end, _ in forms:
+        if kinds <= named:
+            continue
+        low = bisect_left(f_starts, start - NEAR - _LONGEST_FORM)
+        for f_start, f_end, _ in forms[low : bisect_right(f_starts, end + NEAR)]:
             if f_start <= end + NEAR and start <= f_end + NEAR:
-                between = message[min(end, f_end) : max(start, f_start)]
-                if not any(ch in _CLAUSE_ENDS for ch in between):
+                if _CLAUSE_ENDS.isdisjoint(message[min(end, f_end) : max(start, f_start)]):
                     named |= kinds
                     break
     return frozenset(named)
@@ -206,7 +230,7 @@ class CategoryIndex:
         works nothing places and the kinds a named kind is part of (番 → 剧). The same mapping when none is added."""
         if not self._members or WEIGHT <= 0.0 or MAX_ADDED <= 0:
             return relevance
-        text = query.casefold() if unicodedata.is_normalized("NFKC", query) else normalize_text(query)
+        text = normalize_text(query)  # the lexical step's, kept (see `normalize_text`)
         named = kinds_named(text)
         if not named:
             return relevance
