@@ -298,3 +298,81 @@ def test_incremental_equals_rebuilt(ops, qs):
         full = sorted(inc.score(q).items(), key=lambda kv: (-kv[1], kv[0]))
         for k in (1, 3, 10):
             assert inc.top(q, k) == full[:k]
+
+
+# -- the reply path's scoring (every document) is the plain term-by-term sum, order included ---------------------
+
+
+def _reference_scores(index, query: str) -> tuple[dict[str, float], float]:
+    """BM25 as the module docstring states it, summed term by term (query order) into a dict per document."""
+    weights: dict[str, float] = {}
+    for term in lexical.tokenize(query, word_bigrams=index.word_bigrams):
+        kind = (index.cjk_unigram_weight if not term.isascii() else 1.0) if len(term) == 1 else 1.0
+        weights[term] = weights.get(term, 0.0) + (index.word_bigram_weight if " " in term else kind)
+    n = len(index)
+    avg = sum(index._doc_len.values()) / n
+    c0, c1, k1p1 = index.k1 * (1.0 - index.b), index.k1 * index.b / avg, index.k1 + 1.0
+    acc: dict[str, float] = {}
+    ref = 0.0
+    for term, qt in weights.items():
+        postings = index._postings.get(term)
+        if postings is None:
+            ref += qt * math.log(1.0 + (n + 0.5) / 0.5)
+            continue
+        idf = math.log(1.0 + (n - len(postings) + 0.5) / (len(postings) + 0.5))
+        ref += qt * idf
+        for doc, tf in postings.items():
+            acc[doc] = acc.get(doc, 0.0) + qt * (idf * k1p1 * tf / (tf + c0 + c1 * index._doc_len[doc]))
+    return acc, ref
+
+
+_REPLY_DOCS = [
+    "成员500的第3条记忆：负责模块3，喜欢简洁直接的回复风格",
+    "女儿叫朵朵，今年五岁，对芒果过敏",
+    "周三下午要给客户演示支付服务",
+    "喜欢喝手冲咖啡，不加糖",
+    "My sister Lily lives in Oslo and loves hiking",
+    "在学日语，每周二晚上上课",
+    "老婆是护士，经常上夜班",
+    "养了一只叫糖糖的柯基",
+]
+_REPLY_QUERIES = [
+    "模块3的回复风格是怎样的",
+    "朵朵能吃芒果吗",
+    "客户演示是哪天",
+    "where does my sister live",
+    "咖啡要加糖吗？还有日语课是周几",
+    "糖糖是什么狗",
+    "完全无关的一句话",
+    "的了是",
+]
+
+
+@pytest.mark.parametrize("word_bigrams", [False, True])
+def test_scores_over_every_document_are_the_term_by_term_sums_in_the_same_order(word_bigrams):
+    """The reply path adds each term's scores over a dense vector (most documents hold the term) or by position
+    (few do): per document the very same additions in the same order, so the same floats and the same mapping
+    order (a tie among the association step's seeds is broken by it), through adds, replacements and removals."""
+    index = LexicalIndex(word_bigrams=word_bigrams)
+    for step, doc in enumerate(_REPLY_DOCS * 3):
+        index.add(f"m{step % 11}", f"{doc} {step}")
+        if step % 5 == 4:
+            index.remove(f"m{(step * 7) % 11}")
+        for query in _REPLY_QUERIES:
+            expected, ref = _reference_scores(index, query)
+            raw = index.score(query)
+            assert list(raw.items()) == list(expected.items()), (step, query)
+            assert list(index.score(query).items()) == list(raw.items())  # warm: from the kept term scores
+            normalized = index.score(query, normalized=True)
+            assert list(normalized) == list(expected)
+            assert all(v == min(1.0, expected[d] * (1.0 / ref)) for d, v in normalized.items())
+
+
+def test_query_weights_follow_tokenize():
+    """The reply path weighs CJK runs as it splits them; the weights and their order are `tokenize`'s terms'."""
+    index = LexicalIndex()
+    for query in [*_REPLY_QUERIES, *_REPLY_DOCS, "ＡＢＣ全角 abc", "ｶﾀｶﾅ와 한국어 テスト", "3.5 kg 的猫 cats running"]:
+        expected: dict[str, float] = {}
+        for term in lexical.tokenize(query):
+            expected[term] = expected.get(term, 0.0) + (0.5 if len(term) == 1 and not term.isascii() else 1.0)
+        assert list(index.query_weights(query).items()) == list(expected.items()), query

@@ -53,3 +53,24 @@ def test_a_quoted_name_follows_markers_registered_after_it_was_quoted():
     fence.marker(label)
     after = fence.name(label)
     assert after != before and fence.skeleton(after).strip("|·") != label
+
+
+async def test_the_kept_prior_classes_follow_the_memories(tmp_path):
+    """The view keeps each candidate's id and class for ranking: after memories of a new type, an edit and a
+    forgotten one, its choice for a message is the one a fresh Recall (nothing kept) makes, and the relevant
+    instruction added last is in it."""
+    from memory._rules.operations import without
+
+    store, warm, settings = UserMemoryStore(tmp_path, durable=False), Recall(), Settings(memory_inject_limit=3)
+    for i in range(6):
+        await add(store, f"第{i}个项目用的是 Go 语言")
+    message = "我的项目用什么语言和框架"
+    first = await warm.memory_block(store, CALLER, settings, "老王", message)
+    assert first == await Recall().memory_block(store, CALLER, settings, "老王", message)
+    await add(store, "回答项目问题时先说框架", kind="instruction")
+    await add(store, "喜欢 Django 框架", kind="preference")
+    memories = await store.memories(KEY, "ou_a")
+    await store.change(KEY, "ou_a", lambda m: without(m, {memories[0].id}), actor="ou_a")
+    again = await warm.memory_block(store, CALLER, settings, "老王", message)
+    assert again == await Recall().memory_block(store, CALLER, settings, "老王", message)
+    assert "先说框架" in again and "Django" in again and again != first

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from operator import add
 import re
 import unicodedata
 from collections import Counter
@@ -217,8 +218,32 @@ def query_terms(query: str) -> tuple[TermGroup, ...]:
     return tuple(dict.fromkeys(groups))
 
 
+def _kind_weight(term: str, cu: float, wb: float) -> float:
+    """A query term's kind factor: a CJK character weighs `cu`, a word bigram `wb`, anything else 1."""
+    return (cu if not term.isascii() else 1.0) if len(term) == 1 else wb if " " in term else 1.0
+
+
 def _rank_key(item: tuple[str, float]) -> tuple[float, str]:
     return (-item[1], item[0])
+
+
+class _TermScores:
+    """One query term at one query weight in an index as it is: its weight x idf (what it adds to the reference),
+    its score in each document holding it, and the same by position in the index (`LexicalIndex._slots`): dense
+    (0.0 where absent) when at least a quarter of the documents hold it, else as (position, score) pairs."""
+
+    __slots__ = ("dense", "scores", "sparse", "weight")
+
+    def __init__(self, weight: float, scores: dict[str, float], slots: dict[str, int], n_docs: int) -> None:
+        self.weight = weight
+        self.scores = scores
+        self.sparse = [(slots[d], x) for d, x in scores.items()]
+        self.dense: list[float] | None = None
+        if 4 * len(scores) >= n_docs:
+            dense = [0.0] * n_docs
+            for slot, x in self.sparse:
+                dense[slot] = x
+            self.dense = dense
 
 
 class LexicalIndex:
@@ -235,6 +260,7 @@ class LexicalIndex:
         "_idf",
         "_impacts",
         "_postings",
+        "_slots",
         "_total_len",
         "b",
         "cjk_unigram_weight",
@@ -262,8 +288,9 @@ class LexicalIndex:
         self._postings: dict[str, dict[str, int]] = {}
         self._total_len = 0
         self._idf: dict[str, float] = {}  # term -> idf, filled lazily by queries, reset on every change
-        # term -> {doc id: the term's BM25 score in that document per unit of query weight}, like `_idf`
-        self._impacts: dict[str, dict[str, float]] = {}
+        # (term, query weight) -> its `_TermScores`, like `_idf`: the reply path's scoring is a sum of these
+        self._impacts: dict[tuple[str, float], _TermScores] = {}
+        self._slots: dict[str, int] | None = None  # doc id -> its position in `_doc_tf`, built on first need
 
     # ----------------------------------------------------------------- mutation
     def add(self, doc_id: str, text: str) -> None:
@@ -313,6 +340,7 @@ class LexicalIndex:
             self._idf = {}
         if self._impacts:
             self._impacts = {}
+        self._slots = None
 
     # ----------------------------------------------------------------- inspection
     def __len__(self) -> int:
@@ -348,14 +376,33 @@ class LexicalIndex:
 
     # ----------------------------------------------------------------- scoring
     def query_weights(self, query: str) -> dict[str, float]:
-        """Query terms with their weights ``w(t)`` (term frequency × kind factor)."""
+        """Query terms with their weights ``w(t)`` (term frequency × kind factor), in the order `tokenize` gives
+        them. The reply path's one tokenization per message: CJK runs are weighed as they are split (no term list
+        and no kind test per term), Latin words as `tokenize` stems them."""
         w: dict[str, float] = {}
         get = w.get
         cu, wb = self.cjk_unigram_weight, self.word_bigram_weight
-        for t in tokenize(query, word_bigrams=self.word_bigrams):
-            # a CJK character weighs cu, a word bigram wb, anything else 1
-            kind = (cu if not t.isascii() else 1.0) if len(t) == 1 else wb if " " in t else 1.0
-            w[t] = get(t, 0.0) + kind
+        if self.word_bigrams:  # (no caller indexes word bigrams) `tokenize` decides where a bigram may span
+            for t in tokenize(query, word_bigrams=True):
+                w[t] = get(t, 0.0) + _kind_weight(t, cu, wb)
+            return w
+        stops = CJK_STOP_CHARS
+        for m in _RUN_RE.finditer(normalize_text(query)):
+            cjk, word = m.groups()
+            if cjk:
+                for c in cjk:  # every CJK character is one non-ASCII character: it weighs cu
+                    if c not in stops:
+                        w[c] = get(c, 0.0) + cu
+                if len(cjk) > 1:  # a CJK bigram weighs 1
+                    for a, b in pairwise(cjk):
+                        if a not in stops or b not in stops:
+                            t = a + b
+                            w[t] = get(t, 0.0) + 1.0
+                continue
+            if word in ENGLISH_STOPWORDS or (len(word) == 1 and not word.isdigit()):
+                continue
+            t = _cached_stem(word)
+            w[t] = get(t, 0.0) + _kind_weight(t, cu, wb)
         return w
 
     def _raw(self, query: str, doc_ids: Iterable[str] | None) -> tuple[dict[str, float], float]:
@@ -382,9 +429,10 @@ class LexicalIndex:
         get = acc.get
         postings = self._postings
         idf_cache = self._idf
-        impact_cache = self._impacts
         ref = 0.0
         unknown_idf = math.log(1.0 + (n_docs + 0.5) / 0.5)
+        if cand is None:  # every document (the reply path)
+            return self._raw_all(qw, n_docs, c0, c1)
         for t, qt in qw.items():
             p = postings.get(t)
             if p is None:  # unknown term: counts for the reference only (df = 0)
@@ -396,14 +444,7 @@ class LexicalIndex:
             wt = qt * idf
             ref += wt
             wk = wt * k1p1
-            if cand is None:  # every document (the reply path): per-document impacts kept until a change
-                impacts = impact_cache.get(t)
-                if impacts is None:
-                    unit = idf * k1p1
-                    impacts = impact_cache[t] = {d: unit * tf / (tf + c0 + c1 * dl[d]) for d, tf in p.items()}
-                for d, impact in impacts.items():
-                    acc[d] = get(d, 0.0) + qt * impact
-            elif len(cand) < len(p):
+            if len(cand) < len(p):
                 for d in cand:
                     tf = p.get(d, 0)
                     if tf:
@@ -413,6 +454,56 @@ class LexicalIndex:
                     if d in cand:
                         acc[d] = get(d, 0.0) + wk * tf / (tf + c0 + c1 * dl[d])
         return acc, ref
+
+    def _raw_all(self, qw: dict[str, float], n_docs: int, c0: float, c1: float) -> tuple[dict[str, float], float]:
+        """`_raw` over every document: the same sums, term by term in query order, from each term's scores kept
+        until the index changes, added in C over a dense vector for the terms most documents hold. The result is
+        the very mapping, order included, that adding term by term into a dict gives."""
+        slots = self._slots
+        if slots is None:
+            slots = self._slots = {d: i for i, d in enumerate(self._doc_tf)}
+        cache, postings, idf_cache, dl = self._impacts, self._postings, self._idf, self._doc_len
+        k1p1 = self.k1 + 1.0
+        unknown_idf = math.log(1.0 + (n_docs + 0.5) / 0.5)
+        ref = 0.0
+        acc: list[float] | None = None
+        # the documents in the order a term first brings them; None while the first known term holds every
+        # document (then the order is the index's: a term's postings are in the order their documents were added)
+        order: dict[str, float] | None = None
+        for t, qt in qw.items():
+            known = cache.get((t, qt))
+            if known is None:
+                p = postings.get(t)
+                if p is None:  # unknown term: counts for the reference only (df = 0)
+                    ref += qt * unknown_idf
+                    continue
+                idf = idf_cache.get(t)
+                if idf is None:
+                    idf = idf_cache[t] = math.log(1.0 + (n_docs - len(p) + 0.5) / (len(p) + 0.5))
+                unit = idf * k1p1
+                scored = {d: qt * (unit * tf / (tf + c0 + c1 * dl[d])) for d, tf in p.items()}
+                known = cache[(t, qt)] = _TermScores(qt * idf, scored, slots, n_docs)
+            ref += known.weight
+            if acc is None:
+                if len(known.scores) < n_docs:
+                    order = dict(known.scores)
+            elif order is not None:
+                order.update(known.scores)
+            dense = known.dense
+            if acc is None:
+                acc = dense.copy() if dense is not None else [0.0] * n_docs
+                if dense is not None:
+                    continue
+            elif dense is not None:
+                acc = list(map(add, acc, dense))  # a document without the term adds 0.0: its sum is unchanged
+                continue
+            for slot, x in known.sparse:
+                acc[slot] += x
+        if acc is None:
+            return {}, ref
+        if order is None:
+            return dict(zip(slots, acc)), ref
+        return {d: acc[slots[d]] for d in order}, ref
 
     @staticmethod
     def _normalize(score: float, ref: float) -> float:

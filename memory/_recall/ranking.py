@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import repeat
 
 from .._models import MemoryType, Scope
 from .._prompt import Scoped
@@ -122,14 +123,16 @@ def chosen_positions(
     relevance: Mapping[str, float] | None = None,
     threshold: float = 0.0,
     group_instruction_share: float = 0.3,
+    classes: PriorClasses | None = None,
 ) -> tuple[int, ...]:
     """`select_for_injection`'s choice as ascending positions in `ordered`, given each item's `kind_of` and
-    `item_cost` (the reply path keeps them per caller instead of recomputing them per message)."""
+    `item_cost` (and `prior_classes`: the reply path keeps them per caller instead of recomputing them per
+    message)."""
     if limit <= 0 or not ordered:
         return ()
     present = set(kinds)
     by_prior = range(len(ordered))
-    by_relevance = _ranked(ordered, relevance, threshold, PRIOR_WEIGHT)
+    by_relevance = _ranked(ordered, relevance, threshold, PRIOR_WEIGHT, classes)
     taken: set[int] = set()
     used = 0
     for section in SECTIONS:
@@ -159,8 +162,37 @@ def chosen_positions(
     return tuple(sorted(taken))
 
 
+@dataclass(frozen=True)
+class PriorClasses:
+    """What `_ranked` reads of `ordered` besides the scores: each position's memory id and class rank (type, then
+    the member's own before the group's), and where each class's run begins. The reply path keeps it per caller."""
+
+    ids: tuple[str, ...]
+    ranks: tuple[int, ...]
+    starts: tuple[int, ...]
+
+
+def prior_classes(ordered: Sequence[Scoped]) -> PriorClasses:
+    """`PriorClasses` of `ordered` (in prior order, so classes come in runs)."""
+    starts: list[int] = []
+    ranks: list[int] = []
+    last_type: MemoryType | None = None
+    last_group: bool | None = None
+    for position, (scope, memory) in enumerate(ordered):
+        in_group = scope is Scope.GROUP
+        if memory.type is not last_type or in_group is not last_group:
+            last_type, last_group = memory.type, in_group
+            starts.append(position)
+        ranks.append(len(starts) - 1)
+    return PriorClasses(tuple(memory.id for _, memory in ordered), tuple(ranks), tuple(starts))
+
+
 def _ranked(
-    ordered: Sequence[Scoped], relevance: Mapping[str, float] | None, threshold: float, prior_weight: float
+    ordered: Sequence[Scoped],
+    relevance: Mapping[str, float] | None,
+    threshold: float,
+    prior_weight: float,
+    classes: PriorClasses | None = None,
 ) -> Sequence[int]:
     """Positions in `ordered`, re-ranked by relevance plus the prior. The prior among relevant memories is their
     class (type, then the member's own before the group's), not their age: recency did not earn its place there
@@ -170,19 +202,15 @@ def _ranked(
     if relevance is None or best <= 0.0:
         return range(len(ordered))
     floor = threshold * best
-    get = relevance.get
-    starts: list[int] = []  # where each class's run begins (`ordered` is in prior order, so classes come in runs)
-    picked: list[tuple[int, float, int]] = []  # the relevant: position, score relative to the best, class rank
-    last_type: MemoryType | None = None
-    last_group: bool | None = None
-    for position, (scope, memory) in enumerate(ordered):
-        in_group = scope is Scope.GROUP
-        if memory.type is not last_type or in_group is not last_group:
-            last_type, last_group = memory.type, in_group
-            starts.append(position)
-        score = get(memory.id, 0.0)
-        if score > 0.0 and score >= floor:
-            picked.append((position, score / best, len(starts) - 1))
+    if classes is None:
+        classes = prior_classes(ordered)
+    starts, ranks = classes.starts, classes.ranks
+    # the relevant: position, score relative to the best, class rank
+    picked = [
+        (position, score / best, ranks[position])
+        for position, score in enumerate(map(relevance.get, classes.ids, repeat(0.0)))
+        if score > 0.0 and score >= floor
+    ]
     n = len(ordered)
     if not picked:
         return range(n)

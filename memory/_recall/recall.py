@@ -16,7 +16,7 @@ from .associations import AssociationIndex
 from .categories import CategoryIndex
 from .lexical import LexicalIndex
 from .smalltalk import says_nothing
-from .ranking import chosen_positions, injection_order, item_cost, kind_of
+from .ranking import PriorClasses, chosen_positions, injection_order, item_cost, kind_of, prior_classes
 from .semantic import VectorStore, combine
 
 log = logging.getLogger("astrbot_plugin_user_memory")
@@ -60,6 +60,7 @@ class _CallerView:
     contents: dict[str, str] = field(default_factory=dict)
     kinds: list[str] = field(default_factory=list)  # `kind_of` each of `ordered`
     costs: list[int] = field(default_factory=list)  # `item_cost` of each of `ordered`
+    classes: PriorClasses | None = None  # `prior_classes` of `ordered`
     cost: int = 0  # characters the whole of `ordered` would take in the budget
     lines: dict[str, str] = field(default_factory=dict)  # memory id -> its rendered line
     _rendered: dict[str, tuple[Memory, str]] = field(default_factory=dict)
@@ -83,6 +84,7 @@ class _CallerView:
         self.ordered = injection_order((scope, m) for scope, _, memories in lists for m in memories)
         self.kinds = [kind_of(item) for item in self.ordered]
         self.costs = [item_cost(item) for item in self.ordered]
+        self.classes = prior_classes(self.ordered)
         self.cost = sum(self.costs)
         self._block_key = self._prior_choice = None
         rendered = {}
@@ -116,6 +118,7 @@ class _CallerView:
             relevance=None if by_prior else relevance,
             threshold=settings.recall_relevance_threshold,
             group_instruction_share=settings.recall_group_instruction_share,
+            classes=self.classes,
         )
         if by_prior:
             self._prior_choice = (settings_key, chosen)
