@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import importlib
 import sys
 import tempfile
@@ -33,7 +34,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import recall_prompt as rp  # noqa: E402
-from _previous import components  # noqa: E402
+from _previous import components, load_previous  # noqa: E402
 from conftest import load_plugin_package, make_event  # noqa: E402
 
 
@@ -49,18 +50,22 @@ class Timed:
 
     def __init__(self) -> None:
         self.calls: dict[str, list[float]] = defaultdict(list)
+        self.cpu: dict[str, list[float]] = defaultdict(list)  # the thread's CPU time of each call
         self._undo: list[tuple[object, str, object]] = []
 
     def wrap(self, owner: object, attr: str, name: str) -> None:
         inner = getattr(owner, attr)
         calls = self.calls[name]
 
+        cpu = self.cpu[name]
+
         def timed(*args, **kwargs):
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.thread_time()
             try:
                 return inner(*args, **kwargs)
             finally:
                 calls.append(time.perf_counter() - start)
+                cpu.append(time.thread_time() - start_cpu)
 
         self._undo.append((owner, attr, inner))
         setattr(owner, attr, timed)
@@ -72,6 +77,15 @@ class Timed:
 
 
 LAST_TICK = [0.0]
+GC_PAUSES: dict[int, list[float]] = defaultdict(list)  # generation -> the collector's pauses, seconds
+_GC_START = [0.0]
+
+
+def on_gc(phase: str, info: dict) -> None:
+    if phase == "start":
+        _GC_START[0] = time.perf_counter()
+    else:
+        GC_PAUSES[info["generation"]].append(time.perf_counter() - _GC_START[0])
 
 
 async def ticker(gaps: list[float], stop: asyncio.Event) -> None:
@@ -95,7 +109,16 @@ def watchdog(main_id: int, samples: Counter, done: threading.Event, after: float
 
 
 async def scenario(
-    current, directory: Path, ds, cases, url: str, timeout_ms: int, size: int, concurrency: int, warm: bool
+    current,
+    directory: Path,
+    ds,
+    cases,
+    url: str,
+    timeout_ms: int,
+    size: int,
+    concurrency: int,
+    warm: bool,
+    breaker: bool,
 ):
     from astrbot.core.provider.entities import ProviderRequest
 
@@ -118,12 +141,14 @@ async def scenario(
         for case in cases:
             await reply(case)
         vectors._query_cache.clear()
-        vectors.breaker = semantic.CircuitBreaker(vectors.breaker.failures, vectors.breaker.cooldown, time.monotonic)
+    failures = vectors.breaker.failures if breaker else 10**9  # off: every reply calls (and waits for) the provider
+    vectors.breaker = type(vectors.breaker)(failures, vectors.breaker.cooldown, time.monotonic)
     timed = Timed()
     timed.wrap(vectors_mod.GroupVectors, "to_json", "to_json")
     timed.wrap(vectors_mod, "_parse", "parse")
     timed.wrap(semantic._Group, "matrix", "matrix")
     timed.wrap(semantic, "_unit", "unit")
+    timed.wrap(importlib.import_module(f"{pkg}.memory._recall.recall")._CallerView, "_update_index", "view index")
     waits: list[float] = []
     embeds: list[float] = []
     recall = service.recall
@@ -159,7 +184,15 @@ async def scenario(
         for i in range(size)
     ]
     key = models.GroupKey("lark", f"oc_sync_load_{size}_{time.monotonic_ns()}")
+    gc.collect()  # the previous scenario's plugin is garbage: its collection is not this scenario's stall
+    start = time.perf_counter()
+    gc.collect()
+    print(
+        f"  (heap: {len(gc.get_objects()):,} objects tracked by the collector; a full collection of it takes"
+        f" {(time.perf_counter() - start) * 1000:.0f} ms)"
+    )
     gaps: list[float] = []
+    GC_PAUSES.clear()
     stop = asyncio.Event()
     tick = asyncio.create_task(ticker(gaps, stop))
     sync_start = time.perf_counter()
@@ -181,17 +214,25 @@ async def scenario(
     timed.undo()
     await service.store.close()
     await embedder.terminate()
-    return gaps, timed.calls, waits, embeds, (sync_took[0] if sync_took else 0.0)
+    return gaps, timed, waits, embeds, (sync_took[0] if sync_took else 0.0)
 
 
-def report(name: str, gaps, calls, waits, embeds, sync_s: float) -> None:
+def report(name: str, gaps, timed: Timed, waits, embeds, sync_s: float) -> None:
     ms = [g * 1000 for g in gaps]
-    steps = "  ".join(f"{n} {sum(v) * 1000:.0f}/{max(v, default=0) * 1000:.0f}" for n, v in sorted(calls.items()))
+    parts = []
+    for n, v in sorted(timed.calls.items()):
+        slowest = max(range(len(v)), key=v.__getitem__, default=None)
+        cpu = timed.cpu[n][slowest] * 1000 if slowest is not None else 0.0
+        parts.append(f"{n} {sum(v) * 1000:.0f}/{max(v, default=0) * 1000:.0f} (cpu {cpu:.0f})")
+    steps = "  ".join(parts)
     print(
         f"  {name:<26} stalls >20/50/100 ms {sum(m > 20 for m in ms):>3}/{sum(m > 50 for m in ms):>3}/"
         f"{sum(m > 100 for m in ms):>3}, longest {max(ms, default=0):>5.0f} ms; sync {sync_s:>5.1f} s"
     )
-    print(f"  {'':<26} in-loop steps total/max ms: {steps}")
+    gcs = "  ".join(f"gen{g} {len(v)}x {sum(v) * 1000:.0f}/{max(v) * 1000:.0f}" for g, v in sorted(GC_PAUSES.items()))
+    print(f"  {'':<26} garbage collector pauses count total/max ms: {gcs}")
+    GC_PAUSES.clear()
+    print(f"  {'':<26} timed steps total/max ms (cpu of the slowest): {steps}")
     w = [x * 1000 for x in waits]
     e = [x * 1000 for x in embeds]
     print(
@@ -209,6 +250,8 @@ async def main() -> None:
     ap.add_argument("--timeout-ms", type=int, default=100)
     ap.add_argument("--sizes", default="0,512,2000", help="memories synced during the replies (0: no sync)")
     ap.add_argument("--dataset", default="zh_assistant_100")
+    ap.add_argument("--no-breaker", action="store_true", help="every reply calls the provider (no breaker)")
+    ap.add_argument("--baseline", default="", help="also run the plugin at this commit, in the same run")
     ap.add_argument("--warm", action="store_true", help="build every caller's view before measuring")
     ap.add_argument("--why", action="store_true", help="sample the loop thread's stack during stalls over 50 ms")
     args = ap.parse_args()
@@ -216,8 +259,11 @@ async def main() -> None:
     done = threading.Event()
     if args.why:
         threading.Thread(target=watchdog, args=(threading.get_ident(), samples, done), daemon=True).start()
-    current = load_plugin_package()
+    versions = [("current", load_plugin_package())]
+    if args.baseline:
+        versions.insert(0, (args.baseline, load_previous(args.baseline)))
     ds = rp.DATASETS[args.dataset]()
+    gc.callbacks.append(on_gc)
     with tempfile.TemporaryDirectory(prefix="bench-stalls-") as tmp:
         directory = Path(tmp)
         rp.write_groups(directory, ds)
@@ -225,13 +271,23 @@ async def main() -> None:
         cases = ds.cases[::step][: args.replies]
         print(
             f"{args.dataset}: {len(cases)} replies, {args.concurrency} at once, timeout {args.timeout_ms} ms "
-            f"(breaker as shipped){', views warm' if args.warm else ''}"
+            f"({'no breaker' if args.no_breaker else 'breaker as shipped'}{', views warm' if args.warm else ''})"
         )
         for size in (int(s) for s in args.sizes.split(",")):
-            result = await scenario(
-                current, directory, ds, cases, args.url, args.timeout_ms, size, args.concurrency, args.warm
-            )
-            report(f"sync of {size}" if size else "no sync", *result)
+            for version, main_module in versions:
+                result = await scenario(
+                    main_module,
+                    directory,
+                    ds,
+                    cases,
+                    args.url,
+                    args.timeout_ms,
+                    size,
+                    args.concurrency,
+                    args.warm,
+                    not args.no_breaker,
+                )
+                report(f"{'sync of ' + str(size) if size else 'no sync'} ({version})", *result)
             if args.why:
                 print("  where the loop was during stalls over 50 ms (10 ms samples):")
                 for stack, n in samples.most_common(8):
