@@ -10,6 +10,7 @@ import logging
 import math
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -326,6 +327,66 @@ async def test_similarities_do_not_wait_for_a_running_sync(tmp_path):
     t0 = time.monotonic()
     assert await store.similarities(KEY, "吃辣", ["m1", "m2", "m3"]) is not None
     assert time.monotonic() - t0 < 0.5
+    await store.close()
+
+
+async def test_vectors_file_and_matrix_are_built_off_the_event_loop(tmp_path, monkeypatch):
+    """Encoding and parsing the vectors file and stacking the similarity matrix run in worker threads: thousands
+    of vectors take tens of milliseconds of CPU, during which every reply's timeout would be late."""
+    if sem._np is None:
+        pytest.skip("numpy not installed")
+    threads: dict[str, list[int]] = {"to_json": [], "parse": [], "stack": []}
+
+    def on_thread(name: str, inner):
+        def recorded(*args, **kwargs):
+            threads[name].append(threading.get_ident())
+            return inner(*args, **kwargs)
+
+        return recorded
+
+    monkeypatch.setattr(
+        stored_vectors.GroupVectors, "to_json", on_thread("to_json", stored_vectors.GroupVectors.to_json)
+    )
+    monkeypatch.setattr(stored_vectors, "_parse", on_thread("parse", stored_vectors._parse))
+    monkeypatch.setattr(sem, "_stack", on_thread("stack", sem._stack))
+    await store_for(tmp_path, FakeProvider()).sync(KEY, MEMS)  # embeds, stacks, saves
+    store = store_for(tmp_path, FakeProvider())
+    assert await store.similarities(KEY, "吃辣", ["m1", "m2"])  # loads (parses, stacks), scores
+    await store.sync(KEY, MEMS[:3])  # changes: stacks and saves again
+    assert await store.similarities(KEY, "爬山", ["m1", "m3"])
+    loop_thread = threading.get_ident()
+    assert all(threads.values()), threads
+    assert loop_thread not in {t for ids in threads.values() for t in ids}
+
+
+class HeldLoad(stored_vectors.VectorFiles):
+    """Vector files whose load waits until `release` is set (a slow disk, or a database pool busy with a save)."""
+
+    def __init__(self, directory: Path) -> None:
+        super().__init__(directory, durable=False)
+        self.release = asyncio.Event()
+
+    async def load(self, key: GroupKey, model: str) -> stored_vectors.GroupVectors | None:
+        await self.release.wait()
+        return await super().load(key, model)
+
+
+async def test_first_use_waits_for_the_vectors_no_longer_than_the_timeout(tmp_path):
+    await store_for(tmp_path, FakeProvider()).sync(KEY, MEMS)
+    held = HeldLoad(tmp_path)
+    p = FakeProvider()
+    store = VectorStore(held, p, "fake/bag-64", timeout=0.05)
+    # Bounded by the test only so that a reply waiting on the load fails here instead of hanging.
+    assert await asyncio.wait_for(store.similarities(KEY, "吃辣", ["m1"]), 5.0) is None
+    assert not store.breaker.is_open and p.calls == [["吃辣"]]  # the provider answered: not its failure
+    held.release.set()  # the load that went on in the background ends; the next reply finds the group
+    for _ in range(100):
+        if not store._load_tasks:
+            break
+        await asyncio.sleep(0)
+    sims = await store.similarities(KEY, "吃辣", ["m1", "m2"])
+    assert sims is not None and max(sims, key=lambda d: sims[d]) == "m1"
+    assert p.calls == [["吃辣"]]  # the query vector was cached
     await store.close()
 
 
