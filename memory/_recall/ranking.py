@@ -143,22 +143,20 @@ def chosen_positions(
             continue
         if section.slots is not None:
             slots = min(slots, section.slots(limit, group_instruction_share))
+            if slots <= 0:
+                continue
         chars = char_budget - used
         if section.chars is not None:
             chars = min(chars, section.chars(char_budget, group_instruction_share))
         wanted = section.kinds
         for position in by_relevance if section.ranked else by_prior:
-            if slots <= 0:
-                break
-            if kinds[position] not in wanted or position in taken:
-                continue
-            cost = costs[position]
-            if cost > chars:
-                continue
-            taken.add(position)
-            chars -= cost
-            used += cost
-            slots -= 1
+            if kinds[position] in wanted and position not in taken and (cost := costs[position]) <= chars:
+                taken.add(position)
+                chars -= cost
+                used += cost
+                slots -= 1
+                if not slots:
+                    break
     return tuple(sorted(taken))
 
 
