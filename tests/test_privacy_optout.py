@@ -295,3 +295,19 @@ async def test_after_a_restart_the_reply_path_never_notes_an_opted_out_members_n
     assert restarted.members.spoken_name(G, "ou_quiet") is None
     assert restarted.members.spoken_name(G, "ou_other") == "小李"  # the others' names are noted
     await restarted.stop()
+
+
+async def test_an_opt_out_between_replies_keeps_the_next_reply_from_noting_the_name(make_service):
+    """The reply path reads the opt-out flags already in memory without awaiting: an opt-out here or in every
+    group (the platform's document) counts from the very next reply, after replies that noted the name."""
+    service = make_service()
+    for user, everywhere in (("ou_quiet", False), ("ou_everywhere", True)):
+        await block_for(service, speaker(user, name=NAME), "你好")
+        await block_for(service, speaker(user, name=NAME), "你好")  # warm: both documents in memory
+        assert service.members.spoken_name(G, user) == NAME
+        await service.tools.memory_privacy(speaker(user, name=NAME), action="optout", all_groups=everywhere)
+        await block_for(service, speaker(user, name=NAME), "你好")
+        assert service.members.spoken_name(G, user) is None, user
+    await block_for(service, speaker("ou_other", name="小李"), "你好")
+    assert service.members.spoken_name(G, "ou_other") == "小李"
+    await service.stop()

@@ -5,6 +5,7 @@ document for every group of the platform."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Collection
 
 from .._errors import MemoryPluginError
@@ -27,7 +28,7 @@ def opted_out_in(store: MemoryStore, key: GroupKey) -> frozenset[str] | None:
     """The members who opted out in the group (its own flags and the platform-wide ones), or None while either
     document is not in memory. Never does I/O: the message path calls it for every group message."""
     doc = store.peek_document(key)
-    platform = store.peek_document(GroupKey.global_for(key.platform))
+    platform = store.peek_document(_platform_key(key.platform))
     if doc is None or platform is None:
         return None
     return _union(doc, platform)
@@ -47,8 +48,18 @@ def _union(doc: GroupDocument, platform: GroupDocument) -> frozenset[str]:
     return frozenset(doc.opted_out) | frozenset(platform.opted_out)
 
 
+@functools.lru_cache(maxsize=256)
+def _platform_key(platform: str) -> GroupKey:
+    """The platform's global document's key, one object per platform (keys are immutable; the reply path asks for
+    it on every reply and a found key is compared by identity)."""
+    return GroupKey.global_for(platform)
+
+
 async def admits(store: MemoryStore, key: GroupKey, user_id: str) -> bool:
     """Whether the member's messages may be observed; False when the store cannot tell (fails closed)."""
+    known = opted_out_in(store, key)  # both documents in memory: no I/O, no further awaits
+    if known is not None:
+        return user_id not in known
     try:
         return user_id not in await opted_out(store, key)
     except MemoryPluginError:

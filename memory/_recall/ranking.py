@@ -13,7 +13,7 @@ A later section type (todos, episodes) is one more entry in `SECTIONS` with its 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import repeat
 
 from .._models import MemoryType, Scope
@@ -143,22 +143,20 @@ def chosen_positions(
             continue
         if section.slots is not None:
             slots = min(slots, section.slots(limit, group_instruction_share))
+            if slots <= 0:
+                continue
         chars = char_budget - used
         if section.chars is not None:
             chars = min(chars, section.chars(char_budget, group_instruction_share))
         wanted = section.kinds
         for position in by_relevance if section.ranked else by_prior:
-            if slots <= 0:
-                break
-            if kinds[position] not in wanted or position in taken:
-                continue
-            cost = costs[position]
-            if cost > chars:
-                continue
-            taken.add(position)
-            chars -= cost
-            used += cost
-            slots -= 1
+            if kinds[position] in wanted and position not in taken and (cost := costs[position]) <= chars:
+                taken.add(position)
+                chars -= cost
+                used += cost
+                slots -= 1
+                if not slots:
+                    break
     return tuple(sorted(taken))
 
 
@@ -170,6 +168,17 @@ class PriorClasses:
     ids: tuple[str, ...]
     ranks: tuple[int, ...]
     starts: tuple[int, ...]
+    _base_keys: dict[float, list[float]] = field(default_factory=dict, compare=False, repr=False)
+
+    def base_keys(self, prior_weight: float) -> list[float]:
+        """Each position's key before relevance: -(its class's prior), the first class's prior `prior_weight`
+        and the last's 0 (kept per weight; callers copy it)."""
+        keys = self._base_keys.get(prior_weight)
+        if keys is None:
+            step = prior_weight / max(1, len(self.starts) - 1)
+            by_class = [-(prior_weight - step * rank) for rank in range(len(self.starts))]
+            keys = self._base_keys[prior_weight] = [by_class[rank] for rank in self.ranks]
+        return keys
 
 
 def prior_classes(ordered: Sequence[Scoped]) -> PriorClasses:
@@ -197,46 +206,24 @@ def _ranked(
     """Positions in `ordered`, re-ranked by relevance plus the prior. The prior among relevant memories is their
     class (type, then the member's own before the group's), not their age: recency did not earn its place there
     (bench/recall_prior.py; bench/RECALL.md, "The prior among relevant memories"). It still orders the memories the
-    message says nothing about, which keep their prior order; the relevant few are sorted and merged in."""
+    message says nothing about, which keep their prior order (one sort by a key per position, in C)."""
     best = max(relevance.values(), default=0.0) if relevance else 0.0
     if relevance is None or best <= 0.0:
         return range(len(ordered))
     floor = threshold * best
     if classes is None:
         classes = prior_classes(ordered)
-    starts, ranks = classes.starts, classes.ranks
-    # the relevant: position, score relative to the best, class rank
-    picked = [
-        (position, score / best, ranks[position])
-        for position, score in enumerate(map(relevance.get, classes.ids, repeat(0.0)))
-        if score > 0.0 and score >= floor
-    ]
-    n = len(ordered)
+    # every position's key: -(its class's prior) less its score relative to the best when it is relevant (the
+    # rest's score is 0), sorted with ties by position (a stable sort of the positions)
+    keys = classes.base_keys(prior_weight).copy()
+    picked = False
+    for position, score in enumerate(map(relevance.get, classes.ids, repeat(0.0))):
+        if score > 0.0 and score >= floor:
+            keys[position] -= score / best
+            picked = True
     if not picked:
-        return range(n)
-    # a memory's key is -(its relative score + its class's prior), ties by position; the rest's score is 0
-    step = prior_weight / max(1, len(starts) - 1)
-    keyed = sorted((-(prior_weight - step * rank) - gain, position) for position, gain, rank in picked)
-    taken = {position for _, position in keyed}
-    ends = [*starts[1:], n]
-    out: list[int] = []
-    done = 0  # every position below this is placed or relevant
-    for key, position in keyed:
-        boundary = n  # the rest before this memory: the classes whose key is below its key
-        for rank, start in enumerate(starts):
-            class_key = -(prior_weight - step * rank)
-            if class_key > key:
-                boundary = start
-                break
-            if class_key == key:
-                boundary = min(max(position, start), ends[rank])
-                break
-        if boundary > done:
-            out.extend(q for q in range(done, boundary) if q not in taken)
-            done = boundary
-        out.append(position)
-    out.extend(q for q in range(done, n) if q not in taken)
-    return out
+        return range(len(ordered))
+    return sorted(range(len(keys)), key=keys.__getitem__)
 
 
 def item_cost(item: Scoped) -> int:

@@ -6,7 +6,8 @@ so the block would change from one "早" to the next; with nothing relevant, the
 from __future__ import annotations
 
 import re
-import unicodedata
+
+from .lexical import normalize_text
 
 # Longest first, so that 早上好 is taken whole before 早.
 _PHRASES = sorted(
@@ -44,7 +45,7 @@ def says_nothing(message: str) -> bool:
     the reply path); a rare greeting it cannot split is scored as before."""
     if len(message) > MAX_SMALLTALK_CHARS:
         return False
-    text = _NOT_WORD.sub("", unicodedata.normalize("NFKC", message).casefold())
+    text = _NOT_WORD.sub("", normalize_text(message))  # NFKC + casefold, kept for relevance scoring next
     at = 0
     while at < len(text):
         for size in _SIZES_BY_FIRST.get(text[at], ()):

@@ -15,7 +15,7 @@ from .._errors import MemoryPluginError
 from .._manage.stats import INJECTION_COUNTS_FILE
 from .._models import MemberKey
 from .._observation import Utterance
-from .._privacy.optout import admits, excluded
+from .._privacy.optout import admits, excluded, opted_out_in
 from .._recall import Recall, VectorStore, fusion, semantic_similarities
 from .._settings import Settings, SettingWarning
 from .._status import storage_line
@@ -221,7 +221,12 @@ class MemoryService(Components):
             return NOTHING_INJECTED
         # Now that the group is loaded (after a restart it may not have been when the name was taken); the platform's
         # flags are loaded once if nothing did yet (extraction off): a member who opted out leaves no name behind.
-        if await admits(self.store, member.group, member.user_id):  # O(1) once both documents are in memory
+        hidden = opted_out_in(self.store, member.group)  # both documents in memory: no await
+        if (
+            member.user_id not in hidden
+            if hidden is not None
+            else await admits(self.store, member.group, member.user_id)
+        ):
             self.members.note_spoken(member.group, member.user_id, name)
         if injected:
             self.injection_counts.note(member.group, injected)
