@@ -426,6 +426,8 @@ class LexicalIndex:
         avg = self._total_len / n_docs
         c0 = k1 * (1.0 - b) if avg > 0 else k1
         c1 = k1 * b / avg if avg > 0 else 0.0
+        if cand is None:  # every document (the reply path)
+            return self._raw_all(qw, n_docs, c0, c1)
         dl = self._doc_len
         k1p1 = k1 + 1.0
         acc: dict[str, float] = {}
@@ -434,8 +436,6 @@ class LexicalIndex:
         idf_cache = self._idf
         ref = 0.0
         unknown_idf = math.log(1.0 + (n_docs + 0.5) / 0.5)
-        if cand is None:  # every document (the reply path)
-            return self._raw_all(qw, n_docs, c0, c1)
         for t, qt in qw.items():
             p = postings.get(t)
             if p is None:  # unknown term: counts for the reference only (df = 0)
