@@ -36,13 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import recall_prompt as rp  # noqa: E402
 from _previous import components, load_previous  # noqa: E402
 from conftest import load_plugin_package, make_event  # noqa: E402
-
-
-def pct(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+from embedding_latency import pct  # noqa: E402
 
 
 class Timed:
