@@ -32,6 +32,7 @@ class Loaded:
 
     lists: dict[str | None, str] = field(default_factory=dict)  # owner (None: the group's) -> its list's token
     items: list[tuple[BaseModel, BaseModel]] = field(default_factory=list)  # (todo or archived memory, as read)
+    kid: str | None = None  # the key id the file's head names (None: a plaintext file)
 
 
 class DocumentSerializer:
@@ -63,6 +64,11 @@ class DocumentSerializer:
             for item, read in loaded.items
             if token_kid((read.model_extra or {}).get(sealed.SEALED)) == kid
         }
+
+    def reuse(self, user_id: str, entry: UserMemories, fragment: bytes) -> None:
+        """`fragment` (the member's line(s) as read, `  "id": {...}`) is what this serializer would write for
+        `entry` while it is the document's: written back as it is (`lazy.py`)."""
+        self._fragments[user_id] = (entry, fragment)
 
     def dumps(self, doc: GroupDocument) -> bytes:
         fragments: dict[str, tuple[UserMemories, bytes]] = {}
