@@ -116,11 +116,11 @@ class LazyUserMemories(UserMemories):
 
     @property
     def parsed(self) -> bool:
-        return getattr(self, "_lazy_source", None) is None
+        return _source(self) is None
 
     def _fields(self) -> dict[str, Any]:
         """The instance dict, parsing the member's text first if that is still to do."""
-        source = getattr(self, "_lazy_source", None)  # unset in a copy pydantic made
+        source = _source(self)
         if source is not None:
             line, start, user_id, key, sealer, opened = source
             try:
@@ -171,6 +171,19 @@ class LazyUserMemories(UserMemories):
         return bool(self.__dict__ == other.__dict__ and self.__pydantic_extra__ == other.__pydantic_extra__)
 
     __hash__ = None  # type: ignore[assignment]
+
+
+_SLOT = LazyUserMemories.__dict__["_lazy_source"]
+
+
+def _source(entry: LazyUserMemories) -> tuple[bytes, int, str, GroupKey, Sealer | None, bool] | None:
+    """What is still to parse of `entry` (unset in a copy pydantic made: read from the slot itself, since a
+    missing attribute would go through pydantic's `__getattr__`, which reads the extras, which parse...)."""
+    try:
+        source: tuple[bytes, int, str, GroupKey, Sealer | None, bool] | None = _SLOT.__get__(entry)
+    except AttributeError:
+        return None
+    return source
 
 
 def attach(
