@@ -49,7 +49,7 @@ async def filled(tmp_path, members: int = 6, sealer=None) -> UserMemoryStore:
 def member_lines(raw: bytes) -> dict[str, bytes]:
     split = split_members(raw)
     assert split is not None
-    return {user_id: line for user_id, line, _ in split[1]}
+    return {user_id: bytes(line) for user_id, line, _ in split[1]}
 
 
 def unparsed(store: UserMemoryStore) -> set[str]:
@@ -174,7 +174,7 @@ def test_other_layouts_are_parsed_whole():
     indented = json.dumps(users_last, indent=1, ensure_ascii=False).encode()
     head, members = split_members(indented)  # another writer's indent-1 layout with "users" last splits as well
     assert [u for u, _, _ in members] == ["ou_0", "ou_1", "ou_2"]
-    assert [json.loads(line[start:]) for _, line, start in members] == list(users_last["users"].values())
+    assert [json.loads(bytes(line[start:])) for _, line, start in members] == list(users_last["users"].values())
     assert json.loads(head)["users"] == {}
 
 

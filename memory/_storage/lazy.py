@@ -41,18 +41,20 @@ log = logging.getLogger("astrbot_plugin_user_memory")
 
 _USERS = b'\n "users": {'
 _TAIL = b"\n }\n}"
-_MEMBER_LINE = b'\n  "'
+_STRUCTURE = re.compile(rb"\n(?!   )")  # a newline not followed by three spaces (a memory's line)
 _MEMBER = re.compile(rb'\n  ("(?:[^"\\\n]|\\.)*"): ')
 _TOKEN_TAIL = re.compile(rb', "sealed": ("[^"\\\n]*")\}\Z')
+# What a lazy entry parses: (its line(s), where its value starts, user id, group, sealer, whether to open a token)
+Source = tuple[memoryview, int, str, GroupKey, "Sealer | None", bool]
 _DICT = BaseModel.__dict__["__dict__"]  # the instance dict's own descriptor, under the property below
 _EXTRA = BaseModel.__dict__["__pydantic_extra__"]
 
-Members = list[tuple[str, bytes, int]]  # (user id, its line(s) as read `  "id": {...}`, where its value starts)
+Members = list[tuple[str, memoryview, int]]  # (user id, its line(s) as read `  "id": {...}`, where its value starts)
 
 
 def split_members(raw: bytes) -> tuple[bytes, Members] | None:
     """(the document with `"users": {}`, each member as read), or None when `raw` is not in the serializer's layout
-    (the caller parses it whole). Costs a few scans of the bytes in C: ~5 ms for 8.7 MB."""
+    (the caller parses it whole). One pass of a regular expression over the bytes: ~3 ms for 5 MB."""
     at = raw.find(_USERS)
     if at < 0:
         return None
@@ -65,15 +67,16 @@ def split_members(raw: bytes) -> tuple[bytes, Members] | None:
     end -= len(_TAIL)
     if not raw.startswith(_TAIL, end):
         return None
-    # Every line of the members is indented by two spaces at least (a head key after "users", or a file formatted
-    # otherwise, is not), and a line that starts with a quote after two spaces starts a member.
-    if raw.count(b"\n", after, end) != raw.count(b"\n  ", after, end):
-        return None
+    # One pass over the members' lines that are not a memory's (the lines indented by three spaces or more): each
+    # starts a member (a quote after two spaces) or closes one (two spaces, then anything else). A line indented
+    # less (a head key after "users", a file formatted otherwise) is not inside the members: parsed whole.
     starts: list[tuple[int, int, str]] = []  # (where the member's line starts, where its value starts, its id)
-    at_line = raw.find(_MEMBER_LINE, after, end)
-    if at_line != after:
-        return None
-    while at_line >= 0:
+    for line in _STRUCTURE.finditer(raw, after, end):
+        at_line = line.start()
+        if not raw.startswith(b"\n  ", at_line):
+            return None
+        if raw[at_line + 3] != 0x22:  # '"': not a member's first line
+            continue
         match = _MEMBER.match(raw, at_line, end)
         if match is None:
             return None
@@ -82,14 +85,16 @@ def split_members(raw: bytes) -> tuple[bytes, Members] | None:
             starts.append((at_line + 1, match.end(), json.loads(key) if b"\\" in key else key[1:-1].decode()))
         except ValueError:  # UnicodeDecodeError too
             return None
-        at_line = raw.find(_MEMBER_LINE, match.end(), end)
+    if not starts or starts[0][0] != after + 1:
+        return None
     members: Members = []
+    view = memoryview(raw)  # the members' lines are views of the file's bytes: nothing is copied until parsed
     for i, (line_start, value_start, user_id) in enumerate(starts):
         last = i + 1 == len(starts)
         stop = end if last else starts[i + 1][0] - 2  # before the comma
         if not (last or raw.startswith(b",", stop)) or raw[value_start] != 0x7B or raw[stop - 1] != 0x7D:  # { }
             return None
-        members.append((user_id, raw[line_start:stop], value_start - line_start))
+        members.append((user_id, view[line_start:stop], value_start - line_start))
     head = raw[:at] + b'\n "users": {}\n}\n'
     return head, members
 
@@ -100,11 +105,11 @@ class LazyUserMemories(UserMemories):
 
     __slots__ = ("_lazy_source",)
     if TYPE_CHECKING:  # not an annotation at run time: pydantic would take it for a private attribute
-        _lazy_source: tuple[bytes, int, str, GroupKey, Sealer | None, bool] | None
+        _lazy_source: Source | None
 
     @classmethod
     def of(
-        cls, line: bytes, start: int, user_id: str, key: GroupKey, sealer: Sealer | None, opened: bool
+        cls, line: memoryview, start: int, user_id: str, key: GroupKey, sealer: Sealer | None, opened: bool
     ) -> LazyUserMemories:
         """The member whose value is `line[start:]`. `opened`: the file is sealed, so a member's token is opened
         (a plaintext file's entries are as read)."""
@@ -124,7 +129,7 @@ class LazyUserMemories(UserMemories):
         if source is not None:
             line, start, user_id, key, sealer, opened = source
             try:
-                entry = UserMemories.model_validate_json(line[start:])
+                entry = UserMemories.model_validate_json(bytes(line[start:]))
             except ValidationError as exc:
                 log.error("memory file of group %s: member %s cannot be read: %s", key, user_id, exc)
                 raise StorageUnavailable(
@@ -176,11 +181,11 @@ class LazyUserMemories(UserMemories):
 _SLOT = LazyUserMemories.__dict__["_lazy_source"]
 
 
-def _source(entry: LazyUserMemories) -> tuple[bytes, int, str, GroupKey, Sealer | None, bool] | None:
+def _source(entry: LazyUserMemories) -> Source | None:
     """What is still to parse of `entry` (unset in a copy pydantic made: read from the slot itself, since a
     missing attribute would go through pydantic's `__getattr__`, which reads the extras, which parse...)."""
     try:
-        source: tuple[bytes, int, str, GroupKey, Sealer | None, bool] | None = _SLOT.__get__(entry)
+        source: Source | None = _SLOT.__get__(entry)
     except AttributeError:
         return None
     return source
