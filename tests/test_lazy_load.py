@@ -49,7 +49,7 @@ async def filled(tmp_path, members: int = 6, sealer=None) -> UserMemoryStore:
 def member_lines(raw: bytes) -> dict[str, bytes]:
     split = split_members(raw)
     assert split is not None
-    return {user_id: bytes(line) for user_id, line, _ in split[1]}
+    return {user_id: raw[line_start:stop] for user_id, line_start, _, stop in split[1]}
 
 
 def unparsed(store: UserMemoryStore) -> set[str]:
@@ -173,8 +173,8 @@ def test_other_layouts_are_parsed_whole():
     users_last = {**doc.model_dump(mode="json", exclude={"users"}), "users": doc.model_dump(mode="json")["users"]}
     indented = json.dumps(users_last, indent=1, ensure_ascii=False).encode()
     head, members = split_members(indented)  # another writer's indent-1 layout with "users" last splits as well
-    assert [u for u, _, _ in members] == ["ou_0", "ou_1", "ou_2"]
-    assert [json.loads(bytes(line[start:])) for _, line, start in members] == list(users_last["users"].values())
+    assert [u for u, _, _, _ in members] == ["ou_0", "ou_1", "ou_2"]
+    assert [json.loads(indented[start:stop]) for _, _, start, stop in members] == list(users_last["users"].values())
     assert json.loads(head)["users"] == {}
 
 
@@ -191,7 +191,7 @@ async def test_a_lazy_entry_behaves_like_a_parsed_one(tmp_path):
     assert entry.model_extra == {"from_a_newer_version": [1]} and entry.parsed
     plain = UserMemories(memories=member_memories(1), from_a_newer_version=[1])
     assert entry == plain and plain == entry
-    for lazy in (doc.users["ou_0"], LazyUserMemories.of(*_source(entry))):
+    for lazy in (doc.users["ou_0"], _lazy(entry)):
         assert json.loads(lazy.model_dump_json())["memories"][0]["id"].startswith("m-")
     deep = copy.deepcopy(doc.users["ou_0"])
     assert deep.memories == member_memories(0) and deep == doc.users["ou_0"]
@@ -200,7 +200,30 @@ async def test_a_lazy_entry_behaves_like_a_parsed_one(tmp_path):
     assert json.loads(path.read_bytes())["users"]["ou_1"]["from_a_newer_version"] == [1]
 
 
-def _source(entry):
-    split = split_members(DocumentSerializer(G).dumps(GroupDocument(group_id=G.group_id, users={"ou_1": entry})))
-    user_id, line, start = split[1][0]
-    return line, start, user_id, G, None, False
+def _lazy(entry):
+    raw = DocumentSerializer(G).dumps(GroupDocument(group_id=G.group_id, users={"ou_1": entry}))
+    user_id, _, start, stop = split_members(raw)[1][0]
+    return LazyUserMemories.of(raw, start, stop, user_id, G, None, False)
+
+
+@pytest.mark.parametrize("key", [None, KEY], ids=["plaintext", "sealed"])
+async def test_memories_are_counted_without_parsing_them(tmp_path, key):
+    from memory._manage.index import entry_from
+
+    sealer = Keyring(key).sealer() if key else None
+    await filled(tmp_path, sealer=sealer)
+    store = UserMemoryStore(tmp_path, durable=False, sealer=sealer)
+    await store.start()
+    doc = await store.document(G)
+    counts = {u: e.memory_count() for u, e in doc.users.items()}
+    entry = entry_from(G, doc, "f", 0)
+    assert unparsed(store) == set(doc.users)
+    assert counts == {u: len(e.memories) for u, e in doc.users.items()} == {f"ou_{u}": 3 for u in range(6)}
+    assert (entry.members, entry.member_memories) == (6, 18)
+    raw = store.path_for(G).read_bytes()
+    line = member_lines(raw)["ou_0"]
+    path = store.path_for(G)
+    path.write_bytes(raw.replace(line, b'  "ou_0": {"memories": []}'))  # an empty list (the store drops them)
+    empty = UserMemoryStore(tmp_path, durable=False, sealer=sealer)
+    await empty.start()
+    assert (await empty.document(G)).users["ou_0"].memory_count() == 0

@@ -44,12 +44,16 @@ _TAIL = b"\n }\n}"
 _STRUCTURE = re.compile(rb"\n(?!   )")  # a newline not followed by three spaces (a memory's line)
 _MEMBER = re.compile(rb'\n  ("(?:[^"\\\n]|\\.)*"): ')
 _TOKEN_TAIL = re.compile(rb', "sealed": ("[^"\\\n]*")\}\Z')
-# What a lazy entry parses: (its line(s), where its value starts, user id, group, sealer, whether to open a token)
-Source = tuple[memoryview, int, str, GroupKey, "Sealer | None", bool]
+_ONE_A_LINE = b'{"memories": [\n   '  # how `serialize.py` starts a member's list: one memory a line
+_NONE = b'{"memories": []'
+
+# What a lazy entry parses: (the file's bytes, where its value starts and ends, user id, group, sealer, whether to
+# open a token). Every member refers to the one `bytes` of the file: nothing is copied until a member is parsed.
+Source = tuple[bytes, int, int, str, GroupKey, "Sealer | None", bool]
 _DICT = BaseModel.__dict__["__dict__"]  # the instance dict's own descriptor, under the property below
 _EXTRA = BaseModel.__dict__["__pydantic_extra__"]
 
-Members = list[tuple[str, memoryview, int]]  # (user id, its line(s) as read `  "id": {...}`, where its value starts)
+Members = list[tuple[str, int, int, int]]  # (user id, where its line `  "id": {...}` starts, its value starts, ends)
 
 
 def split_members(raw: bytes) -> tuple[bytes, Members] | None:
@@ -88,13 +92,12 @@ def split_members(raw: bytes) -> tuple[bytes, Members] | None:
     if not starts or starts[0][0] != after + 1:
         return None
     members: Members = []
-    view = memoryview(raw)  # the members' lines are views of the file's bytes: nothing is copied until parsed
     for i, (line_start, value_start, user_id) in enumerate(starts):
         last = i + 1 == len(starts)
         stop = end if last else starts[i + 1][0] - 2  # before the comma
         if not (last or raw.startswith(b",", stop)) or raw[value_start] != 0x7B or raw[stop - 1] != 0x7D:  # { }
             return None
-        members.append((user_id, view[line_start:stop], value_start - line_start))
+        members.append((user_id, line_start, value_start, stop))
     head = raw[:at] + b'\n "users": {}\n}\n'
     return head, members
 
@@ -109,12 +112,12 @@ class LazyUserMemories(UserMemories):
 
     @classmethod
     def of(
-        cls, line: memoryview, start: int, user_id: str, key: GroupKey, sealer: Sealer | None, opened: bool
+        cls, raw: bytes, start: int, stop: int, user_id: str, key: GroupKey, sealer: Sealer | None, opened: bool
     ) -> LazyUserMemories:
-        """The member whose value is `line[start:]`. `opened`: the file is sealed, so a member's token is opened
-        (a plaintext file's entries are as read)."""
+        """The member whose value is `raw[start:stop]`. `opened`: the file is sealed, so a member's token is
+        opened (a plaintext file's entries are as read)."""
         entry = cls.__new__(cls)
-        object.__setattr__(entry, "_lazy_source", (line, start, user_id, key, sealer, opened))
+        object.__setattr__(entry, "_lazy_source", (raw, start, stop, user_id, key, sealer, opened))
         object.__setattr__(entry, "__pydantic_fields_set__", {"memories"})
         object.__setattr__(entry, "__pydantic_private__", None)
         return entry
@@ -123,13 +126,25 @@ class LazyUserMemories(UserMemories):
     def parsed(self) -> bool:
         return _source(self) is None
 
+    def memory_count(self) -> int:
+        """Without parsing, when the member is written one memory a line (as `serialize.py` writes it): the lines
+        after the first but the closing one. The group index counts every member's memories after each commit."""
+        source = _source(self)
+        if source is not None:
+            raw, start, stop = source[:3]
+            if raw.startswith(_ONE_A_LINE, start):
+                return raw.count(b"\n", start, stop) - 1
+            if raw.startswith(_NONE, start):
+                return 0
+        return len(self.memories)
+
     def _fields(self) -> dict[str, Any]:
         """The instance dict, parsing the member's text first if that is still to do."""
         source = _source(self)
         if source is not None:
-            line, start, user_id, key, sealer, opened = source
+            raw, start, stop, user_id, key, sealer, opened = source
             try:
-                entry = UserMemories.model_validate_json(bytes(line[start:]))
+                entry = UserMemories.model_validate_json(raw[start:stop])
             except ValidationError as exc:
                 log.error("memory file of group %s: member %s cannot be read: %s", key, user_id, exc)
                 raise StorageUnavailable(
@@ -193,6 +208,7 @@ def _source(entry: LazyUserMemories) -> Source | None:
 
 def attach(
     doc: GroupDocument,
+    raw: bytes,
     members: Members,
     key: GroupKey,
     sealer: Sealer | None,
@@ -205,15 +221,16 @@ def attach(
     opened = sealed_with is not None
     kid = sealer.kid if sealer is not None else None
     users: dict[str, UserMemories] = {}
-    for user_id, line, start in members:
-        entry = users[user_id] = LazyUserMemories.of(line, start, user_id, key, sealer, opened)
+    view = memoryview(raw)  # what the serializer writes back: views of the file's bytes, never copied
+    for user_id, line_start, start, stop in members:
+        entry = users[user_id] = LazyUserMemories.of(raw, start, stop, user_id, key, sealer, opened)
         if serializer is None:
             continue
         if opened:
-            match = _TOKEN_TAIL.search(line, start)
+            match = _TOKEN_TAIL.search(raw, start, stop)
             if match is None or kid is None or token_kid(json.loads(match.group(1))) != kid:
                 continue
         elif sealer is not None:  # a plaintext file and a key: the first commit seals every member
             continue
-        serializer.reuse(user_id, entry, line)
+        serializer.reuse(user_id, entry, view[line_start:stop])
     doc.users = users

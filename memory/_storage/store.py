@@ -207,7 +207,9 @@ class UserMemoryStore(CachedStore):
                 doc = parse_document(split[0] if split else raw, group.key, self._sealer, loaded=loaded)
                 group.serializer.loaded(doc, loaded)
                 if split:
-                    lazy.attach(doc, split[1], group.key, self._sealer, loaded.kid, group.serializer)
+                    lazy.attach(
+                        doc, raw.removeprefix(UTF8_BOM), split[1], group.key, self._sealer, loaded.kid, group.serializer
+                    )
             except StorageUnavailable as exc:  # a key that is missing or data tampered with: never "corrupt"
                 log.error("memory file %s of group %s cannot be opened: %s", group.path, group.key, exc)
                 raise
