@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from .._errors import MemoryPluginError
+from .._gcfreeze import FREEZE_EVERY_SECONDS, freeze_periodically
 from .._manage.stats import INJECTION_COUNTS_FILE
 from .._models import MemberKey
 from .._observation import Utterance
@@ -73,6 +74,9 @@ class MemoryService(Components):
         self._store_starting: asyncio.Task[None] | None = None
         self._store_watch: asyncio.Task[None] | None = None
         self._injection_counts_saver: asyncio.Task[None] | None = None
+        # Long-lived objects frozen out of garbage collection (`_gcfreeze.py`): at start, then this often; None: off.
+        self.gc_freeze_every: float | None = FREEZE_EVERY_SECONDS
+        self._gc_freezer: asyncio.Task[None] | None = None
 
     @property
     def observing(self) -> bool:
@@ -81,6 +85,8 @@ class MemoryService(Components):
 
     # -- start and stop ------------------------------------------------------------------------------------------
     async def start(self) -> None:
+        if self.gc_freeze_every is not None:  # first: the host's heap is frozen before anything is loaded
+            self._gc_freezer = asyncio.create_task(freeze_periodically(self.gc_freeze_every), name="memory-gc-freeze")
         await self._start_store()
         if self.key_migration is not None:
             self.key_migration.start()  # waits for the store (and on PostgreSQL for its lease) by itself
@@ -97,7 +103,7 @@ class MemoryService(Components):
             self._store_watch = asyncio.create_task(self._once_the_store_serves(), name="memory-store-watch")
 
     async def stop(self) -> None:
-        for task in (self._store_watch, self._store_starting):
+        for task in (self._store_watch, self._store_starting, self._gc_freezer):
             if task is not None and not task.done():
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
