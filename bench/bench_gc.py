@@ -10,9 +10,10 @@ current, each scenario in a fresh child process:
 - then: a full collection timed through `gc.callbacks` (median of 3), the tracked objects, and the longest
   automatic collection of each generation during 2,000 more replies to members who spoke.
 
-Variants: `none` (as the plugin is), `freeze-start` (gc.freeze() once the plugin started, before any load),
-`freeze-loads` (also after the loads), and the plugin's own policy when it has one (`plugin`: whatever the current
-code does by itself). Figures are ms of wall time (a collection runs in the event loop's thread; CPU time ~ wall
+Variants: `none` (no freeze; the current plugin's own freezing turned off), `freeze-start` (gc.freeze() once the
+plugin started, before any load), `freeze-loads` (also gc.collect(1) and gc.freeze() after the loads), and `plugin`
+(current only: its own policy, `memory/_gcfreeze.py`: collect and freeze at start, then every `--freeze-every`
+seconds; 30 in the plugin, 2 here so the replies run sees it). Figures are ms of wall time (a collection runs in the event loop's thread; CPU time ~ wall
 on a quiet machine: both are printed).
 
 Run: .venv/bin/python bench/bench_gc.py [--groups 10] [--speakers 100] [--host-objects 0] [--previous COMMIT]
@@ -90,7 +91,9 @@ async def child(args) -> dict:
     t0, c0 = time.perf_counter(), time.thread_time()
     gc.collect()
     out["full_before"] = (time.perf_counter() - t0, time.thread_time() - c0)
-    await plugin.initialize()  # what the plugin does at start (the current code may freeze here)
+    if hasattr(parts, "gc_freeze_every"):  # the current plugin's own policy: on only in the "plugin" variant
+        parts.gc_freeze_every = args.freeze_every if args.variant == "plugin" else None
+    await plugin.initialize()
     if args.variant in ("freeze-start", "freeze-loads"):
         gc.freeze()
     gc.callbacks.append(pauses)
@@ -152,7 +155,8 @@ def main() -> None:
     parser.add_argument("--host-objects", type=int, default=0)
     parser.add_argument("--previous", default=None)
     parser.add_argument("--rounds", type=int, default=1)
-    parser.add_argument("--variants", default="none,freeze-start,freeze-loads")
+    parser.add_argument("--variants", default="none,freeze-start,freeze-loads,plugin")
+    parser.add_argument("--freeze-every", type=float, default=2.0, help="the plugin variant's period (s)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--side", default="current", help=argparse.SUPPRESS)
     parser.add_argument("--variant", default="none", help=argparse.SUPPRESS)
@@ -181,7 +185,7 @@ def main() -> None:
         print(header)
         for _ in range(args.rounds):
             for variant in args.variants.split(","):
-                for side in ("previous", "current"):
+                for side in ("previous", "current") if variant != "plugin" else ("current",):
                     with tempfile.TemporaryDirectory(prefix="bench-gc-run-") as run:
                         shutil.copytree(tmp, run, dirs_exist_ok=True)
                         result = subprocess.run(
@@ -203,6 +207,8 @@ def main() -> None:
                                 str(args.host_objects),
                                 "--previous",
                                 previous,
+                                "--freeze-every",
+                                str(args.freeze_every),
                             ],
                             capture_output=True,
                             text=True,
