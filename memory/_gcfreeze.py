@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable
 
 log = logging.getLogger("astrbot_plugin_user_memory")
 
-FREEZE_EVERY_SECONDS = 30.0
+FREEZE_EVERY_SECONDS = 10.0  # each freeze walks what survived since the last: a short period keeps it small
 SLOW_SECONDS = 0.010  # a freeze that took longer is logged (the first, at start, walks the host's heap once)
 
 
