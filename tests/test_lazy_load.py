@@ -227,3 +227,58 @@ async def test_memories_are_counted_without_parsing_them(tmp_path, key):
     empty = UserMemoryStore(tmp_path, durable=False, sealer=sealer)
     await empty.start()
     assert (await empty.document(G)).users["ou_0"].memory_count() == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("key", [None, KEY], ids=["plaintext", "sealed"])
+def test_sigkill_after_lazy_loads_keeps_every_acknowledged_save_and_the_untouched_members(tmp_path, key):
+    """Each child loads the group lazily and its first commit writes the 40 members it never touches back as read:
+    killed at random moments, every acknowledged save is there, the untouched members are byte for byte what they
+    were, and the file always parses."""
+    import asyncio
+    import base64
+    import random
+    import time
+    from pathlib import Path
+
+    from memory._storage.crypto import KEY_ENV
+    from saver_process import BATCH, GROUP, Child, acknowledged
+
+    sealer = Keyring(key).sealer() if key else None
+
+    async def prepare():
+        store = UserMemoryStore(tmp_path, durable=False, sealer=sealer)
+        await store.start()
+        for u in range(40):
+            await store.change(GROUP, f"keep_{u}", lambda ms, u=u: ([*ms, *member_memories(u)], None), actor="t")
+        await store.close()
+
+    asyncio.run(prepare())
+    path = UserMemoryStore(tmp_path).path_for(GROUP)
+    kept = {u: line for u, line in member_lines(path.read_bytes()).items()}
+    env = {KEY_ENV: base64.urlsafe_b64encode(key).decode()} if key else {KEY_ENV: ""}
+    saver_script = Path(__file__).with_name("saver_process.py")
+    rng = random.Random(2222)
+    acked: set[int] = set()
+    start = 0
+    for _ in range(8):
+        saver = Child(saver_script, "json", str(tmp_path), str(start), env=env)
+        saver.wait_for("ACK", BATCH)
+        time.sleep(rng.uniform(0.0, 0.1))
+        got = acknowledged(saver.kill(), start)
+        acked |= got
+        start = max(got) + 100
+        raw = path.read_bytes()
+        json.loads(raw)  # always parses
+        lines = member_lines(raw)
+        assert {u: lines[u] for u in kept} == kept
+
+        async def read(raw=raw):
+            store = UserMemoryStore(tmp_path, sealer=sealer)
+            await store.start()
+            doc = await store.document(GROUP)
+            return {int(m.content.split()[1]) for u, e in doc.users.items() if u.startswith("u") for m in e.memories}
+
+        on_disk = asyncio.run(read())
+        assert not acked - on_disk, f"acknowledged but lost: {sorted(acked - on_disk)[:10]}"
+    assert not [p for p in tmp_path.rglob("*") if ".corrupt-" in p.name]
