@@ -43,7 +43,7 @@ _USERS = b'\n "users": {'
 _TAIL = b"\n }\n}"
 _STRUCTURE = re.compile(rb"\n(?!   )")  # a newline not followed by three spaces (a memory's line)
 _MEMBER = re.compile(rb'\n  ("(?:[^"\\\n]|\\.)*"): ')
-_TOKEN_TAIL = re.compile(rb', "sealed": ("[^"\\\n]*")\}\Z')
+_TOKEN_KEY = b', "sealed": "'  # how `serialize.py` ends a sealed member: `..., "sealed": "<token>"}`
 _ONE_A_LINE = b'{"memories": [\n   '  # how `serialize.py` starts a member's list: one memory a line
 _NONE = b'{"memories": []'
 
@@ -227,8 +227,11 @@ def attach(
         if serializer is None:
             continue
         if opened:
-            match = _TOKEN_TAIL.search(raw, start, stop)
-            if match is None or kid is None or token_kid(json.loads(match.group(1))) != kid:
+            at = raw.rfind(_TOKEN_KEY, start, stop)  # from the end: the token is the member's last field
+            if at < 0 or kid is None or not raw.startswith(b'"}', stop - 2):
+                continue
+            token = raw[at + len(_TOKEN_KEY) : stop - 2]
+            if b'"' in token or b"\\" in token or token_kid(token.decode("ascii", "replace")) != kid:
                 continue
         elif sealer is not None:  # a plaintext file and a key: the first commit seals every member
             continue
