@@ -12,8 +12,8 @@ current, each scenario in a fresh child process:
 
 Variants: `none` (no freeze; the current plugin's own freezing turned off), `freeze-start` (gc.freeze() once the
 plugin started, before any load), `freeze-loads` (also gc.collect(1) and gc.freeze() after the loads), and `plugin`
-(current only: its own policy, `memory/_gcfreeze.py`: collect and freeze at start, then every `--freeze-every`
-seconds; 10 in the plugin, 2 here so the replies run sees it). Figures are ms of wall time (a collection runs in the event loop's thread; CPU time ~ wall
+(current only: its own policy, `memory/_gcfreeze.py`: collect and freeze at start, then after every
+second middle-generation collection). Figures are ms of wall time (a collection runs in the event loop's thread; CPU time ~ wall
 on a quiet machine: both are printed).
 
 Run: .venv/bin/python bench/bench_gc.py [--groups 10] [--speakers 100] [--host-objects 0] [--previous COMMIT]
@@ -91,8 +91,8 @@ async def child(args) -> dict:
     t0, c0 = time.perf_counter(), time.thread_time()
     gc.collect()
     out["full_before"] = (time.perf_counter() - t0, time.thread_time() - c0)
-    if hasattr(parts, "gc_freeze_every"):  # the current plugin's own policy: on only in the "plugin" variant
-        parts.gc_freeze_every = args.freeze_every if args.variant == "plugin" else None
+    if hasattr(parts, "gc_freeze"):  # the current plugin's own policy: on only in the "plugin" variant
+        parts.gc_freeze = args.variant == "plugin"
     await plugin.initialize()
     if args.variant in ("freeze-start", "freeze-loads"):
         gc.freeze()
@@ -156,7 +156,6 @@ def main() -> None:
     parser.add_argument("--previous", default=None)
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--variants", default="none,freeze-start,freeze-loads,plugin")
-    parser.add_argument("--freeze-every", type=float, default=2.0, help="the plugin variant's period (s)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--side", default="current", help=argparse.SUPPRESS)
     parser.add_argument("--variant", default="none", help=argparse.SUPPRESS)
@@ -207,8 +206,6 @@ def main() -> None:
                                 str(args.host_objects),
                                 "--previous",
                                 previous,
-                                "--freeze-every",
-                                str(args.freeze_every),
                             ],
                             capture_output=True,
                             text=True,

@@ -1,13 +1,12 @@
 """Long-lived objects are frozen out of garbage collection (`memory/_gcfreeze.py`): garbage first, then what
-survived; at the service's start and then periodically, until it stops."""
+survived; at the service's start and then after every few promotions to the oldest generation, until it stops."""
 
-import asyncio
 import gc
 import weakref
 
 import pytest
 
-from memory._gcfreeze import collect_and_freeze, freeze_periodically
+from memory._gcfreeze import Freezer, collect_and_freeze
 
 
 class Node:
@@ -37,41 +36,53 @@ def test_garbage_is_collected_before_the_rest_is_frozen(unfrozen):
     assert any(o is live for o in gc.get_objects())
 
 
-async def test_the_freezer_runs_at_once_then_after_each_interval_until_cancelled():
-    calls: list[str] = []
-    slept = asyncio.Event()
+class Loop:
+    """What the freezer asks of the loop: to run a function soon."""
 
-    async def sleep(seconds: float) -> None:
-        calls.append(f"sleep {seconds}")
-        if len(calls) >= 4:
-            slept.set()
-            await asyncio.Event().wait()  # until cancelled
+    def __init__(self) -> None:
+        self.soon: list = []
 
-    def freeze() -> float:
-        calls.append("freeze")
-        return 0.0
+    def call_soon_threadsafe(self, function) -> None:
+        self.soon.append(function)
 
-    task = asyncio.create_task(freeze_periodically(5.0, sleep=sleep, freeze=freeze))
-    await slept.wait()
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
-    assert calls == ["freeze", "sleep 5.0", "freeze", "sleep 5.0"]
+
+def test_the_freezer_freezes_at_start_and_after_every_second_middle_collection(unfrozen):
+    loop = Loop()
+    freezer = Freezer(loop, after=2)  # type: ignore[arg-type]
+    freezer.start()
+    try:
+        assert freezer.freezes == 1 and freezer._observe in gc.callbacks
+        for generation in (0, 2, 0):  # only middle-generation collections promote to the oldest
+            freezer._observe("stop", {"generation": generation})
+        freezer._observe("start", {"generation": 1})
+        freezer._observe("stop", {"generation": 1})
+        assert loop.soon == []
+        freezer._observe("stop", {"generation": 1})
+        freezer._observe("stop", {"generation": 1})  # already scheduled: once
+        assert len(loop.soon) == 1
+        before = gc.get_freeze_count()
+        kept = [Node() for _ in range(100)]
+        loop.soon.pop()()
+        assert freezer.freezes == 2 and gc.get_freeze_count() >= before + 100 and kept
+        freezer._observe("stop", {"generation": 1})
+        assert loop.soon == []  # counting again from the freeze
+    finally:
+        freezer.stop()
+    assert freezer._observe not in gc.callbacks
 
 
 async def test_the_service_freezes_from_its_start_to_its_stop(make_service, unfrozen):
     service = make_service()
-    assert service.gc_freeze_every is not None
+    assert service.gc_freeze
     before = gc.get_freeze_count()
     await service.start()
-    await asyncio.sleep(0)
     assert gc.get_freeze_count() > before
-    task = service._gc_freezer
-    assert task is not None and not task.done()
+    freezer = service._gc_freezer
+    assert freezer is not None and freezer._observe in gc.callbacks
     await service.stop()
-    assert task.done()
+    assert freezer._observe not in gc.callbacks
     off = make_service()
-    off.gc_freeze_every = None
+    off.gc_freeze = False
     await off.start()
     assert off._gc_freezer is None
     await off.stop()
