@@ -1,7 +1,8 @@
 """Members' memories parsed when first needed: a cold load of a large group builds only what its first replies use.
 
-A group of 1,000 members x 20 memories is a 5 MB file (8.7 MB in pydantic's indent=1); building its 20,000 memories takes ~55 ms of the event
-loop (and leaves 20,000 more objects for every garbage collection to walk), while a reply reads one member's list.
+A group of 1,000 members x 20 memories is a 5 MB file (8.7 MB in pydantic's indent=1); building its 20,000
+memories takes ~55 ms of the event loop (and leaves ~64,000 more objects for every garbage collection to walk),
+while a reply reads one member's list.
 
 - `split_members(raw)`: the document without its members (`"users": {}`) and each member's raw text, for the layout
   `serialize.py` writes ("users" is the head's last key, one member per line at indent 2 after a newline, every
