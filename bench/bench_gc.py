@@ -13,7 +13,8 @@ current, each scenario in a fresh child process:
 Variants: `none` (no freeze; the current plugin's own freezing turned off), `freeze-start` (gc.freeze() once the
 plugin started, before any load), `freeze-loads` (also gc.collect(1) and gc.freeze() after the loads), and `plugin`
 (current only: its own policy, `memory/_gcfreeze.py`: collect and freeze at start, then after every
-second middle-generation collection). Figures are ms of wall time (a collection runs in the event loop's thread; CPU time ~ wall
+second middle-generation collection). Figures are ms of wall time (a collection runs in the event loop's thread;
+CPU time ~ wall
 on a quiet machine: both are printed).
 
 Run: .venv/bin/python bench/bench_gc.py [--groups 10] [--speakers 100] [--host-objects 0] [--previous COMMIT]
