@@ -22,6 +22,7 @@ LAYERS: dict[str, int] = {
     "_reply_json": 0,
     "_logthrottle": 0,
     "_limiter": 0,
+    "_gcfreeze": 0,
     "_prompt": 0,
     # 1: where things are kept, and the pure rules for changing them
     "_storage": 1,

@@ -95,12 +95,12 @@ _ENTRY_FIELDS = frozenset(f.name for f in fields(GroupEntry))
 
 def entry_from(key: GroupKey, doc: GroupDocument, file: str, episodes: int) -> GroupEntry:
     """A group's counts from its document (one pass over its members, not over their memories)."""
-    users = sum(len(entry.memories) for entry in doc.users.values())
+    users = sum(entry.memory_count() for entry in doc.users.values())  # no member parsed for it
     return GroupEntry(
         key.platform,
         key.group_id,
         file,
-        members=sum(1 for entry in doc.users.values() if entry.memories),
+        members=sum(1 for entry in doc.users.values() if entry.memory_count()),
         member_memories=0 if key.is_global else users,
         group_memories=len(doc.group_memories),
         global_memories=users if key.is_global else 0,

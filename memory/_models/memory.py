@@ -94,3 +94,7 @@ class UserMemories(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     memories: list[Memory] = Field(default_factory=list)
+
+    def memory_count(self) -> int:
+        """How many memories (an entry parsed when first needed counts without parsing: `_storage/lazy.py`)."""
+        return len(self.memories)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from .._errors import MemoryPluginError
+from .._gcfreeze import Freezer
 from .._manage.stats import INJECTION_COUNTS_FILE
 from .._models import MemberKey
 from .._observation import Utterance
@@ -73,6 +74,9 @@ class MemoryService(Components):
         self._store_starting: asyncio.Task[None] | None = None
         self._store_watch: asyncio.Task[None] | None = None
         self._injection_counts_saver: asyncio.Task[None] | None = None
+        # Long-lived objects frozen out of garbage collection from the start (`_gcfreeze.py`); False: left alone.
+        self.gc_freeze = True
+        self._gc_freezer: Freezer | None = None
 
     @property
     def observing(self) -> bool:
@@ -81,6 +85,9 @@ class MemoryService(Components):
 
     # -- start and stop ------------------------------------------------------------------------------------------
     async def start(self) -> None:
+        if self.gc_freeze and self._gc_freezer is None:  # first: the host's heap is frozen before anything loads
+            self._gc_freezer = Freezer(asyncio.get_running_loop())
+            self._gc_freezer.start()
         await self._start_store()
         if self.key_migration is not None:
             self.key_migration.start()  # waits for the store (and on PostgreSQL for its lease) by itself
@@ -97,6 +104,9 @@ class MemoryService(Components):
             self._store_watch = asyncio.create_task(self._once_the_store_serves(), name="memory-store-watch")
 
     async def stop(self) -> None:
+        if self._gc_freezer is not None:
+            self._gc_freezer.stop()
+            self._gc_freezer = None
         for task in (self._store_watch, self._store_starting):
             if task is not None and not task.done():
                 task.cancel()

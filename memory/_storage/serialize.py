@@ -32,6 +32,7 @@ class Loaded:
 
     lists: dict[str | None, str] = field(default_factory=dict)  # owner (None: the group's) -> its list's token
     items: list[tuple[BaseModel, BaseModel]] = field(default_factory=list)  # (todo or archived memory, as read)
+    kid: str | None = None  # the key id the file's head names (None: a plaintext file)
 
 
 class DocumentSerializer:
@@ -40,7 +41,7 @@ class DocumentSerializer:
     def __init__(self, key: GroupKey | None = None, sealer: Sealer | None = None) -> None:
         self._key = key
         self._sealer = sealer if key is not None else None
-        self._fragments: dict[str, tuple[UserMemories, bytes]] = {}
+        self._fragments: dict[str, tuple[UserMemories, bytes | memoryview]] = {}  # memoryview: as read
         self._group: tuple[list[Memory], tuple[int, ...], str, str | None] | None = None
         self._todos: dict[int, tuple[Todo, str]] = {}  # todos are replaced, never changed in place
         self._archived: dict[int, tuple[ArchivedMemory, str]] = {}  # archived memories never change in place
@@ -64,8 +65,13 @@ class DocumentSerializer:
             if token_kid((read.model_extra or {}).get(sealed.SEALED)) == kid
         }
 
+    def reuse(self, user_id: str, entry: UserMemories, fragment: memoryview) -> None:
+        """`fragment` (the member's line(s) as read, `  "id": {...}`) is what this serializer would write for
+        `entry` while it is the document's: written back as it is (`lazy.py`)."""
+        self._fragments[user_id] = (entry, fragment)
+
     def dumps(self, doc: GroupDocument) -> bytes:
-        fragments: dict[str, tuple[UserMemories, bytes]] = {}
+        fragments: dict[str, tuple[UserMemories, bytes | memoryview]] = {}
         for user_id, entry in doc.users.items():
             cached = self._fragments.get(user_id)
             if cached is None or cached[0] is not entry:

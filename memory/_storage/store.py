@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from .._errors import StorageUnavailable
 from .._models import EPISODE_SCHEMA_VERSION, SCHEMA_VERSION, Episode, EpisodeDocument, GroupDocument, GroupKey
-from . import changelog, sealed
+from . import changelog, lazy, sealed
 from ._cached import CachedStore
 from .cached_group import CachedGroup, Saved
 from .base import GROUP_OWNER, GroupDump
@@ -203,8 +203,13 @@ class UserMemoryStore(CachedStore):
         else:
             try:
                 loaded = Loaded()
-                doc = parse_document(raw, group.key, self._sealer, loaded=loaded)
+                split = lazy.split_members(raw.removeprefix(UTF8_BOM))  # members parsed when first needed
+                doc = parse_document(split[0] if split else raw, group.key, self._sealer, loaded=loaded)
                 group.serializer.loaded(doc, loaded)
+                if split:
+                    lazy.attach(
+                        doc, raw.removeprefix(UTF8_BOM), split[1], group.key, self._sealer, loaded.kid, group.serializer
+                    )
             except StorageUnavailable as exc:  # a key that is missing or data tampered with: never "corrupt"
                 log.error("memory file %s of group %s cannot be opened: %s", group.path, group.key, exc)
                 raise
@@ -511,6 +516,7 @@ def parse_document(
         if sealer is None:
             raise KeyUnavailable(str(doc.encryption.get("kid", "?")), ())
         if loaded is not None:
+            loaded.kid = str(doc.encryption.get("kid"))
             loaded.lists = {
                 u: token
                 for u, e in doc.users.items()
