@@ -27,6 +27,7 @@ sys.path.insert(0, str(REPO / "bench"))
 from bench_core import GROUP, build_group  # noqa: E402
 from memory._rules.operations import save as current_save  # noqa: E402
 from memory._storage import UserMemoryStore  # noqa: E402
+from memory._text import stored_key  # noqa: E402
 
 
 async def burst(
@@ -88,6 +89,7 @@ async def main() -> None:
             ):
                 directory = Path(tmp) / f"{name}{r}"
                 build_group(directory, args.members, args.per_member)
+                stored_key.cache_clear()  # every round's file holds the same texts: no key kept from the last one
                 rows[name].append(await burst(directory, args.saves, args.savers, store_class, save, args.speakers))
         for name, got in rows.items():
             rates, cpus = [g[0] for g in got], [g[1] for g in got]
