@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import os
 import statistics
 import sys
@@ -75,17 +76,25 @@ async def main() -> None:
 
     old = previous_memory(args.previous)
     old_store = importlib.import_module(f"{old.__name__}._storage").UserMemoryStore
+    current_store = UserMemoryStore
+    if (
+        args.encrypted
+    ):  # both seal with a key of their own package (the file built is plaintext: the first commit seals)
+        old_sealer = importlib.import_module(f"{old.__name__}._storage.crypto").Keyring(b"k" * 32).sealer()
+        sealer = importlib.import_module("memory._storage.crypto").Keyring(b"k" * 32).sealer()
+        old_store = functools.partial(old_store, sealer=old_sealer)
+        current_store = functools.partial(UserMemoryStore, sealer=sealer)
     old_save = importlib.import_module(f"{old.__name__}._rules.operations").save
     rows: dict[str, list[tuple[float, float]]] = {"previous": [], "current": []}
     with tempfile.TemporaryDirectory(prefix="bench-saves-") as tmp:
         print(
             f"group: {args.members} x {args.per_member}; {args.saves} saves, {args.savers} savers, {args.speakers} members saving; "
-            f"previous = {args.previous}; load average before: {os.getloadavg()[0]:.2f}"
+            f"previous = {args.previous}; encrypted: {args.encrypted}; load average before: {os.getloadavg()[0]:.2f}"
         )
         for r in range(args.rounds):  # alternate, fresh file each time, so both see the same machine and file
             for name, store_class, save in (
                 ("previous", old_store, old_save),
-                ("current", UserMemoryStore, current_save),
+                ("current", current_store, current_save),
             ):
                 directory = Path(tmp) / f"{name}{r}"
                 build_group(directory, args.members, args.per_member)
