@@ -56,6 +56,16 @@ def dedupe_key(text: str) -> str:
 MAX_CACHED_KEYS = 16384
 
 
+def same_key(content: str, key: str, key_chars: frozenset[str]) -> bool:
+    """Whether `content`'s dedupe key is `key` (`key_chars`: its characters). Most contents are told apart without
+    normalising them: a CJK unified ideograph (U+4E00-U+9FFF) has no decomposition, composes with nothing, is not
+    case-folded and is not dropped, so every one in `content` is in its key; one the key lacks settles it."""
+    for ch in set(content).difference(key_chars):
+        if "\u4e00" <= ch <= "\u9fff":
+            return False
+    return stored_key(content) == key
+
+
 @functools.lru_cache(maxsize=MAX_CACHED_KEYS)
 def stored_key(content: str) -> str:
     """`dedupe_key` of a stored memory's content, computed once per distinct content: the duplicate check of every
