@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 
@@ -48,6 +49,29 @@ def dedupe_key(text: str) -> str:
     "希望被称呼为「老王」" and "希望被称呼为 “老王”。" share a key; so do "Use English" and "ＵＳＥ english!".
     """
     return unicodedata.normalize("NFKC", text).casefold().translate(_DROPPED)
+
+
+# How many distinct stored contents keep their key: a busy member's whole list many times over (a key is about as
+# long as its content, so at most a few MB).
+MAX_CACHED_KEYS = 16384
+
+
+def same_key(content: str, key: str, key_chars: frozenset[str]) -> bool:
+    """Whether `content`'s dedupe key is `key` (`key_chars`: its characters). Most contents are told apart without
+    normalising them: a CJK unified ideograph (U+4E00-U+9FFF) has no decomposition, composes with nothing, is not
+    case-folded and is not dropped, so every one in `content` is in its key; one the key lacks settles it."""
+    for ch in set(content).difference(key_chars):
+        if "\u4e00" <= ch <= "\u9fff":
+            return False
+    return stored_key(content) == key
+
+
+@functools.lru_cache(maxsize=MAX_CACHED_KEYS)
+def stored_key(content: str) -> str:
+    """`dedupe_key` of a stored memory's content, computed once per distinct content: the duplicate check of every
+    save compares the new text with the member's whole list. Keyed by the text itself, so an edit (a new content)
+    or a removal can never leave a stale key behind: a content no longer stored just ages out."""
+    return dedupe_key(content)
 
 
 def require_encodable(text: str, field: str) -> str:

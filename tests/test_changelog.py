@@ -486,3 +486,20 @@ async def test_admin_texts_report_an_unreadable_change_log_instead_of_raising(tm
         await revert_change(store, G, 1, actor="admin:a"),
     ):
         assert "失败" in text and "变更记录无法读取" in text
+
+
+def test_diff_skips_the_same_objects_and_finds_changed_copies():
+    """The change-log diff takes an unchanged (identical) item as unchanged without comparing fields, an equal
+    copy as unchanged too, and still reports a changed copy, a removal and an addition."""
+    from memory._models import Memory
+    from memory._storage.log_entries import diff
+
+    def memory(i: int, content: str) -> Memory:
+        return Memory(id=f"m{i}", type="fact", content=content, created_at=1.0, updated_at=1.0)
+
+    a, b, c = memory(1, "一"), memory(2, "二"), memory(3, "三")
+    assert diff([a, b, c], [a, b, c]) == []
+    assert diff([a, b], [a.model_copy(), b]) == []
+    changed = b.model_copy(update={"content": "二二"})
+    d = memory(4, "四")
+    assert diff([a, b, c], [a, changed, d]) == [("update", b, changed), ("delete", c, None), ("add", None, d)]

@@ -269,3 +269,24 @@ def test_single_value_slots_can_be_turned_off_and_never_take_a_memory_the_caller
         may_change=_others(group),
     )
     assert outcome.kind is SaveKind.ADDED and refused[0] == group[0]
+
+
+def test_cached_duplicate_keys_follow_edits_and_removals():
+    """The duplicate check keeps each stored content's key (memory._text.stored_key): after a memory is edited,
+    its old text is no longer a duplicate and its new text is; after it is removed, its text saves as new."""
+    from memory._text import stored_key
+
+    memories = build(("fact", "在上海工作"), ("fact", "喜欢喝咖啡"))
+    again, outcome = _save(memories, "fact", "在上海工作。", now=3.0)  # the keys are now cached
+    assert outcome.kind is SaveKind.DUPLICATE and stored_key.cache_info().currsize > 0
+    edited, outcome = _save(again, "fact", "在北京工作", replace_id=again[0].short_id, now=4.0)
+    assert outcome.kind is SaveKind.REPLACED
+    added, outcome = _save(edited, "fact", "在上海工作", now=5.0)
+    assert outcome.kind is SaveKind.ADDED and len(added) == 3
+    _, outcome = _save(edited, "fact", "在北京 工作！", now=6.0)
+    assert outcome.kind is SaveKind.DUPLICATE and outcome.previous is not None
+    assert outcome.previous.id == edited[0].id
+    kept, gone = forget(edited, edited[1].id)
+    assert gone.deleted[0].content == "喜欢喝咖啡"
+    readded, outcome = _save(kept, "fact", "喜欢喝咖啡", now=7.0)
+    assert outcome.kind is SaveKind.ADDED and len(readded) == 2

@@ -79,3 +79,52 @@ def test_extra_fields_survive():
     doc = GroupDocument.model_validate({"group_id": "g", "users": {"a": entry.model_dump()}, "x": 1})
     out = json.loads(DocumentSerializer().dumps(doc))
     assert out["users"]["a"]["note"] == "from a newer version" and out["x"] == 1
+
+
+# One step of changes to a member's list: keep a memory (the same object), replace it with an edited copy, drop it,
+# or add a new one; then maybe reverse the list. The serializer lends the unchanged memories' lines from the
+# member's previous fragment: what it writes must be what a fresh serializer writes.
+steps = st.lists(
+    st.tuples(st.text(alphabet="abc", min_size=1, max_size=2), st.sampled_from(["keep", "edit", "drop", "add"])),
+    max_size=12,
+)
+
+
+def _apply(doc: GroupDocument, changes, n: int) -> None:
+    for user, change in changes:
+        entry = doc.users.get(user)
+        memories = list(entry.memories) if entry else []
+        if change == "add" or not memories:
+            memories.append(Memory(id=f"{user}-{n}", type="fact", content=f'第{n}条\n"新"', created_at=n, updated_at=n))
+        elif change == "edit":
+            memories[n % len(memories)] = memories[n % len(memories)].model_copy(update={"content": f"改{n}"})
+        elif change == "drop":
+            del memories[n % len(memories)]
+        if n % 3 == 0:
+            memories.reverse()
+        doc.users[user] = UserMemories(memories=memories)  # the store replaces the entry on every change
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(steps, min_size=1, max_size=5), st.booleans())
+def test_lent_lines_write_what_a_fresh_serializer_writes(rounds, sealed_):
+    from memory._models import GroupKey
+    from memory._storage.crypto import Keyring
+    from memory._storage.store import parse_document
+
+    key = GroupKey("lark", "g")
+    sealer = Keyring(b"k" * 32).sealer() if sealed_ else None
+    serializer = DocumentSerializer(key, sealer)
+    doc = GroupDocument(group_id="g", platform="lark")
+    for n, changes in enumerate(rounds):
+        _apply(doc, changes, n)
+        data = serializer.dumps(doc)
+        fresh = DocumentSerializer(key, sealer).dumps(doc)
+        if sealer is None:
+            assert data == fresh
+        else:  # tokens differ (a new nonce each time); the readable lines and what opens must not
+            strip = lambda d: {
+                u: {k: v for k, v in e.items() if k != "sealed"} for u, e in json.loads(d)["users"].items()
+            }  # noqa: E731
+            assert strip(data) == strip(fresh)
+        assert parse_document(data, key, sealer) == doc

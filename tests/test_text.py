@@ -1,4 +1,7 @@
-from memory._text import clean_content, dedupe_key
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memory._text import clean_content, dedupe_key, same_key
 
 
 def test_clean_content_keeps_text_on_one_line():
@@ -22,3 +25,20 @@ def test_dedupe_key_ignores_width_case_space_and_punctuation():
 
 def test_dedupe_key_keeps_symbols_that_change_meaning():
     assert dedupe_key("会用 C++") != dedupe_key("会用 C")
+
+
+_near_texts = st.text(
+    alphabet=st.sampled_from(
+        list("老王叫我喜欢咖啡上海工作 ，。：！「」ＡａAé")
+        + ["\u0301", "\u3000", "⼀", "一", "㍻", "平", "成", "ß", "s"]
+    ),
+    max_size=8,
+)
+
+
+@settings(max_examples=500)
+@given(_near_texts, _near_texts)
+def test_same_key_agrees_with_comparing_dedupe_keys(content, new):
+    """The duplicate check's shortcut (an ideograph the new key lacks) never differs from normalising both."""
+    key = dedupe_key(new)
+    assert same_key(content, key, frozenset(key)) == (dedupe_key(content) == key)

@@ -19,7 +19,7 @@ from .._errors import InvalidMemoryInput
 from .._models import GroupDocument, GroupKey, Memory, Scope
 from .._rules.operations import parse_content, parse_memory_type
 from .._storage import GROUP_OWNER, MemoryStore, Owner
-from .._text import dedupe_key
+from .._text import dedupe_key, stored_key
 
 MAX_DELETE = 500  # memories one delete request may name
 
@@ -74,7 +74,7 @@ def find_memory(memories: Sequence[Memory], ref: MemoryRef) -> Memory:
 
 def no_twin(memories: Sequence[Memory], content: str, but: str | None = None) -> None:
     key = dedupe_key(content)
-    twin = next((m for m in memories if m.id != but and dedupe_key(m.content) == key), None)
+    twin = next((m for m in memories if m.id != but and stored_key(m.content) == key), None)
     if twin is not None:
         raise InvalidMemoryInput(
             f"同样的内容已作为 id={twin.short_id} 的记忆存在：请直接编辑或删除那一条",

@@ -14,7 +14,7 @@ from typing import Any, Protocol, TypeVar
 
 from .._errors import InvalidMemoryInput, MemoryLimitReached, Unauthorized
 from .._models import Memory, MemoryType, Source
-from .._text import clean_content, dedupe_key, require_encodable
+from .._text import clean_content, dedupe_key, require_encodable, same_key
 from .matching import match_description, same_slot
 
 
@@ -124,6 +124,7 @@ def save(
     kind = parse_memory_type(memory_type)
     text = parse_content(content, max_length)
     key = dedupe_key(text)
+    key_chars = frozenset(key)
     # Any save is the latest word on the memory it touches: it takes this save's source (an explicit save makes an
     # extracted memory explicit) and, when given, its importance.
     changes: dict[str, Any] = {"type": kind, "content": text, "updated_at": now, "source": source}
@@ -134,7 +135,7 @@ def save(
         target = find_by_id(memories, replace_id)
         if not may_change(target):
             raise Unauthorized(f"不能修改 id={target.short_id} 的记忆：{ONLY_ADDER_OR_ADMIN}")
-        twin = next((m for m in memories if m.id != target.id and dedupe_key(m.content) == key), None)
+        twin = next((m for m in memories if m.id != target.id and same_key(m.content, key, key_chars)), None)
         if twin is not None:  # the new text already exists elsewhere: keep one copy
             if not may_change(twin):
                 raise Unauthorized(
@@ -144,7 +145,7 @@ def save(
         updated = target.model_copy(update=changes)
         return _put(memories, updated), SaveOutcome(SaveKind.REPLACED, updated, target)
 
-    duplicate = next((m for m in memories if dedupe_key(m.content) == key), None)
+    duplicate = next((m for m in memories if same_key(m.content, key, key_chars)), None)
     if duplicate is not None:
         if not may_change(duplicate):
             return memories, SaveOutcome(SaveKind.EXISTS, duplicate)

@@ -21,10 +21,11 @@ def diff(
     old_ids = {item.id for item in before}
     diffs: list[tuple[str, Any, Any]] = []
     for item in before:
-        if item.id not in new_by_id:
+        new = new_by_id.get(item.id)
+        if new is None:
             diffs.append(("delete", item, None))
-        elif new_by_id[item.id] != item:
-            diffs.append(("update", item, new_by_id[item.id]))
+        elif new is not item and new != item:  # items are frozen: the same object is unchanged (no field compare)
+            diffs.append(("update", item, new))
     diffs.extend(("add", None, item) for item in after if item.id not in old_ids)
     return diffs
 

@@ -59,6 +59,11 @@ def seal_list(
         d = m.model_dump(mode="json", exclude_none=True, exclude={"merged_from"})
         d["content"] = ""
         readable.append(d)
+    return readable, seal_contents(sealer, group_key, owner, memories)
+
+
+def seal_contents(sealer: Sealer, group_key: GroupKey, owner: str | None, memories: Sequence[Memory]) -> str:
+    """`seal_list`'s token alone: the JSON store writes the readable part itself, line by line."""
     merged = [[i, m.merged_from] for i, m in enumerate(memories) if m.merged_from is not None]  # few are merges
     contents = [m.content for m in memories]
     joined = "\0".join(contents)
@@ -70,7 +75,7 @@ def seal_list(
     else:
         data = json.dumps([contents, merged], ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     parts, bound = _list_place(owner, [m.id for m in memories])
-    return readable, sealer.seal_bytes(LIST, group_key, parts, data, bound)
+    return sealer.seal_bytes(LIST, group_key, parts, data, bound)
 
 
 def open_list(

@@ -12,7 +12,7 @@ memory. The head's `encryption` names the key that sealed the file; a file witho
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,7 +75,7 @@ class DocumentSerializer:
         for user_id, entry in doc.users.items():
             cached = self._fragments.get(user_id)
             if cached is None or cached[0] is not entry:
-                cached = (entry, self._user_fragment(user_id, entry).encode("utf-8"))
+                cached = (entry, self._user_fragment(user_id, entry, cached).encode("utf-8"))
             fragments[user_id] = cached
         self._fragments = fragments
         self._loaded_lists = {None: self._loaded_lists[None]} if None in self._loaded_lists else {}
@@ -98,24 +98,27 @@ class DocumentSerializer:
         head_bytes = ("{\n" + ",\n".join(parts) + ',\n "users": {\n').encode("utf-8")
         return b"".join((head_bytes, b",\n".join(fragment for _, fragment in fragments.values()), b"\n }\n}\n"))
 
-    def _user_fragment(self, user_id: str, entry: UserMemories) -> str:
+    def _user_fragment(self, user_id: str, entry: UserMemories, before: tuple[UserMemories, bytes] | None) -> str:
+        """The member's fragment; `before` (the member's previous entry and fragment) lends the lines of the
+        memories still in the list: memories are frozen, so the same object writes the same line."""
         key = json.dumps(user_id, ensure_ascii=False)
-        extra = {k: v for k, v in (entry.model_extra or {}).items() if k != sealed.SEALED}
+        extra = _extra(entry)
         if self._sealer is None:
             if extra:  # fields from a newer version: keep them, at the cost of a compact line
                 return f"  {key}: {entry.model_dump_json(exclude_none=True, exclude={sealed.SEALED})}"
-            return f'  {key}: {{"memories": {_line_list(entry.memories, "   ")}}}'
+            return f'  {key}: {{"memories": {_lines(entry.memories, "   ", _line, _lent(before))}}}'
         assert self._key is not None
         loaded = self._loaded_lists.get(user_id)
         token = (
             loaded[1]
             if loaded is not None and loaded[0] is entry
-            else sealed.seal_list(self._sealer, self._key, user_id, entry.memories)[1]
+            else sealed.seal_contents(self._sealer, self._key, user_id, entry.memories)
         )
         more = "".join(
             f", {json.dumps(k, ensure_ascii=False)}: {json.dumps(v, ensure_ascii=False)}" for k, v in extra.items()
         )
-        return f'  {key}: {{"memories": {_readable_lines(entry.memories, "   ")}{more}, "sealed": {json.dumps(token)}}}'
+        lines = _lines(entry.memories, "   ", _readable_line, _lent(before))
+        return f'  {key}: {{"memories": {lines}{more}, "sealed": {json.dumps(token)}}}'
 
     def _group_memories(self, memories: list[Memory]) -> tuple[str, str | None]:
         """The group's shared memories as a JSON list (and their token), reused while the list and its items are
@@ -132,7 +135,7 @@ class DocumentSerializer:
             token = (
                 loaded[1]
                 if loaded is not None and loaded[0] is memories
-                else sealed.seal_list(self._sealer, self._key, None, memories)[1]
+                else sealed.seal_contents(self._sealer, self._key, None, memories)
             )
             text = _readable_lines(memories, "  ")
         self._group = (memories, identity, text, token)
@@ -182,10 +185,47 @@ _SEALED_MEMORY_FIELDS = set(sealed.SEALED_FIELDS[Memory])  # a set: what pydanti
 def _readable_lines(memories: Sequence[Memory], indent: str) -> str:
     """A sealed list's memories as `sealed.seal_list` gives them (content "", merged_from left out), one line
     each, written by pydantic's serializer: several times faster than building dicts and `json.dumps`."""
+    return _lines(memories, indent, _readable_line, {})
+
+
+def _line(memory: Memory) -> str:
+    return memory.model_dump_json(exclude_none=True)
+
+
+def _readable_line(memory: Memory) -> str:
+    return f'{{"content":"",{memory.model_dump_json(exclude_none=True, exclude=_SEALED_MEMORY_FIELDS)[1:]}'
+
+
+def _lines(
+    memories: Sequence[Memory], indent: str, line: Callable[[Memory], str], lent: dict[int, tuple[Memory, str]]
+) -> str:
+    """A list of memories one per line, taking the line `lent` holds for a memory that is the same object."""
     if not memories:
         return "[]"
-    lines = ",\n".join(
-        f'{indent}{{"content":"",{m.model_dump_json(exclude_none=True, exclude=_SEALED_MEMORY_FIELDS)[1:]}'
-        for m in memories
-    )
-    return f"[\n{lines}\n{indent[:-1]}]"
+    out = []
+    for m in memories:
+        had = lent.get(id(m))
+        out.append(had[1] if had is not None and had[0] is m else indent + line(m))
+    return "[\n" + ",\n".join(out) + f"\n{indent[:-1]}]"
+
+
+def _extra(entry: UserMemories) -> dict[str, Any]:
+    return {k: v for k, v in (entry.model_extra or {}).items() if k != sealed.SEALED}
+
+
+def _lent(before: tuple[UserMemories, bytes] | None) -> dict[int, tuple[Memory, str]]:
+    """The lines of a member's previous fragment by the identity of the memories they were written from (nothing
+    when the fragment was written whole, for fields from a newer version). A line never holds a raw newline (JSON
+    escapes it), so the list's lines are the text between "[\\n" and the closing "\\n  ]", split at ",\\n"."""
+    if before is None or not before[0].memories or _extra(before[0]):
+        return {}
+    text = before[1].decode("utf-8")
+    start = text.find("[\n") + 2
+    end = text.find("\n  ]", start)
+    if start < 2 or end < 0:
+        return {}
+    lines = text[start:end].split(",\n")
+    memories = before[0].memories
+    if len(lines) != len(memories):
+        return {}
+    return {id(m): (m, line) for m, line in zip(memories, lines, strict=True)}
