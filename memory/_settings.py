@@ -82,7 +82,7 @@ class Settings:
     storage_backend: str = JSON_BACKEND
     postgres_dsn: str = ""  # the environment variable DSN_ENV wins when set
     postgres_instance_name: str = ""  # empty: host name and process id
-    memory_cache_max_mb: int = 128  # groups held in memory beyond this (estimated) are unloaded, least recent first
+    memory_cache_max_mb: int = 64  # groups held in memory beyond this (estimated) are unloaded, least recent first
     change_log_retention_days: int = 30  # older change-log entries lose their content once the log outgrows the data
     # privacy (README "隐私")
     encryption_key: str = ""  # the environment variable crypto.KEY_ENV wins when set

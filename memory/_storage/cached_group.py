@@ -94,9 +94,9 @@ class CachedGroup:
 # What a group costs in memory, estimated from what it holds (calibrated by bench/bench_memory_bound.py against
 # tracemalloc, with every member's recall view built): per item (a memory, archived memory, todo or episode) and per
 # character of its content, and per member.
-ITEM_BYTES = 1400
-CHAR_BYTES = 12
-MEMBER_BYTES = 3000
+ITEM_BYTES = 2600
+CHAR_BYTES = 20
+MEMBER_BYTES = 5500
 
 
 def estimated_bytes(group: CachedGroup) -> int:
