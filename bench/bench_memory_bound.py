@@ -19,6 +19,11 @@ checkout, taking turns round by round. Both are driven through the same service 
 - change logs and data on disk (document and episode files) and their ratio;
 - wall and CPU time of the run, and the machine's load average before it.
 
+Measured 2026-11-27 (2 cores shared with other benches, both versions side by side with `--only`, `--edits 1`):
+before 593e396: RSS +520.9 MB, 100 groups held, logs 165.8 MB / data 53.8 MB (3.08x), CPU 914 s;
+after: RSS +149.5 MB, 8 groups held (estimated 61.6 MB), 0 cold replies (981 of 1,000 group-days began with a
+load by the day's first save), logs 99.5 MB / data 53.8 MB (1.85x), CPU 890 s.
+
 Run: .venv/bin/python bench/bench_memory_bound.py [--groups 100 --members 200 --days 100 --per-day 10
      --edits 2 --rounds 1 --baseline 593e396 --trace]
      a quick look: --groups 10 --members 20 --days 10 --per-day 2
