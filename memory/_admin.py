@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ._episodes.revert import ERASED_TEXT, revert_episode_change, summary_of
+from ._episodes.revert import COMPACTED_TEXT, ERASED_TEXT, revert_episode_change, summary_of
 from ._storage import EPISODE, ERASE, MEMORY, PURGE, TODO, MemoryStore
 from ._storage.changelog import EXTRACTION as EXTRACTION_ACTOR
 from ._aging.consolidation import CONSOLIDATION_ACTOR, MERGE_OP, MERGED_SOURCE_OP
@@ -84,6 +84,8 @@ def _line(entry: dict[str, Any]) -> str:
         return f"{op} [{_owner_text(entry)}] 归档的{what} {str(entry.get('target'))[:8]}（保留期满，永久清除）"
     if entry.get("erased"):
         return f"{op} [{_owner_text(entry)}]（{ERASED_TEXT}）"
+    if entry.get("compacted"):
+        return f"{op} [{_owner_text(entry)}] {str(entry.get('target'))[:8]}（{COMPACTED_TEXT}）"
     if entry.get("kind") == TODO:
         return f"待办{op} [{_owner_text(entry)}] {_todo_state(entry.get('old'))} → {_todo_state(entry.get('new'))}"
     if entry.get("kind") == PRIVACY:
@@ -197,6 +199,8 @@ async def revert_change(
     unit = [e for e in changes if e.get("txn") == txn] if txn is not None else [entry]
     if any(e.get("erased") or e.get("op") == ERASE for e in unit):
         return f"#{entry_id} 的{ERASED_TEXT}，无法撤销。"
+    if any(e.get("compacted") for e in unit):
+        return f"#{entry_id} 的{COMPACTED_TEXT}，无法撤销。"
     if entry.get("op") in _ARCHIVE_OPS:
         return await _revert_archive_move(store, key, entry, actor=actor, core_importance=core_importance)
     try:

@@ -82,6 +82,8 @@ class Settings:
     storage_backend: str = JSON_BACKEND
     postgres_dsn: str = ""  # the environment variable DSN_ENV wins when set
     postgres_instance_name: str = ""  # empty: host name and process id
+    memory_cache_max_mb: int = 64  # groups held in memory beyond this (estimated) are unloaded, least recent first
+    change_log_retention_days: int = 30  # older change-log entries lose their content once the log outgrows the data
     # privacy (README "隐私")
     encryption_key: str = ""  # the environment variable crypto.KEY_ENV wins when set
     extraction_max_age_days: int = 0  # 0: extracted memories are kept however long they go unused
@@ -284,7 +286,16 @@ SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "maintenance_interval_hours",
         ),
     ),
-    ("storage", ("storage_backend", "postgres_dsn", "postgres_instance_name")),
+    (
+        "storage",
+        (
+            "storage_backend",
+            "postgres_dsn",
+            "postgres_instance_name",
+            "memory_cache_max_mb",
+            "change_log_retention_days",
+        ),
+    ),
     ("privacy", ("encryption_key", "extraction_max_age_days")),
 )
 
@@ -374,6 +385,8 @@ _RANGES: dict[str, tuple[float, float]] = {
     "archive_retention_days": (1, 3650),
     "maintenance_interval_hours": (1, 168),
     "extraction_max_age_days": (0, 3650),
+    "memory_cache_max_mb": (16, 1_000_000),
+    "change_log_retention_days": (1, 3650),
 }
 _CHOICES: dict[str, tuple[str, ...]] = {
     "group_memory_writers": (EVERYONE, ADMINS),

@@ -163,6 +163,12 @@ class EpisodeSection:
         self._groups: OrderedDict[GroupKey, _GroupEpisodes] = OrderedDict()
         self._blocks: OrderedDict[tuple[GroupKey, str], tuple[str, list[str], str, str]] = OrderedDict()
 
+    def forget_group(self, key: GroupKey) -> None:
+        """Drop what is derived of the group's episodes (the store unloaded the group)."""
+        self._groups.pop(key, None)
+        for block_key in [k for k in self._blocks if k[0] == key]:
+            del self._blocks[block_key]
+
     def lines(
         self,
         key: GroupKey,

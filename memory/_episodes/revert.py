@@ -14,6 +14,7 @@ from .._storage import EPISODE, ERASE, PURGE, MemoryStore
 
 # What the log says of an entry whose content left it: a member's or an admin's erasure, or the end of a retention.
 ERASED_TEXT = "内容已清除：成员或管理员删除，或归档保留期满"
+COMPACTED_TEXT = "记录太旧：超过了变更记录的保留期，只留下时间、操作者和对象，内容已删去"
 
 
 def _episode(snapshot: Any) -> Episode | None:
@@ -37,6 +38,8 @@ async def revert_episode_change(
     unit = [e for e in entries if e.get("kind") == EPISODE and e.get("txn") == txn] if txn is not None else [entry]
     if any(e.get("erased") or e.get("op") in (ERASE, PURGE) for e in unit):
         return f"#{entry['id']} 的{ERASED_TEXT}，无法撤销。"
+    if any(e.get("compacted") for e in unit):
+        return f"#{entry['id']} 的{COMPACTED_TEXT}，无法撤销。"
     try:
         wanted = [(e, _episode(e.get("old")), _episode(e.get("new"))) for e in unit]
     except ValidationError:

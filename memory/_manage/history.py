@@ -27,6 +27,7 @@ _FIELDS = (
     "old",
     "new",
     "erased",
+    "compacted",
     "reverts",
     "reason",
     "review_reason",
@@ -73,7 +74,10 @@ def _revertable(entry: dict[str, Any]) -> bool:
     """Whether `revert_entry` may undo it (it still refuses when the target changed since): memory and episode
     changes whose content was not erased; not a todo change, not the final purge of an archived memory."""
     return (
-        entry.get("kind") in (MEMORY, EPISODE) and not entry.get("erased") and entry.get("op") not in (ERASE, "purge")
+        entry.get("kind") in (MEMORY, EPISODE)
+        and not entry.get("erased")
+        and not entry.get("compacted")
+        and entry.get("op") not in (ERASE, "purge")
     )
 
 

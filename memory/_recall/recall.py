@@ -174,6 +174,16 @@ class Recall:
         self._combine = combine
         self._views: OrderedDict[tuple[GroupKey, str, bool], _CallerView] = OrderedDict()
 
+    def forget_group(self, key: GroupKey) -> None:
+        """Drop the views of callers in the group and of those whose candidates live in it (a group's global
+        memories): the store unloaded it, and a view would keep its memories alive."""
+        for cache_key in [k for k, v in self._views.items() if k[0] == key or any(at.key == key for at in v.locations)]:
+            del self._views[cache_key]
+
+    @property
+    def cached_views(self) -> int:
+        return len(self._views)
+
     def uncached(self) -> Recall:
         """A Recall scoring like this one with caches of its own: a dry run through it leaves this one's alone."""
         return Recall(self._similarities, self._combine)

@@ -170,6 +170,17 @@ class VectorStore:
         self.provider_calls = 0  # for tests and diagnostics
         self.dim = 0  # the dimension of the last query vector compared (for `fusion`'s chance level)
 
+    def forget_group(self, key: GroupKey) -> bool:
+        """Drop the group's vectors from memory unless they are being loaded or synced (the store unloaded the
+        group; its next scoring loads them again). Whether they were dropped."""
+        if key in self._tasks or key in self._pending or key in self._load_tasks:
+            return False
+        self._groups.pop(key, None)
+        lock = self._load_locks.get(key)
+        if lock is not None and not lock.locked():
+            del self._load_locks[key]
+        return True
+
     def path_for(self, key: GroupKey) -> Path:
         """The group's vectors file (only with `VectorFiles`)."""
         assert isinstance(self.persistence, VectorFiles)

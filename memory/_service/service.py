@@ -8,13 +8,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from .._errors import MemoryPluginError
 from .._gcfreeze import Freezer
 from .._manage.stats import INJECTION_COUNTS_FILE
-from .._models import MemberKey
+from .._models import GroupKey, MemberKey
 from .._observation import Utterance
 from .._privacy.optout import admits, excluded, opted_out_in
 from .._recall import Recall, VectorStore, fusion, semantic_similarities
@@ -35,6 +36,10 @@ INJECTION_COUNTS_SAVE_SECONDS = 60.0
 # while the service serves (tools say storage is unavailable until it is back).
 STORE_START_WAIT_SECONDS = 5.0
 STORE_WATCH_SECONDS = 1.0  # how often a store that could not serve at start is looked at until it does
+# Eviction (`memory_cache_max_mb`): a group used within IDLE_SECONDS is never unloaded (no cold load on the reply
+# path of an active group); the estimate is compared with the limit at most once every EVICT_EVERY_SECONDS.
+IDLE_SECONDS = 600.0
+EVICT_EVERY_SECONDS = 60.0
 
 
 class Injected(NamedTuple):
@@ -77,6 +82,43 @@ class MemoryService(Components):
         # Long-lived objects frozen out of garbage collection from the start (`_gcfreeze.py`); False: left alone.
         self.gc_freeze = True
         self._gc_freezer: Freezer | None = None
+        self._evictor: asyncio.Task[None] | None = None
+        self._evicted_at = -math.inf
+        self.store.add_unload_listener(self._forget_group)
+
+    # -- what is held in memory (`memory_cache_max_mb`) ----------------------------------------------------------
+    def _forget_group(self, key: GroupKey) -> None:
+        """The store unloaded the group: what the reply path derived from it goes too."""
+        self.recall.forget_group(key)
+        self.injection.todo_section.forget_group(key)
+        self.injection.episode_section.forget_group(key)
+        if self.vectors is not None:
+            self.vectors.forget_group(key)
+
+    def evict(self) -> list[GroupKey]:
+        """Unload idle groups, least recently used first, while the groups held are estimated over the limit."""
+        self._evicted_at = self.ports.clock()
+        evicted = self.store.evict(self.settings.memory_cache_max_mb * 1024 * 1024, IDLE_SECONDS)
+        if evicted:
+            log.info(f"unloaded {len(evicted)} idle group(s) from memory (memory_cache_max_mb)")
+        return evicted
+
+    def _evict_soon(self, now: float) -> None:
+        """At most once every EVICT_EVERY_SECONDS, after the current reply (never in its way)."""
+        if now - self._evicted_at >= EVICT_EVERY_SECONDS:
+            self._evicted_at = now
+            asyncio.get_running_loop().call_soon(self._evict_quietly)
+
+    def _evict_quietly(self) -> None:
+        try:
+            self.evict()
+        except Exception:  # never in the way of anything else
+            log.exception("unloading idle groups failed")
+
+    async def _evict_every_minute(self) -> None:
+        while True:  # also when no reply comes (the dashboard or maintenance loaded groups)
+            await asyncio.sleep(EVICT_EVERY_SECONDS)
+            self._evict_quietly()
 
     @property
     def observing(self) -> bool:
@@ -98,6 +140,7 @@ class MemoryService(Components):
             self.maintenance.start()  # its first group waits a while: loading and the first replies come first
         await self._attach_configured_embeddings()
         if self.settings.enable_user_memory:
+            self._evictor = asyncio.create_task(self._evict_every_minute(), name="memory-evict")
             await asyncio.to_thread(self.injection_counts.load, self._injection_counts_path)
             self._injection_counts_saver = asyncio.create_task(self._save_injection_counts_every_minute())
         if self.store.unavailable is not None:
@@ -107,7 +150,7 @@ class MemoryService(Components):
         if self._gc_freezer is not None:
             self._gc_freezer.stop()
             self._gc_freezer = None
-        for task in (self._store_watch, self._store_starting):
+        for task in (self._store_watch, self._store_starting, self._evictor):
             if task is not None and not task.done():
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -204,6 +247,7 @@ class MemoryService(Components):
             return
         if not await admits(self.store, member.group, member.user_id):  # O(1) once the group is loaded
             return
+        self.store.touch(member.group)  # a group people talk in is in use, replied to or not
         caller = self.caller(speaker)
         heard = Utterance(
             member.user_id,
@@ -223,8 +267,9 @@ class MemoryService(Components):
         member = speaker.member
         caller = self.caller(speaker)
         name = self.speaker_name(speaker, note=False)
+        now = self.ports.clock()
         try:
-            block, injected = await self.injection.build(caller, name, message, self.ports.clock())
+            block, injected = await self.injection.build(caller, name, message, now)
         except MemoryPluginError as exc:
             cause = self.store.unavailable or str(exc)  # the store's reason, not the short text tools give
             self.injection_warnings.warning(cause, f"memories of {member.group} not injected: {cause}")
@@ -240,6 +285,8 @@ class MemoryService(Components):
             self.members.note_spoken(member.group, member.user_id, name)
         if injected:
             self.injection_counts.note(member.group, injected)
+        self.store.touch(member.group)
+        self._evict_soon(now)
         return Injected(block, injected if self.replies is not None else ())
 
     async def reply_finished(self, speaker: Speaker, memory_ids: tuple[str, ...], text: str) -> None:

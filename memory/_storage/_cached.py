@@ -32,7 +32,7 @@ from .base import (
     R,
     TodoChange,
 )
-from .cached_group import CachedGroup, Operation, Queued, T, memories_of
+from .cached_group import CachedGroup, Operation, Queued, T, estimated_bytes, memories_of
 
 
 class CachedStore(MemoryStore):
@@ -55,6 +55,7 @@ class CachedStore(MemoryStore):
         self._todo_listeners: list[Callable[[GroupKey, Sequence[Todo] | None], None]] = []
         self._commit_hooks: list[Callable[[], Awaitable[None]]] = []
         self._commit_listeners: list[Callable[[GroupKey, GroupDocument, Sequence[Episode] | None], None]] = []
+        self._unload_listeners: list[Callable[[GroupKey], None]] = []
         self._context = changes.Context(self.now, self._tell_document, self._tell_todos)
 
     def now(self) -> float:
@@ -118,6 +119,11 @@ class CachedStore(MemoryStore):
         `episodes` is None when they were never loaded). It must be quick and not raise: it runs in the commit
         (the group index hooks in here and does its work later)."""
         self._commit_listeners.append(listener)
+
+    def add_unload_listener(self, listener: Callable[[GroupKey], None]) -> None:
+        """Call `listener(key)` when a group is dropped from memory (`unload`, `evict`): what readers derived from
+        it (recall views, episode lines, vectors) goes with it. Quick, never raising."""
+        self._unload_listeners.append(listener)
 
     def _tell_document(self, key: GroupKey, doc: GroupDocument) -> None:
         for listener in self._listeners:
@@ -425,7 +431,41 @@ class CachedStore(MemoryStore):
         if busy:
             return False
         del self._groups[key]
+        for listener in self._unload_listeners:
+            listener(key)
         return True
+
+    def touch(self, key: GroupKey) -> None:
+        """The group was used now (the reply path, which reads through `peek`): eviction takes it last."""
+        group = self._groups.get(key)
+        if group is not None:
+            group.used = self._clock()
+
+    def held_bytes(self) -> int:
+        """What the groups held in memory are estimated to take (`cached_group.estimated_bytes`)."""
+        return sum(estimated_bytes(group) for group in self._groups.values())
+
+    def evict(self, max_bytes: int, idle_seconds: float) -> list[GroupKey]:
+        """Unload groups, least recently used first, until the estimate of what is held is within `max_bytes`.
+        Only a group unused for `idle_seconds` goes, and only when nothing of it is pending or being written
+        (`unload`); a platform's global memories (read by every reply of the platform) stay. What was unloaded."""
+        sizes = {key: estimated_bytes(group) for key, group in self._groups.items()}
+        total = sum(sizes.values())
+        if total <= max_bytes:
+            return []
+        cutoff = self._clock() - idle_seconds
+        idle = sorted(
+            (key for key, group in self._groups.items() if group.used <= cutoff and not key.is_global),
+            key=lambda key: self._groups[key].used,
+        )
+        evicted = []
+        for key in idle:
+            if total <= max_bytes:
+                break
+            if self.unload(key):
+                total -= sizes[key]
+                evicted.append(key)
+        return evicted
 
     async def close(self) -> None:
         """Wait for every write in flight. Safe to call more than once."""
@@ -437,6 +477,7 @@ class CachedStore(MemoryStore):
         group = self._groups.get(key)
         if group is None:
             group = self._groups[key] = self._new_group(key)
+        group.used = self._clock()
         return group
 
     # ------------------------------------------------------------------------------------------ moving groups

@@ -185,6 +185,22 @@ class MemoryStore(ABC):
         """Drop the document from memory if nothing of it is pending or being written; whether it was dropped."""
 
     @abstractmethod
+    def add_unload_listener(self, listener: Callable[[GroupKey], None]) -> None:
+        """Call `listener(key)` when a group is dropped from memory (quick, never raising)."""
+
+    @abstractmethod
+    def touch(self, key: GroupKey) -> None:
+        """The group was used now: eviction takes it last."""
+
+    @abstractmethod
+    def held_bytes(self) -> int:
+        """What the groups held in memory are estimated to take, in bytes."""
+
+    @abstractmethod
+    def evict(self, max_bytes: int, idle_seconds: float) -> list[GroupKey]:
+        """Unload idle groups, least recently used first, until what is held is within `max_bytes`."""
+
+    @abstractmethod
     def peek_todos(self, key: GroupKey) -> Sequence[Todo] | None:
         """The document's todos if it is already in memory, else None. Never does I/O."""
 

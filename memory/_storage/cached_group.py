@@ -75,6 +75,8 @@ class CachedGroup:
     queued: list[Queued] = field(default_factory=list)
     flusher: asyncio.Task[None] | None = None
     saved: Saved | None = None  # the state last stored: what a failed commit goes back to
+    used: float = 0.0  # when the group was last used (the store's clock): eviction takes the least recent first
+    size: tuple[int, int, int] = (-1, -1, 0)  # (version, episode count, estimated bytes) as last estimated
 
     def forget_state(self) -> None:
         """Drop everything held of the group (its next use loads it again); queued operations stay."""
@@ -87,6 +89,36 @@ class CachedGroup:
     def mark_stored(self) -> None:
         """The cached state is what is stored (just loaded, or committed): remember it for a failed commit."""
         self.saved = Saved.of(self)
+
+
+# What a group costs in memory, estimated from what it holds (calibrated by bench/bench_memory_bound.py against
+# tracemalloc, with every member's recall view built): per item (a memory, archived memory, todo or episode) and per
+# character of its content, and per member.
+ITEM_BYTES = 2600
+CHAR_BYTES = 20
+MEMBER_BYTES = 5500
+
+
+def estimated_bytes(group: CachedGroup) -> int:
+    """The group's estimated size in memory (its document, episodes and what readers derive from them), kept until
+    its version or its episodes change."""
+    doc = group.doc
+    if doc is None:
+        return 0
+    episodes = group.episodes
+    count = -1 if episodes is None else len(episodes)
+    version, held, size = group.size
+    if version == group.version and held == count:
+        return size
+    items = chars = 0
+    for entry in doc.users.values():
+        items += len(entry.memories)
+        chars += sum(len(m.content) for m in entry.memories)
+    for memories in (doc.group_memories, doc.archive, doc.todos, episodes or ()):
+        items += len(memories)
+    size = items * ITEM_BYTES + chars * CHAR_BYTES + len(doc.users) * MEMBER_BYTES
+    group.size = (group.version, count, size)
+    return size
 
 
 def memories_of(doc: GroupDocument, owner: Owner) -> Sequence[Memory]:

@@ -55,6 +55,13 @@ _TAIL_CHUNK = 65_536
 _LEGACY_SUFFIX = ".history.jsonl"  # the extraction-only history of versions before the change log
 # What an erased entry keeps: enough to show that something happened, nothing of what it was.
 _KEPT_WHEN_ERASED = ("id", "at", "actor", "kind", "op", "scope", "owner", "target", "txn")
+# What a change past the retention keeps once the log is compacted (`rewrite`, `compacted`): who did what to which
+# item and when, to the second; never its content or values (sizes measured in bench/bench_memory_bound.py).
+COMPACTED = "compacted"
+COMPACT_RATIO = 1.5  # the log is compacted when it outgrows this many times its data (document and episodes)
+COMPACT_FLOOR = 65_536  # smaller logs are left whole
+COMPACT_REGROWTH = 1.5  # and compacted again only once it grew this much since
+_KEPT_WHEN_COMPACTED = ("id", "at", "actor", "kind", "op", "scope", "owner", "target", "erased")
 
 
 def log_path(document_path: Path) -> Path:
@@ -132,6 +139,16 @@ class LogState:
     next_id: int
     totals: CallTotals | None = None  # computed on first use, then kept up to date by the store
     scrub: Scrub | None = None  # what a committed erasure not purged yet names
+    compact_mark: int = 0  # the size below which the log is not compacted again (set by the last compaction)
+
+    def compact_due(self, adding: int, data_bytes: int) -> bool:
+        """Whether the log, with `adding` bytes more, has outgrown COMPACT_RATIO times the data it logs (and
+        COMPACT_FLOOR), and grew by COMPACT_REGROWTH since it was last compacted."""
+        size = self.end + adding
+        return size > max(COMPACT_FLOOR, COMPACT_RATIO * data_bytes) and size > self.compact_mark
+
+    def compacted_at(self, end: int) -> None:
+        self.compact_mark = int(end * COMPACT_REGROWTH)
 
 
 Transform = Callable[[dict[str, Any]], dict[str, Any]]  # an entry as written <-> as read (sealing, `sealed.py`)
@@ -149,6 +166,24 @@ def encode(entries: Iterable[dict[str, Any]], seal: Transform | None = None) -> 
 
 def erased(entry: dict[str, Any]) -> dict[str, Any]:
     return {**{k: entry[k] for k in _KEPT_WHEN_ERASED if k in entry}, "erased": True}
+
+
+def compacted(entry: dict[str, Any]) -> dict[str, Any]:
+    """The entry past the retention: `_KEPT_WHEN_COMPACTED` (its time to the second), marked compacted."""
+    kept = {k: entry[k] for k in _KEPT_WHEN_COMPACTED if k in entry}
+    at = kept.get("at")
+    if isinstance(at, float) and math.isfinite(at):
+        kept["at"] = int(at)
+    kept[COMPACTED] = 1
+    return kept
+
+
+def _compact_line(entry: dict[str, Any]) -> bytes:
+    return json.dumps(compacted(entry), ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+
+
+def _compactable(entry: dict[str, Any]) -> bool:
+    return is_change(entry) and entry.get("kind") != SCRUB and not entry.get(COMPACTED)
 
 
 def is_change(entry: dict[str, Any]) -> bool:
@@ -330,12 +365,17 @@ def rewrite(
     erase_todos: set[str] | frozenset[str] = frozenset(),
     transform: Transform | None = None,
     erase_targets: Targets = frozenset(),
+    compact_before: float | None = None,
+    compact_budget: int | None = None,
 ) -> tuple[int, int]:
     """Rewrite the log in one atomic replace: purge the content of erased members' memories, of erased todos and
-    of the (kind, target) pairs in `erase_targets` (purged or erased memories and episodes), trim the oldest
-    entries when the log would pass `max_bytes` (down to TRIM_TO_FRACTION of it, their call totals carried in the
-    head line), then `data` at the end. Returns (where `data` starts, the new end). `transform`
-    re-encodes every entry kept (sealing it with another key); unreadable lines are kept as they are."""
+    of the (kind, target) pairs in `erase_targets` (purged or erased memories and episodes), compact the changes
+    made before `compact_before` (`compacted`: their content and values go), trim the oldest entries when the log
+    would pass `max_bytes` (down to TRIM_TO_FRACTION of it, their call totals carried in the head line), then
+    `data` at the end. Returns (where `data` starts, the new end). `transform` re-encodes every entry kept
+    (sealing it with another key); unreadable lines are kept as they are. Nothing is ever added to an entry but
+    the compacted mark: an erased entry stays without content. With `compact_budget`, when the log is still larger
+    than that, its oldest entries before the retention are trimmed (never one after it) until it fits."""
     # Only lines that can matter are parsed (this runs in a thread, but parsing holds the GIL the loop needs).
     needles = [
         json.dumps(o, ensure_ascii=False).encode("utf-8")
@@ -343,12 +383,24 @@ def rewrite(
     ]
     carried = CallTotals()
     kept: list[bytes] = []
+    compacting = compact_before is not None  # entries are in time order: stops at the first one to keep whole
+    front = 0
+    cutoff = compact_before if compact_before is not None else math.inf
     for line in _raw_lines(path, end):
         if b'"carried"' in line and (entry := _parse(line)) is not None and entry.get("kind") == CARRIED:
             carried.add(entry)
             continue
         if b'"scrub"' in line and (entry := _parse(line)) is not None and entry.get("kind") == SCRUB:
             continue  # a marker goes with the purge it asks for (callers finish it first: `finish_scrub`)
+        if compacting and (entry := _parse(line)) is not None and _compactable(entry):
+            at = entry.get("at")
+            if isinstance(at, (int, float)) and not isinstance(at, bool):
+                if at >= cutoff:
+                    compacting = False
+                else:
+                    kept.append(_compact_line(entry))
+                    front = len(kept)
+                    continue
         if (
             needles
             and any(n in line for n in needles)
@@ -357,8 +409,18 @@ def rewrite(
             line = json.dumps(erased(entry), ensure_ascii=False).encode("utf-8")
         elif transform is not None and (entry := _parse(line)) is not None:
             line = json.dumps(transform(entry), ensure_ascii=False).encode("utf-8")
+        if compacting:
+            front = len(kept) + 1  # the entries before the retention: what `compact_budget` may trim
         kept.append(line + b"\n")
     total = sum(map(len, kept)) + len(data)
+    if compact_budget is not None and total > compact_budget:
+        drop = 0
+        while drop < front and total > compact_budget:
+            total -= len(kept[drop])
+            if b'"call"' in kept[drop] and (entry := _parse(kept[drop])) is not None and entry.get("kind") == CALL:
+                carried.add(entry)
+            drop += 1
+        kept = kept[drop:]
     if total > max_bytes:
         budget = int(max_bytes * TRIM_TO_FRACTION) - len(data)
         size = sum(map(len, kept))

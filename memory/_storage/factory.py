@@ -140,7 +140,11 @@ def open_store(
     if not choice.postgres:
         if encryption.error is not None:
             return _JsonWithBadKey(Path(data_dir) / "groups", reason=encryption.error, clock=clock)
-        return UserMemoryStore(Path(data_dir) / "groups", sealer=sealer, clock=clock)
+        # an archived memory is restored by reverting its archive entry: entries are kept whole as long as it is
+        retention_days = max(settings.change_log_retention_days, settings.archive_retention_days)
+        return UserMemoryStore(
+            Path(data_dir) / "groups", sealer=sealer, clock=clock, log_retention_seconds=retention_days * 86400.0
+        )
     if not choice.dsn:
         return _Refused("", instance=choice.instance, reason=NO_DSN, clock=clock)
     if encryption.error is not None:

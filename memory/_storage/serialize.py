@@ -98,7 +98,9 @@ class DocumentSerializer:
         head_bytes = ("{\n" + ",\n".join(parts) + ',\n "users": {\n').encode("utf-8")
         return b"".join((head_bytes, b",\n".join(fragment for _, fragment in fragments.values()), b"\n }\n}\n"))
 
-    def _user_fragment(self, user_id: str, entry: UserMemories, before: tuple[UserMemories, bytes] | None) -> str:
+    def _user_fragment(
+        self, user_id: str, entry: UserMemories, before: tuple[UserMemories, bytes | memoryview] | None
+    ) -> str:
         """The member's fragment; `before` (the member's previous entry and fragment) lends the lines of the
         memories still in the list: memories are frozen, so the same object writes the same line."""
         key = json.dumps(user_id, ensure_ascii=False)
@@ -213,13 +215,13 @@ def _extra(entry: UserMemories) -> dict[str, Any]:
     return {k: v for k, v in (entry.model_extra or {}).items() if k != sealed.SEALED}
 
 
-def _lent(before: tuple[UserMemories, bytes] | None) -> dict[int, tuple[Memory, str]]:
+def _lent(before: tuple[UserMemories, bytes | memoryview] | None) -> dict[int, tuple[Memory, str]]:
     """The lines of a member's previous fragment by the identity of the memories they were written from (nothing
     when the fragment was written whole, for fields from a newer version). A line never holds a raw newline (JSON
     escapes it), so the list's lines are the text between "[\\n" and the closing "\\n  ]", split at ",\\n"."""
     if before is None or not before[0].memories or _extra(before[0]):
         return {}
-    text = before[1].decode("utf-8")
+    text = bytes(before[1]).decode("utf-8")
     start = text.find("[\n") + 2
     end = text.find("\n  ]", start)
     if start < 2 or end < 0:

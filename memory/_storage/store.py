@@ -52,6 +52,7 @@ class _FileGroup(CachedGroup):
     io_lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # the flusher's writes vs. log readers
     serializer: DocumentSerializer = field(default_factory=DocumentSerializer)
     reseal: bool = False  # the next commit rewrites every file of the group with the current key
+    data_bytes: tuple[int, int] = (0, 0)  # the document's and the episode file's size as last read or written
 
 
 class UserMemoryStore(CachedStore):
@@ -77,6 +78,7 @@ class UserMemoryStore(CachedStore):
         durable: bool = True,
         log_max_bytes: int = changelog.MAX_BYTES,
         sealer: Sealer | None = None,
+        log_retention_seconds: float | None = None,
     ) -> None:
         super().__init__(clock=clock, log_max_bytes=log_max_bytes)
         self._directory = Path(directory)
@@ -85,6 +87,7 @@ class UserMemoryStore(CachedStore):
         self._sealer = sealer
         self._unavailable: str | None = None
         self._marker: list[str] | None = None  # the key ids the marker lists, once read
+        self._log_retention = log_retention_seconds  # log entries older than this are compacted (None: never)
 
     @property
     def sealer(self) -> Sealer | None:
@@ -198,6 +201,7 @@ class UserMemoryStore(CachedStore):
         except OSError as exc:
             log.error("memory file %s of group %s cannot be read: %s", group.path, group.key, exc)
             raise StorageUnavailable(f"群 {group.key} 的记忆文件无法读取（{exc.strerror or exc}）") from exc
+        group.data_bytes = (len(raw or b""), group.data_bytes[1])
         if raw is None:
             doc = GroupDocument(platform=group.key.platform, group_id=group.key.group_id)
         else:
@@ -262,6 +266,7 @@ class UserMemoryStore(CachedStore):
             log.error("episode file %s of group %s cannot be read: %s", path, group.key, exc)
             raise StorageUnavailable(f"群 {group.key} 的情境记忆文件无法读取（{exc.strerror or exc}）") from exc
         episodes: list[Episode] = []
+        group.data_bytes = (group.data_bytes[0], len(raw or b""))
         if raw is not None:
             try:
                 episodes = parse_episode_document(raw, group.key, self._sealer).episodes
@@ -400,8 +405,11 @@ class UserMemoryStore(CachedStore):
             erase_now = (erase_owners, erase_todos, erase_targets)
         await self._run_commit_hooks()
         start, end = log_state.end, log_state.end
-        if reseal or any(erase_now) or log_state.end + len(lines) > self._log_max_bytes:
+        sizes = (len(document) if document else group.data_bytes[0], len(episodes) if episodes else group.data_bytes[1])
+        compact = self._log_retention is not None and log_state.compact_due(len(lines), sum(sizes))
+        if compact or reseal or any(erase_now) or log_state.end + len(lines) > self._log_max_bytes:
             opened, seal = self._open_entry(group.key), self._seal_entry(group.key)
+            retention = self._log_retention
             start, end = await asyncio.to_thread(
                 changelog.rewrite,
                 log_state.path,
@@ -413,8 +421,12 @@ class UserMemoryStore(CachedStore):
                 max_bytes=self._log_max_bytes,
                 durable=self._durable,
                 transform=(lambda e: seal(opened(e)) if seal else opened(e)) if reseal else None,
+                compact_before=None if retention is None else self.now() - retention,
+                compact_budget=int(changelog.COMPACT_RATIO * sum(sizes)) if compact else None,
             )
             log_state.end = start  # the rewritten file is committed up to the new entries
+            if compact:
+                log_state.compacted_at(end)
         elif lines:
             end = await asyncio.to_thread(changelog.append, log_state.path, log_state.end, lines, durable=self._durable)
         if document is not None or episodes is not None:
@@ -459,6 +471,7 @@ class UserMemoryStore(CachedStore):
                         log_state.totals.add(entry)
             group.durable_doc_version = doc_target
             group.durable_episode_version = episodes_target
+            group.data_bytes = sizes
             group.saved = saved
             if document is not None:
                 self._tell_committed(group)

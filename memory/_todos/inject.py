@@ -42,6 +42,12 @@ class TodoSection:
         self._cache: OrderedDict[tuple[GroupKey, str], tuple[Sequence[Todo], int, int, list[str], int]] = OrderedDict()
         self._blocks: OrderedDict[tuple[GroupKey, str], tuple[str, list[str], str, str, str]] = OrderedDict()
 
+    def forget_group(self, key: GroupKey) -> None:
+        """Drop the group's cached lines and blocks (the store unloaded the group)."""
+        for cache in (self._cache, self._blocks):
+            for cached_key in [k for k in cache if k[0] == key]:
+                del cache[cached_key]
+
     def block(
         self, key: GroupKey, user_id: str, memory_block: str, lines: list[str], now_line: str, speaker: str
     ) -> str:

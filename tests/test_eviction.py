@@ -1,0 +1,148 @@
+"""Memory that stays bounded (issue 22): idle groups leave the store's cache, least recently used first, once what
+is held is estimated over `memory_cache_max_mb`; a group in use, or with changes not yet stored, stays; what the
+reply path derived from a group (recall views, todo and episode lines, vectors) goes with it; and a group loaded
+again answers exactly as before."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+
+from service_kit import block_for, save, speaker
+from test_semantic import FakeProvider
+
+from memory import GroupKey
+from memory._service.service import EVICT_EVERY_SECONDS, IDLE_SECONDS
+
+GROUPS = [f"oc_g{i}" for i in range(4)]
+MEMBERS = ["ou_a", "ou_b", "ou_c"]
+QUESTIONS = ["我喜欢什么？", "周末去哪", ""]
+
+
+def limited(service, mb: float):
+    """The service with `memory_cache_max_mb` set below its range (the settings accept 16 at least)."""
+    service.settings = dataclasses.replace(service.settings, memory_cache_max_mb=mb)
+
+
+async def seed(service) -> None:
+    for group in GROUPS:
+        for member in MEMBERS:
+            who = speaker(member, group)
+            for n in range(12):  # more than the 10 slots: relevance chooses
+                await save(
+                    service, who, f"{group} {member} 第{n}件事：喜欢{['咖啡', '爬山', '猫', '周末露营'][n % 4]}{n}"
+                )
+            if member == "ou_a":
+                await service.tools.add_todo(who, content=f"{member} 周五交报告", due_at="明天 10:00")
+
+
+def loaded(service) -> list[str]:
+    """The groups of GROUPS held in memory (a platform's global document, read for its opt-out flags, stays)."""
+    return [g for g in GROUPS if service.store.peek_document(GroupKey("lark", g)) is not None]
+
+
+def untimed(block: str) -> str:
+    """The block without its clock line (the clock moves between the two answers compared)."""
+    return "\n".join(line for line in block.splitlines() if not line.startswith("当前时间"))
+
+
+async def answers(service) -> dict[tuple[str, str, str], str]:
+    return {
+        (group, member, question): untimed(await block_for(service, speaker(member, group), question))
+        for group in GROUPS
+        for member in MEMBERS
+        for question in QUESTIONS
+    }
+
+
+async def test_idle_groups_are_unloaded_least_recent_first_and_answer_the_same_when_loaded_again(make_service, host):
+    service = make_service()
+    await seed(service)
+    before = await answers(service)
+    assert loaded(service) == GROUPS
+    host.clock.advance(IDLE_SECONDS + 1)
+    for group in GROUPS[2:]:  # in use now: these stay
+        await block_for(service, speaker("ou_a", group), "你好")
+    per_group = service.store.held_bytes() / len(GROUPS)  # the global document is a few bytes
+    limited(service, per_group * 2.5 / 2**20)  # room for two groups and a half
+    evicted = service.evict()
+    assert evicted == [GroupKey("lark", GROUPS[0]), GroupKey("lark", GROUPS[1])]
+    assert service.store.peek_document(GroupKey("lark", GROUPS[0])) is None
+    assert service.store.peek_document(GroupKey("lark", GROUPS[2])) is not None
+    # what the reply path derived from the evicted groups went with them
+    views = service.recall._views  # noqa: SLF001 - the cache itself is what is checked
+    assert {key[0].group_id for key in views} == set(GROUPS[2:])
+    assert not [k for k in service.injection.todo_section._blocks if k[0].group_id in GROUPS[:2]]  # noqa: SLF001
+    assert await answers(service) == before
+
+
+async def test_a_group_in_use_stays_even_over_the_limit_and_the_reply_path_finds_it_loaded(make_service, host):
+    service = make_service()
+    await seed(service)
+    limited(service, 0)
+    host.clock.advance(IDLE_SECONDS - 1)
+    await block_for(service, speaker("ou_a", GROUPS[0]), "你好")  # a reply: used now
+    service.store.touch(GroupKey("lark", GROUPS[1]))
+    host.clock.advance(2)
+    evicted = service.evict()
+    assert {k.group_id for k in evicted} == set(GROUPS[2:])
+    assert service.store.peek(GroupKey("lark", GROUPS[0]), "ou_a") is not None  # no cold load for the next reply
+    assert service.store.peek(GroupKey("lark", GROUPS[1]), "ou_a") is not None
+
+
+async def test_a_group_with_a_change_not_yet_stored_is_never_unloaded(make_service, host):
+    service = make_service()
+    await seed(service)
+    limited(service, 0)
+    host.clock.advance(IDLE_SECONDS + 1)
+    saving = asyncio.ensure_future(save(service, speaker("ou_a", GROUPS[0]), "刚说的新事"))
+    for _ in range(5):
+        await asyncio.sleep(0)
+        if service.store.peek_document(GroupKey("lark", GROUPS[0])) is not None:
+            break
+    host.clock.advance(IDLE_SECONDS + 1)  # as if the write took that long
+    evicted = service.evict()
+    assert GroupKey("lark", GROUPS[0]) not in evicted
+    await saving
+    assert "刚说的新事" in await block_for(service, speaker("ou_a", GROUPS[0]), "新事")
+
+
+async def test_replies_unload_idle_groups_by_themselves_at_most_once_a_minute(make_service, host):
+    service = make_service()
+    await seed(service)
+    limited(service, 0)
+    host.clock.advance(IDLE_SECONDS + 1)
+    await block_for(service, speaker("ou_a", GROUPS[0]), "你好")
+    await asyncio.sleep(0)  # the eviction runs after the reply
+    assert loaded(service) == GROUPS[:1]
+    for group in GROUPS[1:]:
+        await block_for(service, speaker("ou_a", group), "你好")
+    host.clock.advance(IDLE_SECONDS + 1)
+    await block_for(service, speaker("ou_a", GROUPS[0]), "你好")
+    await asyncio.sleep(0)
+    assert loaded(service) == GROUPS[:1]
+    host.clock.advance(EVICT_EVERY_SECONDS / 2)
+    await block_for(service, speaker("ou_a", GROUPS[1]), "你好")
+    await asyncio.sleep(0)
+    assert loaded(service) == GROUPS[:2]  # not checked again within the minute
+
+
+async def test_vectors_of_an_unloaded_group_leave_memory_and_scoring_after_the_reload_is_the_same(make_service, host):
+    service = make_service(memory_inject_limit=3)
+    await service.attach_embedding_provider(FakeProvider(), "fake")
+    await seed(service)
+    assert service.vectors is not None
+    for _ in range(3):  # vectors computed in the background, then loaded for scoring
+        await answers(service)
+        await service.vectors.wait_idle()
+    before = await answers(service)
+    held = service.vectors._groups  # noqa: SLF001
+    assert GroupKey("lark", GROUPS[0]) in held
+    limited(service, 0)
+    host.clock.advance(IDLE_SECONDS + 1)
+    assert len(service.evict()) == len(GROUPS)
+    assert not held
+    for _ in range(3):
+        after = await answers(service)
+        await service.vectors.wait_idle()
+    assert after == before
