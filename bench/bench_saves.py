@@ -7,6 +7,7 @@ beside this checkout (bench/_previous.py); rounds alternate so both see the same
 saves/s by wall time and the event-loop thread's CPU time per save (thread_time), and the load average.
 
 Run: .venv/bin/python bench/bench_saves.py [--members 1000] [--per-member 20] [--saves 400] [--savers 100]
+     [--file store|pydantic] [--encrypted] [--rounds 5] [--previous COMMIT]
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
+import gc
 import os
 import statistics
 import sys
@@ -27,14 +29,29 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from bench_core import GROUP, build_group  # noqa: E402
 from memory._rules.operations import save as current_save  # noqa: E402
+from bench_cold import write_as_the_store_does  # noqa: E402
+from memory._gcfreeze import Freezer  # noqa: E402
 from memory._storage import UserMemoryStore  # noqa: E402
 from memory._text import stored_key  # noqa: E402
 
 
 async def burst(
-    directory: Path, saves: int, savers: int, store_class, save, speakers: int = 1000
+    directory: Path, saves: int, savers: int, store_class, save, speakers: int = 1000, freeze: bool = False
 ) -> tuple[float, float]:
-    """(saves/s wall, event-loop CPU microseconds per save) for one burst right after a cold load."""
+    """(saves/s wall, event-loop CPU microseconds per save) for one burst right after a cold load; `freeze`: with
+    the service's garbage-collection policy running from before the load, as in the plugin (`memory/_gcfreeze.py`)."""
+    freezer = Freezer(asyncio.get_running_loop()) if freeze else None
+    if freezer is not None:
+        freezer.start()
+    try:
+        return await _burst(directory, saves, savers, store_class, save, speakers)
+    finally:
+        if freezer is not None:
+            freezer.stop()
+        gc.unfreeze()  # the next round starts from the same heap
+
+
+async def _burst(directory: Path, saves: int, savers: int, store_class, save, speakers: int) -> tuple[float, float]:
     store = store_class(directory)
     await store.memories(GROUP, "ou_00000")  # the cold load
     queue = list(range(saves))
@@ -68,6 +85,12 @@ async def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--previous", default="main", help="the commit to compare with")
     parser.add_argument("--encrypted", action="store_true", help="encryption at rest on (both)")
+    parser.add_argument(
+        "--file",
+        choices=("store", "pydantic"),
+        default="store",
+        help="the group file as the store writes it (default), or pydantic's indent=1 dump (a foreign layout)",
+    )
     args = parser.parse_args()
 
     from _previous import previous_memory
@@ -89,7 +112,7 @@ async def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-saves-") as tmp:
         print(
             f"group: {args.members} x {args.per_member}; {args.saves} saves, {args.savers} savers, {args.speakers} members saving; "
-            f"previous = {args.previous}; encrypted: {args.encrypted}; load average before: {os.getloadavg()[0]:.2f}"
+            f"previous = {args.previous}; encrypted: {args.encrypted}; file: {args.file}; current with its gc policy; load average before: {os.getloadavg()[0]:.2f}"
         )
         for r in range(args.rounds):  # alternate, fresh file each time, so both see the same machine and file
             for name, store_class, save in (
@@ -97,9 +120,14 @@ async def main() -> None:
                 ("current", current_store, current_save),
             ):
                 directory = Path(tmp) / f"{name}{r}"
-                build_group(directory, args.members, args.per_member)
+                if args.file == "store":
+                    write_as_the_store_does(directory, args.members, args.per_member, sealed=False)
+                else:
+                    build_group(directory, args.members, args.per_member)
                 stored_key.cache_clear()  # every round's file holds the same texts: no key kept from the last one
-                rows[name].append(await burst(directory, args.saves, args.savers, store_class, save, args.speakers))
+                rows[name].append(
+                    await burst(directory, args.saves, args.savers, store_class, save, args.speakers, name == "current")
+                )
         for name, got in rows.items():
             rates, cpus = [g[0] for g in got], [g[1] for g in got]
             print(
