@@ -282,3 +282,17 @@ def test_sigkill_after_lazy_loads_keeps_every_acknowledged_save_and_the_untouche
         on_disk = asyncio.run(read())
         assert not acked - on_disk, f"acknowledged but lost: {sorted(acked - on_disk)[:10]}"
     assert not [p for p in tmp_path.rglob("*") if ".corrupt-" in p.name]
+
+
+async def test_estimating_what_a_group_holds_parses_nothing_and_follows_the_members_parsed(tmp_path):
+    await filled(tmp_path)
+    store = UserMemoryStore(tmp_path, durable=False)
+    await store.start()
+    await store.memories(G, "ou_0")
+    cold = store.held_bytes()
+    assert unparsed(store) == {f"ou_{u}" for u in range(1, 6)}  # eviction's estimate read no member
+    assert cold >= store.path_for(G).stat().st_size  # the file's bytes the unparsed members refer to
+    for u in range(1, 6):
+        await store.memories(G, f"ou_{u}")
+    assert not unparsed(store)
+    assert store.held_bytes() > cold  # parsed members are counted as what they now hold

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from .._models import Episode, GroupDocument, GroupKey, Memory
-from . import changelog
+from . import changelog, lazy
 from .base import GROUP_OWNER, Owner
 
 
@@ -76,7 +76,8 @@ class CachedGroup:
     flusher: asyncio.Task[None] | None = None
     saved: Saved | None = None  # the state last stored: what a failed commit goes back to
     used: float = 0.0  # when the group was last used (the store's clock): eviction takes the least recent first
-    size: tuple[int, int, int] = (-1, -1, 0)  # (version, episode count, estimated bytes) as last estimated
+    # (version, episode count, members parsed in the process, estimated bytes) as last estimated
+    size: tuple[int, int, int, int] = (-1, -1, -1, 0)
 
     def forget_state(self) -> None:
         """Drop everything held of the group (its next use loads it again); queued operations stay."""
@@ -107,17 +108,22 @@ def estimated_bytes(group: CachedGroup) -> int:
         return 0
     episodes = group.episodes
     count = -1 if episodes is None else len(episodes)
-    version, held, size = group.size
-    if version == group.version and held == count:
+    version, held, parsed, size = group.size
+    if version == group.version and held == count and parsed == lazy.parses:
         return size
     items = chars = 0
+    files: dict[int, int] = {}  # a member not parsed yet holds only (a view of) the file's bytes, once per file
     for entry in doc.users.values():
+        raw = lazy.unparsed_file(entry)
+        if raw is not None:
+            files[id(raw)] = len(raw)
+            continue
         items += len(entry.memories)
         chars += sum(len(m.content) for m in entry.memories)
     for memories in (doc.group_memories, doc.archive, doc.todos, episodes or ()):
         items += len(memories)
-    size = items * ITEM_BYTES + chars * CHAR_BYTES + len(doc.users) * MEMBER_BYTES
-    group.size = (group.version, count, size)
+    size = items * ITEM_BYTES + chars * CHAR_BYTES + len(doc.users) * MEMBER_BYTES + sum(files.values())
+    group.size = (group.version, count, lazy.parses, size)
     return size
 
 

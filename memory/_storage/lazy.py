@@ -56,6 +56,8 @@ _EXTRA = BaseModel.__dict__["__pydantic_extra__"]
 
 Members = list[tuple[str, int, int, int]]  # (user id, where its line `  "id": {...}` starts, its value starts, ends)
 
+parses = 0  # members parsed so far in this process: an estimate of what a group holds is stale once it moves
+
 
 def split_members(raw: bytes) -> tuple[bytes, Members] | None:
     """(the document with `"users": {}`, each member as read), or None when `raw` is not in the serializer's layout
@@ -161,6 +163,8 @@ class LazyUserMemories(UserMemories):
             _DICT.__set__(self, entry.__dict__)
             _EXTRA.__set__(self, extra)
             object.__setattr__(self, "_lazy_source", None)
+            global parses
+            parses += 1
         fields: dict[str, Any] = _DICT.__get__(self)
         return fields
 
@@ -206,6 +210,15 @@ def _source(entry: LazyUserMemories) -> Source | None:
     except AttributeError:
         return None
     return source
+
+
+def unparsed_file(entry: UserMemories) -> bytes | None:
+    """The file's bytes `entry` still refers to (it holds nothing else yet), or None once it is parsed (or was
+    never lazy)."""
+    if not isinstance(entry, LazyUserMemories):
+        return None
+    source = _source(entry)
+    return None if source is None else source[0]
 
 
 def attach(
