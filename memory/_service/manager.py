@@ -180,7 +180,7 @@ class Manager:
             {
                 "id": user_id,
                 "name": self._name(key, user_id),
-                "memories": len(entry.memories),
+                "memories": entry.memory_count(),
                 "todos": sum(1 for todo in doc.todos if todo.assignee == user_id),
             }
             for user_id, entry in doc.users.items()
