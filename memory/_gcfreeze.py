@@ -14,8 +14,13 @@ promoted objects to the oldest one since the last freeze: each of those promotes
 default thresholds), so a freeze never walks much more than `FREEZE_AFTER` times that, however fast loads and first
 replies make long-lived objects, and the oldest generation's own collections stay as small.
 
-What it gives up: a reference cycle among frozen objects that becomes garbage later is never collected (objects
-without cycles, like the stored models and recall indexes, are freed as always).
+What it gives up, and how that is bounded: a reference cycle that is frozen while alive and becomes garbage later
+is not collected while it stays frozen (objects without cycles, like the stored models and recall indexes, are
+freed by their reference counts as always). Such cycles are what was in flight at a freeze (a request's objects,
+an exception's traceback) or a whole stopped service (its tasks and listeners refer back to it). So `stop` thaws
+everything (a service built after a config save collects the old one at its start), and every `THAW_EVERY`
+seconds a freeze first thaws, collecting the whole heap once (the one long pause this keeps, like the full
+collections CPython would otherwise run whenever a quarter more objects had survived).
 """
 
 from __future__ import annotations
@@ -24,12 +29,14 @@ import asyncio
 import gc
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 log = logging.getLogger("astrbot_plugin_user_memory")
 
 FREEZE_AFTER = 2  # middle-generation collections since the last freeze (each promotes <= ~7,000 objects)
 SLOW_SECONDS = 0.010  # a freeze that took longer is logged (the first, at start, walks the host's heap once)
+THAW_EVERY = 6 * 3600.0  # seconds between full passes that also collect what died frozen
 
 
 def collect_and_freeze() -> float:
@@ -41,23 +48,37 @@ def collect_and_freeze() -> float:
 
 
 class Freezer:
-    """Freezes at `start`, then on the loop soon after every `after` middle-generation collections, until `stop`."""
+    """Freezes at `start`, then on the loop soon after every `after` middle-generation collections, until `stop`;
+    the first of those freezes `thaw_every` seconds after the last full pass thaws first (`clock`: monotonic)."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, after: int = FREEZE_AFTER) -> None:
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        after: int = FREEZE_AFTER,
+        thaw_every: float = THAW_EVERY,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._loop = loop
         self._after = after
+        self._thaw_every = thaw_every
+        self._clock = clock
+        self._thawed_at = clock()
         self._promotions = 0
         self._scheduled = False
         self.freezes = 0
+        self.thaws = 0
 
     def start(self) -> None:
+        self._thawed_at = self._clock()
         self._freeze()
         if self._observe not in gc.callbacks:
             gc.callbacks.append(self._observe)
 
     def stop(self) -> None:
+        """Stop freezing and thaw everything: nothing stays frozen that only this service would ever thaw."""
         if self._observe in gc.callbacks:
             gc.callbacks.remove(self._observe)
+        gc.unfreeze()
 
     def _observe(self, phase: str, info: dict[str, Any]) -> None:
         """A gc callback (any thread, inside a collection: nothing may collect here, so the freeze is scheduled)."""
@@ -74,7 +95,17 @@ class Freezer:
     def _freeze(self) -> None:
         self._scheduled = False
         self._promotions = 0
+        thaw = self._clock() - self._thawed_at >= self._thaw_every
+        if thaw:
+            self._thawed_at = self._clock()
+            self.thaws += 1
+            gc.unfreeze()
         took = collect_and_freeze()
         self.freezes += 1
-        if took > SLOW_SECONDS:
-            log.info("garbage collection: froze %d objects in %.0f ms", gc.get_freeze_count(), took * 1000)
+        if took > SLOW_SECONDS or thaw:
+            log.info(
+                "garbage collection: %s %d objects in %.0f ms",
+                "collected all and froze" if thaw else "froze",
+                gc.get_freeze_count(),
+                took * 1000,
+            )

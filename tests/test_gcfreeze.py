@@ -81,8 +81,47 @@ async def test_the_service_freezes_from_its_start_to_its_stop(make_service, unfr
     assert freezer is not None and freezer._observe in gc.callbacks
     await service.stop()
     assert freezer._observe not in gc.callbacks
+    assert gc.get_freeze_count() == 0  # thawed: a service built after a config save collects this one
     off = make_service()
     off.gc_freeze = False
     await off.start()
     assert off._gc_freezer is None
     await off.stop()
+
+
+def frozen_cycle() -> weakref.ref:
+    """A reference cycle that is frozen while alive and then dropped: only a thawed collection can free it."""
+    a, b = Node(), Node()
+    a.other, b.other = b, a
+    gc.freeze()
+    return weakref.ref(a)
+
+
+def test_a_cycle_that_died_frozen_is_collected_by_the_next_freeze_after_the_thaw_period(unfrozen):
+    now = [1000.0]
+    loop = Loop()
+    freezer = Freezer(loop, after=1, thaw_every=3600, clock=lambda: now[0])  # type: ignore[arg-type]
+    freezer.start()
+    try:
+        dead = frozen_cycle()
+        now[0] += 3599
+        freezer._observe("stop", {"generation": 1})
+        loop.soon.pop()()
+        assert dead() is not None and freezer.thaws == 0  # within the period: frozen, not collected
+        now[0] += 1
+        freezer._observe("stop", {"generation": 1})
+        loop.soon.pop()()
+        assert dead() is None and freezer.thaws == 1
+        assert gc.get_freeze_count() > 0  # what is alive is frozen again
+    finally:
+        freezer.stop()
+
+
+def test_stopping_thaws_so_a_stopped_service_cycles_are_collected(unfrozen):
+    freezer = Freezer(Loop())  # type: ignore[arg-type]
+    freezer.start()
+    dead = frozen_cycle()
+    freezer.stop()
+    assert gc.get_freeze_count() == 0
+    gc.collect()
+    assert dead() is None
