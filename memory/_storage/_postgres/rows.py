@@ -23,6 +23,7 @@ from pydantic import TypeAdapter
 from ..._models import ArchivedMemory, Episode, GroupDocument, GroupKey, Memory, Todo, UserMemories
 from .. import changelog
 from .. import sealed
+from . import batch
 from ..base import GROUP_OWNER, Owner
 from ..crypto import KeyUnavailable, Sealer, token_kid
 
@@ -43,6 +44,17 @@ class Stored:
     # {list name: the group version that last wrote it}: "g" the group's memories, "m:<user id>" a member's,
     # "todos", "archive", "episodes". A refresh reads again only the lists whose version moved.
     lists: dict[str, int] = field(default_factory=dict)
+    # owners whose rows hold their list sealed (a token on the first row), as opposed to in plaintext
+    sealed: set[Owner] = field(default_factory=set)
+
+
+@dataclass
+class Written:
+    """What a commit leaves: the versions of the lists, the owners whose rows are sealed, what the log weighs."""
+
+    lists: dict[str, int]
+    sealed: set[Owner]
+    log_bytes: int
 
 
 @dataclass
@@ -62,7 +74,12 @@ class Loaded:
 
 
 def snapshot(
-    gid: int | None, version: int, doc: GroupDocument, episodes: list[Episode], lists: dict[str, int]
+    gid: int | None,
+    version: int,
+    doc: GroupDocument,
+    episodes: list[Episode],
+    lists: dict[str, int],
+    sealed_owners: set[Owner] | None = None,
 ) -> Stored:
     return Stored(
         gid,
@@ -73,7 +90,19 @@ def snapshot(
         archive=doc.archive,
         episodes=episodes,
         lists=lists,
+        sealed=sealed_owners or set(),
     )
+
+
+def _known_rows(stored: Stored, owner: Owner, sealing: bool) -> list[Memory] | None:
+    """The owner's list as its rows hold it position by position, None when they may not (never listed, or in the
+    other mode: rows sealed while this commit writes plaintext, or the other way round)."""
+    if owner not in stored.owners:
+        return None
+    before = stored.owners[owner]
+    if before and (owner in stored.sealed) != sealing:
+        return None
+    return before
 
 
 def _list_name(owner: Owner) -> str:
@@ -137,7 +166,9 @@ async def load(conn: Any, key: GroupKey, since: Stored | None = None, sealer: Se
         episodes = _open_items(sealer, key, await _list(conn, gid, "um_episodes", _EPISODES))
     else:
         episodes = since.episodes or []
-    return Loaded(doc, episodes, LogCursor(row["log_next_id"]), snapshot(gid, row["version"], doc, episodes, lists))
+    sealed_owners = {o for o in since.sealed if _list_name(o) not in moved} | {o for o, t in tokens.items() if t}
+    stored = snapshot(gid, row["version"], doc, episodes, lists, sealed_owners)
+    return Loaded(doc, episodes, LogCursor(row["log_next_id"]), stored)
 
 
 async def _list(conn: Any, gid: int, table: str, adapter: TypeAdapter[Any]) -> Any:
@@ -178,9 +209,8 @@ async def _load_whole(conn: Any, key: GroupKey, row: Any, sealer: Sealer | None)
     doc.todos = _open_items(sealer, key, doc.todos)
     doc.archive = _open_items(sealer, key, doc.archive)
     episodes = _open_items(sealer, key, episodes)
-    return Loaded(
-        doc, episodes, LogCursor(row["log_next_id"]), snapshot(gid, row["version"], doc, episodes, row["lists"])
-    )
+    stored = snapshot(gid, row["version"], doc, episodes, row["lists"], set(tokens))
+    return Loaded(doc, episodes, LogCursor(row["log_next_id"]), stored)
 
 
 _AGGREGATE = "(SELECT coalesce(json_agg(body ORDER BY pos), '[]')::text FROM {table} WHERE gid = $1)"
@@ -247,9 +277,10 @@ async def write(
     entries: Sequence[dict[str, Any]],
     next_log_id: int,
     sealer: Sealer | None = None,
-) -> dict[str, int]:
+) -> Written:
     """Write what changed since `stored` as version `stored.version + 1` and append `entries` (inside the caller's
-    transaction, the group's row locked at `stored.version`); the versions of the lists after it."""
+    transaction, the group's row locked at `stored.version`). An owner's changed memory list writes only the
+    positions whose memory changed (`batch.memory_rows`); every statement moves all of its rows at once."""
     version = stored.version + 1
     lists = dict(stored.lists)
     now = _owner_lists(doc)
@@ -260,23 +291,25 @@ async def write(
         else:
             lists.pop(_list_name(owner), None)
     scope_of_member = "global" if key.is_global else "member"
+    sealed_owners = set(stored.sealed)
     if changed_owners:
-        members = [o for o in changed_owners if o is not GROUP_OWNER]
-        await conn.execute(
-            "DELETE FROM um_memories WHERE gid = $1 AND (owner = ANY($2::text[]) OR ($3 AND owner IS NULL))",
-            gid,
-            members,
-            GROUP_OWNER in changed_owners,
+        plan = batch.memory_rows(
+            [(o, now.get(o) or [], _known_rows(stored, o, sealer is not None)) for o in changed_owners],
+            sealing=sealer is not None,
         )
+        await batch.delete_memory_rows(conn, gid, plan)
         memory_rows = []
         for owner in changed_owners:
             memories = now.get(owner) or []
             scope = "group" if owner is GROUP_OWNER else scope_of_member
+            positions = plan.write[owner]
+            sealed_owners.discard(owner)
             if sealer is not None and memories:
-                readable, token = sealed.seal_list(sealer, key, owner, memories)
-                bodies = [_Raw(json.dumps(r, ensure_ascii=False)) for r in readable]
+                token: str | None = sealed.seal_contents(sealer, key, owner, memories)
+                bodies = [_Raw(json.dumps(sealed.readable(memories[i]), ensure_ascii=False)) for i in positions]
+                sealed_owners.add(owner)
             else:
-                token, bodies = None, [_body(m) for m in memories]
+                token, bodies = None, [_body(memories[i]) for i in positions]
             memory_rows += [
                 (
                     gid,
@@ -294,14 +327,15 @@ async def write(
                     body,
                     token if pos == 0 else None,
                 )
-                for pos, (m, body) in enumerate(zip(memories, bodies))
+                for pos, body in zip(positions, bodies)
+                for m in (memories[pos],)
             ]
-        await _insert(conn, "um_memories", memory_rows)
+        await batch.insert(conn, "um_memories", memory_rows)
     todos_changed = doc.todos is not stored.todos
     if todos_changed:
         lists["todos"] = version
         await conn.execute("DELETE FROM um_todos WHERE gid = $1", gid)
-        await _insert(
+        await batch.insert(
             conn,
             "um_todos",
             [
@@ -322,7 +356,7 @@ async def write(
     if doc.archive is not stored.archive:
         lists["archive"] = version
         await conn.execute("DELETE FROM um_archive WHERE gid = $1", gid)
-        await _insert(
+        await batch.insert(
             conn,
             "um_archive",
             [
@@ -333,18 +367,18 @@ async def write(
     if episodes is not None and episodes is not stored.episodes:
         lists["episodes"] = version
         await conn.execute("DELETE FROM um_episodes WHERE gid = $1", gid)
-        await _insert(
+        await batch.insert(
             conn,
             "um_episodes",
             [(gid, pos, e.id, e.start, e.end, _item_body(sealer, key, e)) for pos, e in enumerate(episodes)],
         )
     log_rows = [_log_row(gid, sealed.seal_entry(sealer, key, e) if sealer else e) for e in entries]
-    await _insert(conn, "um_log", log_rows)
+    await batch.insert(conn, "um_log", log_rows)
     head, users = _head(doc), _users(doc)
-    await conn.execute(
+    log_bytes = await conn.fetchval(
         "UPDATE um_groups SET version = $7, head = $2, users = $3, log_next_id = $4, lists = $8,"
         " log_bytes = log_bytes + $5, changed_at = now(),"
-        " todos_changed_at = CASE WHEN $6 THEN now() ELSE todos_changed_at END WHERE gid = $1",
+        " todos_changed_at = CASE WHEN $6 THEN now() ELSE todos_changed_at END WHERE gid = $1 RETURNING log_bytes",
         gid,
         head,
         users,
@@ -354,7 +388,7 @@ async def write(
         version,
         lists,
     )
-    return lists
+    return Written(lists, sealed_owners, log_bytes)
 
 
 async def erase(
@@ -391,9 +425,12 @@ async def erase(
     await _rewrite_log_rows(conn, gid, updated)
 
 
-async def trim(conn: Any, gid: int, max_bytes: int) -> changelog.CallTotals | None:
+async def trim(conn: Any, gid: int, max_bytes: int, log_bytes: int | None = None) -> changelog.CallTotals | None:
     """Drop the oldest entries while the log weighs more than `max_bytes` (down to TRIM_TO_FRACTION of it), their
-    call totals carried; the group's carried totals when it trimmed."""
+    call totals carried; the group's carried totals when it trimmed. `log_bytes`: what the log weighs, when the
+    caller knows (no read when it is within the budget)."""
+    if log_bytes is not None and log_bytes <= max_bytes:
+        return None
     row = await conn.fetchrow("SELECT log_bytes, carried FROM um_groups WHERE gid = $1", gid)
     if row["log_bytes"] <= max_bytes:
         return None
@@ -532,24 +569,6 @@ class _Raw(str):
 
 def encode_json(value: Any) -> str:
     return value if isinstance(value, _Raw) else json.dumps(value, ensure_ascii=False)
-
-
-async def _insert(conn: Any, table: str, rows: list[tuple[Any, ...]]) -> None:
-    if not rows:
-        return
-    marks = ", ".join(f"${i + 1}" for i in range(len(rows[0])))
-    columns = _COLUMNS[table]
-    await conn.executemany(f"INSERT INTO {table} ({columns}) VALUES ({marks})", rows)
-
-
-_COLUMNS = {
-    "um_memories": "gid, owner, pos, id, scope, type, content, importance, source, created_at, updated_at,"
-    " last_used_at, body, sealed",
-    "um_todos": "gid, pos, id, owner, status, due_at, remind_at, platform_id, body",
-    "um_archive": "gid, pos, owner, id, archived_at, reason, actor, body",
-    "um_episodes": "gid, pos, id, start_at, end_at, body",
-    "um_log": "gid, id, at, actor, kind, op, scope, owner, target, bytes, entry",
-}
 
 
 def _body(item: Any) -> _Raw:

@@ -276,10 +276,10 @@ class PostgresMemoryStore(CachedStore):
                     doc, log_cursor = group.doc, group.log
                     assert doc is not None and log_cursor is not None and group.stored is not None
                     entries = group.pending
-                    lists = await rows.write(
+                    written = await rows.write(
                         conn, key, gid, group.stored, doc, group.episodes, entries, log_cursor.next_id, self.sealer
                     )
-                    todos_changed = lists.get("todos") == version + 1
+                    todos_changed = written.lists.get("todos") == version + 1
                     await rows.erase(
                         conn,
                         gid,
@@ -288,11 +288,11 @@ class PostgresMemoryStore(CachedStore):
                         group.erase_targets,
                         before=min((e["id"] for e in entries), default=None),
                     )
-                    await rows.trim(conn, gid, self._log_max_bytes)
+                    await rows.trim(conn, gid, self._log_max_bytes, written.log_bytes)
                     notice = Change(key, version + 1, self.instance, todos_changed)
                     await conn.execute("SELECT pg_notify($1, $2)", schema.CHANGES_CHANNEL, notice.payload())
             group.pending, group.erase_owners, group.erase_todos, group.erase_targets = [], set(), set(), set()
-            group.stored = rows.snapshot(gid, version + 1, doc, group.episodes or [], lists)
+            group.stored = rows.snapshot(gid, version + 1, doc, group.episodes or [], written.lists, written.sealed)
             group.mark_stored()
             if log_cursor.totals is not None:
                 for entry in entries:

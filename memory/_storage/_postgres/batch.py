@@ -1,0 +1,163 @@
+"""The statements of a commit that move many rows, batched: each one statement whatever the number of rows.
+
+- `insert`: one `INSERT ... SELECT FROM unnest(<one array per column>)`: the server plans and runs one statement
+  (asyncpg's executemany sends one Bind/Execute per row, and the server runs each as its own statement).
+- `memory_rows`: an owner's memory list changed. The cached store replaces a list, never edits it in place, and
+  memories are frozen, so a memory that is the same object at the same position as when the list was last stored
+  has the same row: only the positions whose object changed are deleted and written again (a save appends one
+  memory: one row written, not the owner's whole list). An owner whose stored rows are not known position by
+  position (`known` False: the rows are in the other mode, sealed or plaintext, or were never listed), has all of
+  its rows replaced as before. With a sealer the list's token lives on the row at position 0 (`sealed.py`), so that
+  row is always written again.
+- `delete_memory_rows`: those deletions in one statement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+# Each table's columns with their types (jsonb travels as text and is cast: the server parses it either way).
+_COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
+    "um_memories": (
+        ("gid", "bigint"),
+        ("owner", "text"),
+        ("pos", "int"),
+        ("id", "text"),
+        ("scope", "text"),
+        ("type", "text"),
+        ("content", "text"),
+        ("importance", "float8"),
+        ("source", "text"),
+        ("created_at", "float8"),
+        ("updated_at", "float8"),
+        ("last_used_at", "float8"),
+        ("body", "jsonb"),
+        ("sealed", "text"),
+    ),
+    "um_todos": (
+        ("gid", "bigint"),
+        ("pos", "int"),
+        ("id", "text"),
+        ("owner", "text"),
+        ("status", "text"),
+        ("due_at", "float8"),
+        ("remind_at", "float8"),
+        ("platform_id", "text"),
+        ("body", "jsonb"),
+    ),
+    "um_archive": (
+        ("gid", "bigint"),
+        ("pos", "int"),
+        ("owner", "text"),
+        ("id", "text"),
+        ("archived_at", "float8"),
+        ("reason", "text"),
+        ("actor", "text"),
+        ("body", "jsonb"),
+    ),
+    "um_episodes": (
+        ("gid", "bigint"),
+        ("pos", "int"),
+        ("id", "text"),
+        ("start_at", "float8"),
+        ("end_at", "float8"),
+        ("body", "jsonb"),
+    ),
+    "um_log": (
+        ("gid", "bigint"),
+        ("id", "bigint"),
+        ("at", "float8"),
+        ("actor", "text"),
+        ("kind", "text"),
+        ("op", "text"),
+        ("scope", "text"),
+        ("owner", "text"),
+        ("target", "text"),
+        ("bytes", "int"),
+        ("entry", "jsonb"),
+    ),
+}
+
+
+def _insert_statement(table: str) -> str:
+    columns = _COLUMNS[table]
+    arrays = ", ".join(f"${i + 1}::{'text' if kind == 'jsonb' else kind}[]" for i, (_, kind) in enumerate(columns))
+    names = [f"c{i}" for i in range(len(columns))]
+    values = ", ".join(f"{n}::jsonb" if kind == "jsonb" else n for n, (_, kind) in zip(names, columns))
+    return (
+        f"INSERT INTO {table} ({', '.join(name for name, _ in columns)})"
+        f" SELECT {values} FROM unnest({arrays}) AS r({', '.join(names)})"
+    )
+
+
+_INSERTS = {table: _insert_statement(table) for table in _COLUMNS}
+
+
+async def insert(conn: Any, table: str, rows: Sequence[tuple[Any, ...]]) -> None:
+    """Insert `rows` (tuples in the table's column order) with one statement."""
+    if not rows:
+        return
+    await conn.execute(_INSERTS[table], *(list(column) for column in zip(*rows)))
+
+
+@dataclass
+class MemoryRows:
+    """What a commit does to `um_memories`: owners whose rows all go, (owner, position) pairs that go (the
+    group's own, owner NULL, apart), and the positions of each owner's list to write."""
+
+    whole: list[str] = field(default_factory=list)
+    whole_group: bool = False
+    owners: list[str] = field(default_factory=list)
+    positions: list[int] = field(default_factory=list)
+    group_positions: list[int] = field(default_factory=list)
+    write: dict[str | None, list[int]] = field(default_factory=dict)
+
+    def drop(self, owner: str | None, position: int) -> None:
+        if owner is None:
+            self.group_positions.append(position)
+        else:
+            self.owners.append(owner)
+            self.positions.append(position)
+
+
+def memory_rows(
+    changed: Sequence[tuple[str | None, Sequence[Any], Sequence[Any] | None]], *, sealing: bool
+) -> MemoryRows:
+    """For each changed owner (owner, its list now, its list as stored or None when the stored rows are not known
+    position by position): what to delete and which positions to write."""
+    plan = MemoryRows()
+    for owner, now, before in changed:
+        if before is None:
+            if owner is None:
+                plan.whole_group = True
+            else:
+                plan.whole.append(owner)
+            plan.write[owner] = list(range(len(now)))
+            continue
+        write = [i for i in range(len(now)) if i >= len(before) or now[i] is not before[i]]
+        if sealing and now and (not write or write[0] != 0):
+            write.insert(0, 0)
+        for i in write:
+            if i < len(before):
+                plan.drop(owner, i)
+        for i in range(len(now), len(before)):
+            plan.drop(owner, i)
+        plan.write[owner] = write
+    return plan
+
+
+_DELETE = (
+    "WITH whole AS (DELETE FROM um_memories WHERE gid = $1 AND (owner = ANY($2::text[]) OR ($3 AND owner IS NULL))),"
+    " shared AS (DELETE FROM um_memories WHERE gid = $1 AND owner IS NULL AND pos = ANY($6::int[]))"
+    " DELETE FROM um_memories m USING unnest($4::text[], $5::int[]) AS d(owner, pos)"
+    " WHERE m.gid = $1 AND m.owner = d.owner AND m.pos = d.pos"
+)
+
+
+async def delete_memory_rows(conn: Any, gid: int, plan: MemoryRows) -> None:
+    """The plan's deletions, in one statement (the sets are disjoint: no row is deleted twice)."""
+    if not (plan.whole or plan.whole_group or plan.owners or plan.group_positions):
+        return
+    await conn.execute(_DELETE, gid, plan.whole, plan.whole_group, plan.owners, plan.positions, plan.group_positions)
