@@ -292,7 +292,9 @@ class PostgresMemoryStore(CachedStore):
                     notice = Change(key, version + 1, self.instance, todos_changed)
                     await conn.execute("SELECT pg_notify($1, $2)", schema.CHANGES_CHANNEL, notice.payload())
             group.pending, group.erase_owners, group.erase_todos, group.erase_targets = [], set(), set(), set()
-            group.stored = rows.snapshot(gid, version + 1, doc, group.episodes or [], written.lists, written.sealed)
+            group.stored = rows.snapshot(
+                gid, version + 1, doc, group.episodes or [], written.lists, written.sealed, written.users
+            )
             group.mark_stored()
             if log_cursor.totals is not None:
                 for entry in entries:
