@@ -14,9 +14,14 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from ..._models import GroupKey, Memory
+from .. import sealed
+from ..crypto import Sealer
 
 # Each table's columns with their types (jsonb travels as text and is cast: the server parses it either way).
 _COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
@@ -161,3 +166,93 @@ async def delete_memory_rows(conn: Any, gid: int, plan: MemoryRows) -> None:
     if not (plan.whole or plan.whole_group or plan.owners or plan.group_positions):
         return
     await conn.execute(_DELETE, gid, plan.whole, plan.whole_group, plan.owners, plan.positions, plan.group_positions)
+
+
+@dataclass
+class MemoryChanges:
+    """The rows a commit writes to `um_memories`, what it deletes there, the owners whose rows are sealed after."""
+
+    plan: MemoryRows
+    rows: list[tuple[Any, ...]]
+    sealed: set[str | None]
+
+
+def memory_changes(
+    key: GroupKey,
+    gid: int,
+    changed: Sequence[tuple[str | None, Sequence[Memory], Sequence[Memory] | None]],
+    sealed_before: set[str | None],
+    sealer: Sealer | None,
+) -> MemoryChanges:
+    """`memory_rows` for the changed owners, and the rows of the positions it writes (sealed with `sealer`)."""
+    plan = memory_rows(changed, sealing=sealer is not None)
+    scope_of_member = "global" if key.is_global else "member"
+    sealed_owners = set(sealed_before)
+    rows: list[tuple[Any, ...]] = []
+    for owner, memories, _ in changed:
+        scope = "group" if owner is None else scope_of_member
+        positions = plan.write[owner]
+        sealed_owners.discard(owner)
+        if sealer is not None and memories:
+            token: str | None = sealed.seal_contents(sealer, key, owner, memories)
+            bodies = [Raw(json.dumps(sealed.readable(memories[i]), ensure_ascii=False)) for i in positions]
+            sealed_owners.add(owner)
+        else:
+            token, bodies = None, [body(memories[i]) for i in positions]
+        rows += [
+            (
+                gid,
+                owner,
+                pos,
+                m.id,
+                scope,
+                m.type.value,
+                "" if token else m.content,
+                m.importance,
+                str(m.source),
+                m.created_at,
+                m.updated_at,
+                m.last_used_at,
+                text,
+                token if pos == 0 else None,
+            )
+            for pos, text in zip(positions, bodies)
+            for m in (memories[pos],)
+        ]
+    return MemoryChanges(plan, rows, sealed_owners)
+
+
+def log_row(gid: int, entry: dict[str, Any]) -> tuple[Any, ...]:
+    text = json.dumps(entry, ensure_ascii=False)
+    owner = entry.get("owner")
+    target = entry.get("target")
+    at = entry.get("at")
+    return (
+        gid,
+        entry["id"],
+        float(at) if isinstance(at, (int, float)) and not isinstance(at, bool) else None,
+        _text(entry.get("actor")),
+        _text(entry.get("kind")),
+        _text(entry.get("op")),
+        _text(entry.get("scope")),
+        _text(owner),
+        _text(target),
+        len(text.encode("utf-8")) + 1,
+        Raw(text),
+    )
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+class Raw(str):
+    """A value already encoded as JSON text (the jsonb codec passes it through)."""
+
+
+def encode_json(value: Any) -> str:
+    return value if isinstance(value, Raw) else json.dumps(value, ensure_ascii=False)
+
+
+def body(item: Any) -> Raw:
+    return Raw(item.model_dump_json(exclude_none=True))

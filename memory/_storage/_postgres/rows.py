@@ -293,47 +293,15 @@ async def write(
             lists[_list_name(owner)] = version
         else:
             lists.pop(_list_name(owner), None)
-    scope_of_member = "global" if key.is_global else "member"
-    sealed_owners = set(stored.sealed)
-    if changed_owners:
-        plan = batch.memory_rows(
-            [(o, now.get(o) or [], _known_rows(stored, o, sealer is not None)) for o in changed_owners],
-            sealing=sealer is not None,
-        )
-        await batch.delete_memory_rows(conn, gid, plan)
-        memory_rows = []
-        for owner in changed_owners:
-            memories = now.get(owner) or []
-            scope = "group" if owner is GROUP_OWNER else scope_of_member
-            positions = plan.write[owner]
-            sealed_owners.discard(owner)
-            if sealer is not None and memories:
-                token: str | None = sealed.seal_contents(sealer, key, owner, memories)
-                bodies = [_Raw(json.dumps(sealed.readable(memories[i]), ensure_ascii=False)) for i in positions]
-                sealed_owners.add(owner)
-            else:
-                token, bodies = None, [_body(memories[i]) for i in positions]
-            memory_rows += [
-                (
-                    gid,
-                    owner,
-                    pos,
-                    m.id,
-                    scope,
-                    m.type.value,
-                    "" if token else m.content,
-                    m.importance,
-                    str(m.source),
-                    m.created_at,
-                    m.updated_at,
-                    m.last_used_at,
-                    body,
-                    token if pos == 0 else None,
-                )
-                for pos, body in zip(positions, bodies)
-                for m in (memories[pos],)
-            ]
-        await batch.insert(conn, "um_memories", memory_rows)
+    changes = batch.memory_changes(
+        key,
+        gid,
+        [(o, now.get(o) or [], _known_rows(stored, o, sealer is not None)) for o in changed_owners],
+        stored.sealed,
+        sealer,
+    )
+    await batch.delete_memory_rows(conn, gid, changes.plan)
+    await batch.insert(conn, "um_memories", changes.rows)
     todos_changed = doc.todos is not stored.todos
     if todos_changed:
         lists["todos"] = version
@@ -375,7 +343,7 @@ async def write(
             "um_episodes",
             [(gid, pos, e.id, e.start, e.end, _item_body(sealer, key, e)) for pos, e in enumerate(episodes)],
         )
-    log_rows = [_log_row(gid, sealed.seal_entry(sealer, key, e) if sealer else e) for e in entries]
+    log_rows = [batch.log_row(gid, sealed.seal_entry(sealer, key, e) if sealer else e) for e in entries]
     await batch.insert(conn, "um_log", log_rows)
     head, users = _head(doc), _users(doc)
     log_bytes = await conn.fetchval(
@@ -391,7 +359,7 @@ async def write(
         version,
         lists,
     )
-    return Written(lists, sealed_owners, log_bytes, users)
+    return Written(lists, changes.sealed, log_bytes, users)
 
 
 async def erase(
@@ -422,7 +390,7 @@ async def erase(
         [t for _, t in pairs],
         before,
     )
-    updated = [_log_row(gid, changelog.erased(r["entry"])) for r in rows]
+    updated = [batch.log_row(gid, changelog.erased(r["entry"])) for r in rows]
     if not updated:
         return
     await _rewrite_log_rows(conn, gid, updated)
@@ -525,7 +493,7 @@ async def reseal(conn: Any, key: GroupKey, opener: Sealer | None, sealer: Sealer
     updated = []
     for r in found:
         entry = open_entry(opener, key, r["entry"])
-        updated.append(_log_row(gid, sealed.seal_entry(sealer, key, entry) if sealer else entry))
+        updated.append(batch.log_row(gid, sealed.seal_entry(sealer, key, entry) if sealer else entry))
     await _rewrite_log_rows(conn, gid, updated)
     return version + 1
 
@@ -542,46 +510,10 @@ async def _rewrite_log_rows(conn: Any, gid: int, rows: list[tuple[Any, ...]]) ->
     )
 
 
-def _log_row(gid: int, entry: dict[str, Any]) -> tuple[Any, ...]:
-    text = json.dumps(entry, ensure_ascii=False)
-    owner = entry.get("owner")
-    target = entry.get("target")
-    at = entry.get("at")
-    return (
-        gid,
-        entry["id"],
-        float(at) if isinstance(at, (int, float)) and not isinstance(at, bool) else None,
-        _text(entry.get("actor")),
-        _text(entry.get("kind")),
-        _text(entry.get("op")),
-        _text(entry.get("scope")),
-        _text(owner),
-        _text(target),
-        len(text.encode("utf-8")) + 1,
-        _Raw(text),
-    )
-
-
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-class _Raw(str):
-    """A value already encoded as JSON text (the jsonb codec passes it through)."""
-
-
-def encode_json(value: Any) -> str:
-    return value if isinstance(value, _Raw) else json.dumps(value, ensure_ascii=False)
-
-
-def _body(item: Any) -> _Raw:
-    return _Raw(item.model_dump_json(exclude_none=True))
-
-
-def _item_body(sealer: Sealer | None, key: GroupKey, item: Todo | Episode | ArchivedMemory) -> _Raw:
+def _item_body(sealer: Sealer | None, key: GroupKey, item: Todo | Episode | ArchivedMemory) -> batch.Raw:
     if sealer is None:
-        return _body(item)
-    return _Raw(json.dumps(sealed.seal_item(sealer, key, item), ensure_ascii=False))
+        return batch.body(item)
+    return batch.Raw(json.dumps(sealed.seal_item(sealer, key, item), ensure_ascii=False))
 
 
 def _owner_lists(doc: GroupDocument) -> dict[Owner, list[Memory]]:

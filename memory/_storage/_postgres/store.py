@@ -34,7 +34,7 @@ from .._cached import CachedStore
 from ..cached_group import CachedGroup
 from ..base import GroupDump
 from ..crypto import KeyUnavailable, Sealer, Tampered
-from . import rows, schema
+from . import batch, rows, schema
 from .describe import describe, mask_dsn
 from .notify import Change, ConnectionLost, Follower
 from .vector_rows import reseal_vectors
@@ -590,7 +590,7 @@ class PostgresMemoryStore(CachedStore):
 
 
 async def _init_connection(conn: Any) -> None:
-    await conn.set_type_codec("jsonb", encoder=rows.encode_json, decoder=json.loads, schema="pg_catalog")
+    await conn.set_type_codec("jsonb", encoder=batch.encode_json, decoder=json.loads, schema="pg_catalog")
 
 
 _RELAY_KEY = GroupKey("", "")  # relayed payloads belong to no one group's rows
