@@ -10,6 +10,13 @@
   its rows replaced as before. With a sealer the list's token lives on the row at position 0 (`sealed.py`), so that
   row is always written again.
 - `delete_memory_rows`: those deletions in one statement.
+- `write_at_once`: a whole commit as one statement, without BEGIN, a row lock of its own or COMMIT: the group's
+  row is updated only if its version is still the one this cache last stored (and the log stays within its
+  budget); every other part of the statement joins that update, so when it matches nothing (another instance
+  committed, or the log must be trimmed) the statement changes nothing and the caller takes the transaction path.
+  One statement is one transaction: it is all stored or none of it, and with synchronous_commit on the server
+  answers only once it is durable. For commits that change memories and append log entries (saves, edits,
+  forgets), not todos, the archive or episodes and with nothing to erase.
 """
 
 from __future__ import annotations
@@ -256,3 +263,92 @@ def encode_json(value: Any) -> str:
 
 def body(item: Any) -> Raw:
     return Raw(item.model_dump_json(exclude_none=True))
+
+
+def _array(kind: str) -> str:
+    return "text" if kind == "jsonb" else kind
+
+
+def _values(table: str, first: int) -> tuple[str, str, str, str]:
+    """(columns, the SELECT list, the unnest arrays from parameter `first` on, the aliases) of `table` but its gid."""
+    columns = _COLUMNS[table][1:]
+    names = [f"c{i}" for i in range(len(columns))]
+    return (
+        ", ".join(name for name, _ in columns),
+        ", ".join(f"{n}::jsonb" if kind == "jsonb" else n for n, (_, kind) in zip(names, columns)),
+        ", ".join(f"${first + i}::{_array(kind)}[]" for i, (_, kind) in enumerate(columns)),
+        ", ".join(names),
+    )
+
+
+def _at_once_statement() -> str:
+    mem = _values("um_memories", 15)
+    log = _values("um_log", 15 + len(_COLUMNS["um_memories"]) - 1)
+    last = 15 + len(_COLUMNS["um_memories"]) - 1 + len(_COLUMNS["um_log"]) - 1
+    return (
+        "WITH g AS (UPDATE um_groups SET version = $3, head = $4, users = coalesce($5, users), log_next_id = $6,"
+        " lists = $7, log_bytes = log_bytes + $8, changed_at = now()"
+        " WHERE gid = $1 AND version = $2 AND log_bytes + $8 <= $9 RETURNING gid, log_bytes),"
+        " whole AS (DELETE FROM um_memories m USING g"
+        " WHERE m.gid = g.gid AND (m.owner = ANY($10::text[]) OR ($11 AND m.owner IS NULL))),"
+        " pairs AS (DELETE FROM um_memories m USING g, unnest($12::text[], $13::int[]) AS d(owner, pos)"
+        " WHERE m.gid = g.gid AND m.owner = d.owner AND m.pos = d.pos),"
+        " shared AS (DELETE FROM um_memories m USING g"
+        " WHERE m.gid = g.gid AND m.owner IS NULL AND m.pos = ANY($14::int[])),"
+        f" mem AS (INSERT INTO um_memories (gid, {mem[0]})"
+        f" SELECT g.gid, {mem[1]} FROM g, unnest({mem[2]}) AS r({mem[3]})),"
+        f" log AS (INSERT INTO um_log (gid, {log[0]}) SELECT g.gid, {log[1]} FROM g, unnest({log[2]}) AS r({log[3]}))"
+        f" SELECT g.log_bytes FROM g CROSS JOIN LATERAL (SELECT pg_notify(${last}, ${last + 1})) AS notified"
+    )
+
+
+_AT_ONCE = _at_once_statement()
+
+
+@dataclass
+class GroupRow:
+    """What a commit sets in the group's row (`um_groups`)."""
+
+    gid: int
+    version: int  # the version it writes (the one stored before + 1)
+    head: dict[str, Any]
+    users: list[list[Any]] | None  # None: as stored
+    log_next_id: int
+    lists: dict[str, int]
+    log_added: int
+
+
+async def write_at_once(
+    conn: Any,
+    row: GroupRow,
+    memories: MemoryChanges,
+    log_rows: Sequence[tuple[Any, ...]],
+    max_log_bytes: int,
+    notice: tuple[str, str],
+) -> int | None:
+    """The commit in one statement (see the module's docstring); what the log weighs after it, or None when it
+    changed nothing (the version moved or the log must be trimmed first)."""
+    plan = memories.plan
+    columns = [list(c) for c in zip(*memories.rows)][1:] or [[] for _ in _COLUMNS["um_memories"][1:]]
+    log_columns = [list(c) for c in zip(*log_rows)][1:] or [[] for _ in _COLUMNS["um_log"][1:]]
+    found: int | None = await conn.fetchval(
+        _AT_ONCE,
+        row.gid,
+        row.version - 1,
+        row.version,
+        row.head,
+        row.users,
+        row.log_next_id,
+        row.lists,
+        row.log_added,
+        max_log_bytes,
+        plan.whole,
+        plan.whole_group,
+        plan.owners,
+        plan.positions,
+        plan.group_positions,
+        *columns,
+        *log_columns,
+        *notice,
+    )
+    return found

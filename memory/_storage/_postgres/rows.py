@@ -123,7 +123,8 @@ async def load(conn: Any, key: GroupKey, since: Stored | None = None, sealer: Se
     )
     if row is None:
         doc = GroupDocument(platform=key.platform, group_id=key.group_id)
-        return Loaded(doc, [], LogCursor(1), snapshot(None, 0, doc, [], {}))
+        episodes: list[Episode] = []  # one list: the cache's is the stored one (compared by identity)
+        return Loaded(doc, episodes, LogCursor(1), snapshot(None, 0, doc, episodes, {}))
     gid, lists = row["gid"], row["lists"]
     if since is None or since.gid != gid:
         return await _load_whole(conn, key, row, sealer)
@@ -280,10 +281,16 @@ async def write(
     entries: Sequence[dict[str, Any]],
     next_log_id: int,
     sealer: Sealer | None = None,
-) -> Written:
+    *,
+    at_once: tuple[int, tuple[str, str]] | None = None,
+) -> Written | None:
     """Write what changed since `stored` as version `stored.version + 1` and append `entries` (inside the caller's
     transaction, the group's row locked at `stored.version`). An owner's changed memory list writes only the
-    positions whose memory changed (`batch.memory_rows`); every statement moves all of its rows at once."""
+    positions whose memory changed (`batch.memory_rows`); every statement moves all of its rows at once.
+
+    With `at_once` (the log's budget, the notification: channel and payload) and no transaction: the whole commit as
+    one statement when it can be (`batch.write_at_once`); None when it wrote nothing (then lock the group's row in a
+    transaction and call again without it)."""
     version = stored.version + 1
     lists = dict(stored.lists)
     now = _owner_lists(doc)
@@ -300,6 +307,23 @@ async def write(
         stored.sealed,
         sealer,
     )
+    if at_once is not None:
+        others = doc.todos is not stored.todos or doc.archive is not stored.archive
+        if others or (episodes is not None and episodes is not stored.episodes) or stored.gid != gid:
+            return None
+        log_rows = [batch.log_row(gid, sealed.seal_entry(sealer, key, e) if sealer else e) for e in entries]
+        users = _users(doc)
+        row = batch.GroupRow(
+            gid,
+            version,
+            _head(doc),
+            None if users == stored.users else users,
+            next_log_id,
+            lists,
+            sum(r[9] for r in log_rows),
+        )
+        log_bytes = await batch.write_at_once(conn, row, changes, log_rows, *at_once)
+        return None if log_bytes is None else Written(lists, changes.sealed, log_bytes, users)
     await batch.delete_memory_rows(conn, gid, changes.plan)
     await batch.insert(conn, "um_memories", changes.rows)
     todos_changed = doc.todos is not stored.todos

@@ -121,7 +121,7 @@ class PostgresMemoryStore(CachedStore):
         """A (new) LISTEN connection is up: prepare the schema and the pool once, then catch up on what was missed
         while no connection listened."""
         if not self._prepared:
-            await self._check_keys(connection)
+            await schema.check_keys(connection, self.sealer)
             found = await schema.prepare(connection)
             if found < schema.SCHEMA_VERSION:
                 log.info("PostgreSQL schema prepared (version %d -> %d)", found, schema.SCHEMA_VERSION)
@@ -142,28 +142,6 @@ class PostgresMemoryStore(CachedStore):
             log.info("PostgreSQL storage available (instance %s)", self.instance)
         self._unavailable = None
         await self._sweep(connection, missed_since)
-
-    async def _check_keys(self, connection: Any) -> None:
-        """KeyUnavailable (nothing written) when the data is sealed with keys none of which is configured; a keyed
-        instance adds its key's id to the marker before it seals anything."""
-        marker: Any = {}
-        if await connection.fetchval("SELECT to_regclass('um_meta') IS NOT NULL"):
-            text = await connection.fetchval("SELECT value FROM um_meta WHERE key = $1", schema.ENCRYPTION_META)
-            marker = json.loads(text) if text else {}  # this connection reads jsonb as text
-        kids = [k for k in marker.get("kids", []) if isinstance(k, str)] if isinstance(marker, dict) else []
-        configured = self.sealer.kids if self.sealer is not None else ()
-        if kids and not set(kids) & set(configured):
-            raise KeyUnavailable(kids[0], configured)
-        if self.sealer is not None and self.sealer.kid not in kids:
-            await schema.prepare(connection)  # um_meta must exist before the marker
-            await connection.execute(
-                "INSERT INTO um_meta (key, value) VALUES ($1, $2::jsonb) ON CONFLICT (key) DO UPDATE SET value ="
-                " jsonb_set(um_meta.value, '{kids}', (um_meta.value->'kids') || to_jsonb($3::text))"
-                " WHERE NOT (um_meta.value->'kids') ? $3",
-                schema.ENCRYPTION_META,
-                json.dumps({"kids": [self.sealer.kid]}),
-                self.sealer.kid,
-            )
 
     def _down(self, exc: BaseException) -> None:
         if isinstance(exc, ConnectionLost):  # the next attempt, right away, says whether the server is there
@@ -258,42 +236,33 @@ class PostgresMemoryStore(CachedStore):
 
     # ------------------------------------------------------------------------------------------ committing
     async def _commit(self, group: CachedGroup) -> None:
-        """One transaction for everything queued: lock the row, run the batch again on fresh state if another
-        instance committed meanwhile, write, notify. Holds the group's lock throughout, so nothing is applied to
-        the cache while the batch may still be run again."""
+        """One transaction for everything queued: first as one statement that writes only if the group's version is
+        still the one last stored (`batch.write_at_once`: one round trip); otherwise lock the row, run the batch
+        again on fresh state if another instance committed meanwhile, write, notify. Holds the group's lock
+        throughout, so nothing is applied to the cache while the batch may still be run again."""
         assert isinstance(group, _PgGroup)
         async with group.lock:
             await self._run_commit_hooks()
             pool = self._check_available()
             key = group.key
             async with pool.acquire(timeout=CONNECT_SECONDS) as conn:
-                async with conn.transaction():
-                    gid, version = await rows.lock_group(conn, key)
-                    assert group.stored is not None
-                    if version != group.stored.version:
-                        await self._catch_up(conn, group)
-                    target = group.version
-                    doc, log_cursor = group.doc, group.log
-                    assert doc is not None and log_cursor is not None and group.stored is not None
-                    entries = group.pending
-                    written = await rows.write(
-                        conn, key, gid, group.stored, doc, group.episodes, entries, log_cursor.next_id, self.sealer
-                    )
-                    todos_changed = written.lists.get("todos") == version + 1
-                    await rows.erase(
-                        conn,
-                        gid,
-                        group.erase_owners,
-                        group.erase_todos,
-                        group.erase_targets,
-                        before=min((e["id"] for e in entries), default=None),
-                    )
-                    await rows.trim(conn, gid, self._log_max_bytes, written.log_bytes)
-                    notice = Change(key, version + 1, self.instance, todos_changed)
-                    await conn.execute("SELECT pg_notify($1, $2)", schema.CHANGES_CHANNEL, notice.payload())
+                target, doc, log_cursor, entries = group.version, group.doc, group.log, group.pending
+                stored = group.stored
+                assert doc is not None and log_cursor is not None and stored is not None
+                written = None
+                if stored.gid is not None and not (group.erase_owners or group.erase_todos or group.erase_targets):
+                    gid, version = stored.gid, stored.version
+                    notice = Change(key, version + 1, self.instance, False)
+                    at_once = (self._log_max_bytes, (schema.CHANGES_CHANNEL, notice.payload()))
+                    args = (conn, key, gid, stored, doc, group.episodes, entries, log_cursor.next_id, self.sealer)
+                    written = await rows.write(*args, at_once=at_once)
+                if written is None:  # a catch-up in it may have loaded the group again and run the batch again
+                    gid, version, written = await self._write_locked(conn, group)
+                    target, doc, log_cursor, entries = group.version, group.doc, group.log, group.pending
+            assert doc is not None and log_cursor is not None
             group.pending, group.erase_owners, group.erase_todos, group.erase_targets = [], set(), set(), set()
             group.stored = rows.snapshot(
-                gid, version + 1, doc, group.episodes or [], written.lists, written.sealed, written.users
+                gid, version + 1, doc, _episodes(group), written.lists, written.sealed, written.users
             )
             group.mark_stored()
             if log_cursor.totals is not None:
@@ -302,6 +271,29 @@ class PostgresMemoryStore(CachedStore):
                         log_cursor.totals.add(entry)
             self._tell_committed(group)
             self._acknowledge(group, target)
+
+    async def _write_locked(self, conn: Any, group: _PgGroup) -> tuple[int, int, rows.Written]:
+        """The commit as a transaction that locks the group's row first (todos, the archive, episodes, erasures, a
+        log to trim, or another instance committed since): (gid, the version before, what was written)."""
+        key = group.key
+        async with conn.transaction():
+            gid, version = await rows.lock_group(conn, key)
+            assert group.stored is not None
+            if version != group.stored.version:
+                await self._catch_up(conn, group)
+            doc, log_cursor, entries = group.doc, group.log, group.pending
+            assert doc is not None and log_cursor is not None and group.stored is not None
+            written = await rows.write(
+                conn, key, gid, group.stored, doc, group.episodes, entries, log_cursor.next_id, self.sealer
+            )
+            assert written is not None
+            todos_changed = written.lists.get("todos") == version + 1
+            erased = (group.erase_owners, group.erase_todos, group.erase_targets)
+            await rows.erase(conn, gid, *erased, before=min((e["id"] for e in entries), default=None))
+            await rows.trim(conn, gid, self._log_max_bytes, written.log_bytes)
+            notice = Change(key, version + 1, self.instance, todos_changed)
+            await conn.execute("SELECT pg_notify($1, $2)", schema.CHANGES_CHANNEL, notice.payload())
+        return gid, version, written
 
     async def _catch_up(self, conn: Any, group: _PgGroup) -> None:
         """Another instance committed since the cache was loaded: load the group in this transaction (the row
@@ -587,6 +579,11 @@ class PostgresMemoryStore(CachedStore):
             except Exception:
                 pool.terminate()
         self._unavailable = CLOSED
+
+
+def _episodes(group: _PgGroup) -> list[Episode]:
+    """The group's episodes as stored: the same list object (what the next commit compares by identity)."""
+    return group.episodes if group.episodes is not None else []
 
 
 async def _init_connection(conn: Any) -> None:
