@@ -132,6 +132,7 @@ class PostgresMemoryStore(CachedStore):
                 min_size=1,
                 max_size=POOL_SIZE,
                 init=_init_connection,
+                reset=_keep_session,
                 timeout=CONNECT_SECONDS,
                 command_timeout=COMMAND_SECONDS,
             )
@@ -584,6 +585,12 @@ class PostgresMemoryStore(CachedStore):
 def _episodes(group: _PgGroup) -> list[Episode]:
     """The group's episodes as stored: the same list object (what the next commit compares by identity)."""
     return group.episodes if group.episodes is not None else []
+
+
+async def _keep_session(conn: Any) -> None:
+    """Nothing beyond asyncpg's own rollback of an open transaction: the default reset is a round trip at every
+    release for state these connections never take (LISTEN has its own connection; settings, cursors and advisory
+    locks are only ever transaction-scoped)."""
 
 
 async def _init_connection(conn: Any) -> None:
