@@ -34,7 +34,7 @@ from .._cached import CachedStore
 from ..cached_group import CachedGroup
 from ..base import GroupDump
 from ..crypto import KeyUnavailable, Sealer, Tampered
-from . import batch, rows, schema
+from . import batch, relay, rows, schema
 from .describe import describe, mask_dsn
 from .notify import Change, ConnectionLost, Follower
 from .vector_rows import reseal_vectors
@@ -50,8 +50,6 @@ CLOSED = "PostgreSQL 存储已关闭"
 POOL_SIZE = 8
 CONNECT_SECONDS = 10.0
 COMMAND_SECONDS = 30.0
-# A relayed payload must fit in one NOTIFY (8000 bytes, less than that in practice with the channel name).
-RELAY_MAX_BYTES = 7000
 T = TypeVar("T")
 
 
@@ -468,13 +466,8 @@ class PostgresMemoryStore(CachedStore):
         if self._unavailable is not None or self.pool is None:
             log.debug("not relayed (storage unavailable): %.200s", payload)
             return
-        if self.sealer is not None:  # relayed messages are members' words: never in a NOTIFY in plaintext
-            sealed_payload = self.sealer.seal("relay", _RELAY_KEY, [], payload)
-            text = json.dumps({"i": self.instance, "s": sealed_payload})
-        else:
-            text = json.dumps({"i": self.instance, "d": payload})  # ASCII: the size check counts what is sent
-        if len(text) > RELAY_MAX_BYTES:
-            log.warning("not relayed: %d bytes, more than one notification carries (%d)", len(text), RELAY_MAX_BYTES)
+        text = relay.encode(payload, self.instance, self.sealer)
+        if text is None:
             return
         try:
             await self.pool.execute("SELECT pg_notify($1, $2)", schema.RELAY_CHANNEL, text)
@@ -485,25 +478,10 @@ class PostgresMemoryStore(CachedStore):
         self._relay_listeners.append(listener)
 
     def _relayed(self, text: str) -> None:
-        try:
-            value = json.loads(text)
-            instance = str(value["i"])
-            if instance == self.instance:
-                return
-            if "s" in value:
-                if self.sealer is None:
-                    log.warning("ignoring a sealed relayed payload: no encryption key configured")
-                    return
-                payload = self.sealer.open("relay", _RELAY_KEY, [], value["s"])
-            else:
-                payload = value["d"]
-        except (ValueError, KeyError, TypeError, StorageUnavailable) as exc:
-            log.warning("ignoring a relayed payload that does not open (%s): %.200s", type(exc).__name__, text)
-            return
-        if instance == self.instance or not isinstance(payload, dict):
-            return
-        for listener in self._relay_listeners:
-            listener(payload)
+        payload = relay.decode(text, self.instance, self.sealer)
+        if payload is not None:
+            for listener in self._relay_listeners:
+                listener(payload)
 
     # ------------------------------------------------------------------------------------------ moving groups
     async def import_group(self, key: GroupKey, dump: GroupDump) -> None:
@@ -595,6 +573,3 @@ async def _keep_session(conn: Any) -> None:
 
 async def _init_connection(conn: Any) -> None:
     await conn.set_type_codec("jsonb", encoder=batch.encode_json, decoder=json.loads, schema="pg_catalog")
-
-
-_RELAY_KEY = GroupKey("", "")  # relayed payloads belong to no one group's rows
