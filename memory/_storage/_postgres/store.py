@@ -3,11 +3,10 @@ instances of the bot.
 
 - Reads are served from the cache once a group is loaded (one read transaction); `peek` never does I/O and a
   warm read never awaits the network.
-- A commit is one transaction per batch of changes (group commit). It locks the group's row
-  (`SELECT ... FOR UPDATE`); when another instance committed since this cache was loaded, it loads the group
-  again inside that transaction and runs the batch's operations again on the fresh state, so no update is lost;
-  the callers get the results of that run. The commit sends a notification (`notify.py`) that the other instances
-  use to refresh their caches in the background.
+- A commit is one transaction per batch of changes (group commit): one statement written only at the version last
+  stored (`batch.py`) when it can be; otherwise, or when another instance committed since, it locks the group's row,
+  loads the group again in that transaction and runs the batch's operations again on the fresh state, so no update
+  is lost (the callers get the results of that run). It notifies the other instances (`notify.py`).
 - Any database error fails the commit's callers with `StorageUnavailable` and puts the group's cache back to what
   was last stored, which replies keep reading (the next commit checks the version: a COMMIT that went through
   unseen is loaded then). While the server cannot be reached, `unavailable` says why and every read or change
@@ -31,10 +30,10 @@ from ..._errors import StorageUnavailable
 from ..._models import Episode, GroupDocument, GroupKey
 from .. import changelog
 from .._cached import CachedStore
-from ..cached_group import CachedGroup
+from ..cached_group import CachedGroup, Saved
 from ..base import GroupDump
 from ..crypto import KeyUnavailable, Sealer, Tampered
-from . import batch, relay, rows, schema
+from . import batch, leases, relay, rows, schema
 from .describe import describe, mask_dsn
 from .notify import Change, ConnectionLost, Follower
 from .vector_rows import reseal_vectors
@@ -59,6 +58,7 @@ class _PgGroup(CachedGroup):
     stored: rows.Stored | None = None  # what the database held when this cache was loaded or last committed
     heard_version: int = 0  # the newest version another instance announced
     refreshing: asyncio.Task[None] | None = None
+    writing: bool = False  # a commit's statement is on its way with the group's lock released
 
 
 class PostgresMemoryStore(CachedStore):
@@ -227,7 +227,7 @@ class PostgresMemoryStore(CachedStore):
         group.mark_stored()
 
     def _busy(self, group: CachedGroup) -> bool:
-        return isinstance(group, _PgGroup) and group.refreshing is not None
+        return isinstance(group, _PgGroup) and (group.refreshing is not None or group.writing)
 
     def _forget_versions(self, group: CachedGroup) -> None:
         assert isinstance(group, _PgGroup)
@@ -235,41 +235,75 @@ class PostgresMemoryStore(CachedStore):
 
     # ------------------------------------------------------------------------------------------ committing
     async def _commit(self, group: CachedGroup) -> None:
-        """One transaction for everything queued: first as one statement that writes only if the group's version is
-        still the one last stored (`batch.write_at_once`: one round trip); otherwise lock the row, run the batch
-        again on fresh state if another instance committed meanwhile, write, notify. Holds the group's lock
-        throughout, so nothing is applied to the cache while the batch may still be run again."""
+        """One transaction for everything queued. First one statement, written only at the version last stored
+        (`batch.write_at_once`), with the group's lock released while it is on its way: changes apply meanwhile for
+        the next commit (`writing` keeps the group from being loaded again under them). Otherwise under the lock:
+        lock the row, run the batch again on fresh state if another instance committed, write, notify."""
         assert isinstance(group, _PgGroup)
         async with group.lock:
             await self._run_commit_hooks()
             pool = self._check_available()
-            key = group.key
-            async with pool.acquire(timeout=CONNECT_SECONDS) as conn:
-                target, doc, log_cursor, entries = group.version, group.doc, group.log, group.pending
-                stored = group.stored
-                assert doc is not None and log_cursor is not None and stored is not None
-                written = None
-                if stored.gid is not None and not (group.erase_owners or group.erase_todos or group.erase_targets):
-                    gid, version = stored.gid, stored.version
-                    notice = Change(key, version + 1, self.instance, False)
-                    at_once = (self._log_max_bytes, (schema.CHANGES_CHANNEL, notice.payload()))
-                    args = (conn, key, gid, stored, doc, group.episodes, entries, log_cursor.next_id, self.sealer)
-                    written = await rows.write(*args, at_once=at_once)
-                if written is None:  # a catch-up in it may have loaded the group again and run the batch again
-                    gid, version, written = await self._write_locked(conn, group)
-                    target, doc, log_cursor, entries = group.version, group.doc, group.log, group.pending
-            assert doc is not None and log_cursor is not None
-            group.pending, group.erase_owners, group.erase_todos, group.erase_targets = [], set(), set(), set()
-            group.stored = rows.snapshot(
-                gid, version + 1, doc, _episodes(group), written.lists, written.sealed, written.users
-            )
-            group.mark_stored()
-            if log_cursor.totals is not None:
-                for entry in entries:
-                    if entry.get("kind") == changelog.CALL:
-                        log_cursor.totals.add(entry)
+            stored = group.stored
+            assert stored is not None and group.doc is not None and group.log is not None
+            if stored.gid is None or group.erase_owners or group.erase_todos or group.erase_targets:
+                await self._commit_locked(pool, group)
+                return
+            state, target, entries = Saved.of(group), group.version, group.pending
+            group.pending, group.writing = [], True
+        try:
+            written = await self._write_at_once(pool, group, stored, state, entries)
+        except BaseException:
+            group.pending, group.writing = entries + group.pending, False
+            raise
+        async with group.lock:
+            group.writing = False
+            if written is None:
+                group.pending = entries + group.pending
+                await self._commit_locked(pool, group)
+                return
+            episodes = state.episodes if state.episodes is not None else []
+            self._committed(group, stored.gid or 0, stored.version, state.doc, episodes, written, entries)
+            group.saved = state
             self._tell_committed(group)
             self._acknowledge(group, target)
+
+    async def _write_at_once(
+        self, pool: Any, group: _PgGroup, stored: rows.Stored, state: Saved, entries: list[dict[str, Any]]
+    ) -> rows.Written | None:
+        notice = Change(group.key, stored.version + 1, self.instance, False)
+        at_once = (self._log_max_bytes, (schema.CHANGES_CHANNEL, notice.payload()))
+        async with pool.acquire(timeout=CONNECT_SECONDS) as conn:
+            args = (conn, group.key, stored.gid or 0, stored, state.doc, state.episodes, entries, state.next_log_id)
+            return await rows.write(*args, self.sealer, at_once=at_once)  # gid: set, `_commit` checked
+
+    async def _commit_locked(self, pool: Any, group: _PgGroup) -> None:
+        async with pool.acquire(timeout=CONNECT_SECONDS) as conn:
+            gid, version, written = await self._write_locked(conn, group)
+        target, doc, entries = group.version, group.doc, group.pending
+        assert doc is not None
+        group.pending, group.erase_owners, group.erase_todos, group.erase_targets = [], set(), set(), set()
+        self._committed(group, gid, version, doc, _episodes(group), written, entries)
+        group.mark_stored()
+        self._tell_committed(group)
+        self._acknowledge(group, target)
+
+    @staticmethod
+    def _committed(
+        group: _PgGroup,
+        gid: int,
+        version: int,
+        doc: GroupDocument,
+        episodes: list[Episode],
+        written: rows.Written,
+        entries: list[dict[str, Any]],
+    ) -> None:
+        """`doc` and `episodes` are stored as `version + 1` with `entries`."""
+        group.stored = rows.snapshot(gid, version + 1, doc, episodes, written.lists, written.sealed, written.users)
+        assert group.log is not None
+        if group.log.totals is not None:
+            for entry in entries:
+                if entry.get("kind") == changelog.CALL:
+                    group.log.totals.add(entry)
 
     async def _write_locked(self, conn: Any, group: _PgGroup) -> tuple[int, int, rows.Written]:
         """The commit as a transaction that locks the group's row first (todos, the archive, episodes, erasures, a
@@ -305,6 +339,8 @@ class PostgresMemoryStore(CachedStore):
         more, load the group again so the change is judged on what is stored (a round trip only in this case; a
         change that does something is checked by its commit)."""
         assert isinstance(group, _PgGroup) and group.stored is not None
+        if group.writing:  # the version moves by this instance's own commit: the cache is newer than what is stored
+            return False
         key = group.key
         pool = self._check_available()
         try:
@@ -355,7 +391,13 @@ class PostgresMemoryStore(CachedStore):
             while True:
                 async with group.lock:
                     stored = group.stored
-                    if group.doc is None or stored is None or group.queued or stored.version >= group.heard_version:
+                    if (
+                        group.doc is None
+                        or stored is None
+                        or group.queued
+                        or group.writing
+                        or stored.version >= group.heard_version
+                    ):
                         return
                     pool = self._check_available()
                     async with pool.acquire(timeout=CONNECT_SECONDS) as conn:
@@ -432,31 +474,15 @@ class PostgresMemoryStore(CachedStore):
         return {GroupKey(platform, group_id): str(version) for platform, group_id, version in found}
 
     async def claim(self, name: str, seconds: float) -> bool:
-        """Take or renew the lease `name` until `seconds` from now on the server's clock; False when another
-        instance holds it, or the server cannot be reached (then nobody can take it)."""
+        """Take or renew the lease `name` (`leases.py`); False when another instance holds it or the server cannot
+        be reached."""
         if self._unavailable is not None or self.pool is None:
             return False
-        try:
-            held = await self.pool.fetchval(
-                "INSERT INTO um_claims (name, holder, until) VALUES ($1, $2, now() + make_interval(secs => $3))"
-                " ON CONFLICT (name) DO UPDATE SET holder = EXCLUDED.holder, until = EXCLUDED.until"
-                " WHERE um_claims.holder = EXCLUDED.holder OR um_claims.until < now() RETURNING holder",
-                name,
-                self.instance,
-                float(seconds),
-            )
-        except Exception as exc:
-            log.warning("claiming %s failed: %s", name, describe(exc))
-            return False
-        return held is not None
+        return await leases.claim(self.pool, name, self.instance, seconds)
 
     async def release(self, name: str) -> None:
-        if self.pool is None:
-            return
-        try:
-            await self.pool.execute("DELETE FROM um_claims WHERE name = $1 AND holder = $2", name, self.instance)
-        except Exception as exc:  # it expires on its own
-            log.warning("releasing %s failed: %s", name, describe(exc))
+        if self.pool is not None:
+            await leases.release(self.pool, name, self.instance)
 
     # ------------------------------------------------------------------------------------------ relaying
     async def relay(self, payload: dict[str, Any]) -> None:
@@ -566,9 +592,8 @@ def _episodes(group: _PgGroup) -> list[Episode]:
 
 
 async def _keep_session(conn: Any) -> None:
-    """Nothing beyond asyncpg's own rollback of an open transaction: the default reset is a round trip at every
-    release for state these connections never take (LISTEN has its own connection; settings, cursors and advisory
-    locks are only ever transaction-scoped)."""
+    """Nothing beyond asyncpg's own rollback of an open transaction: its default reset is a round trip per release
+    for state these connections never take (LISTEN has its own connection; the rest is transaction-scoped)."""
 
 
 async def _init_connection(conn: Any) -> None:
