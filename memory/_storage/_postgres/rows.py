@@ -23,7 +23,7 @@ from pydantic import TypeAdapter
 from ..._models import ArchivedMemory, Episode, GroupDocument, GroupKey, Memory, Todo, UserMemories
 from .. import changelog
 from .. import sealed
-from . import batch
+from . import batch, compaction
 from ..base import GROUP_OWNER, Owner
 from ..crypto import KeyUnavailable, Sealer, token_kid
 
@@ -417,7 +417,7 @@ async def erase(
     updated = [batch.log_row(gid, changelog.erased(r["entry"])) for r in rows]
     if not updated:
         return
-    await _rewrite_log_rows(conn, gid, updated)
+    await compaction.rewrite_log_rows(conn, gid, updated)
 
 
 async def trim(conn: Any, gid: int, max_bytes: int, log_bytes: int | None = None) -> changelog.CallTotals | None:
@@ -518,20 +518,8 @@ async def reseal(conn: Any, key: GroupKey, opener: Sealer | None, sealer: Sealer
     for r in found:
         entry = open_entry(opener, key, r["entry"])
         updated.append(batch.log_row(gid, sealed.seal_entry(sealer, key, entry) if sealer else entry))
-    await _rewrite_log_rows(conn, gid, updated)
+    await compaction.rewrite_log_rows(conn, gid, updated)
     return version + 1
-
-
-async def _rewrite_log_rows(conn: Any, gid: int, rows: list[tuple[Any, ...]]) -> None:
-    """Replace the entries of these log rows (`_log_row` tuples) and recount the log's size."""
-    await conn.executemany(
-        "UPDATE um_log SET entry = $3, bytes = $4 WHERE gid = $1 AND id = $2",
-        [(gid, r[1], r[10], r[9]) for r in rows],
-    )
-    await conn.execute(
-        "UPDATE um_groups SET log_bytes = (SELECT coalesce(sum(bytes), 0) FROM um_log WHERE gid = $1) WHERE gid = $1",
-        gid,
-    )
 
 
 def _item_body(sealer: Sealer | None, key: GroupKey, item: Todo | Episode | ArchivedMemory) -> batch.Raw:

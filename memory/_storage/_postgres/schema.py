@@ -183,3 +183,17 @@ async def check_keys(connection: Any, sealer: Sealer | None) -> None:
             json.dumps({"kids": [sealer.kid]}),
             sealer.kid,
         )
+
+
+async def key_ids(pool: Any) -> list[str]:
+    """The ids of the keys the data is recorded as sealed with (on a pool whose jsonb codec decodes)."""
+    value = await pool.fetchval("SELECT value FROM um_meta WHERE key = $1", ENCRYPTION_META)
+    return list(value.get("kids", [])) if isinstance(value, dict) else []
+
+
+async def set_key_ids(pool: Any, kids: list[str]) -> None:
+    await pool.execute(
+        "INSERT INTO um_meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+        ENCRYPTION_META,
+        {"kids": list(kids)},
+    )

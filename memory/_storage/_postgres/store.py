@@ -33,7 +33,7 @@ from .._cached import CachedStore
 from ..cached_group import CachedGroup, Saved
 from ..base import GroupDump
 from ..crypto import KeyUnavailable, Sealer, Tampered
-from . import batch, leases, relay, rows, schema
+from . import batch, compaction, leases, relay, rows, schema
 from .describe import describe, mask_dsn
 from .notify import Change, ConnectionLost, Follower
 from .vector_rows import reseal_vectors
@@ -59,6 +59,7 @@ class _PgGroup(CachedGroup):
     heard_version: int = 0  # the newest version another instance announced
     refreshing: asyncio.Task[None] | None = None
     writing: bool = False  # a commit's statement is on its way with the group's lock released
+    compact_mark: int = 0  # the log's size below which it is not compacted (`compaction.py`)
 
 
 class PostgresMemoryStore(CachedStore):
@@ -74,9 +75,10 @@ class PostgresMemoryStore(CachedStore):
         clock: Callable[[], float] = time.time,
         log_max_bytes: int = changelog.MAX_BYTES,
         sealer: Sealer | None = None,
+        log_retention_seconds: float | None = None,
     ) -> None:
         super().__init__(clock=clock, log_max_bytes=log_max_bytes)
-        self._dsn = dsn
+        self._dsn, self._log_retention = dsn, log_retention_seconds  # older log entries are compacted (None: never)
         self._sealer = sealer
         self.instance = instance
         self.pool: Any = None
@@ -271,7 +273,8 @@ class PostgresMemoryStore(CachedStore):
         self, pool: Any, group: _PgGroup, stored: rows.Stored, state: Saved, entries: list[dict[str, Any]]
     ) -> rows.Written | None:
         notice = Change(group.key, stored.version + 1, self.instance, False)
-        at_once = (self._log_max_bytes, (schema.CHANGES_CHANNEL, notice.payload()))
+        limit = self._log_max_bytes if self._log_retention is None else max(changelog.COMPACT_FLOOR, group.compact_mark)
+        at_once = (min(self._log_max_bytes, limit), (schema.CHANGES_CHANNEL, notice.payload()))
         async with pool.acquire(timeout=CONNECT_SECONDS) as conn:
             args = (conn, group.key, stored.gid or 0, stored, state.doc, state.episodes, entries, state.next_log_id)
             return await rows.write(*args, self.sealer, at_once=at_once)  # gid: set, `_commit` checked
@@ -323,6 +326,9 @@ class PostgresMemoryStore(CachedStore):
             todos_changed = written.lists.get("todos") == version + 1
             erased = (group.erase_owners, group.erase_todos, group.erase_targets)
             await rows.erase(conn, gid, *erased, before=min((e["id"] for e in entries), default=None))
+            if self._log_retention is not None and compaction.due(written.log_bytes, group.compact_mark):
+                before = self.now() - self._log_retention
+                group.compact_mark = await compaction.compact(conn, gid, written.log_bytes, before)
             await rows.trim(conn, gid, self._log_max_bytes, written.log_bytes)
             notice = Change(key, version + 1, self.instance, todos_changed)
             await conn.execute("SELECT pg_notify($1, $2)", schema.CHANGES_CHANNEL, notice.payload())
@@ -554,17 +560,11 @@ class PostgresMemoryStore(CachedStore):
 
     async def key_ids(self) -> list[str]:
         """The ids of the keys the data is recorded as sealed with (`um_meta`; empty: never encrypted)."""
-        pool = self._check_available()
-        value = await pool.fetchval("SELECT value FROM um_meta WHERE key = $1", schema.ENCRYPTION_META)
-        return list(value.get("kids", [])) if isinstance(value, dict) else []
+        return await schema.key_ids(self._check_available())
 
     async def set_key_ids(self, kids: list[str]) -> None:
         """Record that the data is sealed with exactly these keys (a finished rotation drops the old key's id)."""
-        await self._check_available().execute(
-            "INSERT INTO um_meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
-            schema.ENCRYPTION_META,
-            {"kids": list(kids)},
-        )
+        await schema.set_key_ids(self._check_available(), kids)
 
     async def close(self) -> None:
         """Wait for every commit in flight, then close the connections. Safe to call more than once."""
