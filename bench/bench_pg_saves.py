@@ -16,7 +16,7 @@ the burst (all their threads), the CPU the server's processes used, commits (the
 average.
 
 Run: .venv/bin/python bench/bench_pg_saves.py [--members 1000] [--per-member 20] [--saves 400] [--savers 100]
-     [--rounds 3] [--previous 9a0f7e0] [--encrypted]
+     [--rounds 3] [--previous 9a0f7e0] [--encrypted] [--warm] [--only 0,2]
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def _sealer(storage, encrypted: bool):
     return importlib.import_module(f"{storage.__name__}.crypto").Keyring(KEY).sealer()
 
 
-async def saver_worker(impl, previous, backend, where, instance, savers, saves, first, encrypted) -> None:
+async def saver_worker(impl, previous, backend, where, instance, savers, saves, first, encrypted, warm) -> None:
     storage, operations = _modules(impl, previous)
     sealer = _sealer(storage, encrypted)
     if backend == "json":
@@ -80,6 +80,15 @@ async def saver_worker(impl, previous, backend, where, instance, savers, saves, 
         else:
             raise RuntimeError(f"store unavailable: {store.unavailable}")
     await store.memories(GROUP, "ou_00000")  # the load
+    if warm:  # one save first: a commit has been made (statements prepared, the JSON file written once)
+        await store.change(
+            GROUP,
+            f"ou_warm_{instance}",
+            lambda m: operations.save(
+                m, memory_type="fact", content="预热", now=time.time(), max_count=10**6, max_length=200
+            ),
+            actor="bench",
+        )
     print("ready", flush=True)
     await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
     queue = list(range(first, first + saves))
@@ -145,6 +154,7 @@ def burst(args, impl: str, backend: str, where: str, instances: int, postmaster:
                 str(args.saves // instances),
                 str(i * args.saves),
                 "1" if args.encrypted else "0",
+                "1" if args.warm else "0",
             ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -197,6 +207,9 @@ async def main() -> None:
     parser.add_argument(
         "--encrypted", action="store_true", help="encryption at rest on (every row; the group starts in plaintext)"
     )
+    parser.add_argument(
+        "--warm", action="store_true", help="each instance makes one save after the load, before the burst"
+    )
     parser.add_argument("--only", default="", help="comma-separated row labels to run (default: all)")
     args = parser.parse_args()
 
@@ -222,6 +235,7 @@ async def main() -> None:
             print(
                 f"group: {args.members} members x {args.per_member} memories ({path.stat().st_size / 1e6:.1f} MB as"
                 f" JSON); {args.saves} saves from {args.savers} concurrent savers; encrypted: {args.encrypted};"
+                f" one save before the burst: {args.warm};"
                 f" PostgreSQL {show['server_version']} on loopback, fsync {show['fsync']}, synchronous_commit"
                 f" {show['synchronous_commit']}; previous = {args.previous}; {os.cpu_count()} cores"
             )
@@ -280,10 +294,19 @@ async def main() -> None:
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--worker":
-        impl, previous, backend, where, instance, savers, saves, first, encrypted = sys.argv[2:]
+        impl, previous, backend, where, instance, savers, saves, first, encrypted, warm = sys.argv[2:]
         asyncio.run(
             saver_worker(
-                impl, previous, backend, where, instance, int(savers), int(saves), int(first), encrypted == "1"
+                impl,
+                previous,
+                backend,
+                where,
+                instance,
+                int(savers),
+                int(saves),
+                int(first),
+                encrypted == "1",
+                warm == "1",
             )
         )
     else:
