@@ -1,8 +1,9 @@
 """A group's document, episodes and change log as rows of the tables in `schema.py`, and back.
 
-Reading takes one statement per table; writing replaces only the lists a commit changed (an owner's memories, the
+Reading takes one statement per table; writing touches only the lists a commit changed (an owner's memories, the
 todos, the archive, the episodes: each list is replaced, never edited in place, by the cached store, so an
-identity check against what was last stored finds them) and appends the commit's log entries.
+identity check against what was last stored finds them; of an owner's memories only the positions whose memory
+changed, `batch.py`) and appends the commit's log entries, each table in one statement.
 
 With a sealer (`sealed.py`) every member content is sealed on write and opened on read: an owner's memory list as
 one token in the `sealed` column of its first row (so a commit seals only the owners it rewrites, and a cold load
