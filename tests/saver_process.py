@@ -123,7 +123,14 @@ async def main(backend: str, *args: str) -> None:
         await store.start()
         return await save_forever(store, int(start), *text)
     dsn, instance, start = args
-    store = PostgresMemoryStore(dsn, instance=instance)
+    retention = os.environ.get("SAVER_LOG_RETENTION")  # seconds: compact the log (a small floor: often)
+    if retention is not None:
+        from memory._storage import changelog
+
+        changelog.COMPACT_FLOOR = 2_000
+    store = PostgresMemoryStore(
+        dsn, instance=instance, log_retention_seconds=None if retention is None else float(retention)
+    )
     await store.start()
     if store.unavailable is not None:
         sys.exit(f"store unavailable: {store.unavailable}")

@@ -137,19 +137,19 @@ def open_store(
     choice = choose_store(settings, environ)
     encryption = encryption or choose_encryption(settings, environ)
     sealer = encryption.sealer()
+    # an archived memory is restored by reverting its archive entry: entries are kept whole as long as it is
+    retention = max(settings.change_log_retention_days, settings.archive_retention_days) * 86400.0
     if not choice.postgres:
         if encryption.error is not None:
             return _JsonWithBadKey(Path(data_dir) / "groups", reason=encryption.error, clock=clock)
-        # an archived memory is restored by reverting its archive entry: entries are kept whole as long as it is
-        retention_days = max(settings.change_log_retention_days, settings.archive_retention_days)
-        return UserMemoryStore(
-            Path(data_dir) / "groups", sealer=sealer, clock=clock, log_retention_seconds=retention_days * 86400.0
-        )
+        return UserMemoryStore(Path(data_dir) / "groups", sealer=sealer, clock=clock, log_retention_seconds=retention)
     if not choice.dsn:
         return _Refused("", instance=choice.instance, reason=NO_DSN, clock=clock)
     if encryption.error is not None:
         return _Refused(choice.dsn, instance=choice.instance, reason=encryption.error, clock=clock)
-    return PostgresMemoryStore(choice.dsn, instance=choice.instance, sealer=sealer, clock=clock)
+    return PostgresMemoryStore(
+        choice.dsn, instance=choice.instance, sealer=sealer, clock=clock, log_retention_seconds=retention
+    )
 
 
 def open_vectors(store: MemoryStore, data_dir: Path) -> VectorPersistence:

@@ -54,12 +54,14 @@ def seal_list(
 ) -> tuple[list[dict[str, Any]], str]:
     """(the memories without their content, one token of every content in list order). `owner` None: the group's
     shared memories."""
-    readable = []
-    for m in memories:
-        d = m.model_dump(mode="json", exclude_none=True, exclude={"merged_from"})
-        d["content"] = ""
-        readable.append(d)
-    return readable, seal_contents(sealer, group_key, owner, memories)
+    return [readable(m) for m in memories], seal_contents(sealer, group_key, owner, memories)
+
+
+def readable(memory: Memory) -> dict[str, Any]:
+    """A memory of a sealed list without its content (what `seal_list` keeps readable of it)."""
+    d = memory.model_dump(mode="json", exclude_none=True, exclude={"merged_from"})
+    d["content"] = ""
+    return d
 
 
 def seal_contents(sealer: Sealer, group_key: GroupKey, owner: str | None, memories: Sequence[Memory]) -> str:

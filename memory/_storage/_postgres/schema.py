@@ -14,7 +14,10 @@ first row (`body` and `content` then hold no content), and a vector row is one t
 
 from __future__ import annotations
 
+import json
 from typing import Any
+
+from ..crypto import KeyUnavailable, Sealer
 
 SCHEMA_VERSION = 2
 ENCRYPTION_META = "encryption"  # um_meta key: {"kids": [ids of the keys the data is sealed with]}
@@ -157,3 +160,40 @@ async def prepare(conn: Any) -> int:
                 str(SCHEMA_VERSION),
             )
         return found
+
+
+async def check_keys(connection: Any, sealer: Sealer | None) -> None:
+    """KeyUnavailable (nothing written) when the data is sealed with keys none of which is configured; a keyed
+    instance adds its key's id to the marker before it seals anything."""
+    marker: Any = {}
+    if await connection.fetchval("SELECT to_regclass('um_meta') IS NOT NULL"):
+        text = await connection.fetchval("SELECT value FROM um_meta WHERE key = $1", ENCRYPTION_META)
+        marker = json.loads(text) if text else {}  # this connection reads jsonb as text
+    kids = [k for k in marker.get("kids", []) if isinstance(k, str)] if isinstance(marker, dict) else []
+    configured = sealer.kids if sealer is not None else ()
+    if kids and not set(kids) & set(configured):
+        raise KeyUnavailable(kids[0], configured)
+    if sealer is not None and sealer.kid not in kids:
+        await prepare(connection)  # um_meta must exist before the marker
+        await connection.execute(
+            "INSERT INTO um_meta (key, value) VALUES ($1, $2::jsonb) ON CONFLICT (key) DO UPDATE SET value ="
+            " jsonb_set(um_meta.value, '{kids}', (um_meta.value->'kids') || to_jsonb($3::text))"
+            " WHERE NOT (um_meta.value->'kids') ? $3",
+            ENCRYPTION_META,
+            json.dumps({"kids": [sealer.kid]}),
+            sealer.kid,
+        )
+
+
+async def key_ids(pool: Any) -> list[str]:
+    """The ids of the keys the data is recorded as sealed with (on a pool whose jsonb codec decodes)."""
+    value = await pool.fetchval("SELECT value FROM um_meta WHERE key = $1", ENCRYPTION_META)
+    return list(value.get("kids", [])) if isinstance(value, dict) else []
+
+
+async def set_key_ids(pool: Any, kids: list[str]) -> None:
+    await pool.execute(
+        "INSERT INTO um_meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+        ENCRYPTION_META,
+        {"kids": list(kids)},
+    )

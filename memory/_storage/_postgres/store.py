@@ -3,11 +3,10 @@ instances of the bot.
 
 - Reads are served from the cache once a group is loaded (one read transaction); `peek` never does I/O and a
   warm read never awaits the network.
-- A commit is one transaction per batch of changes (group commit). It locks the group's row
-  (`SELECT ... FOR UPDATE`); when another instance committed since this cache was loaded, it loads the group
-  again inside that transaction and runs the batch's operations again on the fresh state, so no update is lost;
-  the callers get the results of that run. The commit sends a notification (`notify.py`) that the other instances
-  use to refresh their caches in the background.
+- A commit is one transaction per batch of changes (group commit): one statement written only at the version last
+  stored (`batch.py`) when it can be; otherwise, or when another instance committed since, it locks the group's row,
+  loads the group again in that transaction and runs the batch's operations again on the fresh state, so no update
+  is lost (the callers get the results of that run). It notifies the other instances (`notify.py`).
 - Any database error fails the commit's callers with `StorageUnavailable` and puts the group's cache back to what
   was last stored, which replies keep reading (the next commit checks the version: a COMMIT that went through
   unseen is loaded then). While the server cannot be reached, `unavailable` says why and every read or change
@@ -31,10 +30,10 @@ from ..._errors import StorageUnavailable
 from ..._models import Episode, GroupDocument, GroupKey
 from .. import changelog
 from .._cached import CachedStore
-from ..cached_group import CachedGroup
+from ..cached_group import CachedGroup, Saved
 from ..base import GroupDump
 from ..crypto import KeyUnavailable, Sealer, Tampered
-from . import rows, schema
+from . import batch, compaction, leases, relay, rows, schema
 from .describe import describe, mask_dsn
 from .notify import Change, ConnectionLost, Follower
 from .vector_rows import reseal_vectors
@@ -50,8 +49,6 @@ CLOSED = "PostgreSQL 存储已关闭"
 POOL_SIZE = 8
 CONNECT_SECONDS = 10.0
 COMMAND_SECONDS = 30.0
-# A relayed payload must fit in one NOTIFY (8000 bytes, less than that in practice with the channel name).
-RELAY_MAX_BYTES = 7000
 T = TypeVar("T")
 
 
@@ -61,6 +58,8 @@ class _PgGroup(CachedGroup):
     stored: rows.Stored | None = None  # what the database held when this cache was loaded or last committed
     heard_version: int = 0  # the newest version another instance announced
     refreshing: asyncio.Task[None] | None = None
+    writing: bool = False  # a commit's statement is on its way with the group's lock released
+    compact_mark: int = 0  # the log's size below which it is not compacted (`compaction.py`)
 
 
 class PostgresMemoryStore(CachedStore):
@@ -76,9 +75,10 @@ class PostgresMemoryStore(CachedStore):
         clock: Callable[[], float] = time.time,
         log_max_bytes: int = changelog.MAX_BYTES,
         sealer: Sealer | None = None,
+        log_retention_seconds: float | None = None,
     ) -> None:
         super().__init__(clock=clock, log_max_bytes=log_max_bytes)
-        self._dsn = dsn
+        self._dsn, self._log_retention = dsn, log_retention_seconds  # older log entries are compacted (None: never)
         self._sealer = sealer
         self.instance = instance
         self.pool: Any = None
@@ -121,7 +121,7 @@ class PostgresMemoryStore(CachedStore):
         """A (new) LISTEN connection is up: prepare the schema and the pool once, then catch up on what was missed
         while no connection listened."""
         if not self._prepared:
-            await self._check_keys(connection)
+            await schema.check_keys(connection, self.sealer)
             found = await schema.prepare(connection)
             if found < schema.SCHEMA_VERSION:
                 log.info("PostgreSQL schema prepared (version %d -> %d)", found, schema.SCHEMA_VERSION)
@@ -132,6 +132,7 @@ class PostgresMemoryStore(CachedStore):
                 min_size=1,
                 max_size=POOL_SIZE,
                 init=_init_connection,
+                reset=_keep_session,
                 timeout=CONNECT_SECONDS,
                 command_timeout=COMMAND_SECONDS,
             )
@@ -142,28 +143,6 @@ class PostgresMemoryStore(CachedStore):
             log.info("PostgreSQL storage available (instance %s)", self.instance)
         self._unavailable = None
         await self._sweep(connection, missed_since)
-
-    async def _check_keys(self, connection: Any) -> None:
-        """KeyUnavailable (nothing written) when the data is sealed with keys none of which is configured; a keyed
-        instance adds its key's id to the marker before it seals anything."""
-        marker: Any = {}
-        if await connection.fetchval("SELECT to_regclass('um_meta') IS NOT NULL"):
-            text = await connection.fetchval("SELECT value FROM um_meta WHERE key = $1", schema.ENCRYPTION_META)
-            marker = json.loads(text) if text else {}  # this connection reads jsonb as text
-        kids = [k for k in marker.get("kids", []) if isinstance(k, str)] if isinstance(marker, dict) else []
-        configured = self.sealer.kids if self.sealer is not None else ()
-        if kids and not set(kids) & set(configured):
-            raise KeyUnavailable(kids[0], configured)
-        if self.sealer is not None and self.sealer.kid not in kids:
-            await schema.prepare(connection)  # um_meta must exist before the marker
-            await connection.execute(
-                "INSERT INTO um_meta (key, value) VALUES ($1, $2::jsonb) ON CONFLICT (key) DO UPDATE SET value ="
-                " jsonb_set(um_meta.value, '{kids}', (um_meta.value->'kids') || to_jsonb($3::text))"
-                " WHERE NOT (um_meta.value->'kids') ? $3",
-                schema.ENCRYPTION_META,
-                json.dumps({"kids": [self.sealer.kid]}),
-                self.sealer.kid,
-            )
 
     def _down(self, exc: BaseException) -> None:
         if isinstance(exc, ConnectionLost):  # the next attempt, right away, says whether the server is there
@@ -250,7 +229,7 @@ class PostgresMemoryStore(CachedStore):
         group.mark_stored()
 
     def _busy(self, group: CachedGroup) -> bool:
-        return isinstance(group, _PgGroup) and group.refreshing is not None
+        return isinstance(group, _PgGroup) and (group.refreshing is not None or group.writing)
 
     def _forget_versions(self, group: CachedGroup) -> None:
         assert isinstance(group, _PgGroup)
@@ -258,48 +237,102 @@ class PostgresMemoryStore(CachedStore):
 
     # ------------------------------------------------------------------------------------------ committing
     async def _commit(self, group: CachedGroup) -> None:
-        """One transaction for everything queued: lock the row, run the batch again on fresh state if another
-        instance committed meanwhile, write, notify. Holds the group's lock throughout, so nothing is applied to
-        the cache while the batch may still be run again."""
+        """One transaction for everything queued. First one statement, written only at the version last stored
+        (`batch.write_at_once`), with the group's lock released while it is on its way: changes apply meanwhile for
+        the next commit (`writing` keeps the group from being loaded again under them). Otherwise under the lock:
+        lock the row, run the batch again on fresh state if another instance committed, write, notify."""
         assert isinstance(group, _PgGroup)
         async with group.lock:
             await self._run_commit_hooks()
             pool = self._check_available()
-            key = group.key
-            async with pool.acquire(timeout=CONNECT_SECONDS) as conn:
-                async with conn.transaction():
-                    gid, version = await rows.lock_group(conn, key)
-                    assert group.stored is not None
-                    if version != group.stored.version:
-                        await self._catch_up(conn, group)
-                    target = group.version
-                    doc, log_cursor = group.doc, group.log
-                    assert doc is not None and log_cursor is not None and group.stored is not None
-                    entries = group.pending
-                    lists = await rows.write(
-                        conn, key, gid, group.stored, doc, group.episodes, entries, log_cursor.next_id, self.sealer
-                    )
-                    todos_changed = lists.get("todos") == version + 1
-                    await rows.erase(
-                        conn,
-                        gid,
-                        group.erase_owners,
-                        group.erase_todos,
-                        group.erase_targets,
-                        before=min((e["id"] for e in entries), default=None),
-                    )
-                    await rows.trim(conn, gid, self._log_max_bytes)
-                    notice = Change(key, version + 1, self.instance, todos_changed)
-                    await conn.execute("SELECT pg_notify($1, $2)", schema.CHANGES_CHANNEL, notice.payload())
-            group.pending, group.erase_owners, group.erase_todos, group.erase_targets = [], set(), set(), set()
-            group.stored = rows.snapshot(gid, version + 1, doc, group.episodes or [], lists)
-            group.mark_stored()
-            if log_cursor.totals is not None:
-                for entry in entries:
-                    if entry.get("kind") == changelog.CALL:
-                        log_cursor.totals.add(entry)
+            stored = group.stored
+            assert stored is not None and group.doc is not None and group.log is not None
+            if stored.gid is None or group.erase_owners or group.erase_todos or group.erase_targets:
+                await self._commit_locked(pool, group)
+                return
+            state, target, entries = Saved.of(group), group.version, group.pending
+            group.pending, group.writing = [], True
+        try:
+            written = await self._write_at_once(pool, group, stored, state, entries)
+        except BaseException:
+            group.pending, group.writing = entries + group.pending, False
+            raise
+        async with group.lock:
+            group.writing = False
+            if written is None:
+                group.pending = entries + group.pending
+                await self._commit_locked(pool, group)
+                return
+            episodes = state.episodes if state.episodes is not None else []
+            self._committed(group, stored.gid or 0, stored.version, state.doc, episodes, written, entries)
+            group.saved = state
             self._tell_committed(group)
             self._acknowledge(group, target)
+
+    async def _write_at_once(
+        self, pool: Any, group: _PgGroup, stored: rows.Stored, state: Saved, entries: list[dict[str, Any]]
+    ) -> rows.Written | None:
+        notice = Change(group.key, stored.version + 1, self.instance, False)
+        limit = self._log_max_bytes if self._log_retention is None else max(changelog.COMPACT_FLOOR, group.compact_mark)
+        at_once = (min(self._log_max_bytes, limit), (schema.CHANGES_CHANNEL, notice.payload()))
+        async with pool.acquire(timeout=CONNECT_SECONDS) as conn:
+            args = (conn, group.key, stored.gid or 0, stored, state.doc, state.episodes, entries, state.next_log_id)
+            return await rows.write(*args, self.sealer, at_once=at_once)  # gid: set, `_commit` checked
+
+    async def _commit_locked(self, pool: Any, group: _PgGroup) -> None:
+        async with pool.acquire(timeout=CONNECT_SECONDS) as conn:
+            gid, version, written = await self._write_locked(conn, group)
+        target, doc, entries = group.version, group.doc, group.pending
+        assert doc is not None
+        group.pending, group.erase_owners, group.erase_todos, group.erase_targets = [], set(), set(), set()
+        self._committed(group, gid, version, doc, _episodes(group), written, entries)
+        group.mark_stored()
+        self._tell_committed(group)
+        self._acknowledge(group, target)
+
+    @staticmethod
+    def _committed(
+        group: _PgGroup,
+        gid: int,
+        version: int,
+        doc: GroupDocument,
+        episodes: list[Episode],
+        written: rows.Written,
+        entries: list[dict[str, Any]],
+    ) -> None:
+        """`doc` and `episodes` are stored as `version + 1` with `entries`."""
+        group.stored = rows.snapshot(gid, version + 1, doc, episodes, written.lists, written.sealed, written.users)
+        assert group.log is not None
+        if group.log.totals is not None:
+            for entry in entries:
+                if entry.get("kind") == changelog.CALL:
+                    group.log.totals.add(entry)
+
+    async def _write_locked(self, conn: Any, group: _PgGroup) -> tuple[int, int, rows.Written]:
+        """The commit as a transaction that locks the group's row first (todos, the archive, episodes, erasures, a
+        log to trim, or another instance committed since): (gid, the version before, what was written)."""
+        key = group.key
+        async with conn.transaction():
+            gid, version = await rows.lock_group(conn, key)
+            assert group.stored is not None
+            if version != group.stored.version:
+                await self._catch_up(conn, group)
+            doc, log_cursor, entries = group.doc, group.log, group.pending
+            assert doc is not None and log_cursor is not None and group.stored is not None
+            written = await rows.write(
+                conn, key, gid, group.stored, doc, group.episodes, entries, log_cursor.next_id, self.sealer
+            )
+            assert written is not None
+            todos_changed = written.lists.get("todos") == version + 1
+            erased = (group.erase_owners, group.erase_todos, group.erase_targets)
+            await rows.erase(conn, gid, *erased, before=min((e["id"] for e in entries), default=None))
+            if self._log_retention is not None and compaction.due(written.log_bytes, group.compact_mark):
+                before = self.now() - self._log_retention
+                group.compact_mark = await compaction.compact(conn, gid, written.log_bytes, before)
+            await rows.trim(conn, gid, self._log_max_bytes, written.log_bytes)
+            notice = Change(key, version + 1, self.instance, todos_changed)
+            await conn.execute("SELECT pg_notify($1, $2)", schema.CHANGES_CHANNEL, notice.payload())
+        return gid, version, written
 
     async def _catch_up(self, conn: Any, group: _PgGroup) -> None:
         """Another instance committed since the cache was loaded: load the group in this transaction (the row
@@ -312,6 +345,8 @@ class PostgresMemoryStore(CachedStore):
         more, load the group again so the change is judged on what is stored (a round trip only in this case; a
         change that does something is checked by its commit)."""
         assert isinstance(group, _PgGroup) and group.stored is not None
+        if group.writing:  # the version moves by this instance's own commit: the cache is newer than what is stored
+            return False
         key = group.key
         pool = self._check_available()
         try:
@@ -362,7 +397,13 @@ class PostgresMemoryStore(CachedStore):
             while True:
                 async with group.lock:
                     stored = group.stored
-                    if group.doc is None or stored is None or group.queued or stored.version >= group.heard_version:
+                    if (
+                        group.doc is None
+                        or stored is None
+                        or group.queued
+                        or group.writing
+                        or stored.version >= group.heard_version
+                    ):
                         return
                     pool = self._check_available()
                     async with pool.acquire(timeout=CONNECT_SECONDS) as conn:
@@ -439,31 +480,15 @@ class PostgresMemoryStore(CachedStore):
         return {GroupKey(platform, group_id): str(version) for platform, group_id, version in found}
 
     async def claim(self, name: str, seconds: float) -> bool:
-        """Take or renew the lease `name` until `seconds` from now on the server's clock; False when another
-        instance holds it, or the server cannot be reached (then nobody can take it)."""
+        """Take or renew the lease `name` (`leases.py`); False when another instance holds it or the server cannot
+        be reached."""
         if self._unavailable is not None or self.pool is None:
             return False
-        try:
-            held = await self.pool.fetchval(
-                "INSERT INTO um_claims (name, holder, until) VALUES ($1, $2, now() + make_interval(secs => $3))"
-                " ON CONFLICT (name) DO UPDATE SET holder = EXCLUDED.holder, until = EXCLUDED.until"
-                " WHERE um_claims.holder = EXCLUDED.holder OR um_claims.until < now() RETURNING holder",
-                name,
-                self.instance,
-                float(seconds),
-            )
-        except Exception as exc:
-            log.warning("claiming %s failed: %s", name, describe(exc))
-            return False
-        return held is not None
+        return await leases.claim(self.pool, name, self.instance, seconds)
 
     async def release(self, name: str) -> None:
-        if self.pool is None:
-            return
-        try:
-            await self.pool.execute("DELETE FROM um_claims WHERE name = $1 AND holder = $2", name, self.instance)
-        except Exception as exc:  # it expires on its own
-            log.warning("releasing %s failed: %s", name, describe(exc))
+        if self.pool is not None:
+            await leases.release(self.pool, name, self.instance)
 
     # ------------------------------------------------------------------------------------------ relaying
     async def relay(self, payload: dict[str, Any]) -> None:
@@ -473,13 +498,8 @@ class PostgresMemoryStore(CachedStore):
         if self._unavailable is not None or self.pool is None:
             log.debug("not relayed (storage unavailable): %.200s", payload)
             return
-        if self.sealer is not None:  # relayed messages are members' words: never in a NOTIFY in plaintext
-            sealed_payload = self.sealer.seal("relay", _RELAY_KEY, [], payload)
-            text = json.dumps({"i": self.instance, "s": sealed_payload})
-        else:
-            text = json.dumps({"i": self.instance, "d": payload})  # ASCII: the size check counts what is sent
-        if len(text) > RELAY_MAX_BYTES:
-            log.warning("not relayed: %d bytes, more than one notification carries (%d)", len(text), RELAY_MAX_BYTES)
+        text = relay.encode(payload, self.instance, self.sealer)
+        if text is None:
             return
         try:
             await self.pool.execute("SELECT pg_notify($1, $2)", schema.RELAY_CHANNEL, text)
@@ -490,25 +510,10 @@ class PostgresMemoryStore(CachedStore):
         self._relay_listeners.append(listener)
 
     def _relayed(self, text: str) -> None:
-        try:
-            value = json.loads(text)
-            instance = str(value["i"])
-            if instance == self.instance:
-                return
-            if "s" in value:
-                if self.sealer is None:
-                    log.warning("ignoring a sealed relayed payload: no encryption key configured")
-                    return
-                payload = self.sealer.open("relay", _RELAY_KEY, [], value["s"])
-            else:
-                payload = value["d"]
-        except (ValueError, KeyError, TypeError, StorageUnavailable) as exc:
-            log.warning("ignoring a relayed payload that does not open (%s): %.200s", type(exc).__name__, text)
-            return
-        if instance == self.instance or not isinstance(payload, dict):
-            return
-        for listener in self._relay_listeners:
-            listener(payload)
+        payload = relay.decode(text, self.instance, self.sealer)
+        if payload is not None:
+            for listener in self._relay_listeners:
+                listener(payload)
 
     # ------------------------------------------------------------------------------------------ moving groups
     async def import_group(self, key: GroupKey, dump: GroupDump) -> None:
@@ -555,17 +560,11 @@ class PostgresMemoryStore(CachedStore):
 
     async def key_ids(self) -> list[str]:
         """The ids of the keys the data is recorded as sealed with (`um_meta`; empty: never encrypted)."""
-        pool = self._check_available()
-        value = await pool.fetchval("SELECT value FROM um_meta WHERE key = $1", schema.ENCRYPTION_META)
-        return list(value.get("kids", [])) if isinstance(value, dict) else []
+        return await schema.key_ids(self._check_available())
 
     async def set_key_ids(self, kids: list[str]) -> None:
         """Record that the data is sealed with exactly these keys (a finished rotation drops the old key's id)."""
-        await self._check_available().execute(
-            "INSERT INTO um_meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
-            schema.ENCRYPTION_META,
-            {"kids": list(kids)},
-        )
+        await schema.set_key_ids(self._check_available(), kids)
 
     async def close(self) -> None:
         """Wait for every commit in flight, then close the connections. Safe to call more than once."""
@@ -587,8 +586,15 @@ class PostgresMemoryStore(CachedStore):
         self._unavailable = CLOSED
 
 
+def _episodes(group: _PgGroup) -> list[Episode]:
+    """The group's episodes as stored: the same list object (what the next commit compares by identity)."""
+    return group.episodes if group.episodes is not None else []
+
+
+async def _keep_session(conn: Any) -> None:
+    """Nothing beyond asyncpg's own rollback of an open transaction: its default reset is a round trip per release
+    for state these connections never take (LISTEN has its own connection; the rest is transaction-scoped)."""
+
+
 async def _init_connection(conn: Any) -> None:
-    await conn.set_type_codec("jsonb", encoder=rows.encode_json, decoder=json.loads, schema="pg_catalog")
-
-
-_RELAY_KEY = GroupKey("", "")  # relayed payloads belong to no one group's rows
+    await conn.set_type_codec("jsonb", encoder=batch.encode_json, decoder=json.loads, schema="pg_catalog")

@@ -1,0 +1,66 @@
+"""Compacting a group's change log in PostgreSQL, as the JSON store does (`changelog.compacted`): once the log has
+outgrown COMPACT_RATIO times the group's data (and COMPACT_FLOOR), the entries older than the retention keep only
+their id, time (to the second), actor, kind, op, scope, owner and target; their content and values go, sealed
+or not. Undo of such an entry says it is too old. It runs in the commit's transaction (the locked path), so it is
+stored with that commit or not at all. `mark` keeps it from being looked at again before the log grew
+COMPACT_REGROWTH times since it was compacted, or reached COMPACT_RATIO times the data as counted when it was
+last looked at (the data is counted on the server only then, not at every commit)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import changelog
+from . import batch
+
+# What the group's data weighs as stored: item bodies and sealed lists.
+_DATA_BYTES = (
+    "SELECT (SELECT coalesce(sum(octet_length(body::text) + coalesce(octet_length(sealed), 0)), 0)"
+    " FROM um_memories WHERE gid = $1)"
+    " + (SELECT coalesce(sum(octet_length(body::text)), 0) FROM um_todos WHERE gid = $1)"
+    " + (SELECT coalesce(sum(octet_length(body::text)), 0) FROM um_archive WHERE gid = $1)"
+    " + (SELECT coalesce(sum(octet_length(body::text)), 0) FROM um_episodes WHERE gid = $1)"
+)
+
+
+def due(log_bytes: int, mark: int) -> bool:
+    """Whether a commit leaving the log at `log_bytes` should look at compacting it."""
+    return log_bytes > max(changelog.COMPACT_FLOOR, mark)
+
+
+async def compact(conn: Any, gid: int, log_bytes: int, before: float) -> int:
+    """Compact the entries older than `before` when the log has outgrown its data (inside the caller's
+    transaction); the next mark (the size below which it is not looked at again)."""
+    data = int(await conn.fetchval(_DATA_BYTES, gid))
+    if log_bytes <= changelog.COMPACT_RATIO * data:  # not outgrown its data yet: look again once it has
+        return int(changelog.COMPACT_RATIO * data)
+    found = await conn.fetch(
+        "SELECT entry FROM um_log WHERE gid = $1 AND at < $2 AND (kind IS NULL OR kind <> ALL($3::text[]))"
+        " AND NOT entry ? $4 ORDER BY id",
+        gid,
+        before,
+        [changelog.CALL, changelog.CARRIED, changelog.SCRUB],
+        changelog.COMPACTED,
+    )
+    updated = [batch.log_row(gid, changelog.compacted(r["entry"])) for r in found]
+    if updated:
+        await rewrite_log_rows(conn, gid, updated)
+    size = int(await conn.fetchval("SELECT log_bytes FROM um_groups WHERE gid = $1", gid))
+    return int(size * changelog.COMPACT_REGROWTH)
+
+
+async def rewrite_log_rows(conn: Any, gid: int, rows: list[tuple[Any, ...]]) -> None:
+    """Replace the entries of these log rows (`batch.log_row` tuples), in one statement, and recount the log's
+    size."""
+    await conn.execute(
+        "UPDATE um_log l SET entry = u.entry::jsonb, bytes = u.bytes"
+        " FROM unnest($2::bigint[], $3::text[], $4::int[]) AS u(id, entry, bytes) WHERE l.gid = $1 AND l.id = u.id",
+        gid,
+        [r[1] for r in rows],
+        [r[10] for r in rows],
+        [r[9] for r in rows],
+    )
+    await conn.execute(
+        "UPDATE um_groups SET log_bytes = (SELECT coalesce(sum(bytes), 0) FROM um_log WHERE gid = $1) WHERE gid = $1",
+        gid,
+    )
