@@ -10,9 +10,16 @@ items stay, in a bounded heap.
 Matching with a text is the group view's (`query_terms`: every word of the query): a CJK character or pair of the
 query is looked for in the memory's normalised text, a Latin word among its index terms; the memories that match
 are scored by a lexical index over them alone (normalised, as the group view's scores are), so the results are the
-same memories as a group's own search finds, and within a group they rank alike. No index of contents is kept
-between searches, in memory or on disk: nothing of a sealed group is ever written in plaintext, and an erased or
-opted-out member's memories are gone from the next search as they are from the store.
+same memories as a group's own search finds, and within a group they rank alike.
+
+What lets a search skip most groups is a `Digest` per group, taken when a search reads it and kept in memory only
+(`Digests`; about a kilobyte a group, never written: nothing of a sealed group reaches the disk in plaintext): its
+count of memories, the greatest key of each sort order, and the set of non-ASCII characters of its memories'
+normalised text. A word whose characters a group lacks cannot match in it (the group is not read); the newest page
+without filters reads groups by their newest memory and stops once no other group can reach the page. A digest is
+dropped whenever its group changes in memory (the store's change listener: saves, erasures, opt-outs, a rolled-back
+commit) or its signature in a shared store moves (another instance changed it), and taken again by the next search
+that reads the group: an erased or opted-out member's memories are gone from the next search as from the store.
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ import asyncio
 import dataclasses
 import heapq
 import itertools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +50,62 @@ class Found:
     aging: dict[GroupKey, float | None] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, slots=True)
+class Digest:
+    """What a search needs of a group it does not read: see the module's docstring."""
+
+    stamp: str  # the group's signature in a shared store when taken ("" for the files)
+    count: int  # memories (the group's and every member's)
+    chars: frozenset[str]  # the non-ASCII characters of the memories' normalised text
+    latest: tuple[tuple[Any, ...] | None, ...]  # per sort in _DIGEST_SORTS: the greatest key (None: no memory)
+
+    def may_hold(self, groups: Sequence[TermGroup]) -> bool:
+        """Whether a memory of the group may hold every CJK character the query needs (Latin words: not looked at)."""
+        chars = self.chars
+        for group in groups:
+            if group.needed == 1 and len(group.terms) == 1:
+                (term,) = group.terms
+                if len(term) == 1 and not term.isascii() and term not in chars:
+                    return False
+        return True
+
+    def newest(self, sort: Sort) -> tuple[Any, ...] | None:
+        return self.latest[_DIGEST_SORTS.index(sort)]
+
+
+_DIGEST_SORTS = (Sort.UPDATED, Sort.CREATED, Sort.IMPORTANCE, Sort.LAST_USED)
+
+
+def digest_of(doc: GroupDocument, stamp: str) -> Digest:
+    memories = [*doc.group_memories, *(m for entry in doc.users.values() for m in entry.memories)]
+    chars: set[str] = set()
+    for memory in memories:
+        chars.update(normalize_text(memory.content))
+    latest = tuple(max((_SORT_KEYS[sort](m) for m in memories), default=None) for sort in _DIGEST_SORTS)
+    return Digest(stamp, len(memories), frozenset(c for c in chars if not c.isascii()), latest)
+
+
+class Digests:
+    """Every group's digest taken so far (in memory only); the store's listeners drop a group's on any change."""
+
+    def __init__(self) -> None:
+        self._digests: dict[GroupKey, Digest] = {}
+
+    def get(self, key: GroupKey, stamp: str) -> Digest | None:
+        digest = self._digests.get(key)
+        return digest if digest is not None and digest.stamp == stamp else None
+
+    def put(self, key: GroupKey, digest: Digest) -> None:
+        self._digests[key] = digest
+
+    def changed(self, key: GroupKey, *_: object) -> None:
+        """The store's change listener (`add_listener`, and `add_todo_listener` for a rolled-back commit)."""
+        self._digests.pop(key, None)
+
+    def __len__(self) -> int:
+        return len(self._digests)
+
+
 class _Top:
     """The `size` greatest items by their sort key, in one bounded heap (ties: the earlier item first)."""
 
@@ -59,6 +122,10 @@ class _Top:
             heapq.heappush(self._heap, entry)
         elif entry[:2] > self._heap[0][:2]:
             heapq.heapreplace(self._heap, entry)
+
+    def floor(self) -> Any:
+        """The least key on the page once it is full (an item whose key is not above it cannot enter), else None."""
+        return self._heap[0][0] if self._size > 0 and len(self._heap) >= self._size else None
 
     def best_first(self) -> list[tuple[Located, float | None]]:
         return [(item, score) for _, _, item, score in sorted(self._heap, key=lambda e: e[:2], reverse=True)]
@@ -113,52 +180,115 @@ def _scores(text: str, groups: Sequence[TermGroup], items: Sequence[Located]) ->
     return index.score(text, normalized=True)
 
 
-async def search_groups(store: MemoryStore, keys: Sequence[GroupKey], query: Query) -> Found:
+async def search_groups(
+    store: MemoryStore,
+    keys: Sequence[GroupKey],
+    query: Query,
+    digests: Digests,
+    stamps: Mapping[GroupKey, str] | None = None,
+) -> Found:
     """One page of what `query` finds in the groups `keys`, read one at a time (see the module's docstring). The
-    member filter is `query.owners` (the caller resolves a name into `member_ids` beforehand)."""
-    found = Found()
-    text = query.text.strip()
-    groups = query_terms(query.text) if text else ()
-    sort = query.sort or (Sort.RELEVANCE if text else Sort.UPDATED)
-    if sort is Sort.RELEVANCE and not text:
-        sort = Sort.UPDATED
-    sort_key = _SORT_KEYS.get(sort)
-    top = _Top(query.page * query.page_size)
-    owners = query.owners
-    rest = dataclasses.replace(query, member="", member_ids=None)  # the filters but the member's
-    for n, key in enumerate(keys):
-        was_loaded = store.peek_document(key) is not None
-        if was_loaded and n % YIELD_EVERY == 0:
+    member filter is `query.owners` (the caller resolves a name into `member_ids` beforehand); `stamps` are the
+    groups' signatures in a shared store (a digest taken under another one is not used)."""
+    search = _Search(store, query, digests, stamps or {})
+    if search.text or query.filters:
+        for key in keys:
+            digest = search.digest(key)
+            if digest is not None and (digest.count == 0 or (search.groups and not digest.may_hold(search.groups))):
+                continue  # cannot match: not read
+            await search.read(key)
+    else:  # the newest page of everything: the groups whose newest memory may reach the page, newest first
+        known: list[tuple[GroupKey, Digest]] = []
+        for key in keys:
+            digest = search.digest(key)
+            if digest is None:
+                await search.read(key)
+            elif digest.count:
+                known.append((key, digest))
+        search.found.total += sum(digest.count for _, digest in known)
+        known.sort(key=lambda kd: _Newest(kd[1].newest(search.sort)), reverse=True)
+        for key, digest in known:
+            floor = search.top.floor()
+            newest = digest.newest(search.sort)
+            if floor is not None and (newest is None or newest <= floor):
+                break
+            await search.read(key, counted=True)
+    start = (query.page - 1) * query.page_size
+    search.found.page = search.top.best_first()[start:]
+    return search.found
+
+
+@dataclass(frozen=True, slots=True)
+class _Newest:
+    """A digest's newest key, ordered with None (no memory) below any key."""
+
+    key: tuple[Any, ...] | None
+
+    def __lt__(self, other: _Newest) -> bool:
+        if self.key is None:
+            return other.key is not None
+        return other.key is not None and self.key < other.key
+
+
+class _Search:
+    """One search's state: the query taken apart, the page's heap, what was found."""
+
+    def __init__(self, store: MemoryStore, query: Query, digests: Digests, stamps: Mapping[GroupKey, str]) -> None:
+        self.store, self.query, self.digests, self.stamps = store, query, digests, stamps
+        self.text = query.text.strip()
+        self.groups = query_terms(query.text) if self.text else ()
+        sort = query.sort or (Sort.RELEVANCE if self.text else Sort.UPDATED)
+        self.sort = Sort.UPDATED if sort is Sort.RELEVANCE and not self.text else sort
+        self.sort_key = _SORT_KEYS.get(self.sort)
+        self.top = _Top(query.page * query.page_size)
+        self.owners = query.owners
+        self.rest = dataclasses.replace(query, member="", member_ids=None)  # the filters but the member's
+        self.found = Found()
+        self.reads = 0
+
+    def digest(self, key: GroupKey) -> Digest | None:
+        return self.digests.get(key, self.stamps.get(key, ""))
+
+    async def read(self, key: GroupKey, *, counted: bool = False) -> None:
+        """Match one group, read through the store (and unloaded again when the search loaded it); take its digest
+        when there is none. `counted`: its memories are in the total already."""
+        was_loaded = self.store.peek_document(key) is not None
+        self.reads += 1
+        if was_loaded and self.reads % YIELD_EVERY == 0:
             await asyncio.sleep(0)
-        doc = await store.document(key)
+        doc = await self.store.document(key)
         try:
-            items = _items(key, doc, owners)
-            if rest.filters:
-                items = rest.filter(items)
-            if not items:
-                continue
-            if text:
-                scores = _scores(query.text, groups, items)
-                if not scores:
-                    continue
-                for item in items:
-                    score = scores.get(item.memory.id)
-                    if score is None:
-                        continue
-                    found.total += 1
-                    memory = item.memory
-                    order = (score, memory.updated_at, memory.id) if sort_key is None else sort_key(memory)
-                    top.offer(order, item, score)
-            else:
-                assert sort_key is not None
-                found.total += len(items)
-                for item in items:
-                    top.offer(sort_key(item.memory), item, None)
-            found.aging[key] = doc.aging_since
+            if self.digest(key) is None:
+                self.digests.put(key, digest_of(doc, self.stamps.get(key, "")))
+            self._match(key, doc, counted)
         finally:
             del doc
             if not was_loaded:
-                store.unload(key)
-    start = (query.page - 1) * query.page_size
-    found.page = top.best_first()[start:]
-    return found
+                self.store.unload(key)
+
+    def _match(self, key: GroupKey, doc: GroupDocument, counted: bool) -> None:
+        items = _items(key, doc, self.owners)
+        if self.rest.filters:
+            items = self.rest.filter(items)
+        if not items:
+            return
+        found, top = self.found, self.top
+        if self.text:
+            scores = _scores(self.query.text, self.groups, items)
+            if not scores:
+                return
+            sort_key = self.sort_key
+            for item in items:
+                score = scores.get(item.memory.id)
+                if score is None:
+                    continue
+                found.total += 1
+                memory = item.memory
+                top.offer((score, memory.updated_at, memory.id) if sort_key is None else sort_key(memory), item, score)
+        else:
+            assert self.sort_key is not None
+            if not counted:
+                found.total += len(items)
+            for item in items:
+                top.offer(self.sort_key(item.memory), item, None)
+        found.aging[key] = doc.aging_since

@@ -28,7 +28,7 @@ from .._manage import (
     transfer,
 )
 from .._manage.bulk import bulk_edit, read_bulk
-from .._manage.search_all import search_groups
+from .._manage.search_all import Digests, search_groups
 from .._manage.csv_export import memories_csv
 from .._manage.edit import (
     MAX_DELETE,
@@ -88,6 +88,7 @@ class Manager:
         members: MemberDirectory,
         group_index: GroupIndex,
         browser: Browser,
+        digests: Digests,
         todo_policy: TodoPolicy,
         injection_counts: InjectionCounts,
         config_secrets: Sequence[ConfigSecret],
@@ -102,6 +103,7 @@ class Manager:
         self._members = members
         self._index = group_index
         self._browser = browser
+        self._digests = digests
         self._todo_policy = todo_policy
         self._injection_counts = injection_counts
         self._config_secrets = list(config_secrets)
@@ -233,7 +235,8 @@ class Manager:
             if wanted:  # the members so named in any group of the platform, or the user id itself
                 ids = self._members.named(platform, wanted) | {wanted}
                 query = dataclasses.replace(query, member_ids=frozenset(ids))
-            found = await search_groups(self._store, keys, query)
+            stamps = {key: entry.signature for key in keys if (entry := self._index.entry(key)) is not None}
+            found = await search_groups(self._store, keys, query, self._digests, stamps)
             total, page_items, aging = found.total, found.page, found.aging
         now = self._clock()
         items = [
