@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import heapq
-import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,6 +37,7 @@ from .._storage import MemoryStore
 from .browse import _SORT_KEYS, Located, Query, Sort
 
 YIELD_EVERY = 16  # groups already in memory are matched without I/O: let the event loop run between some of them
+READ_AHEAD = 4  # groups read at once (a read waits for a worker thread: the waits overlap)
 
 
 @dataclass(slots=True)
@@ -111,13 +111,14 @@ class _Top:
 
     def __init__(self, size: int) -> None:
         self._size = size
-        self._heap: list[tuple[Any, int, Located, float | None]] = []
-        self._order = itertools.count()
+        self._heap: list[tuple[Any, tuple[int, int], Located, float | None]] = []
 
-    def offer(self, key: Any, item: Located, score: float | None) -> None:
+    def offer(self, key: Any, rank: tuple[int, int], item: Located, score: float | None) -> None:
+        """`rank`: (the group's place in the search, the item's in the group): of equal keys the lower comes first,
+        whatever order the groups were read in."""
         if self._size <= 0:
             return
-        entry = (key, -next(self._order), item, score)
+        entry = (key, (-rank[0], -rank[1]), item, score)
         if len(self._heap) < self._size:
             heapq.heappush(self._heap, entry)
         elif entry[:2] > self._heap[0][:2]:
@@ -141,9 +142,9 @@ def _items(key: GroupKey, doc: GroupDocument, owners: frozenset[str] | None) -> 
             items.extend(Located(key, member_scope, user_id, m) for m in entry.memories)
         return items
     for user_id in owners:
-        entry = doc.users.get(user_id)
-        if entry is not None:
-            items.extend(Located(key, member_scope, user_id, m) for m in entry.memories)
+        held = doc.users.get(user_id)
+        if held is not None:
+            items.extend(Located(key, member_scope, user_id, m) for m in held.memories)
     return items
 
 
@@ -192,27 +193,31 @@ async def search_groups(
     groups' signatures in a shared store (a digest taken under another one is not used)."""
     search = _Search(store, query, digests, stamps or {})
     if search.text or query.filters:
-        for key in keys:
+        wanted = []
+        for position, key in enumerate(keys):
             digest = search.digest(key)
             if digest is not None and (digest.count == 0 or (search.groups and not digest.may_hold(search.groups))):
                 continue  # cannot match: not read
-            await search.read(key)
+            wanted.append((position, key))
+        await search.read_all(wanted)
     else:  # the newest page of everything: the groups whose newest memory may reach the page, newest first
-        known: list[tuple[GroupKey, Digest]] = []
-        for key in keys:
+        known: list[tuple[int, GroupKey, Digest]] = []
+        unknown = []
+        for position, key in enumerate(keys):
             digest = search.digest(key)
             if digest is None:
-                await search.read(key)
+                unknown.append((position, key))
             elif digest.count:
-                known.append((key, digest))
-        search.found.total += sum(digest.count for _, digest in known)
-        known.sort(key=lambda kd: _Newest(kd[1].newest(search.sort)), reverse=True)
-        for key, digest in known:
+                known.append((position, key, digest))
+        await search.read_all(unknown)
+        search.found.total += sum(digest.count for _, _, digest in known)
+        known.sort(key=lambda pkd: _Newest(pkd[2].newest(search.sort)), reverse=True)
+        for position, key, digest in known:
             floor = search.top.floor()
             newest = digest.newest(search.sort)
             if floor is not None and (newest is None or newest <= floor):
                 break
-            await search.read(key, counted=True)
+            await search.read(position, key, counted=True)
     start = (query.page - 1) * query.page_size
     search.found.page = search.top.best_first()[start:]
     return search.found
@@ -249,7 +254,19 @@ class _Search:
     def digest(self, key: GroupKey) -> Digest | None:
         return self.digests.get(key, self.stamps.get(key, ""))
 
-    async def read(self, key: GroupKey, *, counted: bool = False) -> None:
+    async def read_all(self, keys: Sequence[tuple[int, GroupKey]]) -> None:
+        """`read` each (position, key), `READ_AHEAD` at once; the first failure cancels the rest and is raised."""
+        pending = iter(keys)
+
+        async def worker() -> None:
+            for position, key in pending:
+                await self.read(position, key)
+
+        async with asyncio.TaskGroup() as workers:
+            for _ in range(min(READ_AHEAD, len(keys))):
+                workers.create_task(worker())
+
+    async def read(self, position: int, key: GroupKey, *, counted: bool = False) -> None:
         """Match one group, read through the store (and unloaded again when the search loaded it); take its digest
         when there is none. `counted`: its memories are in the total already."""
         was_loaded = self.store.peek_document(key) is not None
@@ -260,13 +277,13 @@ class _Search:
         try:
             if self.digest(key) is None:
                 self.digests.put(key, digest_of(doc, self.stamps.get(key, "")))
-            self._match(key, doc, counted)
+            self._match(position, key, doc, counted)
         finally:
             del doc
             if not was_loaded:
                 self.store.unload(key)
 
-    def _match(self, key: GroupKey, doc: GroupDocument, counted: bool) -> None:
+    def _match(self, position: int, key: GroupKey, doc: GroupDocument, counted: bool) -> None:
         items = _items(key, doc, self.owners)
         if self.rest.filters:
             items = self.rest.filter(items)
@@ -278,17 +295,18 @@ class _Search:
             if not scores:
                 return
             sort_key = self.sort_key
-            for item in items:
+            for n, item in enumerate(items):
                 score = scores.get(item.memory.id)
                 if score is None:
                     continue
                 found.total += 1
                 memory = item.memory
-                top.offer((score, memory.updated_at, memory.id) if sort_key is None else sort_key(memory), item, score)
+                order = (score, memory.updated_at, memory.id) if sort_key is None else sort_key(memory)
+                top.offer(order, (position, n), item, score)
         else:
             assert self.sort_key is not None
             if not counted:
                 found.total += len(items)
-            for item in items:
-                top.offer(self.sort_key(item.memory), item, None)
+            for n, item in enumerate(items):
+                top.offer(self.sort_key(item.memory), (position, n), item, None)
         found.aging[key] = doc.aging_since
