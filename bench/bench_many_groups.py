@@ -29,7 +29,6 @@ import gc
 import io
 import json
 import os
-import random
 import shutil
 import statistics
 import subprocess
