@@ -9,7 +9,8 @@ writes them, and the group index as a previous run left it):
   from disk (`rchar` of /proc/self/io: every byte read through a system call, the interpreter's own included);
 - the first reply in a cold group: `inject` for one member of a group nothing loaded yet;
 - a maintenance pass over every group (`run_round(spacing=0)`), the first one ever and the next one an interval
-  later: wall and CPU, groups still loaded after it, the resident memory it added;
+  later: wall and CPU, groups still loaded after it, the resident memory it added; and one listing of the groups
+  (`stored_groups`), which a round spread over the interval does before every group;
 - the dashboard's all-groups search (`Manager.memories(platform, "", query)`): a word held by a few groups, a word
   held by every group, and the newest page without a word; each twice (the second shows what the first kept);
   groups loaded after them and the resident memory they added.
@@ -186,6 +187,11 @@ async def workload(args: argparse.Namespace) -> dict[str, float]:
                 await service.maintenance.run_round(spacing=0)
             out[f"maintenance #{n} loaded_groups"] = service.store.loaded_groups
             now[0] += settings.maintenance_interval_hours * 3600.0 + 60.0
+
+    for n in (1, 2):  # what a spaced round (the interval spread over the groups) does before every group
+        with timed(f"list the groups (stored_groups) #{n}"):
+            listed = await service.store.stored_groups()
+        assert len(listed) >= args.groups
 
     searches = {
         f"search {RARE}": Query.parse(text=RARE),

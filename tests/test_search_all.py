@@ -190,3 +190,21 @@ def test_the_dashboard_view_of_an_unloaded_group_goes_with_it():
     view = browser.view(key, GroupDocument(platform="lark", group_id="oc_x"))
     browser.forget(key)
     assert browser.view(key, GroupDocument(platform="lark", group_id="oc_x")) is not view
+
+
+async def test_listing_the_groups_opens_only_the_files_that_changed(tmp_path, monkeypatch):
+    from memory._storage import files
+
+    store = await seeded(tmp_path, groups=5)
+    opened = []
+    identity = files.group_identity
+    monkeypatch.setattr(files, "group_identity", lambda path: opened.append(path.stem) or identity(path))
+    first = await store.stored_groups()
+    assert set(first) == set(keys(5))
+    opened.clear()
+    assert await store.stored_groups() == first and opened == []
+    await add(store, keys(5)[2], "ou_0", "新的一条", NOW + 1)
+    again = await store.stored_groups()
+    assert len(opened) == 1 and again[keys(5)[2]] != first[keys(5)[2]]
+    assert {k: v for k, v in again.items() if k != keys(5)[2]} == {k: v for k, v in first.items() if k != keys(5)[2]}
+    await store.close()

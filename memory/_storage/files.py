@@ -97,13 +97,27 @@ def stored_groups(directory: Path) -> dict[GroupKey, str]:
     names no group is left out (blocks: run it in a thread)."""
     found: dict[GroupKey, str] = {}
     for path in group_document_paths(directory):
-        try:
-            identity = group_identity(path)
-        except (OSError, ValueError):
-            continue
+        signature = group_signature(path)
+        known = _IDENTITIES.get(path)
+        if known is not None and known[0] == signature[:2]:
+            identity = known[1]
+        else:
+            try:
+                identity = group_identity(path)
+            except (OSError, ValueError):
+                continue
+            if len(_IDENTITIES) >= _MAX_IDENTITIES:
+                _IDENTITIES.clear()
+            _IDENTITIES[path] = (signature[:2], identity)
         if identity is not None:
-            found[GroupKey(*identity)] = ":".join(map(str, group_signature(path)))
+            found[GroupKey(*identity)] = ":".join(map(str, signature))
     return found
+
+
+# Each group file's identity as last read, under its size and mtime: a listing (maintenance lists the groups before
+# each group of a spaced round) opens only the files that changed since, not every group file each time.
+_IDENTITIES: dict[Path, tuple[list[int], tuple[str, str] | None]] = {}
+_MAX_IDENTITIES = 200_000
 
 
 MARKER_NAME = ".encryption.json"  # beside the platform directories: never taken for a group
