@@ -8,9 +8,10 @@ maintenance pass does, so the search adds nothing to what the store holds), matc
 items stay, in a bounded heap.
 
 Matching with a text is the group view's (`query_terms`: every word of the query): a CJK character or pair of the
-query is looked for in the memory's normalised text, a Latin word among its index terms; the memories that match
-are scored by a lexical index over them alone (normalised, as the group view's scores are), so the results are the
-same memories as a group's own search finds, and within a group they rank alike.
+query is looked for in the memory's normalised text, a Latin word among its index terms, so a search finds the same
+memories as each group's own search. They are scored by a lexical index over the group's matches alone (normalised
+as the group view's scores are; the words' weights come from the matches, not from the whole group, so the order
+within a group may differ a little from the group's own search).
 
 What lets a search skip most groups is a `Digest` per group, taken when a search reads it and kept in memory only
 (`Digests`; about a kilobyte a group, never written: nothing of a sealed group reaches the disk in plaintext): its
