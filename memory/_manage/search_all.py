@@ -14,7 +14,7 @@ as the group view's scores are; the words' weights come from the matches, not fr
 within a group may differ a little from the group's own search).
 
 What lets a search skip most groups is a `Digest` per group, taken when a search reads it and kept in memory only
-(`Digests`; about a kilobyte a group, never written: nothing of a sealed group reaches the disk in plaintext): its
+(`Digests`; under a kilobyte a group, never written: nothing of a sealed group reaches the disk in plaintext): its
 count of memories, the greatest key of each sort order, and the set of non-ASCII characters of its memories'
 normalised text. A word whose characters a group lacks cannot match in it (the group is not read); the newest page
 without filters reads groups by their newest memory and stops once no other group can reach the page. A digest is
@@ -57,7 +57,7 @@ class Digest:
 
     stamp: str  # the group's signature in a shared store when taken ("" for the files)
     count: int  # memories (the group's and every member's)
-    chars: frozenset[str]  # the non-ASCII characters of the memories' normalised text
+    chars: str  # the distinct non-ASCII characters of the memories' normalised text (a str: a tenth of a set's size)
     latest: tuple[tuple[Any, ...] | None, ...]  # per sort in _DIGEST_SORTS: the greatest key (None: no memory)
 
     def may_hold(self, groups: Sequence[TermGroup]) -> bool:
@@ -83,7 +83,7 @@ def digest_of(doc: GroupDocument, stamp: str) -> Digest:
     for memory in memories:
         chars.update(normalize_text(memory.content))
     latest = tuple(max((_SORT_KEYS[sort](m) for m in memories), default=None) for sort in _DIGEST_SORTS)
-    return Digest(stamp, len(memories), frozenset(c for c in chars if not c.isascii()), latest)
+    return Digest(stamp, len(memories), "".join(sorted(c for c in chars if not c.isascii())), latest)
 
 
 class Digests:
