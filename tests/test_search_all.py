@@ -4,6 +4,8 @@ a digest never outliving a change (a save, a deletion) or a move of the group's 
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from memory import GroupKey
@@ -208,3 +210,22 @@ async def test_listing_the_groups_opens_only_the_files_that_changed(tmp_path, mo
     assert len(opened) == 1 and again[keys(5)[2]] != first[keys(5)[2]]
     assert {k: v for k, v in again.items() if k != keys(5)[2]} == {k: v for k, v in first.items() if k != keys(5)[2]}
     await store.close()
+
+
+async def test_the_store_lists_its_directories_at_start_and_still_removes_a_dead_write_s_temp_file(tmp_path):
+    store = await seeded(tmp_path, groups=2)
+    await store.close()
+    path = store.path_for(keys(2)[1])
+    dead = path.with_name(f".{path.name}.999999.123{'.tmp'}")  # a write killed mid-way by an earlier process
+    dead.write_bytes(b"{half")
+    again = UserMemoryStore(tmp_path / "groups", clock=lambda: NOW, durable=False)
+    await again.start()
+    for _ in range(200):  # the listing runs in a thread of its own
+        if again._leftovers._by_directory:
+            break
+        await asyncio.sleep(0.01)
+    assert path.parent in again._leftovers._by_directory
+    assert dead.exists()  # nothing is removed before its group is opened
+    await again.document(keys(2)[1])
+    assert not dead.exists()
+    await again.close()

@@ -217,6 +217,23 @@ class LeftoverTempFiles:
         self._by_directory: dict[Path, dict[str, list[str]]] = {}
         self._lock = threading.Lock()
 
+    def prime_soon(self, directory: Path) -> None:
+        """`prime` in a thread of its own (a `remove_for` meanwhile waits for the directory it needs)."""
+        threading.Thread(target=self.prime, args=(directory,), name="memory-leftovers", daemon=True).start()
+
+    def prime(self, directory: Path) -> None:
+        """List every subdirectory of `directory` not listed yet (the platforms' directories of a store): taken at
+        start, off the reply path, a listing of thousands of groups' files does not wait in the first reply that
+        opens a group. Blocking: call it from a worker thread."""
+        try:
+            subdirectories = [entry.path for entry in os.scandir(directory) if entry.is_dir()]
+        except OSError:
+            return
+        for sub in subdirectories:
+            with self._lock:
+                if Path(sub) not in self._by_directory:
+                    self._by_directory[Path(sub)] = _temp_files_by_target(Path(sub))
+
     def remove_for(self, path: Path) -> int:
         """Remove `path`'s leftover temp files; returns how many. Blocking: call it from a worker thread."""
         with self._lock:
