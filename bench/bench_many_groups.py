@@ -18,6 +18,13 @@ writes them, and the group index as a previous run left it):
 Wall time (perf_counter), CPU time of the process (process_time: worker threads included), medians over rounds,
 and the machine's load average before each run.
 
+Measured 2026-11-27 (2 cores shared with another helper; 10,000 groups, one round, load 1.1-1.3), before 9a0f7e0 /
+after: start 3.4 / 7.2 ms, nothing read; first reply 10.3 / 4.4 ms; maintenance, first pass ever 78 / 116 s (an
+earlier run 184 / 151 s: noise; 1,000 groups x 3 rounds 8.2 / 8.8 s), next pass 1.33 / 0.77 s, 2 groups loaded
+after either; a listing of the groups 1.23 / 0.49 s; all-groups search, a rare word 84 s / 39 s the first time and
+45.7 s / 0.20 s the next, a word every group holds 50 / 33-35 s, the newest page 5.3-5.7 s / 0.11-0.13 s; groups
+loaded after a search 10,001 / 2, resident memory +2.9 GB / +1 MB.
+
 Run: .venv/bin/python bench/bench_many_groups.py [--groups 10000 --members 20 --per-member 3 --rounds 1
      --baseline 9a0f7e0]; a quick look: --groups 2000
 """
