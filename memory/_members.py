@@ -125,6 +125,18 @@ class MemberDirectory:
         )
         return names
 
+    def named(self, platform: str, part: str) -> set[str]:
+        """The user ids of `platform` whose name (in a roster, or as a reply called them) contains `part` (case
+        ignored): the dashboard's member filter over every group, without reading any group."""
+        folded = part.casefold()
+        found = {
+            uid for (key, uid), name in self._spoken.items() if key.platform == platform and folded in name.casefold()
+        }
+        for key, roster in self._rosters.items():
+            if key.platform == platform:
+                found.update(uid for uid, name in roster.names.items() if folded in name.casefold())
+        return found
+
     def forget(self, user_id: str) -> None:
         """Drop a member's cached name from every roster (an erasure of everything about them); the next fetch
         may bring it back only if the platform still lists them."""

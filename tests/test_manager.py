@@ -14,6 +14,7 @@ from memory import GroupKey, InvalidMemoryInput, MemberKey
 from memory._storage import UserMemoryStore
 from memory._manage import Browser, GroupIndex, Query
 from memory._manage.stats import InjectionCounts
+from memory._manage.search_all import Digests
 from memory._members import MemberDirectory, Roster
 from memory._privacy.audit import AuditFiles
 from memory._service.manager import Manager
@@ -34,6 +35,9 @@ class Host:
         self.store = UserMemoryStore(groups, clock=clock, durable=False)
         self.index = GroupIndex(groups, tmp_path, zone=ZoneInfo("Asia/Shanghai"), clock=clock)
         self.store.add_commit_listener(self.index.committed)
+        self.digests = Digests()
+        self.store.add_listener(self.digests.changed)
+        self.store.add_todo_listener(self.digests.changed)
         self.audit = AuditFiles(groups, clock=clock)
         self.members = MemberDirectory(clock=clock)
         self.counts = InjectionCounts()
@@ -46,6 +50,7 @@ class Host:
             members=self.members,
             group_index=self.index,
             browser=Browser(),
+            digests=self.digests,
             todo_policy=TodoPolicy.from_settings(settings, ZoneInfo("Asia/Shanghai")),
             injection_counts=self.counts,
             config_secrets=[ConfigSecret("encryption_key", "USER_MEMORY_ENCRYPTION_KEY", False)],

@@ -228,6 +228,10 @@ class Browser:
         view.sync(doc)
         return view
 
+    def forget(self, key: GroupKey) -> None:
+        """The store unloaded the group: its view (which holds its lists) goes too."""
+        self._views.pop(key, None)
+
     def search(self, views: Sequence[GroupView], query: Query) -> tuple[int, list[tuple[Located, float | None]]]:
         """(how many match, the page's items with their relevance when there is a query text)."""
         start = (query.page - 1) * query.page_size

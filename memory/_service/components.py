@@ -17,6 +17,7 @@ from .._extraction import TodoProposals, run_extraction
 from .._limiter import CallLimiter
 from .._logthrottle import LogThrottle
 from .._manage import Browser, GroupIndex
+from .._manage.search_all import Digests
 from .._manage.stats import InjectionCounts
 from .._members import MemberDirectory
 from .._models import Caller, GroupKey, MemberKey
@@ -84,6 +85,10 @@ class Components:
         )
         self.store.add_commit_listener(self.group_index.committed)
         self.browser = Browser()  # the dashboard's cached per-group views (search index, sort orders)
+        # what the all-groups search knows of each group it read (in memory only), dropped on any change
+        self.search_digests = Digests()
+        self.store.add_listener(self.search_digests.changed)
+        self.store.add_todo_listener(self.search_digests.changed)  # also told when a failed commit is rolled back
         # how often each memory was injected (the dashboard's statistics), saved off the reply path
         self.injection_counts = InjectionCounts()
         # a reply that cannot be given its memories (storage down, a cold group) warns once per cause per minute

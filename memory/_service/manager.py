@@ -28,6 +28,7 @@ from .._manage import (
     transfer,
 )
 from .._manage.bulk import bulk_edit, read_bulk
+from .._manage.search_all import Digests, search_groups
 from .._manage.csv_export import memories_csv
 from .._manage.edit import (
     MAX_DELETE,
@@ -87,6 +88,7 @@ class Manager:
         members: MemberDirectory,
         group_index: GroupIndex,
         browser: Browser,
+        digests: Digests,
         todo_policy: TodoPolicy,
         injection_counts: InjectionCounts,
         config_secrets: Sequence[ConfigSecret],
@@ -101,6 +103,7 @@ class Manager:
         self._members = members
         self._index = group_index
         self._browser = browser
+        self._digests = digests
         self._todo_policy = todo_policy
         self._injection_counts = injection_counts
         self._config_secrets = list(config_secrets)
@@ -218,17 +221,23 @@ class Manager:
 
     async def memories(self, platform: str, group_id: str, query: Query) -> dict[str, Any]:
         """One page of the memories `query` finds in a group, or (group_id "") in every group of the platform."""
-        keys = [await self._find(platform, group_id)] if group_id else await self._platform_groups(platform)
-        views: list[GroupView] = []
-        aging: dict[GroupKey, float | None] = {}
-        for key in keys:
+        if group_id:
+            key = await self._find(platform, group_id)
             doc = await self._store.document(key)
-            views.append(self._browser.view(key, doc))
-            aging[key] = doc.aging_since
-        if query.text.strip():
-            for view in views:
+            view = self._browser.view(key, doc)
+            aging: dict[GroupKey, float | None] = {key: doc.aging_since}
+            if query.text.strip():
                 await view.prepare()
-        total, page_items = self._browser.search(views, self._by_member(views, query))
+            total, page_items = self._browser.search([view], self._by_member([view], query))
+        else:  # every group of the platform: read one at a time, nothing kept loaded (`search_all`)
+            keys = await self._platform_groups(platform)
+            wanted = query.member.strip()
+            if wanted:  # the members so named in any group of the platform, or the user id itself
+                ids = self._members.named(platform, wanted) | {wanted}
+                query = dataclasses.replace(query, member_ids=frozenset(ids))
+            stamps = {key: entry.signature for key in keys if (entry := self._index.entry(key)) is not None}
+            found = await search_groups(self._store, keys, query, self._digests, stamps)
+            total, page_items, aging = found.total, found.page, found.aging
         now = self._clock()
         items = [
             memory_json(

@@ -68,6 +68,7 @@ class MemoryService(Components):
             members=self.members,
             group_index=self.group_index,
             browser=self.browser,
+            digests=self.search_digests,
             todo_policy=self.todo_policy,
             injection_counts=self.injection_counts,
             config_secrets=self.config_secrets,
@@ -90,6 +91,7 @@ class MemoryService(Components):
     def _forget_group(self, key: GroupKey) -> None:
         """The store unloaded the group: what the reply path derived from it goes too."""
         self.recall.forget_group(key)
+        self.browser.forget(key)  # a dashboard view holds the group's lists: they go with the group
         self.injection.todo_section.forget_group(key)
         self.injection.episode_section.forget_group(key)
         if self.vectors is not None:

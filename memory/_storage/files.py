@@ -97,13 +97,27 @@ def stored_groups(directory: Path) -> dict[GroupKey, str]:
     names no group is left out (blocks: run it in a thread)."""
     found: dict[GroupKey, str] = {}
     for path in group_document_paths(directory):
-        try:
-            identity = group_identity(path)
-        except (OSError, ValueError):
-            continue
+        signature = group_signature(path)
+        known = _IDENTITIES.get(path)
+        if known is not None and known[0] == signature[:2]:
+            identity = known[1]
+        else:
+            try:
+                identity = group_identity(path)
+            except (OSError, ValueError):
+                continue
+            if len(_IDENTITIES) >= _MAX_IDENTITIES:
+                _IDENTITIES.clear()
+            _IDENTITIES[path] = (signature[:2], identity)
         if identity is not None:
-            found[GroupKey(*identity)] = ":".join(map(str, group_signature(path)))
+            found[GroupKey(*identity)] = ":".join(map(str, signature))
     return found
+
+
+# Each group file's identity as last read, under its size and mtime: a listing (maintenance lists the groups before
+# each group of a spaced round) opens only the files that changed since, not every group file each time.
+_IDENTITIES: dict[Path, tuple[list[int], tuple[str, str] | None]] = {}
+_MAX_IDENTITIES = 200_000
 
 
 MARKER_NAME = ".encryption.json"  # beside the platform directories: never taken for a group
@@ -202,6 +216,23 @@ class LeftoverTempFiles:
     def __init__(self) -> None:
         self._by_directory: dict[Path, dict[str, list[str]]] = {}
         self._lock = threading.Lock()
+
+    def prime_soon(self, directory: Path) -> None:
+        """`prime` in a thread of its own (a `remove_for` meanwhile waits for the directory it needs)."""
+        threading.Thread(target=self.prime, args=(directory,), name="memory-leftovers", daemon=True).start()
+
+    def prime(self, directory: Path) -> None:
+        """List every subdirectory of `directory` not listed yet (the platforms' directories of a store): taken at
+        start, off the reply path, a listing of thousands of groups' files does not wait in the first reply that
+        opens a group. Blocking: call it from a worker thread."""
+        try:
+            subdirectories = [entry.path for entry in os.scandir(directory) if entry.is_dir()]
+        except OSError:
+            return
+        for sub in subdirectories:
+            with self._lock:
+                if Path(sub) not in self._by_directory:
+                    self._by_directory[Path(sub)] = _temp_files_by_target(Path(sub))
 
     def remove_for(self, path: Path) -> int:
         """Remove `path`'s leftover temp files; returns how many. Blocking: call it from a worker thread."""

@@ -108,6 +108,7 @@ class UserMemoryStore(CachedStore):
         configured makes the store unavailable: nothing is written) and, with a key, record its id."""
         await asyncio.to_thread(self._check_marker)
         await self._ensure_kid()
+        self._leftovers.prime_soon(self._directory)  # off the reply path: the first load finds its directory listed
 
     def _check_marker(self) -> None:
         try:
