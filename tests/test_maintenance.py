@@ -461,3 +461,32 @@ async def test_a_restored_memory_decays_again_from_its_restore_whatever_archived
         "decay",
         "decay",
     ]
+
+
+async def test_a_spaced_round_looks_groups_up_one_by_one_and_the_next_round_skips_what_it_wrote(tmp_path):
+    clock = Clock()
+    store, scheduler = setup(tmp_path, clock)
+    for key in (G1, G2):
+        await seed(store, key)
+        store.unload(key)
+    listings = []
+    list_all = store.stored_groups
+
+    async def counted():
+        listings.append(1)
+        return await list_all()
+
+    store.stored_groups = counted
+
+    async def no_pause(seconds):
+        pass
+
+    scheduler._sleep = no_pause
+    assert await scheduler.run_round(spacing=1) == 2
+    assert len(listings) == 1  # the round's own listing; each group was looked up alone before and after
+    signatures = await list_all()
+    assert all(scheduler._groups[key].signature == signatures[key] for key in (G1, G2))
+    clock.days(1)
+    skipped = scheduler.stats.skipped
+    await scheduler.run_round(spacing=1)
+    assert scheduler.stats.skipped == skipped + 2  # nothing changed since its own writes: not read again

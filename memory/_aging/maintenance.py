@@ -257,9 +257,11 @@ class MaintenanceScheduler:
                 await self._sleep(spacing)
                 if self._stopped:
                     break
-                await self._relist()  # the group may have changed, or gone, while the round waited
+                await self._resign(state.key)  # the group may have changed, or gone, while the round waited
             outcome = await self.run_group(state)
-            if self._unsigned and (spacing > 0 or time.monotonic() - self._listed_at >= SIGN_SECONDS):
+            if self._unsigned and spacing > 0:
+                await self._resign(*self._unsigned)
+            elif self._unsigned and time.monotonic() - self._listed_at >= SIGN_SECONDS:
                 await self._relist()
             handled += 1
             if outcome.review_calls or outcome.consolidation_calls:
@@ -478,6 +480,25 @@ class MaintenanceScheduler:
             if state is not None:
                 state.signature = self._signatures.get(key, "")
         self._unsigned.clear()
+
+    async def _resign(self, *keys: GroupKey) -> None:
+        """Take these groups' signatures again, one by one: a spaced round does this before and after each group
+        instead of listing every group each time (10,000 groups: a listing is ~0.5 s of CPU)."""
+        for key in keys:
+            try:
+                signature = await self._store.stored_group(key)
+            except MemoryPluginError as exc:  # stays unsigned: read again at its next pass
+                log.warning("memory maintenance: group %s cannot be looked up now: %s", key, exc)
+                continue
+            if signature is None:
+                self._signatures.pop(key, None)
+            else:
+                self._signatures[key] = signature
+            if key in self._unsigned:
+                self._unsigned.discard(key)
+                state = self._groups.get(key)
+                if state is not None:
+                    state.signature = signature or ""
 
     async def _load_state(self) -> None:
         try:

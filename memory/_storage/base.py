@@ -291,6 +291,11 @@ class MemoryStore(ABC):
         """Every group the store holds, loaded or not, each with a signature that changes with every commit of the
         group (maintenance and the dashboard's group index look again only at groups whose signature moved)."""
 
+    async def stored_group(self, key: GroupKey) -> str | None:
+        """`key`'s signature as `stored_groups` lists it (None: the store does not hold the group), without listing
+        every group."""
+        return (await self.stored_groups()).get(key)
+
     async def claim(self, name: str, seconds: float) -> bool:
         """Take or renew the lease `name` for `seconds` among all instances that share this store: True when this
         instance holds it now (a group's maintenance, its observation). A store that no other process shares

@@ -92,6 +92,13 @@ def group_identity(path: Path) -> tuple[str, str] | None:
     return (platform if isinstance(platform, str) and platform else path.parent.name), group_id
 
 
+def stored_group(path: Path) -> str | None:
+    """The signature `stored_groups` lists for the group whose file is `path`, or None when there is no such file
+    (blocks: run it in a thread)."""
+    signature = group_signature(path)
+    return ":".join(map(str, signature)) if signature[1] else None
+
+
 def stored_groups(directory: Path) -> dict[GroupKey, str]:
     """{group: signature of its files} for every group document under `directory`; a file that cannot be read or
     names no group is left out (blocks: run it in a thread)."""

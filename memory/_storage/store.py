@@ -29,6 +29,7 @@ from .files import (
     move_aside,
     read_bytes,
     read_marker,
+    stored_group,
     stored_groups,
     write_atomic,
     write_marker,
@@ -58,16 +59,13 @@ class _FileGroup(CachedGroup):
 class UserMemoryStore(CachedStore):
     """Memories of members, one JSON file per group under `directory` (the `MemoryStore` of `base.py`).
 
-    A commit appends the log entries (fsync) and then replaces the document (and the episode file when episodes
-    changed) atomically; if that fails the log is cut back and the group is reloaded from disk on next use. Any
-    error of a write (the disk, or data that cannot be serialized) is handled that way, and the group keeps being
-    served.
+    A commit appends the log entries (fsync), then replaces the document (and the episode file when episodes
+    changed) atomically; any error of a write cuts the log back, and the group keeps being served.
 
     With a `sealer`, member content is sealed in every file (`serialize.py`, `sealed.py`); in memory it is
-    plaintext. The key ids the data uses are kept in `<directory>/.encryption.json`: when none of them is
-    configured the whole store is `unavailable` (every read and change raises, nothing is written). A group whose
-    own files need a key that is not configured, or whose tokens do not open, is unavailable by itself the same
-    way: its load raises `KeyUnavailable`/`Tampered` (never "corrupt": nothing is moved aside or rewritten).
+    plaintext. The key ids the data uses are kept in `<directory>/.encryption.json`: when none is configured the
+    store is `unavailable` (every read and change raises, nothing is written). A group whose files need a missing
+    key, or whose tokens do not open, is unavailable alone: its load raises `KeyUnavailable`/`Tampered`.
     """
 
     def __init__(
@@ -192,8 +190,7 @@ class UserMemoryStore(CachedStore):
         return "写入时出错" if not isinstance(exc, asyncio.CancelledError) else "写入被中断"
 
     async def _load(self, group: CachedGroup) -> GroupDocument:
-        """Load the group's document and open its change log (caller holds the lock). Unreadable files raise and
-        are retried next time."""
+        """Load the group's document and open its change log (caller holds the lock); unreadable files raise."""
         assert isinstance(group, _FileGroup)
         if group.doc is not None:
             return group.doc
@@ -358,6 +355,9 @@ class UserMemoryStore(CachedStore):
     async def stored_groups(self) -> dict[GroupKey, str]:
         """Every group file under the directory, with the sizes and mtimes of its files as signature."""
         return await asyncio.to_thread(stored_groups, self._directory)
+
+    async def stored_group(self, key: GroupKey) -> str | None:
+        return await asyncio.to_thread(stored_group, self.path_for(key))
 
     async def _write(self, group: _FileGroup) -> None:
         """One commit: the pending log entries (fsync), then the document that records the last of them.
