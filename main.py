@@ -12,6 +12,7 @@ from astrbot.api import AstrBotConfig, logger
 from astrbot.api.event import AstrMessageEvent, MessageChain, filter
 from astrbot.api.provider import LLMResponse, ProviderRequest
 from astrbot.api.star import Context, Star, StarTools
+from astrbot.core.agent.message import TextPart
 from astrbot.core.provider.register import llm_tools
 
 from .dashboard import register_routes, release
@@ -195,7 +196,9 @@ class UserMemoryPlugin(Star):
 
     @filter.on_llm_request()
     async def inject_memories(self, event: AstrMessageEvent, req: ProviderRequest) -> None:
-        """Add the member's memories (and todos, episodes) to the system prompt; never saved in the conversation."""
+        """Give the reply the member's memories (and todos, episodes, the time): by default as a temporary part of
+        the member's message, with a fixed note in the system prompt (so the prompt's prefix stays cacheable);
+        or in the system prompt (`memory_inject_position`). Never saved in the conversation either way."""
         if not self.service.settings.enable_user_memory:
             return
         speaker = speaker_of(event)
@@ -203,11 +206,15 @@ class UserMemoryPlugin(Star):
             return
         if not offers_every_tool_family(req, self.tool_families):
             await keep_plugin_tools(self.context, event, req, self.tool_families, PLUGIN_NAME)  # rare: a persona
-        block, injected = await self.service.inject(speaker, event.message_str or req.prompt or "")
+        message = event.message_str or req.prompt or ""
+        block, injected = await self.service.inject(speaker, message)
         if injected:
             event.set_extra(INJECTED_MEMORIES, injected)
-        if block:
-            req.system_prompt = f"{req.system_prompt}\n\n{block}" if req.system_prompt else block
+        system, user = self.service.place(block, message)
+        if system:
+            req.system_prompt = f"{req.system_prompt}\n\n{system}" if req.system_prompt else system
+        if user:  # after AstrBot's <system_reminder> (the time); the chat context AstrBot may add stays as it is
+            req.extra_user_content_parts.append(TextPart(text=user).mark_as_temp())
 
     @filter.on_llm_response()
     async def note_reply(self, event: AstrMessageEvent, resp: LLMResponse | None) -> None:

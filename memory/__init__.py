@@ -20,7 +20,7 @@ from ._service.ports import (
     Speaker,
 )
 from ._service.manager import Manager
-from ._service.service import Injected, MemoryService
+from ._service.service import Injected, MemoryService, Placed
 from ._settings import Settings
 
 __all__ = [
@@ -36,6 +36,7 @@ __all__ = [
     "Mention",
     "ModelAnswer",
     "OutgoingMessage",
+    "Placed",
     "Ports",
     "PrivateSender",
     "Query",

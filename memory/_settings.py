@@ -14,6 +14,10 @@ ADMINS = "admins"
 JSON_BACKEND = "json"
 POSTGRES_BACKEND = "postgres"
 DSN_ENV = "USER_MEMORY_POSTGRES_DSN"
+# where the block goes: a temporary part of the member's message (the system prompt stays the same for every member
+# and message, so the provider can cache the prompt's prefix), or the system prompt (before issue 23)
+IN_USER_MESSAGE = "user_message"
+IN_SYSTEM_PROMPT = "system_prompt"
 
 
 @dataclass(frozen=True)
@@ -32,6 +36,7 @@ class Settings:
     recall_relevance_threshold: float = 0.0
     recall_max_relevant: int = 5
     recall_group_instruction_share: float = 0.3
+    memory_inject_position: str = IN_USER_MESSAGE
     embedding_provider_id: str = ""
     embedding_timeout_ms: int = 300
     embedding_weight: float = 0.5
@@ -225,6 +230,7 @@ SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "recall_max_relevant",
             "recall_relevance_threshold",
             "recall_group_instruction_share",
+            "memory_inject_position",
         ),
     ),
     (
@@ -392,6 +398,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "group_memory_writers": (EVERYONE, ADMINS),
     "group_instruction_writers": (ADMINS, EVERYONE),
     "storage_backend": (JSON_BACKEND, POSTGRES_BACKEND),
+    "memory_inject_position": (IN_USER_MESSAGE, IN_SYSTEM_PROMPT),
 }
 
 

@@ -53,7 +53,7 @@ async def test_with_observation_off_the_request_carries_nothing_to_hand_back(mak
     event = make_event("明天答辩", user="ou_a")
     req = ProviderRequest(prompt=event.message_str, system_prompt="")
     await plugin.inject_memories(event, req)
-    assert "主人最近很紧张" in req.system_prompt
+    assert "主人最近很紧张" in req.extra_user_content_parts[0].text
     await plugin.note_reply(event, LLMResponse(role="assistant", completion_text="别这么绷着"))
     assert plugin.service.replies is None and event.get_extra("astrbot_plugin_user_memory:injected") is None
     await plugin.terminate()

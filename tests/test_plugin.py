@@ -28,10 +28,22 @@ async def call_tool(plugin, name, event, **args):
     return result
 
 
-async def system_prompt_for(plugin, event, base="你是群聊助手。"):
+async def request_for(plugin, event, base="你是群聊助手。"):
+    """The ProviderRequest of `event` after the plugin's hook (`base` as the system prompt AstrBot built)."""
     req = ProviderRequest(prompt=event.message_str, system_prompt=base)
     await plugin.inject_memories(event, req)
-    return req.system_prompt
+    return req
+
+
+def given(req) -> str:
+    """What the plugin gave the model, in both places the block may take (DECISIONS §12): the system prompt, then
+    the text of the parts added to the member's message."""
+    return "\n\n".join([req.system_prompt, *(part.text for part in req.extra_user_content_parts)])
+
+
+async def system_prompt_for(plugin, event, base="你是群聊助手。"):
+    """The system prompt and the parts added to the member's message (`given`), whichever place the block took."""
+    return given(await request_for(plugin, event, base))
 
 
 async def command_text(gen):

@@ -12,14 +12,16 @@ import math
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from .. import _fence as fence
 from .._errors import MemoryPluginError
 from .._gcfreeze import Freezer
 from .._manage.stats import INJECTION_COUNTS_FILE
 from .._models import GroupKey, MemberKey
 from .._observation import Utterance
 from .._privacy.optout import admits, excluded, opted_out_in
+from .._prompt import USER_MESSAGE_NOTE, with_imitation_note
 from .._recall import Recall, VectorStore, fusion, semantic_similarities
-from .._settings import Settings, SettingWarning
+from .._settings import IN_SYSTEM_PROMPT, Settings, SettingWarning
 from .._status import storage_line
 from .._storage.factory import open_vectors
 from .commands import MemoryCommands
@@ -51,6 +53,17 @@ class Injected(NamedTuple):
 
 
 NOTHING_INJECTED = Injected("", ())
+
+
+class Placed(NamedTuple):
+    """Where a block goes (`memory_inject_position`): text to append to the system prompt, and text for a temporary
+    part of the member's message (the user turn; never saved into the conversation). "" for nothing."""
+
+    system: str
+    user: str
+
+
+NOTHING_PLACED = Placed("", "")
 
 
 class MemoryService(Components):
@@ -290,6 +303,20 @@ class MemoryService(Components):
         self.store.touch(member.group)
         self._evict_soon(now)
         return Injected(block, injected if self.replies is not None else ())
+
+    def place(self, block: str, message: str) -> Placed:
+        """Where the block for a group member's `message` goes. In the member's message (the default) the system
+        prompt gets only `USER_MESSAGE_NOTE`, also when there is no block this time, so that it is the same for
+        every member and message of every group; a message that imitates one of the block's markers is pointed out
+        inside the block. In the system prompt (as before issue 23) the block is appended there."""
+        settings = self.settings
+        if not settings.enable_user_memory or not settings.memory_inject_limit:
+            return NOTHING_PLACED
+        if settings.memory_inject_position == IN_SYSTEM_PROMPT:
+            return Placed(block, "")
+        if block and fence.markers_imitated(message):
+            block = with_imitation_note(block)
+        return Placed(USER_MESSAGE_NOTE, block)
 
     async def reply_finished(self, speaker: Speaker, memory_ids: tuple[str, ...], text: str) -> None:
         """Keep a finished reply with the memories injected for it, for the group's next extraction call to judge
