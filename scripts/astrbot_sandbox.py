@@ -23,6 +23,7 @@ message to that bot and prints the reply.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import hmac
 import json
@@ -32,6 +33,7 @@ import string
 import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -556,6 +558,19 @@ class AstrBot:
         return res
 
     # -- stopping --------------------------------------------------------------------------
+    def saved_history(self, group_id: str) -> list[dict]:
+        """The conversation AstrBot saved for a group chat (its `conversations` table: the messages in OpenAI's
+        format, as the next request's history will carry them); empty before the first reply is saved."""
+        db = self.root / "data" / "data_v4.db"
+        if not db.exists():
+            return []
+        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)) as conn:
+            rows = conn.execute(
+                "SELECT content FROM conversations WHERE user_id = ? ORDER BY updated_at",
+                (f"{PLATFORM_ID}:GroupMessage:{group_id}",),
+            ).fetchall()
+        return [m for (content,) in rows for m in json.loads(content or "[]")]
+
     def stop(self, timeout: float = 15) -> int | None:
         """SIGTERM, then SIGKILL after `timeout` seconds. Safe to call twice."""
         proc, self.proc = self.proc, None
@@ -668,9 +683,8 @@ def _start_demo_fakes():
     def show_request(req) -> None:
         if req.is_extraction or req.system_prompt.startswith("你是群聊的情境记忆整理员"):
             print(f"\n[fake model] background call answered:\n{(req.answer or {}).get('content')}\n", flush=True)
-        elif not req.is_tool_followup and "[关于当前用户的记忆]" in req.system_prompt:
-            block = req.system_prompt[req.system_prompt.index("[关于当前用户的记忆]") :]
-            print("\n[fake model] the system prompt ends with:\n" + block[-1500:] + "\n", flush=True)
+        elif not req.is_tool_followup and (block := req.memory_block) is not None:
+            print("\n[fake model] the memory block it was given:\n" + block[-1500:] + "\n", flush=True)
         for call in (req.answer or {}).get("tool_calls") or []:
             f = call["function"]
             print(f"[fake model] tool call: {f['name']}({f['arguments']})", flush=True)

@@ -99,10 +99,10 @@ _SPEAKER = re.compile(r"当前发言的群成员（「(?P<name>[^」]*)」）")
 def seen(req: ModelRequest) -> Seen:
     """Parse the request: the member's text and the block `[关于当前用户的记忆]` the plugin appended."""
     out = Seen(text=req.last_user_text)
-    prompt = req.system_prompt
-    if "[关于当前用户的记忆]" not in prompt:
+    found = req.memory_block  # in the member's message or the system prompt (`memory_inject_position`)
+    if found is None:
         return out
-    block = prompt.split("[关于当前用户的记忆]", 1)[1].split("[关于当前用户的记忆结束]", 1)[0]
+    block = found.split("[关于当前用户的记忆]", 1)[1].split("[关于当前用户的记忆结束]", 1)[0]
     if found := _SPEAKER.search(block):
         out.roster_name = found["name"]
     section = ""

@@ -54,12 +54,14 @@ class Injected:
     scope: str = ""  # "" for the member's own memories; 本群公共 (group) / 全局个人 (global)
 
 
-def injected_memories(system_prompt: str) -> list[Injected] | None:
-    """The memory lines the plugin appended to a system prompt; None when there is no memory block."""
-    if BLOCK_START not in system_prompt:
+def injected_memories(text: str | None) -> list[Injected] | None:
+    """The memory lines of the plugin's block in `text` (the block, or a system prompt that holds it: the block
+    starts at a line of its own); None when there is no memory block."""
+    lines = (text or "").splitlines()
+    if BLOCK_START not in lines:
         return None
     found: list[Injected] = []
-    for line in system_prompt.split(BLOCK_START, 1)[1].splitlines()[1:]:
+    for line in lines[lines.index(BLOCK_START) + 1 :]:
         m = _LINE.match(line.strip())
         if m:
             found.append(Injected(m["content"], m["label"], m["scope"] or ""))
@@ -91,8 +93,19 @@ class Turn:
         return self.first.system_prompt
 
     @property
+    def given(self) -> str:
+        """What the plugin may have given the model: the system prompt and the block parts of the member's message
+        (the block may be in either place, `memory_inject_position`)."""
+        return self.first.given
+
+    @property
+    def block(self) -> str | None:
+        """The plugin's memory block, wherever it is (`ModelRequest.memory_block`); None when there is none."""
+        return self.first.memory_block
+
+    @property
     def memories(self) -> list[Injected] | None:
-        return injected_memories(self.system_prompt)
+        return injected_memories(self.block)
 
     def tool_result(self, name: str) -> str:
         """The result of tool `name` as the model saw it in the follow-up request."""

@@ -18,7 +18,10 @@ The plugin's background extraction calls the same model without tools: `extracti
 calls, `shown_memories(req)` / `conversation(req)` read what they show, and `operations(...)` answers with JSON.
 
 Every request is kept in `model.requests` as a `ModelRequest` (system prompt, messages, tool names and
-schemas, tool results, streamed or not). Also served: streaming (SSE) chat completions, `/v1/embeddings`
+schemas, tool results, streamed or not). The plugin's memory block may be in the system prompt or a part of the
+member's message (`memory_inject_position`): `req.memory_block` finds it in either place, `req.given` is the system
+prompt plus that part, and `req.last_user_text` is what the member wrote (without the block or AstrBot's
+<system_reminder>). Also served: streaming (SSE) chat completions, `/v1/embeddings`
 (deterministic character-trigram vectors) and `/v1/models`. Every chat answer reports token `usage`
 (`DEFAULT_USAGE` unless the Action says otherwise).
 """
@@ -46,6 +49,9 @@ except ImportError:  # loaded as a plain module (scripts/astrbot_sandbox.py demo
 
 # -- what the model was asked ------------------------------------------------------------------
 _REMINDER = re.compile(r"<system_reminder>.*?</system_reminder>", re.S)
+BLOCK_START = "[关于当前用户的记忆]"  # the first line of the plugin's memory block (memory/_prompt.py)
+BLOCK_END = "[关于当前用户的记忆结束]"
+_BLOCK = re.compile(r"^\[关于当前用户的记忆\]$.*?^\[关于当前用户的记忆结束\]$", re.S | re.M)
 EXTRACTION_PROMPT_START = "你是群聊的长期记忆管理员"  # how the plugin's EXTRACTION_SYSTEM_PROMPT begins
 DEFAULT_USAGE = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
 
@@ -56,6 +62,19 @@ def _text(content) -> str:
     if isinstance(content, list):
         return "".join(p.get("text", "") for p in content if isinstance(p, dict))
     return ""
+
+
+def _parts(content) -> list[str]:
+    """The text parts of a message's content (one for a plain string)."""
+    if isinstance(content, str):
+        return [content]
+    if isinstance(content, list):
+        return [p.get("text", "") for p in content if isinstance(p, dict) and p.get("type", "text") == "text"]
+    return []
+
+
+def _is_block(part: str) -> bool:
+    return part.startswith(BLOCK_START + "\n") and part.rstrip().endswith(BLOCK_END)
 
 
 @dataclass
@@ -82,6 +101,34 @@ class ModelRequest:
     @property
     def system_prompt(self) -> str:
         return "\n".join(_text(m.get("content")) for m in self.messages if m.get("role") == "system")
+
+    @property
+    def user_turn(self) -> dict | None:
+        """The current user message (the last one; the block is only ever in it, never in the history)."""
+        for m in reversed(self.messages):
+            if m.get("role") == "user":
+                return m
+        return None
+
+    @property
+    def user_block_parts(self) -> list[str]:
+        """The parts of the current user message that are the plugin's memory block."""
+        turn = self.user_turn
+        return [p for p in _parts(turn.get("content")) if _is_block(p)] if turn else []
+
+    @property
+    def memory_block(self) -> str | None:
+        """The plugin's memory block, from its first to its last marker line, wherever it is (a part of the member's
+        message, or the system prompt); None when there is none."""
+        for part in self.user_block_parts:
+            return part.strip()
+        found = _BLOCK.search(self.system_prompt)
+        return found.group(0) if found else None
+
+    @property
+    def given(self) -> str:
+        """What the plugin may have given the model: the system prompt and the block parts of the member's message."""
+        return "\n\n".join([self.system_prompt, *self.user_block_parts])
 
     @property
     def tool_names(self) -> list[str]:
@@ -139,11 +186,11 @@ class ModelRequest:
 
     @property
     def last_user_text(self) -> str:
-        """What the user last wrote (without the <system_reminder> AstrBot appends to it)."""
-        for m in reversed(self.messages):
-            if m.get("role") == "user":
-                return _REMINDER.sub("", _text(m.get("content"))).strip()
-        return ""
+        """What the user last wrote (without the <system_reminder> AstrBot appends to it, or the plugin's block)."""
+        turn = self.user_turn
+        if turn is None:
+            return ""
+        return _REMINDER.sub("", "".join(p for p in _parts(turn.get("content")) if not _is_block(p))).strip()
 
     def summary(self) -> str:
         lines = [f"--- {self.path} stream={self.stream} tools={self.tool_names}"]

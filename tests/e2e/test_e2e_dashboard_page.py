@@ -212,7 +212,7 @@ def test_recall_tester_shows_what_the_real_prompt_gets(manager, lark, fake_model
     group, user = ids.group(), ids.user()
     _seed(lark, fake_model, group, user)
     message = "我平时做什么工作？"
-    prompt = lark.say(message, group=group, user=user).system_prompt
+    prompt = lark.say(message, group=group, user=user).block
 
     manager.open_directly()
     frame = manager.frame

@@ -53,8 +53,8 @@ def test_a_lark_member_is_named_in_the_preamble_and_the_extraction_prompt(lark, 
         lark.say_unaddressed("周五的会改到下午三点", group=group, user=li)
         turn = lark.say("你好", group=group, user=wang)
 
-        assert "（「王小明」）" in turn.system_prompt, turn.system_prompt
-        assert wang[:8] not in turn.system_prompt
+        assert "（「王小明」）" in turn.given, turn.given
+        assert wang[:8] not in turn.given
         extraction = fake_model.wait_requests(extraction_request, since=mark, timeout=15)
         prompt = extraction.last_user_text
         assert "王小明" in prompt and "李雷" in prompt, prompt

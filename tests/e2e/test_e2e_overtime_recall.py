@@ -54,12 +54,12 @@ def test_a_conversation_becomes_an_episode_that_last_time_recalls_in_its_group_o
         [episode] = wait_until(lambda: episodes_of(astrbot, group), "the segment's episode on disk", timeout=30)
         assert episode["summary"] == SUMMARY and set(episode["participants"]) == {wang, li}
 
-        prompt = lark.say("上次聊了什么？", group=group, user=li).system_prompt
+        prompt = lark.say("上次聊了什么？", group=group, user=li).given
         assert SUMMARY in prompt, prompt
         assert prompt.index(SUMMARY) < prompt.index(MEMORY_BLOCK_END), "inside the fenced block, as data"
-        other = lark.say("上次聊了什么？", group=other_group, user=wang).system_prompt
+        other = lark.say("上次聊了什么？", group=other_group, user=wang).given
         assert SUMMARY not in other, "never in another group"
-        assert SUMMARY not in lark.say("帮我写一首诗", group=group, user=li).system_prompt, "only when asked for"
+        assert SUMMARY not in lark.say("帮我写一首诗", group=group, user=li).given, "only when asked for"
 
 
 def test_a_reply_that_used_a_memory_is_judged_by_the_next_extraction(lark, fake_model, ids, astrbot):
