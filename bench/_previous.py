@@ -51,3 +51,11 @@ def memory_name(main, name: str, module: str):
     memory = sys.modules[f"{main.__package__}.memory"]
     found = getattr(memory, name, None)
     return found if found is not None else getattr(importlib.import_module(f"{memory.__name__}.{module}"), name)
+
+
+def given(req) -> str:
+    """What a plugin's `inject_memories` gave the model, wherever the block went (DECISIONS §12): the system prompt
+    (before issue 23, and with `memory_inject_position` = system_prompt), then the parts added to the member's
+    message (the default since issue 23)."""
+    parts = getattr(req, "extra_user_content_parts", None) or []
+    return "\n\n".join([req.system_prompt or "", *(getattr(p, "text", "") for p in parts)])

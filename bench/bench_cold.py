@@ -85,6 +85,8 @@ class Side:
 
 
 async def one_round(side: Side, directory: Path, sealed: bool, n: int, members: int) -> dict[str, tuple[float, float]]:
+    from _previous import given
+
     member, saver = f"ou_{members // 2:05d}", f"ou_{members // 2 + 1:05d}"  # two members in the middle of the file
     from astrbot.core.provider.entities import ProviderRequest
 
@@ -115,7 +117,7 @@ async def one_round(side: Side, directory: Path, sealed: bool, n: int, members: 
         c0, t0 = time.thread_time(), time.perf_counter()
         await plugin.inject_memories(event, req)
         out["first reply (on_llm_request, cold group)"] = (time.perf_counter() - t0, time.thread_time() - c0)
-        assert "[关于当前用户的记忆]" in req.system_prompt
+        assert "[关于当前用户的记忆]" in given(req)
     finally:
         if update is not None:
             view._update_index = update

@@ -204,6 +204,7 @@ async def injection(
     json_dir: Path, dsn: str, user: str, iterations: int, rounds: int = 4
 ) -> dict[str, tuple[float, float, float]]:
     """Warm `on_llm_request` latency (µs) through the plugin adapter, the plugin's store JSON or PostgreSQL."""
+    from _previous import given
     from astrbot.api import AstrBotConfig
     from astrbot.core.provider.entities import ProviderRequest
     from astrbot.core.star.context import Context
@@ -228,7 +229,7 @@ async def injection(
         async def adapter(plugin=plugin, event=event):
             req = ProviderRequest(prompt=event.message_str, system_prompt="你是群聊助手。")
             await plugin.inject_memories(event, req)
-            assert "[关于当前用户的记忆]" in req.system_prompt
+            assert "[关于当前用户的记忆]" in given(req)
 
         async def adapter_relevant(plugin=plugin):
             await adapter(plugin, relevant)

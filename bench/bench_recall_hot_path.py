@@ -32,7 +32,7 @@ sys.path.insert(0, str(REPO / "bench"))
 os.environ.setdefault("ASTRBOT_ROOT", tempfile.mkdtemp(prefix="bench-astrbot-"))
 
 from bench_core import percentiles  # noqa: E402
-from _previous import components  # noqa: E402
+from _previous import components, given  # noqa: E402
 from conftest import load_plugin_package  # noqa: E402
 
 load_plugin_package()
@@ -133,7 +133,7 @@ async def measure(plugin, iterations: int, unique_messages: bool = False) -> tup
         t0 = time.perf_counter_ns()
         await plugin.inject_memories(event, req)
         samples.append(time.perf_counter_ns() - t0)
-    assert "[关于当前用户的记忆]" in req.system_prompt
+    assert "[关于当前用户的记忆]" in given(req)
     return percentiles(samples)
 
 

@@ -38,7 +38,7 @@ sys.path.insert(0, str(REPO / "bench"))
 # Importing astrbot writes data/cmd_config.json under ASTRBOT_ROOT: keep that out of the repository.
 os.environ.setdefault("ASTRBOT_ROOT", tempfile.mkdtemp(prefix="bench-astrbot-"))
 
-from _previous import PACKAGE, load_previous  # noqa: E402
+from _previous import PACKAGE, given, load_previous  # noqa: E402
 from bench_core import percentiles  # noqa: E402
 from conftest import PLUGIN_NAME, load_plugin_package, make_event  # noqa: E402
 
@@ -97,7 +97,7 @@ async def inject(plugin, event) -> str:
 
     req = ProviderRequest(prompt=event.message_str, system_prompt="你是群聊助手。")
     await plugin.inject_memories(event, req)
-    return req.system_prompt
+    return given(req)
 
 
 async def seed(version: Version) -> None:

@@ -30,7 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import recall_prompt as rp  # noqa: E402
-from _previous import components  # noqa: E402
+from _previous import components, given  # noqa: E402
 from conftest import load_plugin_package, make_event  # noqa: E402
 
 TIMEOUTS_MS = (100, 200, 300, 500, 800)
@@ -104,7 +104,7 @@ async def run(current, directory: Path, short, ds, cases, url: str, scenario: Sc
         event = make_event(case.question, group=f"oc_bench_{case.group}", user=case.user, name="提问者")
         req = ProviderRequest(prompt=case.question, system_prompt="你是群聊助手。")
         await plugin.inject_memories(event, req)
-        return rp.covered(ds, {short[s] for s in rp._SHORT_ID.findall(req.system_prompt)}, case)
+        return rp.covered(ds, {short[s] for s in rp._SHORT_ID.findall(given(req))}, case)
 
     for start in range(0, len(cases), scenario.concurrency):
         hits += await asyncio.gather(*(reply(c) for c in cases[start : start + scenario.concurrency]))
