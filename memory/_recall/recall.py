@@ -1,4 +1,5 @@
-"""What goes into the system prompt before a reply to a member, and how relevance to the message decides it."""
+"""What goes into the block a reply to a member is given (in their message or the system prompt: `Placed`), and
+how relevance to the message decides it."""
 
 from __future__ import annotations
 

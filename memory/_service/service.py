@@ -45,8 +45,8 @@ EVICT_EVERY_SECONDS = 60.0
 
 
 class Injected(NamedTuple):
-    """What a reply is given: the block for the system prompt ("" for none), and the ids of the memories in it to
-    hand back with the finished reply (empty when no reply is judged: observation off)."""
+    """What a reply is given: the block ("" for none; `MemoryService.place` says where it goes), and the ids of
+    the memories in it to hand back with the finished reply (empty when no reply is judged: observation off)."""
 
     block: str
     memory_ids: tuple[str, ...]
