@@ -71,8 +71,8 @@ def with_imitation_note(block: str) -> str:
 def render_memory_block(items: Sequence[Scoped], speaker: str, lines: Mapping[str, str] | None = None) -> str:
     """The block a reply is given (`memory_inject_position` says where it goes); empty when there is nothing to
     say. The member's own memories (member and global scope) and the group's are in separate sections, each in the
-    order given. `lines` may
-    hold each memory's line already rendered (memory id -> `memory_line`), as the hot path caches them."""
+    order given. `lines` may hold each memory's line already rendered (memory id -> `memory_line`), as the hot
+    path caches them."""
     if not items:
         return ""
 
