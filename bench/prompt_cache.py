@@ -97,11 +97,13 @@ def conversation(n: int) -> list[tuple[str, str]]:
     return out[:n]
 
 
-def serialize(req: ModelRequest) -> str:
-    """The request as the provider receives it: the messages in order (the system message first), then the tools."""
-    parts = [json.dumps(m, ensure_ascii=False) for m in req.messages]
-    parts.append(json.dumps(req.body.get("tools", []), ensure_ascii=False))
-    return "\n".join(parts)
+def serialize(req: ModelRequest, tools_first: bool = False) -> str:
+    """The request as the provider receives it: the messages in order (the system message first), then the tools;
+    with `tools_first`, the tools before the messages, the order in which OpenAI and Anthropic build the prefix they
+    cache (DeepSeek's and Qwen's chat templates render the tools into the system part, also ahead of the history)."""
+    messages = [json.dumps(m, ensure_ascii=False) for m in req.messages]
+    tools = json.dumps(req.body.get("tools", []), ensure_ascii=False)
+    return "\n".join([tools, *messages] if tools_first else [*messages, tools])
 
 
 def common(a, b) -> int:
@@ -146,11 +148,14 @@ def run_side(label: str, src: Path, settings: dict, lark: FakeLark, model: FakeM
             saved = latest
     finally:
         bot.stop()
+    dump = root / "requests.json"  # for a closer look afterwards
+    dump.write_text(json.dumps([r.body for r in requests], ensure_ascii=False), encoding="utf-8")
     return {"label": label, "requests": requests, "saved": saved, "wall": wall, "cpu": cpu}
 
 
-def measure(side: dict, tokenizer) -> dict:
-    texts = [serialize(r) for r in side["requests"]]
+def shares(requests: list[ModelRequest], tokenizer, tools_first: bool) -> dict:
+    """Per request after the first: the share identical to the previous request's prefix, in characters and tokens."""
+    texts = [serialize(r, tools_first) for r in requests]
     tokens = [tokenizer.encode(t) for t in texts] if tokenizer is not None else []
     char_shares, token_shares, cached_chars, cached_tokens = [], [], 0, 0
     for i in range(1, len(texts)):
@@ -161,24 +166,35 @@ def measure(side: dict, tokenizer) -> dict:
             t = common(tokens[i - 1], tokens[i])
             token_shares.append(t / len(tokens[i]))
             cached_tokens += t
-    systems = {r.system_prompt for r in side["requests"]}
-    saved = side["saved"]
     return {
-        **side,
-        "n": len(texts),
         "chars": sum(len(t) for t in texts[1:]),
         "tokens": sum(len(t) for t in tokens[1:]),
         "char_shares": char_shares,
         "token_shares": token_shares,
         "cached_chars": cached_chars,
         "cached_tokens": cached_tokens,
+    }
+
+
+def measure(side: dict, tokenizer) -> dict:
+    requests = side["requests"]
+    systems = {r.system_prompt for r in requests}
+    saved = side["saved"]
+    saved_user = json.dumps([m for m in json.loads(saved or "[]") if m.get("role") == "user"], ensure_ascii=False)
+    return {
+        **side,
+        "n": len(requests),
+        "tools last": shares(requests, tokenizer, tools_first=False),
+        "tools first": shares(requests, tokenizer, tools_first=True),
+        "system chars": statistics.mean(len(r.system_prompt) for r in requests),
+        "tools chars": statistics.mean(len(json.dumps(r.body.get("tools", []), ensure_ascii=False)) for r in requests),
         "system_prompts": len(systems),
         "in_message": sum(1 for r in side["requests"] if r.user_block_parts),
         "in_system": sum(1 for r in side["requests"] if BLOCK_START in r.system_prompt.splitlines()),
         "saved_block": {
             "preamble": saved.count(PREAMBLE),
             "markers": saved.count(BLOCK_START) + saved.count(BLOCK_END),
-            "time line": saved.count("当前时间："),
+            "time line in a member's message": saved_user.count("当前时间："),
         },
     }
 
@@ -192,20 +208,39 @@ def report(sides: list[dict]) -> None:
         ("chat requests measured (after the first)", lambda s: f"{s['n'] - 1}"),
         ("block in the member's message / system prompt", lambda s: f"{s['in_message']} / {s['in_system']}"),
         ("distinct system prompts", lambda s: f"{s['system_prompts']}"),
-        ("prefix share, chars: mean", lambda s: pct(statistics.mean(s["char_shares"]))),
-        ("prefix share, chars: median", lambda s: pct(statistics.median(s["char_shares"]))),
-        ("prefix share, chars: 10th percentile", lambda s: pct(statistics.quantiles(s["char_shares"], n=10)[0])),
-        ("cacheable chars / all chars", lambda s: f"{pct(s['cached_chars'] / s['chars'])} of {s['chars']:,}"),
+        ("mean chars: system prompt / tools", lambda s: f"{s['system chars']:,.0f} / {s['tools chars']:,.0f}"),
     ]
-    if sides[0]["token_shares"]:
+    for order in ("tools last", "tools first"):
         rows += [
-            ("prefix share, tokens: mean", lambda s: pct(statistics.mean(s["token_shares"]))),
-            ("prefix share, tokens: median", lambda s: pct(statistics.median(s["token_shares"]))),
-            ("cacheable tokens / all tokens", lambda s: f"{pct(s['cached_tokens'] / s['tokens'])} of {s['tokens']:,}"),
-            ("uncached tokens (sum)", lambda s: f"{s['tokens'] - s['cached_tokens']:,}"),
+            (f"[{order}] prefix share, chars: mean", lambda s, o=order: pct(statistics.mean(s[o]["char_shares"]))),
+            (f"[{order}] prefix share, chars: median", lambda s, o=order: pct(statistics.median(s[o]["char_shares"]))),
+            (
+                f"[{order}] prefix share, chars: 10th pct",
+                lambda s, o=order: pct(statistics.quantiles(s[o]["char_shares"], n=10)[0]),
+            ),
+            (
+                f"[{order}] cacheable chars / all",
+                lambda s, o=order: f"{pct(s[o]['cached_chars'] / s[o]['chars'])} of {s[o]['chars']:,}",
+            ),
         ]
+        if sides[0][order]["token_shares"]:
+            rows += [
+                (
+                    f"[{order}] prefix share, tokens: mean",
+                    lambda s, o=order: pct(statistics.mean(s[o]["token_shares"])),
+                ),
+                (
+                    f"[{order}] prefix share, tokens: median",
+                    lambda s, o=order: pct(statistics.median(s[o]["token_shares"])),
+                ),
+                (
+                    f"[{order}] cacheable tokens / all",
+                    lambda s, o=order: f"{pct(s[o]['cached_tokens'] / s[o]['tokens'])} of {s[o]['tokens']:,}",
+                ),
+                (f"[{order}] uncached tokens", lambda s, o=order: f"{s[o]['tokens'] - s[o]['cached_tokens']:,}"),
+            ]
     rows += [
-        ("saved history: preamble / markers / time", lambda s: " / ".join(map(str, s["saved_block"].values()))),
+        ("saved: preamble / markers / time in user msgs", lambda s: " / ".join(map(str, s["saved_block"].values()))),
         ("100 messages: wall / AstrBot CPU (s)", lambda s: f"{s['wall']:.1f} / {s['cpu']:.1f}"),
     ]
     width = 30
@@ -258,6 +293,7 @@ def main() -> None:
         lark.stop()
         model.stop()
     report([measure(side, tokenizer) for side in sides])
+    print(f"requests as recorded: {work}/*/requests.json")
 
 
 if __name__ == "__main__":
