@@ -23,6 +23,7 @@ from .memory import (
     MemberKey,
     MemoryPluginError,
     MemoryService,
+    Mention,
     ModelAnswer,
     OutgoingMessage,
     Ports,
@@ -53,6 +54,20 @@ def speaker_of(event: AstrMessageEvent) -> Speaker | None:
         str(getattr(event.message_obj, "message_id", "") or ""),
         event,
     )
+
+
+def mentioned_in(event: AstrMessageEvent) -> list[Mention]:
+    """The members the message @-mentions (its `At` components: Lark open_ids, QQ numbers), in order, without the bot
+    itself and without @all. Only the message's own components: a quoted message's mentions are not the speaker's."""
+    bot = str(event.get_self_id() or "")
+    found: list[Mention] = []
+    for component in getattr(event.message_obj, "message", None) or ():
+        if not isinstance(component, Comp.At) or isinstance(component, Comp.AtAll):
+            continue
+        user_id = str(component.qq or "").strip()
+        if user_id and user_id != bot and user_id.lower() != "all":
+            found.append(Mention(user_id, str(component.name or "").strip()))
+    return found
 
 
 def sender_of(event: AstrMessageEvent) -> Speaker | PrivateSender:
@@ -299,13 +314,13 @@ class UserMemoryPlugin(Star):
         recurrence: str = "",
         **_ignored: Any,
     ) -> str:
-        """记录当前群成员的待办，并可在指定时间在本群 @ 该成员提醒（如“提醒我明天上午10点交周报”“周五前要交报告”“每个工作日9点半提醒我站会”）。时间一律用 ISO 8601 本地时间（如 2026-11-23T10:00），结果会给出理解到的具体时间和当前时间，请据此向用户确认。只能提醒发言者自己或全群，不能替成员提醒其他某位成员。
+        """记录当前群成员的待办，并可在指定时间在本群 @ 该成员提醒（如“提醒我明天上午10点交周报”“周五前要交报告”“每个工作日9点半提醒我站会”）。时间一律用 ISO 8601 本地时间（如 2026-11-23T10:00），结果会给出理解到的具体时间和当前时间，请据此向用户确认。也可以替发言者提醒本条消息里 @ 到的另一位成员（如“@小李 提醒他明天交报告”）：assignee 填被 @ 成员的名字（如 @小李）或序号；只有这条消息里 @ 到的成员可以被提醒，消息里没有 @ 的人（只说了名字）请让用户 @ 对方再说一次。
 
         Args:
             content(string): 待办内容，简洁的一句话，如“交周报”
             remind_at(string): 可选。提醒时间，ISO 8601 本地时间，如 2026-11-23T10:00
             due_at(string): 可选。截止时间，ISO 8601 本地时间；只给 due_at 时会在截止前提前提醒
-            assignee(string): 可选，默认 self（发言的成员自己）；group 表示全群的待办（提醒发在群里，如“周五下班前提醒大家交周报”）
+            assignee(string): 可选，默认 self（发言的成员自己）；group 表示全群的待办（提醒发在群里，如“周五下班前提醒大家交周报”）；要提醒本条消息里 @ 到的另一位成员时，填其名字（如 @小李）或序号（1 表示第一个被 @ 的成员，机器人不算），只 @ 了一位时也可填 mentioned
             recurrence(string): 可选，重复规则，只能是：daily（每天）、weekdays（周一到周五）、weekly:mon,wed（每周的这几天）、monthly:15（每月15日）；留空表示不重复
         """
         return await self.service.tools.add_todo(
@@ -315,11 +330,12 @@ class UserMemoryPlugin(Star):
             due_at=due_at,
             assignee=assignee,
             recurrence=recurrence,
+            mentioned=mentioned_in(event),
         )
 
     @filter.llm_tool(name="lark_list_todos")
     async def lark_list_todos(self, event: AstrMessageEvent, include_done: bool = False, **_ignored: Any) -> str:
-        """列出当前群成员自己的待办和本群的全群待办，每条带短 id、时间和状态（如“我有哪些待办？”“我这周还有什么事？”）。
+        """列出当前群成员自己的待办（含别人给他设的、他给别人设的提醒）和本群的全群待办，每条带短 id、时间和状态（如“我有哪些待办？”“我这周还有什么事？”）。
 
         Args:
             include_done(boolean): 可选，默认 false；true 时也列出已完成、已取消和已过期的待办
@@ -336,7 +352,7 @@ class UserMemoryPlugin(Star):
         content: str = "",
         **_ignored: Any,
     ) -> str:
-        """修改一条待办：完成（“周报交了”）、取消（“不用提醒了”）、改提醒时间（“改到下午三点”）或改内容。只给 todo_id 时表示确认一条“待确认”的待办。
+        """修改一条待办：完成（“周报交了”）、取消（“不用提醒了”）、改提醒时间（“改到下午三点”）或改内容。只给 todo_id 时表示确认一条“待确认”的待办。一位成员给另一位设的提醒，双方都可以修改或取消。
 
         Args:
             todo_id(string): 必填，待办的短 id（见 lark_list_todos 或提示中的待办列表）

@@ -8,11 +8,10 @@ service's `Manager`. Everything else is private.
 from ._errors import InvalidMemoryInput, MemoryPluginError, StorageUnavailable, coded_message
 from ._members import Roster, roster_from
 from ._manage import Query
-from ._models import GroupKey, MemberKey
+from ._models import GroupKey, MemberKey, Mention
 from ._service.ports import (
     Embedder,
     EmbeddingModel,
-    Mention,
     ModelAnswer,
     OutgoingMessage,
     Ports,

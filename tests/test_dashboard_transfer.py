@@ -457,6 +457,18 @@ async def test_import_obeys_the_pending_todo_cap(tmp_path):
     assert len(await store.todos(G)) == 102
 
 
+async def test_an_imported_todo_set_for_another_member_counts_against_the_setter_too(tmp_path):
+    store = UserMemoryStore(tmp_path / "a")
+    await seed(store)  # ou_wang has 1 pending todo in G
+    for_others = [todo(f"fo{i}", creator="ou_wang", assignee=f"ou_{i}") for i in range(20)]
+    (group,) = transfer.read_import(section_file(todos=for_others))
+    result = await transfer.apply_group(store, group, LIMITS, actor=ACTOR)
+    assert result.added == 0
+    assert "成员 ou_wang 的未完成待办导入后将有 21 条，超过上限 20 条（todo_max_pending_per_member）" in result.refused
+    (group,) = transfer.read_import(section_file(todos=for_others[:19]))
+    assert (await transfer.apply_group(store, group, LIMITS, actor=ACTOR)).added == 19
+
+
 async def test_import_obeys_the_group_wide_pending_todo_cap(tmp_path):
     store = UserMemoryStore(tmp_path / "a")
     await seed(store)  # ou_wang has 1 pending todo in G

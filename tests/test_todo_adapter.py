@@ -10,7 +10,7 @@ import astrbot.api.message_components as Comp
 from astrbot.core.provider.register import llm_tools
 
 from conftest import make_event
-from memory import GroupKey
+from memory import GroupKey, Mention
 from memory._todos.delivery import Reminder
 from test_plugin import call_tool, system_prompt_for
 
@@ -126,3 +126,46 @@ async def test_the_reminder_is_a_new_group_message_with_a_real_mention(make_plug
     )
     await plugin.service.send_reminder(group)
     assert [type(c) for c in sent[-1][1].chain] == [Comp.Plain]
+
+
+def mentioning(event, *components):
+    """The event with `components` as its message chain (as the platform adapter parses a message with @s)."""
+    event.message_obj.message = list(components)
+    return event
+
+
+async def test_a_reminder_for_another_member_takes_the_id_from_the_events_mentions_only(make_plugin, plugin_main):
+    plugin = make_plugin(timezone="Asia/Shanghai")
+    key = GroupKey("lark", "oc_g1")
+    quoted = Comp.Reply(id="om_q", chain=[Comp.At(qq="ou_quoted", name="小王")], sender_id="ou_quoted")
+    event = mentioning(
+        make_event("@MemoryBot 提醒 @小李 明天交报告", group="oc_g1", user="ou_a"),  # make_event's bot is "bot"
+        quoted,
+        Comp.At(qq="bot", name="MemoryBot"),
+        Comp.Plain("提醒 "),
+        Comp.At(qq="ou_li", name="小李"),
+        Comp.AtAll(),
+        Comp.At(qq="ou_li", name="小李"),
+        Comp.Plain(" 明天交报告"),
+    )
+    assert plugin_main.mentioned_in(event) == [Mention("ou_li", "小李"), Mention("ou_li", "小李")]
+    for forged in ("bot", "@MemoryBot", "ou_quoted", "ou_b", "@小王"):
+        refused = await call_tool(
+            plugin, "lark_add_todo", event, content="交报告", remind_at=tomorrow_at(10), assignee=forged
+        )
+        assert "只能提醒本条消息里 @ 到的成员" in refused and "没有做任何更改" in refused, (forged, refused)
+    assert await plugin.service.store.todos(key) == []
+    added = await call_tool(
+        plugin, "lark_add_todo", event, content="交报告", remind_at=tomorrow_at(10), assignee="@小李", user_id="ou_b"
+    )
+    assert "提醒「小李」" in added, added
+    [todo] = await plugin.service.store.todos(key)
+    assert (todo.creator, todo.assignee) == ("ou_a", "ou_li")
+    assert "给你设的 交报告" in await call_tool(plugin, "lark_list_todos", make_event(group="oc_g1", user="ou_li"))
+
+
+async def test_qq_mentions_are_numbers_and_the_bot_is_left_out(make_plugin, plugin_main):
+    event = make_event(group="123456", user="10001", platform="aiocqhttp")
+    event.message_obj.self_id = "20002"
+    mentioning(event, Comp.At(qq=20002, name="bot"), Comp.At(qq=30003, name="小李"), Comp.At(qq="all", name="全体成员"))
+    assert plugin_main.mentioned_in(event) == [Mention("30003", "小李")]

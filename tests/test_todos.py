@@ -102,7 +102,7 @@ async def test_an_explicit_offset_wins_over_the_zone(store, policy):
         ({"due_at": "2026-11-22T09:00"}, "已经过去"),
         ({"remind_at": "2026-11-24T10:00", "due_at": "2026-11-23T10:00"}, "晚于"),
         ({"remind_at": "2026-11-23T10:00", "recurrence": "30 9 * * 1-5"}, "weekdays"),
-        ({"remind_at": "2026-11-23T10:00", "assignee": "ou_bob"}, "暂不支持提醒其他某位成员"),
+        ({"remind_at": "2026-11-23T10:00", "assignee": "ou_bob"}, "只能提醒本条消息里 @ 到的成员"),
         ({"remind_at": "2026-11-23T10:00", "content": "   "}, "不能为空"),
         ({"remind_at": "2026-11-23T10:00", "content": "长" * 500}, "过长"),
         ({"remind_at": "9999-12-31T10:00"}, "超出了可设置的时间范围（从现在到 2126 年底）"),

@@ -3,7 +3,7 @@ plain values and their validation, it must not know storage, recall, rules, feat
 
 from .episode import EPISODE_SCHEMA_VERSION, Episode, EpisodeDocument
 from .group import SCHEMA_VERSION, GroupDocument
-from .keys import Caller, GroupKey, MemberKey, check_id
+from .keys import Caller, GroupKey, MemberKey, Mention, check_id
 from .memory import ArchivedMemory, Memory, MemoryType, Scope, Source, UserMemories
 from .todo import Delivery, DeliveryState, Todo, TodoStatus
 
@@ -19,6 +19,7 @@ __all__ = [
     "GroupDocument",
     "GroupKey",
     "MemberKey",
+    "Mention",
     "Memory",
     "MemoryType",
     "Scope",

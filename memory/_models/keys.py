@@ -57,6 +57,15 @@ class MemberKey:
 
 
 @dataclass(frozen=True, slots=True)
+class Mention:
+    """A member @-mentioned in a message (as the host's event tells it), or the member a message the service posts
+    @-mentions. `name` is the platform's display name at the mention ("" when unknown)."""
+
+    user_id: str
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
 class Caller:
     """Who is asking, as the platform event tells it (never as the model's arguments tell it)."""
 

@@ -72,9 +72,12 @@ def foreign_id(doc: GroupDocument, user_id: str, raw: Any) -> str | None:
     wanted = raw.strip("[] ").replace("-", "").lower()
     if len(wanted) < FOREIGN_MIN_PREFIX:
         return None
-    for owner, item_id in _owned_ids(doc):
-        if owner != user_id and item_id.replace("-", "").lower().startswith(wanted):
-            return wanted
+    named = [
+        (owner, item_id) for owner, item_id in _owned_ids(doc) if item_id.replace("-", "").lower().startswith(wanted)
+    ]
+    mine = {item_id for owner, item_id in named if owner == user_id}  # a todo set for another is also the setter's
+    if any(owner != user_id and item_id not in mine for owner, item_id in named):
+        return wanted
     return None
 
 
@@ -88,6 +91,8 @@ def _owned_ids(doc: GroupDocument) -> Iterable[tuple[str, str]]:
     for todo in doc.todos:
         if todo.assignee is not None:
             yield todo.assignee, todo.id
+            if todo.creator != todo.assignee:  # set by one member for another: both may name it
+                yield todo.creator, todo.id
 
 
 def misnamed_owner(doc: GroupDocument, owner: str | None, memory_id: str) -> bool:

@@ -20,7 +20,7 @@ from .._manage import Browser, GroupIndex
 from .._manage.search_all import Digests
 from .._manage.stats import InjectionCounts
 from .._members import MemberDirectory
-from .._models import Caller, GroupKey, MemberKey
+from .._models import Caller, GroupKey, MemberKey, Mention
 from .._observation import EpisodeRequest, ExtractionScheduler, Utterance
 from .._privacy.audit_factory import open_audit
 from .._privacy.migration import open_migration
@@ -32,7 +32,7 @@ from .._todos.delivery import Reminder
 from .._todos.rules import TodoPolicy, group_origin
 from .._todos.scheduler import ReminderScheduler
 from .._todos.when import resolve_zone
-from .ports import Mention, ModelAnswer, OutgoingMessage, Ports, Speaker
+from .ports import ModelAnswer, OutgoingMessage, Ports, Speaker
 
 log = logging.getLogger("astrbot_plugin_user_memory")
 
@@ -104,6 +104,7 @@ class Components:
                 clock=ports.clock,
                 platform_ids=(lambda: frozenset(ports.running_platforms())) if shared is not None else None,
                 instance=self.storage.instance or None,
+                name=self.members.display_name,
             )
         # decay, archive and purge always; review and consolidation are given to it when observation is on
         self.maintenance: MaintenanceScheduler | None = None

@@ -23,7 +23,7 @@ class Injection:
     def __init__(self, parts: Components) -> None:
         self._parts = parts
         settings = parts.settings
-        self.todo_section = TodoSection()
+        self.todo_section = TodoSection(parts.members.display_name)
         self._todo_limit = min(settings.todo_inject_limit, settings.memory_inject_limit)
         self.episode_section = EpisodeSection(settings)
         self._episode_limit = min(settings.episode_inject_limit, settings.memory_inject_limit)
@@ -48,7 +48,8 @@ class Injection:
         settings, store, zone = parts.settings, parts.store, parts.todo_policy.zone
         recall, todo_section, episode_section = parts.recall, self.todo_section, self.episode_section
         if dry_run:
-            recall, todo_section, episode_section = parts.recall.uncached(), TodoSection(), EpisodeSection(settings)
+            recall, todo_section = parts.recall.uncached(), TodoSection(parts.members.display_name)
+            episode_section = EpisodeSection(settings)
         todo_lines, todo_chars, episode_lines, episode_chars = NO_LINES, 0, NO_LINES, 0
         if parts.reminders is not None:
             todos = store.peek_todos(member.group)

@@ -50,7 +50,7 @@ from .._settings import Settings, SettingWarning
 from .._settings_layout import warning_json
 from .._storage import MemoryStore
 from .._storage.factory import ConfigSecret
-from .._todos.rules import REMINDER_PLATFORMS, TodoPolicy
+from .._todos.rules import REMINDER_PLATFORMS, TodoPolicy, concerns
 
 UNKNOWN_GROUP = "没有这个群的记忆：{platform} / {group_id}"
 UNKNOWN_PLATFORM = "没有这个平台的记忆：{platform}"
@@ -184,7 +184,8 @@ class Manager:
                 "id": user_id,
                 "name": self._name(key, user_id),
                 "memories": entry.memory_count(),
-                "todos": sum(1 for todo in doc.todos if todo.assignee == user_id),
+                # their own todos, also those set for them by another member or by them for another
+                "todos": sum(1 for todo in doc.todos if concerns(todo, user_id)),
             }
             for user_id, entry in doc.users.items()
         ]

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
 from .._members import Roster
-from .._models import MemberKey
+from .._models import MemberKey, Mention
 
 
 def wall_clock() -> float:
@@ -38,12 +38,6 @@ class PrivateSender:
 
     user_id: str
     is_admin: bool
-
-
-@dataclass(frozen=True, slots=True)
-class Mention:
-    user_id: str
-    name: str  # "" when the service knows no name
 
 
 @dataclass(frozen=True, slots=True)

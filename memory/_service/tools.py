@@ -6,13 +6,13 @@ an unexpected error becomes a short text instead of a crash."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from typing import Any
 
 from .._errors import MemoryPluginError
-from .._models import Caller, GroupKey
+from .._models import Caller, GroupKey, Mention
 from .._privacy.audit import FOREIGN_ID, Refused, foreign_id
-from .._privacy.optout import set_privacy
+from .._privacy.optout import opted_out, set_privacy
 from .._prompt import DISABLED, NOT_IN_GROUP
 from .._todos.rules import Origin, group_origin
 from .._todos.service import add_todo, list_todos, update_todo
@@ -127,12 +127,16 @@ class MemoryTools:
         due_at: Any = "",
         assignee: Any = "self",
         recurrence: Any = "",
+        mentioned: Sequence[Mention] = (),
     ) -> str:
+        """`mentioned`: the members the speaker's message @-mentions, as the host's event tells them (the bot left
+        out); `assignee` may name one of them, never anyone else."""
         acting = self._todo_caller(speaker)
         if isinstance(acting, str):
             return acting
         caller, origin = acting
         parts = self._parts
+        group = caller.member.group
         return await guarded(
             add_todo(
                 parts.store,
@@ -146,6 +150,8 @@ class MemoryTools:
                 recurrence=recurrence,
                 now=parts.ports.clock(),
                 refused=self._refused(caller, "lark_add_todo"),
+                mentioned=mentioned,
+                opted_out=lambda: opted_out(parts.store, group),
             )
         )
 
@@ -155,8 +161,16 @@ class MemoryTools:
             return acting
         caller, _ = acting
         parts = self._parts
+        group = caller.member.group
         return await guarded(
-            list_todos(parts.store, caller, parts.todo_policy, include_done=include_done, now=parts.ports.clock())
+            list_todos(
+                parts.store,
+                caller,
+                parts.todo_policy,
+                include_done=include_done,
+                now=parts.ports.clock(),
+                name=lambda user_id: parts.members.display_name(group, user_id),
+            )
         )
 
     async def update_todo(

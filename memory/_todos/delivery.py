@@ -22,7 +22,7 @@ from typing import Any
 
 from .._models import Delivery, DeliveryState, GroupKey, Todo, TodoStatus
 from . import recurrence, when
-from .rules import TodoPolicy, wall_time
+from .rules import TodoPolicy, set_for_other, wall_time
 
 LATE_AFTER = 120.0  # seconds: a reminder sent later than this after its time says it is late
 NOT_READY_RETRY = 5.0  # seconds until the next try when the platform is not up (yet); bounded by max lateness
@@ -50,12 +50,20 @@ class Reminder:
 Send = Callable[[Reminder], Awaitable[bool]]
 
 
-def reminder(key: GroupKey, todo: Todo, noticed: float, policy: TodoPolicy, *, mention_all: bool) -> Reminder:
+def reminder(
+    key: GroupKey, todo: Todo, noticed: float, policy: TodoPolicy, *, mention_all: bool, set_by: str | None = None
+) -> Reminder:
     """The message for the todo's reminder. `noticed` is when the scheduler's pass found it due: only a reminder
-    found due well after its time (the bot was down) says it is late, never one that waited behind others."""
+    found due well after its time (the bot was down) says it is late, never one that waited behind others. A todo
+    one member set for another says who set it (`set_by`: the setter's display name, None when unknown)."""
     occurrence = todo.remind_at
     assert occurrence is not None
-    text = f"提醒：{todo.content}" if todo.assignee is not None else f"提醒大家：{todo.content}"
+    if todo.assignee is None:
+        text = f"提醒大家：{todo.content}"
+    elif set_for_other(todo):
+        text = f"{set_by or '有成员'}请我提醒你：{todo.content}"
+    else:
+        text = f"提醒：{todo.content}"
     if todo.due_at is not None:
         text += f"（截止 {when.format_local(todo.due_at, policy.zone, noticed)}）"
     if noticed - occurrence > LATE_AFTER:

@@ -8,11 +8,11 @@ never edits it in place, so a rendering cached against that list object stays va
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from .._models import GroupKey, Todo, TodoStatus
 from .._prompt import with_todos
-from .rules import TodoPolicy
+from .rules import TodoPolicy, concerns
 from .service import list_order, soonest, todo_line
 
 UPCOMING_GROUP_TODOS = 7 * 86400.0  # group todos due within this long go into every member's block
@@ -21,15 +21,16 @@ _NONE: list[str] = []  # one shared empty result, so an unchanged block is recog
 
 
 def injected_todos(todos: Sequence[Todo], user_id: str, now: float, horizon: float, limit: int) -> list[Todo]:
-    """The todos worth having in mind when replying to a member: their own pending ones and the group's that are
-    coming up within `horizon` seconds (or open-ended), soonest first, at most `limit`."""
+    """The todos worth having in mind when replying to a member: their own pending ones (also those set by or for
+    another member) and the group's that are coming up within `horizon` seconds (or open-ended), soonest first, at
+    most `limit`."""
     if limit <= 0:
         return []
     chosen = [
         t
         for t in todos
         if t.status is TodoStatus.PENDING
-        and (t.assignee == user_id or (t.is_group and ((when := soonest(t)) is None or when <= now + horizon)))
+        and (concerns(t, user_id) or (t.is_group and ((when := soonest(t)) is None or when <= now + horizon)))
     ]
     chosen.sort(key=list_order)
     return chosen[:limit]
@@ -38,7 +39,9 @@ def injected_todos(todos: Sequence[Todo], user_id: str, now: float, horizon: flo
 class TodoSection:
     """Rendered todo lines per member, cached against the document's todo list and the minute."""
 
-    def __init__(self) -> None:
+    def __init__(self, name: Callable[[GroupKey, str], str | None] | None = None) -> None:
+        """`name(group, user_id)`: a member's display name (None unknown), for todos set by one member for another."""
+        self._name = name
         self._cache: OrderedDict[tuple[GroupKey, str], tuple[Sequence[Todo], int, int, list[str], int]] = OrderedDict()
         self._blocks: OrderedDict[tuple[GroupKey, str], tuple[str, list[str], str, str, str]] = OrderedDict()
 
@@ -80,7 +83,12 @@ class TodoSection:
         if cached is not None and cached[0] is todos and cached[1] == minute and cached[2] == limit:
             return cached[3], cached[4]
         chosen = injected_todos(todos, user_id, now, UPCOMING_GROUP_TODOS, limit)
-        lines = [f"- {todo_line(todo, policy, now)}" for todo in chosen]
+        name = self._name
+
+        def named(member: str) -> str | None:
+            return name(key, member) if name is not None else None
+
+        lines = [f"- {todo_line(todo, policy, now, user_id, named)}" for todo in chosen]
         chars = sum(len(todo.content) for todo in chosen)
         self._cache[(key, user_id)] = (todos, minute, limit, lines, chars)
         self._cache.move_to_end((key, user_id))

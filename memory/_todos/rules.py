@@ -19,26 +19,16 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from .._errors import InvalidMemoryInput, MemoryLimitReached, Unauthorized
-from .._models import Caller, DeliveryState, Source, Todo, TodoStatus
+from .._fence import name as fenced_name
+from .._models import Caller, DeliveryState, Mention, Source, Todo, TodoStatus
 from .._rules.operations import find_by_id_prefix, parse_content
 from .._settings import ADMINS, Settings
 from .._text import dedupe_key
 from . import recurrence, when
+from .targets import GROUP as GROUP
+from .targets import SELF as SELF
+from .targets import Target, resolve
 
-SELF, GROUP = "self", "group"
-_ASSIGNEES = {
-    "self": SELF,
-    "me": SELF,
-    "": SELF,
-    "自己": SELF,
-    "我": SELF,
-    "group": GROUP,
-    "all": GROUP,
-    "everyone": GROUP,
-    "全群": GROUP,
-    "大家": GROUP,
-    "群": GROUP,
-}
 _STATUSES = {
     "done": TodoStatus.DONE,
     "complete": TodoStatus.DONE,
@@ -52,10 +42,6 @@ _STATUSES = {
     "已取消": TodoStatus.CANCELLED,
 }
 DUE_DATE_ONLY = time(23, 59)  # "周五前" with a date alone: the end of that day
-BAD_ASSIGNEE = (
-    "assignee 只能是 self（提醒发言的成员自己）或 group（提醒全群）；"
-    "暂不支持提醒其他某位成员（如“提醒小李…”），请让对方自己设置"
-)
 NO_REMINDERS_HERE = "当前平台不支持机器人主动发消息，待办已记下，但不会到点提醒"
 
 
@@ -116,14 +102,6 @@ def group_origin(platform_id: str, adapter: str, group_id: str) -> Origin:
 
 
 # -- reading the model's arguments ---------------------------------------------------------------------------------
-
-
-def parse_assignee(value: Any) -> str:
-    if value is None:
-        return SELF
-    if not isinstance(value, str) or value.strip().lower() not in _ASSIGNEES:
-        raise InvalidMemoryInput(f"{BAD_ASSIGNEE}，收到 {value!r}")
-    return _ASSIGNEES[value.strip().lower()]
 
 
 def parse_status(value: Any) -> TodoStatus | None:
@@ -213,16 +191,28 @@ def _duration(seconds: float) -> str:
 # -- who sees and changes what -------------------------------------------------------------------------------------
 
 
+def concerns(todo: Todo, user_id: str) -> bool:
+    """Whether a member's own todo is `user_id`'s: the member it is for, or the member who set it for them."""
+    return todo.assignee is not None and (todo.assignee == user_id or todo.creator == user_id)
+
+
+def set_for_other(todo: Todo) -> bool:
+    """A todo one member set for another (`提醒 @小李 明天交报告`): it @-mentions the other when it fires."""
+    return todo.assignee is not None and todo.creator != todo.assignee
+
+
 def visible(todos: Sequence[Todo], user_id: str) -> list[Todo]:
-    """The todos a member may see and address: their own and the group's (never another member's)."""
-    return [t for t in todos if t.assignee is None or t.assignee == user_id]
+    """The todos a member may see and address: the group's, their own, and those between them and another member
+    (set by them for the other, or by the other for them); never the rest of another member's."""
+    return [t for t in todos if t.assignee is None or concerns(t, user_id)]
 
 
 def may_change(caller: Caller, todo: Todo) -> bool:
-    """Own todos are the member's; a group todo is changed by whoever created it and by those who manage the group."""
+    """A member's todo is changed by the member it is for and by whoever set it for them; a group todo by whoever
+    created it and by those who manage the group."""
     if todo.is_group:
         return caller.can_manage_group or todo.creator == caller.member.user_id
-    return todo.assignee == caller.member.user_id
+    return concerns(todo, caller.member.user_id)
 
 
 def find(todos: Sequence[Todo], user_id: str, raw_id: Any) -> Todo:
@@ -233,21 +223,24 @@ def find(todos: Sequence[Todo], user_id: str, raw_id: Any) -> Todo:
 
 
 def pending_count(todos: Sequence[Todo], user_id: str) -> int:
-    """Pending todos that count against a member's limit: assigned to them, or group todos they created."""
-    return sum(
-        t.status is TodoStatus.PENDING and (t.assignee == user_id or (t.is_group and t.creator == user_id))
-        for t in todos
-    )
+    """Pending todos that count against a member's limit: those for them (also set by another member), and those
+    they set for the group or for another member. A todo set for another member counts against both."""
+    return sum(t.status is TodoStatus.PENDING and (t.assignee == user_id or t.creator == user_id) for t in todos)
 
 
-def check_room(todos: Sequence[Todo], user_id: str, policy: TodoPolicy) -> None:
+def check_room(todos: Sequence[Todo], user_id: str, policy: TodoPolicy, *, whose: str = "") -> None:
     """Refuse one more pending todo counted against `user_id` when the member's limit or the group's (every
     member's pending todos together) is reached. Whatever adds todos goes through here: the tool, extraction's
-    proposals, imports."""
+    proposals, imports. `whose` names another member than the caller whose limit it is (their fenced name)."""
     if pending_count(todos, user_id) >= policy.max_pending:
+        if whose:
+            raise MemoryLimitReached(
+                f"{whose}的待办数量已达上限（每位成员最多 {policy.max_pending} 条未完成，包括别人给他设的提醒，"
+                "设置 todo_max_pending_per_member）：没有添加，可以请对方先完成或取消一些"
+            )
         raise MemoryLimitReached(
-            f"待办数量已达上限（每位成员最多 {policy.max_pending} 条未完成，设置 todo_max_pending_per_member）："
-            "请先完成或取消一些（lark_update_todo）"
+            f"待办数量已达上限（每位成员最多 {policy.max_pending} 条未完成，包括给全群和给别人设的提醒，"
+            "设置 todo_max_pending_per_member）：请先完成或取消一些（lark_update_todo）"
         )
     if sum(t.status is TodoStatus.PENDING for t in todos) >= policy.max_group_pending:
         raise MemoryLimitReached(
@@ -270,26 +263,32 @@ def add(
     now: float,
     policy: TodoPolicy,
     source: Source = Source.EXPLICIT,
+    mentioned: Sequence[Mention] = (),
 ) -> tuple[list[Todo], Todo, bool]:
     """`todos` with a new todo (or, when the member asks for one extraction proposed, that one confirmed), the
-    todo, and whether it was an existing proposal."""
+    todo, and whether it was an existing proposal. `assignee` is the model's argument (`targets.resolve` reads it
+    against `mentioned`, the event's @-mentions) or a `Target` already read. A todo for another member counts
+    against both members' limits and never confirms the other's proposal."""
     text = parse_content(content, policy.max_length)
     user_id = caller.member.user_id
-    to_group = parse_assignee(assignee) == GROUP
-    if to_group and policy.group_writers_admins_only and not caller.can_manage_group:
+    wanted = assignee if isinstance(assignee, Target) else resolve(assignee, mentioned, user_id)
+    if wanted.user_id is None and policy.group_writers_admins_only and not caller.can_manage_group:
         raise Unauthorized("只有管理员可以添加全群待办：请改为 assignee=self 记在自己名下")
-    target = None if to_group else user_id
+    target = wanted.user_id
     key = dedupe_key(text)
     same = next(
         (t for t in todos if t.status is TodoStatus.PENDING and t.assignee == target and dedupe_key(t.content) == key),
         None,
     )
-    if same is not None and (same.confirmed or source is Source.EXTRACTION):  # a proposal never confirms itself
-        raise InvalidMemoryInput(
-            f"已有相同的待办（id={same.short_id}）：要改时间或内容请用 lark_update_todo，不要重复添加"
-        )
+    if same is not None and (same.confirmed or source is Source.EXTRACTION or wanted.other):
+        # a proposal never confirms itself, nor does another member confirm it
+        shown = f"（id={same.short_id}）" if concerns(same, user_id) or same.is_group else ""
+        whose = "对方已有" if wanted.other else "已有"
+        raise InvalidMemoryInput(f"{whose}相同的待办{shown}：要改时间或内容请用 lark_update_todo，不要重复添加")
     if same is None:
         check_room(todos, user_id, policy)
+        if wanted.other and target is not None:
+            check_room(todos, target, policy, whose=fenced_name(wanted.name))
     fields: dict[str, Any] = dict(
         content=text,
         due_at=schedule.due_at,

@@ -72,12 +72,15 @@ class ReminderScheduler:
         durable: bool = True,
         platform_ids: Callable[[], Collection[str]] | None = None,
         instance: str | None = None,
+        name: Callable[[GroupKey, str], str | None] | None = None,
     ) -> None:
         """`platform_ids` (given when the store is shared by several instances) returns the platform instance ids
         this instance runs: it then claims each reminder before sending it, sends only those of its platform
         instances, and follows the other instances' todo changes; `instance` names it in the claims (default:
-        host name and process id)."""
+        host name and process id). `name(group, user_id)` is a member's display name (None unknown): a reminder one
+        member set for another says who set it."""
         self._store = store
+        self._name = name
         self._directory = Path(directory)
         self._send = send
         self._policy = policy
@@ -294,7 +297,8 @@ class ReminderScheduler:
         return await self._store.change_todos(key, claim, actor=ACTOR, label=lambda target, _: op)
 
     async def _deliver(self, key: GroupKey, todo: Todo, policy: rules.TodoPolicy, *, noticed: float) -> None:
-        message = delivery.reminder(key, todo, noticed, policy, mention_all=self._mention_all)
+        set_by = self._name(key, todo.creator) if self._name is not None and rules.set_for_other(todo) else None
+        message = delivery.reminder(key, todo, noticed, policy, mention_all=self._mention_all, set_by=set_by)
         try:
             was_sent = await self._send(message)
             error: BaseException | None = None

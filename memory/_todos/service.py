@@ -4,27 +4,58 @@ current local time (the host's prompt may not carry the date)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Any
 
 from .._errors import InvalidMemoryInput, StorageUnavailable, Unauthorized
 from .._fence import data
-from .._models import Caller, DeliveryState, Todo, TodoStatus
+from .._fence import name as fenced_name
+from .._models import Caller, DeliveryState, Mention, Todo, TodoStatus
 from .._privacy.audit import GROUP_CHANGE, Refused
 from .._storage import MemoryStore
 from .._storage.base import R, TodoChange
-from . import rules, when
+from . import rules, targets, when
 from .recurrence import parse_rule
 from .rules import Origin, TodoPolicy
+
+# The display name of a member of the group, None when unknown.
+Name = Callable[[str], str | None]
+# The members who opted out of being recorded in the group (this group's and the platform-wide flags).
+OptedOut = Callable[[], Awaitable[Collection[str]]]
 
 NOTHING_CHANGED = "没有做任何更改。"
 NOT_SAVED = "待办没有保存：{error}。请告诉用户稍后再试。"
 
 
-def todo_line(todo: Todo, policy: TodoPolicy, now: float) -> str:
-    """One todo for the model and for lists: short id, whose, content, times, status and delivery."""
+def _no_name(_user_id: str) -> str | None:
+    return None
+
+
+def member_name(user_id: str, name: Name) -> str:
+    """A member as the model reads them: their fenced display name, else their id."""
+    known = name(user_id)
+    return fenced_name(known) if known else f"成员 {user_id}"
+
+
+def whose(todo: Todo, viewer: str | None, name: Name = _no_name) -> str:
+    """Whose todo it is, as `viewer` reads it: 全群, 个人, or, for one member set for another, who set it for whom."""
+    if todo.is_group:
+        return "全群"
+    if not rules.set_for_other(todo):
+        return "个人"
+    assert todo.assignee is not None
+    if viewer == todo.assignee:
+        return f"{member_name(todo.creator, name)}给你设的"
+    if viewer == todo.creator:
+        return f"你给{member_name(todo.assignee, name)}设的"
+    return f"{member_name(todo.creator, name)}给{member_name(todo.assignee, name)}设的"
+
+
+def todo_line(todo: Todo, policy: TodoPolicy, now: float, viewer: str | None = None, name: Name = _no_name) -> str:
+    """One todo for the model and for lists: short id, whose (as `viewer` reads it), content, times, status and
+    delivery."""
     zone = policy.zone
-    parts = [f"[{todo.short_id}]", "全群" if todo.is_group else "个人", data(todo.content)]
+    parts = [f"[{todo.short_id}]", whose(todo, viewer, name), data(todo.content)]
     times = []
     if todo.due_at is not None:
         times.append(f"截止 {when.format_local(todo.due_at, zone, now)}")
@@ -58,14 +89,28 @@ async def add_todo(
     recurrence: Any = "",
     now: float | None = None,
     refused: Refused | None = None,
+    mentioned: Sequence[Mention] = (),
+    opted_out: OptedOut | None = None,
 ) -> str:
+    """Add a todo for the caller, the group, or another member the message @-mentions (`mentioned`, from the
+    host's event; `targets.resolve`). A member who opted out (`opted_out`) cannot be made a target."""
     now = time.time() if now is None else now
     zone = policy.zone
+    try:
+        target = targets.resolve(assignee, mentioned, caller.member.user_id)
+        if target.other and opted_out is not None and target.user_id in await opted_out():
+            raise InvalidMemoryInput(
+                f"{fenced_name(target.name)}选择了不被记录（opt-out），不能由别人替他设提醒；请告诉用户可以请对方自己设置"
+            )
+    except InvalidMemoryInput as exc:
+        return f"{str(exc).rstrip('。')}。{NOTHING_CHANGED}{_now_suffix(exc, now, zone)}"
+    except StorageUnavailable as exc:
+        return NOT_SAVED.format(error=exc)
 
     def change(todos: list[Todo]) -> tuple[list[Todo], tuple[rules.Schedule, Todo, bool]]:
         schedule = rules.read_schedule(remind_at, due_at, recurrence, now, policy, can_remind=origin.can_remind)
         todos, todo, existed = rules.add(
-            todos, caller, content=content, assignee=assignee, schedule=schedule, origin=origin, now=now, policy=policy
+            todos, caller, content=content, assignee=target, schedule=schedule, origin=origin, now=now, policy=policy
         )
         return todos, (schedule, todo, existed)
 
@@ -73,7 +118,7 @@ async def add_todo(
     if isinstance(done, str):
         return done
     schedule, todo, existed = done
-    who = "全群" if todo.is_group else "你"
+    who = "全群" if todo.is_group else fenced_name(target.name) if target.other else "你"
     if todo.remind_at is not None:
         rule = parse_rule(todo.recurrence, now, zone) if todo.recurrence else None
         when_text = (
@@ -85,6 +130,8 @@ async def add_todo(
             else when.format_local(todo.remind_at, zone, now)
         )
         head = f"将在 {when_text} 提醒{who}：{data(todo.content)}"
+    elif target.other:
+        head = f"已给{who}记下待办：{data(todo.content)}"
     else:
         head = f"已记下{'全群' if todo.is_group else ''}待办：{data(todo.content)}"
     if todo.due_at is not None:
@@ -94,12 +141,23 @@ async def add_todo(
         notes.insert(0, "这是之前从聊天中识别出的待办，现已确认")
     if todo.is_group and todo.remind_at is not None:
         notes.append("全群提醒是一条群消息")
+    if target.other:
+        notes.append(
+            ("到时在本群 @ 对方提醒；" if todo.remind_at is not None else "")
+            + "你和对方都能在待办列表里看到它，任一方都可以修改或取消"
+        )
     tail = "；".join(notes)
     return f"{head}。id={todo.short_id}。{tail + '。' if tail else ''}{when.now_text(now, zone)}"
 
 
 async def list_todos(
-    store: MemoryStore, caller: Caller, policy: TodoPolicy, *, include_done: Any = False, now: float | None = None
+    store: MemoryStore,
+    caller: Caller,
+    policy: TodoPolicy,
+    *,
+    include_done: Any = False,
+    now: float | None = None,
+    name: Name = _no_name,
 ) -> str:
     now = time.time() if now is None else now
     if not isinstance(include_done, bool):
@@ -113,8 +171,12 @@ async def list_todos(
     if not shown:
         text = "该成员在本群没有未完成的待办，本群也没有全群待办。"
     else:
-        lines = "\n".join(f"- {todo_line(t, policy, now)}" for t in sorted(shown, key=list_order))
-        text = f"该成员在本群的待办和全群待办（{len(shown)} 条，id 用于 lark_update_todo）：\n{lines}"
+        user_id = caller.member.user_id
+        lines = "\n".join(f"- {todo_line(t, policy, now, user_id, name)}" for t in sorted(shown, key=list_order))
+        text = (
+            f"该成员在本群的待办（含别人给他设的、他给别人设的提醒）和全群待办（{len(shown)} 条，"
+            f"id 用于 lark_update_todo）：\n{lines}"
+        )
     if hidden:
         text += f"\n另有 {hidden} 条已完成/已取消/已过期的待办，include_done=true 可查看。"
     return f"{text}\n{when.now_text(now, policy.zone)}"

@@ -19,6 +19,7 @@ import re
 import sys
 import urllib.request
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -134,13 +135,23 @@ class LarkDriver:
         with urllib.request.urlopen(req, timeout=15) as resp:
             assert resp.status == 200, resp.read()
 
-    def say(self, text: str, *, group: str | None = None, user: str, mention: bool = True, timeout: float = 30) -> Turn:
-        """`user` writes `text` in `group` (@-mentioning the bot), or privately when group is None."""
+    def say(
+        self,
+        text: str,
+        *,
+        group: str | None = None,
+        user: str,
+        mention: bool = True,
+        timeout: float = 30,
+        others: Sequence[tuple[str, str]] = (),
+    ) -> Turn:
+        """`user` writes `text` in `group` (@-mentioning the bot, and the (open_id, name) members in `others`), or
+        privately when group is None."""
         mark = self.model.mark()
         if group is None:
             event = message_event(text, chat_id="oc_p2p_" + user[3:], sender=user, chat_type="p2p", mention_bot=False)
         else:
-            event = message_event(text, chat_id=group, sender=user, mention_bot=mention)
+            event = message_event(text, chat_id=group, sender=user, mention_bot=mention, others=others)
         message_id = event["event"]["message"]["message_id"]
         self.post(event)
         reply = self.fake_lark.wait_reply(message_id, timeout)

@@ -25,6 +25,7 @@ import json
 import threading
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from aiohttp import web
@@ -335,25 +336,32 @@ def message_event(
     bot_open_id: str = BOT_OPEN_ID,
     bot_name: str = BOT_NAME,
     message_id: str | None = None,
+    others: Sequence[tuple[str, str]] = (),
 ) -> dict:
     """An `im.message.receive_v1` event (schema 2.0), as Lark sends it to a webhook.
 
     In a group the bot only answers when @-mentioned: the text then starts with the mention key
-    `@_user_1`, and `mentions` maps that key to the bot's open_id.
+    `@_user_1`, and `mentions` maps that key to the bot's open_id. `others` are further members the message
+    @-mentions, as (open_id, name): Lark writes each as the next key (`@_user_2`, ...) in the text, where the text
+    says `@name` (else right after the bot's), and lists it in `mentions` with the member's open_id and name.
     """
     now_ms = str(int(time.time() * 1000))
     message_id = message_id or f"om_{uuid.uuid4().hex[:20]}"
     mentions = []
+    keys = itertools.count(1)
+    ahead = []
+    for open_id, name in others:
+        key = f"@_user_{next(keys) + int(mention_bot)}"
+        if f"@{name}" in text:
+            text = text.replace(f"@{name}", key, 1)
+        else:
+            ahead.append(key)
+        mentions.append(_mention(key, open_id, name, "on_" + open_id[3:]))
+    if ahead:
+        text = f"{' '.join(ahead)} {text}"
     if mention_bot:
         text = f"@_user_1 {text}"
-        mentions = [
-            {
-                "key": "@_user_1",
-                "id": {"open_id": bot_open_id, "union_id": "on_bot", "user_id": ""},
-                "name": bot_name,
-                "tenant_key": "tenant_e2e",
-            }
-        ]
+        mentions.insert(0, _mention("@_user_1", bot_open_id, bot_name, "on_bot"))
     return {
         "schema": "2.0",
         "header": {
@@ -384,4 +392,14 @@ def message_event(
                 "user_agent": "e2e",
             },
         },
+    }
+
+
+def _mention(key: str, open_id: str, name: str, union_id: str) -> dict:
+    """One entry of a message event's `mentions`: the key the text holds, and whom it names."""
+    return {
+        "key": key,
+        "id": {"open_id": open_id, "union_id": union_id, "user_id": ""},
+        "name": name,
+        "tenant_key": "tenant_e2e",
     }

@@ -2,7 +2,8 @@
 reaches the fake Lark at its time as a new group message (`POST im/v1/messages`, receive_id_type=chat_id, not a
 reply) with an `at` element for the member; a todo completed first is not announced; a reminder survives AstrBot
 being restarted before it is due, and a dashboard config save (which terminates and rebuilds the plugin), each
-delivered exactly once; a send Lark refuses is retried and then listed as failed.
+delivered exactly once; a send Lark refuses is retried and then listed as failed; a member reminds another member
+they @-mention (the id from Lark's `mentions`, never from the model), and the reminder @-mentions that member.
 
 The model is scripted to ask for a reminder `lead` seconds after the moment it is asked, as a local ISO time with
 seconds in Asia/Shanghai (the plugin's `timezone` is set to it explicitly). Retries are quick here
@@ -50,11 +51,13 @@ class Reminder:
     content: str
     lead: float = LEAD
     due: float = 0.0
+    assignee: str = ""  # the model's `assignee` ("" leaves it out: the speaker)
 
     def ask(self, _req) -> Action:
         self.due = float(math.ceil(time.time() + self.lead))
         local = datetime.fromtimestamp(self.due, ZONE).strftime("%Y-%m-%dT%H:%M:%S")
-        return tool_call("lark_add_todo", content=self.content, remind_at=local)
+        extra = {"assignee": self.assignee} if self.assignee else {}
+        return tool_call("lark_add_todo", content=self.content, remind_at=local, **extra)
 
     @property
     def shown(self) -> str:
@@ -160,6 +163,61 @@ def test_a_todo_completed_before_its_time_is_not_announced(say, fake_lark, fake_
     sleep_until(max(weekly.due, message.received_at) + SETTLE)
     assert [m.text for m in fake_lark.sent_to(group)] == [message.text], "the completed todo was announced"
     assert "交周报" not in message.text
+
+
+# -- for another member ------------------------------------------------------------------------
+def test_a_member_reminds_another_member_they_mention(say, fake_lark, fake_model, ids):
+    """`提醒 @小李 交报告`: the member reminded comes from the event's mention (Lark's `mentions`, the bot left out);
+    an id the model writes that the message does not mention, or the bot's, is refused; the member reminded can
+    cancel it; the reminder @-mentions them and says who set it; both see it in their lists, a third does not."""
+    group, setter, target, third = ids.group(), ids.user(), ids.user(), ids.user()
+    fake_lark.chat_members[group] = {setter: "老王", target: "小李", third: "小张"}
+    li, zhang = (target, "小李"), (third, "小张")
+    report = Reminder("交报告", assignee="@小李")
+    weekly = Reminder("交周报", lead=3600, assignee="2")  # the second member the message @-mentions (the bot aside)
+    added: list[str] = []  # the weekly one's tool result, for the cancel
+
+    def forged(content: str, assignee: str) -> Rule:
+        return Rule(
+            user_says(content),
+            tool_call("lark_add_todo", content=content, remind_at="2099-01-01T10:00", assignee=assignee),
+        )
+
+    fake_model.script(
+        forged("交日报", third),  # a member of the group, but not mentioned in this message
+        forged("交月报", fake_lark.bot_open_id),  # the bot: its own mention is never a target
+        Rule(user_says("交周报"), weekly.ask),
+        Rule(user_says("不用提醒"), lambda _req: tool_call("lark_update_todo", todo_id=added[0], status="cancelled")),
+        Rule(user_says("交报告"), report.ask),
+        Rule(user_says("有哪些待办"), tool_call("lark_list_todos", include_done=True)),
+    )
+    for content in ("交日报", "交月报"):
+        refused = say(f"提醒 @小李 {content}", group=group, user=setter, others=[li]).tool_result("lark_add_todo")
+        assert "只能提醒本条消息里 @ 到的成员" in refused and "没有做任何更改" in refused, refused
+
+    added.append(
+        say("提醒 @小张 和 @小李 交周报", group=group, user=setter, others=[zhang, li]).tool_result("lark_add_todo")
+    )
+    assert "提醒「小李」：交周报" in added[0], added
+    added[0] = todo_id(added[0])
+    cancelled = say("周报不用提醒我了", group=group, user=target).tool_result("lark_update_todo")
+    assert "已标记为取消" in cancelled, cancelled
+
+    result = say("过几秒提醒 @小李 交报告", group=group, user=setter, others=[li]).tool_result("lark_add_todo")
+    assert f"将在 {report.shown} 提醒「小李」：交报告" in result, result
+    [message] = wait_sent(fake_lark, group, 1, timeout=report.lead + 30)
+    assert message.received_at >= report.due and message.in_reply_to is None and message.msg_type == "post"
+    assert message.receive_id_type == "chat_id" and message.mentions == [target], message.content
+    assert "老王请我提醒你：交报告" in message.text, message.text
+    time.sleep(SETTLE)
+    assert len(fake_lark.sent_to(group)) == 1
+
+    theirs = say("我有哪些待办？", group=group, user=target).tool_result("lark_list_todos")
+    assert "「老王」给你设的 交报告" in theirs and "「老王」给你设的 交周报" in theirs, theirs
+    mine = say("我有哪些待办？", group=group, user=setter).tool_result("lark_list_todos")
+    line = next((ln for ln in mine.splitlines() if "交报告" in ln), "")
+    assert "你给「小李」设的 交报告" in line and "已完成，已提醒" in line, mine
+    assert "交报告" not in say("我有哪些待办？", group=group, user=third).tool_result("lark_list_todos")
 
 
 # -- failure -----------------------------------------------------------------------------------

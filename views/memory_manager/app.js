@@ -14,7 +14,7 @@
     zh: {
       // issue 20 items 5 and 8: todos, bulk edits, CSV, the chart
       todoShowClosed: "显示已结束的待办（{0}）", todoZone: "时间按 {0}", todoWho: "负责人", todoRemind: "提醒时间",
-      todoDue: "截止", todoStatus: "状态", todoDelivery: "提醒送达", todoCreatedBy: "创建者：{0}", todoWholeGroup: "全群",
+      todoDue: "截止", todoStatus: "状态", todoDelivery: "提醒送达", todoCreatedBy: "创建者：{0}", todoWholeGroup: "全群", todoSetBy: "由 {0} 设的提醒",
       todoMarkDone: "完成", todoCancel: "取消待办", todoDoneOk: "已标记为完成", todoCancelledOk: "已取消待办",
       todoConfirmCancel: "取消待办「{0}」？取消后不再提醒。", todoEditTitle: "修改待办",
       todoNoRemind: "这条待办所在的平台现在不能主动发消息，不能设置提醒时间。",
@@ -121,7 +121,7 @@
     en: {
       // issue 20 items 5 and 8: todos, bulk edits, CSV, the chart
       todoShowClosed: "Show finished todos ({0})", todoZone: "Times in {0}", todoWho: "For", todoRemind: "Reminder",
-      todoDue: "Due", todoStatus: "Status", todoDelivery: "Reminder delivery", todoCreatedBy: "Created by {0}",
+      todoDue: "Due", todoStatus: "Status", todoDelivery: "Reminder delivery", todoCreatedBy: "Created by {0}", todoSetBy: "Set by {0}",
       todoWholeGroup: "Whole group", todoMarkDone: "Done", todoCancel: "Cancel todo", todoDoneOk: "Marked done",
       todoCancelledOk: "Todo cancelled", todoConfirmCancel: "Cancel the todo “{0}”? It will not be reminded any more.",
       todoEditTitle: "Change todo",
@@ -1082,7 +1082,9 @@
           el("tbody", {}, items.map((x) => el("tr", { "data-todo": x.id, "data-status": x.status },
             el("td", { class: "content" }, x.content),
             el("td", { title: x.is_group ? t("todoCreatedBy", personName(x.creator_name, x.creator)) : x.assignee },
-              x.is_group ? t("todoWholeGroup") : personName(x.assignee_name, x.assignee)),
+              x.is_group ? t("todoWholeGroup") : personName(x.assignee_name, x.assignee),
+              !x.is_group && x.creator !== x.assignee &&
+                el("div", { class: "muted small todo-set-by" }, t("todoSetBy", personName(x.creator_name, x.creator)))),
             el("td", { class: "small" }, x.remind_at ? zoned(x.remind_at, zone) : "—",
               x.recurrence && el("div", { class: "muted" }, recurrenceText(x.recurrence))),
             el("td", { class: "small" }, x.due_at ? zoned(x.due_at, zone) : "—"),

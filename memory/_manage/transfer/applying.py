@@ -293,7 +293,9 @@ def _todo_cap_breach(todos: Sequence[Todo], added: Sequence[Todo], policy: todo_
     """Why the group's todos with `added` would break a cap on pending todos (the todo rules' caps are all
     checked here), or None."""
     after = [*todos, *added]
-    for member in dict.fromkeys(t.assignee or t.creator for t in added if t.status is TodoStatus.PENDING):
+    pending = [t for t in added if t.status is TodoStatus.PENDING]
+    # a todo set by one member for another counts against both (`todo_rules.pending_count`)
+    for member in dict.fromkeys(m for t in pending for m in (t.assignee, t.creator) if m is not None):
         count = todo_rules.pending_count(after, member)
         if count > policy.max_pending:
             return (
