@@ -159,6 +159,9 @@ class UserMemoryPlugin(Star):
     async def _fetch_roster(speaker: Speaker) -> Roster | None:
         """The platform's member list, owner and admins, and the group's name (Lark: chat info and the paged chat
         members API; OneBot: group info and member list); None when the platform cannot tell (this time)."""
+        event = speaker.handle
+        if isinstance(event, AstrMessageEvent) and event.get_platform_name() == "aiocqhttp":
+            return await _onebot_roster(event)
         group = await speaker.handle.get_group()
         if group is None or (
             group.members is None and not group.group_owner and not group.group_admins and not group.group_name
@@ -400,6 +403,38 @@ class UserMemoryPlugin(Star):
     async def memory_status_command(self, event: AstrMessageEvent):
         """（管理员）查看生效的配置、配置警告和运行状况"""
         yield event.plain_result(await self.service.commands.status(sender_of(event)))
+
+
+async def _onebot_roster(event: AstrMessageEvent) -> Roster | None:
+    """QQ (OneBot v11): the group's member list naming each member by their group card (群名片), else their
+    nickname, as QQ shows them in the group and as AstrBot names the sender of a message (AstrBot's own
+    `get_group()` prefers the account nickname, so a member would go by two names); owner and admins from the
+    members' roles, the group's name from its info. None when the OneBot implementation cannot tell (this time)."""
+    bot, group_id = getattr(event, "bot", None), str(event.get_group_id())
+    if bot is None or not group_id:
+        return None
+    routing = {"self_id": self_id} if (self_id := getattr(event.message_obj, "self_id", None)) else {}
+    api_group_id: int | str = int(group_id) if group_id.isdigit() else group_id
+    name = None
+    try:
+        info = await bot.call_action("get_group_info", group_id=api_group_id, **routing)
+        name = info.get("group_name") if isinstance(info, dict) else None
+    except Exception as e:  # the member list may still come
+        logger.warning(f"[{PLUGIN_NAME}] OneBot get_group_info for group {group_id} failed: {e}")
+    try:
+        members = await bot.call_action("get_group_member_list", group_id=api_group_id, **routing)
+    except Exception as e:
+        logger.warning(f"[{PLUGIN_NAME}] OneBot get_group_member_list for group {group_id} failed: {e}")
+        members = None
+    rows = [m for m in members if isinstance(m, dict) and m.get("user_id") is not None] if members else []
+    if not rows and not name:
+        return None
+    return roster_from(
+        {str(m["user_id"]): m.get("card") or m.get("nickname") for m in rows},
+        next((str(m["user_id"]) for m in rows if m.get("role") == "owner"), None),
+        [str(m["user_id"]) for m in rows if m.get("role") == "admin"],
+        name,
+    )
 
 
 def _require(tool_name: str, *arguments: str) -> None:
