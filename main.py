@@ -146,11 +146,13 @@ class UserMemoryPlugin(Star):
     async def _send(self, origin: str, message: OutgoingMessage) -> bool:
         """Post a message to a group, with a real @-mention (Lark: open_id, QQ: number)."""
         chain = MessageChain()
+        # AstrBot's OneBot adapter puts a space after every @ itself (Lark's does not): one space, not two
+        gap = "" if self._running_platforms().get(origin.split(":", 1)[0]) == "aiocqhttp" else " "
         if message.mention is not None:
             mention = Comp.At(qq=message.mention.user_id, name=message.mention.name)
-            chain.chain.extend([mention, Comp.Plain(f" {message.text}")])
+            chain.chain.extend([mention, Comp.Plain(f"{gap}{message.text}")])
         elif message.mention_all:
-            chain.chain.extend([Comp.AtAll(), Comp.Plain(f" {message.text}")])
+            chain.chain.extend([Comp.AtAll(), Comp.Plain(f"{gap}{message.text}")])
         else:
             chain.chain.append(Comp.Plain(message.text))
         return bool(await self.context.send_message(origin, chain))

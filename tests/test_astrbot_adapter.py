@@ -163,3 +163,41 @@ async def test_a_qq_roster_survives_what_the_onebot_side_cannot_answer(make_plug
     nothing = _OneBot({"get_group_info": NetworkError("timeout"), "get_group_member_list": NetworkError("timeout")})
     assert await plugin._fetch_roster(plugin_main.speaker_of(_qq_event(nothing))) is None
     await plugin.terminate()
+
+
+async def test_a_reminder_s_mention_is_followed_by_one_space_on_qq_and_on_lark(make_plugin):
+    """The text after the @: AstrBot's OneBot adapter sends a space after every `at` segment itself, Lark's sends
+    the `at` element and the text as they are."""
+    from astrbot.core.platform.sources.aiocqhttp.aiocqhttp_message_event import AiocqhttpMessageEvent
+
+    from memory import Mention, OutgoingMessage
+
+    plugin = make_plugin()
+    sent = []
+
+    async def send_message(origin, chain):
+        sent.append((origin, chain))
+        return True
+
+    class Platform:
+        def __init__(self, id, name):
+            self._meta = type("Meta", (), {"id": id, "name": name})()
+
+        def meta(self):
+            return self._meta
+
+    plugin.context.send_message = send_message
+    plugin.context.platform_manager = type(
+        "Manager", (), {"platform_insts": [Platform("qq", "aiocqhttp"), Platform("lark", "lark")]}
+    )()
+    message = OutgoingMessage("提醒：交周报", mention=Mention("10001", "小王"))
+    assert await plugin.service.ports.send("qq:GroupMessage:734521987", message)
+    assert await plugin.service.ports.send("lark:GroupMessage:oc_1", message)
+    onebot = await AiocqhttpMessageEvent._parse_onebot_json(sent[0][1])  # what goes over the wire to OneBot
+    assert onebot == [
+        {"type": "at", "data": {"qq": "10001"}},
+        {"type": "text", "data": {"text": " "}},
+        {"type": "text", "data": {"text": "提醒：交周报"}},
+    ]
+    assert [getattr(c, "text", None) for c in sent[1][1].chain] == [None, " 提醒：交周报"]
+    await plugin.terminate()
