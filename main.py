@@ -4,6 +4,7 @@ back into AstrBot's. Host mechanics only: every product rule lives in `memory`."
 from __future__ import annotations
 
 import functools
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -65,9 +66,30 @@ def _member_key(platform: str, group_id: str, user_id: str) -> MemberKey:
     return MemberKey(GroupKey(platform, group_id), user_id)
 
 
+class _ServiceLogBridge(logging.Handler):
+    """memory/ logs through std logging (logger `astrbot_plugin_user_memory`), whose records reach AstrBot's log
+    through the root logger, where AstrBot puts its bridge into its own log. AstrBot's QQ adapter (aiocqhttp)
+    removes every root handler when it starts: from then on the plugin's records went to Python's last resort
+    (warnings on stderr only, nothing in AstrBot's log or the dashboard's console). While the root has no handler,
+    this one hands them to AstrBot's logger instead."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not logging.getLogger().handlers and logger.isEnabledFor(record.levelno):
+            logger.handle(record)
+
+
+def _bridge_service_log() -> None:
+    """Put the bridge on the service's logger, once (a reloaded plugin replaces the one its predecessor put)."""
+    service_log = logging.getLogger(PLUGIN_NAME)
+    for handler in [h for h in service_log.handlers if type(h).__name__ == _ServiceLogBridge.__name__]:
+        service_log.removeHandler(handler)
+    service_log.addHandler(_ServiceLogBridge())
+
+
 class UserMemoryPlugin(Star):
     def __init__(self, context: Context, config: AstrBotConfig | None = None) -> None:
         super().__init__(context)
+        _bridge_service_log()
         settings, warnings = Settings.from_mapping(config)
         self._write_back_effective_settings(settings, config)
         ports = Ports(

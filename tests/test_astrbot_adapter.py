@@ -201,3 +201,36 @@ async def test_a_reminder_s_mention_is_followed_by_one_space_on_qq_and_on_lark(m
     ]
     assert [getattr(c, "text", None) for c in sent[1][1].chain] == [None, " 提醒：交周报"]
     await plugin.terminate()
+
+
+def test_the_service_log_reaches_astrbot_s_log_after_the_qq_adapter_cleared_the_root_logger(make_plugin):
+    """AstrBot's aiocqhttp adapter removes every root handler when it starts (`run()`); the service's records
+    (std logging under the plugin's name) still reach AstrBot's logger, once each, before and after."""
+    import logging
+
+    from astrbot.api import logger as astrbot_logger
+
+    make_plugin()
+    make_plugin()  # a reload: still one bridge
+    received = []
+
+    class Catch(logging.Handler):
+        def emit(self, record):
+            received.append(record.getMessage())
+
+    root = logging.getLogger()
+    saved = root.handlers[:]
+    catch = Catch()
+    astrbot_logger.addHandler(catch)
+    try:
+        root.handlers.clear()  # what AiocqhttpAdapter.run() does
+        logging.getLogger("astrbot_plugin_user_memory").warning("fetching the members of qq:1 failed")
+        logging.getLogger("astrbot_plugin_user_memory").info("memory storage: files")
+        assert received == ["fetching the members of qq:1 failed", "memory storage: files"]
+        root.handlers[:] = saved  # with AstrBot's bridge (here: pytest's) on the root, the root delivers
+        received.clear()
+        logging.getLogger("astrbot_plugin_user_memory").warning("delivered once")
+        assert received == []
+    finally:
+        root.handlers[:] = saved
+        astrbot_logger.removeHandler(catch)
