@@ -12,6 +12,7 @@ the OneBot implementation is the client that connects to it. This one does what 
               {"status", "retcode", "data", "echo"} with the `echo` it came with, and kept in `calls`:
                 send_group_msg / send_private_msg / send_msg   recorded in `sent` (a `Sent` each)
                 get_group_member_info, get_group_member_list   from `members` (card, nickname, role)
+                                                               (a group in `refuse_sends` fails them instead)
                 get_group_info                                 from `group_names`
                 get_stranger_info, get_login_info              the person's / the bot's nickname
                 anything else                                  failed, retcode 1404 (NapCat's "unsupported API")
@@ -97,7 +98,11 @@ class Sent:
 
 
 class OneBotError(RuntimeError):
-    pass
+    """A failed answer: retcode 1404 for an action the fake does not implement (as NapCat answers one)."""
+
+    def __init__(self, message: str, retcode: int = 1404):
+        super().__init__(message)
+        self.retcode = retcode
 
 
 class FakeOneBot:
@@ -111,6 +116,10 @@ class FakeOneBot:
         self.members: dict[int, dict[int, Member]] = {}
         self.group_names: dict[int, str] = {}
         self.sent: list[Sent] = []
+        # group_id -> the message of a failed answer to every send there (as QQ refuses a muted or removed bot);
+        # each refused attempt goes to `refused`
+        self.refuse_sends: dict[int, str] = {}
+        self.refused: list[Sent] = []
         self.calls: list[tuple[str, dict]] = []  # (action, params) of every API call
         self.connections = 0  # how many times the socket was opened
         self._cond = threading.Condition()
@@ -156,6 +165,8 @@ class FakeOneBot:
             self.group_names.clear()
             self.sent.clear()
             self.calls.clear()
+            self.refuse_sends.clear()
+            self.refused.clear()
 
     @property
     def connected(self) -> bool:
@@ -272,7 +283,7 @@ class FakeOneBot:
             data = self._answer(action, params)
             answer = {"status": "ok", "retcode": 0, "data": data, "message": "", "wording": ""}
         except OneBotError as e:
-            answer = {"status": "failed", "retcode": 1404, "data": None, "message": str(e), "wording": str(e)}
+            answer = {"status": "failed", "retcode": e.retcode, "data": None, "message": str(e), "wording": str(e)}
         answer["echo"] = call.get("echo")
         await ws.send_str(json.dumps(answer, ensure_ascii=False))
         with self._cond:
@@ -291,7 +302,10 @@ class FakeOneBot:
                 group_id = None
             sent = Sent(action, group_id, user_id, params.get("message", ""), next(self._message_ids))
             with self._cond:
-                self.sent.append(sent)
+                refusal = self.refuse_sends.get(group_id) if group_id is not None else None
+                (self.sent if refusal is None else self.refused).append(sent)
+            if refusal is not None:
+                raise OneBotError(refusal, retcode=1200)
             return {"message_id": sent.message_id}
         if action == "get_login_info":
             return {"user_id": self.self_id, "nickname": self.nickname}

@@ -8,13 +8,14 @@
   answered with `card` and `nickname`): the dashboard names the member as the group does; the group's owner (the
   `role` in that list) counts as a group admin;
 - a reminder arrives as a new message (a `send_group_msg` nobody's message asked for, at its time) opening with
-  a real @ of the member (an `at` segment, `[CQ:at,qq=...]`);
+  a real @ of the member (an `at` segment, `[CQ:at,qq=...]`); one QQ refuses shows in AstrBot's log;
 - a QQ group and a Lark chat with the same id (and a member with the same id) stay two groups.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import time
 import urllib.parse
 import urllib.request
@@ -175,16 +176,20 @@ def test_names_come_from_the_group_card_and_the_owner_counts_as_group_admin(qq, 
 
 
 # -- a reminder --------------------------------------------------------------------------------
-def test_a_qq_reminder_is_a_new_group_message_opening_with_a_real_at(qq, fake_onebot, fake_model, ids):
+def test_a_qq_reminder_is_a_new_group_message_opening_with_a_real_at(qq, fake_onebot, fake_model, ids, astrbot):
     group, xiaowang, li = ids.qq_group(), ids.qq_user(), ids.qq_user()
+    muted = ids.qq_group()  # a group where QQ refuses the bot's messages by the time the reminder is due
     fake_onebot.members[group] = {xiaowang: Member("wxm", card="小王"), li: Member("lilei")}
-    weekly = Reminder("交周报", lead=5.0)
+    weekly, daily = Reminder("交周报", lead=5.0), Reminder("交日报", lead=5.0)
     fake_model.script(
-        Rule(user_says("提醒我"), weekly.ask),
+        Rule(user_says("提醒我交周报"), weekly.ask),
+        Rule(user_says("提醒我交日报"), daily.ask),
         Rule(user_says("我有哪些待办"), tool_call("lark_list_todos", include_done=True)),
     )
     turn = qq.say("过几秒提醒我交周报", group=group, user=xiaowang)
     assert f"将在 {weekly.shown} 提醒你：交周报" in turn.tool_result("lark_add_todo")
+    qq.say("过几秒提醒我交日报", group=muted, user=li)
+    fake_onebot.refuse_sends[muted] = "发送失败：机器人已被禁言"
     assert not fake_onebot.proactive(group)
 
     [message] = fake_onebot.wait_for(lambda: fake_onebot.proactive(group), "the reminder", weekly.lead + 30)
@@ -194,8 +199,16 @@ def test_a_qq_reminder_is_a_new_group_message_opening_with_a_real_at(qq, fake_on
     assert message.segments[0] == {"type": "at", "data": {"qq": str(xiaowang)}}, message.segments
     assert message.mentions == [str(xiaowang)]
     assert message.cq.startswith(f"[CQ:at,qq={xiaowang}] 提醒：交周报"), message.cq  # one space after the @
+
+    # the refused one is in AstrBot's log as the plugin's warning (the QQ adapter, when it starts, removes the
+    # root logging handlers the plugin's log went through)
+    fake_onebot.wait_for(lambda: fake_onebot.refused, "the refused reminder", daily.lead + 30)
     time.sleep(2)
     assert fake_onebot.proactive(group) == [message], "sent once"
+    log = re.sub(r"\x1b\[[0-9;]*m", "", astrbot.log_path.read_text(encoding="utf-8", errors="replace"))
+    assert re.search(rf"\[WARN\].*reminder \w+ in group {PLATFORM}:{muted} not sent: .*机器人已被禁言", log), log[
+        -3000:
+    ]
 
     listed = qq.say("我有哪些待办？", group=group, user=xiaowang).tool_result("lark_list_todos")
     assert "交周报" in listed and "已完成，已提醒" in listed, listed
