@@ -4,6 +4,7 @@ back into AstrBot's. Host mechanics only: every product rule lives in `memory`."
 from __future__ import annotations
 
 import functools
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -81,9 +82,30 @@ def _member_key(platform: str, group_id: str, user_id: str) -> MemberKey:
     return MemberKey(GroupKey(platform, group_id), user_id)
 
 
+class _ServiceLogBridge(logging.Handler):
+    """memory/ logs through std logging (logger `astrbot_plugin_user_memory`), whose records reach AstrBot's log
+    through the root logger, where AstrBot puts its bridge into its own log. AstrBot's QQ adapter (aiocqhttp)
+    removes every root handler when it starts: from then on the plugin's records went to Python's last resort
+    (warnings on stderr only, nothing in AstrBot's log or the dashboard's console). While the root has no handler,
+    this one hands them to AstrBot's logger instead."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not logging.getLogger().handlers and logger.isEnabledFor(record.levelno):
+            logger.handle(record)
+
+
+def _bridge_service_log() -> None:
+    """Put the bridge on the service's logger, once (a reloaded plugin replaces the one its predecessor put)."""
+    service_log = logging.getLogger(PLUGIN_NAME)
+    for handler in [h for h in service_log.handlers if type(h).__name__ == _ServiceLogBridge.__name__]:
+        service_log.removeHandler(handler)
+    service_log.addHandler(_ServiceLogBridge())
+
+
 class UserMemoryPlugin(Star):
     def __init__(self, context: Context, config: AstrBotConfig | None = None) -> None:
         super().__init__(context)
+        _bridge_service_log()
         settings, warnings = Settings.from_mapping(config)
         self._write_back_effective_settings(settings, config)
         ports = Ports(
@@ -162,11 +184,13 @@ class UserMemoryPlugin(Star):
     async def _send(self, origin: str, message: OutgoingMessage) -> bool:
         """Post a message to a group, with a real @-mention (Lark: open_id, QQ: number)."""
         chain = MessageChain()
+        # AstrBot's OneBot adapter puts a space after every @ itself (Lark's does not): one space, not two
+        gap = "" if self._running_platforms().get(origin.split(":", 1)[0]) == "aiocqhttp" else " "
         if message.mention is not None:
             mention = Comp.At(qq=message.mention.user_id, name=message.mention.name)
-            chain.chain.extend([mention, Comp.Plain(f" {message.text}")])
+            chain.chain.extend([mention, Comp.Plain(f"{gap}{message.text}")])
         elif message.mention_all:
-            chain.chain.extend([Comp.AtAll(), Comp.Plain(f" {message.text}")])
+            chain.chain.extend([Comp.AtAll(), Comp.Plain(f"{gap}{message.text}")])
         else:
             chain.chain.append(Comp.Plain(message.text))
         return bool(await self.context.send_message(origin, chain))
@@ -175,6 +199,9 @@ class UserMemoryPlugin(Star):
     async def _fetch_roster(speaker: Speaker) -> Roster | None:
         """The platform's member list, owner and admins, and the group's name (Lark: chat info and the paged chat
         members API; OneBot: group info and member list); None when the platform cannot tell (this time)."""
+        event = speaker.handle
+        if isinstance(event, AstrMessageEvent) and event.get_platform_name() == "aiocqhttp":
+            return await _onebot_roster(event)
         group = await speaker.handle.get_group()
         if group is None or (
             group.members is None and not group.group_owner and not group.group_admins and not group.group_name
@@ -423,6 +450,38 @@ class UserMemoryPlugin(Star):
     async def memory_status_command(self, event: AstrMessageEvent):
         """（管理员）查看生效的配置、配置警告和运行状况"""
         yield event.plain_result(await self.service.commands.status(sender_of(event)))
+
+
+async def _onebot_roster(event: AstrMessageEvent) -> Roster | None:
+    """QQ (OneBot v11): the group's member list naming each member by their group card (群名片), else their
+    nickname, as QQ shows them in the group and as AstrBot names the sender of a message (AstrBot's own
+    `get_group()` prefers the account nickname, so a member would go by two names); owner and admins from the
+    members' roles, the group's name from its info. None when the OneBot implementation cannot tell (this time)."""
+    bot, group_id = getattr(event, "bot", None), str(event.get_group_id())
+    if bot is None or not group_id:
+        return None
+    routing = {"self_id": self_id} if (self_id := getattr(event.message_obj, "self_id", None)) else {}
+    api_group_id: int | str = int(group_id) if group_id.isdigit() else group_id
+    name = None
+    try:
+        info = await bot.call_action("get_group_info", group_id=api_group_id, **routing)
+        name = info.get("group_name") if isinstance(info, dict) else None
+    except Exception as e:  # the member list may still come
+        logger.warning(f"[{PLUGIN_NAME}] OneBot get_group_info for group {group_id} failed: {e}")
+    try:
+        members = await bot.call_action("get_group_member_list", group_id=api_group_id, **routing)
+    except Exception as e:
+        logger.warning(f"[{PLUGIN_NAME}] OneBot get_group_member_list for group {group_id} failed: {e}")
+        members = None
+    rows = [m for m in members if isinstance(m, dict) and m.get("user_id") is not None] if members else []
+    if not rows and not name:
+        return None
+    return roster_from(
+        {str(m["user_id"]): m.get("card") or m.get("nickname") for m in rows},
+        next((str(m["user_id"]) for m in rows if m.get("role") == "owner"), None),
+        [str(m["user_id"]) for m in rows if m.get("role") == "admin"],
+        name,
+    )
 
 
 def _require(tool_name: str, *arguments: str) -> None:

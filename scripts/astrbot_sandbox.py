@@ -47,6 +47,7 @@ DEFAULT_PASSWORD = "TestPass123"
 USERNAME = "astrbot"
 PLATFORM_ID = "lark_e2e"
 WEBHOOK_UUID = "e2e-lark-webhook"
+ONEBOT_PLATFORM_ID = "qq_e2e"  # the aiocqhttp (OneBot v11, reverse WebSocket) platform the QQ tests connect to
 PROVIDER_SOURCE_ID = "fake_openai"
 CHAT_PROVIDER_ID = "fake_openai/fake-model"
 EMBEDDING_PROVIDER_ID = "fake_embedding"
@@ -272,12 +273,16 @@ def prepare_root(
     log_level: str | None = None,
     plugin_src: Path | None = REPO_ROOT,
     plugin_settings: dict | None = None,
+    onebot_port: int | None = None,
+    onebot_token: str = "",
 ) -> Path:
     """Create (or update) an AstrBot root at `root` and install the plugin into it.
 
     lark_domain: add the Lark webhook platform with this open-API base (a fake Lark server).
     model_base:  add an OpenAI-compatible chat + embedding provider at this api_base, as the default chat model.
     plugin_settings: plugin config values to set (the rest of the plugin's config is kept).
+    onebot_port: add a QQ platform (aiocqhttp: OneBot v11 over a reverse WebSocket, as NapCat or Lagrange connect
+                 to it) listening on 127.0.0.1 at this port, with `onebot_token` as its access token.
     offline:     make start-up probes of outside hosts fail at once, turn metrics off, no rate limits.
     Nothing else of an existing root's configuration is changed, so a root set up by hand in the dashboard keeps
     its platforms and models when called with lark_domain/model_base None and offline False.
@@ -316,6 +321,17 @@ def prepare_root(
                 "webhook_uuid": WEBHOOK_UUID,
                 "lark_encrypt_key": "",
                 "lark_verification_token": "",
+            }
+        ]
+    if onebot_port is not None:
+        cfg["platform"] = [p for p in cfg.get("platform", []) if p.get("id") != ONEBOT_PLATFORM_ID] + [
+            {
+                "id": ONEBOT_PLATFORM_ID,
+                "type": "aiocqhttp",
+                "enable": True,
+                "ws_reverse_host": "127.0.0.1",
+                "ws_reverse_port": onebot_port,
+                "ws_reverse_token": onebot_token,
             }
         ]
     if model_base is not None:
@@ -402,6 +418,14 @@ def set_plugin_settings(root: Path, settings: dict, schema_path: Path = REPO_ROO
         where[last] = value
     _write_json(path, config)
     return path
+
+
+def onebot_url(root: Path) -> str:
+    """Where a OneBot implementation connects to the root's QQ platform (its reverse WebSocket)."""
+    for p in _read_json(Path(root) / "data" / "cmd_config.json").get("platform", []):
+        if p.get("id") == ONEBOT_PLATFORM_ID:
+            return f"ws://{p['ws_reverse_host']}:{p['ws_reverse_port']}/ws"
+    raise SandboxError(f"{root} has no {ONEBOT_PLATFORM_ID} platform (prepare_root(..., onebot_port=...))")
 
 
 class AstrBot:

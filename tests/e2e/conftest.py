@@ -7,6 +7,9 @@
     lark                    `lark.say(text, group=..., user=...)` posts a Lark event and returns the Turn
                             (the bot's reply and the model requests made while answering);
                             `lark.say_unaddressed(...)` posts a group message that does not @-mention the bot
+    fake_onebot, qq         the session AstrBot also runs a QQ platform (aiocqhttp, OneBot v11 reverse WebSocket);
+                            `fake_onebot` is connected to it as NapCat would be, and `qq.say(text, group=..., user=...)`
+                            posts a QQ group message (numeric ids: `ids.qq_group()`, `ids.qq_user()`)
 
 When a test fails, the report shows the AstrBot log tail, the Lark replies and the model requests.
 """
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import random
 import re
 import sys
 import urllib.request
@@ -27,6 +31,8 @@ import pytest
 
 from .fake_lark import FakeLark, Reply, message_event
 from .fake_model import FakeModel, ModelRequest
+from .fake_onebot import TOKEN as ONEBOT_TOKEN
+from .fake_onebot import FakeOneBot, Sent
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts"))
@@ -76,7 +82,7 @@ class Turn:
     """One user message and everything that happened while the bot answered it."""
 
     message_id: str
-    reply: Reply
+    reply: Reply | Sent  # Lark's reply, or the QQ message (send_group_msg) that answered
     requests: list[ModelRequest] = field(default_factory=list, repr=False)
 
     @property
@@ -165,6 +171,35 @@ class LarkDriver:
         return event["event"]["message"]["message_id"]
 
 
+class QQDriver:
+    """Posts OneBot v11 group messages to the session AstrBot's QQ platform and waits for the answers. On QQ an
+    answer is a `send_group_msg` like any other message the bot posts: the first one to the group after the user's
+    message is taken as its reply (and marked so); what the bot posts on its own stays in `fake_onebot.proactive`."""
+
+    def __init__(self, onebot: FakeOneBot, model: FakeModel):
+        self.onebot, self.model = onebot, model
+
+    def say(self, text: str, *, group: int, user: int, at: tuple[int, ...] = (), timeout: float = 30) -> Turn:
+        """`user` writes `text` in `group`, @-mentioning the bot (and the QQ numbers in `at`)."""
+        mark = self.model.mark()
+        event = self.onebot.group_message(text, group_id=group, user_id=user, at=at)
+        start = len(self.onebot.sent)
+        self.onebot.post(event)
+
+        def answered() -> Sent | None:
+            return next((s for s in self.onebot.sent[start:] if s.group_id == group and s.in_reply_to is None), None)
+
+        reply = self.onebot.wait_for(answered, f"a QQ reply to {text!r} in group {group}", timeout)
+        reply.in_reply_to = event["message_id"]
+        return Turn(str(event["message_id"]), reply, self.model.requests_since(mark))
+
+    def say_unaddressed(self, text: str, *, group: int, user: int) -> int:
+        """`user` writes `text` in `group` without @-mentioning the bot; returns the message_id."""
+        event = self.onebot.group_message(text, group_id=group, user_id=user, mention_bot=False)
+        self.onebot.post(event)
+        return event["message_id"]
+
+
 # -- fixtures ----------------------------------------------------------------------------------
 @pytest.fixture(scope="session")
 def fake_lark():
@@ -185,7 +220,7 @@ def fake_model():
 @pytest.fixture(autouse=True)
 def _fresh_fakes(request):
     """Every test starts with an unscripted model and empty recordings."""
-    for name in ("fake_lark", "fake_model"):
+    for name in ("fake_lark", "fake_model", "fake_onebot"):
         if name in request.fixturenames:
             request.getfixturevalue(name).reset()
 
@@ -205,11 +240,29 @@ def _forget(bot: sandbox.AstrBot) -> None:
 
 @pytest.fixture(scope="session")
 def astrbot(tmp_path_factory, fake_lark, fake_model):
-    bot = _prepare(tmp_path_factory.mktemp("astrbot-session"), fake_lark, fake_model, admins=[ADMIN])
+    bot = _prepare(
+        tmp_path_factory.mktemp("astrbot-session"),
+        fake_lark,
+        fake_model,
+        admins=[ADMIN],
+        onebot_port=sandbox.free_port(),
+        onebot_token=ONEBOT_TOKEN,
+    )
     try:
         yield bot.start(timeout=180)
     finally:
         _forget(bot)
+
+
+@pytest.fixture(scope="session")
+def fake_onebot(astrbot):
+    """The OneBot side of the session AstrBot's QQ platform, connected (and reconnecting) as NapCat would be."""
+    client = FakeOneBot().start(sandbox.onebot_url(astrbot.root))
+    _live["onebot"] = client
+    try:
+        yield client.wait_connected(60)
+    finally:
+        client.stop()
 
 
 @pytest.fixture
@@ -238,12 +291,19 @@ def lark(astrbot, fake_lark, fake_model) -> LarkDriver:
     return LarkDriver(astrbot, fake_lark, fake_model)
 
 
+@pytest.fixture
+def qq(fake_onebot, fake_model) -> QQDriver:
+    return QQDriver(fake_onebot, fake_model)
+
+
 class Ids:
     """Fresh Lark ids per test, so tests sharing one AstrBot never see each other's groups."""
 
     def __init__(self, tag: str):
         self.tag = re.sub(r"[^a-z0-9]", "", tag.lower())[-12:] + uuid.uuid4().hex[:6]
         self._n = itertools.count(1)
+        # QQ ids are numbers: a random block of 1000 per test (group numbers 9 digits, QQ numbers 10)
+        self._qq_base = random.SystemRandom().randrange(100_000, 999_999) * 1000
 
     def group(self) -> str:
         return f"oc_{self.tag}_{next(self._n)}"
@@ -251,14 +311,21 @@ class Ids:
     def user(self) -> str:
         return f"ou_{self.tag}_{next(self._n)}"
 
+    def qq_group(self) -> int:
+        return self._qq_base + next(self._n)
+
+    def qq_user(self) -> int:
+        return 1_000_000_000 + self._qq_base + next(self._n)
+
 
 @pytest.fixture
 def ids(request) -> Ids:
     return Ids(request.node.name)
 
 
-def memory_files(bot: sandbox.AstrBot) -> dict[str, dict]:
-    """group_id -> parsed JSON of every memory file the plugin wrote under this AstrBot's data dir."""
+def memory_files(bot: sandbox.AstrBot, platform: str | None = None) -> dict[str, dict]:
+    """group_id -> parsed JSON of every memory file the plugin wrote under this AstrBot's data dir (only those of
+    `platform`, e.g. "aiocqhttp", when given: the same group id can be a group on two platforms)."""
     base = bot.root / "data" / "plugin_data" / sandbox.PLUGIN_NAME
     out = {}
     for path in sorted(base.rglob("*.json")):
@@ -266,7 +333,7 @@ def memory_files(bot: sandbox.AstrBot) -> dict[str, dict]:
             doc = json.loads(path.read_text(encoding="utf-8-sig"))
         except ValueError:
             continue
-        if isinstance(doc, dict) and "group_id" in doc:
+        if isinstance(doc, dict) and "group_id" in doc and platform in (None, doc.get("platform")):
             out[doc["group_id"]] = doc
     return out
 
@@ -289,6 +356,8 @@ def pytest_runtest_makereport(item, call):
         rep.sections.append((f"fake model: last {len(reqs)} of {len(model.requests)} requests", text))
     if (lark := _live.get("lark")) is not None:
         rep.sections.append(("fake Lark replies", "\n".join(str(r) for r in lark.replies[-10:]) or "(none)"))
+    if (onebot := _live.get("onebot")) is not None:
+        rep.sections.append(("fake OneBot: sent", "\n".join(str(s) for s in onebot.sent[-10:]) or "(none)"))
 
 
 def with_settings(config: dict, **changes) -> dict:
