@@ -225,6 +225,7 @@ async def test_every_item_is_checked_and_a_bad_one_refuses_its_group_whole(tmp_p
     lm_store.add("另一个群的记忆", "aiocqhttp:GroupMessage:999", T0)
     store = UserMemoryStore(tmp_path / "data")
     reading = read(lm_store.export_csv().encode())
+    assert reading.as_json(200)["longest"] == 250, "the page says which setting to raise, and to what"
     results = {str(g.key): await transfer.apply_group(store, g, LIMITS, actor=ACTOR) for g in reading.groups}
     refused = results["aiocqhttp:123456"]
     assert refused.added == 0 and "过长" in refused.refused and "本群没有导入任何内容" in refused.refused
@@ -311,7 +312,7 @@ async def test_routes_preview_and_apply_each_kind_of_file(make_plugin, tmp_path)
     plugin = make_plugin()
     encoded = base64.b64encode(raw["db"]).decode()
     preview = await data(plugin, "import/preview", body={"content": encoded, "encoding": "base64"})
-    assert preview["source"] == "livingmemory"
+    assert preview["source"] == "livingmemory" and preview["content_limit"] == 200 and preview["longest"] == 26
     # no platform instance runs in this test: "napcat" is not guessed and is counted with its reason
     assert preview["unmapped"]["count"] == 5
     assert {r["reason"]: r["count"] for r in preview["unmapped"]["reasons"]} == {

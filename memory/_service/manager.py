@@ -534,7 +534,10 @@ class Manager:
         reading = await self._imported(content, platform, encoding)
         limits, running = transfer.Limits.of(self.settings, self._todo_policy), self._running_platforms()
         previews = [await transfer.preview_group(self._store, g, limits, running) for g in reading.groups]
-        return {"groups": [p.as_json(MAX_PREVIEW_ITEMS) for p in previews], **reading.as_json()}
+        return {
+            "groups": [p.as_json(MAX_PREVIEW_ITEMS) for p in previews],
+            **reading.as_json(self.settings.memory_max_content_length),
+        }
 
     async def apply_import(self, content: str, platform: str = "", encoding: str = "", *, user: str) -> dict[str, Any]:
         """Import the file's new items and opt-outs, each group all or nothing."""
@@ -543,7 +546,7 @@ class Manager:
         results = [
             await transfer.apply_group(self._store, g, limits, running, actor=_actor(user)) for g in reading.groups
         ]
-        return {"groups": [r.as_json() for r in results], **reading.as_json()}
+        return {"groups": [r.as_json() for r in results], **reading.as_json(self.settings.memory_max_content_length)}
 
     async def test_recall(
         self, platform: str, group_id: str, user_id: str, message: str, name: str = ""

@@ -91,6 +91,7 @@
       importNote: "导入按群要么全部成功要么全部不变，和其他途径一样检查 id、内容与上限（被拒绝的群写明原因）；待办的提醒改发到导入的群；成员的“不记录”设置一并导入。也接受设计 000 的版本 0 文件，以及 LivingMemory 的导出（JSON、CSV）和数据库文件（先停止 AstrBot 再复制 livingmemory.db）；关闭了记录的成员的记忆不会从 LivingMemory 导入。",
       importReminders: "提醒发往", importOptedOut: "不记录的成员",
       importFromLM: "来自 LivingMemory：会话对应到群；会话或原始对话只有一位发言者时归该成员，否则作为本群公共记忆；重要度与时间照搬。",
+      importTooLong: "LivingMemory 有一条记忆长 {0} 字，超过 memory_max_content_length（{1} 字）：含过长记忆的群会被整群拒绝。可在插件设置里把它调到至少 {0}（最多 2000）后再预览。",
       unmappedTitle: "未能对应的条目：{0} 条（不会导入）", unmappedReason: "原因", unmappedCount: "条数", unmappedExamples: "例如",
       badFile: "文件不是有效的 JSON", badRead: "无法读取文件",
       statsTitle: "统计", overTime: "记忆数随时间", byType: "按类型", byScope: "按范围", bySource: "按来源",
@@ -203,6 +204,7 @@
       importNote: "Import is all-or-nothing per group and checks ids, contents and caps like every other path (a refused group says why); todos' reminders go to the group imported into; members' opt-outs are imported too. Design 000's version-0 files are accepted too, and LivingMemory's exports (JSON, CSV) and database file (stop AstrBot before copying livingmemory.db); memories of members who opted out are not imported from LivingMemory.",
       importReminders: "Reminders go to", importOptedOut: "Opted-out members",
       importFromLM: "From LivingMemory: sessions map to groups; a memory whose session or source conversation has one speaker goes to that member, any other to the group's shared memories; importance and times are kept.",
+      importTooLong: "A LivingMemory memory is {0} characters long, over memory_max_content_length ({1}): a group holding one is refused whole. Raise the setting to at least {0} (at most 2000) and preview again.",
       unmappedTitle: "Not mapped: {0} (not imported)", unmappedReason: "Reason", unmappedCount: "Count", unmappedExamples: "For example",
       badFile: "The file is not valid JSON", badRead: "The file cannot be read",
       statsTitle: "Statistics", overTime: "Memories over time", byType: "By type", byScope: "By scope",
@@ -964,7 +966,9 @@
         t("importInvalid"), t("importReminders"), t("importOptedOut"), t("importAdded")].map((h) => el("th", {}, h)))),
       el("tbody", {}, rows));
     if (r.source !== "livingmemory") return table;
-    return el("div", {}, el("p", { class: "muted small" }, t("importFromLM")), table, unmappedAccount(r.unmapped || {}));
+    const tooLong = r.longest > r.content_limit
+      && el("p", { class: "error", id: "import-too-long" }, t("importTooLong", fmtNum(r.longest), fmtNum(r.content_limit)));
+    return el("div", {}, el("p", { class: "muted small" }, t("importFromLM")), tooLong, table, unmappedAccount(r.unmapped || {}));
   }
 
   // What another plugin's file holds that could not be mapped: a count per reason, with a few examples.

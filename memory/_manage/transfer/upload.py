@@ -13,6 +13,7 @@ from zoneinfo import ZoneInfo
 from ..._privacy.optout import opted_out
 from ..._storage import MemoryStore
 from ..._storage.crypto import Sealer
+from ..._text import clean_content
 from . import lm_files
 from .format import MAX_IMPORT_BYTES, ImportRefused
 from .livingmemory import OPTED_OUT, SOURCE, Account, Origin, map_records
@@ -31,10 +32,15 @@ class Reading:
     unmapped: Account | None = None
     origins: dict[str, Origin] = field(default_factory=dict)
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self, content_limit: int) -> dict[str, Any]:
+        """What the preview adds for another plugin's file: the account, and its longest memory beside the content
+        limit (`memory_max_content_length`), which its long summaries often pass."""
         out: dict[str, Any] = {"source": self.source}
         if self.unmapped is not None:
             out["unmapped"] = self.unmapped.as_json()
+            lengths = [len(clean_content(m.content)) for g in self.groups for ms in g.memories.values() for m in ms]
+            lengths += [len(clean_content(a.memory.content)) for g in self.groups for a in g.archived]
+            out["longest"], out["content_limit"] = max(lengths, default=0), content_limit
         return out
 
 
