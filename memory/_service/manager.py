@@ -528,11 +528,16 @@ class Manager:
     def _time(self) -> dict[str, Any]:
         return {"zone": self._todo_policy.zone, "now": self._clock()}
 
+    def _import_rules(self) -> tuple[transfer.Limits, Mapping[str, str]]:
+        """The limits every other path enforces, and the platform instances running now that an imported todo's
+        reminders may be bound to."""
+        return transfer.Limits.of(self.settings, self._todo_policy), self._running_platforms()
+
     async def preview_import(self, content: str, platform: str = "", encoding: str = "") -> dict[str, Any]:
         """What importing the file would do, item by item (new, duplicate, conflicting, invalid), why a group would
         be refused, and (another plugin's file) what could not be mapped. Changes nothing."""
         reading = await self._imported(content, platform, encoding)
-        limits, running = transfer.Limits.of(self.settings, self._todo_policy), self._running_platforms()
+        limits, running = self._import_rules()
         previews = [await transfer.preview_group(self._store, g, limits, running) for g in reading.groups]
         return {
             "groups": [p.as_json(MAX_PREVIEW_ITEMS) for p in previews],
@@ -542,7 +547,7 @@ class Manager:
     async def apply_import(self, content: str, platform: str = "", encoding: str = "", *, user: str) -> dict[str, Any]:
         """Import the file's new items and opt-outs, each group all or nothing."""
         reading = await self._imported(content, platform, encoding)
-        limits, running = transfer.Limits.of(self.settings, self._todo_policy), self._running_platforms()
+        limits, running = self._import_rules()
         results = [
             await transfer.apply_group(self._store, g, limits, running, actor=_actor(user)) for g in reading.groups
         ]
