@@ -517,16 +517,12 @@ class Manager:
     async def _imported(self, content: str, platform: str, encoding: str) -> transfer.Reading:
         """The file's groups (this plugin's file, or LivingMemory's without opted-out members' memories)."""
         try:
-            raw = transfer.upload_bytes(content, encoding)
-            reading = transfer.read_upload(
-                raw, platform, self._store.sealer, platforms=self._running_platforms(), **self._time()
+            when: dict[str, Any] = {"zone": self._todo_policy.zone, "now": self._clock()}
+            return await transfer.read_file(
+                self._store, content, encoding, platform, **when, platforms=self._running_platforms()
             )
         except transfer.ImportRefused as exc:
             raise InvalidMemoryInput(str(exc)) from None
-        return await transfer.without_opted_out(self._store, reading)
-
-    def _time(self) -> dict[str, Any]:
-        return {"zone": self._todo_policy.zone, "now": self._clock()}
 
     def _import_rules(self) -> tuple[transfer.Limits, Mapping[str, str]]:
         """The limits every other path enforces, and the platform instances running now that an imported todo's
@@ -539,18 +535,15 @@ class Manager:
         reading = await self._imported(content, platform, encoding)
         limits, running = self._import_rules()
         previews = [await transfer.preview_group(self._store, g, limits, running) for g in reading.groups]
-        return {
-            "groups": [p.as_json(MAX_PREVIEW_ITEMS) for p in previews],
-            **reading.as_json(self.settings.memory_max_content_length),
-        }
+        extra = reading.as_json(self.settings.memory_max_content_length)  # another plugin's file: what was not mapped
+        return {"groups": [p.as_json(MAX_PREVIEW_ITEMS) for p in previews], **extra}
 
     async def apply_import(self, content: str, platform: str = "", encoding: str = "", *, user: str) -> dict[str, Any]:
         """Import the file's new items and opt-outs, each group all or nothing."""
         reading = await self._imported(content, platform, encoding)
         limits, running = self._import_rules()
-        results = [
-            await transfer.apply_group(self._store, g, limits, running, actor=_actor(user)) for g in reading.groups
-        ]
+        actor = _actor(user)
+        results = [await transfer.apply_group(self._store, g, limits, running, actor=actor) for g in reading.groups]
         return {"groups": [r.as_json() for r in results], **reading.as_json(self.settings.memory_max_content_length)}
 
     async def test_recall(

@@ -87,6 +87,23 @@ def read_upload(
     return Reading(mapped.groups, SOURCE, mapped.account, mapped.origins)
 
 
+async def read_file(
+    store: MemoryStore,
+    content: str,
+    encoding: str = "",
+    platform: str = "",
+    *,
+    platforms: Mapping[str, str],
+    zone: ZoneInfo,
+    now: float,
+) -> Reading:
+    """The page's upload (`upload_bytes`) read (`read_upload`, opened with the store's key) for `store`, without
+    opted-out members' memories (`without_opted_out`). Raises ImportRefused."""
+    raw = upload_bytes(content, encoding)
+    reading = read_upload(raw, platform, store.sealer, platforms=platforms, zone=zone, now=now)
+    return await without_opted_out(store, reading)
+
+
 async def without_opted_out(store: MemoryStore, reading: Reading) -> Reading:
     """Another plugin's memories with those of members who opted out of being recorded (in the group or in every
     group of the platform) left out, and those made from their messages: counted as not mapped. This plugin's own
