@@ -93,6 +93,7 @@ def files(lm_store: LivingMemory, tmp_path) -> dict[str, bytes]:
         "db": lm_store.database(tmp_path / "livingmemory.db"),
         "json": lm_store.export_json().encode(),
         "csv": lm_store.export_csv().encode(),
+        "csv re-saved by Excel": b"\xef\xbb\xbf" + lm_store.export_csv().encode(),
     }
 
 
@@ -138,7 +139,7 @@ EXPECTED = {
 EXPECTED_UNMAPPED = {lm.PRIVATE: 1, lm.GLOBAL: 1, lm.NO_SCOPE: 1, lm.DELETED: 1}
 
 
-@pytest.mark.parametrize("kind", ["db", "json", "csv"])
+@pytest.mark.parametrize("kind", ["db", "json", "csv", "csv re-saved by Excel"])
 def test_each_file_maps_sessions_to_groups_and_senders_to_members(tmp_path, kind):
     lm_store, _ = sample()
     reading = read(files(lm_store, tmp_path)[kind])
@@ -159,6 +160,25 @@ def test_the_three_files_give_the_same_ids_so_a_second_import_finds_duplicates(t
         for kind, raw in files(lm_store, tmp_path).items()
     }
     assert ids["db"] == ids["json"] == ids["csv"] and len(ids["db"]) == 8
+
+
+def test_a_database_of_an_older_livingmemory_without_export(tmp_path):
+    """Before 2.6 (no export, no memory_sources): `documents` as v2.0.1's MemoryEngine._create_tables made it when
+    it came first (core/managers/memory_engine.py at tag v2.0.1), the metadata as its add_memory wrote it."""
+    db = sqlite3.connect(tmp_path / "old.db")
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS documents (id INTEGER PRIMARY KEY AUTOINCREMENT, text TEXT NOT NULL,"
+        " metadata TEXT DEFAULT '{}')"
+    )
+    meta = {"session_id": QQ, "persona_id": None, "importance": 0.7, "create_time": T0, "last_access_time": T0}
+    db.execute("INSERT INTO documents (text, metadata) VALUES (?, ?)", ("小王周五值班", json.dumps(meta)))
+    db.commit()
+    db.close()
+    reading = read((tmp_path / "old.db").read_bytes())
+    assert placed(reading) == {
+        "aiocqhttp:123456": {GROUP_OWNER: [("小王周五值班", 0.7, T0, T0, None, Source.EXTRACTION)]}
+    }
+    assert reading.unmapped.total == 0
 
 
 def test_an_instance_not_running_is_not_guessed(tmp_path):
