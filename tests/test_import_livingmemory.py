@@ -299,6 +299,17 @@ def test_foreign_and_hostile_files_are_refused_saying_why(tmp_path):
         transfer.upload_bytes("not base64!", "base64")
 
 
+def test_livingmemory_files_may_be_larger_than_this_plugins_own():
+    """Its files carry every memory's metadata and source messages (10,000 memories: ~20 MB): up to 32 MiB."""
+    lm_store, _ = sample()
+    padding = b" " * (transfer.MAX_IMPORT_BYTES + 1)
+    assert len(read(lm_store.export_json().encode() + padding).groups) == 4
+    with pytest.raises(transfer.ImportRefused, match="过大"):
+        read(json.dumps({"format": transfer.EXPORT_FORMAT, "export_version": 1, "groups": []}).encode() + padding)
+    with pytest.raises(transfer.ImportRefused, match="过大"):
+        read(lm_store.export_json().encode() + padding * 2)
+
+
 def test_the_documents_table_is_astrbots(tmp_path):
     """The generator's `documents` table is the one AstrBot's FAISS DocumentStorage creates (LivingMemory's)."""
     import asyncio

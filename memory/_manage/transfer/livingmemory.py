@@ -129,7 +129,7 @@ def map_records(records: Iterable[Record], platforms: Mapping[str, str], *, zone
     archived: dict[GroupKey, list[ArchivedMemory]] = {}
     for record in records:
         status = str(record.metadata.get("status") or "active").lower()
-        speakers = _speakers(record.source_messages)
+        speakers = record.speakers
         place: _Place | str = (
             DELETED
             if status == "deleted"
@@ -195,21 +195,6 @@ def _checked(key: GroupKey, owner: Owner) -> _Place | str:
     except InvalidMemoryInput:
         return BAD_ID
     return _Place(key, owner if owner is not None else GROUP_OWNER)
-
-
-def _speakers(messages: Iterable[Any]) -> frozenset[str]:
-    """The members whose messages a memory was made from (LivingMemory's `source_messages`), the bot left out."""
-    found = set()
-    for message in messages:
-        if not isinstance(message, dict) or message.get("role") == "assistant":
-            continue
-        meta = message.get("metadata")
-        if isinstance(meta, dict) and meta.get("is_bot_message"):
-            continue
-        sender = message.get("sender_id")
-        if isinstance(sender, str | int) and not isinstance(sender, bool) and str(sender) not in ("", "unknown"):
-            found.add(str(sender))
-    return frozenset(found)
 
 
 def _memory(record: Record, zone: ZoneInfo, now: float) -> Memory:

@@ -21,18 +21,23 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .format import MAX_IMPORT_BYTES, MAX_IMPORT_ITEMS, ImportRefused
+from .format import MAX_IMPORT_ITEMS, MAX_LIVINGMEMORY_BYTES, ImportRefused
 
 FORMAT = "livingmemory"
 SCHEMA_VERSION = 1
 SQLITE_MAGIC = b"SQLite format 3\x00"
 CSV_FIELDS = ("original_id", "content", "importance", "session_id", "persona_id", "metadata")
 _CSV_ESCAPED = ("content", "session_id", "persona_id", "memory_type", "status")
+_EXPORT_HEAD = re.compile(rb'\A(?:\xef\xbb\xbf)?\s*\{\s*"format"\s*:\s*"livingmemory"')  # how its export starts
+# The metadata mapping reads (a record keeps only these: a file's other fields, its retrieval data and the source
+# messages' text are not held for every memory at once; the source messages leave only their senders).
+KEPT = ("status", "create_time", "last_access_time", "access_count", "memory_origin", "archived_at")
 MAX_SQL_STEPS = 50_000_000  # SQLite virtual machine steps a database may cost (a hostile schema cannot loop forever)
 
 
@@ -44,8 +49,8 @@ class Record:
     content: str
     importance: Any  # as written (a number in [0, 1] from LivingMemory itself)
     session_id: str | None  # the scope it was kept in: a session (unified_msg_origin), a user, global or none
-    metadata: dict[str, Any] = field(default_factory=dict)
-    source_messages: list[Any] = field(default_factory=list)
+    metadata: dict[str, Any] = field(default_factory=dict)  # the `KEPT` fields
+    speakers: frozenset[str] = frozenset()  # the senders of the messages it was made from, the bot left out
     stored_at: str | None = None  # the row's created_at (local time), used when metadata has no create_time
     stored_updated: str | None = None
 
@@ -58,6 +63,11 @@ def is_csv(raw: bytes) -> bool:
     """Whether the file starts with the header of LivingMemory's CSV export."""
     first = raw[:1024].removeprefix(b"\xef\xbb\xbf").split(b"\n", 1)[0].decode("utf-8", "replace").strip()
     return set(CSV_FIELDS) <= {name.strip() for name in first.split(",")}
+
+
+def is_livingmemory(raw: bytes) -> bool:
+    """Whether the file is one of LivingMemory's, by its first bytes (a JSON export as it writes it)."""
+    return is_database(raw) or is_csv(raw) or _EXPORT_HEAD.match(raw[:256]) is not None
 
 
 def is_export(data: Any) -> bool:
@@ -108,7 +118,7 @@ def from_database(raw: bytes) -> list[Record]:
     try:
         if raw[18:20] == b"\x02\x02":  # WAL mode (LivingMemory's): an in-memory copy reads as a rollback journal
             raw = raw[:18] + b"\x01\x01" + raw[20:]
-        db.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_IMPORT_BYTES)  # no value larger than the file
+        db.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_LIVINGMEMORY_BYTES)  # no value larger than the file
         db.deserialize(raw)
         # Only SELECTs run, with SQLite's own functions (this connection registers none): the schema's generated
         # columns (AstrBot's use json_extract) are safe to evaluate; time and size are bounded.
@@ -141,14 +151,12 @@ def _database_records(db: sqlite3.Connection) -> list[Record]:
         raise ImportRefused("documents 表缺少 id、text 或 metadata 列：它不是 LivingMemory 的记忆数据库")
     (count,) = db.execute("SELECT COUNT(*) FROM documents").fetchone()
     _check_count(count)
-    stored = ", ".join(c if c in columns else "NULL" for c in ("created_at", "updated_at"))
-    sources: dict[int, Any] = {}
-    if "memory_sources" in tables:
-        sources = dict(db.execute("SELECT memory_id, source_json FROM memory_sources"))
+    stored = ", ".join(f"d.{c}" if c in columns else "NULL" for c in ("created_at", "updated_at"))
+    sources = "s.source_json" if "memory_sources" in tables else "NULL"
+    join = "LEFT JOIN memory_sources AS s ON s.memory_id = d.id" if "memory_sources" in tables else ""
+    query = f"SELECT d.id, d.text, d.metadata, {stored}, {sources} FROM documents AS d {join} ORDER BY d.id"  # noqa: S608
     records = []
-    for n, (doc_id, text, metadata, created, updated) in enumerate(
-        db.execute(f"SELECT id, text, metadata, {stored} FROM documents ORDER BY id")  # noqa: S608 (column names)
-    ):
+    for n, (doc_id, text, metadata, created, updated, source_json) in enumerate(db.execute(query)):
         meta = _json(metadata, {})
         row = {
             "original_id": doc_id,
@@ -156,7 +164,7 @@ def _database_records(db: sqlite3.Connection) -> list[Record]:
             "importance": meta.get("importance", 0.5) if isinstance(meta, dict) else 0.5,
             "session_id": meta.get("session_id") if isinstance(meta, dict) else None,
             "metadata": meta,
-            "source_messages": _json(sources.get(doc_id), []),
+            "source_messages": _json(source_json, []),
             "storage_created_at": created,
             "storage_updated_at": updated,
         }
@@ -176,8 +184,8 @@ def _record(raw: Any, n: int) -> Record:
         content=raw.get("content") if isinstance(raw.get("content"), str) else "",
         importance=raw.get("importance", metadata.get("importance", 0.5)),
         session_id=str(session).strip() or None if session is not None else None,
-        metadata=metadata,
-        source_messages=sources if isinstance(sources, list) else [],
+        metadata={k: metadata[k] for k in KEPT if k in metadata},
+        speakers=_speakers(sources if isinstance(sources, list) else []),
         stored_at=_text(raw.get("storage_created_at")),
         stored_updated=_text(raw.get("storage_updated_at")),
     )
@@ -206,3 +214,18 @@ def _unescape(value: str) -> str:
 
 def _text(value: Any) -> str | None:
     return str(value) if value not in (None, "") else None
+
+
+def _speakers(messages: list[Any]) -> frozenset[str]:
+    """The members whose messages a memory was made from (`source_messages`), the bot's own left out."""
+    found = set()
+    for message in messages:
+        if not isinstance(message, dict) or message.get("role") == "assistant":
+            continue
+        meta = message.get("metadata")
+        if isinstance(meta, dict) and meta.get("is_bot_message"):
+            continue
+        sender = message.get("sender_id")
+        if isinstance(sender, str | int) and not isinstance(sender, bool) and str(sender) not in ("", "unknown"):
+            found.add(str(sender))
+    return frozenset(found)

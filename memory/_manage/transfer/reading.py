@@ -62,9 +62,9 @@ def read_import(raw: bytes, platform: str = "", sealer: Sealer | None = None) ->
     return read_data(parse(raw), raw, platform, sealer)
 
 
-def check_size(raw: bytes) -> None:
-    if len(raw) > MAX_IMPORT_BYTES:
-        raise ImportRefused(f"导入文件过大（{len(raw)} 字节），最多 {MAX_IMPORT_BYTES} 字节")
+def check_size(raw: bytes, limit: int = MAX_IMPORT_BYTES) -> None:
+    if len(raw) > limit:
+        raise ImportRefused(f"导入文件过大（{len(raw)} 字节），最多 {limit} 字节")
 
 
 def read_data(data: Any, raw: bytes, platform: str = "", sealer: Sealer | None = None) -> list[ImportedGroup]:
