@@ -1,5 +1,5 @@
 """Reading LivingMemory's files (astrbot_plugin_livingmemory, lxfight-s-Astrbot-Plugins): its JSON and CSV exports
-and its SQLite database, as that plugin writes them (read from its source at commit c2e7330, version 2.6.0-beta.3:
+and its SQLite database, as that plugin writes them (read from its source at commit c2e733049392d1cfc27843fc083096a9103f27d1, version 2.6.0-beta.3:
 `core/memory_transfer.py`, `core/managers/memory_engine_crud.py` `get_memory_transfer_records`,
 `core/managers/memory_engine.py` `_create_tables`; the `documents` table is AstrBot's FAISS `DocumentStorage`).
 
