@@ -344,22 +344,25 @@ async def export(call: Call) -> Response:
 def _import_content(call: Call) -> str:
     content = call.params.get("content")
     if not isinstance(content, str) or not content:
-        raise InvalidMemoryInput("缺少参数 content（导入文件的文本）")
+        raise InvalidMemoryInput("缺少参数 content（导入文件的文本，或 encoding=base64 时二进制文件的 base64）")
     return content
 
 
 @route(
     "import/preview",
     "POST",
-    "记忆管理：预览导入（每条是新增、重复、冲突还是无效；群被拒绝的原因、提醒发往哪里、导入的不记录设置）",
+    "记忆管理：预览导入（本插件的导出文件，或 LivingMemory 的 JSON/CSV 导出与数据库文件；每条是新增、重复、冲突"
+    "还是无效；群被拒绝的原因、提醒发往哪里、导入的不记录设置、未能对应的条目及原因）",
 )
 async def import_preview(call: Call) -> dict[str, Any]:
-    return await call.manager.preview_import(_import_content(call), call.text("platform"))
+    content, platform, encoding = _import_content(call), call.text("platform"), call.text("encoding")
+    return await call.manager.preview_import(content, platform, encoding)
 
 
 @route("import/apply", "POST", "记忆管理：导入（每个群要么全部导入要么不导入，只添加新条目和不记录设置）")
 async def import_apply(call: Call) -> dict[str, Any]:
-    return await call.manager.apply_import(_import_content(call), call.text("platform"), user=call.user)
+    content, platform, encoding = _import_content(call), call.text("platform"), call.text("encoding")
+    return await call.manager.apply_import(content, platform, encoding, user=call.user)
 
 
 @route("recall/test", "POST", "记忆管理：召回测试（以某成员身份发一句话，看注入的内容及原因；不改变任何状态）")

@@ -515,11 +515,13 @@ class Manager:
         )
         return Export(filename + ".json", chunks)
 
-    def _imported(self, content: str, platform: str) -> list[transfer.ImportedGroup]:
+    async def _imported(self, content: str, platform: str, encoding: str) -> transfer.Reading:
+        """The file's groups (this plugin's file, or LivingMemory's without opted-out members' memories)."""
         try:
-            return transfer.read_import(content.encode("utf-8"), platform, self._store.sealer)
-        except UnicodeEncodeError:
-            raise InvalidMemoryInput("导入文件含有无法编码的字符") from None
+            when: dict[str, Any] = {"zone": self._todo_policy.zone, "now": self._clock()}
+            return await transfer.read_file(
+                self._store, content, encoding, platform, **when, platforms=self._running_platforms()
+            )
         except transfer.ImportRefused as exc:
             raise InvalidMemoryInput(str(exc)) from None
 
@@ -528,21 +530,22 @@ class Manager:
         reminders may be bound to."""
         return transfer.Limits.of(self.settings, self._todo_policy), self._running_platforms()
 
-    async def preview_import(self, content: str, platform: str = "") -> dict[str, Any]:
-        """What importing the file's text would do, item by item (new, duplicate, conflicting, invalid), and why a
-        group would be refused. Changes nothing."""
-        groups = self._imported(content, platform)
+    async def preview_import(self, content: str, platform: str = "", encoding: str = "") -> dict[str, Any]:
+        """What importing the file would do, item by item (new, duplicate, conflicting, invalid), why a group would
+        be refused, and (another plugin's file) what could not be mapped. Changes nothing."""
+        reading = await self._imported(content, platform, encoding)
         limits, running = self._import_rules()
-        previews = [await transfer.preview_group(self._store, g, limits, running) for g in groups]
-        return {"groups": [p.as_json(MAX_PREVIEW_ITEMS) for p in previews]}
+        previews = [await transfer.preview_group(self._store, g, limits, running) for g in reading.groups]
+        extra = reading.as_json(self.settings.memory_max_content_length)  # another plugin's file: what was not mapped
+        return {"groups": [p.as_json(MAX_PREVIEW_ITEMS) for p in previews], **extra}
 
-    async def apply_import(self, content: str, platform: str = "", *, user: str) -> dict[str, Any]:
+    async def apply_import(self, content: str, platform: str = "", encoding: str = "", *, user: str) -> dict[str, Any]:
         """Import the file's new items and opt-outs, each group all or nothing."""
-        groups = self._imported(content, platform)
+        reading = await self._imported(content, platform, encoding)
         limits, running = self._import_rules()
         actor = _actor(user)
-        results = [await transfer.apply_group(self._store, g, limits, running, actor=actor) for g in groups]
-        return {"groups": [r.as_json() for r in results]}
+        results = [await transfer.apply_group(self._store, g, limits, running, actor=actor) for g in reading.groups]
+        return {"groups": [r.as_json() for r in results], **reading.as_json(self.settings.memory_max_content_length)}
 
     async def test_recall(
         self, platform: str, group_id: str, user_id: str, message: str, name: str = ""

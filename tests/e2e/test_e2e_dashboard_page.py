@@ -1,6 +1,7 @@
 """The memory manager page (views/memory_manager) in AstrBot's dashboard, driven in Debian's Chromium through
 Playwright against a real AstrBot: opened from the sidebar, it lists groups, searches, edits (the next model
-request carries the edit), deletes and undoes, tests recall, and exports into a fresh instance.
+request carries the edit), deletes and undoes, tests recall, exports into a fresh instance, and imports LivingMemory's
+database file.
 
 Screenshots land in tests/e2e/artifacts/dashboard_page_*.png. Needs /usr/bin/chromium and the playwright package
 (skipped without them, failed under CI=true), like test_e2e_dashboard.py."""
@@ -280,6 +281,58 @@ def test_export_then_import_into_a_fresh_instance(manager, browser, lark, fake_m
         "是一名平面设计师",
         "回复不要用表情",
     }
+
+
+def test_livingmemory_database_imports_through_the_page(manager, lark, ids, tmp_path):
+    """LivingMemory's livingmemory.db (written as its code writes it: tests/livingmemory_files.py) through the page:
+    its session on the running Lark instance maps to the group, a summary of one member's messages to that member,
+    one of two members' to the group; its private-chat memory is counted as not mapped; the next reply has them."""
+    from livingmemory_files import LivingMemory, message
+
+    group, wang, li = ids.group(), ids.user(), ids.user()
+    session = f"{sandbox.PLATFORM_ID}:GroupMessage:{group}"
+    at = 1_780_000_000.0
+    living = LivingMemory()
+    living.add(
+        "大家约好周六去爬山 | 南门集合",
+        session,
+        at,
+        importance=0.8,
+        sources=[message(wang, "周六爬山吗", at, session=session), message(li, "好啊", at, session=session)],
+    )
+    living.add(
+        "在准备考研 | 目标是浙大",
+        session,
+        at + 60,
+        importance=0.9,
+        sources=[
+            message(wang, "我在准备考研", at, session=session),
+            message("bot", "加油", at, session=session, bot=True),
+        ],
+    )
+    living.add("私聊里说了身体不舒服", f"{sandbox.PLATFORM_ID}:FriendMessage:{wang}", at + 120)
+    living.database(tmp_path / "livingmemory.db")
+
+    manager.open_directly()
+    manager.tab("transfer")
+    frame = manager.frame
+    frame.locator("#import-file").set_input_files(str(tmp_path / "livingmemory.db"))
+    frame.locator("#import-preview").click()
+    summary = frame.locator(f"#import-summary tr[data-group='{group}']")
+    summary.wait_for()
+    assert summary.locator("td").nth(1).text_content() == "2"  # two new memories
+    unmapped = frame.locator("#import-unmapped")
+    assert "1" in unmapped.locator("h3").text_content()
+    assert "私聊" in unmapped.locator("tbody tr").first.text_content()
+    manager.shot("import_livingmemory_preview")
+    frame.locator("#import-apply").click()
+    frame.get_by_text("导入完成").wait_for()
+    memories = lark.say("你好", group=group, user=wang).memories
+    assert memories is not None and {(m.content, m.scope) for m in memories} == {
+        ("在准备考研 | 目标是浙大", ""),
+        ("大家约好周六去爬山 | 南门集合", "本群公共"),
+    }
+    assert not any("身体" in m.content for m in lark.say("你好", group=group, user=li).memories or [])
 
 
 def _every_groups_stats(url: str) -> bool:

@@ -86,11 +86,14 @@
       deleteEpisode: "删除", confirmDeleteEpisode: "永久删除这条情境记忆？此操作不可撤销，并从历史中清除其内容。", episodeDeleted: "已删除情境记忆",
       exportDecrypted: "导出明文（不加密：文件含全部内容，请妥善保管）",
       exportTitle: "导出", exportAll: "全部", exportGroup: "一个群", exportMember: "一位成员", download: "下载 JSON",
-      importTitle: "导入", chooseFile: "选择导出文件（JSON）", preview: "预览", apply: "应用导入",
+      importTitle: "导入", chooseFile: "选择导出文件（本插件的 JSON；LivingMemory 的 JSON、CSV 或数据库 livingmemory.db）", preview: "预览", apply: "应用导入",
       importNew: "新增", importDuplicate: "重复", importConflict: "冲突", importInvalid: "无效", importAdded: "已导入", importApplied: "导入完成", importPlatform: "文件未注明平台时用",
-      importNote: "导入按群要么全部成功要么全部不变，和其他途径一样检查 id、内容与上限（被拒绝的群写明原因）；待办的提醒改发到导入的群；成员的“不记录”设置一并导入。也接受设计 000 的版本 0 文件。",
+      importNote: "导入按群要么全部成功要么全部不变，和其他途径一样检查 id、内容与上限（被拒绝的群写明原因）；待办的提醒改发到导入的群；成员的“不记录”设置一并导入。也接受设计 000 的版本 0 文件，以及 LivingMemory 的导出（JSON、CSV）和数据库文件（先停止 AstrBot 再复制 livingmemory.db）；关闭了记录的成员的记忆不会从 LivingMemory 导入。",
       importReminders: "提醒发往", importOptedOut: "不记录的成员",
-      badFile: "文件不是有效的 JSON",
+      importFromLM: "来自 LivingMemory：会话对应到群；会话或原始对话只有一位发言者时归该成员，否则作为本群公共记忆；重要度与时间照搬。",
+      importTooLong: "LivingMemory 有一条记忆长 {0} 字，超过 memory_max_content_length（{1} 字）：含过长记忆的群会被整群拒绝。可在插件设置里把它调到至少 {0}（最多 2000）后再预览。",
+      unmappedTitle: "未能对应的条目：{0} 条（不会导入）", unmappedReason: "原因", unmappedCount: "条数", unmappedExamples: "例如",
+      badFile: "文件不是有效的 JSON", badRead: "无法读取文件",
       statsTitle: "统计", overTime: "记忆数随时间", byType: "按类型", byScope: "按范围", bySource: "按来源",
       calls: "后台模型调用", tokensIn: "输入 tokens", tokensOut: "输出 tokens", mostInjected: "最常注入的记忆",
       times: "次数", date: "日期", total: "合计",
@@ -195,12 +198,15 @@
       deleteEpisode: "Delete", confirmDeleteEpisode: "Delete this episode for good? This cannot be undone and purges its content from history.", episodeDeleted: "Episode deleted",
       exportDecrypted: "Export decrypted (plaintext: holds every content; keep it safe)",
       exportTitle: "Export", exportAll: "Everything", exportGroup: "One group", exportMember: "One member",
-      download: "Download JSON", importTitle: "Import", chooseFile: "Choose an export file (JSON)", preview: "Preview",
+      download: "Download JSON", importTitle: "Import", chooseFile: "Choose an export file (this plugin's JSON; LivingMemory's JSON, CSV or database livingmemory.db)", preview: "Preview",
       apply: "Apply import", importNew: "New", importDuplicate: "Duplicate", importConflict: "Conflicting", importInvalid: "Invalid", importAdded: "Added",
       importApplied: "Import applied", importPlatform: "Platform for files that name none",
-      importNote: "Import is all-or-nothing per group and checks ids, contents and caps like every other path (a refused group says why); todos' reminders go to the group imported into; members' opt-outs are imported too. Design 000's version-0 files are accepted too.",
+      importNote: "Import is all-or-nothing per group and checks ids, contents and caps like every other path (a refused group says why); todos' reminders go to the group imported into; members' opt-outs are imported too. Design 000's version-0 files are accepted too, and LivingMemory's exports (JSON, CSV) and database file (stop AstrBot before copying livingmemory.db); memories of members who opted out are not imported from LivingMemory.",
       importReminders: "Reminders go to", importOptedOut: "Opted-out members",
-      badFile: "The file is not valid JSON",
+      importFromLM: "From LivingMemory: sessions map to groups; a memory whose session or source conversation has one speaker goes to that member, any other to the group's shared memories; importance and times are kept.",
+      importTooLong: "A LivingMemory memory is {0} characters long, over memory_max_content_length ({1}): a group holding one is refused whole. Raise the setting to at least {0} (at most 2000) and preview again.",
+      unmappedTitle: "Not mapped: {0} (not imported)", unmappedReason: "Reason", unmappedCount: "Count", unmappedExamples: "For example",
+      badFile: "The file is not valid JSON", badRead: "The file cannot be read",
       statsTitle: "Statistics", overTime: "Memories over time", byType: "By type", byScope: "By scope",
       bySource: "By source", calls: "Background model calls", tokensIn: "Input tokens", tokensOut: "Output tokens",
       mostInjected: "Most injected memories", times: "Times", date: "Date", total: "Total",
@@ -887,31 +893,41 @@
       try { await bridge.download("export", params, name); } catch (e) { notify(errorText(e), "error"); }
     };
 
-    const file = el("input", { type: "file", accept: ".json,application/json", id: "import-file" });
+    const file = el("input", { type: "file", accept: ".json,.csv,.db,.sqlite,application/json,text/csv", id: "import-file" });
     // Files of design 000 (version 0) do not name their platform: this one is used for them.
     const importPlatform = el("input", { type: "text", id: "import-platform", value: state.platform || "lark", size: 10 });
     const out = el("div", { id: "import-out" });
     let parsed = null;
+    // A JSON or CSV file goes as its text; a database file (LivingMemory's livingmemory.db) as base64.
     const readFile = async () => {
       const f = file.files && file.files[0];
       if (!f) return null;
-      const content = await f.text();
-      try { JSON.parse(content); } catch { notify(t("badFile"), "error"); return null; }
-      return content;
+      let bytes;
+      try { bytes = new Uint8Array(await f.arrayBuffer()); } catch { notify(t("badRead"), "error"); return null; }
+      if (new TextDecoder().decode(bytes.subarray(0, 16)) === "SQLite format 3\u0000") {
+        let binary = "";
+        for (let i = 0; i < bytes.length; i += 0x8000) binary += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+        return { content: btoa(binary), encoding: "base64" };
+      }
+      const content = new TextDecoder().decode(bytes);
+      if (!/\.csv$/i.test(f.name)) {
+        try { JSON.parse(content); } catch { notify(t("badFile"), "error"); return null; }
+      }
+      return { content };
     };
     const preview = async () => {
       parsed = await readFile();
       if (!parsed) return;
       clear(out).appendChild(el("p", { class: "muted" }, t("loading")));
       try {
-        const r = await api.post("import/preview", { platform: importPlatform.value.trim(), content: parsed });
+        const r = await api.post("import/preview", { platform: importPlatform.value.trim(), ...parsed });
         clear(out);
         append(out, [importSummary(r), el("button", { type: "button", id: "import-apply", onclick: apply }, t("apply"))]);
       } catch (e) { clear(out).appendChild(el("p", { class: "error" }, errorText(e))); }
     };
     const apply = async () => {
       try {
-        const r = await api.post("import/apply", { platform: importPlatform.value.trim(), content: parsed });
+        const r = await api.post("import/apply", { platform: importPlatform.value.trim(), ...parsed });
         clear(out);
         append(out, [el("p", { class: "ok" }, t("importApplied")), importSummary(r)]);
         await refreshGroups();
@@ -945,10 +961,28 @@
         el("td", { class: "num", title: optedOut.join(", ") || null }, fmtNum(g.opted_out_count ?? 0)),
         el("td", { class: g.refused ? "error" : "num" }, g.refused ? g.refused : (g.added !== undefined ? fmtNum(g.added) : "")));
     });
-    return el("table", { class: "table", id: "import-summary" },
+    const table = el("table", { class: "table", id: "import-summary" },
       el("thead", {}, el("tr", {}, [t("group"), t("importNew"), t("importDuplicate"), t("importConflict"),
         t("importInvalid"), t("importReminders"), t("importOptedOut"), t("importAdded")].map((h) => el("th", {}, h)))),
       el("tbody", {}, rows));
+    if (r.source !== "livingmemory") return table;
+    const tooLong = r.longest > r.content_limit
+      && el("p", { class: "error", id: "import-too-long" }, t("importTooLong", fmtNum(r.longest), fmtNum(r.content_limit)));
+    return el("div", {}, el("p", { class: "muted small" }, t("importFromLM")), tooLong, table, unmappedAccount(r.unmapped || {}));
+  }
+
+  // What another plugin's file holds that could not be mapped: a count per reason, with a few examples.
+  function unmappedAccount(u) {
+    const reasons = asList(u.reasons);
+    const box = el("div", { id: "import-unmapped" }, el("h3", {}, t("unmappedTitle", fmtNum(u.count ?? 0))));
+    if (!reasons.length) return box;
+    box.appendChild(el("table", { class: "table" },
+      el("thead", {}, el("tr", {}, [t("unmappedReason"), t("unmappedCount"), t("unmappedExamples")].map((h) => el("th", {}, h)))),
+      el("tbody", {}, reasons.map((x) => el("tr", {},
+        el("td", {}, x.reason), el("td", { class: "num" }, fmtNum(x.count)),
+        el("td", { class: "small" }, asList(x.examples).map((e) => el("div", {},
+          el("span", { class: "mono" }, `#${e.id} ${e.session || "—"}`), " ", e.content))))))));
+    return box;
   }
 
   // ---------- Statistics ----------

@@ -58,9 +58,17 @@ class ImportedGroup:
 def read_import(raw: bytes, platform: str = "", sealer: Sealer | None = None) -> list[ImportedGroup]:
     """The groups of an export or of one group file (version 0 or 1), sealed parts opened with `sealer`.
     `platform` names the platform of a file that does not say (design 000's files). Raises ImportRefused."""
-    if len(raw) > MAX_IMPORT_BYTES:
-        raise ImportRefused(f"导入文件过大（{len(raw)} 字节），最多 {MAX_IMPORT_BYTES} 字节")
-    data = _parse(raw)
+    check_size(raw)
+    return read_data(parse(raw), raw, platform, sealer)
+
+
+def check_size(raw: bytes, limit: int = MAX_IMPORT_BYTES) -> None:
+    if len(raw) > limit:
+        raise ImportRefused(f"导入文件过大（{len(raw)} 字节），最多 {limit} 字节")
+
+
+def read_data(data: Any, raw: bytes, platform: str = "", sealer: Sealer | None = None) -> list[ImportedGroup]:
+    """`read_import` of a file already parsed (`parse`) into `data`."""
     if not isinstance(data, dict):
         raise ImportRefused("导入文件必须是一个 JSON 对象")
     if data.get("format") == EXPORT_FORMAT:
@@ -85,7 +93,7 @@ def read_import(raw: bytes, platform: str = "", sealer: Sealer | None = None) ->
     return groups
 
 
-def _parse(raw: bytes) -> Any:
+def parse(raw: bytes) -> Any:
     """The file's JSON: strict (no NaN or Infinity) and at most MAX_IMPORT_DEPTH levels deep, checked without
     recursion, so a hostile file is refused as invalid instead of exhausting the stack."""
     try:
