@@ -158,8 +158,8 @@ def test_names_come_from_the_group_card_and_the_owner_counts_as_group_admin(qq, 
     time.sleep(0.5)  # its answer is parsed and cached in AstrBot's process
 
     turn = qq.say("你好", group=group, user=wang)
-    assert "（「王经理」）" in turn.system_prompt, turn.system_prompt
-    assert "wang123" not in turn.system_prompt
+    assert "（「王经理」）" in turn.given, turn.given
+    assert "wang123" not in turn.given
     qq.say("我做前端", group=group, user=li)
     shown = dashboard(astrbot, "group", platform=PLATFORM, group_id=str(group))
     assert shown["name"] == "后端组"
