@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 from saver_process import Child, acknowledged
+from test_log_compaction import Clock, add, edit
 
 from memory import GroupKey
-from memory._rules.operations import forget, save
+from memory._rules.operations import forget
 from memory._storage import ERASE, PostgresMemoryStore, changelog
 from memory._storage.crypto import Keyring
 
@@ -23,24 +24,6 @@ G = GroupKey("lark", "oc_compact")
 CRASH_GROUP = GroupKey("lark", "oc_crash")
 DAY = 86400.0
 SAVER = Path(__file__).with_name("saver_process.py")
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_700_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def add(text: str, now: float):
-    return lambda memories: save(memories, memory_type="fact", content=text, now=now, max_count=1000, max_length=200)
-
-
-def edit(memory_id: str, text: str, now: float):
-    return lambda memories: save(
-        memories, memory_type="fact", content=text, replace_id=memory_id, now=now, max_count=1000, max_length=200
-    )
 
 
 async def busy_days(store, clock, days: int, *, members: int = 3, edits: int = 1) -> None:
