@@ -8,7 +8,8 @@
   answered with `card` and `nickname`): the dashboard names the member as the group does; the group's owner (the
   `role` in that list) counts as a group admin;
 - a reminder arrives as a new message (a `send_group_msg` nobody's message asked for, at its time) opening with
-  a real @ of the member (an `at` segment, `[CQ:at,qq=...]`); one QQ refuses shows in AstrBot's log;
+  a real @ of the member (an `at` segment, `[CQ:at,qq=...]`); one QQ refuses shows in AstrBot's log; a reminder
+  for another member goes to the QQ number the message @-mentioned, never to one the model wrote;
 - a QQ group and a Lark chat with the same id (and a member with the same id) stay two groups.
 """
 
@@ -181,18 +182,31 @@ def test_a_qq_reminder_is_a_new_group_message_opening_with_a_real_at(qq, fake_on
     muted = ids.qq_group()  # a group where QQ refuses the bot's messages by the time the reminder is due
     fake_onebot.members[group] = {xiaowang: Member("wxm", card="小王"), li: Member("lilei")}
     weekly, daily = Reminder("交周报", lead=5.0), Reminder("交日报", lead=5.0)
+    report = Reminder("交报告", lead=5.0, assignee="mentioned")
     fake_model.script(
         Rule(user_says("提醒我交周报"), weekly.ask),
         Rule(user_says("提醒我交日报"), daily.ask),
+        Rule(user_says("提醒他交报告"), report.ask),
+        Rule(
+            user_says("提醒他交月报"),  # the model names li, but the message @-mentions nobody but the bot
+            tool_call("lark_add_todo", content="交月报", remind_at="2099-01-01T10:00", assignee=str(li)),
+        ),
         Rule(user_says("我有哪些待办"), tool_call("lark_list_todos", include_done=True)),
     )
+    forged = qq.say("提醒他交月报", group=group, user=xiaowang).tool_result("lark_add_todo")
+    assert "没有做任何更改" in forged, forged
     turn = qq.say("过几秒提醒我交周报", group=group, user=xiaowang)
     assert f"将在 {weekly.shown} 提醒你：交周报" in turn.tool_result("lark_add_todo")
+    for_li = qq.say("过几秒提醒他交报告", group=group, user=xiaowang, at=(li,)).tool_result("lark_add_todo")
+    assert f"将在 {report.shown} 提醒「lilei」：交报告" in for_li, for_li
     qq.say("过几秒提醒我交日报", group=muted, user=li)
     fake_onebot.refuse_sends[muted] = "发送失败：机器人已被禁言"
     assert not fake_onebot.proactive(group)
 
-    [message] = fake_onebot.wait_for(lambda: fake_onebot.proactive(group), "the reminder", weekly.lead + 30)
+    fake_onebot.wait_for(lambda: len(fake_onebot.proactive(group)) >= 2, "the two reminders", report.lead + 30)
+    message, to_li = sorted(fake_onebot.proactive(group), key=lambda sent: "交报告" in sent.text)
+    assert to_li.received_at >= report.due and to_li.mentions == [str(li)], to_li.cq
+    assert to_li.cq.startswith(f"[CQ:at,qq={li}] 小王请我提醒你：交报告"), to_li.cq
     assert message.received_at >= weekly.due, "not before its time"
     assert message.received_at >= turn.reply.received_at + 1, "asked for by nobody's message"
     assert (message.action, message.group_id) == ("send_group_msg", group)
@@ -204,7 +218,7 @@ def test_a_qq_reminder_is_a_new_group_message_opening_with_a_real_at(qq, fake_on
     # root logging handlers the plugin's log went through)
     fake_onebot.wait_for(lambda: fake_onebot.refused, "the refused reminder", daily.lead + 30)
     time.sleep(2)
-    assert fake_onebot.proactive(group) == [message], "sent once"
+    assert sorted(fake_onebot.proactive(group), key=lambda sent: "交报告" in sent.text) == [message, to_li], "once each"
     log = re.sub(r"\x1b\[[0-9;]*m", "", astrbot.log_path.read_text(encoding="utf-8", errors="replace"))
     assert re.search(rf"\[WARN\].*reminder \w+ in group {PLATFORM}:{muted} not sent: .*机器人已被禁言", log), log[
         -3000:
