@@ -27,6 +27,7 @@ LAYERS: dict[str, int] = {
     # 1: where things are kept, and the pure rules for changing them
     "_storage": 1,
     "_rules": 1,
+    "_pictures": 1,
     # 2: features
     "_privacy": 2,
     "_recall": 2,

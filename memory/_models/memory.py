@@ -5,7 +5,9 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_serializer
+
+from .attachment import Attachment
 
 
 class MemoryType(StrEnum):
@@ -68,6 +70,12 @@ class Memory(BaseModel):
     reviewed_at: float | None = None  # when a decay review kept it: decay counts again from then
     restored_at: float | None = None  # when it last came back from the archive: decay and max age count from then
     merged_from: list[dict[str, Any]] | None = None  # what a consolidation merged into it (provenance, undo)
+    # A picture or document kept with it (`_pictures/`): its description only; None (left out of the file): none.
+    attachment: Attachment | None = None
+
+    @field_serializer("attachment", when_used="unless-none")
+    def _attachment_dict(self, value: Attachment) -> dict[str, Any]:
+        return value.to_dict()
 
     @property
     def short_id(self) -> str:

@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from .._models import ArchivedMemory, Episode, GroupDocument, GroupKey, Memory, Todo
+from .._models.attachment import Attachment
 from . import changelog
 from .crypto import Sealer, Tampered
 
@@ -33,7 +34,8 @@ GROUP_MEMORIES_SEALED = "group_memories_sealed"  # the document head's token of 
 LIST, TODO, ARCHIVE, EPISODE, LOG = "memories", "todo", "archive", "episode", "log"  # what a token was sealed as
 
 SEALED_FIELDS: dict[type[BaseModel], tuple[str, ...]] = {
-    Memory: ("content", "merged_from"),  # merged_from holds the merged sources' contents
+    # merged_from holds the merged sources' contents; an attachment's name, caption and hash describe a picture
+    Memory: ("content", "merged_from", "attachment"),
     Todo: ("content",),
     Episode: ("summary", "participant_names"),
 }
@@ -59,14 +61,19 @@ def seal_list(
 
 def readable(memory: Memory) -> dict[str, Any]:
     """A memory of a sealed list without its content (what `seal_list` keeps readable of it)."""
-    d = memory.model_dump(mode="json", exclude_none=True, exclude={"merged_from"})
+    d = memory.model_dump(mode="json", exclude_none=True, exclude={"merged_from", "attachment"})
     d["content"] = ""
     return d
 
 
 def seal_contents(sealer: Sealer, group_key: GroupKey, owner: str | None, memories: Sequence[Memory]) -> str:
-    """`seal_list`'s token alone: the JSON store writes the readable part itself, line by line."""
-    merged = [[i, m.merged_from] for i, m in enumerate(memories) if m.merged_from is not None]  # few are merges
+    """`seal_list`'s token alone: the JSON store writes the readable part itself, line by line. The merges (and,
+    when any memory has one, the attachments: `{"m": merges, "a": [[i, attachment], ...]}`, a form a list without
+    attachments never takes, so a file without pictures reads as before) lead the contents."""
+    merged: Any = [[i, m.merged_from] for i, m in enumerate(memories) if m.merged_from is not None]  # few are merges
+    attached = [[i, m.attachment.to_dict()] for i, m in enumerate(memories) if m.attachment is not None]
+    if attached:
+        merged = {"m": merged, "a": attached}
     contents = [m.content for m in memories]
     joined = "\0".join(contents)
     if contents and joined.count("\0") == len(contents) - 1:  # JSON escapes NUL: the merges hold none
@@ -84,27 +91,31 @@ def open_list(
     sealer: Sealer, group_key: GroupKey, owner: str | None, readable: Sequence[Mapping[str, Any]], token: str
 ) -> list[Memory]:
     """The memories `seal_list` was given."""
-    contents, merged = _list_values(sealer, group_key, owner, [d.get("id") for d in readable], token)
+    contents, merged, attached = _list_values(sealer, group_key, owner, [d.get("id") for d in readable], token)
     records = [{**d, "content": content} for d, content in zip(readable, contents, strict=True)]
     for i, sources in merged.items():
         records[i]["merged_from"] = sources
+    for i, attachment in attached.items():
+        records[i]["attachment"] = attachment
     return [Memory.model_validate(r) for r in records]
 
 
 def fill_list(sealer: Sealer, group_key: GroupKey, owner: str | None, memories: Sequence[Memory], token: str) -> None:
     """Put the contents back into memories just parsed from a sealed list, in place: the cold-load path, where
     building every memory a second time would cost more than the decryption. Only for models nobody holds yet."""
-    contents, merged = _list_values(sealer, group_key, owner, [m.id for m in memories], token)
+    contents, merged, attached = _list_values(sealer, group_key, owner, [m.id for m in memories], token)
     # Frozen models: the fields are set directly, before any other code sees them.
     for m, content in zip(memories, contents, strict=True):
         m.__dict__["content"] = content
     for i, sources in merged.items():
         memories[i].__dict__["merged_from"] = sources
+    for i, attachment in attached.items():
+        memories[i].__dict__["attachment"] = attachment
 
 
 def _list_values(
     sealer: Sealer, group_key: GroupKey, owner: str | None, ids: list[Any], token: str
-) -> tuple[list[str], dict[int, list[dict[str, Any]]]]:
+) -> tuple[list[str], dict[int, list[dict[str, Any]]], dict[int, Attachment]]:
     parts, bound = _list_place(owner, ids)
     data = sealer.open_bytes(LIST, group_key, parts, token, bound)
     try:
@@ -115,17 +126,22 @@ def _list_values(
         else:
             contents, pairs = json.loads(data)
             texts = type(contents) is list and all(type(c) is str for c in contents)
+        attached: dict[int, Attachment] = {}
+        if type(pairs) is dict:  # with attachments
+            attached = {i: Attachment.from_dict(a) for i, a in pairs["a"]}
+            pairs = pairs["m"]
         merged = {i: sources for i, sources in pairs}
         fits = (
             texts
             and len(contents) == len(ids)
             and all(type(i) is int and 0 <= i < len(ids) and type(s) is list for i, s in merged.items())
+            and all(type(i) is int and 0 <= i < len(ids) for i in attached)
         )
-    except (TypeError, ValueError):  # UnicodeDecodeError and JSONDecodeError too: authenticated, yet not ours
+    except (TypeError, ValueError, KeyError):  # UnicodeDecodeError and JSONDecodeError too: authenticated, not ours
         fits = False
     if not fits:
         raise Tampered(f"群 {group_key} 的加密记忆与其条目对不上")
-    return contents, merged
+    return contents, merged, attached
 
 
 def _list_place(owner: str | None, ids: list[Any]) -> tuple[list[Any], str | None]:

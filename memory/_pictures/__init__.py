@@ -1,0 +1,25 @@
+"""Pictures and plain documents kept with memories (issue 24): what a file must be to be kept (`check.py`), where
+its bytes are kept, content-addressed per group and sealed with the store's key (`blobs.py`), its thumbnail
+(`thumbs.py`), and sweeping a group's files against what still refers to them (`sweep.py`). Below the features:
+it knows models and storage, never AstrBot; the bytes come from the host as `IncomingAttachment`."""
+
+from .blobs import DIRECTORY, AttachmentStore, StoredFile
+from .check import Checked, check, safe_name
+from .errors import AttachmentCorrupt, AttachmentLimitReached, AttachmentRefused, AttachmentUnavailable
+from .incoming import IncomingAttachment
+from .thumbs import make_thumbnail
+
+__all__ = [
+    "DIRECTORY",
+    "AttachmentCorrupt",
+    "AttachmentLimitReached",
+    "AttachmentRefused",
+    "AttachmentStore",
+    "AttachmentUnavailable",
+    "Checked",
+    "IncomingAttachment",
+    "StoredFile",
+    "check",
+    "make_thumbnail",
+    "safe_name",
+]

@@ -1,0 +1,235 @@
+"""Whether a file may be kept with a memory, found from its bytes (never from the name it came with).
+
+Kept: pictures a browser shows (PNG, JPEG, GIF, WebP), fully decoded once with Pillow (the host ships it); and
+plain documents: UTF-8 text without NUL named .txt/.md/.csv/.json/.log, and PDF (`%PDF-` ... `%%EOF`). Refused,
+each with a short Chinese reason the model relays: an empty file, one over the byte cap, an SVG (it can hold
+scripts), an executable or script, an archive (Office documents are zip archives too), any other picture format,
+a decompression bomb (its header claims more than `MAX_PIXELS`: found before anything is decoded, with this
+module's own cap; Pillow's process-wide `MAX_IMAGE_PIXELS` is the host's and is never touched), a truncated or
+broken picture (`load()`: Pillow's `verify()` passes a truncated JPEG), a file whose name says picture and whose
+bytes say otherwise, text that is not UTF-8.
+
+`check` blocks (it decodes): run it in a worker thread.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import re
+import unicodedata
+from dataclasses import dataclass
+
+from PIL import Image, UnidentifiedImageError
+
+from .._models import Attachment
+from .._models.attachment import DOCUMENT, IMAGE, human_size
+from .errors import AttachmentRefused
+
+MAX_PIXELS = 50_000_000  # a picture's own pixels (a 50-megapixel photo); Pillow warns only above 89 M
+MAX_FRAMES = 1000  # frames of an animated GIF or WebP
+MAX_ANIMATION_PIXELS = 400_000_000  # all frames together: what a browser showing it decodes
+MAX_NAME = 80  # characters of a kept file's name
+IMAGE_FORMATS = ["PNG", "JPEG", "GIF", "WEBP"]  # the only decoders Pillow may use here
+_IMAGE_MIME = {"PNG": "image/png", "JPEG": "image/jpeg", "GIF": "image/gif", "WEBP": "image/webp"}
+_IMAGE_EXT = {"PNG": ".png", "JPEG": ".jpg", "GIF": ".gif", "WEBP": ".webp"}
+_IMAGE_NAMES = (".png", ".jpg", ".jpeg", ".jpe", ".gif", ".webp")
+TEXT_TYPES = {
+    ".txt": "text/plain",
+    ".text": "text/plain",
+    ".log": "text/plain",
+    ".md": "text/markdown",
+    ".markdown": "text/markdown",
+    ".csv": "text/csv",
+    ".json": "application/json",
+}
+KEPT = "PNG、JPEG、GIF、WebP 图片，以及 .txt/.md/.csv/.json/.log 纯文本和 PDF 文档"
+_PDF_TAIL = 2048  # where `%%EOF` must be found, from the end (a trailing newline or two after it)
+
+# Leading bytes of what is refused by kind. Offsets other than 0 are given with the magic.
+_EXECUTABLE = (
+    b"\x7fELF",
+    b"MZ",
+    b"#!",
+    b"\xfe\xed\xfa\xce",
+    b"\xfe\xed\xfa\xcf",
+    b"\xce\xfa\xed\xfe",
+    b"\xcf\xfa\xed\xfe",
+    b"\xca\xfe\xba\xbe",
+    b"\x00asm",
+    b"dex\n",
+)
+_ARCHIVE = (
+    b"PK\x03\x04",
+    b"PK\x05\x06",
+    b"PK\x07\x08",
+    b"\x1f\x8b",
+    b"7z\xbc\xaf\x27\x1c",
+    b"Rar!\x1a\x07",
+    b"BZh",
+    b"\xfd7zXZ\x00",
+    b"\x28\xb5\x2f\xfd",
+    b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1",
+    b"MSCF",
+)
+_OTHER_IMAGES = (
+    (b"BM", "BMP"),
+    (b"II*\x00", "TIFF"),
+    (b"MM\x00*", "TIFF"),
+    (b"\x00\x00\x01\x00", "ICO"),
+    (b"8BPS", "PSD"),
+    (b"\xff\x0a", "JPEG XL"),
+    (b"\x00\x00\x00\x0cJXL ", "JPEG XL"),
+)
+_SVG = re.compile(rb"<svg[\s>]", re.IGNORECASE)
+_CONTROL = re.compile(r"[\\/]")
+
+
+@dataclass(frozen=True)
+class Checked:
+    """A file `check` accepted: its bytes and the description a memory keeps of it."""
+
+    data: bytes
+    attachment: Attachment
+
+
+def check(data: bytes, name: str, *, max_bytes: int) -> Checked:
+    """The file as it may be kept, or AttachmentRefused (code, reason) saying why not."""
+    shown = safe_name(name)
+    label = f"「{shown}」" if shown else "这个文件"
+    if not data:
+        raise AttachmentRefused(f"{label}是空文件", code="attachment_empty")
+    if len(data) > max_bytes:
+        raise too_big(label, len(data), max_bytes)
+    head = data[:64]
+    image_format = _image_format(head)
+    if image_format is not None:
+        width, height = _check_image(data, image_format, label)
+        kept_name = _with_extension(shown, _IMAGE_EXT[image_format]) or f"image{_IMAGE_EXT[image_format]}"
+        attachment = Attachment(
+            _sha(data), IMAGE, _IMAGE_MIME[image_format], len(data), kept_name, width=width, height=height
+        )
+        return Checked(data, attachment)
+    _refuse_by_magic(head, data, label)
+    extension = _extension(shown)
+    if extension in _IMAGE_NAMES:
+        raise AttachmentRefused(f"{label}的文件名是图片，内容却不是可识别的图片", code="attachment_broken")
+    if head.startswith(b"%PDF-"):
+        if b"%%EOF" not in data[-_PDF_TAIL:]:
+            raise AttachmentRefused(f"{label}是不完整的 PDF（缺少结尾）", code="attachment_broken")
+        return Checked(data, Attachment(_sha(data), DOCUMENT, "application/pdf", len(data), shown or "document.pdf"))
+    if extension in (".svg", ".svgz") or _SVG.search(data[:4096]) and extension not in TEXT_TYPES:
+        raise AttachmentRefused(f"{label}是 SVG 矢量图（可能含脚本），只保存 {KEPT}", code="attachment_svg")
+    if extension not in TEXT_TYPES:
+        what = f"{extension} 文件" if extension else "没有扩展名的文件"
+        raise AttachmentRefused(f"{label}是{what}，只保存 {KEPT}", code="attachment_type")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise AttachmentRefused(f"{label}不是 UTF-8 编码的纯文本", code="attachment_text") from None
+    if "\x00" in text:
+        raise AttachmentRefused(f"{label}含有二进制内容，不是纯文本", code="attachment_text")
+    return Checked(data, Attachment(_sha(data), DOCUMENT, TEXT_TYPES[extension], len(data), shown))
+
+
+def too_big(label: str, size: int, max_bytes: int) -> AttachmentRefused:
+    return AttachmentRefused(
+        f"{label}有 {human_size(size)}，超过单个文件的上限 {human_size(max_bytes)}",
+        code="attachment_too_big",
+        size=size,
+        max=max_bytes,
+    )
+
+
+def safe_name(raw: str) -> str:
+    """A file name fit to show and to offer as a download name: the last part of a path, without control or
+    invisible formatting characters (a right-to-left override can make `gpj.exe` read `exe.jpg`), whitespace
+    collapsed, at most `MAX_NAME` characters with the extension kept."""
+    name = _CONTROL.split(str(raw or ""))[-1]
+    name = "".join(" " if c.isspace() else c for c in name if unicodedata.category(c)[0] != "C" or c.isspace())
+    name = " ".join(name.split()).strip(". ")
+    if len(name) > MAX_NAME:
+        stem, dot, ext = name.rpartition(".")
+        if dot and 0 < len(ext) <= 10:
+            name = stem[: MAX_NAME - len(ext) - 1].rstrip() + "." + ext
+        else:
+            name = name[:MAX_NAME]
+    return name
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _extension(name: str) -> str:
+    stem, dot, ext = name.rpartition(".")
+    return f".{ext.lower()}" if dot and stem else ""
+
+
+def _with_extension(name: str, extension: str) -> str:
+    """The name with the extension of what the file is (a PNG sent as `a.jpg` is kept as `a.png`)."""
+    if not name:
+        return ""
+    current = _extension(name)
+    if current == extension or (extension == ".jpg" and current in (".jpeg", ".jpe")):
+        return name
+    if current in _IMAGE_NAMES:
+        name = name[: -len(current)]
+    return name + extension
+
+
+def _image_format(head: bytes) -> str | None:
+    if head.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "PNG"
+    if head.startswith(b"\xff\xd8\xff"):
+        return "JPEG"
+    if head.startswith((b"GIF87a", b"GIF89a")):
+        return "GIF"
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return "WEBP"
+    return None
+
+
+def _refuse_by_magic(head: bytes, data: bytes, label: str) -> None:
+    if head.startswith(_EXECUTABLE):
+        raise AttachmentRefused(f"{label}是可执行文件或脚本，不能保存", code="attachment_executable")
+    if head.startswith(_ARCHIVE) or data[257:262] == b"ustar":
+        raise AttachmentRefused(f"{label}是压缩包或 Office 文档，只保存 {KEPT}", code="attachment_archive")
+    for magic, what in _OTHER_IMAGES:
+        if head.startswith(magic):
+            raise AttachmentRefused(f"{label}是 {what} 图片，只保存 {KEPT}", code="attachment_type")
+    if head[4:8] == b"ftyp":  # ISO media: HEIC, AVIF, MP4, MOV
+        raise AttachmentRefused(f"{label}是 HEIC/AVIF 图片或视频，只保存 {KEPT}", code="attachment_type")
+
+
+def _check_image(data: bytes, image_format: str, label: str) -> tuple[int, int]:
+    """(width, height) of a picture that decodes whole; AttachmentRefused for a bomb or a broken one. The size is
+    read from the header and judged before anything is decoded."""
+    try:
+        with Image.open(io.BytesIO(data), formats=[image_format]) as im:
+            width, height = im.size
+            if width <= 0 or height <= 0 or width * height > MAX_PIXELS:
+                raise _bomb(label, width, height)
+            frames = int(getattr(im, "n_frames", 1) or 1)
+            if frames > MAX_FRAMES or frames * width * height > MAX_ANIMATION_PIXELS:
+                raise _bomb(label, width, height, frames)
+            im.load()
+        if image_format == "PNG":  # checks every chunk's CRC, which decoding does not
+            with Image.open(io.BytesIO(data), formats=[image_format]) as im:
+                im.verify()
+    except AttachmentRefused:
+        raise
+    except Image.DecompressionBombError:  # Pillow's own limit, hit at open: still a bomb
+        raise _bomb(label, 0, 0) from None
+    except (UnidentifiedImageError, OSError, ValueError, SyntaxError, EOFError) as exc:
+        detail = str(exc).split("(")[0].strip() or type(exc).__name__
+        raise AttachmentRefused(f"{label}已损坏或不完整（{detail}）", code="attachment_broken") from None
+    return width, height
+
+
+def _bomb(label: str, width: int, height: int, frames: int = 1) -> AttachmentRefused:
+    size = f"{width}×{height}" + (f"，{frames} 帧" if frames > 1 else "") if width else "超过上限"
+    return AttachmentRefused(
+        f"{label}的尺寸过大（{size}），可能是解压炸弹，最多 {MAX_PIXELS // 1_000_000} 百万像素",
+        code="attachment_bomb",
+    )
