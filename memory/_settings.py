@@ -32,6 +32,13 @@ class Settings:
     group_instruction_writers: str = ADMINS  # group instructions (injected for everyone, so admins by default)
     group_memory_max: int = 50
     enable_global_memory: bool = False
+    # pictures and files kept with memories (README "图片与文件")
+    enable_attachments: bool = True
+    attachment_max_file_mb: int = 10
+    attachment_max_per_member: int = 20
+    attachment_max_mb_per_member: int = 50
+    attachment_max_per_group: int = 200
+    attachment_max_mb_per_group: int = 500
     # relevance recall
     recall_relevance_threshold: float = 0.0
     recall_max_relevant: int = 5
@@ -222,6 +229,17 @@ SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     ("group_memory", ("group_memory_writers", "group_instruction_writers", "group_memory_max", "enable_global_memory")),
     (
+        "attachments",
+        (
+            "enable_attachments",
+            "attachment_max_file_mb",
+            "attachment_max_per_member",
+            "attachment_max_mb_per_member",
+            "attachment_max_per_group",
+            "attachment_max_mb_per_group",
+        ),
+    ),
+    (
         "recall",
         (
             "embedding_provider_id",
@@ -351,6 +369,11 @@ _RANGES: dict[str, tuple[float, float]] = {
     "memory_max_content_length": (10, 2000),
     "memory_inject_char_budget": (100, 20000),
     "group_memory_max": (0, 1000),
+    "attachment_max_file_mb": (1, 100),
+    "attachment_max_per_member": (1, 1000),
+    "attachment_max_mb_per_member": (1, 100_000),
+    "attachment_max_per_group": (1, 100_000),
+    "attachment_max_mb_per_group": (1, 1_000_000),
     "recall_relevance_threshold": (0.0, 1.0),
     "recall_max_relevant": (0, 100),
     "recall_group_instruction_share": (0.0, 1.0),
