@@ -16,6 +16,7 @@ from astrbot.api.star import Context, Star, StarTools
 from astrbot.core.agent.message import TextPart
 from astrbot.core.provider.register import llm_tools
 
+from .attachments import incoming_attachments
 from .dashboard import register_routes, release
 from .persona_tools import MEMORY_TOOLS, TOOL_FAMILIES, keep_plugin_tools, offers_every_tool_family
 from .memory import (
@@ -287,18 +288,31 @@ class UserMemoryPlugin(Star):
         content: str = "",
         replace_id: str = "",
         scope: str = "member",
+        with_attachment: bool = True,
         **_ignored: Any,
     ) -> str:
-        """保存当前群内用户的记忆。当用户明确要求记住某些信息时使用。注意：记忆默认仅在当前群生效，不会影响用户在其他群的交互。用户改变已有的偏好（如换了称呼）时，把旧记忆的 id 作为 replace_id 传入，原地更新而不是新增。
+        """保存当前群内用户的记忆。当用户明确要求记住某些信息时使用。注意：记忆默认仅在当前群生效，不会影响用户在其他群的交互。用户改变已有的偏好（如换了称呼）时，把旧记忆的 id 作为 replace_id 传入，原地更新而不是新增。用户的消息（或引用的消息）带着图片或文件、要你记住它时（如“记住这张图：这是部署架构”），这条记忆会连同第一个图片或文件一起保存，content 写清图里是什么。
 
         Args:
             memory_type(string): 记忆类型。preference：用户偏好（称呼、回复风格等）；fact：用户事实（职业、项目、技能等）；instruction：持久指令（总是用英文回复、不要用表情等）
             content(string): 要记住的内容，用简洁的陈述句描述
             replace_id(string): 可选。要替换的已有记忆的 id；新增记忆时留空
             scope(string): 可选，默认 member（该成员在本群的记忆）。group：整个群的公共信息（如群规、项目日程），对本群所有成员生效；global：该成员在所有群通用的信息，只在成员明确要求“在所有群都记住”时使用
+            with_attachment(boolean): 可选，默认 true：消息带图片或文件时连同保存；这条记忆与消息里的图片或文件无关时传 false
         """
+        speaker = speaker_of(event)
+        attachments = []
+        settings = self.service.settings
+        if speaker is not None and with_attachment is not False:
+            cap = settings.attachment_max_file_mb * 1024 * 1024
+            attachments = await incoming_attachments(event, cap, read=settings.enable_attachments)
         return await self.service.tools.save_memory(
-            speaker_of(event), memory_type=memory_type, content=content, replace_id=replace_id, scope=scope
+            speaker,
+            memory_type=memory_type,
+            content=content,
+            replace_id=replace_id,
+            scope=scope,
+            attachments=attachments,
         )
 
     @filter.llm_tool(name="lark_list_memory")

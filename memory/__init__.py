@@ -9,6 +9,7 @@ from ._errors import InvalidMemoryInput, MemoryPluginError, StorageUnavailable, 
 from ._members import Roster, roster_from
 from ._manage import Query
 from ._models import GroupKey, MemberKey, Mention
+from ._pictures import IncomingAttachment
 from ._service.ports import (
     Embedder,
     EmbeddingModel,
@@ -26,6 +27,7 @@ __all__ = [
     "Embedder",
     "EmbeddingModel",
     "GroupKey",
+    "IncomingAttachment",
     "Injected",
     "InvalidMemoryInput",
     "Manager",

@@ -47,17 +47,29 @@ NOT_IN_GROUP = "记忆功能只在群聊中可用：当前不是群聊，没有�
 DISABLED = "用户记忆功能已被管理员关闭，没有读取或保存任何记忆。"
 
 
-def memory_line(memory: Memory, scope: Scope = Scope.MEMBER) -> str:
+def memory_line(memory: Memory, scope: Scope = Scope.MEMBER, *, detail: bool = False) -> str:
+    """One memory as the model reads it. A memory with a picture or file says so after its id: its name in the
+    block, also its type, size and dimensions with `detail` (the list tool); never its bytes."""
     label = memory.type.label if scope is Scope.MEMBER else f"{scope.label}·{memory.type.label}"
-    return f"- {fence.data(memory.content)}（{label}，id={memory.short_id}）"
+    return f"- {fence.data(memory.content)}（{label}，id={memory.short_id}）{attachment_note(memory, detail=detail)}"
 
 
-def memory_lines(memories: Sequence[Memory], scope: Scope = Scope.MEMBER) -> str:
-    return "\n".join(memory_line(m, scope) for m in memories)
+def attachment_note(memory: Memory, *, detail: bool = False) -> str:
+    """`（附图：架构图.png）` for a memory with a picture, `（附件：notes.pdf）` with a document, "" without."""
+    attachment = memory.attachment
+    if attachment is None:
+        return ""
+    word = "附图" if attachment.is_image else "附件"
+    text = attachment.describe() if detail else attachment.name or ("图片" if attachment.is_image else "文件")
+    return f"（{word}：{fence.data(text)}）"
 
 
-def scoped_lines(items: Sequence[Scoped]) -> str:
-    return "\n".join(memory_line(memory, scope) for scope, memory in items)
+def memory_lines(memories: Sequence[Memory], scope: Scope = Scope.MEMBER, *, detail: bool = False) -> str:
+    return "\n".join(memory_line(m, scope, detail=detail) for m in memories)
+
+
+def scoped_lines(items: Sequence[Scoped], *, detail: bool = False) -> str:
+    return "\n".join(memory_line(memory, scope, detail=detail) for scope, memory in items)
 
 
 def with_imitation_note(block: str) -> str:

@@ -9,15 +9,19 @@ from typing import Any
 
 from ._episodes.erase import erase_member as erase_episodes_member
 from ._errors import InvalidMemoryInput, MemoryLimitReached, StorageUnavailable, Unauthorized
-from ._models import Caller, GroupKey, Memory, Scope
+from ._models import Attachment, Caller, GroupKey, Memory, Scope
+from ._pictures import AttachmentRefused, Checked, IncomingAttachment
+from ._pictures.keeper import Pictures, check_caps, pick
 from ._privacy.audit import GROUP_CHANGE, Refused
 from ._prompt import Scoped, memory_line, memory_lines, scoped_lines
 from ._rules import SaveKind, check_group_write, may_change
+from ._rules.operations import SaveOutcome
 from ._rules import operations as ops
 from ._settings import Settings
 from ._storage import ERASE, GROUP_OWNER, MemoryStore, Owner
 
 NOTHING_CHANGED = "没有做任何更改。"
+NOTHING_KEPT = "没有保存这条记忆，也没有保存任何图片或文件。请把原因告诉用户。"
 
 
 @dataclass(frozen=True)
@@ -76,15 +80,36 @@ async def save_memory(
     scope: Any = "",
     clock: Callable[[], float] = time.time,
     refused: Refused | None = None,
+    attachments: Sequence[IncomingAttachment] = (),
+    pictures: Pictures | None = None,
 ) -> str:
+    """Save a memory; with `attachments` (the files of the member's message, as the host read them off the event)
+    the memory keeps the first of them (`_pictures/keeper.py`), checked and within the caps, or nothing at all is
+    stored (no memory, no file) and the answer says why."""
+    notes: list[str] = []
+    picked = None
+    if attachments:
+        if pictures is None or not settings.enable_attachments:
+            notes.append("管理员关闭了图片和文件的保存，只保存了文字")
+        else:
+            picked = pick(attachments)
     try:
         where = location(caller, parse_scope(scope, settings))
         if where.scope is Scope.GROUP:
             check_group_write(caller.can_manage_group, ops.parse_memory_type(memory_type), settings)
-        outcome = await store.change(
-            where.key,
-            where.owner,
-            lambda memories: ops.save(
+        checked = None
+        if picked is not None and where.scope is Scope.GLOBAL:
+            notes.append("图片和文件只随本群的记忆保存，这条跨群记忆只保存了文字")
+        elif picked is not None and pictures is not None:
+            ops.parse_memory_type(memory_type)  # a bad argument is answered before any file is touched
+            ops.parse_content(content, settings.memory_max_content_length)
+            checked = await pictures.accept(picked.incoming, settings)
+            check_caps(await store.document(where.key), caller.member.user_id, checked.attachment, settings)
+            if picked.left_out:
+                notes.append(f"消息里另有 {picked.left_out} 个图片或文件没有保存（一条记忆只保存一个，可以分别发送）")
+
+        def change(memories: list[Memory], attachment: Attachment | None = None) -> tuple[list[Memory], SaveOutcome]:
+            return ops.save(
                 memories,
                 memory_type=memory_type,
                 content=content,
@@ -96,28 +121,66 @@ async def save_memory(
                 may_change=lambda memory: _may_change(caller, where.scope, memory),
                 # a single value (nickname, reply language) belongs to one member, never to the whole group
                 single_value_slots=where.scope is not Scope.GROUP,
-            ),
-            actor=caller.member.user_id,
-        )
+                attachment=attachment,
+            )
+
+        if checked is None or pictures is None:
+            outcome = await store.change(where.key, where.owner, change, actor=caller.member.user_id)
+        else:
+            outcome = await _save_with_file(store, pictures, where, checked, change, caller.member.user_id)
     except MemoryLimitReached as exc:
         current = await store.memories(where.key, where.owner)
         return (
             f"保存失败：{exc}。请先用 lark_forget_memory 删除一条不再需要的，"
             f"或用 replace_id 替换其中一条。当前记忆：\n{memory_lines(current, where.scope)}"
         )
+    except AttachmentRefused as exc:
+        return f"保存失败：{exc}。{NOTHING_KEPT}"
     except InvalidMemoryInput as exc:
         if isinstance(exc, Unauthorized) and refused is not None:
             await refused(GROUP_CHANGE, _id_only(replace_id))
         return f"保存失败：{exc}。{NOTHING_CHANGED}"
     except StorageUnavailable as exc:
         return f"保存失败：{exc}。请告诉用户稍后再试；已有记忆不受影响。"
-    line = memory_line(outcome.memory, where.scope)
+    return _saved_text(outcome, where.scope) + "".join(f"\n（{note}）" for note in notes)
+
+
+async def _save_with_file(
+    store: MemoryStore,
+    pictures: Pictures,
+    where: Location,
+    checked: Checked,
+    change: Callable[[list[Memory], Attachment], tuple[list[Memory], SaveOutcome]],
+    actor: str,
+) -> SaveOutcome:
+    """Keep the file, then commit the memory that refers to it; a save that ends without referring to it (refused,
+    an equal group memory someone else added, storage failing) sweeps the group at once, so nothing of it stays."""
+    kept = False
+    try:
+        async with pictures.blobs.hold(where.key) as held:
+            attachment = await pictures.blobs.put_held(where.key, checked, held)
+            outcome = await store.change(
+                where.key, where.owner, lambda memories: change(memories, attachment), actor=actor
+            )
+        kept = outcome.kind is not SaveKind.EXISTS
+    finally:
+        if not kept:
+            await pictures.sweeper.sweep(where.key)
+    if kept:
+        pictures.saved(where.key, where.owner, outcome.memory)
+    else:
+        raise AttachmentRefused("同样的内容已经作为群公共记忆存在（由别人添加），图片或文件没有保存")
+    return outcome
+
+
+def _saved_text(outcome: SaveOutcome, scope: Scope) -> str:
+    line = memory_line(outcome.memory, scope, detail=True)
     if outcome.kind is SaveKind.ADDED:
         where_text = {
             Scope.MEMBER: "仅在本群对该成员生效",
             Scope.GROUP: "对本群所有成员生效",
             Scope.GLOBAL: "在所有群对该成员生效",
-        }[where.scope]
+        }[scope]
         return f"已保存（{where_text}）：\n{line}"
     if outcome.kind is SaveKind.DUPLICATE:
         return f"这条记忆已经存在，已刷新：\n{line}"
@@ -125,7 +188,7 @@ async def save_memory(
         return f"同样的内容已经作为群公共记忆存在（由别人添加），{NOTHING_CHANGED}\n{line}"
     assert outcome.previous is not None
     reason = "按 replace_id 替换" if outcome.kind is SaveKind.REPLACED else "同一项（如称呼）只保留最新的"
-    return f"已更新原有记忆（{reason}）：\n旧：{memory_line(outcome.previous, where.scope)}\n新：{line}"
+    return f"已更新原有记忆（{reason}）：\n旧：{memory_line(outcome.previous, scope, detail=True)}\n新：{line}"
 
 
 def visible_locations(caller: Caller, settings: Settings) -> list[Location]:
@@ -168,7 +231,7 @@ async def list_memory(store: MemoryStore, caller: Caller, settings: Settings) ->
         return f"读取失败：{exc}。"
     if not items:
         return "在本群还没有关于该成员的记忆，也没有本群公共记忆。"
-    return f"该成员能看到的记忆（共 {len(items)} 条，id 可用于替换或删除）：\n{scoped_lines(items)}"
+    return f"该成员能看到的记忆（共 {len(items)} 条，id 可用于替换或删除）：\n{scoped_lines(items, detail=True)}"
 
 
 def _id_only(raw: Any) -> str:

@@ -66,9 +66,14 @@ class _Group:
 class AttachmentStore:
     """The kept files of every group under `directory` (`<data_dir>/attachments`)."""
 
-    def __init__(self, directory: Path, sealer: Sealer | None = None, *, durable: bool = True) -> None:
+    def __init__(
+        self, directory: Path, sealer: Sealer | None = None, *, durable: bool = True, unavailable: str | None = None
+    ) -> None:
+        """`unavailable`: why nothing may be read or written (a configured key that is not a key: never write
+        plaintext because of a typo in it)."""
         self.directory = Path(directory)
         self._sealer = sealer
+        self._unavailable = unavailable
         self._durable = durable
         self._groups: dict[GroupKey, _Group] = {}
         self._has_files: dict[GroupKey, bool] = {}  # what is known of a group's directory (absent: not looked yet)
@@ -80,6 +85,10 @@ class AttachmentStore:
     def group_dir(self, key: GroupKey) -> Path:
         """`<directory>/<platform>/<group>`: the names the group's JSON file takes, without `.json`."""
         return group_file_path(self.directory, key).with_suffix("")
+
+    def _check_available(self) -> None:
+        if self._unavailable is not None:
+            raise AttachmentUnavailable(self._unavailable)
 
     def _group(self, key: GroupKey) -> _Group:
         group = self._groups.get(key)
@@ -94,6 +103,7 @@ class AttachmentStore:
         memory that refers to it is committed, or the save failed. AttachmentUnavailable when it cannot be
         written."""
         sha = checked.attachment.sha256
+        self._check_available()
         group = self._group(key)
         async with group.lock:
             group.pending[sha] += 1
@@ -168,6 +178,7 @@ class AttachmentStore:
         """The kept file's bytes (opened, checked against its sha), or its thumbnail (made again from the file when
         missing). AttachmentUnavailable when there is no such file (or it is not a picture, for a thumbnail),
         AttachmentCorrupt when it is not what its name says, KeyUnavailable when its key is not configured."""
+        self._check_available()
         if not is_sha256(sha):
             raise AttachmentUnavailable("附件编号无效")
         async with self._group(key).lock:
@@ -266,11 +277,16 @@ class AttachmentStore:
             return await asyncio.to_thread(self._sweep_sync, key, keep)
 
     def _sweep_sync(self, key: GroupKey, keep: set[str]) -> list[str]:
-        directory = self.group_dir(key)
+        removed = self._sweep_path(self.group_dir(key), keep)
+        if not self.group_dir(key).exists():
+            self._has_files[key] = False
+        return removed
+
+    @staticmethod
+    def _sweep_path(directory: Path, keep: set[str]) -> list[str]:
         try:
             names = os.listdir(directory)
         except FileNotFoundError:
-            self._has_files[key] = False
             return []
         removed: set[str] = set()
         for name in names:
@@ -282,16 +298,24 @@ class AttachmentStore:
             except FileNotFoundError:
                 pass
             except OSError as exc:
-                log.error("attachment file %s of group %s cannot be removed: %s", name, key, exc)
+                log.error("attachment file %s cannot be removed: %s", directory / name, exc)
                 continue
             if is_sha256(name):
                 removed.add(sha)
-        try:
-            os.rmdir(directory)  # only when empty
-            self._has_files[key] = False
-        except OSError:
-            pass
+        for empty in (directory, directory.parent):  # the group's directory, then its platform's, when empty
+            try:
+                os.rmdir(empty)
+            except OSError:
+                break
         return sorted(removed)
+
+    async def sweep_unknown(self, directory: Path) -> list[str]:
+        """Remove the files of a group directory no group the caller knows maps to (the store holds no such
+        group), unless a put not released yet writes there. The shas removed."""
+        for key, group in self._groups.items():
+            if group.pending and self.group_dir(key) == directory:
+                return []
+        return await asyncio.to_thread(self._sweep_path, directory, set())
 
     async def group_keys_on_disk(self) -> list[Path]:
         """Every group directory under the store (a sweep after a restart finds the groups by their files)."""

@@ -105,7 +105,7 @@ def check(data: bytes, name: str, *, max_bytes: int) -> Checked:
     image_format = _image_format(head)
     if image_format is not None:
         width, height = _check_image(data, image_format, label)
-        kept_name = _with_extension(shown, _IMAGE_EXT[image_format]) or f"image{_IMAGE_EXT[image_format]}"
+        kept_name = _with_extension(shown, _IMAGE_EXT[image_format]) or f"图片{_IMAGE_EXT[image_format]}"
         attachment = Attachment(
             _sha(data), IMAGE, _IMAGE_MIME[image_format], len(data), kept_name, width=width, height=height
         )

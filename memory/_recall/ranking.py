@@ -227,4 +227,6 @@ def _ranked(
 
 
 def item_cost(item: Scoped) -> int:
-    return len(item[1].content) + 16  # the line's prefix, labels and id
+    memory = item[1]
+    extra = 0 if memory.attachment is None else len(memory.attachment.name) + 6  # （附图：name）
+    return len(memory.content) + 16 + extra  # the line's prefix, labels and id

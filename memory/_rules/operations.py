@@ -13,7 +13,7 @@ from enum import Enum
 from typing import Any, Protocol, TypeVar
 
 from .._errors import InvalidMemoryInput, MemoryLimitReached, Unauthorized
-from .._models import Memory, MemoryType, Source
+from .._models import Attachment, Memory, MemoryType, Source
 from .._text import clean_content, dedupe_key, require_encodable, same_key
 from .matching import match_description, same_slot
 
@@ -116,11 +116,13 @@ def save(
     added_by: str | None = None,
     may_change: Callable[[Memory], bool] = lambda memory: True,
     single_value_slots: bool = True,
+    attachment: Attachment | None = None,
 ) -> tuple[list[Memory], SaveOutcome]:
     """Add a memory, or change the one it replaces: the one named by `replace_id`, an existing one with the same
     text, or (with `single_value_slots`) the one holding the same single value. Only memories `may_change`
     allows are ever changed: a named one it refuses is an error, a same-text one it refuses is left as it is
-    (outcome EXISTS), and a slot holder it refuses is not replaced."""
+    (outcome EXISTS), and a slot holder it refuses is not replaced. `attachment`: the file the memory keeps from
+    now on (None: a changed memory keeps the one it had)."""
     kind = parse_memory_type(memory_type)
     text = parse_content(content, max_length)
     key = dedupe_key(text)
@@ -130,6 +132,8 @@ def save(
     changes: dict[str, Any] = {"type": kind, "content": text, "updated_at": now, "source": source}
     if importance is not None:
         changes["importance"] = importance
+    if attachment is not None:
+        changes["attachment"] = attachment
 
     if replace_id not in ("", None):
         target = find_by_id(memories, replace_id)
@@ -168,6 +172,7 @@ def save(
         source=source,
         importance=0.5 if importance is None else importance,
         added_by=added_by,
+        attachment=attachment,
     )
     return [*memories, created], SaveOutcome(SaveKind.ADDED, created)
 

@@ -15,7 +15,7 @@ from .._episodes.listing import episodes_text
 from .._errors import InvalidMemoryInput, MemoryPluginError, StorageUnavailable
 from .._models import Caller, GroupKey, Scope
 from .._privacy.audit import ADMIN_COMMAND
-from .._prompt import DISABLED, NOT_IN_GROUP, Scoped
+from .._prompt import DISABLED, NOT_IN_GROUP, Scoped, attachment_note
 from .._status import Health, encryption_line, status_text, storage_line
 from .._tools import forget_memory, visible_memories
 from .components import Components
@@ -55,6 +55,7 @@ class MemoryCommands:
         lines = "\n".join(
             f"{i}. {m.content}（{m.type.label}{'' if s is Scope.MEMBER else '，' + s.label}"
             f"{self._added_by(caller.member.group, m.added_by) if s is Scope.GROUP else ''}）"
+            f"{attachment_note(m, detail=True)}"
             for i, (s, m) in enumerate(items, 1)
         )
         return f"在本群我记得的 {len(items)} 条信息：\n{lines}"

@@ -22,6 +22,9 @@ from .._manage.stats import InjectionCounts
 from .._members import MemberDirectory
 from .._models import Caller, GroupKey, MemberKey, Mention
 from .._observation import EpisodeRequest, ExtractionScheduler, Utterance
+from .._pictures import DIRECTORY as ATTACHMENTS_DIRECTORY, AttachmentStore
+from .._pictures.keeper import Pictures
+from .._pictures.sweep import Sweeper
 from .._privacy.audit_factory import open_audit
 from .._privacy.migration import open_migration
 from .._privacy.optout import opted_out_in
@@ -72,6 +75,14 @@ class Components:
         # Seals what was stored before the key (or with another one), in the background; None without a key.
         self.key_migration = open_migration(self.store, self.encryption.keyring.kid, data_dir)
         self.audit = open_audit(self.store, data_dir, ports.clock)  # refused access, apart from the change log
+        # the pictures and files kept with memories, sealed with the store's key; swept after each commit that
+        # may have dropped the last reference to one (`_pictures/sweep.py`)
+        blobs = AttachmentStore(
+            data_dir / ATTACHMENTS_DIRECTORY, self.encryption.sealer(), unavailable=self.encryption.error
+        )
+        sweeper = Sweeper(self.store, blobs, groups_dir=None if self.storage.postgres else data_dir / "groups")
+        self.pictures = Pictures(blobs, sweeper)
+        self.store.add_commit_listener(sweeper.committed)
         self.recall = Recall()
         self.vectors: VectorStore | None = None
         # every background model call, of every group, waits for a slot of this one limiter

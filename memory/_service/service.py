@@ -42,6 +42,9 @@ STORE_WATCH_SECONDS = 1.0  # how often a store that could not serve at start is 
 # path of an active group); the estimate is compared with the limit at most once every EVICT_EVERY_SECONDS.
 IDLE_SECONDS = 600.0
 EVICT_EVERY_SECONDS = 60.0
+# After a start, once loading and the first replies are done, the kept files of every group are swept once (a crash
+# between a file's write and its memory's commit leaves a file nothing refers to).
+ATTACHMENT_SWEEP_AFTER_START_SECONDS = 120.0
 
 
 class Injected(NamedTuple):
@@ -97,6 +100,7 @@ class MemoryService(Components):
         self.gc_freeze = True
         self._gc_freezer: Freezer | None = None
         self._evictor: asyncio.Task[None] | None = None
+        self._attachment_sweep: asyncio.Task[None] | None = None
         self._evicted_at = -math.inf
         self.store.add_unload_listener(self._forget_group)
 
@@ -156,6 +160,7 @@ class MemoryService(Components):
         await self._attach_configured_embeddings()
         if self.settings.enable_user_memory:
             self._evictor = asyncio.create_task(self._evict_every_minute(), name="memory-evict")
+            self._attachment_sweep = asyncio.create_task(self._sweep_attachments_after_start(), name="memory-sweep")
             await asyncio.to_thread(self.injection_counts.load, self._injection_counts_path)
             self._injection_counts_saver = asyncio.create_task(self._save_injection_counts_every_minute())
         if self.store.unavailable is not None:
@@ -165,7 +170,7 @@ class MemoryService(Components):
         if self._gc_freezer is not None:
             self._gc_freezer.stop()
             self._gc_freezer = None
-        for task in (self._store_watch, self._store_starting, self._evictor):
+        for task in (self._store_watch, self._store_starting, self._evictor, self._attachment_sweep):
             if task is not None and not task.done():
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -178,6 +183,7 @@ class MemoryService(Components):
         await self.members.close()
         if self.extraction is not None:
             await self.extraction.close()
+        await self.pictures.sweeper.close()
         if self.key_migration is not None:
             await self.key_migration.stop()
         await self.audit.close()
@@ -209,6 +215,16 @@ class MemoryService(Components):
         log.info(f"memory storage: {storage_line(self.storage, self.store)}")
         if self.reminders is not None:
             await self.reminders.reconcile()
+
+    async def _sweep_attachments_after_start(self) -> None:
+        await asyncio.sleep(ATTACHMENT_SWEEP_AFTER_START_SECONDS)
+        try:
+            removed = await self.pictures.sweeper.sweep_all()
+        except MemoryPluginError as exc:
+            log.warning(f"attachments not swept after start: {exc}")
+            return
+        if removed:
+            log.info(f"removed {removed} attachment file(s) nothing refers to (left by an interrupted save)")
 
     @property
     def _injection_counts_path(self) -> Path:

@@ -11,6 +11,7 @@ from typing import Any
 
 from .._errors import MemoryPluginError
 from .._models import Caller, GroupKey, Mention
+from .._pictures import IncomingAttachment
 from .._privacy.audit import FOREIGN_ID, Refused, foreign_id
 from .._privacy.optout import opted_out, set_privacy
 from .._prompt import DISABLED, NOT_IN_GROUP
@@ -44,8 +45,17 @@ class MemoryTools:
 
     # -- memories ------------------------------------------------------------------------------------------------
     async def save_memory(
-        self, speaker: Speaker | None, *, memory_type: Any, content: Any, replace_id: Any = "", scope: Any = "member"
+        self,
+        speaker: Speaker | None,
+        *,
+        memory_type: Any,
+        content: Any,
+        replace_id: Any = "",
+        scope: Any = "member",
+        attachments: Sequence[IncomingAttachment] = (),
     ) -> str:
+        """`attachments`: the pictures and files of the speaker's message (its own first, then the quoted
+        message's), as the host read them off the event; the memory keeps the first (`_pictures/keeper.py`)."""
         caller = self.caller(speaker)
         if isinstance(caller, str):
             return caller
@@ -62,6 +72,8 @@ class MemoryTools:
                 scope=scope,
                 clock=parts.ports.clock,
                 refused=self._refused(caller, "lark_save_memory"),
+                attachments=attachments,
+                pictures=parts.pictures,
             )
         )
 
