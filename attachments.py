@@ -57,7 +57,8 @@ async def read_component(component: Any, max_bytes: int) -> IncomingAttachment:
     try:
         if isinstance(component, Comp.File):
             return await _read_file(component, name, max_bytes)
-        return await _read_reference(component.path or component.file or component.url or "", name, max_bytes)
+        # after preprocessing all three are the local path; before it a OneBot picture's `file` is only a name
+        return await _read_reference(component.path or component.url or component.file or "", name, max_bytes)
     except Exception as exc:  # the platform's or the disk's: the member is told, nothing is kept
         return IncomingAttachment.unavailable(name, f"读取失败（{type(exc).__name__}）")
 

@@ -55,8 +55,11 @@ def test_tools_are_registered_with_the_design_schema(plugin_main):
     for name in TOOLS:
         assert llm_tools.get_func(name) is not None
     save_tool = llm_tools.get_func("lark_save_memory")
-    assert set(save_tool.parameters["properties"]) == {"memory_type", "content", "replace_id", "scope"}
-    assert all(p["type"] == "string" for p in save_tool.parameters["properties"].values())
+    properties = save_tool.parameters["properties"]
+    # the design's four, and issue 24's switch for the message's picture or file
+    assert set(properties) == {"memory_type", "content", "replace_id", "scope", "with_attachment"}
+    assert all(p["type"] == "string" for name, p in properties.items() if name != "with_attachment")
+    assert properties["with_attachment"]["type"] == "boolean"
     assert "保存当前群内用户的记忆" in save_tool.description
     forget = llm_tools.get_func("lark_forget_memory")
     assert set(forget.parameters["properties"]) == {"target", "scope"}
