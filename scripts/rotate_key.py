@@ -8,7 +8,7 @@
 Run it with AstrBot's own Python while AstrBot is stopped (or while it runs with the same two variables set: the
 plugin opens both keys and seals with the new one). Every group is opened with either key and written again with
 the new one (`store.reseal`: the change log, the episodes, the vectors, then the document), read back and compared
-with what it held before. Each file is replaced atomically and each PostgreSQL group is one transaction, and every
+with what it held before; then the pictures and files kept with its memories (JSON store: `attachments/`). Each file is replaced atomically and each PostgreSQL group is one transaction, and every
 sealed value names the key that sealed it: a kill -9 at any point leaves everything readable with the two keys,
 and running the script again finishes the groups it had not done (a progress record beside the data names them).
 
@@ -40,6 +40,7 @@ from migrate_store import JSON, Endpoint, MigrationError, Side, canonical, open_
 
 from memory._errors import StorageUnavailable  # noqa: E402
 from memory._models import GroupKey  # noqa: E402
+from memory._pictures import DIRECTORY as ATTACHMENTS, AttachmentStore  # noqa: E402
 from memory._privacy.migration import PROGRESS_FILE, EncryptionMigration, FileProgress, PostgresProgress  # noqa: E402
 from memory._storage.crypto import KEY_ENV, OLD_KEY_ENV, Sealer, new_key  # noqa: E402
 from memory._storage.files import MARKER_NAME, write_marker  # noqa: E402
@@ -53,7 +54,11 @@ async def count_tokens(endpoint: Endpoint, side: Side) -> Counter[str]:
     """How many sealed values each key id seals, over everything the store holds."""
     if endpoint.kind == JSON:
         directory = endpoint.groups_dir(existing=True)
-        return await asyncio.to_thread(_count_files, directory)
+        counts = await asyncio.to_thread(_count_files, directory)
+        attachments = directory.parent / ATTACHMENTS
+        if attachments.is_dir():  # the pictures and files kept with memories
+            counts += await asyncio.to_thread(_count_files, attachments)
+        return counts
     counts: Counter[str] = Counter()
     pool = side.store.pool  # type: ignore[attr-defined]
     for table in _PG_TABLES:
@@ -143,11 +148,18 @@ async def _rotate(endpoint: Endpoint, side: Side, sealer: Sealer, *, check: bool
     )
     if not check:
         step = verified_reseal(side)
+        blobs = (
+            AttachmentStore(endpoint.groups_dir(existing=True).parent / ATTACHMENTS, sealer)
+            if endpoint.kind == JSON
+            else None
+        )
         done = 0
 
         async def one(key: GroupKey) -> None:
             nonlocal done
             await step(key)
+            if blobs is not None:
+                await blobs.reseal(key)
             done += 1
             out(f"{key}: resealed")
 

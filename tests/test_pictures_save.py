@@ -244,3 +244,25 @@ async def test_a_plaintext_file_reloads_with_its_attachment_and_an_old_file_load
     fresh = make_service()
     memories = await fresh.store.memories(G1, "ou_a")
     assert [m.attachment is None for m in memories] == [True, False]
+
+
+def test_a_consolidation_keeps_the_one_picture_and_never_merges_two():
+    from memory._aging.consolidation import Cluster, validate
+    from memory._errors import InvalidMemoryInput
+    from memory._models import Memory, Source
+    from memory._pictures import check
+    from memory._settings import Settings
+
+    def memory(i: int, attachment=None) -> Memory:
+        return Memory(
+            id=f"m{i}", type="fact", content=f"用户家的猫 {i}", created_at=1.0, updated_at=1.0,
+            source=Source.EXTRACTION, attachment=attachment,
+        )  # fmt: skip
+
+    cat = check(png((1, 1, 1)), "猫.png", max_bytes=10**6).attachment
+    dog = check(png((2, 2, 2)), "狗.png", max_bytes=10**6).attachment
+    reply = json.dumps({"op": "merge", "ids": [1, 2], "type": "fact", "content": "用户家的猫叫咪咪"})
+    merged, _ = validate(reply, Cluster("ou_a", (memory(1, cat), memory(2))), Settings())
+    assert merged.attachment == cat
+    with pytest.raises(InvalidMemoryInput):
+        validate(reply, Cluster("ou_a", (memory(1, cat), memory(2, dog))), Settings())

@@ -286,6 +286,8 @@ def validate(reply: str, cluster: Cluster, settings: Settings) -> tuple[Memory, 
         lost = [m.content for m in sources if not set(tokenize(m.content)) <= set(tokenize(content))]
         if lost:
             raise InvalidMemoryInput(f"the merge would lose part of a protected memory: {lost[0]!r}")
+    if len({m.attachment.sha256 for m in sources if m.attachment is not None}) > 1:
+        raise InvalidMemoryInput("the merge would put two pictures or files into one memory")
     return merged_memory(sources, memory_type, content), sources
 
 
@@ -307,6 +309,8 @@ def merged_memory(sources: Sequence[Memory], memory_type: MemoryType, content: s
         last_used_at=max(used) if used else None,
         promoted_at=min(promoted) if promoted else None,
         merged_from=[_provenance(m) for m in sources],
+        # the one picture or file among the sources (`validate` refuses two)
+        attachment=next((m.attachment for m in sources if m.attachment is not None), None),
     )
 
 

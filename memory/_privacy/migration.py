@@ -226,8 +226,22 @@ class EncryptionMigration:
         await self._progress.save({"kid": self.kid, "done": sorted(done), "finished": finished})
 
 
-def open_migration(store: MemoryStore, kid: str | None, data_dir: Path) -> EncryptionMigration | None:
-    """The pass the plugin runs in the background while a key is configured (None without one)."""
+def open_migration(
+    store: MemoryStore,
+    kid: str | None,
+    data_dir: Path,
+    also: Callable[[GroupKey], Awaitable[object]] | None = None,
+) -> EncryptionMigration | None:
+    """The pass the plugin runs in the background while a key is configured (None without one). `also` reseals
+    what the store does not hold of each group (the files kept with its memories), after the store's part."""
     if kid is None:
         return None
-    return EncryptionMigration(store, progress_for(store, data_dir), kid)
+    if also is None:
+        return EncryptionMigration(store, progress_for(store, data_dir), kid)
+    resealed = also
+
+    async def step(key: GroupKey) -> None:
+        await store.reseal(key)
+        await resealed(key)
+
+    return EncryptionMigration(store, progress_for(store, data_dir), kid, step=step)

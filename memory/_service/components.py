@@ -72,8 +72,6 @@ class Components:
         for secret in self.config_secrets:
             log.warning(secret.text)
         self.store = open_store(settings, data_dir, encryption=self.encryption, clock=ports.clock)
-        # Seals what was stored before the key (or with another one), in the background; None without a key.
-        self.key_migration = open_migration(self.store, self.encryption.keyring.kid, data_dir)
         self.audit = open_audit(self.store, data_dir, ports.clock)  # refused access, apart from the change log
         # the pictures and files kept with memories, sealed with the store's key; swept after each commit that
         # may have dropped the last reference to one (`_pictures/sweep.py`)
@@ -83,6 +81,8 @@ class Components:
         sweeper = Sweeper(self.store, blobs, groups_dir=None if self.storage.postgres else data_dir / "groups")
         self.pictures = Pictures(blobs, sweeper)
         self.store.add_commit_listener(sweeper.committed)
+        # Seals what was stored before the key (or with another one), in the background; None without a key.
+        self.key_migration = open_migration(self.store, self.encryption.keyring.kid, data_dir, also=blobs.reseal)
         self.recall = Recall()
         self.vectors: VectorStore | None = None
         # every background model call, of every group, waits for a slot of this one limiter
