@@ -223,3 +223,26 @@ async def test_a_group_whose_document_was_moved_aside_is_not_swept(service):
     await fresh_store_service.store.memories(G1, "ou_a")  # moved aside, started empty
     assert await fresh_store_service.pictures.sweeper.sweep(G1) == []
     assert listing(service) == both(data)
+
+
+async def test_a_sweep_while_a_forget_is_being_committed_keeps_the_picture_it_may_bring_back(service):
+    import asyncio
+
+    data = png((14, 14, 14))
+    memory = await keep(service, ME, "正在删除的图", data)
+    await settled(service)
+    gate, entered = asyncio.Event(), asyncio.Event()
+
+    async def slow_commit() -> None:  # the forget is applied in memory, its log entry not written yet
+        entered.set()
+        await gate.wait()
+
+    service.store.add_commit_hook(slow_commit)
+    forgetting = asyncio.create_task(service.tools.forget_memory(ME, target=memory.short_id))
+    await entered.wait()
+    assert await service.store.memories(G1, "ou_a") == []  # gone from the document already
+    assert await asyncio.wait_for(service.pictures.sweeper.sweep(G1), 10) == []  # neither waits nor removes
+    gate.set()
+    assert "已删除" in await forgetting
+    await settled(service)
+    assert listing(service) == both(data)

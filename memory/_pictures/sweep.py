@@ -141,8 +141,14 @@ class Sweeper:
             log.warning("attachments of %s not swept: its memory file was moved aside as corrupt", key)
             return []
         try:
-            log_refs = log_shas(await self._store.log_entries(key))  # first: a revert after it still finds the doc
-            referenced = log_refs | document_shas(await self._store.document(key))
+            # The document first, taken at one instant with nothing of it pending: every change applied before that
+            # instant is durable, so its log entry (with the memory a forget or an archive took) is read below; a
+            # change applied after it still finds its memory in what was taken here.
+            referenced = document_shas(await self._store.document(key))
+            if self._store.pending(key):
+                self._again.add(key)  # the commit on its way sweeps again (`committed`)
+                return []
+            referenced |= log_shas(await self._store.log_entries(key))
         except MemoryPluginError as exc:
             log.warning("attachments of %s not swept: its references cannot be read (%s)", key, exc)
             return []

@@ -175,6 +175,10 @@ class CachedStore(MemoryStore):
         async with group.lock:
             return await self._load(group)
 
+    def pending(self, key: GroupKey) -> bool:
+        group = self._groups.get(key)
+        return group is not None and (group.version > group.durable_version or bool(group.queued))
+
     def peek_document(self, key: GroupKey) -> GroupDocument | None:
         """The document if it is already in memory, else None. Never does I/O."""
         group = self._groups.get(key)

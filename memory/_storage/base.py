@@ -176,6 +176,11 @@ class MemoryStore(ABC):
         again on what is stored by the store itself)."""
         return False
 
+    def pending(self, key: GroupKey) -> bool:
+        """Whether the group holds changes applied in memory whose commit is not durable yet (their log entries
+        are not readable yet). Never does I/O."""
+        return False
+
     @abstractmethod
     def peek_document(self, key: GroupKey) -> GroupDocument | None:
         """The document if it is already in memory, else None. Never does I/O."""
