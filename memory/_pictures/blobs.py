@@ -241,6 +241,19 @@ class AttachmentStore:
                 sizes[name[:64]] = sizes.get(name[:64], 0) + entry.stat().st_size
         return [StoredFile(sha, size, sha in thumbs) for sha, size in sorted(sizes.items()) if is_sha256(sha)]
 
+    async def shas_on_disk(self, key: GroupKey) -> set[str]:
+        """The sha of every file of the group's directory the store knows (kept files, thumbnails, moved-aside copies,
+        temp files left by a crash)."""
+
+        def listing() -> set[str]:
+            try:
+                names = os.listdir(self.group_dir(key))
+            except FileNotFoundError:
+                return set()
+            return {sha for sha in map(_sha_of, names) if sha is not None}
+
+        return await asyncio.to_thread(listing)
+
     async def may_have_files(self, key: GroupKey) -> bool:
         """Whether the group has a directory of kept files (looked at once, then known: only `put` adds one)."""
         known = self._has_files.get(key)
