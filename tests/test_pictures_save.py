@@ -277,7 +277,9 @@ async def test_the_caption_seam_tells_a_listener_and_sets_the_caption_of_the_pic
     [memory] = await service.store.memories(G1, "ou_a")
     assert heard == [(G1, "ou_a", memory.id)] and memory.attachment.caption == ""
     sha = memory.attachment.sha256
-    assert await service.pictures.set_caption(service.store, G1, "ou_a", memory.id, sha, "一张 部署\n架构图", actor="caption")
+    assert await service.pictures.set_caption(
+        service.store, G1, "ou_a", memory.id, sha, "一张 部署\n架构图", actor="caption"
+    )
     [memory] = await service.store.memories(G1, "ou_a")
     assert memory.attachment.caption == "一张 部署 架构图"
     other = hashlib.sha256(b"x").hexdigest()

@@ -148,7 +148,9 @@ class Sweeper:
             if self._store.pending(key):
                 self._again.add(key)  # the commit on its way sweeps again (`committed`)
                 return []
-            if await self._blobs.shas_on_disk(key) <= referenced:  # the usual case: every file is a live memory's, the log need not be read
+            if (
+                await self._blobs.shas_on_disk(key) <= referenced
+            ):  # the usual case: every file is a live memory's, the log need not be read
                 return []
             referenced |= log_shas(await self._store.log_entries(key))
         except MemoryPluginError as exc:
