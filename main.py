@@ -303,7 +303,7 @@ class UserMemoryPlugin(Star):
         speaker = speaker_of(event)
         attachments = []
         settings = self.service.settings
-        if speaker is not None and with_attachment is not False:
+        if speaker is not None and str(with_attachment).strip().lower() not in ("false", "0", "no", "none"):
             cap = settings.attachment_max_file_mb * 1024 * 1024
             attachments = await incoming_attachments(event, cap, read=settings.enable_attachments)
         return await self.service.tools.save_memory(
