@@ -49,3 +49,28 @@ async def test_a_key_set_later_seals_the_files_already_kept_and_a_rotation_moves
     rotated = make_service(privacy={"encryption_key": new})
     assert await rotated.pictures.blobs.read(G1, sha) == data
     assert (await rotated.pictures.blobs.read(G1, sha, thumb=True))[:3] == b"\xff\xd8\xff"
+
+
+async def test_a_sealed_file_moved_to_another_group_or_changed_does_not_open(make_service):
+    import pytest
+
+    from memory._pictures import AttachmentCorrupt
+
+    key = new_key()
+    service = make_service(privacy={"encryption_key": key})
+    data = png()
+    sha = hashlib.sha256(data).hexdigest()
+    await service.tools.save_memory(ME, memory_type="fact", content="图", attachments=[IncomingAttachment(data, "a.png")])
+    blobs = service.pictures.blobs
+    stored = blobs.group_dir(G1) / sha
+    assert len(stored.read_bytes()) == len(data) + 40 + len(SEALED_MAGIC)  # key id, nonce and tag: no base64
+    other = GroupKey("lark", "oc_other")
+    blobs.group_dir(other).mkdir(parents=True)
+    (blobs.group_dir(other) / sha).write_bytes(stored.read_bytes())
+    with pytest.raises(AttachmentCorrupt):
+        await blobs.read(other, sha)
+    raw = bytearray(stored.read_bytes())
+    raw[-1] ^= 1
+    stored.write_bytes(bytes(raw))
+    with pytest.raises(AttachmentCorrupt):
+        await blobs.read(G1, sha)

@@ -3,9 +3,10 @@
 `<directory>/<platform>/<group>/<sha256>` holds a file's bytes (`<sha256>.thumb` beside it: a small JPEG of a
 picture, `thumbs.py`). The same picture saved twice in a group is stored once; a group's files are swept against
 that group's own references only (`sweep.py`), so no file is shared between groups and nothing is counted across
-them. With a key every file is sealed (`Sealer.seal_bytes`, bound to the group, the sha and whether it is the
-thumbnail): `SEALED_MAGIC` then the token; a file starting otherwise is plaintext (written before the key; a kept
-file never starts with a NUL byte: images, PDFs and text without NUL).
+them. With a key every file is sealed (`Sealer.seal_raw`, bound to the group, the sha and whether it is the
+thumbnail): `SEALED_MAGIC`, the key's id, then the raw ciphertext (no base64: 49 bytes more than the picture); a
+file starting otherwise is plaintext (written before the key; a kept file never starts with a NUL byte: images,
+PDFs and text without NUL).
 
 Writes are atomic (temp file, fsync, rename). A file whose bytes do not hash to its name, or whose token does not
 open, is never overwritten silently: a `put` of the right bytes moves it aside as `<sha256>.corrupt-<ns>` (logged
@@ -45,6 +46,7 @@ SEALED_MAGIC = b"\x00umseal1\x00"
 THUMB_SUFFIX = ".thumb"
 CORRUPT_INFIX = ".corrupt-"
 BLOB, THUMB = "blob", "thumb"  # what a token was sealed as
+_KID_HEAD = len("e1.01234567.")
 
 
 @dataclass(frozen=True)
@@ -166,7 +168,7 @@ class AttachmentStore:
 
     def _write_sync(self, key: GroupKey, path: Path, sha: str, kind: str, data: bytes) -> None:
         if self._sealer is not None:
-            data = SEALED_MAGIC + self._sealer.seal_bytes(kind, key, [sha], data).encode("ascii")
+            data = SEALED_MAGIC + self._sealer.seal_raw(kind, key, [sha], data)
         try:
             write_atomic_sync(path, data, durable=self._durable)
         except OSError as exc:
@@ -202,13 +204,11 @@ class AttachmentStore:
     def _open(self, key: GroupKey, sha: str, kind: str, raw: bytes) -> bytes:
         if not raw.startswith(SEALED_MAGIC):
             return raw
+        sealed = raw[len(SEALED_MAGIC) :]
         if self._sealer is None:
-            raise KeyUnavailable(token_kid(raw[len(SEALED_MAGIC) :].decode("ascii", "replace")) or "?", ())
+            raise KeyUnavailable(token_kid(sealed[:_KID_HEAD].decode("ascii", "replace") + "?") or "?", ())
         try:
-            token = raw[len(SEALED_MAGIC) :].decode("ascii")
-            return self._sealer.open_bytes(kind, key, [sha], token)
-        except UnicodeDecodeError as exc:
-            raise AttachmentCorrupt(f"群 {key} 的加密附件 {sha[:12]} 已损坏") from exc
+            return self._sealer.open_raw(kind, key, [sha], sealed)
         except Tampered as exc:
             raise AttachmentCorrupt(f"群 {key} 的加密附件 {sha[:12]} 校验失败（被改动或损坏）") from exc
 

@@ -225,6 +225,29 @@ class Sealer:
                 f"群 {group_key} 的加密数据（{kind}）校验失败：被改动、损坏，或被移到了别处（另一个群、成员或条目）"
             ) from exc
 
+    def seal_raw(self, kind: str, group_key: GroupKey, parts: Sequence[Any], data: bytes) -> bytes:
+        """`seal_bytes` for a file of its own (a kept picture): the token's head, then nonce ‖ ciphertext ‖ tag as
+        raw bytes, not base64 (a third smaller on disk)."""
+        nonce = os.urandom(_NONCE_BYTES)
+        sealed = self._current.encrypt(nonce, data, _associated(kind, group_key, parts, None))
+        return f"{TOKEN_PREFIX}{self.kid}.".encode("ascii") + nonce + sealed
+
+    def open_raw(self, kind: str, group_key: GroupKey, parts: Sequence[Any], raw: bytes) -> bytes:
+        """What `seal_raw` was given; KeyUnavailable or Tampered."""
+        match = _TOKEN_HEAD.match(raw[:_HEAD_LENGTH].decode("ascii", "replace") + "?")
+        if match is None or len(raw) < _HEAD_LENGTH + _NONCE_BYTES:
+            raise Tampered(f"群 {group_key} 的加密文件（{kind}）格式不对：被改动或来自更新版本的插件")
+        cipher = self._ciphers.get(match.group(1))
+        if cipher is None:
+            raise KeyUnavailable(match.group(1), self.kids)
+        view = memoryview(raw)[_HEAD_LENGTH:]
+        try:
+            return cipher.decrypt(view[:_NONCE_BYTES], view[_NONCE_BYTES:], _associated(kind, group_key, parts, None))
+        except (ValueError, self._invalid_tag) as exc:
+            raise Tampered(
+                f"群 {group_key} 的加密文件（{kind}）校验失败：被改动、损坏，或被移到了别处（另一个群或条目）"
+            ) from exc
+
 
 def _associated(kind: str, group_key: GroupKey, parts: Sequence[Any], bound: str | None) -> bytes:
     head = _ENCODER.encode([_AAD_VERSION, kind, group_key.platform, group_key.group_id, *parts])
