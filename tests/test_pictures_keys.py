@@ -60,7 +60,9 @@ async def test_a_sealed_file_moved_to_another_group_or_changed_does_not_open(mak
     service = make_service(privacy={"encryption_key": key})
     data = png()
     sha = hashlib.sha256(data).hexdigest()
-    await service.tools.save_memory(ME, memory_type="fact", content="图", attachments=[IncomingAttachment(data, "a.png")])
+    await service.tools.save_memory(
+        ME, memory_type="fact", content="图", attachments=[IncomingAttachment(data, "a.png")]
+    )
     blobs = service.pictures.blobs
     stored = blobs.group_dir(G1) / sha
     assert len(stored.read_bytes()) == len(data) + 40 + len(SEALED_MAGIC)  # key id, nonce and tag: no base64
