@@ -126,8 +126,10 @@ class Pictures:
         max_bytes = settings.attachment_max_file_mb * MB
         if incoming.problem:
             raise AttachmentRefused(f"{label}没能从平台取得：{incoming.problem}", code="attachment_unavailable")
-        if incoming.size >= 0 and not incoming.data:
-            raise too_big(label, incoming.size, max_bytes)
+        if incoming.size >= 0 and not incoming.data:  # not read by the host: larger than its cap
+            if incoming.size > max_bytes:
+                raise too_big(label, incoming.size, max_bytes)
+            raise AttachmentRefused(f"{label}没能从平台取得", code="attachment_unavailable")
         return await asyncio.to_thread(check, incoming.data, incoming.name, max_bytes=max_bytes)
 
     @staticmethod
