@@ -76,3 +76,28 @@ async def test_a_sealed_file_moved_to_another_group_or_changed_does_not_open(mak
     stored.write_bytes(bytes(raw))
     with pytest.raises(AttachmentCorrupt):
         await blobs.read(G1, sha)
+
+
+def test_a_sealed_list_carries_its_attachments_and_a_list_without_any_keeps_its_old_form():
+    from memory._models import Memory
+    from memory._pictures import check
+    from memory._storage import sealed
+    from memory._storage.crypto import Keyring
+
+    sealer = Keyring(os.urandom(32)).sealer()
+    pic = check(png(), "图.png", max_bytes=10**6).attachment
+
+    def memory(i: int, content: str, attachment=None) -> Memory:
+        return Memory(id=f"m{i}", type="fact", content=content, created_at=1.0, updated_at=1.0, attachment=attachment)
+
+    for contents in (["有图的", "没图的"], ["有图的\0含 NUL", "没图的"]):  # the split form and the JSON form
+        memories = [memory(0, contents[0], pic), memory(1, contents[1])]
+        readable, token = sealed.seal_list(sealer, G1, "ou_a", memories)
+        assert all("attachment" not in r for r in readable)
+        assert sealed.open_list(sealer, G1, "ou_a", readable, token) == memories
+        parsed = [Memory.model_validate(r) for r in readable]
+        sealed.fill_list(sealer, G1, "ou_a", parsed, token)
+        assert parsed == memories
+    plain = [memory(0, "没图的")]
+    readable, token = sealed.seal_list(sealer, G1, "ou_a", plain)
+    assert sealer.open_bytes("memories", G1, ["ou_a", 1], token, "m0").startswith(b"\0[]\0")  # as before
