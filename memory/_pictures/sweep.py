@@ -137,9 +137,6 @@ class Sweeper:
     async def sweep(self, key: GroupKey) -> list[str]:
         """Remove the group's files nothing refers to (see the module); the shas removed. Nothing is removed when
         the references cannot be read."""
-        if self._moved_aside(key):
-            log.warning("attachments of %s not swept: its memory file was moved aside as corrupt", key)
-            return []
         try:
             # The document first, taken at one instant with nothing of it pending: every change applied before that
             # instant is durable, so its log entry (with the memory a forget or an archive took) is read below; a
@@ -148,13 +145,14 @@ class Sweeper:
             if self._store.pending(key):
                 self._again.add(key)  # the commit on its way sweeps again (`committed`)
                 return []
-            if (
-                await self._blobs.shas_on_disk(key) <= referenced
-            ):  # the usual case: every file is a live memory's, the log need not be read
+            if await self._blobs.shas_on_disk(key) <= referenced:  # usual: every file is a live memory's
                 return []
             referenced |= log_shas(await self._store.log_entries(key))
         except MemoryPluginError as exc:
             log.warning("attachments of %s not swept: its references cannot be read (%s)", key, exc)
+            return []
+        if await asyncio.to_thread(self._moved_aside, key):  # lists the platform's directory: only when needed
+            log.warning("attachments of %s not swept: its memory file was moved aside as corrupt", key)
             return []
         removed = await self._blobs.sweep(key, referenced)
         if removed:
