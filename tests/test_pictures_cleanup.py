@@ -247,3 +247,22 @@ async def test_a_sweep_while_a_forget_is_being_committed_keeps_the_picture_it_ma
     assert "已删除" in await forgetting
     await settled(service)
     assert listing(service) == both(data)
+
+
+async def test_a_reverted_save_keeps_the_file_while_the_revert_can_be_undone_and_memory_list_names_it(service):
+    data = png((15, 15, 15))
+    await keep(service, ME, "撤销保存的图", data)
+    listed = await service.commands.list_memories(ME)
+    assert "撤销保存的图" in listed and "附图：pic.png，PNG 图片" in listed and "64×48" in listed
+    add = [e for e in await service.store.log_entries(G1) if e.get("op") == "add"][-1]
+    await service.commands.revert(ADMIN, add["id"])
+    assert await service.store.memories(G1, "ou_a") == []
+    await settled(service)
+    assert listing(service) == both(data)  # the revert itself can be undone
+    undo = [e for e in await service.store.log_entries(G1) if e.get("reverts")][-1]
+    await service.commands.revert(ADMIN, undo["id"])
+    [back] = await service.store.memories(G1, "ou_a")
+    assert back.attachment is not None and await service.pictures.blobs.read(G1, back.attachment.sha256) == data
+    await service.commands.clear(ME, "confirm")
+    await settled(service)
+    assert listing(service) == []

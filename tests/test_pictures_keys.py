@@ -101,3 +101,31 @@ def test_a_sealed_list_carries_its_attachments_and_a_list_without_any_keeps_its_
     plain = [memory(0, "没图的")]
     readable, token = sealed.seal_list(sealer, G1, "ou_a", plain)
     assert sealer.open_bytes("memories", G1, ["ou_a", 1], token, "m0").startswith(b"\0[]\0")  # as before
+
+
+async def test_postgres_keeps_the_description_sealed_and_the_files_stay_local(make_service, postgres_dsn, tmp_path):
+    """What the PostgreSQL store keeps of a picture: its description in the memory's row (sealed with the rest of
+    the content); the bytes stay in the instance's data directory (`attachments/`)."""
+    key = new_key()
+    settings = {
+        "storage": {"storage_backend": "postgres", "postgres_dsn": postgres_dsn},
+        "privacy": {"encryption_key": key},
+    }
+    service = make_service(**settings)
+    await service.start()
+    data = png()
+    sha = hashlib.sha256(data).hexdigest()
+    answer = await service.tools.save_memory(
+        ME, memory_type="fact", content="机密架构图", attachments=[IncomingAttachment(data, "机密架构图.png")]
+    )
+    assert "附图：机密架构图.png" in answer
+    rows = await service.store.pool.fetch("SELECT t::text AS row FROM um_memories t")  # type: ignore[attr-defined]
+    assert rows and all("机密架构图" not in r["row"] and sha not in r["row"] for r in rows)
+    await service.stop()
+    fresh = make_service(**settings)
+    await fresh.start()
+    [memory] = await fresh.store.memories(G1, "ou_a")
+    assert memory.attachment is not None and memory.attachment.sha256 == sha
+    assert await fresh.pictures.blobs.read(G1, sha) == data
+    assert (fresh.data_dir / "attachments").is_dir()
+    await fresh.stop()
