@@ -317,7 +317,7 @@ class UserMemoryPlugin(Star):
 
     @filter.llm_tool(name="lark_list_memory")
     async def lark_list_memory(self, event: AstrMessageEvent, **_ignored: Any) -> str:
-        """查询用户在当前群的所有记忆。当用户询问"你记得我什么"时使用。返回该用户在当前群的所有记忆列表（另含本群公共记忆和已开启时的全局记忆，均标明范围），每条带有可用于替换或删除的 id。"""
+        """查询用户在当前群的所有记忆。当用户询问"你记得我什么"时使用。返回该用户在当前群的所有记忆列表（另含本群公共记忆和已开启时的全局记忆，均标明范围），每条带有可用于替换或删除的 id；保存了图片或文件的记忆注明文件名、类型、大小（图片还有尺寸）。"""
         return await self.service.tools.list_memory(speaker_of(event))
 
     @filter.llm_tool(name="lark_forget_memory")

@@ -7,7 +7,9 @@ from .blobs import DIRECTORY, AttachmentStore, StoredFile
 from .check import Checked, check, safe_name
 from .errors import AttachmentCorrupt, AttachmentLimitReached, AttachmentRefused, AttachmentUnavailable
 from .incoming import IncomingAttachment
-from .thumbs import make_thumbnail
+from .keeper import Pictures, SavedListener
+from .sweep import Sweeper
+from .thumbs import MIME as THUMB_MIME, make_thumbnail
 
 __all__ = [
     "DIRECTORY",
@@ -18,7 +20,11 @@ __all__ = [
     "AttachmentUnavailable",
     "Checked",
     "IncomingAttachment",
+    "Pictures",
+    "SavedListener",
     "StoredFile",
+    "Sweeper",
+    "THUMB_MIME",
     "check",
     "make_thumbnail",
     "safe_name",
