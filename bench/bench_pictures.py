@@ -27,6 +27,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
+os.environ.setdefault("ASTRBOT_ROOT", tempfile.mkdtemp(prefix="bench-astrbot-"))  # main's plugin imports AstrBot
+
 from _previous import previous_memory  # noqa: E402
 from PIL import Image, ImageDraw  # noqa: E402
 
