@@ -59,8 +59,25 @@ if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb 
     apt_install "the PostgreSQL tests" postgresql
 fi
 
+# Tests that start no AstrBot process run on every core (pytest-xdist, at most 4 workers); the end-to-end tests
+# share one AstrBot per run and expect their file order, so they run on their own, in one process, afterwards.
+cores=$(nproc 2>/dev/null || echo 1)
+workers=$(( cores > 4 ? 4 : cores ))
+parallel=()
+if [ "$workers" -gt 1 ]; then parallel=(-n "$workers"); fi
+chooses=false  # the caller picks tests (-m, -k, a path, -n): one pytest run, exactly as asked
+for arg in "$@"; do
+    case "$arg" in -m|-m*|-k|-k*|-n|-n*|--numprocesses*|tests*|*.py|*::*) chooses=true ;; esac
+done
+
 if ! $shifted; then
-    exec "$venv/bin/python" -m pytest "$@"
+    if $chooses; then
+        exec "$venv/bin/python" -m pytest "$@"
+    fi
+    status=0
+    "$venv/bin/python" -m pytest -m "not e2e" "${parallel[@]}" "$@" || status=$?
+    "$venv/bin/python" -m pytest -m e2e "$@" || status=$?
+    exit "$status"
 fi
 
 find_faketime() { ls /usr/lib/*/faketime/libfaketimeMT.so.1 2>/dev/null | head -n 1; }
@@ -97,4 +114,4 @@ if [ -n "$problem" ]; then
     exit 0
 fi
 echo "Shifted-clock run: the tests' clock starts at $start ($zone); repeat with SHIFTED_NOW=$start SHIFTED_TZ=$zone"
-LD_PRELOAD=$faketime_lib TZ=$zone exec "$venv/bin/python" -m pytest -m "not e2e and not slow" "$@"
+LD_PRELOAD=$faketime_lib TZ=$zone exec "$venv/bin/python" -m pytest -m "not e2e and not slow" "${parallel[@]}" "$@"

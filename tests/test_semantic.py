@@ -380,10 +380,8 @@ async def test_first_use_waits_for_the_vectors_no_longer_than_the_timeout(tmp_pa
     assert await asyncio.wait_for(store.similarities(KEY, "吃辣", ["m1"]), 5.0) is None
     assert not store.breaker.is_open and p.calls == [["吃辣"]]  # the provider answered: not its failure
     held.release.set()  # the load that went on in the background ends; the next reply finds the group
-    for _ in range(100):
-        if not store._load_tasks:
-            break
-        await asyncio.sleep(0)
+    # the load reads the file in a thread: wait for it (a number of loop turns is not enough on a busy machine)
+    await asyncio.wait_for(asyncio.gather(*store._load_tasks.values()), 5.0)
     sims = await store.similarities(KEY, "吃辣", ["m1", "m2"])
     assert sims is not None and max(sims, key=lambda d: sims[d]) == "m1"
     assert p.calls == [["吃辣"]]  # the query vector was cached
