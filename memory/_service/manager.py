@@ -30,6 +30,7 @@ from .._manage import (
 from .._manage.bulk import bulk_edit, read_bulk
 from .._manage.search_all import Digests, search_groups
 from .._manage.csv_export import memories_csv
+from .._manage.pictures import Served, memory_file
 from .._manage.edit import (
     MAX_DELETE,
     MemoryRef,
@@ -45,6 +46,7 @@ from .._manage.stats import InjectionCounts
 from .._manage.todos import group_todos, todo_json, update_group_todo
 from .._members import MemberDirectory
 from .._models import GroupKey, MemberKey, Memory, Scope, Todo
+from .._pictures import AttachmentStore, AttachmentUnavailable
 from .._privacy.audit import DASHBOARD_SCOPE, AuditLog, misnamed_owner
 from .._settings import Settings, SettingWarning
 from .._settings_layout import warning_json
@@ -95,6 +97,7 @@ class Manager:
         setting_warnings: Sequence[SettingWarning] = (),
         test_recall: RecallTest,
         running_platforms: Callable[[], Mapping[str, str]],
+        blobs: AttachmentStore | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.settings = settings
@@ -110,6 +113,7 @@ class Manager:
         self._setting_warnings = setting_warnings  # the service's list: a warning found later shows too
         self._test_recall = test_recall
         self._running_platforms = running_platforms
+        self._blobs = blobs
         self._clock = clock
 
     @property
@@ -308,6 +312,16 @@ class Manager:
             actor=actor,
         )
         return self._edited_json(where, memory)
+
+    async def attachment(
+        self, platform: str, group_id: str, ref: Mapping[str, object], *, sha256: str, thumb: bool, user: str
+    ) -> Served:
+        """The picture (or its thumbnail) or document of one memory of a known group, as it is served."""
+        where = self._ref(await self._find(platform, group_id), ref)
+        await self._audit_scope(_actor(user), "attachment", [where])
+        if self._blobs is None:
+            raise AttachmentUnavailable("图片和文件的存储未启用")
+        return await memory_file(self._store, self._blobs, where, sha256=sha256, thumb=thumb)
 
     async def delete(self, platform: str, group_id: str, items: object, *, user: str) -> dict[str, Any]:
         """Delete the memories `items` name ([{scope, owner, id}, ...]; revertable in the history)."""
