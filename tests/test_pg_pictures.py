@@ -145,3 +145,29 @@ async def test_an_import_into_postgres_keeps_the_files_in_the_database(pg_servic
         assert again["groups"][0]["attachments"][0]["sha256"] == sha
     finally:
         await target.stop()
+
+
+async def test_moving_the_store_moves_the_pictures_both_ways(make_service, tmp_path, postgres_dsn, monkeypatch):
+    """scripts/migrate_store.py: JSON files -> PostgreSQL -> JSON files, the pictures with their groups."""
+    from test_pg_migrate import migrate_store
+
+    monkeypatch.delenv(KEY_ENV, raising=False)
+    source = make_service(data_dir=tmp_path / "json")
+    photo = png((7, 7, 7))
+    sha = hashlib.sha256(photo).hexdigest()
+    await save(source, "部署架构图", photo)
+    await source.stop()
+    lines: list[str] = []
+    assert (
+        await migrate_store.run(
+            ["--from", f"json:{tmp_path / 'json'}", "--to", f"postgres:{postgres_dsn}"], out=lines.append
+        )
+        == 0
+    )
+    assert "1 pictures/files" in "\n".join(lines), lines
+    back = tmp_path / "back"
+    assert (
+        await migrate_store.run(["--from", f"postgres:{postgres_dsn}", "--to", f"json:{back}"], out=lines.append) == 0
+    )
+    kept = back / "attachments" / "lark" / G1.group_id / sha
+    assert kept.read_bytes() == photo and kept.with_name(sha + ".thumb").exists()

@@ -57,8 +57,11 @@ async def test_an_export_carries_the_files_and_an_import_brings_them_back(make_s
     assert files[sha_notes]["size"] == len(notes) and files[sha_notes]["mime"] == "text/markdown"
 
     target = make_service(data_dir=tmp_path / "other")
+    told: list[str] = []
+    target.pictures.saved_listeners.append(lambda key, owner, memory: told.append(memory.content))
     [result] = (await imported(target, raw))["groups"]
     assert result["refused"] is None and result["added"] == 3
+    assert sorted(told) == sorted(["部署架构图", "周会纪要", "本群的群规截图"])  # captions are made for them
     [mine] = await target.store.memories(G1, "ou_a")
     assert mine.attachment is not None and mine.attachment.name == "架构图.png"
     assert await target.pictures.blobs.read(G1, sha_photo) == photo

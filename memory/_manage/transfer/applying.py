@@ -403,4 +403,8 @@ async def apply_group(
         except BaseException:
             await asyncio.shield(pictures.sweeper.sweep(group.key))  # a failed group leaves no file
             raise
+        for owner, listed in memories.items():  # a picture that came without a caption gets one made
+            for memory in listed:
+                if memory.attachment is not None and not memory.attachment.caption:
+                    pictures.saved(group.key, owner, memory)
     return GroupResult(group.key, added, counts, opted_out=len(preview.opted_out))
