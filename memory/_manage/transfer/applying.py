@@ -116,6 +116,7 @@ class GroupPreview:
             "reminders": self.reminders(),
             "opted_out": sorted(self.opted_out)[:items],
             "opted_out_count": len(self.opted_out),
+            "files": len(self.files),  # pictures and documents the import would keep (the group keeps none yet)
             "items": [v.as_json() for v in self.verdicts[:items]],
             "more": max(0, len(self.verdicts) - items),
         }
