@@ -78,13 +78,13 @@ def test_a_memory_with_a_picture_shows_its_thumbnail_and_opens_it(manager, astrb
     thumb.wait_for()
     frame.locator("img[data-testid='attachment-thumb'][src^='data:image/jpeg;base64,']").wait_for()
     assert "部署架构图.png" in row.text_content() and "480×300" in row.text_content()
-    assert thumb.evaluate("img => img.naturalWidth") == 256
+    assert thumb.evaluate("img => img.decode().then(() => img.naturalWidth)") == 256
     manager.shot("picture_thumbnail")
     row.locator("button.thumb-button").click()
     full = frame.locator("dialog[open] img[data-testid='picture-full']")
     full.wait_for()
     assert full.get_attribute("src").startswith("data:image/png;base64,")
-    assert full.evaluate("img => [img.naturalWidth, img.naturalHeight]") == [480, 300]
+    assert full.evaluate("img => img.decode().then(() => [img.naturalWidth, img.naturalHeight])") == [480, 300]
     ARTIFACTS.mkdir(exist_ok=True)
     manager.shot("picture_open")
     frame.locator("dialog[open] button[value='close']").click()
