@@ -12,17 +12,24 @@ import uuid
 
 
 def diagram() -> bytes:
-    """A small "architecture diagram" drawn with Pillow (boxes and arrows), as a PNG."""
-    from PIL import Image, ImageDraw
+    """A small architecture diagram drawn with Pillow (labelled boxes and their links), as a 480×300 PNG."""
+    from PIL import Image, ImageDraw, ImageFont
 
     im = Image.new("RGB", (480, 300), (250, 250, 252))
     d = ImageDraw.Draw(im)
-    boxes = [((30, 40, 150, 100), (59, 110, 245)), ((190, 40, 310, 100), (16, 163, 127)),
-             ((330, 40, 450, 100), (245, 158, 11)), ((190, 190, 310, 250), (217, 45, 32))]  # fmt: skip
-    for box, color in boxes:
-        d.rounded_rectangle(box, radius=10, fill=color)
-    for start, end in (((150, 70), (190, 70)), ((310, 70), (330, 70)), ((250, 100), (250, 190))):
+    font = ImageFont.load_default(size=15)
+    boxes = [((20, 40, 150, 100), (59, 110, 245), "Gateway"), ((180, 40, 300, 100), (16, 163, 127), "Payments"),
+             ((330, 40, 460, 100), (245, 158, 11), "Orders"), ((170, 190, 310, 250), (217, 45, 32), "PostgreSQL")]  # fmt: skip
+    for start, end in (
+        ((150, 70), (180, 70)),
+        ((300, 70), (330, 70)),
+        ((240, 100), (240, 190)),
+        ((395, 100), (300, 200)),
+    ):
         d.line([start, end], fill=(40, 40, 40), width=4)
+    for box, color, label in boxes:
+        d.rounded_rectangle(box, radius=10, fill=color)
+        d.text(((box[0] + box[2]) / 2, (box[1] + box[3]) / 2), label, fill=(255, 255, 255), font=font, anchor="mm")
     out = io.BytesIO()
     im.save(out, format="PNG")
     return out.getvalue()
