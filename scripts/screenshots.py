@@ -286,6 +286,10 @@ def take(shots: Shots) -> None:
         form.locator("button[type=submit]").click()
         f.locator("img[data-testid='attachment-thumb'][src^='data:image/jpeg;base64,']").first.wait_for()
         shots.save("picture", page)
+        f.locator("button.thumb-button").first.click()  # the full picture, in the page's dialog
+        f.locator("dialog[open] img[data-testid='picture-full']").evaluate("img => img.decode()")
+        shots.save("picture_open", page)
+        f.locator("dialog[open] button[value='close']").click()
 
     for name, action in [("browse", browse), ("group", group), ("search", search), ("history", history),
                          ("recall", recall), ("stats", stats), ("picture", picture)]:  # fmt: skip
