@@ -274,6 +274,23 @@ async def bulk_route(call: Call) -> dict[str, Any]:
     )
 
 
+@route(
+    "attachment",
+    "GET",
+    "记忆管理：一条记忆保存的图片（thumb=1 缩略图）或文件；只给已知群里确实引用它的记忆，类型按内容判定且安全"
+    "（PNG/JPEG/GIF/WebP 图片，其他一律作为下载），as=json 时以 base64 放在 JSON 里（供插件页的桥接使用）",
+)
+async def attachment_route(call: Call) -> Any:
+    platform, group_id = call.document()
+    ref = {"scope": call.text("scope"), "owner": call.text("owner"), "id": call.text("id")}
+    served = await call.manager.attachment(
+        platform, group_id, ref, sha256=call.text("sha256"), thumb=call.text("thumb") in ("1", "true"), user=call.user
+    )
+    if call.text("as") == "json":
+        return served.as_json()
+    return Response(served.data, media_type=served.content_type, headers=served.headers)
+
+
 @route("todos", "GET", "记忆管理：一个群的全部待办（提醒时间、截止、重复、状态、提醒送达情况）")
 async def todos_route(call: Call) -> dict[str, Any]:
     return await call.manager.todos(*call.group())

@@ -11,7 +11,8 @@ environment variable USER_MEMORY_POSTGRES_DSN, which keeps the password out of t
 
 Every group moves whole — the document (members', group and global memories with fields this version does not
 know, archive, todos with their delivery records), its episodes, its change log entry for entry with the same ids
-(erasures stay erased), the carried call totals and the vectors — through the stores' own `export_group` /
+(erasures stay erased), the carried call totals, the vectors and the pictures and documents kept with its memories
+(`attachments/` ↔ `um_attachments`, each read back) — through the stores' own `export_group` /
 `import_group`, one group at a time, each imported in one commit. Each group is read back from the target after
 its import and compared with what was exported; a difference is reported as a failure.
 
@@ -41,7 +42,10 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from memory._models import GroupKey  # noqa: E402
+from memory._models import Attachment, GroupKey  # noqa: E402
+from memory._manage.pictures import image_format  # noqa: E402
+from memory._pictures import DIRECTORY as ATTACHMENTS, AttachmentStore, Checked  # noqa: E402
+from memory._pictures.pg_blobs import PgAttachmentStore  # noqa: E402
 from memory._settings import DSN_ENV  # noqa: E402
 from memory._storage.crypto import KeyFormatError, Sealer, keyring_from  # noqa: E402
 from memory._storage import GroupDump, MemoryStore, UserMemoryStore  # noqa: E402
@@ -111,10 +115,12 @@ class Endpoint:
 
 @dataclass
 class Side:
-    """One side's memory store and where it keeps the vectors of semantic recall."""
+    """One side's memory store, where it keeps the vectors of semantic recall, and the pictures and documents kept
+    with its memories (JSON: `attachments/` beside `groups/`; PostgreSQL: `um_attachments`)."""
 
     store: MemoryStore
     vectors: VectorPersistence
+    blobs: AttachmentStore | None = None
 
 
 def sealer_from(environ: Mapping[str, str] = os.environ) -> Sealer | None:
@@ -133,6 +139,7 @@ async def open_side(endpoint: Endpoint, *, source: bool, sealer: Sealer | None =
             raise MigrationError(f"{directory} does not exist: name the plugin data dir that holds groups/")
         store: MemoryStore = UserMemoryStore(directory, sealer=sealer)
         vectors: VectorPersistence = VectorFiles(directory, sealer=sealer)
+        blobs = AttachmentStore(directory.parent / ATTACHMENTS, sealer)
     else:
         from memory._storage import PostgresMemoryStore
         from memory._storage._postgres.vectors import PostgresVectors
@@ -141,12 +148,13 @@ async def open_side(endpoint: Endpoint, *, source: bool, sealer: Sealer | None =
             endpoint.where, instance=f"migrate-{socket.gethostname()}-{os.getpid()}", sealer=sealer
         )
         vectors = PostgresVectors(store)
+        blobs = PgAttachmentStore(store, Path(ATTACHMENTS), sealer)
     await store.start()  # returns after the first attempt to connect: then it serves, or says why not
     reason = store.unavailable
     if reason is not None:
         await store.close()
         raise MigrationError(f"{endpoint.describe(source=source)} is unavailable: {reason}")
-    return Side(store, vectors)
+    return Side(store, vectors, blobs)
 
 
 @dataclass
@@ -159,6 +167,7 @@ class Moved:
     episodes: int = 0
     log_entries: int = 0
     vectors: int = 0
+    files: int = 0  # pictures and documents
 
     def add(self, other: Moved) -> None:
         for name in vars(self):
@@ -167,7 +176,7 @@ class Moved:
     def __str__(self) -> str:
         return (
             f"{self.memories} memories, {self.archived} archived, {self.todos} todos, {self.episodes} episodes, "
-            f"{self.log_entries} change-log entries, {self.vectors} vectors"
+            f"{self.log_entries} change-log entries, {self.vectors} vectors, {self.files} pictures/files"
         )
 
 
@@ -240,8 +249,10 @@ async def migrate(
                     " semantic recall embeds the memories again for the model it is set to)"
                 )
             moved = _count(dump, vectors)
+            shas = [f.sha256 for f in await source.blobs.files(key)] if source.blobs is not None else []
+            moved.files = len(shas)
             if not dry_run:
-                await move_group(key, dump, vectors, target)
+                await move_group(key, dump, vectors, target, files=(source, shas))
         except Exception as exc:  # one group's failure must not stop the others; it is reported
             report.failed[key] = f"{type(exc).__name__}: {exc}"
             progress(f"{key}: FAILED: {exc}")
@@ -251,8 +262,18 @@ async def migrate(
     return report
 
 
-async def move_group(key: GroupKey, dump: GroupDump, vectors: list[GroupVectors], target: Side) -> None:
-    """Import the group, then its vectors (they hang on the group), and read both back to compare."""
+async def move_group(
+    key: GroupKey,
+    dump: GroupDump,
+    vectors: list[GroupVectors],
+    target: Side,
+    *,
+    files: tuple[Side, Sequence[str]] | None = None,
+) -> None:
+    """Import the group's pictures and documents (`files`: the source and the shas, one at a time, each read back),
+    then the group, then its vectors (they hang on the group), and read both back to compare."""
+    if files is not None and files[1]:
+        await _move_files(key, *files, target)
     await target.store.import_group(key, dump)
     difference = _difference(dump, await target.store.export_group(key))
     if difference is not None:
@@ -264,6 +285,24 @@ async def move_group(key: GroupKey, dump: GroupDump, vectors: list[GroupVectors]
     for written in vectors:
         if written.model not in back or not written.same_as(back[written.model]):
             raise MigrationError(f"imported, but its vectors of {written.model!r} read back differently")
+
+
+async def _move_files(key: GroupKey, source: Side, shas: Sequence[str], target: Side) -> None:
+    """Each file as the source keeps it (opened, checked against its sha), kept by the target (sealed with its
+    key), read back and compared."""
+    if source.blobs is None or target.blobs is None:
+        raise MigrationError("no attachment store to move the pictures and files with")
+    for sha in shas:
+        data = await source.blobs.read(key, sha)
+        found = image_format(data)
+        kind = "image" if found else "document"
+        mime = f"image/{found.lower()}" if found else "application/octet-stream"
+        await target.blobs.put(key, Checked(data, Attachment(sha, kind, mime, len(data))))
+        target.blobs.release(key, [sha])  # nothing sweeps while the script runs
+        if await target.blobs.read(key, sha) != data:
+            raise MigrationError(f"picture or file {sha[:12]} read back differently")
+    if isinstance(target.blobs, PgAttachmentStore):
+        await target.blobs.settle()  # the holds cleared before the pool closes
 
 
 def _one_model(vectors: list[GroupVectors]) -> tuple[list[GroupVectors], list[str]]:

@@ -8,7 +8,8 @@
 Run it with AstrBot's own Python while AstrBot is stopped (or while it runs with the same two variables set: the
 plugin opens both keys and seals with the new one). Every group is opened with either key and written again with
 the new one (`store.reseal`: the change log, the episodes, the vectors, then the document), read back and compared
-with what it held before; then the pictures and files kept with its memories (JSON store: `attachments/`). Each file is replaced atomically and each PostgreSQL group is one transaction, and every
+with what it held before; then the pictures and files kept with its memories (JSON store: `attachments/`; PostgreSQL:
+`um_attachments`). Each file is replaced atomically and each PostgreSQL group is one transaction, and every
 sealed value names the key that sealed it: a kill -9 at any point leaves everything readable with the two keys,
 and running the script again finishes the groups it had not done (a progress record beside the data names them).
 
@@ -41,6 +42,7 @@ from migrate_store import JSON, Endpoint, MigrationError, Side, canonical, open_
 from memory._errors import StorageUnavailable  # noqa: E402
 from memory._models import GroupKey  # noqa: E402
 from memory._pictures import DIRECTORY as ATTACHMENTS, AttachmentStore  # noqa: E402
+from memory._pictures.pg_blobs import PgAttachmentStore  # noqa: E402
 from memory._privacy.migration import PROGRESS_FILE, EncryptionMigration, FileProgress, PostgresProgress  # noqa: E402
 from memory._storage.crypto import KEY_ENV, OLD_KEY_ENV, Sealer, new_key  # noqa: E402
 from memory._storage.files import MARKER_NAME, write_marker  # noqa: E402
@@ -151,7 +153,7 @@ async def _rotate(endpoint: Endpoint, side: Side, sealer: Sealer, *, check: bool
         blobs = (
             AttachmentStore(endpoint.groups_dir(existing=True).parent / ATTACHMENTS, sealer)
             if endpoint.kind == JSON
-            else None
+            else PgAttachmentStore(side.store, Path(ATTACHMENTS), sealer)
         )
         done = 0
 

@@ -33,6 +33,7 @@ sys.path[:0] = [str(REPO / "scripts"), str(REPO / "tests" / "e2e")]
 import astrbot_sandbox as sandbox  # noqa: E402
 from fake_lark import FakeLark, message_event  # noqa: E402
 from fake_model import Action, FakeModel, ModelRequest, Rule, extraction_request, tool_call, user_says  # noqa: E402
+from picture_export import diagram, export_with  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -45,6 +46,7 @@ GROUP, GROUP_NAME = "oc_product_team", "产品研发群"
 OTHER, OTHER_NAME = "oc_ops_team", "运营周会群"
 WANG, LI, ZHANG, CHEN = "ou_wanglei", "ou_lina", "ou_zhangwei", "ou_chenjing"
 MEMBERS = {WANG: "王磊", LI: "李娜", ZHANG: "张伟", CHEN: "陈静"}
+PICTURE_MEMORY = "这是我们的部署架构图：网关在前，支付服务和订单服务在后，数据库用 PostgreSQL"
 
 
 class NamedLark(FakeLark):
@@ -174,6 +176,11 @@ def seed(bot: sandbox.AstrBot, lark: FakeLark, model: FakeModel) -> None:
         s.post(message_event(text, chat_id=GROUP, sender=user, mention_bot=False))
     s.wait(lambda: s.route("group", platform="lark", group_id=GROUP).get("episodes"), "the episode", 90)
     s.say(GROUP, LI, "上次我们聊了什么？")  # a reply that the episode is injected into (and a line in the history)
+    # A memory with a picture (issue 24), brought in as one export file carries it: no model call.
+    picture = export_with(GROUP, WANG, diagram(), "部署架构图.png", "image/png", PICTURE_MEMORY)
+    answer = bot.api("POST", f"{ROUTES}/import/apply", {"content": json.dumps(picture, ensure_ascii=False)})
+    if answer.get("status") != "ok" or answer["data"]["groups"][0]["refused"]:
+        raise RuntimeError(f"the picture's import: {answer}")
 
 
 class Shots:
@@ -271,8 +278,21 @@ def take(shots: Shots) -> None:
         f.locator("svg, canvas, table").first.wait_for()
         shots.save("stats", page)
 
+    def picture() -> None:
+        tab("search")
+        form = f.locator("#search-form")
+        form.locator("select.group-select").select_option(GROUP)
+        form.locator("input[name=q]").fill("部署架构图")
+        form.locator("button[type=submit]").click()
+        f.locator("img[data-testid='attachment-thumb'][src^='data:image/jpeg;base64,']").first.wait_for()
+        shots.save("picture", page)
+        f.locator("button.thumb-button").first.click()  # the full picture, in the page's dialog
+        f.locator("dialog[open] img[data-testid='picture-full']").evaluate("img => img.decode()")
+        shots.save("picture_open", page)
+        f.locator("dialog[open] button[value='close']").click()
+
     for name, action in [("browse", browse), ("group", group), ("search", search), ("history", history),
-                         ("recall", recall), ("stats", stats)]:  # fmt: skip
+                         ("recall", recall), ("stats", stats), ("picture", picture)]:  # fmt: skip
         shots.step(name, action)
     ctx.close()
 

@@ -180,10 +180,14 @@ async def test_reads_change_nothing(make_plugin):
     routes = {
         path.removeprefix(PREFIX) for path, _, methods, _ in plugin.context.registered_web_apis if methods == ["GET"]
     }
-    assert routes == {*reads, "export"}
+    assert routes == {*reads, "export", "attachment"}
     for route, query in reads.items():
         status, payload = await call(plugin, route, query=query, headers={"host": HOST})
         assert status == 200 and payload["status"] == "ok", route
+    # a memory's picture (test_pictures_page.py serves one): this memory keeps none, and asking changes nothing
+    where = {k: v for k, v in write_requests(saved)["memory/edit"].items() if k in ("scope", "owner", "id")}
+    status, payload = await call(plugin, "attachment", query={**group, **where, "thumb": "1"}, headers={"host": HOST})
+    assert status == 400 and "attachment_none" in payload["message"]
     assert "被改掉了" in (await download(plugin, {**group, "decrypted": "1"})).decode()
     assert "被改掉了" in (await download(plugin, {**group, "decrypted": "1", "format": "csv"})).decode("utf-8-sig")
     assert await state(plugin) == before

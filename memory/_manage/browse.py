@@ -286,7 +286,7 @@ def memory_json(
 ) -> dict[str, Any]:
     """A memory as the dashboard's routes return it."""
     memory = item.memory
-    data = {
+    data: dict[str, Any] = {
         "platform": item.key.platform,
         "group_id": item.key.group_id,
         "id": memory.id,
@@ -303,6 +303,8 @@ def memory_json(
         "last_used_at": memory.last_used_at,
         "added_by": memory.added_by,
     }
+    if memory.attachment is not None:  # described only; the page asks the `attachment` route for the bytes
+        data["attachment"] = memory.attachment.to_dict()
     if score is not None:
         data["score"] = round(score, 4)
     return data

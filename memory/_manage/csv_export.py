@@ -2,7 +2,8 @@
 
 UTF-8 with a byte order mark, so Excel reads Chinese; comma-separated, quoted where needed, CRLF line ends. A cell
 a spreadsheet would take for a formula (it starts with = + - @, a tab or a carriage return) gets a leading
-apostrophe: the file may hold what group members said. Times are local times of the plugin's zone. The rows are
+apostrophe: the file may hold what group members said. The last column names a memory's picture or document (name,
+type, size, dimensions), never its bytes: the JSON export carries those. Times are local times of the plugin's zone. The rows are
 plaintext whatever the store's encryption: the caller decides whether that may leave (the JSON export seals).
 """
 
@@ -18,7 +19,7 @@ from .._models import GroupDocument, GroupKey, Memory, Scope
 from .._storage import MemoryStore
 
 BOM = "\ufeff"
-COLUMNS = ("group", "member", "scope", "type", "content", "importance", "source", "created", "updated")
+COLUMNS = ("group", "member", "scope", "type", "content", "importance", "source", "created", "updated", "attachment")
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 Name = Callable[[GroupKey, str], str | None]
@@ -57,6 +58,7 @@ def _rows(key: GroupKey, doc: GroupDocument, member: str | None, zone: ZoneInfo,
                 str(memory.source),
                 _local(memory.created_at, zone),
                 _local(memory.updated_at, zone),
+                memory.attachment.describe() if memory.attachment is not None else "",  # named, never its bytes
             ]
 
 

@@ -129,6 +129,8 @@ class Sweeper:
                     await self.sweep(key)
                 if key not in self._again or self._closed:
                     return
+        except MemoryPluginError as exc:  # storage unavailable (PostgreSQL down): said once, no trace
+            log.warning("attachments of %s not swept now: %s", key, exc)
         except Exception:  # never in anyone's way; the next commit sweeps again
             log.exception("sweeping the attachments of %s failed", key)
         finally:

@@ -24,6 +24,7 @@ from .._models import Caller, GroupKey, MemberKey, Mention
 from .._observation import EpisodeRequest, ExtractionScheduler, Utterance
 from .._pictures import DIRECTORY as ATTACHMENTS_DIRECTORY, AttachmentStore
 from .._pictures.keeper import Pictures
+from .._pictures.pg_blobs import PgAttachmentStore
 from .._pictures.sweep import Sweeper
 from .._privacy.audit_factory import open_audit
 from .._privacy.migration import open_migration
@@ -75,9 +76,19 @@ class Components:
         self.audit = open_audit(self.store, data_dir, ports.clock)  # refused access, apart from the change log
         # the pictures and files kept with memories, sealed with the store's key; swept after each commit that
         # may have dropped the last reference to one (`_pictures/sweep.py`)
-        blobs = AttachmentStore(
-            data_dir / ATTACHMENTS_DIRECTORY, self.encryption.sealer(), unavailable=self.encryption.error
-        )
+        # (in the database with the PostgreSQL store: every instance serves them, none keeps a copy on its disk)
+        blobs: AttachmentStore
+        if self.storage.postgres:
+            blobs = PgAttachmentStore(
+                self.store,
+                data_dir / ATTACHMENTS_DIRECTORY,
+                self.encryption.sealer(),
+                unavailable=self.encryption.error,
+            )
+        else:
+            blobs = AttachmentStore(
+                data_dir / ATTACHMENTS_DIRECTORY, self.encryption.sealer(), unavailable=self.encryption.error
+            )
         sweeper = Sweeper(self.store, blobs, groups_dir=None if self.storage.postgres else data_dir / "groups")
         self.pictures = Pictures(blobs, sweeper)
         self.store.add_commit_listener(sweeper.committed)

@@ -10,6 +10,7 @@ Answers are JSON-ready (dicts and lists); refusals raise the package's errors (`
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ from .._manage import (
 from .._manage.bulk import bulk_edit, read_bulk
 from .._manage.search_all import Digests, search_groups
 from .._manage.csv_export import memories_csv
+from .._manage.pictures import Served, memory_file
 from .._manage.edit import (
     MAX_DELETE,
     MemoryRef,
@@ -45,6 +47,8 @@ from .._manage.stats import InjectionCounts
 from .._manage.todos import group_todos, todo_json, update_group_todo
 from .._members import MemberDirectory
 from .._models import GroupKey, MemberKey, Memory, Scope, Todo
+from .._pictures import AttachmentUnavailable
+from .._pictures.keeper import Pictures
 from .._privacy.audit import DASHBOARD_SCOPE, AuditLog, misnamed_owner
 from .._settings import Settings, SettingWarning
 from .._settings_layout import warning_json
@@ -95,6 +99,7 @@ class Manager:
         setting_warnings: Sequence[SettingWarning] = (),
         test_recall: RecallTest,
         running_platforms: Callable[[], Mapping[str, str]],
+        pictures: Pictures | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.settings = settings
@@ -110,6 +115,7 @@ class Manager:
         self._setting_warnings = setting_warnings  # the service's list: a warning found later shows too
         self._test_recall = test_recall
         self._running_platforms = running_platforms
+        self._pictures = pictures
         self._clock = clock
 
     @property
@@ -308,6 +314,16 @@ class Manager:
             actor=actor,
         )
         return self._edited_json(where, memory)
+
+    async def attachment(
+        self, platform: str, group_id: str, ref: Mapping[str, object], *, sha256: str, thumb: bool, user: str
+    ) -> Served:
+        """The picture (or its thumbnail) or document of one memory of a known group, as it is served."""
+        where = self._ref(await self._find(platform, group_id), ref)
+        await self._audit_scope(_actor(user), "attachment", [where])
+        if self._pictures is None:
+            raise AttachmentUnavailable("图片和文件的存储未启用")
+        return await memory_file(self._store, self._pictures.blobs, where, sha256=sha256, thumb=thumb)
 
     async def delete(self, platform: str, group_id: str, items: object, *, user: str) -> dict[str, Any]:
         """Delete the memories `items` name ([{scope, owner, id}, ...]; revertable in the history)."""
@@ -510,9 +526,9 @@ class Manager:
                 raise InvalidMemoryInput(CSV_SEALED)
             rows = memories_csv(self._store, keys, member, zone=self._todo_policy.zone, name=self._members.name)
             return Export(filename + ".csv", rows)
-        chunks = transfer.export_stream(
-            self._store, keys, member, now=self._clock(), sealer=self._store.sealer, decrypted=decrypted
-        )
+        export = functools.partial(transfer.export_stream, now=self._clock(), sealer=self._store.sealer)
+        blobs = self._pictures.blobs if self._pictures is not None else None
+        chunks = export(self._store, keys, member, decrypted=decrypted, blobs=blobs)
         return Export(filename + ".json", chunks)
 
     async def _imported(self, content: str, platform: str, encoding: str) -> transfer.Reading:
@@ -544,7 +560,8 @@ class Manager:
         reading = await self._imported(content, platform, encoding)
         limits, running = self._import_rules()
         actor = _actor(user)
-        results = [await transfer.apply_group(self._store, g, limits, running, actor=actor) for g in reading.groups]
+        apply = functools.partial(transfer.apply_group, self._store, actor=actor, pictures=self._pictures)
+        results = [await apply(g, limits, running) for g in reading.groups]
         return {"groups": [r.as_json() for r in results], **reading.as_json(self.settings.memory_max_content_length)}
 
     async def test_recall(

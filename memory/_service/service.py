@@ -91,6 +91,7 @@ class MemoryService(Components):
             setting_warnings=self.setting_warnings,
             test_recall=self.test_recall,
             running_platforms=ports.running_platforms,
+            pictures=self.pictures,
             clock=ports.clock,
         )
         self._store_starting: asyncio.Task[None] | None = None

@@ -137,7 +137,8 @@ def test_bulk_edit_is_undone_as_one_csv_and_chart(manager, lark, fake_model, ids
     raw = saved.read_bytes()
     assert raw.startswith(b"\xef\xbb\xbf"), "UTF-8 with a BOM, so Excel reads Chinese"
     rows = list(csv.reader(io.StringIO(raw.decode("utf-8-sig"), newline="")))
-    assert rows[0] == ["group", "member", "scope", "type", "content", "importance", "source", "created", "updated"]
+    assert rows[0] == ["group", "member", "scope", "type", "content", "importance", "source", "created", "updated",
+                       "attachment"]  # fmt: skip
     assert {r[4] for r in rows[1:]} == {"希望被称呼为「阿花」", "是一名平面设计师", "回复不要用表情"}
 
     manager.tab("stats")

@@ -12,6 +12,10 @@
 
   const STRINGS = {
     zh: {
+      // issue 24: a memory's picture or document
+      picture: "图片", pictureUnnamed: "未命名图片", fileUnnamed: "未命名文件", openPicture: "点击查看原图",
+      downloadFile: "点击下载文件", downloadPicture: "下载原图", close: "关闭", pictureLoading: "正在加载图片…",
+      pictureFailed: "图片无法显示：{0}",
       // issue 20 items 5 and 8: todos, bulk edits, CSV, the chart
       todoShowClosed: "显示已结束的待办（{0}）", todoZone: "时间按 {0}", todoWho: "负责人", todoRemind: "提醒时间",
       todoDue: "截止", todoStatus: "状态", todoDelivery: "提醒送达", todoCreatedBy: "创建者：{0}", todoWholeGroup: "全群", todoSetBy: "由 {0} 设的提醒",
@@ -122,6 +126,10 @@
       setting_host_zone: "AstrBot 自己的时区设置 {1} 无效，插件改用 {2}：请在 AstrBot 的系统配置中修正。",
     },
     en: {
+      // issue 24: a memory's picture or document
+      picture: "Picture", pictureUnnamed: "Unnamed picture", fileUnnamed: "Unnamed file", openPicture: "Click to see the full picture",
+      downloadFile: "Click to download the file", downloadPicture: "Download the picture", close: "Close", pictureLoading: "Loading the picture…",
+      pictureFailed: "The picture cannot be shown: {0}",
       // issue 20 items 5 and 8: todos, bulk edits, CSV, the chart
       todoShowClosed: "Show finished todos ({0})", todoZone: "Times in {0}", todoWho: "For", todoRemind: "Reminder",
       todoDue: "Due", todoStatus: "Status", todoDelivery: "Reminder delivery", todoCreatedBy: "Created by {0}", todoSetBy: "Set by {0}",
@@ -418,6 +426,78 @@
     return true;
   }
 
+  // ---------- a memory's picture or document (issue 24) ----------
+  // The bytes come through the bridge: apiGet answers JSON only, so the route is asked for base64 (as=json) and a
+  // picture is shown from a data: URL of one of the four image types the server serves inline, never any other;
+  // a document is only ever downloaded (the bridge's download() takes the route's bytes as they are).
+  const SHOWN_TYPES = ["image/png", "image/jpeg", "image/gif", "image/webp"];
+  const thumbs = new Map(); // "<platform>|<group>|<sha>" -> data: URL (or a promise of it), for this page's life
+
+  function fileParams(m, query, more) {
+    return { platform: m.platform || query.platform, group_id: m.group_id ?? query.group_id, scope: m.scope,
+      owner: m.owner ?? "", id: m.id, sha256: m.attachment.sha256, ...(more || {}) };
+  }
+
+  function fmtSize(n) {
+    if (typeof n !== "number") return "";
+    if (n < 1024) return `${n} B`;
+    if (n < 1024 * 1024) return `${Math.round(n / 1024)} KB`;
+    return `${(n / (1024 * 1024)).toFixed(1)} MB`;
+  }
+
+  function dataUrl(r) {
+    return r && SHOWN_TYPES.includes(r.mime) && r.inline && typeof r.data === "string" ? `data:${r.mime};base64,${r.data}` : null;
+  }
+
+  function fileCaption(a) {
+    const name = a.name || t(a.kind === "image" ? "pictureUnnamed" : "fileUnnamed");
+    return [name, fmtSize(a.size), a.width && a.height ? `${a.width}×${a.height}` : ""].filter(Boolean).join(" · ");
+  }
+
+  function attachmentBox(m, query) {
+    const a = m.attachment;
+    if (!a || !a.sha256) return null;
+    if (a.kind !== "image") {
+      return el("div", { class: "attachment" },
+        el("button", { type: "button", class: "ghost file-chip", "data-testid": "attachment-file", title: t("downloadFile"),
+          onclick: () => downloadFile(m, query) }, el("span", { class: "file-icon", "aria-hidden": "true" }, "📄"), fileCaption(a)));
+    }
+    const img = el("img", { class: "thumb", alt: a.name || t("picture"), "data-testid": "attachment-thumb" });
+    const key = `${m.platform || query.platform}|${m.group_id ?? query.group_id}|${a.sha256}`;
+    if (!thumbs.has(key)) {
+      thumbs.set(key, api.get("attachment", fileParams(m, query, { thumb: 1, as: "json" })).then(dataUrl).catch(() => {
+        thumbs.delete(key); // asked again next time the list is drawn
+        return null;
+      }));
+    }
+    Promise.resolve(thumbs.get(key)).then((url) => { if (url) img.src = url; else img.classList.add("broken"); });
+    return el("div", { class: "attachment" },
+      el("button", { type: "button", class: "thumb-button", title: t("openPicture"), "aria-label": t("openPicture"),
+        onclick: () => openPicture(m, query) }, img),
+      el("div", { class: "muted small" }, fileCaption(a)));
+  }
+
+  async function downloadFile(m, query) {
+    const a = m.attachment;
+    try { await bridge.download("attachment", fileParams(m, query), a.name || a.sha256.slice(0, 12)); }
+    catch (e) { notify(errorText(e), "error"); }
+  }
+
+  async function openPicture(m, query) {
+    const a = m.attachment;
+    const holder = el("div", { class: "picture-view", "data-testid": "picture-view" }, el("p", { class: "muted" }, t("pictureLoading")));
+    api.get("attachment", fileParams(m, query, { as: "json" })).then((r) => {
+      const url = dataUrl(r);
+      clear(holder).appendChild(url ? el("img", { src: url, alt: a.name || t("picture"), "data-testid": "picture-full" })
+        : el("p", { class: "error" }, t("pictureFailed", "")));
+    }).catch((e) => { clear(holder).appendChild(el("p", { class: "error" }, t("pictureFailed", refusal(e).text))); });
+    const answer = await dialog(fileCaption(a), holder, [
+      { value: "download", label: t("downloadPicture"), class: "ghost" },
+      { value: "close", label: t("close") },
+    ]);
+    if (answer === "download") await downloadFile(m, query);
+  }
+
   // ---------- memory table (browse and search share it) ----------
   // query: {platform, group_id, scope, type, source, member, q, sort}; opts.members: for "move to member".
   function memoryList(query, opts = {}) {
@@ -475,7 +555,7 @@
           showGroup && el("td", {}, groupCell(m.platform || query.platform, m.group_id)),
           showScore && el("td", { class: "num score", title: t("relevanceHint") },
             typeof m.score === "number" ? `${Math.round(m.score * 100)}%` : ""),
-          el("td", { class: "content" }, m.content ?? ""),
+          el("td", { class: "content" }, m.content ?? "", attachmentBox(m, query)),
           el("td", {}, label("type", m.type)),
           el("td", { class: "num", title: m.effective_importance !== undefined ? `${t("importance")}: ${fmtNum(m.effective_importance)}` : null },
             fmtNum(m.importance)),

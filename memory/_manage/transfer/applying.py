@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -18,6 +19,8 @@ from ..._models import (
     TodoStatus,
 )
 from ..._errors import InvalidMemoryInput
+from ..._pictures import Checked
+from ..._pictures.keeper import Pictures
 from ..._rules.matching import same_slot
 from ..._rules.operations import parse_content, parse_memory_type
 from ..._settings import Settings
@@ -27,6 +30,7 @@ from ..._text import clean_content, dedupe_key, require_encodable
 from ..._todos import recurrence, rules as todo_rules
 
 from .format import CONFLICTING, DUPLICATE, INVALID, NEW
+from .import_files import FileLimits, cap_breach, check_files
 from .reading import ImportedGroup
 
 
@@ -40,10 +44,17 @@ class Limits:
     member_memories: int
     group_memories: int
     todos: todo_rules.TodoPolicy
+    files: FileLimits | None = None  # None: pictures and files are not imported (a memory keeping one is invalid)
 
     @classmethod
     def of(cls, settings: Settings, todos: todo_rules.TodoPolicy) -> Limits:
-        return cls(settings.memory_max_content_length, settings.memory_max_per_user, settings.group_memory_max, todos)
+        return cls(
+            settings.memory_max_content_length,
+            settings.memory_max_per_user,
+            settings.group_memory_max,
+            todos,
+            FileLimits.of(settings),
+        )
 
 
 @dataclass
@@ -79,6 +90,7 @@ class GroupPreview:
     verdicts: list[Verdict] = field(default_factory=list)
     opted_out: dict[str, float] = field(default_factory=dict)  # the opt-outs the import adds
     refused: str | None = None  # why applying it would import nothing of the group
+    files: dict[str, Checked] = field(default_factory=dict)  # the new memories' files the group does not keep yet
 
     def counts(self) -> dict[str, int]:
         out = {NEW: 0, DUPLICATE: 0, CONFLICTING: 0, INVALID: 0}
@@ -104,6 +116,7 @@ class GroupPreview:
             "reminders": self.reminders(),
             "opted_out": sorted(self.opted_out)[:items],
             "opted_out_count": len(self.opted_out),
+            "files": len(self.files),  # pictures and documents the import would keep (the group keeps none yet)
             "items": [v.as_json() for v in self.verdicts[:items]],
             "more": max(0, len(self.verdicts) - items),
         }
@@ -216,8 +229,19 @@ async def preview_group(
         preview.verdicts.append(
             judge("episode", episode, None, "", lambda s, e=episode: isinstance(s, Episode) and s.summary == e.summary)
         )
+    await _judge_files(preview, doc, group, limits)
     preview.refused = _refusal(preview, doc, limits)
     return preview
+
+
+async def _judge_files(preview: GroupPreview, doc: GroupDocument, group: ImportedGroup, limits: Limits) -> None:
+    """The new memories' pictures and documents (`import_files.py`): a memory whose file cannot be kept becomes
+    INVALID; the files to put are noted."""
+    new = [v for v in preview.verdicts if v.status == NEW and v.kind in ("memory", "archived")]
+    files = limits.files or FileLimits(False, 0, 0, 0, 0, 0)
+    preview.files, problems = await check_files(doc, group, [(v.owner, v.item) for v in new], files)
+    for n, problem in problems.items():
+        new[n].status, new[n].error = INVALID, problem
 
 
 def _owner_lists(doc: GroupDocument) -> list[tuple[Owner, Sequence[Memory]]]:
@@ -270,8 +294,10 @@ def _refusal(preview: GroupPreview, doc: GroupDocument, limits: Limits) -> str |
         first = next(v for v in preview.verdicts if v.status == INVALID)
         return f"有 {counts[INVALID]} 条无效（例如：{first.error}），本群没有导入任何内容"
     new = [v for v in preview.verdicts if v.status == NEW]
-    breach = _memory_cap_breach(doc, new, limits) or _todo_cap_breach(
-        doc.todos, [v.item for v in new if v.kind == "todo"], limits.todos
+    breach = (
+        _memory_cap_breach(doc, new, limits)
+        or _todo_cap_breach(doc.todos, [v.item for v in new if v.kind == "todo"], limits.todos)
+        or (cap_breach(doc, [(v.owner, v.item) for v in new], limits.files) if limits.files else None)
     )
     return f"{breach}，本群没有导入任何内容" if breach else None
 
@@ -332,10 +358,18 @@ class GroupResult:
 
 
 async def apply_group(
-    store: MemoryStore, group: ImportedGroup, limits: Limits, platforms: Mapping[str, str] | None = None, *, actor: str
+    store: MemoryStore,
+    group: ImportedGroup,
+    limits: Limits,
+    platforms: Mapping[str, str] | None = None,
+    *,
+    actor: str,
+    pictures: Pictures | None = None,
 ) -> GroupResult:
-    """Add the group's new items and opt-outs in one commit (one transaction in its change log); duplicates and
-    conflicts are left as they are; a group the preview refuses (an invalid id or item, a cap) gets nothing."""
+    """Add the group's new items and opt-outs in one commit (one transaction in its change log), with the files of
+    its new memories kept in `pictures` (put before, held until the commit; swept at once when it fails);
+    duplicates and conflicts are left as they are; a group the preview refuses (an invalid id or item, a file that
+    cannot be kept, a cap) gets nothing, not a file."""
     preview = await preview_group(store, group, limits, platforms)
     counts = preview.counts()
     if preview.refused is not None:
@@ -345,13 +379,33 @@ async def apply_group(
     for v in new:
         if v.kind == "memory":
             memories.setdefault(v.owner, []).append(v.item)
-    added = await store.import_items(
-        group.key,
-        memories,
-        [v.item for v in new if v.kind == "archived"],
-        [v.item for v in new if v.kind == "todo"],
-        [v.item for v in new if v.kind == "episode"],
-        actor=actor,
-        opted_out=preview.opted_out,
-    )
+    if preview.files and pictures is None:
+        return GroupResult(group.key, 0, counts, "图片和文件的存储未启用，本群没有导入任何内容")
+
+    async def commit() -> int:
+        return await store.import_items(
+            group.key,
+            memories,
+            [v.item for v in new if v.kind == "archived"],
+            [v.item for v in new if v.kind == "todo"],
+            [v.item for v in new if v.kind == "episode"],
+            actor=actor,
+            opted_out=preview.opted_out,
+        )
+
+    if not preview.files or pictures is None:
+        added = await commit()
+    else:
+        try:
+            async with pictures.blobs.hold(group.key) as held:
+                for checked in preview.files.values():
+                    await pictures.blobs.put_held(group.key, checked, held)
+                added = await commit()
+        except BaseException:
+            await asyncio.shield(pictures.sweeper.sweep(group.key))  # a failed group leaves no file
+            raise
+        for owner, listed in memories.items():  # a picture that came without a caption gets one made
+            for memory in listed:
+                if memory.attachment is not None and not memory.attachment.caption:
+                    pictures.saved(group.key, owner, memory)
     return GroupResult(group.key, added, counts, opted_out=len(preview.opted_out))

@@ -13,10 +13,12 @@ from ..._models import (
     GroupDocument,
     GroupKey,
 )
+from ..._pictures import AttachmentStore
 from ..._storage import MemoryStore
 from ..._storage.crypto import Sealer
 from ..._storage.sealed import SEALED
 
+from .files import file_chunks, section_files
 from .format import EXPORT_FORMAT, EXPORT_KIND, EXPORT_VERSION
 
 
@@ -61,9 +63,11 @@ async def export_stream(
     now: float | None = None,
     sealer: Sealer | None = None,
     decrypted: bool = False,
+    blobs: AttachmentStore | None = None,
 ) -> AsyncIterator[bytes]:
     """The export of `keys` as JSON, one group at a time (an "everything" export never holds more than one
-    group's section in memory); sealed with `sealer` unless `decrypted`."""
+    group's section in memory, and one file of it at a time); sealed with `sealer` unless `decrypted`. Each section
+    ends with the files its memories keep (`files.py`), read from `blobs`."""
     seal = None if decrypted else sealer
     head: dict[str, Any] = {
         "format": EXPORT_FORMAT,
@@ -81,9 +85,13 @@ async def export_stream(
         part = section(key, doc, episodes, user_id)
         if user_id is not None and not (part["users"] or part["todos"] or part["archive"] or part["opted_out"]):
             continue
+        files = section_files(part)
         if seal is not None:
             part = seal_section(seal, part, user_id)
-        yield (("" if first else ",\n") + json.dumps(part, ensure_ascii=False)).encode("utf-8")
+        yield (("" if first else ",\n") + json.dumps(part, ensure_ascii=False)[:-1]).encode("utf-8")
+        async for chunk in file_chunks(blobs, key, files, seal=seal, user_id=user_id):
+            yield chunk
+        yield b"}"
         first = False
     yield b"\n]}\n"
 
@@ -96,7 +104,7 @@ async def export_bytes(
     now: float | None = None,
     sealer: Sealer | None = None,
     decrypted: bool = False,
+    blobs: AttachmentStore | None = None,
 ) -> bytes:
-    return b"".join(
-        [chunk async for chunk in export_stream(store, keys, user_id, now=now, sealer=sealer, decrypted=decrypted)]
-    )
+    chunks = export_stream(store, keys, user_id, now=now, sealer=sealer, decrypted=decrypted, blobs=blobs)
+    return b"".join([chunk async for chunk in chunks])

@@ -27,6 +27,7 @@ from ..._storage.crypto import Sealer, token_kid
 from ..._storage.sealed import SEALED
 from ..._storage.store import parse_document
 
+from .files import FILES, MISSING, ImportedFile, missing_files, read_files
 from .format import (
     EXPORT_FORMAT,
     EXPORT_KIND,
@@ -34,6 +35,7 @@ from .format import (
     ImportRefused,
     MAX_IMPORT_BYTES,
     MAX_IMPORT_DEPTH,
+    MAX_IMPORT_WITH_FILES_BYTES,
     MAX_IMPORT_GROUPS,
     MAX_IMPORT_ITEMS,
     READABLE_EXPORT_VERSIONS,
@@ -49,6 +51,8 @@ class ImportedGroup:
     episodes: list[Episode]
     opted_out: dict[str, float] = field(default_factory=dict)
     problem: str | None = None  # why the group is refused whatever the store holds (an id outside the rules)
+    files: dict[str, ImportedFile] = field(default_factory=dict)  # sha -> the bytes of a picture or document
+    missing: set[str] = field(default_factory=set)  # shas the export could not read
 
     @property
     def size(self) -> int:
@@ -62,9 +66,13 @@ def read_import(raw: bytes, platform: str = "", sealer: Sealer | None = None) ->
     return read_data(parse(raw), raw, platform, sealer)
 
 
-def check_size(raw: bytes, limit: int = MAX_IMPORT_BYTES) -> None:
+def check_size(raw: bytes, limit: int = MAX_IMPORT_WITH_FILES_BYTES) -> None:
+    """Refuse a file over `limit`, and (this plugin's files) one over MAX_IMPORT_BYTES that carries no pictures
+    (looked for before parsing; `read_data` checks again what it parsed)."""
     if len(raw) > limit:
         raise ImportRefused(f"导入文件过大（{len(raw)} 字节），最多 {limit} 字节")
+    if limit == MAX_IMPORT_WITH_FILES_BYTES and len(raw) > MAX_IMPORT_BYTES and f'"{FILES}"'.encode() not in raw:
+        raise ImportRefused(f"导入文件过大（{len(raw)} 字节），不带图片的文件最多 {MAX_IMPORT_BYTES} 字节")
 
 
 def read_data(data: Any, raw: bytes, platform: str = "", sealer: Sealer | None = None) -> list[ImportedGroup]:
@@ -79,18 +87,31 @@ def read_data(data: Any, raw: bytes, platform: str = "", sealer: Sealer | None =
         sections = data.get("groups")
         if not isinstance(sections, list):
             raise ImportRefused("导出文件缺少 groups 列表")
+        files = [_section_files(s, sealer) for s in sections]
         sections = [_open_section(s, sealer) for s in sections]
     elif "group_id" in data and "users" in data:
-        sections = [_open_group_file(raw, data, sealer)]
+        sections, files = [_open_group_file(raw, data, sealer)], [{}]
     else:
         raise ImportRefused("无法识别的文件：既不是本插件的导出文件，也不是群记忆文件")
     if len(sections) > MAX_IMPORT_GROUPS:
         raise ImportRefused(f"导入的群过多（{len(sections)}），最多 {MAX_IMPORT_GROUPS} 个")
     groups = [_group(s, platform, n) for n, s in enumerate(sections)]
+    for group, section_files in zip(groups, files, strict=True):
+        group.files = section_files
     total = sum(g.size for g in groups)
     if total > MAX_IMPORT_ITEMS:
         raise ImportRefused(f"导入的条目过多（{total}），最多 {MAX_IMPORT_ITEMS} 条")
+    if len(raw) > MAX_IMPORT_BYTES and not any(g.files for g in groups):
+        raise ImportRefused(f"导入文件过大（{len(raw)} 字节），不带图片的文件最多 {MAX_IMPORT_BYTES} 字节")
     return groups
+
+
+def _section_files(raw: Any, sealer: Sealer | None) -> dict[str, ImportedFile]:
+    """The pictures and documents an export's section carries (`files.py`), opened and checked."""
+    if not isinstance(raw, dict) or raw.get(FILES) is None:
+        return {}
+    key = GroupKey(str(raw.get("platform", "")), str(raw.get("group_id", "")))
+    return read_files(raw[FILES], key, raw.get("user_id") if SEALED in raw else None, sealer)
 
 
 def parse(raw: bytes) -> Any:
@@ -127,6 +148,7 @@ def _open_section(raw: Any, sealer: Sealer | None) -> Any:
     """An export's section with its token opened (a plaintext section as it is)."""
     if not isinstance(raw, dict) or SEALED not in raw:
         return raw
+    outside = {k: raw[k] for k in (MISSING,) if k in raw}  # what a sealed section keeps beside its token
     token = raw[SEALED]
     if sealer is None or token_kid(token) not in sealer.kids:
         raise _needs_key(token_kid(token), sealer)
@@ -137,7 +159,7 @@ def _open_section(raw: Any, sealer: Sealer | None) -> Any:
         raise ImportRefused(f"群 {key} 的加密内容无法打开：{exc}") from None
     if not isinstance(body, dict):
         raise ImportRefused(f"群 {key} 的加密内容不是它应有的样子")
-    return {"platform": key.platform, "group_id": key.group_id, **body}
+    return {"platform": key.platform, "group_id": key.group_id, **body, **outside}
 
 
 def _open_group_file(raw: bytes, data: dict[str, Any], sealer: Sealer | None) -> Any:
@@ -165,7 +187,7 @@ def _group(raw: Any, platform: str, n: int) -> ImportedGroup:
     if version > SCHEMA_VERSION:
         raise ImportRefused(f"第 {n + 1} 个群来自更新版本的插件（schema_version {version}），请升级插件")
     try:
-        doc = GroupDocument.model_validate({k: v for k, v in raw.items() if k != "episodes"})
+        doc = GroupDocument.model_validate({k: v for k, v in raw.items() if k not in ("episodes", FILES, MISSING)})
         episodes = [Episode.model_validate(e) for e in raw.get("episodes") or []]
     except ValidationError as exc:
         raise ImportRefused(f"第 {n + 1} 个群格式无效：{exc.errors()[0]['msg']}（{exc.errors()[0]['loc']}）") from None
@@ -180,7 +202,9 @@ def _group(raw: Any, platform: str, n: int) -> ImportedGroup:
         problem = None
     except InvalidMemoryInput as exc:
         problem = str(exc)
-    return ImportedGroup(key, memories, list(doc.archive), list(doc.todos), episodes, dict(doc.opted_out), problem)
+    group = ImportedGroup(key, memories, list(doc.archive), list(doc.todos), episodes, dict(doc.opted_out), problem)
+    group.missing = missing_files(raw.get(MISSING))
+    return group
 
 
 def _check_ids(key: GroupKey, doc: GroupDocument, episodes: Sequence[Episode]) -> None:

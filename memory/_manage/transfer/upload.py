@@ -15,7 +15,7 @@ from ..._storage import MemoryStore
 from ..._storage.crypto import Sealer
 from ..._text import clean_content
 from . import lm_files
-from .format import MAX_IMPORT_BYTES, MAX_LIVINGMEMORY_BYTES, ImportRefused
+from .format import MAX_IMPORT_WITH_FILES_BYTES, MAX_LIVINGMEMORY_BYTES, ImportRefused
 from .livingmemory import OPTED_OUT, SOURCE, Account, Origin, map_records
 from .reading import ImportedGroup, check_size, parse, read_data
 
@@ -73,7 +73,7 @@ def read_upload(
     """What the file imports. `platform` names the platform of a file that does not say (design 000's); `platforms`
     are the running platform instances (id -> adapter type) a LivingMemory session's instance is looked up in.
     Raises ImportRefused."""
-    check_size(raw, MAX_LIVINGMEMORY_BYTES if lm_files.is_livingmemory(raw) else MAX_IMPORT_BYTES)
+    check_size(raw, MAX_LIVINGMEMORY_BYTES if lm_files.is_livingmemory(raw) else MAX_IMPORT_WITH_FILES_BYTES)
     if lm_files.is_database(raw):
         records = lm_files.from_database(raw)
     elif lm_files.is_csv(raw):

@@ -25,6 +25,7 @@ CHANGES_CHANNEL = "um_changed"
 RELAY_CHANNEL = "um_observe"  # messages an instance relays to the one observing their group
 # pg_advisory_xact_lock key of schema migrations: any constant no other lock of this database uses ("umschema").
 _MIGRATION_LOCK = 0x756D736368656D61
+MIGRATION_LOCK = _MIGRATION_LOCK  # also taken by the tables other modules make on first use (`um_attachments`)
 
 _VERSION_1 = """
 CREATE TABLE IF NOT EXISTS um_meta (
