@@ -103,9 +103,9 @@ def test_a_sealed_list_carries_its_attachments_and_a_list_without_any_keeps_its_
     assert sealer.open_bytes("memories", G1, ["ou_a", 1], token, "m0").startswith(b"\0[]\0")  # as before
 
 
-async def test_postgres_keeps_the_description_sealed_and_the_files_stay_local(make_service, postgres_dsn, tmp_path):
+async def test_postgres_keeps_the_description_sealed_and_the_file_in_the_database(make_service, postgres_dsn, tmp_path):
     """What the PostgreSQL store keeps of a picture: its description in the memory's row (sealed with the rest of
-    the content); the bytes stay in the instance's data directory (`attachments/`)."""
+    the content); the bytes sealed in `um_attachments`, none on the instance's disk, so another instance serves it."""
     key = new_key()
     settings = {
         "storage": {"storage_backend": "postgres", "postgres_dsn": postgres_dsn},
@@ -127,5 +127,7 @@ async def test_postgres_keeps_the_description_sealed_and_the_files_stay_local(ma
     [memory] = await fresh.store.memories(G1, "ou_a")
     assert memory.attachment is not None and memory.attachment.sha256 == sha
     assert await fresh.pictures.blobs.read(G1, sha) == data
-    assert (fresh.data_dir / "attachments").is_dir()
+    [row] = await fresh.store.pool.fetch("SELECT data FROM um_attachments WHERE sha256 = $1", sha)  # type: ignore[attr-defined]
+    assert data[:16] not in bytes(row["data"])
+    assert not (fresh.data_dir / "attachments").exists() or not any((fresh.data_dir / "attachments").rglob("*"))
     await fresh.stop()

@@ -166,9 +166,14 @@ class AttachmentStore:
             if small is not None:
                 self._write_sync(key, thumb, sha, THUMB, small)
 
+    def _seal(self, key: GroupKey, sha: str, kind: str, data: bytes) -> bytes:
+        """The bytes as kept: the file itself, or with a key `SEALED_MAGIC` and the raw sealed file."""
+        if self._sealer is None:
+            return data
+        return SEALED_MAGIC + self._sealer.seal_raw(kind, key, [sha], data)
+
     def _write_sync(self, key: GroupKey, path: Path, sha: str, kind: str, data: bytes) -> None:
-        if self._sealer is not None:
-            data = SEALED_MAGIC + self._sealer.seal_raw(kind, key, [sha], data)
+        data = self._seal(key, sha, kind, data)
         try:
             write_atomic_sync(path, data, durable=self._durable)
         except OSError as exc:

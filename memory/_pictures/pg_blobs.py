@@ -2,7 +2,7 @@
 from the same database, and none of them keeps a copy on its own disk.
 
 `um_attachments` holds one row per group and file: `(platform, group_id, sha256)`, the file's bytes in `data` and
-a picture's thumbnail in `thumb` (bytea), sealed as the file store seals them (`SEALED_MAGIC` then the token, bound
+a picture's thumbnail in `thumb` (bytea), sealed as the file store seals them (`SEALED_MAGIC` then the raw sealed file, bound
 to the group, the sha and blob/thumb) when a key is set; `size` (bytes of the original) and `stored_at` (the
 server's clock, touched by every put). The table is made on first use (`CREATE TABLE IF NOT EXISTS` under the
 schema's migration lock), apart from the schema's version: an older plugin sharing the database ignores it.
@@ -45,7 +45,7 @@ CREATE TABLE IF NOT EXISTS um_attachments (
     platform   text NOT NULL,
     group_id   text NOT NULL,
     sha256     text NOT NULL,
-    data       bytea NOT NULL,               -- the file (sealed: SEALED_MAGIC + token)
+    data       bytea NOT NULL,               -- the file (sealed: SEALED_MAGIC + the raw sealed file)
     thumb      bytea,                        -- a picture's thumbnail, sealed likewise; NULL for a document
     size       bigint NOT NULL,              -- bytes of the original
     stored_at  timestamptz NOT NULL DEFAULT now(),  -- the last put
@@ -96,11 +96,6 @@ class PgAttachmentStore(AttachmentStore):
         except Exception as exc:  # asyncpg's errors, a lost connection, a timeout
             log.error("attachments in PostgreSQL: %s", exc)
             raise AttachmentUnavailable(UNAVAILABLE) from exc
-
-    def _seal(self, key: GroupKey, sha: str, kind: str, data: bytes) -> bytes:
-        if self._sealer is None:
-            return data
-        return SEALED_MAGIC + self._sealer.seal_bytes(kind, key, [sha], data).encode("ascii")
 
     # -- writing -----------------------------------------------------------------------------------------------
     async def put(self, key: GroupKey, checked: Checked) -> Attachment:
@@ -217,6 +212,16 @@ class PgAttachmentStore(AttachmentStore):
             fetch="fetch",
         )
         return [StoredFile(r["sha256"], int(r["bytes"]), bool(r["t"])) for r in rows]
+
+    async def shas_on_disk(self, key: GroupKey) -> set[str]:
+        """The group's rows (the table stands for the file store's directory)."""
+        rows = await self._run(
+            "SELECT sha256 FROM um_attachments WHERE platform = $1 AND group_id = $2",
+            key.platform,
+            key.group_id,
+            fetch="fetch",
+        )
+        return {r["sha256"] for r in rows}
 
     async def may_have_files(self, key: GroupKey) -> bool:
         return bool(
