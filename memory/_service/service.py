@@ -10,6 +10,7 @@ import contextlib
 import logging
 import math
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from .. import _fence as fence
@@ -21,6 +22,7 @@ from .._observation import Utterance
 from .._privacy.optout import admits, excluded, opted_out_in
 from .._prompt import USER_MESSAGE_NOTE, with_imitation_note
 from .._recall import Recall, VectorStore, fusion, semantic_similarities
+from .._recall.pictures import picture_digests
 from .._settings import IN_SYSTEM_PROMPT, Settings, SettingWarning
 from .._status import storage_line
 from .._storage.factory import open_vectors
@@ -184,6 +186,8 @@ class MemoryService(Components):
         if self.extraction is not None:
             await self.extraction.close()
         await self.pictures.sweeper.close()
+        if self.captions is not None:
+            await self.captions.close()
         if self.key_migration is not None:
             await self.key_migration.stop()
         await self.audit.close()
@@ -290,17 +294,33 @@ class MemoryService(Components):
         )
         self.extraction.observe(member.group, heard, speaker.origin)
 
-    async def inject(self, speaker: Speaker, message: str) -> Injected:
+    def wants_pictures(self, speaker: Speaker) -> bool:
+        """Whether the pictures of the speaker's message may bring back one of their memories (`inject`'s
+        `pictures`): False when it is known that none of the memories they see keeps a picture, so the host need
+        not read them. No I/O."""
+        if not self.settings.enable_user_memory or not self.settings.memory_inject_limit:
+            return False
+        return self.recall.may_match_pictures(self.store, speaker.member, self.settings)
+
+    async def inject(
+        self, speaker: Speaker, message: str, *, pictures: Sequence[bytes] = (), caption: str = ""
+    ) -> Injected:
         """What a reply to `message` is given for the speaker: the block of their memories, the group's, todos and
-        episodes (see `injection.py`). Storage that cannot serve gives nothing, and says so in the log."""
+        episodes (see `injection.py`). Storage that cannot serve gives nothing, and says so in the log.
+
+        `pictures`: the bytes of the message's pictures as the host read them off the event (its own and a quoted
+        message's): the speaker's memories keeping the same picture (by sha256, hashed here in a worker thread; no
+        model call, no disk) go first among the relevance picks. `caption`: the host's own description of them
+        (AstrBot's `<image_caption>`), joining the message as relevance text. The bytes go nowhere else."""
         if not self.settings.enable_user_memory:
             return NOTHING_INJECTED
         member = speaker.member
         caller = self.caller(speaker)
         name = self.speaker_name(speaker, note=False)
         now = self.ports.clock()
+        shas = await asyncio.to_thread(picture_digests, pictures) if pictures else ()
         try:
-            block, injected = await self.injection.build(caller, name, message, now)
+            block, injected = await self.injection.build(caller, name, message, now, pictures=shas, caption=caption)
         except MemoryPluginError as exc:
             cause = self.store.unavailable or str(exc)  # the store's reason, not the short text tools give
             self.injection_warnings.warning(cause, f"memories of {member.group} not injected: {cause}")
