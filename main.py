@@ -19,7 +19,7 @@ from astrbot.core.provider.register import llm_tools
 from .attachments import incoming_attachments
 from .dashboard import register_routes, release
 from .persona_tools import MEMORY_TOOLS, TOOL_FAMILIES, keep_plugin_tools, offers_every_tool_family
-from .reply_pictures import describe_picture, message_pictures, picture_bytes, request_caption
+from .reply_pictures import describe_picture, message_pictures, picture_keys, request_caption
 from .memory import (
     EmbeddingModel,
     GroupKey,
@@ -256,14 +256,14 @@ class UserMemoryPlugin(Star):
         if not offers_every_tool_family(req, self.tool_families):
             await keep_plugin_tools(self.context, event, req, self.tool_families, PLUGIN_NAME)  # rare: a persona
         message = event.message_str or req.prompt or ""
-        pictures: list[bytes] = []
+        pictures: tuple[str, ...] = ()
         caption = ""
         shown = message_pictures(getattr(event.message_obj, "message", None))
         if shown:  # a picture may bring its memories back: by its bytes' hash, and by AstrBot's caption of it
             caption = request_caption(req.extra_user_content_parts)
             if self.service.wants_pictures(speaker):
                 cap = self.service.settings.attachment_max_file_mb * 1024 * 1024
-                pictures = await picture_bytes(shown, cap)
+                pictures = await picture_keys(shown, cap)
         block, injected = await self.service.inject(speaker, message, pictures=pictures, caption=caption)
         if injected:
             event.set_extra(INJECTED_MEMORIES, injected)

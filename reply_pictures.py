@@ -3,9 +3,10 @@ pictures of the member's message (and of the message it quotes) for the service 
 of them; in the background, AstrBot's image-caption model describing a kept picture.
 
 Reply path: after AstrBot's preprocessing every `Image` of the message, quoted ones included, points to a local file
-under data/temp (or still holds its base64 payload when that failed). They are read in one worker thread, each
-within the per-file cap, at most MAX_PICTURES; an http(s) URL (preprocessing could not download it) is never
-fetched here: a reply never waits for a download. When the chat model cannot take pictures and
+under data/temp (or still holds its base64 payload when that failed). They are read and hashed in one worker thread
+(`memory.picture_digests`), each within the per-file cap, at most MAX_PICTURES: only their digests come back to the
+loop and go to the service. An http(s) URL (preprocessing could not download it) is never fetched here: a reply
+never waits for a download. When the chat model cannot take pictures and
 `default_image_caption_provider_id` is set, AstrBot has already described them, as a `<image_caption>` text part of
 the request: that text is taken as it is (no second model call)."""
 
@@ -24,6 +25,8 @@ from urllib.parse import unquote, urlsplit
 import astrbot.api.message_components as Comp
 from astrbot.core.agent.message import TextPart
 
+from .memory import picture_digests
+
 MAX_PICTURES = 4  # of one message, its quoted message's included
 DEFAULT_CAPTION_PROMPT = "Please describe the image using Chinese."  # AstrBot's default `image_caption_prompt`
 _CAPTION = re.compile(r"<image_caption>(.*?)</image_caption>", re.DOTALL)
@@ -41,23 +44,18 @@ def message_pictures(components: Sequence[Any] | None) -> list[Any]:
     return (own + quoted)[:MAX_PICTURES]
 
 
-async def picture_bytes(pictures: Sequence[Any], max_bytes: int) -> list[bytes]:
-    """The bytes of `pictures` that are local files or inline payloads within `max_bytes` each (read off the loop);
-    the others are left out."""
+async def picture_keys(pictures: Sequence[Any], max_bytes: int) -> tuple[str, ...]:
+    """The `picture_digests` of `pictures` that are local files or inline payloads within `max_bytes` each, read
+    and hashed in one worker thread (the bytes stay there); the others are left out."""
     references = [str(p.path or p.file or p.url or "") for p in pictures]
     references = [r for r in references if r and not r.startswith(("http://", "https://"))]
     if not references:
-        return []
-    return await asyncio.to_thread(_read_all, references, max_bytes)
+        return ()
+    return await asyncio.to_thread(_digests, references, max_bytes)
 
 
-def _read_all(references: list[str], max_bytes: int) -> list[bytes]:
-    found = []
-    for reference in references:
-        data = _read(reference, max_bytes)
-        if data:
-            found.append(data)
-    return found
+def _digests(references: list[str], max_bytes: int) -> tuple[str, ...]:
+    return picture_digests(data for reference in references if (data := _read(reference, max_bytes)))
 
 
 def _read(reference: str, max_bytes: int) -> bytes | None:
@@ -72,10 +70,11 @@ def _read(reference: str, max_bytes: int) -> bytes | None:
     if reference.startswith("file://"):
         reference = unquote(urlsplit(reference).path)
     try:
-        if os.stat(reference).st_size > max_bytes:
-            return None
         with open(reference, "rb") as f:
-            data = f.read(max_bytes + 1)
+            size = os.fstat(f.fileno()).st_size
+            if size > max_bytes:
+                return None
+            data = f.read(size + 1)  # never a buffer of the cap's size: the file's own
     except OSError:
         return None
     return data if len(data) <= max_bytes else None

@@ -16,7 +16,7 @@ import pytest
 from picture_kit import png
 from service_kit import speaker
 
-from memory import GroupKey, IncomingAttachment, MemoryService, Settings
+from memory import GroupKey, IncomingAttachment, MemoryService, Settings, picture_digests
 from memory._pictures import captions
 from memory._prompt import PICTURE_MATCH_NOTE
 
@@ -76,7 +76,8 @@ async def save_picture(service: MemoryService, who, content: str, data: bytes = 
 
 
 async def block(service: MemoryService, who, message: str, *pictures: bytes, caption: str = "") -> str:
-    return (await service.inject(who, message, pictures=pictures, caption=caption)).block
+    """The block for `message` with `pictures` (their digests, as the adapter hands them over) and AstrBot's caption."""
+    return (await service.inject(who, message, pictures=picture_digests(pictures), caption=caption)).block
 
 
 async def test_the_same_picture_brings_its_memory_back_first_without_a_model_call(build, host, captioner):

@@ -15,7 +15,7 @@ from conftest import make_event
 from picture_kit import png
 from test_plugin import call_tool, given
 
-from memory import GroupKey
+from memory import GroupKey, picture_digests
 from memory._prompt import PICTURE_MATCH_NOTE
 
 G1 = GroupKey("lark", "oc_g1")
@@ -102,13 +102,13 @@ async def test_astrbots_image_caption_joins_the_query(make_plugin, tmp_path):
 async def test_pictures_are_read_only_when_a_memory_may_keep_one(make_plugin, tmp_path, plugin_main, monkeypatch):
     plugin = make_plugin()
     reads = []
-    real = plugin_main.picture_bytes
+    real = plugin_main.picture_keys
 
     async def counted(pictures, cap):
         reads.append(len(pictures))
         return await real(pictures, cap)
 
-    monkeypatch.setattr(plugin_main, "picture_bytes", counted)
+    monkeypatch.setattr(plugin_main, "picture_keys", counted)
     await call_tool(
         plugin,
         "lark_save_memory",
@@ -131,7 +131,8 @@ async def test_reading_the_pictures_keeps_to_local_files_and_the_cap(tmp_path, p
     inline = Comp.Image(file="base64://" + base64.b64encode(b"z" * 10).decode())
     remote = Comp.Image(file="https://example.invalid/p.png", url="https://example.invalid/p.png")
     gone = Comp.Image(file=str(tmp_path / "missing.png"), path=str(tmp_path / "missing.png"))
-    assert await reply_pictures.picture_bytes([small, big, inline, remote, gone], 50) == [b"x" * 10, b"z" * 10]
+    found = await reply_pictures.picture_keys([small, big, inline, remote, gone, small], 50)
+    assert found == picture_digests([b"x" * 10, b"z" * 10])
     many = [small] * 6 + [Comp.Reply(id="r", chain=[big])]
     assert len(reply_pictures.message_pictures([Comp.Plain("看"), *many])) == reply_pictures.MAX_PICTURES
     assert reply_pictures.message_pictures([Comp.Plain("看"), Comp.Reply(id="r", chain=[big]), small]) == [small, big]

@@ -35,8 +35,9 @@ _FILLER = re.compile(
 
 
 def picture_digests(pictures: Iterable[bytes]) -> tuple[str, ...]:
-    """The sha256 of each picture (in order, without repeats): what a kept attachment is named by. Blocks for a
-    few hundred microseconds per megabyte: run it in a worker thread for real pictures."""
+    """The sha256 of each picture (in order, without repeats): what a kept attachment is named by, and what
+    `MemoryService.inject` takes of a message's pictures. Blocks for about a millisecond per megabyte: a host runs
+    it in the worker thread that read the pictures."""
     return tuple(dict.fromkeys(hashlib.sha256(data).hexdigest() for data in pictures if data))
 
 

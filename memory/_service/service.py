@@ -22,7 +22,7 @@ from .._observation import Utterance
 from .._privacy.optout import admits, excluded, opted_out_in
 from .._prompt import USER_MESSAGE_NOTE, with_imitation_note
 from .._recall import Recall, VectorStore, fusion, semantic_similarities
-from .._recall.pictures import picture_digests
+from .._models.attachment import is_sha256
 from .._settings import IN_SYSTEM_PROMPT, Settings, SettingWarning
 from .._status import storage_line
 from .._storage.factory import open_vectors
@@ -303,22 +303,23 @@ class MemoryService(Components):
         return self.recall.may_match_pictures(self.store, speaker.member, self.settings)
 
     async def inject(
-        self, speaker: Speaker, message: str, *, pictures: Sequence[bytes] = (), caption: str = ""
+        self, speaker: Speaker, message: str, *, pictures: Sequence[str] = (), caption: str = ""
     ) -> Injected:
         """What a reply to `message` is given for the speaker: the block of their memories, the group's, todos and
         episodes (see `injection.py`). Storage that cannot serve gives nothing, and says so in the log.
 
-        `pictures`: the bytes of the message's pictures as the host read them off the event (its own and a quoted
-        message's): the speaker's memories keeping the same picture (by sha256, hashed here in a worker thread; no
-        model call, no disk) go first among the relevance picks. `caption`: the host's own description of them
-        (AstrBot's `<image_caption>`), joining the message as relevance text. The bytes go nowhere else."""
+        `pictures`: the message's pictures (its own and a quoted message's) as `picture_digests` of the bytes the
+        host read off the event (in the worker thread that read them: the bytes never reach the loop or the
+        service): the speaker's memories keeping the same picture go first among the relevance picks (no model
+        call, no disk). `caption`: the host's own description of them (AstrBot's `<image_caption>`), joining the
+        message as relevance text."""
         if not self.settings.enable_user_memory:
             return NOTHING_INJECTED
         member = speaker.member
         caller = self.caller(speaker)
         name = self.speaker_name(speaker, note=False)
         now = self.ports.clock()
-        shas = await asyncio.to_thread(picture_digests, pictures) if pictures else ()
+        shas = [sha for sha in pictures if is_sha256(sha)] if pictures else ()
         try:
             block, injected = await self.injection.build(caller, name, message, now, pictures=shas, caption=caption)
         except MemoryPluginError as exc:
