@@ -261,9 +261,10 @@ class UserMemoryPlugin(Star):
         shown = message_pictures(getattr(event.message_obj, "message", None))
         if shown:  # a picture may bring its memories back: by its bytes' hash, and by AstrBot's caption of it
             caption = request_caption(req.extra_user_content_parts)
-            if self.service.wants_pictures(speaker):
+            sizes = self.service.picture_sizes(speaker)  # of the pictures the member's memories keep
+            if sizes is None or sizes:
                 cap = self.service.settings.attachment_max_file_mb * 1024 * 1024
-                pictures = await picture_keys(shown, cap)
+                pictures = await picture_keys(shown, cap, sizes)
         block, injected = await self.service.inject(speaker, message, pictures=pictures, caption=caption)
         if injected:
             event.set_extra(INJECTED_MEMORIES, injected)

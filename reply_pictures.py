@@ -44,35 +44,37 @@ def message_pictures(components: Sequence[Any] | None) -> list[Any]:
     return (own + quoted)[:MAX_PICTURES]
 
 
-async def picture_keys(pictures: Sequence[Any], max_bytes: int) -> tuple[str, ...]:
+async def picture_keys(pictures: Sequence[Any], max_bytes: int, sizes: frozenset[int] | None = None) -> tuple[str, ...]:
     """The `picture_digests` of `pictures` that are local files or inline payloads within `max_bytes` each, read
-    and hashed in one worker thread (the bytes stay there); the others are left out."""
+    and hashed in one worker thread (the bytes stay there); the others are left out. `sizes`: only files of these
+    sizes may match (`MemoryService.picture_sizes`): another is not read (None: any)."""
     references = [str(p.path or p.file or p.url or "") for p in pictures]
     references = [r for r in references if r and not r.startswith(("http://", "https://"))]
     if not references:
         return ()
-    return await asyncio.to_thread(_digests, references, max_bytes)
+    return await asyncio.to_thread(_digests, references, max_bytes, sizes)
 
 
-def _digests(references: list[str], max_bytes: int) -> tuple[str, ...]:
-    return picture_digests(data for reference in references if (data := _read(reference, max_bytes)))
+def _digests(references: list[str], max_bytes: int, sizes: frozenset[int] | None) -> tuple[str, ...]:
+    return picture_digests(data for reference in references if (data := _read(reference, max_bytes, sizes)))
 
 
-def _read(reference: str, max_bytes: int) -> bytes | None:
+def _read(reference: str, max_bytes: int, sizes: frozenset[int] | None = None) -> bytes | None:
     if reference.startswith(("base64://", "data:")):
         payload = reference[len("base64://") :] if reference.startswith("base64://") else reference.partition(",")[2]
         if len(payload) * 3 // 4 > max_bytes:
             return None
         try:
-            return base64.b64decode(payload, validate=False)
+            data = base64.b64decode(payload, validate=False)
         except (binascii.Error, ValueError):
             return None
+        return data if sizes is None or len(data) in sizes else None
     if reference.startswith("file://"):
         reference = unquote(urlsplit(reference).path)
     try:
         with open(reference, "rb") as f:
             size = os.fstat(f.fileno()).st_size
-            if size > max_bytes:
+            if size > max_bytes or (sizes is not None and size not in sizes):
                 return None
             data = f.read(size + 1)  # never a buffer of the cap's size: the file's own
     except OSError:

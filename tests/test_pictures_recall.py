@@ -247,18 +247,18 @@ async def test_the_pictures_bytes_are_never_in_the_block_or_the_change_log(build
             assert CAT[-64:] not in path.read_bytes()
 
 
-async def test_the_host_reads_the_pictures_only_when_a_memory_may_keep_one(build, captioner):
+async def test_the_host_reads_only_pictures_of_a_size_a_memory_keeps(build, captioner):
     captioner.answer = None
     service = build()
     await fill(service)
-    assert service.wants_pictures(ME)  # nothing known of the member yet
+    assert service.picture_sizes(ME) is None  # nothing known of the member yet: any
     await block(service, ME, "你好")
-    assert not service.wants_pictures(ME)  # known: none of their memories keeps a picture
+    assert service.picture_sizes(ME) == frozenset()  # known: none of their memories keeps a picture
     await save_picture(service, ME, "我家猫叫橘子")
-    assert service.wants_pictures(ME)  # a save since: the next reply looks
+    assert service.picture_sizes(ME) is None  # a save since: the next reply looks
     assert "橘子" in await block(service, ME, "这个部署方案怎么样", CAT)
-    assert service.wants_pictures(ME)
-    assert service.wants_pictures(speaker("ou_b", "oc_g1"))  # never replied to: not known
+    assert service.picture_sizes(ME) == frozenset({len(CAT)})
+    assert service.picture_sizes(speaker("ou_b", "oc_g1")) is None  # never replied to: not known
 
 
 async def test_the_caption_joins_the_semantic_text(build, host, captioner):

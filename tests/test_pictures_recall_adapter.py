@@ -104,9 +104,9 @@ async def test_pictures_are_read_only_when_a_memory_may_keep_one(make_plugin, tm
     reads = []
     real = plugin_main.picture_keys
 
-    async def counted(pictures, cap):
+    async def counted(pictures, cap, sizes):
         reads.append(len(pictures))
-        return await real(pictures, cap)
+        return await real(pictures, cap, sizes)
 
     monkeypatch.setattr(plugin_main, "picture_keys", counted)
     await call_tool(
@@ -133,6 +133,10 @@ async def test_reading_the_pictures_keeps_to_local_files_and_the_cap(tmp_path, p
     gone = Comp.Image(file=str(tmp_path / "missing.png"), path=str(tmp_path / "missing.png"))
     found = await reply_pictures.picture_keys([small, big, inline, remote, gone, small], 50)
     assert found == picture_digests([b"x" * 10, b"z" * 10])
+    other_size = local_image(tmp_path, "o.png", b"w" * 11)
+    found = await reply_pictures.picture_keys([other_size, small, inline], 50, frozenset({10}))
+    assert found == picture_digests([b"x" * 10, b"z" * 10])  # a file of another size is not read
+    assert await reply_pictures.picture_keys([small], 50, frozenset({11})) == ()
     many = [small] * 6 + [Comp.Reply(id="r", chain=[big])]
     assert len(reply_pictures.message_pictures([Comp.Plain("看"), *many])) == reply_pictures.MAX_PICTURES
     assert reply_pictures.message_pictures([Comp.Plain("看"), Comp.Reply(id="r", chain=[big]), small]) == [small, big]

@@ -65,16 +65,20 @@ def query_text(message: str, caption: str) -> str:
 
 
 class PictureIndex:
-    """Which of a caller's candidates (in injection order) keep which picture: sha -> their positions."""
+    """Which of a caller's candidates (in injection order) keep which picture: sha -> their positions; and the
+    sizes of those pictures (a file of another size cannot be one of them: the host need not read or hash it)."""
 
-    __slots__ = ("by_sha",)
+    __slots__ = ("by_sha", "sizes")
 
     def __init__(self, ordered: Sequence[Scoped] = ()) -> None:
         by_sha: dict[str, list[int]] = {}
+        sizes: set[int] = set()
         for position, (_, memory) in enumerate(ordered):
             if memory.attachment is not None:
                 by_sha.setdefault(memory.attachment.sha256, []).append(position)
+                sizes.add(memory.attachment.size)
         self.by_sha = {sha: tuple(positions) for sha, positions in by_sha.items()}
+        self.sizes = frozenset(sizes)
 
     def __bool__(self) -> bool:
         return bool(self.by_sha)

@@ -73,8 +73,9 @@ class _CallerView:
     _block_key: tuple[tuple[int, ...], str, tuple[int, ...]] | None = None
     _block: str = ""
     _block_ids: tuple[str, ...] = ()  # the ids of the memories in `_block` (what a reply may have used)
-    # the choice by the prior alone (no relevance, or nothing relevant), with the settings it was made for
-    _prior_choice: tuple[tuple[int, int, float], tuple[int, ...]] | None = None
+    # the choice by the prior alone (no relevance, or nothing relevant), with the settings and the positions matched
+    # by a picture it was made for
+    _prior_choice: tuple[tuple[int, int, float, tuple[int, ...]], tuple[int, ...]] | None = None
 
     def fits(self, settings: Settings) -> bool:
         """Whether every candidate goes in without choosing."""
@@ -107,13 +108,14 @@ class _CallerView:
         self, settings: Settings, relevance: Mapping[str, float] | None, first: tuple[int, ...] = ()
     ) -> tuple[int, ...]:
         """`chosen_positions` of `ordered`, the positions `first` (matched by a picture of the message) ahead of
-        the relevance picks. Without any relevant memory and picture the prior alone decides, and that choice is
-        kept until the candidates or the settings change."""
-        by_prior = (not relevance or max(relevance.values()) <= 0.0) and not first
+        the relevance picks. Without any relevant memory the prior alone decides (after `first`), and that choice is
+        kept until the candidates, the settings or `first` change."""
+        by_prior = not relevance or max(relevance.values()) <= 0.0
         settings_key = (
             settings.memory_inject_limit,
             settings.memory_inject_char_budget,
             settings.recall_group_instruction_share,
+            first,
         )
         if by_prior and self._prior_choice is not None and self._prior_choice[0] == settings_key:
             return self._prior_choice[1]
@@ -207,17 +209,17 @@ class Recall:
     def cached_views(self) -> int:
         return len(self._views)
 
-    def may_match_pictures(self, store: MemoryStore, member: MemberKey, settings: Settings) -> bool:
-        """Whether a picture of the caller's message may find one of their memories: False only when their view is
-        current (the store's lists are those it was built from) and none of its memories keeps a picture. No
-        I/O: the host reads the message's pictures only when this says True."""
+    def picture_sizes(self, store: MemoryStore, member: MemberKey, settings: Settings) -> frozenset[int] | None:
+        """The sizes in bytes of the pictures the member's memories keep (those they see: their own and the
+        group's), when their view is current (the store's lists are those it was built from); None when that is not
+        known. No I/O: a picture of the message of another size cannot be one of them and need not be read."""
         view = self._views.get((member.group, member.user_id, settings.enable_global_memory))
         if view is None or len(view.lists) != len(view.locations):
-            return True
+            return None
         for where, memories in zip(view.locations, view.lists, strict=True):
             if store.peek(where.key, where.owner) is not memories:
-                return True
-        return bool(view.pictures)
+                return None
+        return view.pictures.sizes
 
     def uncached(self) -> Recall:
         """A Recall scoring like this one with caches of its own: a dry run through it leaves this one's alone."""

@@ -294,13 +294,13 @@ class MemoryService(Components):
         )
         self.extraction.observe(member.group, heard, speaker.origin)
 
-    def wants_pictures(self, speaker: Speaker) -> bool:
-        """Whether the pictures of the speaker's message may bring back one of their memories (`inject`'s
-        `pictures`): False when it is known that none of the memories they see keeps a picture, so the host need
-        not read them. No I/O."""
+    def picture_sizes(self, speaker: Speaker) -> frozenset[int] | None:
+        """Which pictures of the speaker's message may bring back one of their memories (`inject`'s `pictures`):
+        those of these sizes in bytes (empty: none, the host reads nothing), or any (None: not known yet, as after
+        a save or a restart, until the next reply). No I/O."""
         if not self.settings.enable_user_memory or not self.settings.memory_inject_limit:
-            return False
-        return self.recall.may_match_pictures(self.store, speaker.member, self.settings)
+            return frozenset()
+        return self.recall.picture_sizes(self.store, speaker.member, self.settings)
 
     async def inject(
         self, speaker: Speaker, message: str, *, pictures: Sequence[str] = (), caption: str = ""
