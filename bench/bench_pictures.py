@@ -4,14 +4,14 @@
    member of a warm group of 1,000 members x 20 memories, with and without a picture in the message (a photo-like
    JPEG of 200-500 KB in a local file, where AstrBot's preprocessing leaves it), against main (the baseline commit,
    imported beside this checkout as bench_core does it) for the same messages. Rows:
-   - no picture: the text message alone (main and current);
+   - no picture: the text message alone, from a member keeping a memory with a picture (one of whose words the
+     message shares, so relevance chooses), and from a member keeping none (main and current);
    - picture, main: the same message with an `Image` component (main never looks at it);
-   - picture, no memory keeps one: current; the member's memories are known to keep no picture, so the picture is
-     not read at all;
-   - picture, its memory found: current; the member keeps a memory with this very picture: the file is read (in a
-     worker thread, within the cap), hashed (sha256, another worker thread) and the memory pinned first;
-   - another picture + AstrBot's caption: a different JPEG read and hashed (no match), and AstrBot's
-     `<image_caption>` text part joining the relevance query.
+   - picture, a member keeping none: current; their memories are known to keep no picture: nothing is read;
+   - picture, its memory found: current; the member keeps a memory with this very picture: the file is read and
+     hashed (sha256) in one worker thread, and the memory pinned first;
+   - another picture + AstrBot's caption: a different JPEG (of another size: only looked at, neither read nor
+     hashed) and AstrBot's `<image_caption>` text part joining the relevance query.
    Wall time (perf_counter) and CPU time: of the event loop's thread (thread_time, what the plugin holds the loop
    for) and of the process (process_time: the worker threads' read and hash included); p50 / p99 / mean, in us.
 2. The disk cost per picture: the kept file and its thumbnail (`AttachmentStore.put`, durable), plaintext and
@@ -128,9 +128,12 @@ async def bench_reply(directory: Path, pictures: dict[str, Path], iterations: in
             if expect is not None:
                 assert expect in given(req), "the picture did not bring its memory back"
 
-        paths = {"no picture": (call, (event(MEMBER, None),), {})}
+        paths = {
+            "no picture": (call, (event(MEMBER, None),), {}),
+            "no picture, a member keeping none": (call, (event(PLAIN_MEMBER, None),), {}),
+        }
         if label == "current":
-            paths["picture, no memory keeps one"] = (call, (event(PLAIN_MEMBER, pictures["same"]),), {})
+            paths["picture, a member keeping none"] = (call, (event(PLAIN_MEMBER, pictures["same"]),), {})
             paths["picture, its memory found"] = (
                 call,
                 (event(MEMBER, pictures["same"]),),
