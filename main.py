@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -184,7 +185,7 @@ class UserMemoryPlugin(Star):
         usage = response.usage
         return ModelAnswer(response.completion_text or "", usage.input if usage else 0, usage.output if usage else 0)
 
-    async def _caption(self, image: bytes, mime: str, *, origin: str) -> str | None:
+    async def _caption(self, image: Callable[[], Awaitable[bytes]], mime: str, *, origin: str) -> str | None:
         """A kept picture's description by AstrBot's image-caption model (`reply_pictures.describe_picture`)."""
         return await describe_picture(self.context, image, origin=origin)
 

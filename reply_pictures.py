@@ -18,7 +18,7 @@ import binascii
 import os
 import re
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -98,7 +98,7 @@ def sees_pictures(provider: Any) -> bool:
     return modalities == [] or (isinstance(modalities, list) and "image" in modalities)
 
 
-async def describe_picture(context: Any, image: bytes, *, origin: str) -> str | None:
+async def describe_picture(context: Any, image: Callable[[], Awaitable[bytes]], *, origin: str) -> str | None:
     """AstrBot's image-caption model's description of a kept picture, made where AstrBot itself would caption the
     conversation's pictures: `default_image_caption_provider_id` is set and the conversation's chat model does not
     take pictures (it then read the picture itself; the memory's text holds its words). None: no caption here. The
@@ -114,7 +114,7 @@ async def describe_picture(context: Any, image: bytes, *, origin: str) -> str | 
     provider = context.get_provider_by_id(provider_id)
     if provider is None or not hasattr(provider, "text_chat"):
         raise LookupError(f"image caption provider {provider_id!r} not found")
-    encoded = await asyncio.to_thread(base64.b64encode, image)
+    encoded = await asyncio.to_thread(base64.b64encode, await image())
     response = await provider.text_chat(
         prompt=settings.get("image_caption_prompt") or DEFAULT_CAPTION_PROMPT,
         session_id=uuid.uuid4().hex,

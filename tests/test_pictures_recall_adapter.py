@@ -175,7 +175,21 @@ async def test_no_caption_where_astrbot_would_make_none(make_plugin, tmp_path, p
     plugin = make_plugin()
     for setup in ({"caption_id": ""}, {"modalities": ["text", "image"]}, {"modalities": []}):
         provider = host_models(plugin, **setup)
-        assert await reply_pictures.describe_picture(plugin.context, CAT, origin="lark_bot:GroupMessage:g") is None
-        assert provider.calls == []
+        read = Reads()
+        assert await reply_pictures.describe_picture(plugin.context, read, origin="lark_bot:GroupMessage:g") is None
+        assert provider.calls == [] and read.count == 0  # not even read
     host_models(plugin, modalities=None)  # never configured: AstrBot counts it as text only, and captions
-    assert await reply_pictures.describe_picture(plugin.context, CAT, origin="") == "这张图片显示了一只橘色的猫"
+    read = Reads()
+    assert await reply_pictures.describe_picture(plugin.context, read, origin="") == "这张图片显示了一只橘色的猫"
+    assert read.count == 1
+
+
+class Reads:
+    """The picture as the caption port is handed it: read on demand, counted."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    async def __call__(self) -> bytes:
+        self.count += 1
+        return CAT

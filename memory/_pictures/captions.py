@@ -16,6 +16,7 @@ memory forgotten or archived meanwhile is left as it is.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import re
 from collections.abc import Awaitable, Callable, Iterable
@@ -39,10 +40,11 @@ _TAGS = re.compile(r"</?image_caption>", re.IGNORECASE)
 
 
 class Describe(Protocol):
-    """The host's image-caption model: a description of the picture for the conversation `origin`, or None when
-    the host has no caption model for it. Raises when the call fails."""
+    """The host's image-caption model: a description of the picture `await image()` gives (read only when there
+    is a caption model: most hosts have none) for the conversation `origin`, or None when the host has no caption
+    model for it. Raises when the call fails."""
 
-    def __call__(self, image: bytes, mime: str, *, origin: str) -> Awaitable[str | None]: ...
+    def __call__(self, image: Callable[[], Awaitable[bytes]], mime: str, *, origin: str) -> Awaitable[str | None]: ...
 
 
 def clean_caption(text: str) -> str:
@@ -117,9 +119,8 @@ class Captioner:
                 async with self._limiter.slot():
                     if not self._wanted(key, sha):
                         return
-                    data = await self._blobs.read(key, sha)
-                    text = await asyncio.wait_for(self._describe(data, attachment.mime, origin=origin), self.timeout)
-                    del data
+                    image = functools.partial(self._blobs.read, key, sha)
+                    text = await asyncio.wait_for(self._describe(image, attachment.mime, origin=origin), self.timeout)
             if text is None:  # no caption model for this conversation
                 return
             caption = clean_caption(text)
