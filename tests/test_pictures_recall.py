@@ -285,3 +285,29 @@ async def test_the_caption_joins_the_semantic_text(build, host, captioner):
         assert any("我家猫叫橘子" in t and "橘色的猫" in t for t in texts)
     finally:
         await service.stop()
+
+
+async def test_what_every_caption_says_does_not_make_captions_match_each_other(build, captioner):
+    service = build(memory_inject_limit=1)  # the best match alone
+    await fill(service)
+    captioner.answer = "这张图片显示了一只橘色的猫趴在键盘上"
+    await save_picture(service, ME, "小王发的图")
+    await service.captions.settle()
+    captioner.answer = "这张图片显示了服务器机房里的一排机柜"
+    await save_picture(service, ME, "老李发的图", png((9, 9, 9)))
+    await service.captions.settle()
+    text = await block(service, ME, "", OTHER, caption="这张图片显示了一只橘色的猫")
+    assert "小王发的图" in text and "老李发的图" not in text
+    text = await block(service, ME, "", OTHER, caption="图片里是机房的机柜")
+    assert "老李发的图" in text and "小王发的图" not in text
+
+
+async def test_what_is_not_a_digest_is_ignored(build, captioner):
+    captioner.answer = None
+    service = build()
+    await fill(service)
+    await save_picture(service, ME, "我家猫叫橘子")
+    [sha] = picture_digests([CAT])
+    for wrong in ("../" + sha[3:], sha.upper(), sha[:-1], ""):
+        assert PICTURE_MATCH_NOTE not in (await service.inject(ME, "这个部署方案怎么样", pictures=[wrong])).block
+    assert PICTURE_MATCH_NOTE in (await service.inject(ME, "这个部署方案怎么样", pictures=[sha])).block

@@ -28,7 +28,8 @@ MAX_CAPTION_CHARS = 200
 # captioned memory match every captioned message. Taken out before indexing and before querying.
 _FILLER = re.compile(
     r"这张图片|这幅图片|这张图|该图片|此图片|图片中|图片里|图片上|图中|画面中|画面上|图片|画面|照片中|照片里|照片"
-    r"|显示了|显示出|展示了|展示出|呈现了|描绘了|包含了|可以看到|能看到|看起来|内容是|主要是|一张|一幅"
+    r"|显示了|显示出|展示了|展示出|呈现了|描绘了|包含了|可以看到|能看到|看起来|内容是|主要是"
+    r"|[一两几][张幅只个排些群座台条片本位件]"
     r"|\b(?:the|this) (?:image|picture|photo|screenshot)\b|\b(?:shows?|depicts?|features?|contains?|displays?)\b",
     re.IGNORECASE,
 )
