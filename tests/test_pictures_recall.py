@@ -311,3 +311,22 @@ async def test_what_is_not_a_digest_is_ignored(build, captioner):
     for wrong in ("../" + sha[3:], sha.upper(), sha[:-1], ""):
         assert PICTURE_MATCH_NOTE not in (await service.inject(ME, "这个部署方案怎么样", pictures=[wrong])).block
     assert PICTURE_MATCH_NOTE in (await service.inject(ME, "这个部署方案怎么样", pictures=[sha])).block
+
+
+async def test_past_the_queue_limit_a_picture_goes_uncaptioned_and_is_found_by_text_and_hash(
+    build, captioner, monkeypatch
+):
+    monkeypatch.setattr(captions, "MAX_PENDING", 1)
+    captioner.gate = asyncio.Event()
+    service = build()
+    await fill(service)
+    await save_picture(service, ME, "小王发的图")
+    await save_picture(service, ME, "老李发的机房照片", png((9, 9, 9)))  # one caption waits already: not queued
+    assert service.captions.pending == 1
+    assert "老李发的机房照片" in await block(service, ME, "老李的机房照片呢")
+    assert "老李发的机房照片" in await block(service, ME, "这个部署方案怎么样", png((9, 9, 9)))
+    captioner.gate.set()
+    await service.captions.settle()
+    assert len(captioner.calls) == 1
+    kept = {m.content: m.attachment.caption for m in await service.store.memories(G1, "ou_a") if m.attachment}
+    assert kept["小王发的图"] and kept["老李发的机房照片"] == ""
