@@ -50,9 +50,26 @@ async def picture_keys(pictures: Sequence[Any], max_bytes: int, sizes: frozenset
     sizes may match (`MemoryService.picture_sizes`): another is not read (None: any)."""
     references = [str(p.path or p.file or p.url or "") for p in pictures]
     references = [r for r in references if r and not r.startswith(("http://", "https://"))]
+    if sizes is not None:  # no worker thread for a picture no memory can keep (metadata only: the file is not read)
+        references = [r for r in references if _may_be(r, sizes)]
     if not references:
         return ()
     return await asyncio.to_thread(_digests, references, max_bytes, sizes)
+
+
+def _may_be(reference: str, sizes: frozenset[int]) -> bool:
+    """Whether the picture may be of one of `sizes`: a local file's size (a stat of the file AstrBot just wrote, in
+    the page cache: a few microseconds), an inline payload's decoded size."""
+    if reference.startswith(("base64://", "data:")):
+        payload = reference[len("base64://") :] if reference.startswith("base64://") else reference.partition(",")[2]
+        payload = payload.strip()
+        return len(payload) * 3 // 4 - len(payload) + len(payload.rstrip("=")) in sizes
+    if reference.startswith("file://"):
+        reference = unquote(urlsplit(reference).path)
+    try:
+        return os.stat(reference).st_size in sizes
+    except OSError:
+        return False
 
 
 def _digests(references: list[str], max_bytes: int, sizes: frozenset[int] | None) -> tuple[str, ...]:

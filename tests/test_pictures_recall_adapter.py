@@ -142,6 +142,18 @@ async def test_reading_the_pictures_keeps_to_local_files_and_the_cap(tmp_path, p
     assert reply_pictures.message_pictures([Comp.Plain("看"), Comp.Reply(id="r", chain=[big]), small]) == [small, big]
 
 
+async def test_a_picture_no_memory_can_keep_needs_no_worker_thread(tmp_path, plugin_main, monkeypatch):
+    from astrbot_plugin_user_memory import reply_pictures
+
+    def never(*args):
+        raise AssertionError("read a picture of a size no memory keeps")
+
+    monkeypatch.setattr(reply_pictures, "_digests", never)
+    small = local_image(tmp_path, "s.png", b"x" * 10)
+    inline = Comp.Image(file="base64://" + base64.b64encode(b"z" * 11).decode())
+    assert await reply_pictures.picture_keys([small, inline], 50, frozenset({12})) == ()
+
+
 def test_astrbots_caption_parts_are_found(plugin_main):
     from astrbot_plugin_user_memory import reply_pictures
 
