@@ -29,6 +29,7 @@ from .memory import picture_digests
 
 MAX_PICTURES = 4  # of one message, its quoted message's included
 DEFAULT_CAPTION_PROMPT = "Please describe the image using Chinese."  # AstrBot's default `image_caption_prompt`
+_IMAGE, _REPLY = Comp.Image, Comp.Reply
 _CAPTION = re.compile(r"<image_caption>(.*?)</image_caption>", re.DOTALL)
 
 
@@ -36,12 +37,14 @@ def message_pictures(components: Sequence[Any] | None) -> list[Any]:
     """The message's own `Image` components in order, then those of the message it quotes, at most MAX_PICTURES."""
     own: list[Any] = []
     quoted: list[Any] = []
-    for component in components or ():
-        if isinstance(component, Comp.Image):
+    for component in components or ():  # by exact class: every reply looks, and pydantic's isinstance costs us
+        kind = type(component)
+        if kind is _IMAGE:
             own.append(component)
-        elif isinstance(component, Comp.Reply):
-            quoted += [c for c in component.chain or () if isinstance(c, Comp.Image)]
-    return (own + quoted)[:MAX_PICTURES]
+        elif kind is _REPLY:
+            quoted += [c for c in component.chain or () if type(c) is _IMAGE]
+    own += quoted
+    return own[:MAX_PICTURES] if len(own) > MAX_PICTURES else own
 
 
 async def picture_keys(pictures: Sequence[Any], max_bytes: int, sizes: frozenset[int] | None = None) -> tuple[str, ...]:

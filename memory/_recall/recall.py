@@ -296,9 +296,11 @@ class Recall:
         relevance = None
         if settings.recall_max_relevant and not view.fits(settings):
             if message and not says_nothing(message):
-                query = query_text(relevance_query(message), caption)
+                query = relevance_query(message)
+                if caption:
+                    query = query_text(query, caption)
             else:
-                query = query_text("", caption)  # a picture alone: its caption is the message
+                query = query_text("", caption) if caption else ""  # a picture alone: its caption is the message
             if query:
                 relevance = await self._relevance(view, lists, query)
         positions = view.choose(settings, relevance, matched)
@@ -308,7 +310,7 @@ class Recall:
             trace.relevance = relevance
             trace.all_fit = view.fits(settings)
             trace.pictures = [view.ordered[p] for p in matched]
-        return view.block(positions, speaker, tuple(p for p in matched if p in positions))
+        return view.block(positions, speaker, tuple(p for p in matched if p in positions) if matched else ())
 
 
 def relevance_query(message: str) -> str:
