@@ -20,15 +20,16 @@
 
 Run: .venv/bin/python bench/bench_pictures.py [--iterations 2000] [--baseline main]
 
-Measured 2026-11-27 on the 2-core CI machine while other work ran (load ~4; wall p99 is mostly waiting for a core),
-p50 in us, wall / CPU of the loop thread / CPU of the process:
-  no picture:                      main 83.0 / 85.4 / 86.0      current 89.2 / 91.7 / 92.3
-  no picture, member keeping none: main 59.9 / 62.1 / 62.5      current 66.2 / 68.5 / 69.0
-  picture, member keeping none:    main 80.6 / 82.9 / 83.5 (ignored)   current 72.6 / 75.0 / 75.6 (nothing read)
-  picture, its memory found:       current 571.8 / 263.8 / 596.6 (one 255 KB JPEG read and hashed in a worker)
-  another picture + caption:       current 368.1 / 287.3 / 383.8 (another size: looked at only; caption as text)
+Measured 2026-11-27 on the 2-core CI machine while other work ran (load ~4.7; wall p99 is mostly waiting for a
+core), 4,000 calls a row, p50 in us, wall / CPU of the loop thread / CPU of the process:
+  no picture:                      main 78.7 / 80.9 / 81.4      current 82.3 / 84.6 / 85.2
+  no picture, member keeping none: main 57.9 / 60.0 / 60.4      current 59.1 / 61.1 / 61.6
+  picture, member keeping none:    main 78.5 / 80.7 / 81.3 (ignored)   current 65.1 / 67.2 / 67.7 (nothing read)
+  picture, its memory found:       current 515.7 / 235.4 / 520.0 (a 255 KB JPEG read and hashed in a worker)
+  another picture + caption:       current 139.9 / 142.4 / 143.2 (another size: only its size looked at; the
+                                   caption scored as text)
 Disk per 255 KB JPEG: file + 12.7 KB thumbnail = 105 % of the original, plaintext; sealed 140 % at this commit's
-base (a base64 token), +49 bytes per file once i24/pics's raw AES-GCM sealing (b1ad195) is merged. One put 21-30 ms.
+base (a base64 token), +49 bytes per file once i24/pics's raw AES-GCM sealing (b1ad195) is merged. One put 17-30 ms.
 """
 
 from __future__ import annotations
