@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from astrbot.core.provider.register import llm_tools
 from .attachments import incoming_attachments
 from .dashboard import register_routes, release
 from .persona_tools import MEMORY_TOOLS, TOOL_FAMILIES, keep_plugin_tools, offers_every_tool_family
+from .reply_pictures import describe_picture, message_pictures, picture_keys, request_caption
 from .memory import (
     EmbeddingModel,
     GroupKey,
@@ -116,6 +118,7 @@ class UserMemoryPlugin(Star):
             running_platforms=self._running_platforms,
             embedding_model=self._embedding_model,
             host_timezone=self._host_timezone(),
+            caption=self._caption,
         )
         data_dir = Path(StarTools.get_data_dir(PLUGIN_NAME))
         self.service = MemoryService(settings, data_dir, ports, setting_warnings=warnings)
@@ -181,6 +184,10 @@ class UserMemoryPlugin(Star):
         )
         usage = response.usage
         return ModelAnswer(response.completion_text or "", usage.input if usage else 0, usage.output if usage else 0)
+
+    async def _caption(self, image: Callable[[], Awaitable[bytes]], mime: str, *, origin: str) -> str | None:
+        """A kept picture's description by AstrBot's image-caption model (`reply_pictures.describe_picture`)."""
+        return await describe_picture(self.context, image, origin=origin)
 
     async def _send(self, origin: str, message: OutgoingMessage) -> bool:
         """Post a message to a group, with a real @-mention (Lark: open_id, QQ: number)."""
@@ -250,7 +257,16 @@ class UserMemoryPlugin(Star):
         if not offers_every_tool_family(req, self.tool_families):
             await keep_plugin_tools(self.context, event, req, self.tool_families, PLUGIN_NAME)  # rare: a persona
         message = event.message_str or req.prompt or ""
-        block, injected = await self.service.inject(speaker, message)
+        pictures: tuple[str, ...] = ()
+        caption = ""
+        shown = message_pictures(getattr(event.message_obj, "message", None))
+        if shown:  # a picture may bring its memories back: by its bytes' hash, and by AstrBot's caption of it
+            caption = request_caption(req.extra_user_content_parts)
+            sizes = self.service.picture_sizes(speaker)  # of the pictures the member's memories keep
+            if sizes is None or sizes:
+                cap = self.service.settings.attachment_max_file_mb * 1024 * 1024
+                pictures = await picture_keys(shown, cap, sizes)
+        block, injected = await self.service.inject(speaker, message, pictures=pictures, caption=caption)
         if injected:
             event.set_extra(INJECTED_MEMORIES, injected)
         system, user = self.service.place(block, message)

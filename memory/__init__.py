@@ -10,6 +10,7 @@ from ._members import Roster, roster_from
 from ._manage import Query
 from ._models import GroupKey, MemberKey, Mention
 from ._pictures import IncomingAttachment
+from ._recall.pictures import picture_digests
 from ._service.ports import (
     Embedder,
     EmbeddingModel,
@@ -46,5 +47,6 @@ __all__ = [
     "Speaker",
     "StorageUnavailable",
     "coded_message",
+    "picture_digests",
     "roster_from",
 ]

@@ -35,6 +35,7 @@ _OP_LABELS = {
     "boost": "强化",
     "used": "被回复用到",
     "revert": "撤销",
+    "caption": "图片描述",
     ERASE: "清除",
     # todo operations (the scheduler's are named by what happened)
     "expire": "过期",

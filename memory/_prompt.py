@@ -64,6 +64,11 @@ def attachment_note(memory: Memory, *, detail: bool = False) -> str:
     return f"（{word}：{fence.data(text)}）"
 
 
+# Added to a memory's line in the block when the member's message carries the very picture the memory keeps (found
+# by its hash, `_recall/pictures.py`): the model knows which memory the picture brought back.
+PICTURE_MATCH_NOTE = "（成员这条消息里的图片就是这张）"
+
+
 def memory_lines(memories: Sequence[Memory], scope: Scope = Scope.MEMBER, *, detail: bool = False) -> str:
     return "\n".join(memory_line(m, scope, detail=detail) for m in memories)
 

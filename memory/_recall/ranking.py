@@ -124,15 +124,20 @@ def chosen_positions(
     threshold: float = 0.0,
     group_instruction_share: float = 0.3,
     classes: PriorClasses | None = None,
+    first: Sequence[int] = (),
 ) -> tuple[int, ...]:
     """`select_for_injection`'s choice as ascending positions in `ordered`, given each item's `kind_of` and
     `item_cost` (and `prior_classes`: the reply path keeps them per caller instead of recomputing them per
-    message)."""
+    message). `first`: positions every ranked section takes before any other (the memories of a picture in the
+    message, `pictures.py`), in the given order, within the same slots and characters."""
     if limit <= 0 or not ordered:
         return ()
     present = set(kinds)
     by_prior = range(len(ordered))
     by_relevance = _ranked(ordered, relevance, threshold, PRIOR_WEIGHT, classes)
+    if first:
+        pinned = set(first)
+        by_relevance = [*first, *(p for p in by_relevance if p not in pinned)]
     taken: set[int] = set()
     used = 0
     for section in SECTIONS:

@@ -8,14 +8,15 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from .._models import Caller, GroupDocument, GroupKey, Memory, Scope
-from .._prompt import Scoped, memory_line, render_memory_block
+from .._models import Caller, GroupDocument, GroupKey, MemberKey, Memory, Scope
+from .._prompt import PICTURE_MATCH_NOTE, Scoped, memory_line, render_memory_block
 from .._settings import Settings
 from .._storage import MemoryStore
 from .._tools import Location, lists_at, visible_locations
 from .associations import AssociationIndex
 from .categories import CategoryIndex
 from .lexical import LexicalIndex
+from .pictures import PictureIndex, query_text, recall_text
 from .smalltalk import says_nothing
 from .ranking import PriorClasses, chosen_positions, injection_order, item_cost, kind_of, prior_classes
 from .semantic import VectorStore, combine
@@ -43,6 +44,7 @@ class RecallTrace:
     chosen: list[Scoped] = field(default_factory=list)
     relevance: Mapping[str, float] | None = None
     all_fit: bool = False
+    pictures: list[Scoped] = field(default_factory=list)  # the candidates keeping a picture of the message
 
 
 @dataclass
@@ -64,14 +66,16 @@ class _CallerView:
     classes: PriorClasses | None = None  # `prior_classes` of `ordered`
     cost: int = 0  # characters the whole of `ordered` would take in the budget
     lines: dict[str, str] = field(default_factory=dict)  # memory id -> its rendered line
+    pictures: PictureIndex = field(default_factory=PictureIndex)  # which candidates keep which picture
     _rendered: dict[str, tuple[Memory, str]] = field(default_factory=dict)
-    # the last block rendered from `ordered`: (chosen positions, speaker) -> text; a member replying again with
-    # the same memories chosen gets it without rendering
-    _block_key: tuple[tuple[int, ...], str] | None = None
+    # the last block rendered from `ordered`: (chosen positions, speaker, positions matched by a picture) -> text;
+    # a member replying again with the same memories chosen gets it without rendering
+    _block_key: tuple[tuple[int, ...], str, tuple[int, ...]] | None = None
     _block: str = ""
     _block_ids: tuple[str, ...] = ()  # the ids of the memories in `_block` (what a reply may have used)
-    # the choice by the prior alone (no relevance, or nothing relevant), with the settings it was made for
-    _prior_choice: tuple[tuple[int, int, float], tuple[int, ...]] | None = None
+    # the choice by the prior alone (no relevance, or nothing relevant), with the settings and the positions matched
+    # by a picture it was made for
+    _prior_choice: tuple[tuple[int, int, float, tuple[int, ...]], tuple[int, ...]] | None = None
 
     def fits(self, settings: Settings) -> bool:
         """Whether every candidate goes in without choosing."""
@@ -87,6 +91,7 @@ class _CallerView:
         self.costs = [item_cost(item) for item in self.ordered]
         self.classes = prior_classes(self.ordered)
         self.cost = sum(self.costs)
+        self.pictures = PictureIndex(self.ordered)
         self._block_key = self._prior_choice = None
         rendered = {}
         for scope, memory in self.ordered:
@@ -99,38 +104,55 @@ class _CallerView:
         if self.index is not None:
             self._update_index()
 
-    def choose(self, settings: Settings, relevance: Mapping[str, float] | None) -> tuple[int, ...]:
-        """`chosen_positions` of `ordered`. Without any relevant memory the prior alone decides, and that choice
-        is kept until the candidates or the settings change."""
+    def choose(
+        self, settings: Settings, relevance: Mapping[str, float] | None, first: tuple[int, ...] = ()
+    ) -> tuple[int, ...]:
+        """`chosen_positions` of `ordered`, the positions `first` (matched by a picture of the message) ahead of
+        the relevance picks. Without any relevant memory the prior alone decides (after `first`), and that choice is
+        kept until the candidates, the settings or `first` change."""
         by_prior = not relevance or max(relevance.values()) <= 0.0
         settings_key = (
             settings.memory_inject_limit,
             settings.memory_inject_char_budget,
             settings.recall_group_instruction_share,
+            first,
         )
         if by_prior and self._prior_choice is not None and self._prior_choice[0] == settings_key:
             return self._prior_choice[1]
+        costs = self.costs
+        if first:  # their lines say so: the note takes its characters of the budget
+            costs = costs.copy()
+            for position in first:
+                costs[position] += len(PICTURE_MATCH_NOTE)
         chosen = chosen_positions(
             self.ordered,
             self.kinds,
-            self.costs,
+            costs,
             limit=settings.memory_inject_limit,
             char_budget=settings.memory_inject_char_budget,
             relevance=None if by_prior else relevance,
             threshold=settings.recall_relevance_threshold,
             group_instruction_share=settings.recall_group_instruction_share,
             classes=self.classes,
+            first=first,
         )
         if by_prior:
             self._prior_choice = (settings_key, chosen)
         return chosen
 
-    def block(self, positions: tuple[int, ...], speaker: str) -> tuple[str, tuple[str, ...]]:
-        """The memory block of the memories at `positions` of `ordered`, for `speaker`, and their ids."""
-        key = (positions, speaker)
+    def block(
+        self, positions: tuple[int, ...], speaker: str, matched: tuple[int, ...] = ()
+    ) -> tuple[str, tuple[str, ...]]:
+        """The memory block of the memories at `positions` of `ordered`, for `speaker`, and their ids; those at
+        `matched` say that the message's picture is theirs."""
+        key = (positions, speaker, matched)
         if key != self._block_key:
             chosen = [self.ordered[p] for p in positions]
-            self._block = render_memory_block(chosen, speaker, self.lines)
+            lines: Mapping[str, str] = self.lines
+            if matched:
+                noted = {self.ordered[p][1].id for p in matched}
+                lines = {i: line + PICTURE_MATCH_NOTE if i in noted else line for i, line in self.lines.items()}
+            self._block = render_memory_block(chosen, speaker, lines)
             self._block_ids = tuple(memory.id for _, memory in chosen)
             self._block_key = key
         return self._block, self._block_ids
@@ -152,16 +174,18 @@ class _CallerView:
 
     def _update_index(self) -> None:
         assert self.index is not None and self.associations is not None and self.categories is not None
-        wanted = {m.id: m.content for _, m in self.ordered}
+        # a picture's caption joins its memory's lexical text; associations and categories stay with the content
+        wanted = {m.id: recall_text(m) for _, m in self.ordered}
+        contents = {m.id: m.content for _, m in self.ordered}
         for memory_id in self.contents.keys() - wanted.keys():
             self.index.remove(memory_id)
             self.associations.remove(memory_id)
             self.categories.remove(memory_id)
-        for memory_id, content in wanted.items():
-            if self.contents.get(memory_id) != content:
-                self.index.add(memory_id, content)
-                self.associations.add(memory_id, content)
-                self.categories.add(memory_id, content)
+        for memory_id, text in wanted.items():
+            if self.contents.get(memory_id) != text:
+                self.index.add(memory_id, text)
+                self.associations.add(memory_id, contents[memory_id])
+                self.categories.add(memory_id, contents[memory_id])
         self.contents = wanted
         self.positions = {memory_id: position for position, memory_id in enumerate(wanted)}
 
@@ -184,6 +208,18 @@ class Recall:
     @property
     def cached_views(self) -> int:
         return len(self._views)
+
+    def picture_sizes(self, store: MemoryStore, member: MemberKey, settings: Settings) -> frozenset[int] | None:
+        """The sizes in bytes of the pictures the member's memories keep (those they see: their own and the
+        group's), when their view is current (the store's lists are those it was built from); None when that is not
+        known. No I/O: a picture of the message of another size cannot be one of them and need not be read."""
+        view = self._views.get((member.group, member.user_id, settings.enable_global_memory))
+        if view is None or len(view.lists) != len(view.locations):
+            return None
+        for where, memories in zip(view.locations, view.lists, strict=True):
+            if store.peek(where.key, where.owner) is not memories:
+                return None
+        return view.pictures.sizes
 
     def uncached(self) -> Recall:
         """A Recall scoring like this one with caches of its own: a dry run through it leaves this one's alone."""
@@ -238,9 +274,17 @@ class Recall:
         speaker: str,
         message: str = "",
         trace: RecallTrace | None = None,
+        *,
+        pictures: Sequence[str] = (),
+        caption: str = "",
     ) -> tuple[str, tuple[str, ...]]:
         """`memory_block` and the ids of the memories in it (kept with the rendered block: no extra work warm),
-        so that the reply's use of them can be judged later. With `trace`, also why (see `RecallTrace`)."""
+        so that the reply's use of them can be judged later. With `trace`, also why (see `RecallTrace`).
+
+        `pictures`: the sha256 of each picture of the message (`pictures.picture_digests`): the caller's memories
+        keeping one of them go first among the relevance picks (after the member's own instructions, within the
+        budget), their lines saying so. `caption`: the host's description of the message's pictures, joining the
+        message as relevance text."""
         if settings.memory_inject_limit == 0:
             return NOTHING
         view = self._view(caller, settings)
@@ -248,16 +292,25 @@ class Recall:
         view.sync(lists)
         if not view.ordered:
             return NOTHING
+        matched = view.pictures.positions(pictures) if pictures and view.pictures else ()
         relevance = None
-        if message and settings.recall_max_relevant and not view.fits(settings) and not says_nothing(message):
-            relevance = await self._relevance(view, lists, relevance_query(message))
-        positions = view.choose(settings, relevance)
+        if settings.recall_max_relevant and not view.fits(settings):
+            if message and not says_nothing(message):
+                query = relevance_query(message)
+                if caption:
+                    query = query_text(query, caption)
+            else:
+                query = query_text("", caption) if caption else ""  # a picture alone: its caption is the message
+            if query:
+                relevance = await self._relevance(view, lists, query)
+        positions = view.choose(settings, relevance, matched)
         if trace is not None:
             trace.candidates = list(view.ordered)
             trace.chosen = [view.ordered[p] for p in positions]
             trace.relevance = relevance
             trace.all_fit = view.fits(settings)
-        return view.block(positions, speaker)
+            trace.pictures = [view.ordered[p] for p in matched]
+        return view.block(positions, speaker, tuple(p for p in matched if p in positions) if matched else ())
 
 
 def relevance_query(message: str) -> str:

@@ -37,6 +37,7 @@ from .._errors import MemoryPluginError
 from .._models import GroupKey, Memory
 from .._storage.vectors import GroupVectors, Vector, VectorFiles, VectorPersistence, content_hash
 from .breaker import CircuitBreaker
+from .pictures import recall_text
 from .ranking import PRIOR_WEIGHT
 
 try:  # AstrBot installs numpy; the plugin itself does not require it
@@ -283,8 +284,10 @@ class VectorStore:
         and changed ones (or take those another instance sharing the persistence stored), drop the others, and
         save when something changed. Never raises because of the provider or the persistence (failures are
         logged; those memories stay without a vector until the next sync)."""
-        # Blank contents get no vector (some providers reject empty strings, failing the whole batch).
-        wanted = {m.id: (content_hash(m.content), m.content) for m in memories if m.content.strip()}
+        # Blank contents get no vector (some providers reject empty strings, failing the whole batch). A picture's
+        # caption joins its memory's text (`pictures.recall_text`): the embedding providers take text only.
+        texts = {m.id: recall_text(m) for m in memories if m.content.strip()}
+        wanted = {d: (content_hash(text), text) for d, text in texts.items()}
         try:
             group = await self._group(key)
             async with group.sync_lock:

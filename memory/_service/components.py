@@ -23,6 +23,7 @@ from .._members import MemberDirectory
 from .._models import Caller, GroupKey, MemberKey, Mention
 from .._observation import EpisodeRequest, ExtractionScheduler, Utterance
 from .._pictures import DIRECTORY as ATTACHMENTS_DIRECTORY, AttachmentStore
+from .._pictures.captions import Captioner
 from .._pictures.keeper import Pictures
 from .._pictures.pg_blobs import PgAttachmentStore
 from .._pictures.sweep import Sweeper
@@ -98,6 +99,10 @@ class Components:
         self.vectors: VectorStore | None = None
         # every background model call, of every group, waits for a slot of this one limiter
         self.background_calls = CallLimiter(settings.background_max_concurrent_calls)
+        # each kept picture's caption, made by the host's caption model after its memory is saved (`captions.py`)
+        self.captions: Captioner | None = None
+        if settings.enable_user_memory and ports.caption is not None:
+            self.captions = Captioner(self.store, blobs, self.background_calls, ports.caption)
         self.todo_policy = TodoPolicy.from_settings(settings, self._zone())
         # the dashboard lists groups from this small index, kept up to date after each commit;
         # a store shared with other instances (PostgreSQL): groups are listed, claimed and reminded through it

@@ -5,6 +5,7 @@ on. The reply path and the dashboard's recall tester (a dry run, explained item 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import Any
 
 from .._episodes.inject import EpisodeSection
@@ -40,10 +41,13 @@ class Injection:
         *,
         dry_run: bool = False,
         trace: InjectionTrace | None = None,
+        pictures: Sequence[str] = (),
+        caption: str = "",
     ) -> tuple[str, tuple[str, ...]]:
         """The block for `caller` and `message`, and the ids of the memories in it. With `dry_run` it goes through
         caches of its own (no cache, statistic or reply record of the service changes; the embedding model may be
-        called) and fills `trace` with why each item is there."""
+        called) and fills `trace` with why each item is there. `pictures` (the sha256 of the message's pictures)
+        and `caption` (the host's description of them): see `Recall.injection`."""
         parts, member = self._parts, caller.member
         settings, store, zone = parts.settings, parts.store, parts.todo_policy.zone
         recall, todo_section, episode_section = parts.recall, self.todo_section, self.episode_section
@@ -74,7 +78,14 @@ class Injection:
                 )
         left = self._budget_left(len(todo_lines) + len(episode_lines), todo_chars + episode_chars, remember=not dry_run)
         block, injected = await recall.injection(
-            store, caller, left, speaker, message, trace.recall if trace is not None else None
+            store,
+            caller,
+            left,
+            speaker,
+            message,
+            trace.recall if trace is not None else None,
+            pictures=pictures,
+            caption=caption,
         )
         if episode_lines:
             block = episode_section.block(member.group, member.user_id, block, episode_lines, speaker)

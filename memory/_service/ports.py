@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
 from .._members import Roster
+from .._pictures.captions import Describe
 from .._models import MemberKey, Mention
 
 
@@ -93,3 +94,5 @@ class Ports:
     embedding_model: Callable[[str], EmbeddingModel | None]
     clock: Callable[[], float] = wall_clock  # the only way the service reads the time
     host_timezone: str | None = None  # the host's own configured timezone (IANA name), if any
+    # the host's image-caption model (a kept picture's caption, made in the background); None: the host has none
+    caption: Describe | None = None

@@ -10,6 +10,7 @@ import contextlib
 import logging
 import math
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from .. import _fence as fence
@@ -21,6 +22,7 @@ from .._observation import Utterance
 from .._privacy.optout import admits, excluded, opted_out_in
 from .._prompt import USER_MESSAGE_NOTE, with_imitation_note
 from .._recall import Recall, VectorStore, fusion, semantic_similarities
+from .._models.attachment import is_sha256
 from .._settings import IN_SYSTEM_PROMPT, Settings, SettingWarning
 from .._status import storage_line
 from .._storage.factory import open_vectors
@@ -185,6 +187,8 @@ class MemoryService(Components):
         if self.extraction is not None:
             await self.extraction.close()
         await self.pictures.sweeper.close()
+        if self.captions is not None:
+            await self.captions.close()
         if self.key_migration is not None:
             await self.key_migration.stop()
         await self.audit.close()
@@ -291,17 +295,34 @@ class MemoryService(Components):
         )
         self.extraction.observe(member.group, heard, speaker.origin)
 
-    async def inject(self, speaker: Speaker, message: str) -> Injected:
+    def picture_sizes(self, speaker: Speaker) -> frozenset[int] | None:
+        """Which pictures of the speaker's message may bring back one of their memories (`inject`'s `pictures`):
+        those of these sizes in bytes (empty: none, the host reads nothing), or any (None: not known yet, as after
+        a save or a restart, until the next reply). No I/O."""
+        if not self.settings.enable_user_memory or not self.settings.memory_inject_limit:
+            return frozenset()
+        return self.recall.picture_sizes(self.store, speaker.member, self.settings)
+
+    async def inject(
+        self, speaker: Speaker, message: str, *, pictures: Sequence[str] = (), caption: str = ""
+    ) -> Injected:
         """What a reply to `message` is given for the speaker: the block of their memories, the group's, todos and
-        episodes (see `injection.py`). Storage that cannot serve gives nothing, and says so in the log."""
+        episodes (see `injection.py`). Storage that cannot serve gives nothing, and says so in the log.
+
+        `pictures`: the message's pictures (its own and a quoted message's) as `picture_digests` of the bytes the
+        host read off the event (in the worker thread that read them: the bytes never reach the loop or the
+        service): the speaker's memories keeping the same picture go first among the relevance picks (no model
+        call, no disk). `caption`: the host's own description of them (AstrBot's `<image_caption>`), joining the
+        message as relevance text."""
         if not self.settings.enable_user_memory:
             return NOTHING_INJECTED
         member = speaker.member
         caller = self.caller(speaker)
         name = self.speaker_name(speaker, note=False)
         now = self.ports.clock()
+        shas = [sha for sha in pictures if is_sha256(sha)] if pictures else ()
         try:
-            block, injected = await self.injection.build(caller, name, message, now)
+            block, injected = await self.injection.build(caller, name, message, now, pictures=shas, caption=caption)
         except MemoryPluginError as exc:
             cause = self.store.unavailable or str(exc)  # the store's reason, not the short text tools give
             self.injection_warnings.warning(cause, f"memories of {member.group} not injected: {cause}")

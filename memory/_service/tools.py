@@ -5,6 +5,7 @@ an unexpected error becomes a short text instead of a crash."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Awaitable, Sequence
 from typing import Any
@@ -61,6 +62,11 @@ class MemoryTools:
             return caller
         await self._audit_foreign(caller, "lark_save_memory", replace_id)
         parts = self._parts
+        pictures = parts.pictures
+        if attachments and parts.captions is not None and speaker is not None:
+            # a picture kept by this save is captioned with the caption model of the speaker's conversation
+            listeners = [*pictures.saved_listeners, parts.captions.saved_in(speaker.origin)]
+            pictures = dataclasses.replace(pictures, saved_listeners=listeners)
         return await guarded(
             save_memory(
                 parts.store,
@@ -73,7 +79,7 @@ class MemoryTools:
                 clock=parts.ports.clock,
                 refused=self._refused(caller, "lark_save_memory"),
                 attachments=attachments,
-                pictures=parts.pictures,
+                pictures=pictures,
             )
         )
 
