@@ -268,19 +268,12 @@ def test_a_consolidation_keeps_the_one_picture_and_never_merges_two():
         validate(reply, Cluster("ou_a", (memory(1, cat), memory(2, dog))), Settings())
 
 
-async def test_the_caption_seam_tells_a_listener_and_sets_the_caption_of_the_picture_still_kept(make_service):
+async def test_a_listener_is_told_of_each_memory_saved_with_a_file(make_service):
     service = make_service()
     heard = []
     service.pictures.saved_listeners.append(lambda key, owner, memory: heard.append((key, owner, memory.id)))
-    data = png()
-    await save_with(service, ME, "部署架构图", IncomingAttachment(data, "架构图.png"))
-    [memory] = await service.store.memories(G1, "ou_a")
-    assert heard == [(G1, "ou_a", memory.id)] and memory.attachment.caption == ""
-    sha = memory.attachment.sha256
-    assert await service.pictures.set_caption(
-        service.store, G1, "ou_a", memory.id, sha, "一张 部署\n架构图", actor="caption"
-    )
-    [memory] = await service.store.memories(G1, "ou_a")
-    assert memory.attachment.caption == "一张 部署 架构图"
-    other = hashlib.sha256(b"x").hexdigest()
-    assert not await service.pictures.set_caption(service.store, G1, "ou_a", memory.id, other, "别的", actor="caption")
+    await save_with(service, ME, "部署架构图", IncomingAttachment(png(), "架构图.png"))
+    await service.tools.save_memory(ME, memory_type="fact", content="没有图的一条")
+    memories = await service.store.memories(G1, "ou_a")
+    [with_file] = [m for m in memories if m.attachment is not None]
+    assert heard == [(G1, "ou_a", with_file.id)] and with_file.attachment.caption == ""

@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from .._models import Attachment, GroupDocument, GroupKey, Memory
 from .._models.attachment import human_size
 from .._settings import Settings
-from .._storage import MemoryStore
 from .blobs import AttachmentStore
 from .check import Checked, check, safe_name, too_big
 from .errors import AttachmentLimitReached, AttachmentRefused
@@ -31,7 +30,6 @@ from .sweep import Sweeper
 log = logging.getLogger("astrbot_plugin_user_memory")
 
 MB = 1024 * 1024
-MAX_CAPTION = 500  # characters of a picture's caption
 # Told once a memory with a file is committed: (group, owner (None: the group's), the memory). The recall work
 # queues the picture's caption here (made in the background through the model port); `Attachment.caption` is "".
 SavedListener = Callable[[GroupKey, str | None, Memory], None]
@@ -131,25 +129,6 @@ class Pictures:
                 raise too_big(label, incoming.size, max_bytes)
             raise AttachmentRefused(f"{label}没能从平台取得", code="attachment_unavailable")
         return await asyncio.to_thread(check, incoming.data, incoming.name, max_bytes=max_bytes)
-
-    @staticmethod
-    async def set_caption(
-        store: MemoryStore, key: GroupKey, owner: str | None, memory_id: str, sha256: str, caption: str, *, actor: str
-    ) -> bool:
-        """Give a memory's picture its caption (made in the background after saving), logged as a change of the
-        memory; only while the memory still keeps that picture (a replaced picture's caption is dropped). Whether
-        it changed."""
-        text = " ".join(caption.split())[:MAX_CAPTION]
-
-        def change(memories: list[Memory]) -> tuple[list[Memory], bool]:
-            for i, memory in enumerate(memories):
-                a = memory.attachment
-                if memory.id == memory_id and a is not None and a.sha256 == sha256 and a.caption != text:
-                    updated = memory.model_copy(update={"attachment": a.with_caption(text)})
-                    return [*memories[:i], updated, *memories[i + 1 :]], True
-            return memories, False
-
-        return await store.change(key, owner, change, actor=actor)
 
     def saved(self, key: GroupKey, owner: str | None, memory: Memory) -> None:
         """A memory with a file was committed: tell the listeners (never raising)."""
