@@ -10,6 +10,8 @@
     fake_onebot, qq         the session AstrBot also runs a QQ platform (aiocqhttp, OneBot v11 reverse WebSocket);
                             `fake_onebot` is connected to it as NapCat would be, and `qq.say(text, group=..., user=...)`
                             posts a QQ group message (numeric ids: `ids.qq_group()`, `ids.qq_user()`)
+    pictures and files      `lark.say(..., images=[png], reply_to=message_id)`, `lark.send_image(...)`,
+                            `lark.send_file(name, data, ...)`; the same on `qq` (README: "Pictures and files")
 
 When a test fails, the report shows the AstrBot log tail, the Lark replies and the model requests.
 """
