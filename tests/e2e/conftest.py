@@ -103,6 +103,11 @@ class Turn:
         return [r for r in self.requests if r.tool_names]
 
     @property
+    def caption_requests(self) -> list[ModelRequest]:
+        """Requests to describe the message's pictures (AstrBot's image-caption model), in order."""
+        return [r for r in self.requests if r.is_caption]
+
+    @property
     def first(self) -> ModelRequest:
         assert self.chat_requests, f"the model was not asked anything; reply was {self.reply}"
         return self.chat_requests[0]

@@ -306,10 +306,13 @@ Predicate = Callable[[ModelRequest], bool]
 
 
 def user_says(fragment: str) -> Predicate:
-    """A fresh user turn whose text contains `fragment` (never an extraction call quoting that text)."""
+    """A fresh user turn whose text contains `fragment` (never an extraction call quoting that text, nor a request
+    to describe pictures)."""
 
     def pred(req: ModelRequest) -> bool:
-        return not req.is_tool_followup and not req.is_extraction and fragment in req.last_user_text
+        return (
+            not req.is_tool_followup and not req.is_extraction and not req.is_caption and fragment in req.last_user_text
+        )
 
     pred.__doc__ = f"user_says({fragment!r})"
     return pred

@@ -22,10 +22,6 @@ from .media import png
 pytestmark = pytest.mark.e2e
 
 
-def _captions(turn) -> list[ModelRequest]:
-    return [r for r in turn.requests if r.is_caption]
-
-
 def _no_bytes(picture: bytes, *requests: ModelRequest, saved: list[dict]) -> None:
     """Neither the chat requests nor the conversation AstrBot saved carry the picture, in any form."""
     for req in requests:
@@ -52,7 +48,7 @@ def test_lark_pictures_and_files_reach_astrbot(lark, fake_lark, fake_model, ids,
     turn = lark.say("记住这张图：部署架构", group=group, user=wang, images=[diagram, FILE_NOT_IN_MESSAGE])
     got = fake_lark.downloads_of(turn.message_id)
     assert [(d.type, d.status) for d in got] == [("image", 200), ("image", 400)], got
-    [caption] = _captions(turn)
+    [caption] = turn.caption_requests
     assert caption.model == "fake-vision" and caption.user_images == [diagram], "the exact bytes, once, captioned"
     chat = turn.first
     assert "记住这张图：部署架构" in chat.last_user_text
@@ -66,7 +62,7 @@ def test_lark_pictures_and_files_reach_astrbot(lark, fake_lark, fake_model, ids,
     quoted = lark.say("这张图里是什么", group=group, user=wang, reply_to=alone)
     assert ("GET", f"/open-apis/im/v1/messages/{alone}", None) in fake_lark.calls
     assert len(fake_lark.downloads_of(alone)) == 2
-    assert [r.user_images for r in _captions(quoted)] == [[cat]]
+    assert [r.user_images for r in quoted.caption_requests] == [[cat]]
     assert "这张图里是什么" in quoted.first.last_user_text and "一张图片" in quoted.first.last_user_text
     assert not any(r.carries(cat) for r in quoted.chat_requests)
 
@@ -89,12 +85,17 @@ def test_qq_pictures_and_files_reach_astrbot(qq, fake_onebot, fake_model, ids, a
     downloads = fake_onebot.downloads_of(int(turn.message_id))
     assert {d.status for d in downloads if d.key == media[0].key} == {200}
     assert {d.status for d in downloads if d.key == media[1].key} == {404}
-    [caption] = _captions(turn)
+    [caption] = turn.caption_requests
     assert caption.model == "fake-vision" and caption.user_images == [floor_plan]
     chat = turn.first
     assert "记住这张图：我家户型" in chat.last_user_text and "[Image unavailable]" in chat.last_user_text
     assert "<image_caption>一张户型图，三室一厅</image_caption>" in chat.last_user_text
     _no_bytes(floor_plan, *turn.chat_requests, saved=_saved(astrbot, group, "户型图", sandbox.ONEBOT_PLATFORM_ID))
+
+    # a picture on its own wakes nobody, yet AstrBot fetches it: only for an event that went down the pipeline
+    # past the waking stage (the plugin's group-message handler wakes every group message), in PreProcess
+    alone = qq.send_image(png(244), group=group, user=zhang)
+    assert [d.status for d in fake_onebot.wait_downloaded(alone)] == [200]
 
     # a file (Lagrange style: the url is in the segment), then a reply quoting it (get_msg)
     doc = qq.send_file("清单.txt", "牛奶\n面包\n".encode(), group=group, user=zhang)
