@@ -15,7 +15,7 @@ import pytest
 
 from .conftest import sandbox
 from .fake_lark import FILE_NOT_IN_MESSAGE
-from .fake_model import ModelRequest
+from .fake_model import ModelRequest, default_caption
 from .fake_onebot import Refused
 from .media import png
 
@@ -51,8 +51,9 @@ def test_lark_pictures_and_files_reach_astrbot(lark, fake_lark, fake_model, ids,
     [caption] = turn.caption_requests
     assert caption.model == "fake-vision" and caption.user_images == [diagram], "the exact bytes, once, captioned"
     chat = turn.first
-    assert "记住这张图：部署架构" in chat.last_user_text
+    assert "记住这张图：部署架构\n[image]" in chat.last_user_text, "one picture left, shown as [image] in the text"
     assert "<image_caption>一张部署架构图，数据库是 PostgreSQL</image_caption>" in chat.last_user_text
+    assert "; sent to image-captioning model; description included as text]" in chat.last_user_text
     _no_bytes(diagram, *turn.chat_requests, saved=_saved(astrbot, group, "部署架构图"))
 
     # (b) a picture on its own reaches nobody's turn, but AstrBot's Lark adapter fetches it at once
@@ -63,7 +64,12 @@ def test_lark_pictures_and_files_reach_astrbot(lark, fake_lark, fake_model, ids,
     assert ("GET", f"/open-apis/im/v1/messages/{alone}", None) in fake_lark.calls
     assert len(fake_lark.downloads_of(alone)) == 2
     assert [r.user_images for r in quoted.caption_requests] == [[cat]]
-    assert "这张图里是什么" in quoted.first.last_user_text and "一张图片" in quoted.first.last_user_text
+    said = quoted.first.last_user_text
+    assert (
+        said.startswith("这张图里是什么<Quoted Message>")
+        and f"<image_caption>{default_caption(cat)}</image_caption>" in said
+    )
+    assert "[Image Attachment in quoted message: original path " in said
     assert not any(r.carries(cat) for r in quoted.chat_requests)
 
     # a file: sent on its own (a file message cannot @-mention), then quoted; the model is told its name and path
@@ -71,7 +77,7 @@ def test_lark_pictures_and_files_reach_astrbot(lark, fake_lark, fake_model, ids,
     fake_lark.wait_downloaded(doc)
     about = lark.say("记住这个文件", group=group, user=wang, reply_to=doc)
     assert [d.type for d in fake_lark.downloads_of(doc)] == ["file", "file"]
-    assert "[File Attachment: name 周报.txt, path " in about.first.last_user_text
+    assert "[File Attachment in quoted message: name 周报.txt, path " in about.first.last_user_text
 
 
 def test_qq_pictures_and_files_reach_astrbot(qq, fake_onebot, fake_model, ids, astrbot):
@@ -102,4 +108,4 @@ def test_qq_pictures_and_files_reach_astrbot(qq, fake_onebot, fake_model, ids, a
     about = qq.say("记住这个文件", group=group, user=zhang, reply_to=doc)
     assert fake_onebot.called("get_msg", message_id=doc)
     assert [d.status for d in fake_onebot.downloads_of(doc)] == [200]
-    assert "[File Attachment: name 清单.txt, path " in about.first.last_user_text
+    assert "[File Attachment in quoted message: name 清单.txt, path " in about.first.last_user_text
