@@ -607,6 +607,25 @@ class AstrBot:
         self.wait_ready(60)
         return res
 
+    @contextlib.contextmanager
+    def chat_modalities(self, modalities: list[str]):
+        """Within the block the chat model has these `modalities` (e.g. ["text", "image", "tool_use"]: it sees
+        pictures, so AstrBot sends them to it and asks no image-caption model). Changed live the way the dashboard's
+        provider page does (AstrBot reloads that provider, no restart), and put back afterwards."""
+        cfg = _read_json(self.root / "data" / "cmd_config.json")
+        provider = next(p for p in cfg.get("provider", []) if p.get("id") == CHAT_PROVIDER_ID)
+
+        def update(config: dict) -> None:
+            res = self.api("POST", "/api/config/provider/update", {"id": CHAT_PROVIDER_ID, "config": config})
+            if res.get("status") != "ok":
+                raise RuntimeError(f"updating the chat provider failed: {res}")
+
+        update({**provider, "modalities": list(modalities)})
+        try:
+            yield self
+        finally:
+            update(provider)
+
     # -- stopping --------------------------------------------------------------------------
     def saved_history(self, group_id: str | int, platform: str = PLATFORM_ID) -> list[dict]:
         """The conversation AstrBot saved for a group chat (its `conversations` table: the messages in OpenAI's

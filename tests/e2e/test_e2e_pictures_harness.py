@@ -4,10 +4,12 @@ AstrBot's own handling. The session AstrBot's chat model takes no pictures (`mod
 image-caption model is configured (`default_image_caption_provider_id`): so a picture in a woken message is sent,
 as its exact bytes, to the caption model only, and the chat model gets `<image_caption>…</image_caption>` text.
 The quoted picture of a reply is captioned the same way, a quoted file is named with its local path, and a picture
-the platform refuses to hand over leaves nothing but AstrBot's log line (Lark) or `[Image unavailable]` (QQ)."""
+the platform refuses to hand over leaves nothing but AstrBot's log line (Lark) or `[Image unavailable]` (QQ).
+With a chat model that sees pictures (`astrbot.chat_modalities`) the bytes go to it and into AstrBot's history."""
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 
@@ -109,3 +111,21 @@ def test_qq_pictures_and_files_reach_astrbot(qq, fake_onebot, fake_model, ids, a
     assert fake_onebot.called("get_msg", message_id=doc)
     assert [d.status for d in fake_onebot.downloads_of(doc)] == [200]
     assert "[File Attachment in quoted message: name 清单.txt, path " in about.first.last_user_text
+
+
+def test_a_chat_model_that_sees_pictures_gets_the_bytes_and_astrbot_saves_them(lark, fake_model, ids, astrbot):
+    """`astrbot.chat_modalities([...])`: the other way AstrBot handles a picture. With "image" among the chat
+    model's modalities nothing is captioned: the chat request carries the picture's exact bytes as an `image_url`
+    part, and AstrBot itself saves them, base64, in the conversation (its own copy, not the plugin's)."""
+    group, wang = ids.group(), ids.user()
+    picture = png(245)
+    with astrbot.chat_modalities(["text", "image", "tool_use"]):
+        turn = lark.say("看看这张图", group=group, user=wang, images=[picture])
+    assert not turn.caption_requests
+    assert turn.first.user_images == [picture] and turn.first.carries(picture)
+    assert "[Image 1: original path " in turn.first.last_user_text
+    saved = json.dumps(_saved(astrbot, group, "看看这张图"), ensure_ascii=False)
+    assert "data:image/png;base64," + base64.b64encode(picture).decode() in saved
+    # the modalities are back (text and tools): the next request's history holds "[Image]" in place of the bytes
+    after = lark.say("再看看", group=group, user=wang)
+    assert "[Image]" in json.dumps(after.first.messages, ensure_ascii=False) and not after.first.carries(picture)
