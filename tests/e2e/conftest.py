@@ -54,7 +54,8 @@ ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 BLOCK_START = "[关于当前用户的记忆]"
 ADMIN = "ou_e2e_admin"  # a Lark open_id in the session AstrBot's admins_id (admin-only commands)
 _LINE = re.compile(
-    r"^- (?P<content>.*)（(?:(?P<scope>本群公共|全局个人)·)?(?P<label>指令|偏好|事实)(?:[，,][^）]*)?）\s*$"
+    r"^- (?P<content>.*)（(?:(?P<scope>本群公共|全局个人)·)?(?P<label>指令|偏好|事实)(?:[，,][^）]*)?）"
+    r"(?P<notes>(?:（[^（）]*）)*)\s*$"  # after it: its picture (（附图：…）), found by that picture, ...
 )
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -71,6 +72,7 @@ class Injected:
     content: str
     label: str  # 指令 / 偏好 / 事实
     scope: str = ""  # "" for the member's own memories; 本群公共 (group) / 全局个人 (global)
+    notes: str = field(default="", compare=False)  # what the line says after it: "（附图：图片.png）", ...
 
 
 def injected_memories(text: str | None) -> list[Injected] | None:
@@ -83,7 +85,7 @@ def injected_memories(text: str | None) -> list[Injected] | None:
     for line in lines[lines.index(BLOCK_START) + 1 :]:
         m = _LINE.match(line.strip())
         if m:
-            found.append(Injected(m["content"], m["label"], m["scope"] or ""))
+            found.append(Injected(m["content"], m["label"], m["scope"] or "", m["notes"]))
         elif found and not line.strip().endswith("："):  # a section header ends with "：", the block's end does not
             break
     return found
