@@ -25,6 +25,7 @@ import pytest
 from memory import _prompt
 
 from .conftest import Injected, memory_files, sandbox
+from .fake_lark import FILE_NOT_IN_MESSAGE
 from .fake_model import ModelRequest, Rule, tool_call, user_says
 from .fake_onebot import Refused
 from .media import png, sha256
@@ -118,8 +119,8 @@ def test_lark_save_with_a_picture(lark, fake_model, ids, astrbot):
     assert again.tool_result("lark_save_memory").startswith("已保存")
     _stored_once(astrbot, group, diagram)
 
-    # pictures the plugin refuses: a clear answer, nothing stored (no memory, no file)
-    for bad, reason in ((SVG, "SVG"), (png(252)[:150], "损坏或不完整")):
+    # pictures the plugin refuses, and one Lark refuses to hand over: a clear answer, nothing stored
+    for bad, reason in ((SVG, "SVG"), (png(252)[:150], "损坏或不完整"), (FILE_NOT_IN_MESSAGE, "下载被拒绝")):
         refused = lark.say("记住这张图：这是流程图", group=group, user=wang, images=[bad]).tool_result(
             "lark_save_memory"
         )
