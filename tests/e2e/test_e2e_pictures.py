@@ -66,10 +66,10 @@ def _kept(astrbot, group, platform: str = LARK) -> dict[str, bytes]:
 
 
 def _stored_once(astrbot, group, picture: bytes, platform: str = LARK) -> None:
-    """The group keeps exactly this picture: its exact bytes named by their sha256 (and maybe its thumbnail)."""
+    """The group keeps exactly this picture: its exact bytes named by their sha256, and its thumbnail beside it."""
     kept = _kept(astrbot, group, platform)
     sha = sha256(picture)
-    assert set(kept) - {sha + ".thumb"} == {sha}, sorted(kept)
+    assert set(kept) == {sha, sha + ".thumb"}, sorted(kept)
     assert kept[sha] == picture  # no encryption key in the session AstrBot: the file is the picture
 
 
