@@ -156,7 +156,7 @@ def test_lark_save_with_a_picture(lark, fake_model, ids, astrbot):
     _bytes_nowhere(astrbot, report, requests, [group])
 
 
-def test_qq_save_with_a_picture(qq, fake_model, ids, astrbot):
+def test_qq_save_with_a_picture(qq, fake_onebot, fake_model, ids, astrbot):
     group, other_group = ids.qq_group(), ids.qq_group()
     zhang, zhou = ids.qq_user(), ids.qq_user()
     floor_plan = png(253)
@@ -178,6 +178,20 @@ def test_qq_save_with_a_picture(qq, fake_model, ids, astrbot):
     _stored_once(astrbot, group, floor_plan, QQ)
     qq_files = memory_files(astrbot, QQ)
     assert [m["content"] for m in qq_files[str(group)]["users"][str(zhang)]["memories"]] == ["我家户型"]
+
+    # a picture the model names (a QQ picture url, a local path) is never fetched or read: only the event's count
+    lure = fake_onebot.add_media(png(257), message_id=fake_onebot.new_message_id())
+    local = astrbot.root / "data" / "temp" / "lure.png"
+    local.write_bytes(png(257))
+    named = {"url": lure.url, "picture": lure.url, "path": str(local), "file": str(local)}
+    fake_model.script(
+        *RULES,
+        Rule(user_says("记住那张图"), tool_call("lark_save_memory", memory_type="fact", content="那张图", **named)),
+    )
+    answer = qq.say("记住那张图", group=group, user=zhang).tool_result("lark_save_memory")
+    assert answer.startswith("已保存") and "附图" not in answer, answer
+    assert fake_onebot.downloads_of(lure.message_id) == []
+    _stored_once(astrbot, group, floor_plan, QQ)
 
     # a member of another QQ group with the same picture gets nothing
     elsewhere = qq.say("这张图是什么户型？", group=other_group, user=zhou, images=[floor_plan])
