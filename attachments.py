@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,6 +26,7 @@ from .memory import IncomingAttachment
 
 DOWNLOAD_TIMEOUT_SECONDS = 20.0
 NOT_READ = "未读取（一条记忆只保存一个图片或文件）"
+DROPPED = "平台没有把这张图片交给机器人（下载被拒绝）"
 
 
 def message_files(components: Sequence[Any] | None) -> list[Any]:
@@ -42,14 +44,56 @@ def message_files(components: Sequence[Any] | None) -> list[Any]:
 async def incoming_attachments(event: Any, max_bytes: int, *, read: bool = True) -> list[IncomingAttachment]:
     """The files of the event's message for the service: the first read (the one a memory keeps), the others only
     named (the service says they were not kept). `read` False: none is read (keeping files is off; the service
-    says so)."""
-    files = message_files(getattr(event.message_obj, "message", None))
-    if not files:
+    says so). A picture of the member's own message that the platform refused to hand over (`dropped_pictures`)
+    comes after the message's own files and before the quoted message's: alone, it is what the save is refused
+    for, never silently replaced by nothing or by the quoted picture."""
+    components = getattr(event.message_obj, "message", None)
+    files = message_files(components)
+    own = sum(isinstance(c, (Comp.Image, Comp.File)) for c in components or ())
+    dropped = dropped_pictures(event)
+    if not files and not dropped:
         return []
     if not read:
-        return [IncomingAttachment.unavailable(_name(c), NOT_READ) for c in files]
+        named = [IncomingAttachment.unavailable(_name(c), NOT_READ) for c in files]
+        return named[:own] + [IncomingAttachment.unavailable("", NOT_READ)] * dropped + named[own:]
+    missing = [IncomingAttachment.unavailable("", DROPPED)] * dropped
+    if own == 0 and dropped:
+        return [*missing, *(IncomingAttachment.unavailable(_name(c), NOT_READ) for c in files)]
     first = await read_component(files[0], max_bytes)
-    return [first, *(IncomingAttachment.unavailable(_name(c), NOT_READ) for c in files[1:])]
+    rest = [IncomingAttachment.unavailable(_name(c), NOT_READ) for c in files[1:]]
+    others_own = max(own - 1, 0)
+    return [first, *rest[:others_own], *missing, *rest[others_own:]]
+
+
+def dropped_pictures(event: Any) -> int:
+    """How many pictures of the member's own Lark message are not in the event: AstrBot's Lark adapter leaves out
+    a picture whose download Lark refuses (it logs `下载消息资源失败`), so a member who wrote "记住这张图" with
+    that picture would otherwise get a memory without it and no word why. Counted from the raw message (the
+    `img` elements of a post, as the adapter reads them) against the event's `Image` components; 0 on other
+    platforms (QQ keeps a picture it could not fetch as a component: its download is refused again when read)."""
+    if event.get_platform_name() != "lark":
+        return 0
+    raw = getattr(event.message_obj, "raw_message", None)
+    kind, content = getattr(raw, "message_type", None), getattr(raw, "content", None)
+    if kind not in ("post", "image") or not isinstance(content, str):
+        return 0
+    try:
+        parsed = json.loads(content)
+    except ValueError:
+        return 0
+    if not isinstance(parsed, dict):
+        return 0
+    if kind == "image":
+        sent = 1 if str(parsed.get("image_key") or "").strip() else 0
+    else:
+        paragraphs = parsed.get("content")
+        elements = [e for p in paragraphs if isinstance(p, list) for e in p] if isinstance(paragraphs, list) else []
+        sent = sum(
+            isinstance(e, dict) and e.get("tag") == "img" and bool(str(e.get("image_key") or "").strip())
+            for e in elements
+        )
+    received = sum(isinstance(c, Comp.Image) for c in getattr(event.message_obj, "message", None) or ())
+    return max(0, sent - received)
 
 
 async def read_component(component: Any, max_bytes: int) -> IncomingAttachment:

@@ -51,6 +51,10 @@ ONEBOT_PLATFORM_ID = "qq_e2e"  # the aiocqhttp (OneBot v11, reverse WebSocket) p
 PROVIDER_SOURCE_ID = "fake_openai"
 CHAT_PROVIDER_ID = "fake_openai/fake-model"
 EMBEDDING_PROVIDER_ID = "fake_embedding"
+# a second model on the same fake server that takes pictures: AstrBot's image-caption provider
+# (provider_settings.default_image_caption_provider_id) when prepare_root(image_caption=True)
+VISION_PROVIDER_ID = "fake_openai/fake-vision"
+CHAT_MODALITIES = ["text", "tool_use"]  # the chat model's: it cannot see pictures
 DEMO_GROUP = "oc_demo_group"
 DEMO_USER = "ou_demo_user"
 DEMO_STATE = "demo.json"  # in the demo root: where `say` finds the running demo
@@ -275,6 +279,8 @@ def prepare_root(
     plugin_settings: dict | None = None,
     onebot_port: int | None = None,
     onebot_token: str = "",
+    image_caption: bool | None = None,
+    chat_modalities: list[str] | None = None,
 ) -> Path:
     """Create (or update) an AstrBot root at `root` and install the plugin into it.
 
@@ -284,6 +290,11 @@ def prepare_root(
     onebot_port: add a QQ platform (aiocqhttp: OneBot v11 over a reverse WebSocket, as NapCat or Lagrange connect
                  to it) listening on 127.0.0.1 at this port, with `onebot_token` as its access token.
     offline:     make start-up probes of outside hosts fail at once, turn metrics off, no rate limits.
+    image_caption: True adds a picture-taking model (`VISION_PROVIDER_ID`, on the same fake server) and makes it
+                 AstrBot's image-caption provider (provider_settings.default_image_caption_provider_id), so a
+                 picture sent to the text-only chat model reaches it as `<image_caption>…</image_caption>` text;
+                 False clears that setting. Needs model_base.
+    chat_modalities: the chat model's `modalities` (default `CHAT_MODALITIES`, text and tools: no pictures).
     Nothing else of an existing root's configuration is changed, so a root set up by hand in the dashboard keeps
     its platforms and models when called with lark_domain/model_base None and offline False.
     """
@@ -349,7 +360,18 @@ def prepare_root(
                 "custom_headers": {},
             }
         ]
-        ours = {CHAT_PROVIDER_ID, EMBEDDING_PROVIDER_ID}
+        ours = {CHAT_PROVIDER_ID, EMBEDDING_PROVIDER_ID, VISION_PROVIDER_ID}
+        vision = [
+            {
+                "id": VISION_PROVIDER_ID,
+                "provider_source_id": PROVIDER_SOURCE_ID,
+                "model": "fake-vision",
+                "enable": True,
+                "provider_type": "chat_completion",
+                "type": "openai_chat_completion",
+                "modalities": ["text", "image"],
+            }
+        ]
         cfg["provider"] = [p for p in cfg.get("provider", []) if p.get("id") not in ours] + [
             {
                 "id": CHAT_PROVIDER_ID,
@@ -358,8 +380,9 @@ def prepare_root(
                 "enable": True,
                 "provider_type": "chat_completion",
                 "type": "openai_chat_completion",
-                "modalities": ["text", "tool_use"],
+                "modalities": list(chat_modalities or CHAT_MODALITIES),
             },
+            *(vision if image_caption else []),
             {
                 "id": EMBEDDING_PROVIDER_ID,
                 "type": "openai_embedding",
@@ -377,6 +400,9 @@ def prepare_root(
         model_cfg = cfg.setdefault("agent_runner", {}).setdefault("config", {}).setdefault("model", {})
         model_cfg["provider_id"] = CHAT_PROVIDER_ID
         model_cfg["request_max_retries"] = 1  # a failing fake should fail the test fast
+    if image_caption is not None:
+        caption_id = VISION_PROVIDER_ID if image_caption else ""
+        cfg.setdefault("provider_settings", {})["default_image_caption_provider_id"] = caption_id
     if streaming is not None:
         cfg.setdefault("provider_settings", {})["streaming_response"] = streaming
     if log_level is not None:
@@ -581,17 +607,37 @@ class AstrBot:
         self.wait_ready(60)
         return res
 
+    @contextlib.contextmanager
+    def chat_modalities(self, modalities: list[str]):
+        """Within the block the chat model has these `modalities` (e.g. ["text", "image", "tool_use"]: it sees
+        pictures, so AstrBot sends them to it and asks no image-caption model). Changed live the way the dashboard's
+        provider page does (AstrBot reloads that provider, no restart), and put back afterwards."""
+        cfg = _read_json(self.root / "data" / "cmd_config.json")
+        provider = next(p for p in cfg.get("provider", []) if p.get("id") == CHAT_PROVIDER_ID)
+
+        def update(config: dict) -> None:
+            res = self.api("POST", "/api/config/provider/update", {"id": CHAT_PROVIDER_ID, "config": config})
+            if res.get("status") != "ok":
+                raise RuntimeError(f"updating the chat provider failed: {res}")
+
+        update({**provider, "modalities": list(modalities)})
+        try:
+            yield self
+        finally:
+            update(provider)
+
     # -- stopping --------------------------------------------------------------------------
-    def saved_history(self, group_id: str) -> list[dict]:
+    def saved_history(self, group_id: str | int, platform: str = PLATFORM_ID) -> list[dict]:
         """The conversation AstrBot saved for a group chat (its `conversations` table: the messages in OpenAI's
-        format, as the next request's history will carry them); empty before the first reply is saved."""
+        format, as the next request's history will carry them); empty before the first reply is saved. `platform`
+        is the platform instance id (`ONEBOT_PLATFORM_ID` for a QQ group)."""
         db = self.root / "data" / "data_v4.db"
         if not db.exists():
             return []
         with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)) as conn:
             rows = conn.execute(
                 "SELECT content FROM conversations WHERE user_id = ? ORDER BY updated_at",
-                (f"{PLATFORM_ID}:GroupMessage:{group_id}",),
+                (f"{platform}:GroupMessage:{group_id}",),
             ).fetchall()
         return [m for (content,) in rows for m in json.loads(content or "[]")]
 

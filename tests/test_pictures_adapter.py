@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import importlib
+import json
+from types import SimpleNamespace
 
 import astrbot.api.message_components as Comp
 import pytest
 from aiohttp import web
 from astrbot.core.provider.register import llm_tools
-from conftest import make_event
+from conftest import PLUGIN_NAME, make_event
 from picture_kit import SVG, pdf, png
 from test_plugin import call_tool
 
@@ -84,6 +87,56 @@ async def test_a_quoted_picture_is_kept_and_the_messages_own_come_first(make_plu
     answer = await saved(plugin, both, content="自己发的图")
     assert "另有 1 个图片或文件没有保存" in answer
     assert [a.sha256 for a in await kept(plugin)] == [hashlib.sha256(d).hexdigest() for d in (quoted, own)]
+
+
+def lark_post(*elements, message_type="post"):
+    """Lark's raw message as AstrBot's Lark adapter keeps it (`raw_message`: the SDK's EventMessage, of which only
+    these two fields are read): a post of these elements."""
+    content = {"title": "", "content": [[{"tag": "text", "text": "记住这张图"}], *[[e] for e in elements]]}
+    return SimpleNamespace(message_type=message_type, content=json.dumps(content))
+
+
+def img(key):
+    return {"tag": "img", "image_key": key}
+
+
+async def test_a_lark_picture_the_platform_refused_is_said_not_silently_left_out(make_plugin):
+    """AstrBot's Lark adapter leaves out a picture whose download Lark refuses: the post names two pictures, the
+    event holds one. Alone, the save is refused with the reason (not a memory without its picture); after a
+    picture that arrived, that one is kept and the other is named as not kept; before a quoted picture, it is
+    what the save is about."""
+    plugin = make_plugin()
+    dropped_pictures = importlib.import_module(f"{PLUGIN_NAME}.attachments").dropped_pictures
+    refused = event_with()
+    refused.message_obj.raw_message = lark_post(img("img_v3_1"))
+    answer = await saved(plugin, refused, content="看不到的图")
+    assert answer.startswith("保存失败") and "下载被拒绝" in answer, answer
+    assert await kept(plugin) == []
+
+    picture = png((6, 6, 6))
+    one_of_two = event_with(Comp.Image.fromBase64(base64.b64encode(picture).decode()))
+    one_of_two.message_obj.raw_message = lark_post(img("img_v3_1"), img("img_v3_2"))
+    answer = await saved(plugin, one_of_two, content="到了的那张")
+    assert "附图" in answer and "另有 1 个图片或文件没有保存" in answer, answer
+    assert [a.sha256 for a in await kept(plugin)] == [hashlib.sha256(picture).hexdigest()]
+
+    reply = Comp.Reply(id="om_parent", chain=[Comp.Image.fromBase64(base64.b64encode(png((7, 7, 7))).decode())])
+    quoting = event_with(reply)
+    quoting.message_obj.raw_message = lark_post(img("img_v3_3"))
+    assert (await saved(plugin, quoting, content="引用加自己的图")).startswith("保存失败")
+
+    # every picture arrived, a text message, another platform: nothing is added
+    for raw, platform in ((lark_post(img("img_v3_4")), "lark"), (lark_post(), "lark"), (lark_post(img("k")), "qq")):
+        event = make_event("记住这张图：部署架构", platform=platform)
+        event.message_obj.message = [
+            Comp.Plain("记住"),
+            Comp.Image.fromBase64(base64.b64encode(png((8, 8, 8))).decode()),
+        ]
+        event.message_obj.raw_message = raw
+        assert dropped_pictures(event) == 0
+    text_only = event_with()
+    text_only.message_obj.raw_message = lark_post()
+    assert "附图" not in await saved(plugin, text_only, content="没有图") and dropped_pictures(text_only) == 0
 
 
 async def test_with_attachment_false_saves_the_text_alone(make_plugin):

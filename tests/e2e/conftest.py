@@ -10,6 +10,8 @@
     fake_onebot, qq         the session AstrBot also runs a QQ platform (aiocqhttp, OneBot v11 reverse WebSocket);
                             `fake_onebot` is connected to it as NapCat would be, and `qq.say(text, group=..., user=...)`
                             posts a QQ group message (numeric ids: `ids.qq_group()`, `ids.qq_user()`)
+    pictures and files      `lark.say(..., images=[png], reply_to=message_id)`, `lark.send_image(...)`,
+                            `lark.send_file(name, data, ...)`; the same on `qq` (README: "Pictures and files")
 
 When a test fails, the report shows the AstrBot log tail, the Lark replies and the model requests.
 """
@@ -29,10 +31,20 @@ from pathlib import Path
 
 import pytest
 
-from .fake_lark import FakeLark, Reply, message_event
+from .fake_lark import (
+    FakeLark,
+    LarkError,
+    Reply,
+    file_event,
+    image_event,
+    image_size,
+    message_event,
+    new_message_id,
+    post_event,
+)
 from .fake_model import FakeModel, ModelRequest
 from .fake_onebot import TOKEN as ONEBOT_TOKEN
-from .fake_onebot import FakeOneBot, Sent
+from .fake_onebot import FakeOneBot, Refused, Sent
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts"))
@@ -42,7 +54,8 @@ ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 BLOCK_START = "[关于当前用户的记忆]"
 ADMIN = "ou_e2e_admin"  # a Lark open_id in the session AstrBot's admins_id (admin-only commands)
 _LINE = re.compile(
-    r"^- (?P<content>.*)（(?:(?P<scope>本群公共|全局个人)·)?(?P<label>指令|偏好|事实)(?:[，,][^）]*)?）\s*$"
+    r"^- (?P<content>.*)（(?:(?P<scope>本群公共|全局个人)·)?(?P<label>指令|偏好|事实)(?:[，,][^）]*)?）"
+    r"(?P<notes>(?:（[^（）]*）)*)\s*$"  # after it: its picture (（附图：…）), found by that picture, ...
 )
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -59,6 +72,7 @@ class Injected:
     content: str
     label: str  # 指令 / 偏好 / 事实
     scope: str = ""  # "" for the member's own memories; 本群公共 (group) / 全局个人 (global)
+    notes: str = field(default="", compare=False)  # what the line says after it: "（附图：图片.png）", ...
 
 
 def injected_memories(text: str | None) -> list[Injected] | None:
@@ -71,7 +85,7 @@ def injected_memories(text: str | None) -> list[Injected] | None:
     for line in lines[lines.index(BLOCK_START) + 1 :]:
         m = _LINE.match(line.strip())
         if m:
-            found.append(Injected(m["content"], m["label"], m["scope"] or ""))
+            found.append(Injected(m["content"], m["label"], m["scope"] or "", m["notes"]))
         elif found and not line.strip().endswith("："):  # a section header ends with "：", the block's end does not
             break
     return found
@@ -89,6 +103,11 @@ class Turn:
     def chat_requests(self) -> list[ModelRequest]:
         """Requests of the agent loop (they offer tools), in order."""
         return [r for r in self.requests if r.tool_names]
+
+    @property
+    def caption_requests(self) -> list[ModelRequest]:
+        """Requests to describe the message's pictures (AstrBot's image-caption model), in order."""
+        return [r for r in self.requests if r.is_caption]
 
     @property
     def first(self) -> ModelRequest:
@@ -132,6 +151,7 @@ class LarkDriver:
         self.bot, self.fake_lark, self.model = bot, lark, model
 
     def post(self, event: dict) -> None:
+        self.fake_lark.remember(event)  # Lark keeps every message: a later reply can quote it
         req = urllib.request.Request(
             self.bot.webhook_url,
             data=json.dumps(event).encode(),
@@ -150,25 +170,82 @@ class LarkDriver:
         mention: bool = True,
         timeout: float = 30,
         others: Sequence[tuple[str, str]] = (),
+        images: Sequence[bytes | LarkError] = (),
+        reply_to: str = "",
     ) -> Turn:
         """`user` writes `text` in `group` (@-mentioning the bot, and the (open_id, name) members in `others`), or
-        privately when group is None."""
+        privately when group is None.
+
+        `images`: pictures pasted into the message, which makes it a rich-text `post` (the text and the
+        @-mentions, then one `img` paragraph per picture) whose image keys the fake serves to AstrBot; a
+        `LarkError` in their place is a picture whose download Lark refuses with that error.
+        `reply_to`: the message_id this one replies to (quotes), e.g. of `send_image` / `send_file`."""
         mark = self.model.mark()
-        if group is None:
-            event = message_event(text, chat_id="oc_p2p_" + user[3:], sender=user, chat_type="p2p", mention_bot=False)
-        else:
-            event = message_event(text, chat_id=group, sender=user, mention_bot=mention, others=others)
+        event = self._event(
+            text, group=group, user=user, mention=mention, others=others, images=images, reply_to=reply_to
+        )
         message_id = event["event"]["message"]["message_id"]
         self.post(event)
         reply = self.fake_lark.wait_reply(message_id, timeout)
         return Turn(message_id, reply, self.model.requests_since(mark))
 
-    def say_unaddressed(self, text: str, *, group: str, user: str) -> str:
-        """`user` writes `text` in `group` without @-mentioning the bot. Nobody answers (only plugins that watch
-        every group message see it), so nothing is waited for; returns the message_id."""
-        event = message_event(text, chat_id=group, sender=user, mention_bot=False)
+    def say_unaddressed(
+        self, text: str, *, group: str, user: str, images: Sequence[bytes | LarkError] = (), reply_to: str = ""
+    ) -> str:
+        """`user` writes `text` in `group` without @-mentioning the bot (with pictures: a `post`, as `say`). Nobody
+        answers (only plugins that watch every group message see it), so nothing is waited for; returns the
+        message_id."""
+        event = self._event(text, group=group, user=user, mention=False, images=images, reply_to=reply_to)
         self.post(event)
         return event["event"]["message"]["message_id"]
+
+    def send_image(self, data: bytes | LarkError, *, group: str, user: str) -> str:
+        """`user` posts a picture on its own in `group` (an `image` message: it cannot @-mention the bot, so nobody
+        answers; the plugin's group-message handler sees it). Returns the message_id, e.g. for `say(...,
+        reply_to=...)`; `fake_lark.wait_downloaded(message_id)` waits until AstrBot has fetched the picture."""
+        message_id = new_message_id()
+        key = self.fake_lark.add_resource(data, message_id=message_id, kind="image")
+        self.post(image_event(key, chat_id=group, sender=user, message_id=message_id))
+        return message_id
+
+    def send_file(self, name: str, data: bytes | LarkError, *, group: str, user: str) -> str:
+        """`user` sends a file named `name` in `group` (a `file` message; Lark cannot put a file and an @-mention
+        in one message, so a file reaches the bot's turn only by a reply quoting it, `say(..., reply_to=...)`, or
+        through the group-message handler). Returns the message_id."""
+        message_id = new_message_id()
+        key = self.fake_lark.add_resource(data, message_id=message_id, kind="file", name=name)
+        self.post(file_event(key, name, chat_id=group, sender=user, message_id=message_id))
+        return message_id
+
+    def _event(
+        self,
+        text: str,
+        *,
+        group: str | None,
+        user: str,
+        mention: bool,
+        others: Sequence[tuple[str, str]] = (),
+        images: Sequence[bytes | LarkError] = (),
+        reply_to: str = "",
+    ) -> dict:
+        where = (
+            {"chat_id": "oc_p2p_" + user[3:], "chat_type": "p2p", "mention_bot": False}
+            if group is None
+            else {"chat_id": group, "mention_bot": mention}
+        )
+        if not images:
+            return message_event(text, sender=user, others=others, parent_id=reply_to, **where)
+        message_id = new_message_id()
+        keys = [
+            (
+                self.fake_lark.add_resource(data, message_id=message_id),
+                image_size(data) if isinstance(data, bytes) else (0, 0),
+            )
+            for data in images
+        ]
+        return post_event(
+            text, sender=user, images=keys, others=others, parent_id=reply_to, message_id=message_id, **where
+        )
 
 
 class QQDriver:
@@ -179,10 +256,22 @@ class QQDriver:
     def __init__(self, onebot: FakeOneBot, model: FakeModel):
         self.onebot, self.model = onebot, model
 
-    def say(self, text: str, *, group: int, user: int, at: tuple[int, ...] = (), timeout: float = 30) -> Turn:
-        """`user` writes `text` in `group`, @-mentioning the bot (and the QQ numbers in `at`)."""
+    def say(
+        self,
+        text: str,
+        *,
+        group: int,
+        user: int,
+        at: tuple[int, ...] = (),
+        timeout: float = 30,
+        images: Sequence[bytes | Refused] = (),
+        reply_to: int | None = None,
+    ) -> Turn:
+        """`user` writes `text` in `group`, @-mentioning the bot (and the QQ numbers in `at`); `images` are pictures
+        in the same message (QQ puts them in one message with the @ and the text: `image` segments whose `url` the
+        fake's media server answers; a `Refused(status)` fails to download), `reply_to` a message it quotes."""
         mark = self.model.mark()
-        event = self.onebot.group_message(text, group_id=group, user_id=user, at=at)
+        event = self.onebot.group_message(text, group_id=group, user_id=user, at=at, images=images, reply_to=reply_to)
         start = len(self.onebot.sent)
         self.onebot.post(event)
 
@@ -193,11 +282,28 @@ class QQDriver:
         reply.in_reply_to = event["message_id"]
         return Turn(str(event["message_id"]), reply, self.model.requests_since(mark))
 
-    def say_unaddressed(self, text: str, *, group: int, user: int) -> int:
-        """`user` writes `text` in `group` without @-mentioning the bot; returns the message_id."""
-        event = self.onebot.group_message(text, group_id=group, user_id=user, mention_bot=False)
+    def say_unaddressed(self, text: str, *, group: int, user: int, images: Sequence[bytes | Refused] = ()) -> int:
+        """`user` writes `text` in `group` without @-mentioning the bot (with pictures, as `say`); an image-only
+        message is `say_unaddressed("", images=[png], ...)`. Returns the message_id."""
+        event = self.onebot.group_message(text, group_id=group, user_id=user, mention_bot=False, images=images)
         self.onebot.post(event)
         return event["message_id"]
+
+    def send_image(self, data: bytes | Refused, *, group: int, user: int) -> int:
+        """`user` posts a picture on its own in `group` (no @: nobody answers); returns the message_id."""
+        return self.say_unaddressed("", group=group, user=user, images=[data])
+
+    def send_file(self, name: str, data: bytes | Refused, *, group: int, user: int, style: str = "lagrange") -> int:
+        """`user` uploads a file named `name` to `group`: a message holding one `file` segment and nothing else (QQ
+        never puts a file beside text or an @, so it reaches the bot's turn only by a reply quoting it, `say(...,
+        reply_to=...)`, or through the group-message handler). `style="lagrange"` puts the download url in the
+        segment; `"napcat"` only a file_id, which AstrBot resolves with get_group_file_url. Returns the message_id."""
+        message_id = self.onebot.new_message_id()
+        media = self.onebot.add_media(data, message_id=message_id, kind="file", name=name)
+        segment = self.onebot.file_segment(media, style)
+        event = self.onebot.group_message("", group_id=group, user_id=user, message_id=message_id, segments=[segment])
+        self.onebot.post(event)
+        return message_id
 
 
 # -- fixtures ----------------------------------------------------------------------------------
@@ -247,6 +353,7 @@ def astrbot(tmp_path_factory, fake_lark, fake_model):
         admins=[ADMIN],
         onebot_port=sandbox.free_port(),
         onebot_token=ONEBOT_TOKEN,
+        image_caption=True,  # a text-only chat model, and an image-caption model for the pictures members send
     )
     try:
         yield bot.start(timeout=180)

@@ -11,22 +11,34 @@ AstrBot's Lark adapter is configured with `domain = fake.url`, so every API call
     GET  /open-apis/contact/v3/users/{open_id}             -> user name (private chats look it up)
     GET  /open-apis/im/v1/chats/{chat_id}                  -> chat info: owner and managers (`chat_owners`, ...)
     GET  /open-apis/im/v1/chats/{chat_id}/members          -> members with names (`chat_members`), paged
+    GET  /open-apis/im/v1/messages/{message_id}/resources/{file_key}?type=image|file
+                                                           -> the bytes of a picture or file the message carries
+                                                              (`add_resource`), or Lark's error (HTTP 400, code
+                                                              234003 "File not in msg." for a key the message does
+                                                              not hold); each download is kept in `downloads`
+    GET  /open-apis/im/v1/messages/{message_id}            -> a message posted earlier (`remember`), as a quoted
+                                                              message's parent is fetched
     anything else                                          -> {"code": 0} and recorded in `calls`
     GET  /_fake/replies/{message_id}                       -> the replies to a message (for scripts/say.sh)
     GET  /_fake/sent/{chat_id}                             -> what the bot posted there on its own (scripts/say.sh)
 
-Messages from users are built with `message_event(...)` and POSTed to AstrBot's webhook by the tests.
+Messages from users are built with `message_event(...)` (text), `post_event(...)` (rich text with pictures),
+`image_event(...)` and `file_event(...)`, and POSTed to AstrBot's webhook by the tests.
 """
 
 from __future__ import annotations
 
+import hashlib
+import io
 import itertools
 import json
+import re
 import threading
 import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from urllib.parse import quote
 
 from aiohttp import web
 
@@ -35,6 +47,8 @@ try:
 except ImportError:  # loaded as a plain module (scripts/astrbot_sandbox.py demo)
     from _server import ThreadedServer
 
+_RESOURCE = re.compile(r"/open-apis/im/v1/messages/(?P<message_id>[^/]+)/resources/(?P<file_key>[^/]+)")
+_MESSAGE = re.compile(r"/open-apis/im/v1/messages/(?P<message_id>om_[^/]+)")
 BOT_OPEN_ID = "ou_e2e_bot"
 BOT_NAME = "MemoryBot"
 APP_ID = "cli_e2e_fake"
@@ -101,6 +115,62 @@ class LarkError:
     http_status: int = 400
 
 
+# Lark's answers to a resource download it refuses (HTTP 400 with a JSON body, which the SDK reads as an error)
+FILE_NOT_IN_MESSAGE = LarkError(234003, "File not in msg.")
+RESOURCE_TOO_LARGE = LarkError(234037, "Downloaded file size exceeds limit.")
+INVALID_RESOURCE_PARAM = LarkError(234001, "Invalid request param.")
+
+
+@dataclass
+class Resource:
+    """A picture (`img_v3_...`, type=image) or file (`file_v3_...`, type=file) a message carries, as Lark keeps it:
+    the key is only valid together with the message's id."""
+
+    key: str
+    kind: str  # "image" or "file"
+    message_id: str
+    data: bytes = b""
+    name: str = ""  # a file's name (its Content-Disposition)
+    error: LarkError | None = None  # answered instead of the bytes: a download Lark refuses
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.data).hexdigest()
+
+
+@dataclass(frozen=True)
+class Download:
+    """One GET of a message resource, as the fake answered it."""
+
+    message_id: str
+    file_key: str
+    type: str  # the `type` query parameter: "image" or "file"
+    status: int  # the HTTP status answered (200 with the bytes, else 400 with Lark's error)
+    size: int  # bytes sent (0 for an error)
+    received_at: float = field(default_factory=time.time)
+
+
+def _content_type(data: bytes) -> str:
+    """The Content-Type Lark sends with a picture, from its first bytes."""
+    for magic, mime in ((b"\x89PNG\r\n\x1a\n", "image/png"), (b"\xff\xd8\xff", "image/jpeg"), (b"GIF8", "image/gif")):
+        if data.startswith(magic):
+            return mime
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    return "application/octet-stream"
+
+
+def image_size(data: bytes) -> tuple[int, int]:
+    """(width, height) of a picture (Lark puts them beside the image_key of a post's `img`), (0, 0) when unknown."""
+    try:
+        from PIL import Image
+
+        with Image.open(io.BytesIO(data)) as im:
+            return im.size
+    except Exception:  # noqa: BLE001 - not a picture Pillow reads (a test's broken file): Lark would not know either
+        return (0, 0)
+
+
 class FakeLark:
     def __init__(self, bot_open_id: str = BOT_OPEN_ID, bot_name: str = BOT_NAME):
         self.bot_open_id = bot_open_id
@@ -117,6 +187,11 @@ class FakeLark:
         self.refuse_sends: dict[str, LarkError] = {}
         self.refused: list[Reply] = []
         self.on_reply = None  # optional callback(Reply) once a reply is complete (the demo prints them)
+        # the pictures and files of the members' messages (file_key -> Resource), every download of one, and the
+        # messages posted so far as GET im/v1/messages/{id} answers them (message_id -> Lark's message item)
+        self.resources: dict[str, Resource] = {}
+        self.downloads: list[Download] = []
+        self.messages: dict[str, dict] = {}
         self._cond = threading.Condition()
         self._ids = itertools.count(1)
         app = web.Application()
@@ -144,6 +219,9 @@ class FakeLark:
             self.chat_admins.clear()
             self.refuse_sends.clear()
             self.refused.clear()
+            self.resources.clear()
+            self.downloads.clear()
+            self.messages.clear()
 
     # -- waiting -----------------------------------------------------------------------------
     def wait_reply(self, message_id: str, timeout: float = 30) -> Reply:
@@ -196,9 +274,125 @@ class FakeLark:
                 self._cond.wait(min(left, 0.5))
             return result
 
+    # -- pictures and files ------------------------------------------------------------------
+    def add_resource(
+        self,
+        data: bytes | LarkError,
+        *,
+        message_id: str,
+        kind: str = "image",
+        name: str = "",
+        key: str | None = None,
+    ) -> str:
+        """Let message `message_id` carry `data` (a picture, or a file named `name`); returns its key (`img_v3_...`
+        or `file_v3_...`), to put into the message's content. A `LarkError` instead of bytes: the message holds the
+        key, but every download of it is refused with that error (as Lark refuses a resource it will not give)."""
+        if kind not in ("image", "file"):
+            raise ValueError(f"kind must be image or file, not {kind!r}")
+        key = key or f"{'img' if kind == 'image' else 'file'}_v3_{uuid.uuid4().hex[:4]}_{uuid.uuid4()}"
+        error = data if isinstance(data, LarkError) else None
+        blob = b"" if isinstance(data, LarkError) else bytes(data)
+        with self._cond:
+            self.resources[key] = Resource(key, kind, message_id, blob, name, error)
+        return key
+
+    def resources_of(self, message_id: str) -> list[Resource]:
+        """The pictures and files message `message_id` carries, in the order they were added."""
+        with self._cond:
+            return [r for r in self.resources.values() if r.message_id == message_id]
+
+    def downloads_of(self, message_id: str) -> list[Download]:
+        """The downloads AstrBot made of message `message_id`'s resources, oldest first."""
+        with self._cond:
+            return [d for d in self.downloads if d.message_id == message_id]
+
+    def wait_downloaded(self, message_id: str, count: int | None = None, timeout: float = 15) -> list[Download]:
+        """Wait until AstrBot has fetched every resource of message `message_id` (or `count` downloads) once."""
+        want = max(1, count if count is not None else len(self.resources_of(message_id)))
+
+        def done() -> list[Download] | None:
+            got = self.downloads_of(message_id)
+            return got if len({d.file_key for d in got}) >= want else None
+
+        return self.wait_for(done, f"{want} download(s) of the resources of {message_id}", timeout)
+
+    def remember(self, event: dict) -> None:
+        """Keep a message event's message, so `GET im/v1/messages/{id}` can answer it later (a reply quoting it)."""
+        message = event.get("event", {}).get("message", {})
+        sender = event.get("event", {}).get("sender", {})
+        if not message.get("message_id"):
+            return
+        item = {
+            "message_id": message["message_id"],
+            "root_id": message.get("root_id", ""),
+            "parent_id": message.get("parent_id", ""),
+            "thread_id": "",
+            "msg_type": message.get("message_type", ""),
+            "create_time": message.get("create_time", ""),
+            "update_time": message.get("update_time", ""),
+            "deleted": False,
+            "updated": False,
+            "chat_id": message.get("chat_id", ""),
+            "sender": {
+                "id": sender.get("sender_id", {}).get("open_id", ""),
+                "id_type": "open_id",
+                "sender_type": sender.get("sender_type", "user"),
+                "tenant_key": sender.get("tenant_key", "tenant_e2e"),
+            },
+            "body": {"content": message.get("content", "")},
+            # the message API names a mentioned member by one id and its type (the event gives all three ids)
+            "mentions": [
+                {
+                    "key": m.get("key", ""),
+                    "id": m.get("id", {}).get("open_id", ""),
+                    "id_type": "open_id",
+                    "name": m.get("name", ""),
+                    "tenant_key": m.get("tenant_key", "tenant_e2e"),
+                }
+                for m in message.get("mentions") or []
+            ],
+            "upper_message_id": "",
+        }
+        with self._cond:
+            self.messages[item["message_id"]] = item
+
+    def _resource(self, request: web.Request, message_id: str, file_key: str) -> web.Response:
+        """GET im/v1/messages/{message_id}/resources/{file_key}?type=image|file: the bytes (2xx, which the SDK takes
+        as the file whatever they are), else Lark's error as JSON with HTTP 400 (which the SDK reads as an error)."""
+        kind = request.query.get("type", "")
+        with self._cond:
+            res = self.resources.get(file_key)
+        error = (
+            FILE_NOT_IN_MESSAGE
+            if res is None or res.message_id != message_id
+            else INVALID_RESOURCE_PARAM
+            if kind != res.kind
+            else res.error
+        )
+        if error is not None or res is None:
+            error = error or FILE_NOT_IN_MESSAGE
+            self._downloaded(Download(message_id, file_key, kind, error.http_status, 0))
+            return web.json_response({"code": error.code, "msg": error.msg}, status=error.http_status)
+        headers = {}
+        if res.kind == "file":
+            headers["Content-Disposition"] = f"attachment; filename*=UTF-8''{quote(res.name or file_key)}"
+        self._downloaded(Download(message_id, file_key, kind, 200, len(res.data)))
+        mime = _content_type(res.data) if res.kind == "image" else "application/octet-stream"
+        return web.Response(body=res.data, headers=headers, content_type=mime)
+
+    def _downloaded(self, download: Download) -> None:
+        with self._cond:
+            self.downloads.append(download)
+            self._cond.notify_all()
+
     # -- the API -----------------------------------------------------------------------------
-    async def _handle(self, request: web.Request) -> web.Response:
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
         path = request.path
+        resource = _RESOURCE.fullmatch(path)
+        if request.method == "GET" and resource:
+            with self._cond:
+                self.calls.append((request.method, path, dict(request.query)))
+            return self._resource(request, resource["message_id"], resource["file_key"])
         body = None
         if request.can_read_body:
             raw = await request.read()
@@ -261,6 +455,12 @@ class FakeLark:
                         card["closed"] = True
                         self._announce(*[r for r in self.replies if r.card_id == parts[4]])
             return {**ok, "data": {}}
+        if method == "GET" and (found := _MESSAGE.fullmatch(path)):
+            with self._cond:
+                item = self.messages.get(found["message_id"])
+            if item is None:
+                return LarkError(230001, "Your request contains an invalid request parameter, message_id is invalid.")
+            return {**ok, "data": {"items": [item]}}
         if path.startswith("/open-apis/im/v1/chats/"):
             chat_id = parts[4]
             if path.endswith("/members"):
@@ -337,16 +537,16 @@ def message_event(
     bot_name: str = BOT_NAME,
     message_id: str | None = None,
     others: Sequence[tuple[str, str]] = (),
+    parent_id: str = "",
 ) -> dict:
-    """An `im.message.receive_v1` event (schema 2.0), as Lark sends it to a webhook.
+    """An `im.message.receive_v1` event (schema 2.0) of a text message, as Lark sends it to a webhook.
 
     In a group the bot only answers when @-mentioned: the text then starts with the mention key
     `@_user_1`, and `mentions` maps that key to the bot's open_id. `others` are further members the message
     @-mentions, as (open_id, name): Lark writes each as the next key (`@_user_2`, ...) in the text, where the text
     says `@name` (else right after the bot's), and lists it in `mentions` with the member's open_id and name.
+    `parent_id`: the message this one replies to (quotes); AstrBot fetches it (GET im/v1/messages/{id}).
     """
-    now_ms = str(int(time.time() * 1000))
-    message_id = message_id or f"om_{uuid.uuid4().hex[:20]}"
     mentions = []
     keys = itertools.count(1)
     ahead = []
@@ -362,6 +562,128 @@ def message_event(
     if mention_bot:
         text = f"@_user_1 {text}"
         mentions.insert(0, _mention("@_user_1", bot_open_id, bot_name, "on_bot"))
+    return _event(
+        "text",
+        {"text": text},
+        mentions,
+        chat_id=chat_id,
+        sender=sender,
+        chat_type=chat_type,
+        message_id=message_id,
+        parent_id=parent_id,
+    )
+
+
+def post_event(
+    text: str,
+    *,
+    chat_id: str,
+    sender: str,
+    images: Sequence[tuple[str, tuple[int, int]]] = (),
+    chat_type: str = "group",
+    mention_bot: bool = True,
+    bot_open_id: str = BOT_OPEN_ID,
+    bot_name: str = BOT_NAME,
+    message_id: str | None = None,
+    others: Sequence[tuple[str, str]] = (),
+    parent_id: str = "",
+    title: str = "",
+) -> dict:
+    """A rich-text (`post`) message event: how a picture reaches the bot together with an @-mention in a group
+    (an `image` message cannot @-mention anyone). The first paragraph holds the `at` elements (the bot as
+    `@_user_1`, then `others`) and the text; each picture is a paragraph of its own, `{"tag": "img", "image_key",
+    "width", "height"}`, as Lark's client sends a text with pasted pictures. `images` are (image_key, (width,
+    height)); the keys must be resources of this message (`FakeLark.add_resource(..., message_id=...)`)."""
+    mentions, ats = [], []
+    who = ([(bot_open_id, bot_name, "on_bot")] if mention_bot else []) + [(o, n, "on_" + o[3:]) for o, n in others]
+    for n, (open_id, name, union_id) in enumerate(who, start=1):
+        mentions.append(_mention(f"@_user_{n}", open_id, name, union_id))
+        ats.append({"tag": "at", "user_id": f"@_user_{n}", "user_name": name, "style": []})
+    first = [*ats, {"tag": "text", "text": f" {text}" if ats else text, "style": []}]
+    paragraphs = [first] + [
+        [{"tag": "img", "image_key": key, "width": width, "height": height}] for key, (width, height) in images
+    ]
+    return _event(
+        "post",
+        {"title": title, "content": paragraphs},
+        mentions,
+        chat_id=chat_id,
+        sender=sender,
+        chat_type=chat_type,
+        message_id=message_id,
+        parent_id=parent_id,
+    )
+
+
+def image_event(
+    image_key: str, *, chat_id: str, sender: str, chat_type: str = "group", message_id: str | None = None
+) -> dict:
+    """A picture sent on its own (`image` message, `{"image_key": ...}`). It cannot @-mention the bot, so in a group
+    it wakes nobody: only a plugin that watches every group message sees it (or a later reply quoting it)."""
+    return _event(
+        "image",
+        {"image_key": image_key},
+        [],
+        chat_id=chat_id,
+        sender=sender,
+        chat_type=chat_type,
+        message_id=message_id,
+    )
+
+
+def file_event(
+    file_key: str,
+    file_name: str,
+    *,
+    chat_id: str,
+    sender: str,
+    chat_type: str = "group",
+    message_id: str | None = None,
+) -> dict:
+    """A file sent in a chat (`file` message, `{"file_key", "file_name"}`); like an `image` message it @-mentions
+    nobody."""
+    return _event(
+        "file",
+        {"file_key": file_key, "file_name": file_name},
+        [],
+        chat_id=chat_id,
+        sender=sender,
+        chat_type=chat_type,
+        message_id=message_id,
+    )
+
+
+def new_message_id() -> str:
+    return f"om_{uuid.uuid4().hex[:20]}"
+
+
+def _event(
+    message_type: str,
+    content: dict,
+    mentions: list[dict],
+    *,
+    chat_id: str,
+    sender: str,
+    chat_type: str,
+    message_id: str | None,
+    parent_id: str = "",
+) -> dict:
+    """The `im.message.receive_v1` envelope around one message."""
+    now_ms = str(int(time.time() * 1000))
+    message: dict = {
+        "message_id": message_id or new_message_id(),
+        "root_id": parent_id,  # a reply outside a thread: the quoted message is also the root
+        "parent_id": parent_id,
+        "create_time": now_ms,
+        "update_time": now_ms,
+        "chat_id": chat_id,
+        "chat_type": chat_type,
+        "message_type": message_type,
+        "content": json.dumps(content, ensure_ascii=False),
+        "user_agent": "e2e",
+    }
+    if mentions:
+        message["mentions"] = mentions
     return {
         "schema": "2.0",
         "header": {
@@ -378,19 +700,7 @@ def message_event(
                 "sender_type": "user",
                 "tenant_key": "tenant_e2e",
             },
-            "message": {
-                "message_id": message_id,
-                "root_id": "",
-                "parent_id": "",
-                "create_time": now_ms,
-                "update_time": now_ms,
-                "chat_id": chat_id,
-                "chat_type": chat_type,
-                "message_type": "text",
-                "content": json.dumps({"text": text}, ensure_ascii=False),
-                "mentions": mentions,
-                "user_agent": "e2e",
-            },
+            "message": message,
         },
     }
 

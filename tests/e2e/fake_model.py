@@ -21,7 +21,10 @@ Every request is kept in `model.requests` as a `ModelRequest` (system prompt, me
 schemas, tool results, streamed or not). The plugin's memory block may be in the system prompt or a part of the
 member's message (`memory_inject_position`): `req.memory_block` finds it in either place, `req.given` is the system
 prompt plus that part, and `req.last_user_text` is what the member wrote (without the block or AstrBot's
-<system_reminder>). Also served: streaming (SSE) chat completions, `/v1/embeddings`
+<system_reminder>). Pictures: `req.image_urls` / `req.images` (decoded `data:` urls, history included),
+`req.user_images`, `req.carries(png)` (the bytes or their base64 anywhere in the request); a caption request
+(`req.is_caption`: pictures, no tools, as AstrBot asks its image-caption provider) is answered with
+`model.describe(png, "一张部署架构图")`'s text, else `default_caption(png)`. Also served: streaming (SSE) chat completions, `/v1/embeddings`
 (deterministic character-trigram vectors) and `/v1/models`. Every chat answer reports token `usage`
 (`DEFAULT_USAGE` unless the Action says otherwise).
 """
@@ -29,6 +32,7 @@ prompt plus that part, and `req.last_user_text` is what the member wrote (withou
 from __future__ import annotations
 
 import asyncio
+import base64
 import hashlib
 import itertools
 import json
@@ -73,6 +77,28 @@ def _parts(content) -> list[str]:
     return []
 
 
+def _image_urls(content) -> list[str]:
+    """The urls of a message content's `image_url` parts (OpenAI's format; AstrBot sends `data:` urls)."""
+    if not isinstance(content, list):
+        return []
+    return [
+        str((p.get("image_url") or {}).get("url", ""))
+        for p in content
+        if isinstance(p, dict) and p.get("type") == "image_url"
+    ]
+
+
+def decode_data_url(url: str) -> bytes | None:
+    """The bytes of a `data:<mime>;base64,<b64>` url (None for any other url)."""
+    head, sep, payload = url.partition(",")
+    if not (sep and head.startswith("data:") and head.endswith(";base64")):
+        return None
+    try:
+        return base64.b64decode(payload)
+    except ValueError:
+        return None
+
+
 def _is_block(part: str) -> bool:
     return part.startswith(BLOCK_START + "\n") and part.rstrip().endswith(BLOCK_END)
 
@@ -93,6 +119,11 @@ class ModelRequest:
     @property
     def messages(self) -> list[dict]:
         return self.body.get("messages", [])
+
+    @property
+    def model(self) -> str:
+        """The model asked ("fake-model" for the chat provider, "fake-vision" for the image-caption one)."""
+        return str(self.body.get("model", ""))
 
     @property
     def stream(self) -> bool:
@@ -157,6 +188,41 @@ class ModelRequest:
                 )
         return results
 
+    # -- pictures ----------------------------------------------------------------------------
+    @property
+    def image_urls(self) -> list[str]:
+        """The urls of every `image_url` part in the request (history included), in order."""
+        return [url for m in self.messages for url in _image_urls(m.get("content"))]
+
+    @property
+    def images(self) -> list[bytes]:
+        """The pictures the request carries as `data:` urls (history included), decoded."""
+        return [data for url in self.image_urls if (data := decode_data_url(url)) is not None]
+
+    @property
+    def user_images(self) -> list[bytes]:
+        """The pictures of the current user message only."""
+        turn = self.user_turn
+        urls = _image_urls(turn.get("content")) if turn else []
+        return [data for url in urls if (data := decode_data_url(url)) is not None]
+
+    @property
+    def has_images(self) -> bool:
+        return bool(self.image_urls)
+
+    def carries(self, data: bytes) -> bool:
+        """Whether these bytes reach the model in this request in any form: a picture part, or their base64 (its
+        first 64 characters) anywhere in the body, text included."""
+        if any(img == data for img in self.images):
+            return True
+        return base64.b64encode(data).decode()[:64] in json.dumps(self.body, ensure_ascii=False)
+
+    @property
+    def is_caption(self) -> bool:
+        """A request to describe pictures: no tools, not an extraction call, pictures in the user message (AstrBot's
+        image-caption provider, `default_image_caption_provider_id`, is asked so)."""
+        return not self.tool_names and not self.is_extraction and bool(self.user_images)
+
     @property
     def is_extraction(self) -> bool:
         """A background-extraction call of the plugin (not a turn of the conversation)."""
@@ -195,9 +261,9 @@ class ModelRequest:
     def summary(self) -> str:
         lines = [f"--- {self.path} stream={self.stream} tools={self.tool_names}"]
         for m in self.messages:
-            extra = ""
+            extra = "".join(f" [image_url, {len(u)} chars]" for u in _image_urls(m.get("content")))
             if m.get("tool_calls"):
-                extra = " tool_calls=" + json.dumps([c.get("function") for c in m["tool_calls"]], ensure_ascii=False)
+                extra += " tool_calls=" + json.dumps([c.get("function") for c in m["tool_calls"]], ensure_ascii=False)
             content = _text(m.get("content"))
             if m.get("role") == "system" and len(content) > 1500:
                 content = "…" + content[-1500:]
@@ -240,10 +306,13 @@ Predicate = Callable[[ModelRequest], bool]
 
 
 def user_says(fragment: str) -> Predicate:
-    """A fresh user turn whose text contains `fragment` (never an extraction call quoting that text)."""
+    """A fresh user turn whose text contains `fragment` (never an extraction call quoting that text, nor a request
+    to describe pictures)."""
 
     def pred(req: ModelRequest) -> bool:
-        return not req.is_tool_followup and not req.is_extraction and fragment in req.last_user_text
+        return (
+            not req.is_tool_followup and not req.is_extraction and not req.is_caption and fragment in req.last_user_text
+        )
 
     pred.__doc__ = f"user_says({fragment!r})"
     return pred
@@ -319,6 +388,16 @@ class Rule:
         return f"Rule({self.when.__doc__ or self.when}, {self.then})"
 
 
+def caption_request(req: ModelRequest) -> bool:
+    """A request to describe pictures (`ModelRequest.is_caption`)."""
+    return req.is_caption
+
+
+def default_caption(data: bytes) -> str:
+    """What the fake model says a picture shows unless a test said otherwise (`FakeModel.describe`)."""
+    return f"一张图片（{hashlib.sha256(data).hexdigest()[:8]}）"
+
+
 def default_action(req: ModelRequest) -> Action:
     if req.is_tool_followup:
         return reply("好的。" + " ".join(r.content for r in req.latest_tool_results))
@@ -333,6 +412,7 @@ class FakeModel:
         self.requests: list[ModelRequest] = []
         self.embedding_requests: list[dict] = []
         self.errors: list[str] = []
+        self.captions: dict[str, str] = {}  # sha256 of a picture -> what the model says it shows (`describe`)
         self.on_request = None  # optional callback(ModelRequest) (the demo prints what the model was told)
         self._cond = threading.Condition()
         self._ids = itertools.count(1)
@@ -368,6 +448,24 @@ class FakeModel:
             self.requests.clear()
             self.embedding_requests.clear()
             self.errors.clear()
+            self.captions.clear()
+
+    def describe(self, data: bytes, caption: str) -> None:
+        """When asked to describe this picture (a caption request, `ModelRequest.is_caption`), say `caption`.
+        Unscripted pictures get `default_caption(data)`; several pictures in one request, their captions joined
+        by "；"."""
+        with self._cond:
+            self.captions[hashlib.sha256(data).hexdigest()] = caption
+
+    def caption_of(self, req: ModelRequest) -> str:
+        """The fake model's answer to a caption request."""
+        with self._cond:
+            captions = dict(self.captions)
+        return "；".join(captions.get(hashlib.sha256(d).hexdigest(), default_caption(d)) for d in req.user_images)
+
+    def caption_requests(self, since: int = 0) -> list[ModelRequest]:
+        """The caption requests made since `mark()` value `since`."""
+        return [r for r in self.requests_since(since) if r.is_caption]
 
     def mark(self) -> int:
         with self._cond:
@@ -396,6 +494,8 @@ class FakeModel:
         for rule in rules:
             if rule.when(req):
                 return rule.then(req) if callable(rule.then) else rule.then
+        if req.is_caption:
+            return reply(self.caption_of(req))
         return default_action(req)
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
@@ -494,6 +594,7 @@ class FakeModel:
                 "object": "list",
                 "data": [
                     {"id": self.model, "object": "model", "owned_by": "e2e"},
+                    {"id": "fake-vision", "object": "model", "owned_by": "e2e"},
                     {"id": "fake-embedding", "object": "model", "owned_by": "e2e"},
                 ],
             }

@@ -15,7 +15,13 @@ the OneBot implementation is the client that connects to it. This one does what 
                                                                (a group in `refuse_sends` fails them instead)
                 get_group_info                                 from `group_names`
                 get_stranger_info, get_login_info              the person's / the bot's nickname
+                get_msg                                        a message posted earlier (a reply quoting it)
+                get_group_file_url                             the download url of a NapCat-style file segment
                 anything else                                  failed, retcode 1404 (NapCat's "unsupported API")
+    media     QQ's picture and file servers, on loopback (`media_url`): an `image` segment carries a `url` as NapCat
+              sends it (`/download?appid=1407&fileid=<key>&rkey=...`), a Lagrange-style `file` segment one of
+              `/ftn_handler/<key>/?fname=<name>`; AstrBot downloads them itself over HTTP. `add_media(...)`
+              registers the bytes (or a `Refused(status)`: that download fails); every GET is kept in `downloads`
 
 Group ids and QQ numbers are ints on the wire (as OneBot sends them); AstrBot turns them into strings.
 """
@@ -23,14 +29,24 @@ Group ids and QQ numbers are ints on the wire (as OneBot sends them); AstrBot tu
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import itertools
 import json
 import threading
 import time
+import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote
 
 import aiohttp
+from aiohttp import web
+
+try:
+    from ._server import ThreadedServer
+except ImportError:  # loaded as a plain module
+    from _server import ThreadedServer
 
 BOT_QQ = 3_889_001_234
 BOT_NICKNAME = "MemoryBot"
@@ -81,20 +97,57 @@ class Sent:
     @property
     def cq(self) -> str:
         """The message in CQ code, as a QQ log would show it: `[CQ:at,qq=10001] 提醒：交周报`."""
-        out = []
-        for s in self.segments:
-            data = s.get("data", {})
-            if s.get("type") == "text":
-                out.append(str(data.get("text", "")))
-            else:
-                out.append(f"[CQ:{s.get('type')}," + ",".join(f"{k}={v}" for k, v in data.items()) + "]")
-        return "".join(out)
+        return _cq(self.segments)
 
     def __str__(self) -> str:
         where = f"group {self.group_id}" if self.group_id is not None else f"user {self.user_id}"
         return f"Sent({self.action} to {where}, {self.cq!r})"
 
     __repr__ = __str__
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A picture or file whose download QQ's server refuses (an expired rkey, a file taken down): the GET of its
+    url is answered with `status` and no bytes."""
+
+    status: int = 404
+    body: str = "not found"
+
+
+@dataclass
+class Media:
+    """A picture or file one message carries, as QQ's servers keep it: served at `url`."""
+
+    key: str
+    kind: str  # "image" or "file"
+    message_id: int
+    url: str
+    data: bytes = b""
+    name: str = ""  # the segment's `file` (NapCat: "<MD5>.png") or the file's name
+    refused: Refused | None = None
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.data).hexdigest()
+
+
+@dataclass(frozen=True)
+class MediaDownload:
+    """One GET of a media url, as the fake answered it."""
+
+    key: str
+    path_qs: str  # the path and query string AstrBot asked for
+    status: int
+    size: int
+    received_at: float = field(default_factory=time.time)
+
+
+def _suffix(data: bytes) -> str:
+    for magic, suffix in ((b"\x89PNG\r\n\x1a\n", ".png"), (b"\xff\xd8\xff", ".jpg"), (b"GIF8", ".gif")):
+        if data.startswith(magic):
+            return suffix
+    return ".webp" if data[:4] == b"RIFF" and data[8:12] == b"WEBP" else ".image"
 
 
 class OneBotError(RuntimeError):
@@ -122,6 +175,15 @@ class FakeOneBot:
         self.refused: list[Sent] = []
         self.calls: list[tuple[str, dict]] = []  # (action, params) of every API call
         self.connections = 0  # how many times the socket was opened
+        # QQ's media servers: the pictures and files of the members' messages, every download, and the messages
+        # posted so far (message_id -> the event, as get_msg answers it)
+        self.media: dict[str, Media] = {}
+        self.downloads: list[MediaDownload] = []
+        self.messages: dict[int, dict] = {}
+        app = web.Application()
+        app.router.add_get("/download", self._serve_image)
+        app.router.add_get("/ftn_handler/{key}/", self._serve_file)
+        self._media_server = ThreadedServer(app, "fake-qq-media")
         self._cond = threading.Condition()
         self._message_ids = itertools.count(1_000_001)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -134,6 +196,7 @@ class FakeOneBot:
     def start(self, url: str) -> FakeOneBot:
         """Connect to `url` (ws://host:port/ws) in the background, reconnecting whenever the socket drops."""
         self.url = url
+        self._media_server.start()
         started = threading.Event()
 
         def run() -> None:
@@ -158,6 +221,7 @@ class FakeOneBot:
                 asyncio.run_coroutine_threadsafe(self._ws.close(), self._loop)
             self._thread.join(10)
         self._thread = None
+        self._media_server.stop()
 
     def reset(self) -> None:
         with self._cond:
@@ -167,6 +231,9 @@ class FakeOneBot:
             self.calls.clear()
             self.refuse_sends.clear()
             self.refused.clear()
+            self.media.clear()
+            self.downloads.clear()
+            self.messages.clear()
 
     @property
     def connected(self) -> bool:
@@ -217,7 +284,10 @@ class FakeOneBot:
 
     # -- events the bot receives -------------------------------------------------------------
     def post(self, event: dict) -> None:
-        """Send an event to AstrBot over the socket (from any thread)."""
+        """Send an event to AstrBot over the socket (from any thread). A message event is kept for get_msg."""
+        if event.get("post_type") == "message" and "message_id" in event:
+            with self._cond:
+                self.messages[int(event["message_id"])] = event
         ws, loop = self._ws, self._loop
         if ws is None or loop is None or ws.closed:
             raise OneBotError(f"not connected to {self.url}")
@@ -229,6 +299,116 @@ class FakeOneBot:
             known = self.members.get(group_id, {}).get(user_id)
         return known or Member(nickname=f"QQ用户{user_id % 10000}")
 
+    def new_message_id(self) -> int:
+        return next(self._message_ids)
+
+    # -- pictures and files ------------------------------------------------------------------
+    @property
+    def media_url(self) -> str:
+        """The base url of the fake's media server (http://127.0.0.1:<port>)."""
+        return self._media_server.url
+
+    def add_media(
+        self, data: bytes | Refused, *, message_id: int, kind: str = "image", name: str = "", key: str | None = None
+    ) -> Media:
+        """Let message `message_id` carry `data` (a picture, or a file named `name`), served at the returned
+        `Media.url`; a `Refused` instead of bytes makes every download of it fail with that status."""
+        if kind not in ("image", "file"):
+            raise ValueError(f"kind must be image or file, not {kind!r}")
+        key = key or uuid.uuid4().hex
+        refused = data if isinstance(data, Refused) else None
+        blob = b"" if isinstance(data, Refused) else bytes(data)
+        if kind == "image":
+            url = f"{self.media_url}/download?appid=1407&fileid={key}&rkey=CAQSKAB6JWENi5LM"
+            # NapCat names a picture by its MD5 (of the key, for one that is refused: QQ knows a name, not the bytes)
+            name = name or hashlib.md5(blob or key.encode()).hexdigest().upper() + (_suffix(blob) if blob else ".png")
+        else:
+            url = f"{self.media_url}/ftn_handler/{key}/?fname={quote(name)}"
+        media = Media(key, kind, message_id, url, blob, name, refused)
+        with self._cond:
+            self.media[key] = media
+        return media
+
+    def media_of(self, message_id: int) -> list[Media]:
+        """The pictures and files message `message_id` carries, in order."""
+        with self._cond:
+            return [m for m in self.media.values() if m.message_id == message_id]
+
+    def downloads_of(self, message_id: int) -> list[MediaDownload]:
+        """The GETs of message `message_id`'s media urls, oldest first."""
+        keys = {m.key for m in self.media_of(message_id)}
+        with self._cond:
+            return [d for d in self.downloads if d.key in keys]
+
+    def wait_downloaded(self, message_id: int, count: int | None = None, timeout: float = 15) -> list[MediaDownload]:
+        """Wait until AstrBot has fetched every picture/file of message `message_id` (or `count` of them) once."""
+        want = max(1, count if count is not None else len(self.media_of(message_id)))
+
+        def done() -> list[MediaDownload] | None:
+            got = self.downloads_of(message_id)
+            return got if len({d.key for d in got}) >= want else None
+
+        return self.wait_for(done, f"{want} download(s) of the media of message {message_id}", timeout)
+
+    async def _serve_image(self, request: web.Request) -> web.Response:
+        return self._serve(request, request.query.get("fileid", ""), "image")
+
+    async def _serve_file(self, request: web.Request) -> web.Response:
+        return self._serve(request, request.match_info["key"], "file")
+
+    def _serve(self, request: web.Request, key: str, kind: str) -> web.Response:
+        with self._cond:
+            media = self.media.get(key)
+        if media is None or media.kind != kind or media.refused is not None:
+            refused = media.refused if media is not None and media.refused is not None else Refused()
+            self._downloaded(MediaDownload(key, request.path_qs, refused.status, 0))
+            return web.Response(status=refused.status, text=refused.body)
+        self._downloaded(MediaDownload(key, request.path_qs, 200, len(media.data)))
+        if kind == "image":
+            mime = {".png": "image/png", ".jpg": "image/jpeg", ".gif": "image/gif", ".webp": "image/webp"}
+            return web.Response(body=media.data, content_type=mime.get(_suffix(media.data), "application/octet-stream"))
+        disposition = f"attachment; filename*=UTF-8''{quote(media.name)}"
+        return web.Response(
+            body=media.data, content_type="application/octet-stream", headers={"Content-Disposition": disposition}
+        )
+
+    def _downloaded(self, download: MediaDownload) -> None:
+        with self._cond:
+            self.downloads.append(download)
+            self._cond.notify_all()
+
+    @staticmethod
+    def image_segment(media: Media) -> dict:
+        """An `image` segment as NapCat sends it: `file` is the picture's name, `url` where QQ serves it."""
+        return {
+            "type": "image",
+            "data": {
+                "summary": "",
+                "file": media.name,
+                "sub_type": 0,
+                "url": media.url,
+                "file_size": str(len(media.data)),
+            },
+        }
+
+    @staticmethod
+    def file_segment(media: Media, style: str = "lagrange") -> dict:
+        """A `file` segment: Lagrange's carries the download `url`; NapCat's only a `file_id`, which AstrBot turns
+        into a url with get_group_file_url."""
+        if style == "lagrange":
+            data = {
+                "file": media.name,
+                "file_name": media.name,
+                "file_id": media.key,
+                "url": media.url,
+                "file_size": str(len(media.data)),
+            }
+        elif style == "napcat":
+            data = {"file": media.name, "file_id": media.key, "file_size": str(len(media.data))}
+        else:
+            raise ValueError(f"style must be lagrange or napcat, not {style!r}")
+        return {"type": "file", "data": data}
+
     def group_message(
         self,
         text: str,
@@ -238,18 +418,27 @@ class FakeOneBot:
         mention_bot: bool = True,
         at: tuple[int, ...] = (),
         message_id: int | None = None,
+        images: Sequence[bytes | Refused] = (),
+        reply_to: int | None = None,
+        segments: Sequence[dict] | None = None,
     ) -> dict:
-        """A group `message` event as NapCat posts it: an `at` segment for the bot first when it is addressed,
-        then one for each QQ number in `at`, then the text."""
-        segments: list[dict] = []
-        raw = []
-        for qq in ((self.self_id,) if mention_bot else ()) + tuple(at):
-            segments += [{"type": "at", "data": {"qq": str(qq)}}, {"type": "text", "data": {"text": " "}}]
-            raw.append(f"[CQ:at,qq={qq}] ")
-        segments.append({"type": "text", "data": {"text": text}})
-        raw.append(text)
-        sender = self.member(group_id, user_id)
+        """A group `message` event as NapCat posts it: a `reply` segment when it quotes `reply_to`, an `at` segment
+        for the bot when it is addressed, then one for each QQ number in `at`, then the text, then one `image`
+        segment per picture in `images` (served by the media server; a `Refused` one fails to download).
+        `segments` replaces all of that (e.g. a file segment alone)."""
         message_id = message_id or next(self._message_ids)
+        parts: list[dict] = []
+        if segments is not None:
+            parts = list(segments)
+        else:
+            if reply_to is not None:
+                parts.append({"type": "reply", "data": {"id": str(reply_to)}})
+            for qq in ((self.self_id,) if mention_bot else ()) + tuple(at):
+                parts += [{"type": "at", "data": {"qq": str(qq)}}, {"type": "text", "data": {"text": " "}}]
+            if text:
+                parts.append({"type": "text", "data": {"text": text}})
+            parts += [self.image_segment(self.add_media(data, message_id=message_id)) for data in images]
+        sender = self.member(group_id, user_id)
         return {
             "self_id": self.self_id,
             "user_id": user_id,
@@ -260,9 +449,9 @@ class FakeOneBot:
             "message_type": "group",
             "sub_type": "normal",
             "sender": {"user_id": user_id, "nickname": sender.nickname, "card": sender.card, "role": sender.role},
-            "raw_message": "".join(raw),
+            "raw_message": _cq(parts),
             "font": 14,
-            "message": segments,
+            "message": parts,
             "message_format": "array",
             "post_type": "message",
             "group_id": group_id,
@@ -307,6 +496,18 @@ class FakeOneBot:
             if refusal is not None:
                 raise OneBotError(refusal, retcode=1200)
             return {"message_id": sent.message_id}
+        if action == "get_msg":
+            with self._cond:
+                message = self.messages.get(_int(params.get("message_id")) or 0)
+            if message is None:
+                raise OneBotError(f"消息{params.get('message_id')}不存在", retcode=1200)
+            return {k: v for k, v in message.items() if k != "post_type"}  # AstrBot adds post_type back itself
+        if action == "get_group_file_url":
+            with self._cond:
+                media = self.media.get(str(params.get("file_id", "")))
+            if media is None or media.kind != "file":
+                raise OneBotError("文件不存在", retcode=1200)
+            return {"url": media.url}
         if action == "get_login_info":
             return {"user_id": self.self_id, "nickname": self.nickname}
         if action == "get_group_info":
@@ -374,6 +575,18 @@ class FakeOneBot:
                     raise TimeoutError(f"{what}: not within {timeout}s; sent so far: {self.sent[-5:]}")
                 self._cond.wait(min(left, 0.5))
             return result
+
+
+def _cq(segments: Sequence[dict]) -> str:
+    """A message's segments in CQ code (its `raw_message`)."""
+    out = []
+    for s in segments:
+        data = s.get("data", {})
+        if s.get("type") == "text":
+            out.append(str(data.get("text", "")))
+        else:
+            out.append(f"[CQ:{s.get('type')}," + ",".join(f"{k}={v}" for k, v in data.items()) + "]")
+    return "".join(out)
 
 
 def _int(value: Any) -> int | None:
