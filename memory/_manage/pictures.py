@@ -27,7 +27,7 @@ from urllib.parse import quote
 from .._errors import InvalidMemoryInput
 from .._models import Attachment
 from .._pictures import AttachmentStore
-from .._pictures.check import IMAGE_FORMATS
+from .._pictures.check import IMAGE_FORMATS, image_format
 from .._pictures.thumbs import MIME as THUMB_MIME
 from .._storage import MemoryStore
 from .edit import MemoryRef, find_memory
@@ -91,20 +91,6 @@ def filename_param(name: str) -> str:
     character reaches the header."""
     ascii_name = "".join(c if 32 <= ord(c) < 127 and c not in '"\\' else "_" for c in name) or "file"
     return f"filename=\"{ascii_name}\"; filename*=UTF-8''{quote(name, safe='')}"
-
-
-def image_format(data: bytes) -> str | None:
-    """The picture format the bytes start with (of the four the plugin keeps), None for anything else."""
-    head = data[:16]
-    if head.startswith(b"\x89PNG\r\n\x1a\n"):
-        return "PNG"
-    if head.startswith(b"\xff\xd8\xff"):
-        return "JPEG"
-    if head.startswith((b"GIF87a", b"GIF89a")):
-        return "GIF"
-    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
-        return "WEBP"
-    return None
 
 
 def serve_as(attachment: Attachment, data: bytes, *, thumb: bool) -> Served:

@@ -102,13 +102,11 @@ def check(data: bytes, name: str, *, max_bytes: int) -> Checked:
     if len(data) > max_bytes:
         raise too_big(label, len(data), max_bytes)
     head = data[:64]
-    image_format = _image_format(head)
-    if image_format is not None:
-        width, height = _check_image(data, image_format, label)
-        kept_name = _with_extension(shown, _IMAGE_EXT[image_format]) or f"图片{_IMAGE_EXT[image_format]}"
-        attachment = Attachment(
-            _sha(data), IMAGE, _IMAGE_MIME[image_format], len(data), kept_name, width=width, height=height
-        )
+    found = image_format(head)
+    if found is not None:
+        width, height = _check_image(data, found, label)
+        kept_name = _with_extension(shown, _IMAGE_EXT[found]) or f"图片{_IMAGE_EXT[found]}"
+        attachment = Attachment(_sha(data), IMAGE, _IMAGE_MIME[found], len(data), kept_name, width=width, height=height)
         return Checked(data, attachment)
     _refuse_by_magic(head, data, label)
     extension = _extension(shown)
@@ -178,7 +176,9 @@ def _with_extension(name: str, extension: str) -> str:
     return name + extension
 
 
-def _image_format(head: bytes) -> str | None:
+def image_format(data: bytes) -> str | None:
+    """The picture format the bytes start with (of the four the plugin keeps), None for anything else."""
+    head = data[:16]
     if head.startswith(b"\x89PNG\r\n\x1a\n"):
         return "PNG"
     if head.startswith(b"\xff\xd8\xff"):
