@@ -1,0 +1,88 @@
+"""What an import may take, whatever the file (issue 32 items 3 and 9): a LivingMemory database gives one record a
+memory and no more text than the file holds, however its tables were crafted; a large import of this plugin's own
+format is held about once while it is read, not once per step (text, bytes, parsed JSON, models).
+
+The databases are LivingMemory's as `livingmemory_files` writes them, then altered the way a hostile file would be.
+Reading a file happens before any store is touched: it is the same for the JSON store and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import tracemalloc
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from livingmemory_files import LivingMemory
+from memory._manage import transfer
+from memory._manage.transfer import lm_files
+
+T0 = 1_780_000_000.0
+QQ = "aiocqhttp:GroupMessage:123456"
+
+
+def crafted(tmp_path, text: str, source_rows: int) -> bytes:
+    """LivingMemory's database with one memory whose `memory_sources` row is repeated `source_rows` times (the table
+    rebuilt without its key, as no LivingMemory writes it)."""
+    lm_store = LivingMemory()
+    lm_store.add(text, QQ, T0)
+    path = tmp_path / "crafted.db"
+    lm_store.database(path)
+    db = sqlite3.connect(path)
+    db.execute("DROP TABLE memory_sources")
+    db.execute("CREATE TABLE memory_sources (memory_id INTEGER, source_json TEXT, created_at REAL, updated_at REAL)")
+    db.executemany("INSERT INTO memory_sources VALUES (1, '[]', 1.0, 1.0)", [()] * source_rows)
+    db.commit()
+    db.execute("VACUUM")
+    db.close()
+    return path.read_bytes()
+
+
+def test_duplicate_source_rows_give_one_record_past_the_item_cap(tmp_path):
+    raw = crafted(tmp_path, "大家约好周六下午去爬山", transfer.format.MAX_IMPORT_ITEMS + 1)
+    records = lm_files.from_database(raw)
+    assert [r.content for r in records] == ["大家约好周六下午去爬山"]
+
+
+def test_one_long_text_repeated_by_source_rows_is_held_once(tmp_path):
+    """The review's 4.2 MB file (one 4 MB text, 3,000 duplicate source rows) took 3 GB; at a tenth of its size the
+    reading holds the text a few times, not once per row."""
+    raw = crafted(tmp_path, "长" * 400_000, 300)
+    tracemalloc.start()
+    try:
+        records = lm_files.from_database(raw)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(records) == 1
+    assert peak < 4 * len(raw), f"reading a {len(raw)}-byte file held {peak} bytes"
+
+
+def test_a_database_that_yields_more_text_than_it_holds_is_refused(tmp_path):
+    """A crafted `memory_sources` table whose messages are a generated column makes a megabyte a row out of a few
+    kilobytes: refused with the reason once what was read passes the file's size, before the rest is read."""
+    lm_store = LivingMemory()
+    for n in range(200):
+        lm_store.add(f"第{n}条记忆", QQ, T0 + n)
+    path = tmp_path / "generated.db"
+    lm_store.database(path)
+    db = sqlite3.connect(path)
+    db.execute("DROP TABLE memory_sources")
+    db.execute(
+        "CREATE TABLE memory_sources (memory_id INTEGER PRIMARY KEY,"
+        " source_json TEXT GENERATED ALWAYS AS (hex(zeroblob(500000))) VIRTUAL)"
+    )
+    db.executemany("INSERT INTO memory_sources (memory_id) VALUES (?)", [(n,) for n in range(1, 201)])
+    db.commit()
+    db.close()
+    raw = path.read_bytes()
+    assert len(raw) < 200_000
+    tracemalloc.start()
+    try:
+        with pytest.raises(transfer.ImportRefused, match="超过了文件本身的大小"):
+            transfer.read_upload(raw, platforms={}, zone=ZoneInfo("Asia/Shanghai"), now=T0)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 * 1_000_000, f"refusing it held {peak} bytes (200 rows of 1 MB were there to read)"
