@@ -8,18 +8,26 @@ Reading a file happens before any store is touched: it is the same for the JSON 
 
 from __future__ import annotations
 
+import gc
+import io
+import random
 import sqlite3
 import tracemalloc
 from zoneinfo import ZoneInfo
 
 import pytest
-
 from livingmemory_files import LivingMemory
+from PIL import Image
+from service_kit import speaker
+
+from memory import GroupKey, IncomingAttachment, MemoryService
 from memory._manage import transfer
 from memory._manage.transfer import lm_files
+from memory._settings import DSN_ENV
 
 T0 = 1_780_000_000.0
 QQ = "aiocqhttp:GroupMessage:123456"
+G = GroupKey("lark", "oc_pics")
 
 
 def crafted(tmp_path, text: str, source_rows: int) -> bytes:
@@ -86,3 +94,64 @@ def test_a_database_that_yields_more_text_than_it_holds_is_refused(tmp_path):
     finally:
         tracemalloc.stop()
     assert peak < 8 * 1_000_000, f"refusing it held {peak} bytes (200 rows of 1 MB were there to read)"
+
+
+# -- item 9: a large import of this plugin's own format -----------------------------------------------------------
+def noise(n: int) -> bytes:
+    """A picture that does not compress (about 200 KB): what makes an export with pictures large."""
+    out = io.BytesIO()
+    Image.frombytes("RGB", (256, 256), random.Random(n).randbytes(256 * 256 * 3)).save(out, format="PNG")
+    return out.getvalue()
+
+
+async def large_export(service: MemoryService, pictures: int) -> str:
+    """The page's export of a group whose members saved `pictures` pictures, as the page uploads it (its text)."""
+    for n in range(pictures):
+        who = speaker(f"ou_{n // 10}", G.group_id)
+        answer = await service.tools.save_memory(
+            who,
+            memory_type="fact",
+            content=f"第{n}张：部署架构图",
+            attachments=[IncomingAttachment(noise(n), "图.png")],
+        )
+        assert "已保存" in answer, answer
+    await service.group_index.flush()
+    download = await service.manager.export("lark", G.group_id, "", decrypted=True)
+    return b"".join([chunk async for chunk in download.chunks]).decode()
+
+
+@pytest.fixture(params=["json", "postgres"])
+async def target(request, make_service, tmp_path, monkeypatch):
+    """An empty store of each kind to import into."""
+    if request.param == "json":
+        service = make_service(data_dir=tmp_path / "target")
+    else:
+        monkeypatch.delenv(DSN_ENV, raising=False)
+        dsn = request.getfixturevalue("postgres_dsn")
+        service = make_service(data_dir=tmp_path / "target", storage_backend="postgres", postgres_dsn=dsn)
+    await service.start()
+    yield service
+    await service.stop()
+
+
+async def test_previewing_a_large_import_holds_it_about_once(make_service, target, tmp_path):
+    """Previewing held the page's text again as bytes, json.loads decoded those back into text, the parsed file
+    kept every picture's base64 beside its bytes: over three times the file. Now the text is parsed as it came and
+    each picture's base64 is let go once decoded; the preview and the import still take every picture."""
+    content = await large_export(make_service(data_dir=tmp_path / "source"), 40)
+    size = len(content.encode())
+    assert size > 10_000_000
+    gc.collect()
+    tracemalloc.start()
+    try:
+        preview = await target.manager.preview_import(content)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    [group] = preview["groups"]
+    assert group["counts"]["new"] == 40 and group["files"] == 40 and group["refused"] is None
+    assert peak < 1.6 * size, f"previewing a {size}-byte import held {peak} bytes at its peak"
+    [result] = (await target.manager.apply_import(content, user="admin"))["groups"]
+    assert result["refused"] is None and result["added"] == 40
+    mine = await target.store.memories(G, "ou_0")
+    assert await target.pictures.blobs.read(G, mine[0].attachment.sha256) == noise(0)

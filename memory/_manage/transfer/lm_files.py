@@ -88,10 +88,10 @@ def from_export(data: dict[str, Any]) -> list[Record]:
     return [_record(raw, n) for n, raw in enumerate(memories)]
 
 
-def from_csv(raw: bytes) -> list[Record]:
-    """The records of a CSV export."""
+def from_csv(raw: bytes | str) -> list[Record]:
+    """The records of a CSV export (its bytes, or its text)."""
     try:
-        text = raw.decode("utf-8-sig")
+        text = raw.decode("utf-8-sig") if isinstance(raw, bytes) else raw.removeprefix("\ufeff")
     except UnicodeDecodeError as exc:
         raise ImportRefused(f"CSV 不是 UTF-8 文本：{exc}") from None
     try:
