@@ -22,7 +22,7 @@ from service_kit import speaker
 
 from memory import GroupKey, IncomingAttachment, MemoryService
 from memory._manage import transfer
-from memory._manage.transfer import lm_files
+from memory._manage.transfer import lm_files, reading
 from memory._settings import DSN_ENV
 
 T0 = 1_780_000_000.0
@@ -94,6 +94,23 @@ def test_a_database_that_yields_more_text_than_it_holds_is_refused(tmp_path):
     finally:
         tracemalloc.stop()
     assert peak < 8 * 1_000_000, f"refusing it held {peak} bytes (200 rows of 1 MB were there to read)"
+
+
+def test_a_text_upload_is_read_as_it_came_measured_in_utf8_bytes():
+    """The page's text is no longer copied to bytes: its size is still its UTF-8 size, and a character UTF-8 cannot
+    hold (a lone surrogate, which the request's JSON can carry) still refuses the file."""
+    with pytest.raises(transfer.ImportRefused, match="1200 字节"):
+        reading.check_size("中" * 400, 1000)
+    with pytest.raises(transfer.ImportRefused, match="无法编码"):
+        transfer.read_import('{"format": "astrbot_plugin_user_memory.export", "note": "\ud83d"}')
+    lm_store = LivingMemory()
+    lm_store.add("小王周五值班", QQ, T0)
+    as_text = transfer.read_upload(lm_store.export_csv(), platforms={}, zone=ZoneInfo("Asia/Shanghai"), now=T0)
+    as_bytes = transfer.read_upload(
+        lm_store.export_csv().encode(), platforms={}, zone=ZoneInfo("Asia/Shanghai"), now=T0
+    )
+    assert [m.content for g in as_text.groups for ms in g.memories.values() for m in ms] == ["小王周五值班"]
+    assert as_text.groups[0].memories == as_bytes.groups[0].memories
 
 
 # -- item 9: a large import of this plugin's own format -----------------------------------------------------------
