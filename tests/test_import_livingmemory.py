@@ -296,7 +296,7 @@ def test_foreign_and_hostile_files_are_refused_saying_why(tmp_path):
     with pytest.raises(transfer.ImportRefused, match="schema_version"):
         read(newer)
     with pytest.raises(transfer.ImportRefused, match="base64"):
-        transfer.upload_bytes("not base64!", "base64")
+        transfer.uploaded("not base64!", "base64")
 
 
 def test_livingmemory_files_may_be_larger_than_this_plugins_own():

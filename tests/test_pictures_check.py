@@ -4,6 +4,7 @@ each refusal says why in a sentence the model can relay."""
 from __future__ import annotations
 
 import hashlib
+import io
 
 import pytest
 from picture_kit import ELF, SVG, animated_gif, big_but_small_png, bomb, pdf, picture, truncated_jpeg, zip_as_png
@@ -83,6 +84,42 @@ def test_a_decompression_bomb_is_refused_from_its_header_without_touching_pillow
     assert Image.MAX_IMAGE_PIXELS == limit
 
 
+def test_a_picture_too_large_to_check_is_refused_from_its_header_without_decoding(monkeypatch):
+    """Issue 32 item 9: an 85 KB 7000x7000 WebP took 330 MiB and 1.3 s to check. A WebP (whose decoder holds about
+    16 bytes a pixel) over 10 megapixels, any other picture over 40, is refused from its header: nothing decoded."""
+    from PIL import ImageFile
+
+    webp = picture("WEBP", (3200, 3200))  # 10.24 M pixels: a few KB
+    out = io.BytesIO()
+    Image.new("1", (2000, 20_001)).save(out, format="PNG")  # 40.002 M pixels: a long screenshot's worth and more
+    tall = out.getvalue()
+
+    def decoded(self):
+        raise AssertionError("the picture was decoded")
+
+    monkeypatch.setattr(ImageFile.ImageFile, "load", decoded)
+    monkeypatch.setattr(Image.Image, "load", decoded)
+    for data, name, size, bound in (
+        (webp, "big.webp", "3200×3200", "10 百万像素"),
+        (tall, "long.png", "2000×20001", "40"),
+    ):
+        with pytest.raises(AttachmentRefused) as refused:
+            check(data, name, max_bytes=10 * MB)
+        assert refused.value.code == "attachment_bomb"
+        assert size in str(refused.value) and f"最多 {bound}" in str(refused.value), str(refused.value)
+
+
+def test_a_jpeg_is_checked_at_a_fraction_of_its_size_and_keeps_its_own():
+    """A JPEG is decoded at 1/8 scale (every byte still read): its dimensions are the picture's own, and one cut
+    short is still refused."""
+    data = picture("JPEG", (2400, 1600))
+    kept = check(data, "photo.jpg", max_bytes=10 * MB).attachment
+    assert (kept.width, kept.height) == (2400, 1600)
+    with pytest.raises(AttachmentRefused) as refused:
+        check(data[: len(data) - 200], "photo.jpg", max_bytes=10 * MB)
+    assert refused.value.code == "attachment_broken"
+
+
 def test_a_file_over_the_cap_is_refused_by_its_size():
     data = picture("PNG", (300, 300))
     with pytest.raises(AttachmentRefused) as refused:
@@ -101,8 +138,6 @@ def test_names_lose_paths_and_invisible_characters():
 
 
 def test_thumbnails_are_small_jpegs_and_documents_have_none():
-    import io
-
     thumb = make_thumbnail(picture("PNG", (1200, 600)))
     assert thumb is not None and thumb[:3] == b"\xff\xd8\xff"
     with Image.open(io.BytesIO(thumb)) as im:

@@ -1,13 +1,19 @@
 """Whether a file may be kept with a memory, found from its bytes (never from the name it came with).
 
-Kept: pictures a browser shows (PNG, JPEG, GIF, WebP), fully decoded once with Pillow (the host ships it); and
+Kept: pictures a browser shows (PNG, JPEG, GIF, WebP), decoded whole once with Pillow (the host ships it); and
 plain documents: UTF-8 text without NUL named .txt/.md/.csv/.json/.log, and PDF (`%PDF-` ... `%%EOF`). Refused,
 each with a short Chinese reason the model relays: an empty file, one over the byte cap, an SVG (it can hold
 scripts), an executable or script, an archive (Office documents are zip archives too), any other picture format,
-a decompression bomb (its header claims more than `MAX_PIXELS`: found before anything is decoded, with this
-module's own cap; Pillow's process-wide `MAX_IMAGE_PIXELS` is the host's and is never touched), a truncated or
-broken picture (`load()`: Pillow's `verify()` passes a truncated JPEG), a file whose name says picture and whose
-bytes say otherwise, text that is not UTF-8.
+a decompression bomb or a picture too large to check (its header claims more than `MAX_PIXELS`, a WebP more
+than `MAX_WEBP_PIXELS`: found before anything is decoded, with this module's own caps; Pillow's process-wide
+`MAX_IMAGE_PIXELS` is the host's and is never touched), a truncated or broken picture (`load()`: Pillow's
+`verify()` passes a truncated JPEG), a file whose name says picture and whose bytes say otherwise, text that is
+not UTF-8.
+
+What a check holds is bounded by those caps, not by the file's bytes (85 KB of WebP can claim 7000x7000): Pillow
+holds a PNG or GIF frame at up to 4 bytes a pixel, and its WebP decoder about 16 (libwebp's canvas and previous
+frame, the copy it hands over, Pillow's image), so either cap keeps a check (and the thumbnail after it) at about
+160 MB; a JPEG is decoded at an eighth of its size (every byte is still read, so a truncated one is found).
 
 `check` blocks (it decodes): run it in a worker thread.
 """
@@ -26,7 +32,10 @@ from .._models import Attachment
 from .._models.attachment import DOCUMENT, IMAGE, human_size
 from .errors import AttachmentRefused
 
-MAX_PIXELS = 50_000_000  # a picture's own pixels (a 50-megapixel photo); Pillow warns only above 89 M
+# A picture's own pixels: above a phone camera's default (12 M), a long phone screenshot (1080x20000: 22 M) and
+# what chat apps send; 48-50 M "full resolution" photos are refused. Pillow warns only above 89 M.
+MAX_PIXELS = 40_000_000
+MAX_WEBP_PIXELS = 10_000_000  # a WebP (its decoder holds four times as much a pixel): above a 4K screen (8.3 M)
 MAX_FRAMES = 1000  # frames of an animated GIF or WebP
 MAX_ANIMATION_PIXELS = 400_000_000  # all frames together: what a browser showing it decodes
 MAX_NAME = 80  # characters of a kept file's name
@@ -208,11 +217,14 @@ def _check_image(data: bytes, image_format: str, label: str) -> tuple[int, int]:
     try:
         with Image.open(io.BytesIO(data), formats=[image_format]) as im:
             width, height = im.size
-            if width <= 0 or height <= 0 or width * height > MAX_PIXELS:
-                raise _bomb(label, width, height)
+            limit = MAX_WEBP_PIXELS if image_format == "WEBP" else MAX_PIXELS
+            if width <= 0 or height <= 0 or width * height > limit:
+                raise _bomb(label, limit, width, height)
             frames = int(getattr(im, "n_frames", 1) or 1)
             if frames > MAX_FRAMES or frames * width * height > MAX_ANIMATION_PIXELS:
-                raise _bomb(label, width, height, frames)
+                raise _bomb(label, limit, width, height, frames)
+            if image_format == "JPEG":
+                im.draft(None, (1, 1))  # decoded at 1/8 scale
             im.load()
         if image_format == "PNG":  # checks every chunk's CRC, which decoding does not
             with Image.open(io.BytesIO(data), formats=[image_format]) as im:
@@ -220,16 +232,16 @@ def _check_image(data: bytes, image_format: str, label: str) -> tuple[int, int]:
     except AttachmentRefused:
         raise
     except Image.DecompressionBombError:  # Pillow's own limit, hit at open: still a bomb
-        raise _bomb(label, 0, 0) from None
+        raise _bomb(label, MAX_PIXELS, 0, 0) from None
     except (UnidentifiedImageError, OSError, ValueError, SyntaxError, EOFError) as exc:
         detail = str(exc).split("(")[0].strip() or type(exc).__name__
         raise AttachmentRefused(f"{label}已损坏或不完整（{detail}）", code="attachment_broken") from None
     return width, height
 
 
-def _bomb(label: str, width: int, height: int, frames: int = 1) -> AttachmentRefused:
+def _bomb(label: str, limit: int, width: int, height: int, frames: int = 1) -> AttachmentRefused:
     size = f"{width}×{height}" + (f"，{frames} 帧" if frames > 1 else "") if width else "超过上限"
     return AttachmentRefused(
-        f"{label}的尺寸过大（{size}），可能是解压炸弹，最多 {MAX_PIXELS // 1_000_000} 百万像素",
+        f"{label}的尺寸过大（{size}），最多 {limit // 1_000_000} 百万像素（更大的图片解码太耗内存，或是解压炸弹）",
         code="attachment_bomb",
     )

@@ -34,7 +34,7 @@ from .applying import Limits, apply_group, preview_group
 from .export import export_bytes, export_stream
 from .format import EXPORT_FORMAT, MAX_IMPORT_BYTES, MAX_IMPORT_DEPTH, ImportRefused
 from .reading import ImportedGroup, read_import
-from .upload import Reading, read_file, read_upload, upload_bytes, without_opted_out
+from .upload import Reading, read_file, read_upload, uploaded, without_opted_out
 
 __all__ = [
     "EXPORT_FORMAT",
@@ -51,6 +51,6 @@ __all__ = [
     "read_import",
     "read_upload",
     "Reading",
-    "upload_bytes",
+    "uploaded",
     "without_opted_out",
 ]

@@ -116,13 +116,15 @@ async def file_chunks(
 
 def read_files(raw: Any, key: GroupKey, user_id: str | None, sealer: Sealer | None) -> dict[str, ImportedFile]:
     """The files of a section (`"attachments"`), each opened (a sealed one with `sealer`) and checked against its
-    sha and size. ImportRefused for a list that is not one, a file that does not open or is not what it says."""
+    sha and size. ImportRefused for a list that is not one, a file that does not open or is not what it says.
+    Each entry is let go from the list once read: a file's base64 and its bytes are not both held for long."""
     if raw is None:
         return {}
     if not isinstance(raw, list):
         raise ImportRefused(f"群 {key} 的 attachments 不是列表")
     files: dict[str, ImportedFile] = {}
     for n, entry in enumerate(raw):
+        raw[n] = None
         imported = _read_file(entry, key, user_id, sealer, n)
         files[imported.sha256] = imported
     return files

@@ -21,5 +21,10 @@ EXPORT_KIND = "export"  # what an export section's token is sealed as
 NEW, DUPLICATE, CONFLICTING, INVALID = "new", "duplicate", "conflicting", "invalid"
 
 
+# A file as the page sends it: its text (kept as it came: a copy as bytes would hold a large file twice more, the
+# bytes and the text json.loads decodes them back to), or the bytes of a binary file (base64 in the request).
+Upload = bytes | str
+
+
 class ImportRefused(ValueError):
     """The file as a whole cannot be imported (too large, not JSON, not a format this version reads)."""

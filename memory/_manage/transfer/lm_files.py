@@ -88,10 +88,10 @@ def from_export(data: dict[str, Any]) -> list[Record]:
     return [_record(raw, n) for n, raw in enumerate(memories)]
 
 
-def from_csv(raw: bytes) -> list[Record]:
-    """The records of a CSV export."""
+def from_csv(raw: bytes | str) -> list[Record]:
+    """The records of a CSV export (its bytes, or its text)."""
     try:
-        text = raw.decode("utf-8-sig")
+        text = raw.decode("utf-8-sig") if isinstance(raw, bytes) else raw.removeprefix("\ufeff")
     except UnicodeDecodeError as exc:
         raise ImportRefused(f"CSV 不是 UTF-8 文本：{exc}") from None
     try:
@@ -113,7 +113,8 @@ def from_csv(raw: bytes) -> list[Record]:
 
 def from_database(raw: bytes) -> list[Record]:
     """The records of LivingMemory's database file (`livingmemory.db`), read in memory: nothing is written, no
-    file is opened, and a hostile file's queries are bounded in time and size."""
+    file is opened, and a hostile file's queries are bounded in time and size: one record a `documents` row, and
+    no more text than the file holds (a crafted schema's generated columns could make any amount)."""
     db = sqlite3.connect(":memory:")
     try:
         if raw[18:20] == b"\x02\x02":  # WAL mode (LivingMemory's): an in-memory copy reads as a rollback journal
@@ -121,10 +122,12 @@ def from_database(raw: bytes) -> list[Record]:
         db.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_LIVINGMEMORY_BYTES)  # no value larger than the file
         db.deserialize(raw)
         # Only SELECTs run, with SQLite's own functions (this connection registers none): the schema's generated
-        # columns (AstrBot's use json_extract) are safe to evaluate; time and size are bounded.
+        # columns (AstrBot's use json_extract) are safe to evaluate; time and size are bounded. No automatic
+        # index: one would copy a crafted table's (generated) columns before the first row is read.
         db.setconfig(sqlite3.SQLITE_DBCONFIG_DEFENSIVE, True)
+        db.execute("PRAGMA automatic_index = OFF")
         db.set_progress_handler(_budget(), 1000)
-        return _database_records(db)
+        return _database_records(db, len(raw))
     except sqlite3.DatabaseError as exc:  # not a database, damaged, or over the budget
         raise ImportRefused(f"无法读取 LivingMemory 的数据库文件：{exc}") from None
     finally:
@@ -142,7 +145,7 @@ def _budget() -> Callable[[], int]:
     return tick
 
 
-def _database_records(db: sqlite3.Connection) -> list[Record]:
+def _database_records(db: sqlite3.Connection, size: int) -> list[Record]:
     tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     if "documents" not in tables:
         raise ImportRefused("这个数据库里没有 documents 表：它不是 LivingMemory 的记忆数据库（livingmemory.db）")
@@ -152,13 +155,21 @@ def _database_records(db: sqlite3.Connection) -> list[Record]:
     (count,) = db.execute("SELECT COUNT(*) FROM documents").fetchone()
     _check_count(count)
     stored = ", ".join(f"d.{c}" if c in columns else "NULL" for c in ("created_at", "updated_at"))
-    sources = "s.source_json" if "memory_sources" in tables else "NULL"
-    join = "LEFT JOIN memory_sources AS s ON s.memory_id = d.id" if "memory_sources" in tables else ""
-    query = f"SELECT d.id, d.text, d.metadata, {stored}, {sources} FROM documents AS d {join} ORDER BY d.id"  # noqa: S608
-    records = []
-    for n, (doc_id, text, metadata, created, updated, source_json) in enumerate(db.execute(query)):
+    # One source row a memory (LivingMemory's memory_id is its key; a crafted table's duplicates would each repeat
+    # the memory). The table's own order, LivingMemory's id order: an ORDER BY would sort every row before the first.
+    sources = "SELECT s.source_json FROM memory_sources AS s WHERE s.memory_id = d.id LIMIT 1"
+    source = f"({sources})" if "memory_sources" in tables else "NULL"
+    query = f"SELECT d.id, d.text, d.metadata, {stored}, {source} FROM documents AS d"  # noqa: S608
+    records, read = [], 0
+    for n, row in enumerate(db.execute(query)):
+        read += sum(len(value) for value in row if isinstance(value, str | bytes))
+        if read > size:
+            raise ImportRefused(
+                f"数据库读出的内容超过了文件本身的大小（{size} 字节）：它不是 LivingMemory 写出的数据库，没有导入"
+            )
+        doc_id, text, metadata, created, updated, source_json = row
         meta = _json(metadata, {})
-        row = {
+        fields = {
             "original_id": doc_id,
             "content": text,
             "importance": meta.get("importance", 0.5) if isinstance(meta, dict) else 0.5,
@@ -168,7 +179,7 @@ def _database_records(db: sqlite3.Connection) -> list[Record]:
             "storage_created_at": created,
             "storage_updated_at": updated,
         }
-        records.append(_record(row, n))
+        records.append(_record(fields, n))
     return records
 
 

@@ -39,7 +39,10 @@ from .format import (
     MAX_IMPORT_GROUPS,
     MAX_IMPORT_ITEMS,
     READABLE_EXPORT_VERSIONS,
+    Upload,
 )
+
+_COUNTED = 1 << 20  # characters of a text encoded at a time to count its bytes
 
 
 @dataclass
@@ -59,23 +62,36 @@ class ImportedGroup:
         return sum(map(len, self.memories.values())) + len(self.archived) + len(self.todos) + len(self.episodes)
 
 
-def read_import(raw: bytes, platform: str = "", sealer: Sealer | None = None) -> list[ImportedGroup]:
+def read_import(raw: Upload, platform: str = "", sealer: Sealer | None = None) -> list[ImportedGroup]:
     """The groups of an export or of one group file (version 0 or 1), sealed parts opened with `sealer`.
     `platform` names the platform of a file that does not say (design 000's files). Raises ImportRefused."""
     check_size(raw)
     return read_data(parse(raw), raw, platform, sealer)
 
 
-def check_size(raw: bytes, limit: int = MAX_IMPORT_WITH_FILES_BYTES) -> None:
+def check_size(raw: Upload, limit: int = MAX_IMPORT_WITH_FILES_BYTES) -> None:
     """Refuse a file over `limit`, and (this plugin's files) one over MAX_IMPORT_BYTES that carries no pictures
     (looked for before parsing; `read_data` checks again what it parsed)."""
-    if len(raw) > limit:
-        raise ImportRefused(f"导入文件过大（{len(raw)} 字节），最多 {limit} 字节")
-    if limit == MAX_IMPORT_WITH_FILES_BYTES and len(raw) > MAX_IMPORT_BYTES and f'"{FILES}"'.encode() not in raw:
-        raise ImportRefused(f"导入文件过大（{len(raw)} 字节），不带图片的文件最多 {MAX_IMPORT_BYTES} 字节")
+    size = byte_size(raw) if len(raw) <= limit else len(raw)  # a text has at least as many bytes as characters
+    if size > limit:
+        raise ImportRefused(f"导入文件过大（{size} 字节），最多 {limit} 字节")
+    marker = f'"{FILES}"'
+    carries = marker.encode() in raw if isinstance(raw, bytes) else marker in raw
+    if limit == MAX_IMPORT_WITH_FILES_BYTES and size > MAX_IMPORT_BYTES and not carries:
+        raise ImportRefused(f"导入文件过大（{size} 字节），不带图片的文件最多 {MAX_IMPORT_BYTES} 字节")
 
 
-def read_data(data: Any, raw: bytes, platform: str = "", sealer: Sealer | None = None) -> list[ImportedGroup]:
+def byte_size(raw: Upload) -> int:
+    """The file's size in bytes (a text's in UTF-8, counted a slice at a time, never copied whole)."""
+    if isinstance(raw, bytes) or raw.isascii():
+        return len(raw)
+    try:
+        return sum(len(raw[at : at + _COUNTED].encode()) for at in range(0, len(raw), _COUNTED))
+    except UnicodeEncodeError:
+        raise ImportRefused("导入文件含有无法编码的字符") from None
+
+
+def read_data(data: Any, raw: Upload, platform: str = "", sealer: Sealer | None = None) -> list[ImportedGroup]:
     """`read_import` of a file already parsed (`parse`) into `data`."""
     if not isinstance(data, dict):
         raise ImportRefused("导入文件必须是一个 JSON 对象")
@@ -101,8 +117,8 @@ def read_data(data: Any, raw: bytes, platform: str = "", sealer: Sealer | None =
     total = sum(g.size for g in groups)
     if total > MAX_IMPORT_ITEMS:
         raise ImportRefused(f"导入的条目过多（{total}），最多 {MAX_IMPORT_ITEMS} 条")
-    if len(raw) > MAX_IMPORT_BYTES and not any(g.files for g in groups):
-        raise ImportRefused(f"导入文件过大（{len(raw)} 字节），不带图片的文件最多 {MAX_IMPORT_BYTES} 字节")
+    if (size := byte_size(raw)) > MAX_IMPORT_BYTES and not any(g.files for g in groups):
+        raise ImportRefused(f"导入文件过大（{size} 字节），不带图片的文件最多 {MAX_IMPORT_BYTES} 字节")
     return groups
 
 
@@ -114,11 +130,12 @@ def _section_files(raw: Any, sealer: Sealer | None) -> dict[str, ImportedFile]:
     return read_files(raw[FILES], key, raw.get("user_id") if SEALED in raw else None, sealer)
 
 
-def parse(raw: bytes) -> Any:
+def parse(raw: Upload) -> Any:
     """The file's JSON: strict (no NaN or Infinity) and at most MAX_IMPORT_DEPTH levels deep, checked without
     recursion, so a hostile file is refused as invalid instead of exhausting the stack."""
     try:
-        data = json.loads(raw.removeprefix(b"\xef\xbb\xbf"), parse_constant=_no_constant)
+        text = raw.removeprefix(b"\xef\xbb\xbf") if isinstance(raw, bytes) else raw.removeprefix("\ufeff")
+        data = json.loads(text, parse_constant=_no_constant)
     except RecursionError:
         raise ImportRefused(f"不是有效的 JSON：嵌套超过 {MAX_IMPORT_DEPTH} 层") from None
     except (ValueError, UnicodeDecodeError) as exc:
@@ -162,7 +179,7 @@ def _open_section(raw: Any, sealer: Sealer | None) -> Any:
     return {"platform": key.platform, "group_id": key.group_id, **body, **outside}
 
 
-def _open_group_file(raw: bytes, data: dict[str, Any], sealer: Sealer | None) -> Any:
+def _open_group_file(raw: Upload, data: dict[str, Any], sealer: Sealer | None) -> Any:
     """A group file of the plugin, opened when it is sealed (its head names the key)."""
     encryption = data.get("encryption")
     if not encryption:
@@ -172,7 +189,7 @@ def _open_group_file(raw: bytes, data: dict[str, Any], sealer: Sealer | None) ->
         raise _needs_key(kid, sealer)
     key = GroupKey(str(data.get("platform", "")), str(data.get("group_id", "")))
     try:
-        doc = parse_document(raw, key, sealer)
+        doc = parse_document(raw.encode() if isinstance(raw, str) else raw, key, sealer)
     except (StorageUnavailable, ValueError) as exc:
         raise ImportRefused(f"群 {key} 的加密文件无法打开：{exc}") from None
     return doc.model_dump(mode="json", exclude_none=True, exclude={"encryption"})

@@ -15,7 +15,7 @@ from ..._storage import MemoryStore
 from ..._storage.crypto import Sealer
 from ..._text import clean_content
 from . import lm_files
-from .format import MAX_IMPORT_WITH_FILES_BYTES, MAX_LIVINGMEMORY_BYTES, ImportRefused
+from .format import MAX_IMPORT_WITH_FILES_BYTES, MAX_LIVINGMEMORY_BYTES, ImportRefused, Upload
 from .livingmemory import OPTED_OUT, SOURCE, Account, Origin, map_records
 from .reading import ImportedGroup, check_size, parse, read_data
 
@@ -44,8 +44,8 @@ class Reading:
         return out
 
 
-def upload_bytes(content: str, encoding: str = "") -> bytes:
-    """The file's bytes from the page's JSON body: its text, or (`encoding` "base64") a binary file."""
+def uploaded(content: str, encoding: str = "") -> Upload:
+    """The file from the page's JSON body: its text as it is, or (`encoding` "base64") a binary file's bytes."""
     if encoding == "base64":
         if len(content) > MAX_LIVINGMEMORY_BYTES * 4 // 3 + 4:
             raise ImportRefused(f"导入文件过大，最多 {MAX_LIVINGMEMORY_BYTES} 字节")
@@ -55,14 +55,11 @@ def upload_bytes(content: str, encoding: str = "") -> bytes:
             raise ImportRefused("文件内容不是有效的 base64") from None
     if encoding:
         raise ImportRefused(f"不支持的编码 {encoding!r}（只接受文本或 base64）")
-    try:
-        return content.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ImportRefused("导入文件含有无法编码的字符") from None
+    return content
 
 
 def read_upload(
-    raw: bytes,
+    raw: Upload,
     platform: str = "",
     sealer: Sealer | None = None,
     *,
@@ -73,10 +70,11 @@ def read_upload(
     """What the file imports. `platform` names the platform of a file that does not say (design 000's); `platforms`
     are the running platform instances (id -> adapter type) a LivingMemory session's instance is looked up in.
     Raises ImportRefused."""
-    check_size(raw, MAX_LIVINGMEMORY_BYTES if lm_files.is_livingmemory(raw) else MAX_IMPORT_WITH_FILES_BYTES)
-    if lm_files.is_database(raw):
-        records = lm_files.from_database(raw)
-    elif lm_files.is_csv(raw):
+    head = raw[:1024] if isinstance(raw, bytes) else raw[:1024].encode("utf-8", "replace")
+    check_size(raw, MAX_LIVINGMEMORY_BYTES if lm_files.is_livingmemory(head) else MAX_IMPORT_WITH_FILES_BYTES)
+    if lm_files.is_database(head):
+        records = lm_files.from_database(raw if isinstance(raw, bytes) else raw.encode())
+    elif lm_files.is_csv(head):
         records = lm_files.from_csv(raw)
     else:
         data = parse(raw)
@@ -97,9 +95,9 @@ async def read_file(
     zone: ZoneInfo,
     now: float,
 ) -> Reading:
-    """The page's upload (`upload_bytes`) read (`read_upload`, opened with the store's key) for `store`, without
+    """The page's upload (`uploaded`) read (`read_upload`, opened with the store's key) for `store`, without
     opted-out members' memories (`without_opted_out`). Raises ImportRefused."""
-    raw = upload_bytes(content, encoding)
+    raw = uploaded(content, encoding)
     reading = read_upload(raw, platform, store.sealer, platforms=platforms, zone=zone, now=now)
     return await without_opted_out(store, reading)
 
