@@ -107,7 +107,7 @@ ITEMS: dict[str, Item] = {
     ),
     "attachment_max_file_mb": Item(
         "单个图片或文件最大多少 MB",
-        "更大的文件不保存，模型会告诉成员原因；图片另有 4000 万像素（WebP 1000 万像素）的上限。",
+        "更大的文件不保存，模型会告诉成员原因；图片另有 4000 万像素（WebP 1000 万、JPEG 5000 万像素）的上限。",
     ),
     "attachment_max_per_member": Item(
         "每位成员在每个群最多保存几个图片或文件",

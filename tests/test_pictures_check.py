@@ -120,6 +120,14 @@ def test_a_jpeg_is_checked_at_a_fraction_of_its_size_and_keeps_its_own():
     assert refused.value.code == "attachment_broken"
 
 
+def test_a_full_resolution_phone_photo_is_kept():
+    """A 48-megapixel JPEG (a phone's full-resolution mode) is over the PNG cap but kept: checked at 1/8 scale."""
+    out = io.BytesIO()
+    Image.new("L", (8000, 6000)).save(out, format="JPEG")
+    kept = check(out.getvalue(), "photo.jpg", max_bytes=10 * MB).attachment
+    assert (kept.width, kept.height) == (8000, 6000)
+
+
 def test_a_file_over_the_cap_is_refused_by_its_size():
     data = picture("PNG", (300, 300))
     with pytest.raises(AttachmentRefused) as refused:

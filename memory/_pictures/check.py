@@ -5,10 +5,10 @@ plain documents: UTF-8 text without NUL named .txt/.md/.csv/.json/.log, and PDF 
 each with a short Chinese reason the model relays: an empty file, one over the byte cap, an SVG (it can hold
 scripts), an executable or script, an archive (Office documents are zip archives too), any other picture format,
 a decompression bomb or a picture too large to check (its header claims more than `MAX_PIXELS`, a WebP more
-than `MAX_WEBP_PIXELS`: found before anything is decoded, with this module's own caps; Pillow's process-wide
-`MAX_IMAGE_PIXELS` is the host's and is never touched), a truncated or broken picture (`load()`: Pillow's
-`verify()` passes a truncated JPEG), a file whose name says picture and whose bytes say otherwise, text that is
-not UTF-8.
+than `MAX_WEBP_PIXELS`, a JPEG more than `MAX_JPEG_PIXELS`: found before anything is decoded, with this
+module's own caps; Pillow's process-wide `MAX_IMAGE_PIXELS` is the host's and is never touched), a truncated
+or broken picture (`load()`: Pillow's `verify()` passes a truncated JPEG), a file whose name says picture and
+whose bytes say otherwise, text that is not UTF-8.
 
 What a check holds is bounded by those caps, not by the file's bytes (85 KB of WebP can claim 7000x7000): Pillow
 holds a PNG or GIF frame at up to 4 bytes a pixel, and its WebP decoder about 16 (libwebp's canvas and previous
@@ -33,9 +33,12 @@ from .._models.attachment import DOCUMENT, IMAGE, human_size
 from .errors import AttachmentRefused
 
 # A picture's own pixels: above a phone camera's default (12 M), a long phone screenshot (1080x20000: 22 M) and
-# what chat apps send; 48-50 M "full resolution" photos are refused. Pillow warns only above 89 M.
+# what chat apps send. Pillow warns only above 89 M.
 MAX_PIXELS = 40_000_000
 MAX_WEBP_PIXELS = 10_000_000  # a WebP (its decoder holds four times as much a pixel): above a 4K screen (8.3 M)
+# a JPEG is checked and thumbnailed at an eighth of its size, so a 48-50 M "full resolution" phone photo costs little
+MAX_JPEG_PIXELS = 50_000_000
+_LIMITS = {"WEBP": MAX_WEBP_PIXELS, "JPEG": MAX_JPEG_PIXELS}
 MAX_FRAMES = 1000  # frames of an animated GIF or WebP
 MAX_ANIMATION_PIXELS = 400_000_000  # all frames together: what a browser showing it decodes
 MAX_NAME = 80  # characters of a kept file's name
@@ -217,7 +220,7 @@ def _check_image(data: bytes, image_format: str, label: str) -> tuple[int, int]:
     try:
         with Image.open(io.BytesIO(data), formats=[image_format]) as im:
             width, height = im.size
-            limit = MAX_WEBP_PIXELS if image_format == "WEBP" else MAX_PIXELS
+            limit = _LIMITS.get(image_format, MAX_PIXELS)
             if width <= 0 or height <= 0 or width * height > limit:
                 raise _bomb(label, limit, width, height)
             frames = int(getattr(im, "n_frames", 1) or 1)
