@@ -219,8 +219,10 @@ def _lent(before: tuple[UserMemories, bytes | memoryview] | None) -> dict[int, t
     """The lines of a member's previous fragment by the identity of the memories they were written from (nothing
     when the fragment was written whole, for fields from a newer version). A line never holds a raw newline (JSON
     escapes it), so the list's lines are the text between "[\\n" and the closing "\\n  ]", split at ",\\n". That
-    holds for the lines this serializer wrote; a fragment as read is lent only when each line is its memory's."""
-    if before is None or not before[0].memories or _extra(before[0]):
+    holds for the lines this serializer wrote, not for a member's text as read (a memoryview): a hand edit may spread
+    a memory over two lines and join two on one, keeping the count. Its memories are written anew, which costs less
+    than parsing each line to check it."""
+    if before is None or isinstance(before[1], memoryview) or not before[0].memories or _extra(before[0]):
         return {}
     text = bytes(before[1]).decode("utf-8")
     start = text.find("[\n") + 2
@@ -231,16 +233,4 @@ def _lent(before: tuple[UserMemories, bytes | memoryview] | None) -> dict[int, t
     memories = before[0].memories
     if len(lines) != len(memories):
         return {}
-    if isinstance(before[1], memoryview) and not all(map(_is_line_of, lines, memories)):
-        return {}  # the member's text as read, laid out by hand otherwise (a memory over two lines, two on one)
     return {id(m): (m, line) for m, line in zip(memories, lines, strict=True)}
-
-
-def _is_line_of(line: str, memory: Memory) -> bool:
-    """Whether `line` is one whole JSON object, the memory's: the lines the list was parsed from, in order, so each
-    is the memory at its place only when none of them spreads into another."""
-    try:
-        value = json.loads(line)
-    except ValueError:
-        return False
-    return isinstance(value, dict) and value.get("id") == memory.id
