@@ -9,6 +9,7 @@ wait: a cold or stale group answers with what it has (maybe nothing) and starts 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -32,6 +33,7 @@ class Roster:
     admins: frozenset[str] = frozenset()
     fetched_at: float = 0.0
     group_name: str | None = None  # the group's own name, where the platform gives one (Lark does)
+    members: frozenset[str] = frozenset()  # every member the platform listed, named or not (empty: it gave no list)
 
 
 def roster_from(
@@ -44,6 +46,7 @@ def roster_from(
         str(owner) if owner else None,
         frozenset(str(a) for a in admins or ()),
         group_name=clean_content(group_name)[:NAME_MAX_CHARS] or None if group_name else None,
+        members=frozenset(str(uid) for uid in names),
     )
 
 
@@ -145,7 +148,13 @@ class MemberDirectory:
         for key, roster in self._rosters.items():
             if user_id in roster.names:
                 names = {uid: name for uid, name in roster.names.items() if uid != user_id}
-                self._rosters[key] = Roster(names, roster.owner, roster.admins, roster.fetched_at, roster.group_name)
+                self._rosters[key] = dataclasses.replace(roster, names=names)
+
+    def listed(self, key: GroupKey, user_id: str) -> bool | None:
+        """Whether the group's member list, as last fetched, holds `user_id`; None when there is no list (not fetched
+        yet, or the platform gives none)."""
+        roster = self._rosters.get(key)
+        return None if roster is None or not roster.members else user_id in roster.members
 
     def is_group_admin(self, key: GroupKey, user_id: str) -> bool:
         """The platform's group owner or one of its group admins, as last fetched."""
@@ -179,7 +188,7 @@ class MemberDirectory:
             async with self._fetch_slots:
                 roster = await fetching
             if roster is not None:
-                self._rosters[key] = Roster(roster.names, roster.owner, roster.admins, self._clock(), roster.group_name)
+                self._rosters[key] = dataclasses.replace(roster, fetched_at=self._clock())
         except asyncio.CancelledError:
             if asyncio.iscoroutine(fetching):
                 fetching.close()  # cancelled while waiting for a slot: never started

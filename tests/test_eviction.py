@@ -8,10 +8,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 
+import pytest
 from service_kit import block_for, save, speaker
 from test_semantic import FakeProvider
 
 from memory import GroupKey
+from memory._models import Memory, MemoryType
+from memory._storage import PostgresMemoryStore, UserMemoryStore
 from memory._service.service import EVICT_EVERY_SECONDS, IDLE_SECONDS
 
 GROUPS = [f"oc_g{i}" for i in range(4)]
@@ -146,3 +149,73 @@ async def test_vectors_of_an_unloaded_group_leave_memory_and_scoring_after_the_r
         after = await answers(service)
         await service.vectors.wait_idle()
     assert after == before
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_700_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture(params=["json", "postgresql"])
+async def stores(request, tmp_path):
+    """A factory of stores on one place (a fresh one reads what the earlier ones wrote), and their clock."""
+    clock, opened = Clock(), []
+
+    async def make():
+        if request.param == "json":
+            store = UserMemoryStore(tmp_path / "groups", clock=clock, durable=False)
+        else:
+            store = PostgresMemoryStore(
+                request.getfixturevalue("postgres_dsn"), instance=f"i{len(opened)}", clock=clock
+            )
+        await store.start()
+        opened.append(store)
+        return store
+
+    yield make, clock
+    for store in opened:
+        await store.close()
+
+
+def add(memory_id: str, content: str):
+    memory = Memory(id=memory_id, type=MemoryType.FACT, content=content, created_at=1.0, updated_at=1.0)
+    return lambda memories: ([*memories, memory], None)
+
+
+async def test_a_change_waiting_through_a_lock_hand_off_is_not_evicted_and_survives(stores):
+    """Issue 32 item 6: between a release of the group's lock and the woken waiter's turn the lock is free; with the
+    wall clock stepped forward (NTP, a VM resume) eviction took the group as idle, the waiting change committed on
+    the detached copy, and the group loaded again meanwhile never saw it: its next commit wrote the group without it.
+    """
+    make, clock = stores
+    store = await make()
+    key = GroupKey("lark", "oc_handoff")
+    await store.change(key, "ou_a", add("m-1", "第一条"), actor="ou_a")
+    gate = asyncio.Event()
+    gate.set()
+
+    async def hold_commits() -> None:
+        await gate.wait()
+
+    store.add_commit_hook(hold_commits)
+    holder = store._groups[key].lock  # noqa: SLF001 - the window is the lock's: whoever held it (a load, a read)
+    await holder.acquire()
+    waiting = asyncio.ensure_future(store.change(key, "ou_a", add("m-2", "第二条"), actor="ou_a"))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert not waiting.done()
+    clock.now += IDLE_SECONDS * 10  # the wall clock steps forward while the change waits
+    holder.release()  # the waiter is woken, its turn not come yet: the lock is free
+    assert store.evict(0, IDLE_SECONDS) == []  # someone is waiting for the group: it is in use
+    gate.clear()  # the waiting change's commit holds until the group has been read again
+    assert [m.id for m in await store.memories(key, "ou_b")] == []
+    gate.set()
+    await waiting  # acknowledged
+    assert [m.id for m in await store.memories(key, "ou_a")] == ["m-1", "m-2"]
+    await store.change(key, "ou_b", add("m-3", "别人的"), actor="ou_b")
+    fresh = await make()
+    assert [m.id for m in await fresh.memories(key, "ou_a")] == ["m-1", "m-2"]
+    assert [m.id for m in await fresh.memories(key, "ou_b")] == ["m-3"]

@@ -296,3 +296,33 @@ async def test_estimating_what_a_group_holds_parses_nothing_and_follows_the_memb
         await store.memories(G, f"ou_{u}")
     assert not unparsed(store)
     assert store.held_bytes() > cold  # parsed members are counted as what they now hold
+
+
+def relaid(line: bytes) -> bytes:
+    """A member's lines as a person might lay them out by hand, keeping their count: the first memory spread over
+    two lines, the second and third joined on one (issue 32 item 4)."""
+    head, *memories, tail = line.split(b"\n")
+    first, second, third = (m.strip().rstrip(b",") for m in memories)
+    spread = first.replace(b',"type":', b',\n    "type":', 1)
+    assert spread != first
+    return b"\n".join([head, b"   " + spread + b",", b"   " + second + b", " + third, tail])
+
+
+@pytest.mark.parametrize("key", [None, KEY], ids=["plaintext", "sealed"])
+async def test_a_member_laid_out_by_hand_is_written_as_valid_json_after_a_forget(tmp_path, key):
+    sealer = Keyring(key).sealer() if key else None
+    await filled(tmp_path, sealer=sealer)
+    path = UserMemoryStore(tmp_path).path_for(G)
+    raw = path.read_bytes()
+    line = member_lines(raw)["ou_3"]
+    edited = raw.replace(line, relaid(line))
+    assert edited.count(b"\n") == raw.count(b"\n") and json.loads(edited)  # same line count, valid JSON
+    path.write_bytes(edited)
+    store = UserMemoryStore(tmp_path, durable=False, sealer=sealer)
+    await store.start()
+    await store.change(G, "ou_3", lambda ms: ([m for m in ms if m.id != "m-3-1"], None), actor="t")
+    json.loads(path.read_bytes())
+    fresh = UserMemoryStore(tmp_path, sealer=sealer)
+    await fresh.start()
+    assert [m.id for m in await fresh.memories(G, "ou_3")] == ["m-3-0", "m-3-2"]
+    assert [m.content for m in await fresh.memories(G, "ou_3")] == [member_memories(3)[i].content for i in (0, 2)]

@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import astrbot.api.message_components as Comp
+from astrbot.core.platform.astrbot_message import Group, MessageMember
 from astrbot.core.provider.register import llm_tools
 
 from conftest import make_event
@@ -158,10 +159,47 @@ async def test_a_reminder_for_another_member_takes_the_id_from_the_events_mentio
     added = await call_tool(
         plugin, "lark_add_todo", event, content="交报告", remind_at=tomorrow_at(10), assignee="@小李", user_id="ou_b"
     )
-    assert "提醒「小李」" in added, added
+    assert "提醒「小李」" in added and "没能核对本群的成员名单" in added, added  # AstrBot's event lists no members
     [todo] = await plugin.service.store.todos(key)
     assert (todo.creator, todo.assignee) == ("ou_a", "ou_li")
     assert "给你设的 交报告" in await call_tool(plugin, "lark_list_todos", make_event(group="oc_g1", user="ou_li"))
+
+
+async def test_a_reminder_for_someone_the_groups_member_list_does_not_hold_is_refused(make_plugin):
+    """Issue 32 item 10, with the member list the platform's event carries (AstrBot's `get_group()`)."""
+    plugin = make_plugin(timezone="Asia/Shanghai")
+    key = GroupKey("lark", "oc_g2")
+
+    def event_mentioning(*mentions):
+        event = make_event("@MemoryBot 提醒 明天交报告", group="oc_g2", user="ou_a")
+        members = [MessageMember(user_id="ou_a", nickname="老王"), MessageMember(user_id="ou_li", nickname="小李")]
+        event.message_obj.group = Group(group_id="oc_g2", members=members)
+        return mentioning(event, Comp.At(qq="bot", name="MemoryBot"), Comp.Plain("提醒 "), *mentions)
+
+    await call_tool(plugin, "lark_list_todos", event_mentioning())  # the member list is fetched in the background
+    await plugin.service.members.settle()
+    refused = await call_tool(
+        plugin,
+        "lark_add_todo",
+        event_mentioning(Comp.At(qq="ou_stranger", name="陌生人")),
+        content="交报告",
+        remind_at=tomorrow_at(10),
+        assignee="@陌生人",
+    )
+    assert "「陌生人」不在本群的成员名单里" in refused and "没有做任何更改" in refused, refused
+    assert await plugin.service.store.todos(key) == []
+    added = await call_tool(
+        plugin,
+        "lark_add_todo",
+        event_mentioning(Comp.At(qq="ou_li", name="小李")),
+        content="交报告",
+        remind_at=tomorrow_at(10),
+        assignee="@小李",
+    )
+    assert "提醒「小李」" in added and "没能核对" not in added, added
+    [todo] = await plugin.service.store.todos(key)
+    assert todo.assignee == "ou_li"
+    await plugin.terminate()
 
 
 async def test_qq_mentions_are_numbers_and_the_bot_is_left_out(make_plugin, plugin_main):

@@ -104,6 +104,36 @@ async def test_a_target_not_among_the_mentions_is_refused_and_nothing_is_stored(
     assert await service.store.todos(G1) == []
 
 
+async def test_a_member_the_groups_member_list_does_not_hold_is_refused_and_counts_nowhere(make_service, host):
+    """Issue 32 item 10: `提醒 @陌生人 …` for someone not in the group would count against the limits and later @
+    nobody the group reaches. A member the list holds without a name is still a member."""
+    host.rosters.by_group[G1] = roster_from({A: "老王", B: "小李", "ou_noname": None}, None, None)
+    service = make_service(timezone="Asia/Shanghai", todo_max_per_group=1)
+    await service.tools.list_todos(speaker(A))  # A speaks: the member list is fetched in the background
+    await service.members.settle()
+    stranger = Mention("ou_stranger", "陌生人")
+    refused = await remind(service, assignee="@陌生人", mentioned=(stranger,))
+    assert "「陌生人」不在本群的成员名单里（ou_stranger）" in refused and "没有做任何更改" in refused, refused
+    assert "当前时间：2026年11月23日" in refused
+    assert await service.store.todos(G1) == []
+    added = await remind(service, assignee="1", mentioned=(Mention("ou_noname", "无名"),))
+    assert "提醒「无名」" in added and "没能核对" not in added, added  # the group's one todo: the refusal took none
+    [todo] = await service.store.todos(G1)
+    assert todo.assignee == "ou_noname"
+
+
+async def test_without_a_member_list_the_reminder_is_set_and_the_answer_says_it_was_not_checked(service):
+    result = await remind(service, group="oc_group2")  # the platform gives no member list for this group
+    await service.members.settle()
+    assert "提醒「小李」" in result and "没能核对本群的成员名单，请确认对方在本群" in result, result
+    [todo] = await service.store.todos(G2)
+    assert todo.assignee == B
+    await service.tools.list_todos(speaker(A))  # in G1, whose member list the platform gives
+    await service.members.settle()
+    checked = await remind(service, "另一件事")
+    assert "提醒「小李」" in checked and "没能核对" not in checked, checked
+
+
 async def test_two_members_with_one_name_are_told_apart_by_position(service):
     twins = (Mention(B, "小李"), Mention(C, "小李"))
     assert "请用序号指明" in await remind(service, assignee="小李", mentioned=twins)

@@ -153,6 +153,7 @@ class MemoryTools:
         if isinstance(acting, str):
             return acting
         caller, origin = acting
+        assert speaker is not None  # a todo caller speaks in a group
         parts = self._parts
         group = caller.member.group
         return await guarded(
@@ -170,6 +171,7 @@ class MemoryTools:
                 refused=self._refused(caller, "lark_add_todo"),
                 mentioned=mentioned,
                 opted_out=lambda: opted_out(parts.store, group),
+                listed=lambda user_id: parts.in_group(speaker, user_id),
             )
         )
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import asyncio
 from abc import abstractmethod
-from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
+from contextlib import asynccontextmanager
 from typing import Any
 
 from .._errors import StorageUnavailable
@@ -161,8 +162,7 @@ class CachedStore(MemoryStore):
         cached = self.peek(key, owner)
         if cached is not None:
             return list(cached)
-        group = self._group(key)
-        async with group.lock:
+        async with self._locked(key) as group:
             doc = await self._load(group)
         return list(memories_of(doc, owner))
 
@@ -172,7 +172,7 @@ class CachedStore(MemoryStore):
         group = self._group(key)
         if group.doc is not None:
             return group.doc
-        async with group.lock:
+        async with self._locked(key) as group:
             return await self._load(group)
 
     def pending(self, key: GroupKey) -> bool:
@@ -209,14 +209,12 @@ class CachedStore(MemoryStore):
         cached = self.peek_episodes(key)
         if cached is not None:
             return list(cached)
-        group = self._group(key)
-        async with group.lock:
+        async with self._locked(key) as group:
             return list(await self._load_episodes(group))
 
     async def freshen(self, key: GroupKey) -> bool:
         self._check_available()
-        group = self._group(key)
-        async with group.lock:
+        async with self._locked(key) as group:
             if group.doc is None:  # loaded now: as fresh as it gets
                 await self._load(group)
                 return False
@@ -226,8 +224,7 @@ class CachedStore(MemoryStore):
     async def _run(self, key: GroupKey, operation: Operation[T], *, episodes: bool = False) -> T:
         """Apply `operation` to the loaded group under its lock; its result once the change is durable."""
         self._check_available()
-        group = self._group(key)
-        async with group.lock:
+        async with self._locked(key) as group:
             if episodes:
                 await self._load_episodes(group)
             else:
@@ -419,13 +416,13 @@ class CachedStore(MemoryStore):
         """Reset the backend's own counters of a group whose cache was dropped."""
 
     def unload(self, key: GroupKey) -> bool:
-        """Drop the document from memory if nothing of it is pending or being written; whether it was dropped.
-        Its next use loads it again (a read, like the first)."""
+        """Drop the document from memory if nobody waits for it or holds it and nothing of it is pending or being
+        written; whether it was dropped. Its next use loads it again (a read, like the first)."""
         group = self._groups.get(key)
         if group is None:
             return False
         busy = (
-            group.lock.locked()
+            group.users
             or group.flusher is not None
             or group.pending
             or group.queued
@@ -484,13 +481,26 @@ class CachedStore(MemoryStore):
         group.used = self._clock()
         return group
 
+    @asynccontextmanager
+    async def _locked(self, key: GroupKey) -> AsyncIterator[CachedGroup]:
+        """The group under its lock, counted among its users from before the wait until the lock is let go. The
+        lock's own state does not say the group is in use: between a release and the woken waiter's turn it is
+        free, and a group unloaded then would take that waiter's change on a copy no longer held (`unload`)."""
+        group = self._group(key)
+        group.users += 1
+        try:
+            async with group.lock:
+                yield group
+        finally:
+            group.users -= 1
+
     # ------------------------------------------------------------------------------------------ moving groups
     async def export_group(self, key: GroupKey) -> GroupDump:
         """Everything the store holds of the group, as stored (changes still being committed are waited for)."""
-        group = self._group(key)
-        if group.flusher is not None:
-            await asyncio.gather(group.flusher, return_exceptions=True)
-        async with group.lock:
+        flusher = self._group(key).flusher
+        if flusher is not None:
+            await asyncio.gather(flusher, return_exceptions=True)
+        async with self._locked(key) as group:
             doc = await self._load(group)
             episodes = list(await self._load_episodes(group))
             assert group.log is not None

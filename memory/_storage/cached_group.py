@@ -75,6 +75,7 @@ class CachedGroup:
     queued: list[Queued] = field(default_factory=list)
     flusher: asyncio.Task[None] | None = None
     saved: Saved | None = None  # the state last stored: what a failed commit goes back to
+    users: int = 0  # callers waiting for or holding the lock (`CachedStore._locked`): unloading waits for none
     used: float = 0.0  # when the group was last used (the store's clock): eviction takes the least recent first
     # (version, episode count, members parsed in the process, estimated bytes) as last estimated
     size: tuple[int, int, int, int] = (-1, -1, -1, 0)

@@ -218,8 +218,11 @@ def _extra(entry: UserMemories) -> dict[str, Any]:
 def _lent(before: tuple[UserMemories, bytes | memoryview] | None) -> dict[int, tuple[Memory, str]]:
     """The lines of a member's previous fragment by the identity of the memories they were written from (nothing
     when the fragment was written whole, for fields from a newer version). A line never holds a raw newline (JSON
-    escapes it), so the list's lines are the text between "[\\n" and the closing "\\n  ]", split at ",\\n"."""
-    if before is None or not before[0].memories or _extra(before[0]):
+    escapes it), so the list's lines are the text between "[\\n" and the closing "\\n  ]", split at ",\\n". That
+    holds for the lines this serializer wrote, not for a member's text as read (a memoryview): a hand edit may spread
+    a memory over two lines and join two on one, keeping the count. Its memories are written anew, which costs less
+    than parsing each line to check it."""
+    if before is None or isinstance(before[1], memoryview) or not before[0].memories or _extra(before[0]):
         return {}
     text = bytes(before[1]).decode("utf-8")
     start = text.find("[\n") + 2

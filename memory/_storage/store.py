@@ -309,9 +309,8 @@ class UserMemoryStore(CachedStore):
     async def _open_log(self, key: GroupKey) -> tuple[_FileGroup, changelog.LogState]:
         """The group and its change log, loading the document (and opening the log) if needed."""
         self._check_available()
-        group = self._group(key)
-        assert isinstance(group, _FileGroup)
-        async with group.lock:
+        async with self._locked(key) as group:
+            assert isinstance(group, _FileGroup)
             await self._load(group)
             log_state = group.log
         assert log_state is not None
@@ -337,9 +336,8 @@ class UserMemoryStore(CachedStore):
         """Write `dump` as the group's files (document, episodes, change log with its carried totals), durably;
         ValueError when any of them exists already."""
         self._check_available()
-        group = self._group(key)
-        assert isinstance(group, _FileGroup)
-        async with group.lock:
+        async with self._locked(key) as group:
+            assert isinstance(group, _FileGroup)
             await self._ensure_kid()
             paths = [group.path, episode_file_path(group.path), changelog.log_path(group.path)]
             if group.queued or any(await asyncio.gather(*(asyncio.to_thread(p.exists) for p in paths))):

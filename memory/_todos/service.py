@@ -22,9 +22,16 @@ from .rules import Origin, TodoPolicy
 Name = Callable[[str], str | None]
 # The members who opted out of being recorded in the group (this group's and the platform-wide flags).
 OptedOut = Callable[[], Awaitable[Collection[str]]]
+# Whether the group's member list holds a member; None when there is no list to tell.
+Listed = Callable[[str], bool | None]
 
 NOTHING_CHANGED = "没有做任何更改。"
 NOT_SAVED = "待办没有保存：{error}。请告诉用户稍后再试。"
+NOT_LISTED = (
+    "{who}不在本群的成员名单里（{user_id}），到时 @ 的人在群里收不到提醒，所以没有设置；"
+    "如果对方刚刚入群，请稍后再试，或让对方自己设置"
+)
+UNCHECKED = "没能核对本群的成员名单，请确认对方在本群"
 
 
 def _no_name(_user_id: str) -> str | None:
@@ -91,17 +98,25 @@ async def add_todo(
     refused: Refused | None = None,
     mentioned: Sequence[Mention] = (),
     opted_out: OptedOut | None = None,
+    listed: Listed | None = None,
 ) -> str:
     """Add a todo for the caller, the group, or another member the message @-mentions (`mentioned`, from the
-    host's event; `targets.resolve`). A member who opted out (`opted_out`) cannot be made a target."""
+    host's event; `targets.resolve`). A member who opted out (`opted_out`) cannot be made a target, nor one the
+    group's member list (`listed`) does not hold: their reminder would @ someone the group does not reach (without a
+    list, the answer says it was not checked)."""
     now = time.time() if now is None else now
     zone = policy.zone
+    in_group: bool | None = None
     try:
         target = targets.resolve(assignee, mentioned, caller.member.user_id)
         if target.other and opted_out is not None and target.user_id in await opted_out():
             raise InvalidMemoryInput(
                 f"{fenced_name(target.name)}选择了不被记录（opt-out），不能由别人替他设提醒；请告诉用户可以请对方自己设置"
             )
+        if target.other and target.user_id is not None and listed is not None:
+            in_group = listed(target.user_id)
+            if in_group is False:
+                raise InvalidMemoryInput(NOT_LISTED.format(who=fenced_name(target.name), user_id=target.user_id))
     except InvalidMemoryInput as exc:
         return f"{str(exc).rstrip('。')}。{NOTHING_CHANGED}{_now_suffix(exc, now, zone)}"
     except StorageUnavailable as exc:
@@ -146,6 +161,8 @@ async def add_todo(
             ("到时在本群 @ 对方提醒；" if todo.remind_at is not None else "")
             + "你和对方都能在待办列表里看到它，任一方都可以修改或取消"
         )
+        if in_group is None and listed is not None:
+            notes.append(UNCHECKED)
     tail = "；".join(notes)
     return f"{head}。id={todo.short_id}。{tail + '。' if tail else ''}{when.now_text(now, zone)}"
 

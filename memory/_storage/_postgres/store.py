@@ -450,8 +450,7 @@ class PostgresMemoryStore(CachedStore):
 
     async def call_totals(self, key: GroupKey) -> changelog.CallTotals:
         """What the group's background model calls added up to, trimmed ones included."""
-        group = self._group(key)
-        async with group.lock:
+        async with self._locked(key) as group:
             await self._load(group)
             assert group.log is not None
             if group.log.totals is not None:
@@ -518,9 +517,8 @@ class PostgresMemoryStore(CachedStore):
     # ------------------------------------------------------------------------------------------ moving groups
     async def import_group(self, key: GroupKey, dump: GroupDump) -> None:
         """Store `dump` as the group in one transaction; ValueError when the database holds anything of it."""
-        group = self._group(key)
-        assert isinstance(group, _PgGroup)
-        async with group.lock:
+        async with self._locked(key) as group:
+            assert isinstance(group, _PgGroup)
             pool = self._check_available()
             document = dump.document.model_copy(update={"platform": key.platform, "group_id": key.group_id})
             async with pool.acquire(timeout=CONNECT_SECONDS) as conn:
@@ -544,9 +542,8 @@ class PostgresMemoryStore(CachedStore):
         """Rewrite everything the database holds of the group (rows, log, vectors) with the current sealer (or, with
         `plaintext`, unsealed: turning encryption off), opening with any key of the keyring, in one transaction: a
         kill at any point leaves the old rows or the new ones, both readable with the keyring."""
-        group = self._group(key)
-        assert isinstance(group, _PgGroup)
-        async with group.lock:  # no commit of this instance runs meanwhile; a later one sees the version moved
+        async with self._locked(key) as group:  # no commit of this instance runs meanwhile; a later one sees it moved
+            assert isinstance(group, _PgGroup)
             pool = self._check_available()
             async with pool.acquire(timeout=CONNECT_SECONDS) as conn:
                 async with conn.transaction():
