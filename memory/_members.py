@@ -53,6 +53,12 @@ def roster_from(
 MAX_SPOKEN_NAMES = 100_000
 
 
+# A member list that does not hold someone a tool names is asked for again when older than this (seconds), and the
+# tool waits at most RECHECK_WAIT_SECONDS for it.
+RECHECK_SECONDS = 30.0
+RECHECK_WAIT_SECONDS = 3.0
+
+
 class MemberDirectory:
     """Rosters per group. `lookup` is synchronous and cheap (the reply path calls it); fetches run as background
     tasks, at most `max_concurrent_fetches` at once and, per group, at most once every `retry_seconds` (also
@@ -155,6 +161,28 @@ class MemberDirectory:
         yet, or the platform gives none)."""
         roster = self._rosters.get(key)
         return None if roster is None or not roster.members else user_id in roster.members
+
+    async def holds(
+        self, key: GroupKey, user_id: str, fetch: Callable[..., Awaitable[Roster | None]], *fetch_args: Any
+    ) -> bool | None:
+        """`listed`, asking the platform again first when the cached list does not hold `user_id` and is older than
+        `RECHECK_SECONDS` (someone who just joined is found), waiting at most `RECHECK_WAIT_SECONDS` for the answer.
+        Never on the reply path: a tool that needs the answer before it acts."""
+        if self.listed(key, user_id):
+            return True
+        roster = self._rosters.get(key)
+        if key not in self._tasks and (roster is None or self._clock() - roster.fetched_at >= RECHECK_SECONDS):
+            self._last_attempt[key] = self._clock()
+            self._tasks[key] = asyncio.get_running_loop().create_task(
+                self._refresh(key, fetch(*fetch_args)), name=f"memory-members:{key}"
+            )
+        task = self._tasks.get(key)
+        if task is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(task), RECHECK_WAIT_SECONDS)
+            except TimeoutError:
+                pass  # the fetch goes on in the background; answer with the list as it is
+        return self.listed(key, user_id)
 
     def is_group_admin(self, key: GroupKey, user_id: str) -> bool:
         """The platform's group owner or one of its group admins, as last fetched."""

@@ -10,7 +10,7 @@ from astrbot.core.platform.astrbot_message import Group, MessageMember
 
 from conftest import PLUGIN_NAME, make_event
 from memory import GroupKey, Roster, roster_from
-from memory._members import MemberDirectory
+from memory._members import RECHECK_SECONDS, MemberDirectory
 from test_plugin import call_tool, command_text, system_prompt_for
 
 GROUP = GroupKey("lark", "oc_group1")
@@ -176,6 +176,25 @@ async def test_a_failed_fetch_keeps_the_last_roster():
     directory.lookup(GROUP, "ou_new", platform.fetch)
     await directory.settle()
     assert directory.name(GROUP, "ou_a") == "老王" and directory.is_group_admin(GROUP, "ou_a")
+
+
+async def test_a_member_who_just_joined_is_found_by_asking_the_platform_again():
+    """A tool that must know whether someone is in the group (a reminder for them, issue 32 item 10) asks the
+    platform again when the cached list does not hold them and is older than RECHECK_SECONDS, even within the
+    lookups' rate limit, and waits for the answer; a fresh list is not asked again."""
+    clock = Clock()
+    platform = Platform(roster_from({"ou_a": "老王"}, None, None))
+    directory = MemberDirectory(retry_seconds=600, clock=clock)
+    directory.lookup(GROUP, "ou_a", platform.fetch)
+    await directory.settle()
+    platform.roster = roster_from({"ou_a": "老王", "ou_new": "新人"}, None, None)  # someone joins
+    assert await directory.holds(GROUP, "ou_new", platform.fetch) is False  # the list is seconds old
+    assert platform.calls == 1
+    clock.now += RECHECK_SECONDS
+    assert await directory.holds(GROUP, "ou_new", platform.fetch) is True
+    assert platform.calls == 2
+    assert await directory.holds(GROUP, "ou_stranger", platform.fetch) is False  # fresh again: not asked
+    assert platform.calls == 2
 
 
 def test_names_are_cleaned_to_one_short_line():

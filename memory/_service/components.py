@@ -178,11 +178,10 @@ class Components:
         self.members.lookup(member.group, member.user_id, self.ports.roster, speaker)
         return shared_caller(member, speaker.is_admin, self.members.is_group_admin(member.group, member.user_id))
 
-    def in_group(self, speaker: Speaker, user_id: str) -> bool | None:
-        """Whether the group's member list holds `user_id` (None: no list to tell). A member it does not hold starts
-        a fetch of the list, as a speaker it does not know does: one who just joined is there next time."""
-        self.members.lookup(speaker.member.group, user_id, self.ports.roster, speaker)
-        return self.members.listed(speaker.member.group, user_id)
+    async def in_group(self, speaker: Speaker, user_id: str) -> bool | None:
+        """Whether the group's member list holds `user_id` (None: no list to tell); one it does not hold is looked up
+        again on the platform first (`MemberDirectory.holds`), so someone who just joined is found."""
+        return await self.members.holds(speaker.member.group, user_id, self.ports.roster, speaker)
 
     def speaker_name(self, speaker: Speaker, *, note: bool = True) -> str:
         """The speaker's display name. A platform that names senders by a piece of their id (Lark: open_id[:8]) is

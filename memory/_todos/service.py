@@ -23,7 +23,7 @@ Name = Callable[[str], str | None]
 # The members who opted out of being recorded in the group (this group's and the platform-wide flags).
 OptedOut = Callable[[], Awaitable[Collection[str]]]
 # Whether the group's member list holds a member; None when there is no list to tell.
-Listed = Callable[[str], bool | None]
+Listed = Callable[[str], Awaitable[bool | None]]
 
 NOTHING_CHANGED = "没有做任何更改。"
 NOT_SAVED = "待办没有保存：{error}。请告诉用户稍后再试。"
@@ -114,7 +114,7 @@ async def add_todo(
                 f"{fenced_name(target.name)}选择了不被记录（opt-out），不能由别人替他设提醒；请告诉用户可以请对方自己设置"
             )
         if target.other and target.user_id is not None and listed is not None:
-            in_group = listed(target.user_id)
+            in_group = await listed(target.user_id)
             if in_group is False:
                 raise InvalidMemoryInput(NOT_LISTED.format(who=fenced_name(target.name), user_id=target.user_id))
     except InvalidMemoryInput as exc:
