@@ -10,7 +10,7 @@ import hashlib
 from collections.abc import Awaitable, Callable
 
 import pytest
-from picture_kit import png
+from picture_kit import kept, png
 from service_kit import speaker
 
 from memory import GroupKey, IncomingAttachment, MemoryService
@@ -39,19 +39,6 @@ async def service(request, make_service, monkeypatch):
     await made.stop()
 
 
-async def kept(service: MemoryService) -> list[str]:
-    """The group's kept files and thumbnails: the directory's names, or PostgreSQL's rows named alike."""
-    await service.pictures.sweeper.settle()
-    if service.settings.storage_backend != "postgres":
-        directory = service.pictures.blobs.group_dir(G1)
-        return sorted(p.name for p in directory.iterdir()) if directory.exists() else []
-    await service.pictures.blobs.settle()  # type: ignore[attr-defined]
-    names = []
-    for stored in await service.pictures.blobs.files(G1):
-        names += [stored.sha256, stored.sha256 + THUMB_SUFFIX] if stored.thumb else [stored.sha256]
-    return sorted(names)
-
-
 async def forget_a_picture(service: MemoryService) -> list[str]:
     """ou_a saves a picture and forgets it; ou_b keeps one (the group keeps files). What ou_a's picture is on disk."""
     mine, theirs = png((21, 22, 23)), png((31, 32, 33))
@@ -63,7 +50,7 @@ async def forget_a_picture(service: MemoryService) -> list[str]:
     assert "已删除" in await service.tools.forget_memory(ME, target="我的白板照片")
     sha = hashlib.sha256(mine).hexdigest()
     other = hashlib.sha256(theirs).hexdigest()
-    assert await kept(service) == sorted([sha, sha + THUMB_SUFFIX, other, other + THUMB_SUFFIX])
+    assert await kept(service, G1) == sorted([sha, sha + THUMB_SUFFIX, other, other + THUMB_SUFFIX])
     return [other, other + THUMB_SUFFIX]
 
 
@@ -87,6 +74,6 @@ async def test_an_erasure_of_only_forgotten_pictures_takes_them_without_another_
 ):
     others = await forget_a_picture(service)
     await erase(service)
-    assert await kept(service) == others  # the other member's picture stays
+    assert await kept(service, G1) == others  # the other member's picture stays
     entries = await service.store.log_entries(G1)
     assert all(e.get("erased") for e in entries if e.get("kind") == "memory" and e.get("owner") == "ou_a")
