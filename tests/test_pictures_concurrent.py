@@ -1,8 +1,12 @@
 """Pictures under concurrent saves, on the JSON store and on PostgreSQL:
+- the caps hold: checked again inside the commit, under the group's lock (on PostgreSQL again on the state another
+  instance stored), so N saves at once under a cap of 2 keep exactly 2, the others are refused with the cap's
+  message, nothing of theirs is stored and no file of theirs stays; also two instances on one database racing;
 - a sweep never takes the picture of a save that committed while the sweep was reading the group's references."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 
 import pytest
@@ -17,6 +21,7 @@ from memory._settings import DSN_ENV
 from memory._storage.crypto import KEY_ENV
 
 G = GroupKey("lark", "oc_caps")
+N = 6
 
 
 @pytest.fixture
@@ -64,6 +69,47 @@ async def stored_pictures(service: MemoryService) -> list[str]:
 
 def files_of(shas: list[str]) -> list[str]:
     return sorted([*shas, *(sha + THUMB_SUFFIX for sha in shas)])
+
+
+async def test_concurrent_saves_of_members_under_a_group_cap_keep_exactly_the_cap(build):
+    service = await build(attachment_max_per_group=2)
+    answers = await asyncio.gather(*(save(service, speaker(f"ou_{n}", G.group_id), n) for n in range(N)))
+    assert sum(a.startswith("已保存") for a in answers) == 2, answers
+    refused = [a for a in answers if not a.startswith("已保存")]
+    assert len(refused) == N - 2 and all("本群已保存 2 个图片或文件，达到上限 2 个" in a for a in refused), refused
+    shas = await stored_pictures(service)
+    assert len(shas) == 2
+    assert await kept(service, G) == files_of(shas)  # no file of a refused save stays
+    assert sum(len(entry.memories) for entry in (await service.store.document(G)).users.values()) == 2
+
+
+async def test_concurrent_saves_of_one_member_under_their_cap_keep_exactly_the_cap(build):
+    service = await build(attachment_max_per_member=2)
+    me = speaker("ou_me", G.group_id)
+    answers = await asyncio.gather(*(save(service, me, n) for n in range(N)))
+    assert sum(a.startswith("已保存") for a in answers) == 2, answers
+    assert all("你在本群已保存 2 个图片或文件，达到上限 2 个" in a for a in answers if not a.startswith("已保存")), (
+        answers
+    )
+    shas = await stored_pictures(service)
+    assert len(shas) == 2 and len(await service.store.memories(G, "ou_me")) == 2
+    assert await kept(service, G) == files_of(shas)
+
+
+async def test_two_instances_on_one_database_racing_keep_exactly_the_group_cap(build):
+    a = await build("a", attachment_max_per_group=2)
+    if a.settings.storage_backend != "postgres":
+        pytest.skip("instances share a store only on PostgreSQL")
+    b = await build("b", attachment_max_per_group=2)
+    for service in (a, b):  # both hold the group (and its empty state) before the race
+        assert await service.store.memories(G, "ou_0") == []
+    answers = await asyncio.gather(*(save(a if n % 2 else b, speaker(f"ou_{n}", G.group_id), n) for n in range(N)))
+    assert sum(answer.startswith("已保存") for answer in answers) == 2, answers
+    assert all("达到上限 2 个" in answer for answer in answers if not answer.startswith("已保存")), answers
+    shas = await stored_pictures(a)
+    assert shas == await stored_pictures(b) and len(shas) == 2
+    assert {hashlib.sha256(png((n, 40, 80))).hexdigest() for n in range(N)} >= set(shas)
+    assert await kept(a, G) == files_of(shas) == await kept(b, G)  # one table: no row of a refused save stays
 
 
 async def test_a_sweep_keeps_a_picture_saved_while_it_read_the_references(build, monkeypatch):
