@@ -127,7 +127,7 @@ async def save_memory(
         if checked is None or pictures is None:
             outcome = await store.change(where.key, where.owner, change, actor=caller.member.user_id)
         else:
-            outcome = await _save_with_file(store, pictures, where, checked, change, caller.member.user_id)
+            outcome = await _save_with_file(store, pictures, where, checked, change, caller.member.user_id, settings)
     except MemoryLimitReached as exc:
         current = await store.memories(where.key, where.owner)
         return (
@@ -152,15 +152,22 @@ async def _save_with_file(
     checked: Checked,
     change: Callable[[list[Memory], Attachment], tuple[list[Memory], SaveOutcome]],
     actor: str,
+    settings: Settings,
 ) -> SaveOutcome:
     """Keep the file, then commit the memory that refers to it; a save that ends without referring to it (refused,
-    an equal group memory someone else added, storage failing) sweeps the group at once, so nothing of it stays."""
+    an equal group memory someone else added, storage failing) sweeps the group at once, so nothing of it stays.
+    The caps are checked again in the commit: saves running at once (the member's sessions, other instances) were
+    each checked alone before."""
     kept = False
     try:
         async with pictures.blobs.hold(where.key) as held:
             attachment = await pictures.blobs.put_held(where.key, checked, held)
             outcome = await store.change(
-                where.key, where.owner, lambda memories: change(memories, attachment), actor=actor
+                where.key,
+                where.owner,
+                lambda memories: change(memories, attachment),
+                actor=actor,
+                check=lambda doc: check_caps(doc, actor, attachment, settings),
             )
         kept = outcome.kind is not SaveKind.EXISTS
     finally:

@@ -1,5 +1,5 @@
 """Real files for the picture tests, made in the test with Pillow (no fixture files): pictures of each kept format,
-and each kind of bad input the plugin must refuse."""
+and each kind of bad input the plugin must refuse; and what a service keeps of a group's files, on either store."""
 
 from __future__ import annotations
 
@@ -7,6 +7,9 @@ import io
 import zipfile
 
 from PIL import Image
+
+from memory import GroupKey, MemoryService
+from memory._pictures.blobs import THUMB_SUFFIX
 
 
 def picture(fmt: str = "PNG", size: tuple[int, int] = (64, 48), color: tuple[int, int, int] = (200, 30, 30)) -> bytes:
@@ -61,3 +64,17 @@ def zip_as_png() -> bytes:
 
 def pdf() -> bytes:
     return b"%PDF-1.4\n1 0 obj <<>> endobj\ntrailer <<>>\n%%EOF\n"
+
+
+async def kept(service: MemoryService, key: GroupKey) -> list[str]:
+    """The group's kept files and thumbnails once every sweep due is done: the directory's names on the JSON store,
+    PostgreSQL's rows named alike (`<sha>`, `<sha>.thumb` when the row holds a thumbnail)."""
+    await service.pictures.sweeper.settle()
+    if service.settings.storage_backend != "postgres":
+        directory = service.pictures.blobs.group_dir(key)
+        return sorted(p.name for p in directory.iterdir()) if directory.exists() else []
+    await service.pictures.blobs.settle()  # type: ignore[attr-defined]
+    names = []
+    for stored in await service.pictures.blobs.files(key):
+        names += [stored.sha256, stored.sha256 + THUMB_SUFFIX] if stored.thumb else [stored.sha256]
+    return sorted(names)

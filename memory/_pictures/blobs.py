@@ -63,6 +63,11 @@ class StoredFile:
 class _Group:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     pending: Counter[str] = field(default_factory=Counter)  # sha -> puts not released yet
+    puts: int = 0  # every put so far (see `AttachmentStore.puts`)
+
+    def hold(self, sha: str) -> None:
+        self.pending[sha] += 1
+        self.puts += 1
 
 
 class AttachmentStore:
@@ -108,7 +113,7 @@ class AttachmentStore:
         self._check_available()
         group = self._group(key)
         async with group.lock:
-            group.pending[sha] += 1
+            group.hold(sha)
             try:
                 await asyncio.to_thread(self._put_sync, key, checked)
             except BaseException:
@@ -275,12 +280,23 @@ class AttachmentStore:
         group = self._groups.get(key)
         return frozenset(group.pending) if group is not None else frozenset()
 
-    async def sweep(self, key: GroupKey, referenced: set[str] | frozenset[str]) -> list[str]:
+    def puts(self, key: GroupKey) -> int:
+        """How many files were put in the group so far (no I/O), for a sweep to say when it read its references."""
+        group = self._groups.get(key)
+        return 0 if group is None else group.puts
+
+    async def sweep(
+        self, key: GroupKey, referenced: set[str] | frozenset[str], *, puts_seen: int | None = None
+    ) -> list[str]:
         """Remove the group's files (and thumbnails, moved-aside copies and leftover temp files) whose sha is neither
         in `referenced` nor held by a put not released yet; the directory goes when nothing is left. The shas
-        removed."""
+        removed. `puts_seen`: `puts(key)` before `referenced` was read; when a file was put since, its memory may
+        have committed (and its hold ended) after that read, so nothing is removed: the sweep after that put's
+        commit or refusal judges the group again."""
         group = self._group(key)
         async with group.lock:
+            if puts_seen is not None and group.puts != puts_seen:
+                return []
             keep = set(referenced) | set(group.pending)
             return await asyncio.to_thread(self._sweep_sync, key, keep)
 

@@ -103,7 +103,7 @@ class PgAttachmentStore(AttachmentStore):
         self._check_available()
         group = self._group(key)
         async with group.lock:
-            group.pending[sha] += 1
+            group.hold(sha)
             try:
                 data, thumb = await asyncio.to_thread(self._prepare, key, checked)
                 await self._run(
@@ -236,9 +236,13 @@ class PgAttachmentStore(AttachmentStore):
     def known_empty(self, key: GroupKey) -> bool:
         return False  # another instance may have added a file: asked of the database (`may_have_files`)
 
-    async def sweep(self, key: GroupKey, referenced: set[str] | frozenset[str]) -> list[str]:
+    async def sweep(
+        self, key: GroupKey, referenced: set[str] | frozenset[str], *, puts_seen: int | None = None
+    ) -> list[str]:
         group = self._group(key)
         async with group.lock:
+            if puts_seen is not None and group.puts != puts_seen:
+                return []
             keep = sorted(set(referenced) | set(group.pending))
             rows = await self._run(
                 "DELETE FROM um_attachments WHERE platform = $1 AND group_id = $2 AND NOT (sha256 = ANY($3::text[]))"

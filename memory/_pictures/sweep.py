@@ -139,6 +139,7 @@ class Sweeper:
     async def sweep(self, key: GroupKey) -> list[str]:
         """Remove the group's files nothing refers to (see the module); the shas removed. Nothing is removed when
         the references cannot be read."""
+        puts_seen = self._blobs.puts(key)  # a file put after this may be referred to by a change not read below
         try:
             # The document first, taken at one instant with nothing of it pending: every change applied before that
             # instant is durable, so its log entry (with the memory a forget or an archive took) is read below; a
@@ -156,7 +157,7 @@ class Sweeper:
         if await asyncio.to_thread(self._moved_aside, key):  # lists the platform's directory: only when needed
             log.warning("attachments of %s not swept: its memory file was moved aside as corrupt", key)
             return []
-        removed = await self._blobs.sweep(key, referenced)
+        removed = await self._blobs.sweep(key, referenced, puts_seen=puts_seen)
         if removed:
             self.swept += len(removed)
             log.info("removed %d attachment(s) of %s that nothing refers to any more", len(removed), key)

@@ -252,6 +252,7 @@ class CachedStore(MemoryStore):
         actor: str,
         label: Label = None,
         extra: dict[str, Any] | None = None,
+        check: Callable[[GroupDocument], None] | None = None,
     ) -> R:
         """Apply `change` to the owner's memories and return its result once the change (and its log entries) is
         stored. `actor` says who changed it (a member's user id, "extraction", "admin:<id>", ...)."""
@@ -260,7 +261,7 @@ class CachedStore(MemoryStore):
             updated, result = change(lists[owner])
             return {owner: updated}, result
 
-        return await self.change_many(key, [owner], one, actor=actor, label=label, extra=extra)
+        return await self._run(key, changes.change_many(self._context, [owner], one, actor, label, extra, check))
 
     async def change_many(
         self,

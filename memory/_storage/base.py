@@ -116,8 +116,11 @@ class MemoryStore(ABC):
         actor: str,
         label: Label = None,
         extra: dict[str, Any] | None = None,
+        check: Callable[[GroupDocument], None] | None = None,
     ) -> R:
-        """Apply `change` to the owner's memories and return its result once it is durable."""
+        """Apply `change` to the owner's memories and return its result once it is durable. `check` sees the whole
+        document first, under the same lock (and again whenever the change runs again on a fresher state); raising
+        refuses the change, as `change` raising does (a cap over the whole group, such as the picture caps)."""
 
     @abstractmethod
     async def change_many(

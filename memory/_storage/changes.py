@@ -28,10 +28,17 @@ class Context:
 
 
 def change_many(
-    context: Context, owners: Sequence[Owner], change: ManyChange[R], actor: str, label: Label, extra: Extra
+    context: Context,
+    owners: Sequence[Owner],
+    change: ManyChange[R],
+    actor: str,
+    label: Label,
+    extra: Extra,
+    check: Callable[[GroupDocument], None] | None = None,
 ) -> Operation[R]:
     """Apply `change` to several owners' memories in one document at once: all of it is stored by one atomic
-    commit, or none of it is. `change` gets {owner: memories} and returns the lists it changed.
+    commit, or none of it is. `change` gets {owner: memories} and returns the lists it changed; `check`, when
+    given, sees the document before them and refuses the change by raising.
 
     The commit's log entries share a transaction id when there are several. With `label="erase"` the owners'
     earlier entries in this document lose their content in the same commit, and these entries carry none."""
@@ -39,6 +46,8 @@ def change_many(
     def operation(group: CachedGroup) -> tuple[R, bool]:
         doc = group.doc
         assert doc is not None
+        if check is not None:
+            check(doc)
         current = {owner: list(memories_of(doc, owner)) for owner in owners}
         updated, result = change({owner: list(memories) for owner, memories in current.items()})
         updated = {owner: memories for owner, memories in updated.items() if memories != current.get(owner)}

@@ -472,7 +472,7 @@ class UserMemoryStore(CachedStore):
             group.durable_episode_version = episodes_target
             group.data_bytes = sizes
             group.saved = saved
-            if document is not None:
+            if document is not None or erase_owners or erase_todos or erase_targets:  # an erasure frees files
                 self._tell_committed(group)
             self._acknowledge(group, target)
 
