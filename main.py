@@ -262,10 +262,9 @@ class UserMemoryPlugin(Star):
         shown = message_pictures(getattr(event.message_obj, "message", None))
         if shown:  # a picture may bring its memories back: by its bytes' hash, and by AstrBot's caption of it
             caption = request_caption(req.extra_user_content_parts)
-            sizes = self.service.picture_sizes(speaker)  # of the pictures the member's memories keep
-            if sizes is None or sizes:
-                cap = self.service.settings.attachment_max_file_mb * 1024 * 1024
-                pictures = await picture_keys(shown, cap, sizes)
+            lookup = self.service.picture_lookup(speaker)  # None: no memory of theirs keeps a picture
+            if lookup is not None:
+                pictures = await picture_keys(shown, lookup)
         block, injected = await self.service.inject(speaker, message, pictures=pictures, caption=caption)
         if injected:
             event.set_extra(INJECTED_MEMORIES, injected)
@@ -317,11 +316,8 @@ class UserMemoryPlugin(Star):
             with_attachment(boolean): 可选，默认 true：消息带图片或文件时连同保存；这条记忆与消息里的图片或文件无关时传 false
         """
         speaker = speaker_of(event)
-        attachments = []
-        settings = self.service.settings
-        if speaker is not None and str(with_attachment).strip().lower() not in ("false", "0", "no", "none"):
-            cap = settings.attachment_max_file_mb * 1024 * 1024
-            attachments = await incoming_attachments(event, cap, read=settings.enable_attachments)
+        reading = self.service.tools.attachment_reading(speaker, with_attachment)
+        attachments = await incoming_attachments(event, reading.max_bytes, read=reading.read) if reading else []
         return await self.service.tools.save_memory(
             speaker,
             memory_type=memory_type,
