@@ -35,7 +35,6 @@ from .memory import (
     Roster,
     Settings,
     Speaker,
-    roster_from,
 )
 
 PLUGIN_NAME = "astrbot_plugin_user_memory"
@@ -215,7 +214,7 @@ class UserMemoryPlugin(Star):
             group.members is None and not group.group_owner and not group.group_admins and not group.group_name
         ):
             return None
-        return roster_from(
+        return Roster.from_platform(
             {str(m.user_id): m.nickname for m in group.members or []},
             group.group_owner,
             group.group_admins,
@@ -502,7 +501,7 @@ async def _onebot_roster(event: AstrMessageEvent) -> Roster | None:
     rows = [m for m in members if isinstance(m, dict) and m.get("user_id") is not None] if members else []
     if not rows and not name:
         return None
-    return roster_from(
+    return Roster.from_platform(
         {str(m["user_id"]): m.get("card") or m.get("nickname") for m in rows},
         next((str(m["user_id"]) for m in rows if m.get("role") == "owner"), None),
         [str(m["user_id"]) for m in rows if m.get("role") == "admin"],
