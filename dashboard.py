@@ -19,7 +19,7 @@ from astrbot.api.web import error_response, json_response, request, stream_respo
 from astrbot.api.star import Context
 from starlette.responses import Response
 
-from .memory import InvalidMemoryInput, Manager, MemoryPluginError, Query, coded_message
+from .memory import InvalidMemoryInput, Manager, MemoryPluginError, Query
 
 PLUGIN_NAME = "astrbot_plugin_user_memory"
 ROUTE_PREFIX = f"/{PLUGIN_NAME}/"
@@ -197,7 +197,7 @@ async def _serve(handler: Handler, method: str) -> Any:
             params = request.query
         result = await handler(Call(manager, request.username or "unknown", params))
     except MemoryPluginError as exc:  # a refusal the page words for a person by its code ("[code] message")
-        return error_response(coded_message(exc))
+        return error_response(exc.coded_message())
     except Exception:
         logger.exception(f"[{PLUGIN_NAME}] dashboard route failed")
         return error_response(INTERNAL_ERROR, status_code=500)

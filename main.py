@@ -5,40 +5,24 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import astrbot.api.message_components as Comp
 from astrbot.api import AstrBotConfig, logger
-from astrbot.api.event import AstrMessageEvent, MessageChain, filter
+from astrbot.api.event import AstrMessageEvent, filter
 from astrbot.api.provider import LLMResponse, ProviderRequest
 from astrbot.api.star import Context, Star, StarTools
 from astrbot.core.agent.message import TextPart
 from astrbot.core.provider.register import llm_tools
 
 from .attachments import incoming_attachments
-from .dashboard import register_routes, release
+from .dashboard import PLUGIN_NAME, register_routes, release
+from .host_ports import AstrBotPorts
 from .persona_tools import MEMORY_TOOLS, TOOL_FAMILIES, keep_plugin_tools, offers_every_tool_family
-from .reply_pictures import describe_picture, message_pictures, picture_keys, request_caption
-from .memory import (
-    EmbeddingModel,
-    GroupKey,
-    MemberKey,
-    MemoryPluginError,
-    MemoryService,
-    Mention,
-    ModelAnswer,
-    OutgoingMessage,
-    Ports,
-    PrivateSender,
-    Roster,
-    Settings,
-    Speaker,
-    roster_from,
-)
+from .reply_pictures import message_pictures, picture_keys, request_caption
+from .memory import GroupKey, MemberKey, MemoryService, Mention, PrivateSender, Settings, Speaker
 
-PLUGIN_NAME = "astrbot_plugin_user_memory"
 # The event extra holding the ids of the memories injected for this request, read back when its reply is done.
 INJECTED_MEMORIES = "astrbot_plugin_user_memory:injected"
 
@@ -111,17 +95,8 @@ class UserMemoryPlugin(Star):
         _bridge_service_log()
         settings, warnings = Settings.from_mapping(config)
         self._write_back_effective_settings(settings, config)
-        ports = Ports(
-            send=self._send,
-            generate=self._generate,
-            roster=self._fetch_roster,
-            running_platforms=self._running_platforms,
-            embedding_model=self._embedding_model,
-            host_timezone=self._host_timezone(),
-            caption=self._caption,
-        )
         data_dir = Path(StarTools.get_data_dir(PLUGIN_NAME))
-        self.service = MemoryService(settings, data_dir, ports, setting_warnings=warnings)
+        self.service = MemoryService(settings, data_dir, AstrBotPorts(context).ports(), setting_warnings=warnings)
         register_routes(self.context, self.service.manager)  # the dashboard's memory manager is this one's now
 
     async def initialize(self) -> None:
@@ -133,7 +108,7 @@ class UserMemoryPlugin(Star):
         )  # the dashboard's routes stay registered (AstrBot never removes them): they refuse now
         await self.service.stop()
 
-    # -- the ports: what the service asks of AstrBot --------------------------------------------------------------
+    # -- the plugin's config ----------------------------------------------------------------------------------------
     def _write_back_effective_settings(self, settings: Settings, config: AstrBotConfig | None) -> None:
         """Make the plugin's config page show what is in effect: invalid values replaced by their defaults, and
         values found under the old flat keys moved into their sections (`Settings.layout_changes`)."""
@@ -145,82 +120,6 @@ class UserMemoryPlugin(Star):
             config.save_config()
         except Exception:  # a read-only config must not stop the plugin from loading
             logger.exception(f"[{PLUGIN_NAME}] cannot write the settings in effect back to the config")
-
-    def _host_timezone(self) -> str | None:
-        try:
-            zone = self.context.get_config().get("timezone")
-        except Exception:  # no host config (a half-started host)
-            return None
-        return zone if isinstance(zone, str) else None
-
-    def _running_platforms(self) -> dict[str, str]:
-        """The platform instances this AstrBot runs now, id -> adapter type (they load after the plugins: asked
-        when needed)."""
-        manager = getattr(self.context, "platform_manager", None)
-        return {p.meta().id: p.meta().name for p in getattr(manager, "platform_insts", ())}
-
-    def _embedding_model(self, provider_id: str) -> EmbeddingModel | None:
-        try:
-            provider = self.context.get_provider_by_id(provider_id)
-        except Exception:  # a half-started host must not stop the plugin from loading
-            logger.exception(f"[{PLUGIN_NAME}] cannot look up embedding provider {provider_id!r}")
-            return None
-        if provider is None or not hasattr(provider, "get_embeddings"):
-            return None
-        meta = provider.meta()
-        return EmbeddingModel(provider, f"{meta.id}/{meta.model or ''}")
-
-    async def _generate(self, system_prompt: str, prompt: str, *, provider_id: str, origin: str) -> ModelAnswer:
-        """One chat call: the provider named, else the conversation's, else AstrBot's default chat model."""
-        if not provider_id and origin:
-            provider_id = await self.context.get_current_chat_provider_id(origin)
-        elif not provider_id:
-            provider = await self.context.get_using_provider_async()
-            if provider is None:
-                raise MemoryPluginError("no chat model is configured for memory review")
-            provider_id = provider.meta().id
-        response = await self.context.llm_generate(
-            chat_provider_id=provider_id, system_prompt=system_prompt, prompt=prompt
-        )
-        usage = response.usage
-        return ModelAnswer(response.completion_text or "", usage.input if usage else 0, usage.output if usage else 0)
-
-    async def _caption(self, image: Callable[[], Awaitable[bytes]], mime: str, *, origin: str) -> str | None:
-        """A kept picture's description by AstrBot's image-caption model (`reply_pictures.describe_picture`)."""
-        return await describe_picture(self.context, image, origin=origin)
-
-    async def _send(self, origin: str, message: OutgoingMessage) -> bool:
-        """Post a message to a group, with a real @-mention (Lark: open_id, QQ: number)."""
-        chain = MessageChain()
-        # AstrBot's OneBot adapter puts a space after every @ itself (Lark's does not): one space, not two
-        gap = "" if self._running_platforms().get(origin.split(":", 1)[0]) == "aiocqhttp" else " "
-        if message.mention is not None:
-            mention = Comp.At(qq=message.mention.user_id, name=message.mention.name)
-            chain.chain.extend([mention, Comp.Plain(f"{gap}{message.text}")])
-        elif message.mention_all:
-            chain.chain.extend([Comp.AtAll(), Comp.Plain(f"{gap}{message.text}")])
-        else:
-            chain.chain.append(Comp.Plain(message.text))
-        return bool(await self.context.send_message(origin, chain))
-
-    @staticmethod
-    async def _fetch_roster(speaker: Speaker) -> Roster | None:
-        """The platform's member list, owner and admins, and the group's name (Lark: chat info and the paged chat
-        members API; OneBot: group info and member list); None when the platform cannot tell (this time)."""
-        event = speaker.handle
-        if isinstance(event, AstrMessageEvent) and event.get_platform_name() == "aiocqhttp":
-            return await _onebot_roster(event)
-        group = await speaker.handle.get_group()
-        if group is None or (
-            group.members is None and not group.group_owner and not group.group_admins and not group.group_name
-        ):
-            return None
-        return roster_from(
-            {str(m.user_id): m.nickname for m in group.members or []},
-            group.group_owner,
-            group.group_admins,
-            group.group_name,
-        )
 
     # -- hooks ----------------------------------------------------------------------------------------------------
     @filter.event_message_type(filter.EventMessageType.GROUP_MESSAGE)
@@ -262,10 +161,9 @@ class UserMemoryPlugin(Star):
         shown = message_pictures(getattr(event.message_obj, "message", None))
         if shown:  # a picture may bring its memories back: by its bytes' hash, and by AstrBot's caption of it
             caption = request_caption(req.extra_user_content_parts)
-            sizes = self.service.picture_sizes(speaker)  # of the pictures the member's memories keep
-            if sizes is None or sizes:
-                cap = self.service.settings.attachment_max_file_mb * 1024 * 1024
-                pictures = await picture_keys(shown, cap, sizes)
+            lookup = self.service.picture_lookup(speaker)  # None: no memory of theirs keeps a picture
+            if lookup is not None:
+                pictures = await picture_keys(shown, lookup)
         block, injected = await self.service.inject(speaker, message, pictures=pictures, caption=caption)
         if injected:
             event.set_extra(INJECTED_MEMORIES, injected)
@@ -317,11 +215,8 @@ class UserMemoryPlugin(Star):
             with_attachment(boolean): 可选，默认 true：消息带图片或文件时连同保存；这条记忆与消息里的图片或文件无关时传 false
         """
         speaker = speaker_of(event)
-        attachments = []
-        settings = self.service.settings
-        if speaker is not None and str(with_attachment).strip().lower() not in ("false", "0", "no", "none"):
-            cap = settings.attachment_max_file_mb * 1024 * 1024
-            attachments = await incoming_attachments(event, cap, read=settings.enable_attachments)
+        reading = self.service.tools.attachment_reading(speaker, with_attachment)
+        attachments = await incoming_attachments(event, reading.max_bytes, read=reading.read) if reading else []
         return await self.service.tools.save_memory(
             speaker,
             memory_type=memory_type,
@@ -480,38 +375,6 @@ class UserMemoryPlugin(Star):
     async def memory_status_command(self, event: AstrMessageEvent):
         """（管理员）查看生效的配置、配置警告和运行状况"""
         yield event.plain_result(await self.service.commands.status(sender_of(event)))
-
-
-async def _onebot_roster(event: AstrMessageEvent) -> Roster | None:
-    """QQ (OneBot v11): the group's member list naming each member by their group card (群名片), else their
-    nickname, as QQ shows them in the group and as AstrBot names the sender of a message (AstrBot's own
-    `get_group()` prefers the account nickname, so a member would go by two names); owner and admins from the
-    members' roles, the group's name from its info. None when the OneBot implementation cannot tell (this time)."""
-    bot, group_id = getattr(event, "bot", None), str(event.get_group_id())
-    if bot is None or not group_id:
-        return None
-    routing = {"self_id": self_id} if (self_id := getattr(event.message_obj, "self_id", None)) else {}
-    api_group_id: int | str = int(group_id) if group_id.isdigit() else group_id
-    name = None
-    try:
-        info = await bot.call_action("get_group_info", group_id=api_group_id, **routing)
-        name = info.get("group_name") if isinstance(info, dict) else None
-    except Exception as e:  # the member list may still come
-        logger.warning(f"[{PLUGIN_NAME}] OneBot get_group_info for group {group_id} failed: {e}")
-    try:
-        members = await bot.call_action("get_group_member_list", group_id=api_group_id, **routing)
-    except Exception as e:
-        logger.warning(f"[{PLUGIN_NAME}] OneBot get_group_member_list for group {group_id} failed: {e}")
-        members = None
-    rows = [m for m in members if isinstance(m, dict) and m.get("user_id") is not None] if members else []
-    if not rows and not name:
-        return None
-    return roster_from(
-        {str(m["user_id"]): m.get("card") or m.get("nickname") for m in rows},
-        next((str(m["user_id"]) for m in rows if m.get("role") == "owner"), None),
-        [str(m["user_id"]) for m in rows if m.get("role") == "admin"],
-        name,
-    )
 
 
 def _require(tool_name: str, *arguments: str) -> None:

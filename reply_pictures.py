@@ -4,8 +4,8 @@ of them; in the background, AstrBot's image-caption model describing a kept pict
 
 Reply path: after AstrBot's preprocessing every `Image` of the message, quoted ones included, points to a local file
 under data/temp (or still holds its base64 payload when that failed). They are read and hashed in one worker thread
-(`memory.picture_digests`), each within the per-file cap, at most MAX_PICTURES: only their digests come back to the
-loop and go to the service. An http(s) URL (preprocessing could not download it) is never fetched here: a reply
+as the service's `picture_lookup` says (the per-file cap, the sizes its memories keep), at most MAX_PICTURES: only
+their digests come back to the loop and go to the service. An http(s) URL (preprocessing could not download it) is never fetched here: a reply
 never waits for a download. When the chat model cannot take pictures and
 `default_image_caption_provider_id` is set, AstrBot has already described them, as a `<image_caption>` text part of
 the request: that text is taken as it is (no second model call)."""
@@ -24,8 +24,6 @@ from urllib.parse import unquote, urlsplit
 
 import astrbot.api.message_components as Comp
 from astrbot.core.agent.message import TextPart
-
-from .memory import picture_digests
 
 MAX_PICTURES = 4  # of one message, its quoted message's included
 DEFAULT_CAPTION_PROMPT = "Please describe the image using Chinese."  # AstrBot's default `image_caption_prompt`
@@ -47,17 +45,17 @@ def message_pictures(components: Sequence[Any] | None) -> list[Any]:
     return own[:MAX_PICTURES] if len(own) > MAX_PICTURES else own
 
 
-async def picture_keys(pictures: Sequence[Any], max_bytes: int, sizes: frozenset[int] | None = None) -> tuple[str, ...]:
-    """The `picture_digests` of `pictures` that are local files or inline payloads within `max_bytes` each, read
-    and hashed in one worker thread (the bytes stay there); the others are left out. `sizes`: only files of these
-    sizes may match (`MemoryService.picture_sizes`): another is not read (None: any)."""
+async def picture_keys(pictures: Sequence[Any], lookup: Any) -> tuple[str, ...]:
+    """The digests of `pictures` that are local files or inline payloads within `lookup.max_bytes` each, read and
+    hashed (`lookup.digests`) in one worker thread (the bytes stay there); the others are left out. `lookup`:
+    `MemoryService.picture_lookup`'s answer; a file of a size not in `lookup.sizes` is not read (None: any)."""
     references = [str(p.path or p.file or p.url or "") for p in pictures]
     references = [r for r in references if r and not r.startswith(("http://", "https://"))]
-    if sizes is not None:  # no worker thread for a picture no memory can keep (metadata only: the file is not read)
-        references = [r for r in references if _may_be(r, sizes)]
+    if lookup.sizes is not None:  # no worker thread for a picture no memory can keep (metadata only: not read)
+        references = [r for r in references if _may_be(r, lookup.sizes)]
     if not references:
         return ()
-    return await asyncio.to_thread(_digests, references, max_bytes, sizes)
+    return await asyncio.to_thread(_digests, references, lookup)
 
 
 def _may_be(reference: str, sizes: frozenset[int]) -> bool:
@@ -75,8 +73,8 @@ def _may_be(reference: str, sizes: frozenset[int]) -> bool:
         return False
 
 
-def _digests(references: list[str], max_bytes: int, sizes: frozenset[int] | None) -> tuple[str, ...]:
-    return picture_digests(data for reference in references if (data := _read(reference, max_bytes, sizes)))
+def _digests(references: list[str], lookup: Any) -> tuple[str, ...]:
+    return lookup.digests(d for r in references if (d := _read(r, lookup.max_bytes, lookup.sizes)))
 
 
 def _read(reference: str, max_bytes: int, sizes: frozenset[int] | None = None) -> bytes | None:

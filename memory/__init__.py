@@ -5,31 +5,20 @@ speaking (`Speaker`, `PrivateSender`) and hands its answers back to the host; a 
 service's `Manager`. Everything else is private.
 """
 
-from ._errors import InvalidMemoryInput, MemoryPluginError, StorageUnavailable, coded_message
-from ._members import Roster, roster_from
+from ._errors import InvalidMemoryInput, MemoryPluginError, StorageUnavailable
+from ._members import Roster
 from ._manage import Query
 from ._models import GroupKey, MemberKey, Mention
 from ._pictures import IncomingAttachment
-from ._recall.pictures import picture_digests
-from ._service.ports import (
-    Embedder,
-    EmbeddingModel,
-    ModelAnswer,
-    OutgoingMessage,
-    Ports,
-    PrivateSender,
-    Speaker,
-)
+from ._service.ports import EmbeddingModel, ModelAnswer, OutgoingMessage, Ports, PrivateSender, Speaker
 from ._service.manager import Manager
-from ._service.service import Injected, MemoryService, Placed
+from ._service.service import MemoryService
 from ._settings import Settings
 
 __all__ = [
-    "Embedder",
     "EmbeddingModel",
     "GroupKey",
     "IncomingAttachment",
-    "Injected",
     "InvalidMemoryInput",
     "Manager",
     "MemberKey",
@@ -38,7 +27,6 @@ __all__ = [
     "Mention",
     "ModelAnswer",
     "OutgoingMessage",
-    "Placed",
     "Ports",
     "PrivateSender",
     "Query",
@@ -46,7 +34,4 @@ __all__ = [
     "Settings",
     "Speaker",
     "StorageUnavailable",
-    "coded_message",
-    "picture_digests",
-    "roster_from",
 ]

@@ -15,15 +15,16 @@ class MemoryPluginError(Exception):
         self.code = code
         self.params = params
 
-
-def coded_message(exc: MemoryPluginError) -> str:
-    """The message with its code in front, `[code|name=value|...] message`, as the dashboard's routes answer a
-    refusal (the dashboard's bridge passes the page nothing but the message text); the bare message without a
-    code."""
-    if not exc.code:
-        return str(exc)
-    params = "".join(f"|{name}={str(value).replace('|', '/').replace(']', ')')}" for name, value in exc.params.items())
-    return f"[{exc.code}{params}] {exc}"
+    def coded_message(self) -> str:
+        """The message with its code in front, `[code|name=value|...] message`, as the dashboard's routes answer a
+        refusal (the dashboard's bridge passes the page nothing but the message text); the bare message without
+        a code."""
+        if not self.code:
+            return str(self)
+        params = "".join(
+            f"|{name}={str(value).replace('|', '/').replace(']', ')')}" for name, value in self.params.items()
+        )
+        return f"[{self.code}{params}] {self}"
 
 
 class InvalidMemoryInput(MemoryPluginError):

@@ -35,19 +35,23 @@ class Roster:
     group_name: str | None = None  # the group's own name, where the platform gives one (Lark does)
     members: frozenset[str] = frozenset()  # every member the platform listed, named or not (empty: it gave no list)
 
-
-def roster_from(
-    names: Mapping[str, str | None], owner: str | None, admins: list[str] | None, group_name: str | None = None
-) -> Roster:
-    """A roster from raw platform data: blank names dropped, names cleaned to one short line."""
-    cleaned = {str(uid): clean_content(name)[:NAME_MAX_CHARS] for uid, name in names.items() if name}
-    return Roster(
-        {uid: name for uid, name in cleaned.items() if name},
-        str(owner) if owner else None,
-        frozenset(str(a) for a in admins or ()),
-        group_name=clean_content(group_name)[:NAME_MAX_CHARS] or None if group_name else None,
-        members=frozenset(str(uid) for uid in names),
-    )
+    @classmethod
+    def from_platform(
+        cls,
+        names: Mapping[str, str | None],
+        owner: str | None,
+        admins: list[str] | None,
+        group_name: str | None = None,
+    ) -> Roster:
+        """A roster from raw platform data: blank names dropped, names cleaned to one short line."""
+        cleaned = {str(uid): clean_content(name)[:NAME_MAX_CHARS] for uid, name in names.items() if name}
+        return cls(
+            {uid: name for uid, name in cleaned.items() if name},
+            str(owner) if owner else None,
+            frozenset(str(a) for a in admins or ()),
+            group_name=clean_content(group_name)[:NAME_MAX_CHARS] or None if group_name else None,
+            members=frozenset(str(uid) for uid in names),
+        )
 
 
 MAX_SPOKEN_NAMES = 100_000

@@ -139,7 +139,7 @@ async def test_a_qq_roster_names_members_by_their_group_card_like_the_messages_d
     )
     plugin = make_plugin()
     speaker = plugin_main.speaker_of(_qq_event(bot))
-    roster = await plugin._fetch_roster(speaker)
+    roster = await plugin.service.ports.roster(speaker)
     assert dict(roster.names) == {"10001": "王经理", "10002": "lilei", "10003": "赵四"}
     assert (roster.owner, roster.admins, roster.group_name) == ("10001", frozenset({"10002"}), "后端组")
     assert [(a, p["group_id"], p.get("self_id")) for a, p in bot.calls] == [
@@ -155,13 +155,13 @@ async def test_a_qq_roster_survives_what_the_onebot_side_cannot_answer(make_plug
 
     plugin = make_plugin()
     no_info = _OneBot({"get_group_info": ActionFailed({"retcode": 1404}), "get_group_member_list": [_row(10001, "w")]})
-    roster = await plugin._fetch_roster(plugin_main.speaker_of(_qq_event(no_info)))
+    roster = await plugin.service.ports.roster(plugin_main.speaker_of(_qq_event(no_info)))
     assert dict(roster.names) == {"10001": "w"} and roster.group_name is None
     no_members = _OneBot({"get_group_info": {"group_name": "后端组"}, "get_group_member_list": NetworkError("timeout")})
-    roster = await plugin._fetch_roster(plugin_main.speaker_of(_qq_event(no_members)))
+    roster = await plugin.service.ports.roster(plugin_main.speaker_of(_qq_event(no_members)))
     assert dict(roster.names) == {} and roster.group_name == "后端组"
     nothing = _OneBot({"get_group_info": NetworkError("timeout"), "get_group_member_list": NetworkError("timeout")})
-    assert await plugin._fetch_roster(plugin_main.speaker_of(_qq_event(nothing))) is None
+    assert await plugin.service.ports.roster(plugin_main.speaker_of(_qq_event(nothing))) is None
     await plugin.terminate()
 
 

@@ -1,10 +1,12 @@
 """The dashboard's edits (memory/_manage/edit.py), history and revert: validation like the save tool, no side
 effects, every change in the group's one change log, and the next prompt carries the edit."""
 
+from zoneinfo import ZoneInfo
+
 import pytest
 
 from conftest import make_event
-from memory import GroupKey, InvalidMemoryInput
+from memory import GroupKey, InvalidMemoryInput, Settings
 from memory._admin import revert_change
 from memory._models import Memory
 from memory._storage import UserMemoryStore
@@ -15,13 +17,16 @@ from memory._manage.edit import (
     move_to_group,
     move_to_member,
 )
+from memory._manage import transfer
 from memory._manage.history import history_page
 from memory._storage import GROUP_OWNER
+from memory._todos.rules import TodoPolicy
 from test_plugin import call_tool, system_prompt_for
 
 G = GroupKey("lark", "oc_group1")
 OTHER = GroupKey("lark", "oc_other")
 ACTOR = "dashboard:admin"
+LIMITS = transfer.Limits.of(Settings(), TodoPolicy(zone=ZoneInfo("Asia/Shanghai")))
 
 
 def memory(memory_id, content, **kw):
@@ -171,16 +176,28 @@ async def test_move_to_group_needs_confirm_and_move_to_member_needs_a_known_memb
     store = await seeded(tmp_path)
     before = await snapshot(store)
     with pytest.raises(InvalidMemoryInput, match="确认"):
-        await move_to_group(store, memory_ref(G, "member", "ou_a", "m1"), confirm=False, now=9.0, actor=ACTOR)
+        await move_to_group(
+            store, memory_ref(G, "member", "ou_a", "m1"), confirm=False, limits=LIMITS, now=9.0, actor=ACTOR
+        )
     with pytest.raises(InvalidMemoryInput, match="已知成员"):
         await move_to_member(
-            store, memory_ref(G, "group", None, "g1"), "ou_stranger", known_members=set(), now=9.0, actor=ACTOR
+            store,
+            memory_ref(G, "group", None, "g1"),
+            "ou_stranger",
+            known_members=set(),
+            limits=LIMITS,
+            now=9.0,
+            actor=ACTOR,
         )
     with pytest.raises(InvalidMemoryInput):
-        await move_to_member(store, memory_ref(G, "group", None, "g1"), "", known_members=set(), now=9.0, actor=ACTOR)
+        await move_to_member(
+            store, memory_ref(G, "group", None, "g1"), "", known_members=set(), limits=LIMITS, now=9.0, actor=ACTOR
+        )
     assert await snapshot(store) == before
 
-    moved = await move_to_group(store, memory_ref(G, "member", "ou_a", "m1"), confirm=True, now=9.0, actor=ACTOR)
+    moved = await move_to_group(
+        store, memory_ref(G, "member", "ou_a", "m1"), confirm=True, limits=LIMITS, now=9.0, actor=ACTOR
+    )
     assert moved.added_by == "ou_a"
     assert [m.id for m in await store.memories(G, GROUP_OWNER)] == ["g1", "m1"]
     assert [m.id for m in await store.memories(G, "ou_a")] == ["m2"]
@@ -190,7 +207,7 @@ async def test_move_to_group_needs_confirm_and_move_to_member_needs_a_known_memb
 
     # To a member known only from the roster (no memories here yet).
     await move_to_member(
-        store, memory_ref(G, "group", None, "g1"), "ou_c", known_members={"ou_c"}, now=10.0, actor=ACTOR
+        store, memory_ref(G, "group", None, "g1"), "ou_c", known_members={"ou_c"}, limits=LIMITS, now=10.0, actor=ACTOR
     )
     assert [m.id for m in await store.memories(G, "ou_c")] == ["g1"]
     assert (await store.memories(G, "ou_c"))[0].added_by is None

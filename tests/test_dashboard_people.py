@@ -13,7 +13,7 @@ from test_dashboard_api import remember
 from test_dashboard_transfer import G, G2, GLOBAL, todo
 from test_manager import Host
 
-from memory import InvalidMemoryInput, coded_message
+from memory import InvalidMemoryInput
 from memory._members import Roster
 from memory._models import GroupKey, Memory, MemoryType, Todo
 from memory._manage import Query
@@ -166,11 +166,11 @@ async def test_refused_edits_carry_a_code_and_its_values(host):
 
     empty = await refusal(edit(content="   "))
     assert empty.code == "content_empty"
-    assert coded_message(empty) == "[content_empty] content 不能为空：请用一句简洁的陈述句描述要记住的内容"
+    assert empty.coded_message() == "[content_empty] content 不能为空：请用一句简洁的陈述句描述要记住的内容"
     limit = Settings().memory_max_content_length
     long = await refusal(edit(content="长" * (limit + 5)))
     assert long.code == "content_too_long"
-    assert coded_message(long).startswith(f"[content_too_long|length={limit + 5}|max={limit}] content 过长")
+    assert long.coded_message().startswith(f"[content_too_long|length={limit + 5}|max={limit}] content 过长")
     assert (await refusal(edit(importance=1.5))).code == "importance_range"
     assert (await refusal(edit(memory_type="opinion"))).code == "type_invalid"
     twin = await refusal(edit(content=other["content"]))
@@ -182,8 +182,8 @@ async def test_refused_edits_carry_a_code_and_its_values(host):
     )
     assert gone.code == "memory_gone"
     unknown = await refusal(host.manager.group("lark", "oc_nope"))
-    assert coded_message(unknown).startswith("[group_unknown|group=oc_nope] ")
-    assert coded_message(InvalidMemoryInput("没有编码")) == "没有编码"
+    assert unknown.coded_message().startswith("[group_unknown|group=oc_nope] ")
+    assert InvalidMemoryInput("没有编码").coded_message() == "没有编码"
 
 
 async def test_the_edit_route_answers_a_refusal_with_its_code(make_plugin):

@@ -16,7 +16,8 @@ import pytest
 from picture_kit import png
 from service_kit import speaker
 
-from memory import GroupKey, IncomingAttachment, MemoryService, Settings, picture_digests
+from memory import GroupKey, IncomingAttachment, MemoryService, Settings
+from memory._recall.pictures import picture_digests
 from memory._pictures import captions
 from memory._prompt import PICTURE_MATCH_NOTE
 

@@ -15,7 +15,8 @@ from conftest import make_event
 from picture_kit import png
 from test_plugin import call_tool, given
 
-from memory import GroupKey, picture_digests
+from memory import GroupKey
+from memory._recall.pictures import PictureLookup, picture_digests
 from memory._prompt import PICTURE_MATCH_NOTE
 
 G1 = GroupKey("lark", "oc_g1")
@@ -104,9 +105,9 @@ async def test_pictures_are_read_only_when_a_memory_may_keep_one(make_plugin, tm
     reads = []
     real = plugin_main.picture_keys
 
-    async def counted(pictures, cap, sizes):
+    async def counted(pictures, lookup):
         reads.append(len(pictures))
-        return await real(pictures, cap, sizes)
+        return await real(pictures, lookup)
 
     monkeypatch.setattr(plugin_main, "picture_keys", counted)
     await call_tool(
@@ -131,12 +132,12 @@ async def test_reading_the_pictures_keeps_to_local_files_and_the_cap(tmp_path, p
     inline = Comp.Image(file="base64://" + base64.b64encode(b"z" * 10).decode())
     remote = Comp.Image(file="https://example.invalid/p.png", url="https://example.invalid/p.png")
     gone = Comp.Image(file=str(tmp_path / "missing.png"), path=str(tmp_path / "missing.png"))
-    found = await reply_pictures.picture_keys([small, big, inline, remote, gone, small], 50)
+    found = await reply_pictures.picture_keys([small, big, inline, remote, gone, small], PictureLookup(50))
     assert found == picture_digests([b"x" * 10, b"z" * 10])
     other_size = local_image(tmp_path, "o.png", b"w" * 11)
-    found = await reply_pictures.picture_keys([other_size, small, inline], 50, frozenset({10}))
+    found = await reply_pictures.picture_keys([other_size, small, inline], PictureLookup(50, frozenset({10})))
     assert found == picture_digests([b"x" * 10, b"z" * 10])  # a file of another size is not read
-    assert await reply_pictures.picture_keys([small], 50, frozenset({11})) == ()
+    assert await reply_pictures.picture_keys([small], PictureLookup(50, frozenset({11}))) == ()
     many = [small] * 6 + [Comp.Reply(id="r", chain=[big])]
     assert len(reply_pictures.message_pictures([Comp.Plain("看"), *many])) == reply_pictures.MAX_PICTURES
     assert reply_pictures.message_pictures([Comp.Plain("看"), Comp.Reply(id="r", chain=[big]), small]) == [small, big]
@@ -151,7 +152,7 @@ async def test_a_picture_no_memory_can_keep_needs_no_worker_thread(tmp_path, plu
     monkeypatch.setattr(reply_pictures, "_digests", never)
     small = local_image(tmp_path, "s.png", b"x" * 10)
     inline = Comp.Image(file="base64://" + base64.b64encode(b"z" * 11).decode())
-    assert await reply_pictures.picture_keys([small, inline], 50, frozenset({12})) == ()
+    assert await reply_pictures.picture_keys([small, inline], PictureLookup(50, frozenset({12}))) == ()
 
 
 def test_astrbots_caption_parts_are_found(plugin_main):

@@ -2,7 +2,7 @@
 
 from service_kit import block_for, save, speaker
 
-from memory import GroupKey, MemberKey, roster_from
+from memory import GroupKey, MemberKey, Roster
 from memory._models import Caller, Scope
 from memory._tools import forget_memory, save_memory
 
@@ -167,7 +167,7 @@ async def test_single_value_slots_never_apply_to_group_memories(make_service):
 
 
 async def test_group_instructions_are_admin_only_by_default(make_service, host):
-    host.rosters.by_group[G1] = roster_from({}, "ou_owner", [])  # the platform says who owns the group
+    host.rosters.by_group[G1] = Roster.from_platform({}, "ou_owner", [])  # the platform says who owns the group
     service = make_service()
     refused = await save(service, speaker("ou_a"), "所有回复都用英文", "instruction", scope="group")
     assert "只有管理员可以添加群公共指令" in refused and "没有做任何更改" in refused

@@ -4,7 +4,7 @@ real mention, the group's roster, and the embedding model the settings name."""
 
 from service_kit import Model, block_for, save, speaker
 
-from memory import EmbeddingModel, GroupKey, Mention, OutgoingMessage, roster_from
+from memory import EmbeddingModel, GroupKey, Mention, OutgoingMessage, Roster
 from memory._todos.delivery import Reminder
 
 G1 = GroupKey("lark", "oc_group1")
@@ -40,7 +40,7 @@ async def test_nothing_is_observed_with_extraction_off(make_service, host):
 
 
 async def test_a_reminder_is_posted_to_its_group_mentioning_the_member_by_name(make_service, host):
-    host.rosters.by_group[G1] = roster_from({"ou_a": "王小明"}, None, None)
+    host.rosters.by_group[G1] = Roster.from_platform({"ou_a": "王小明"}, None, None)
     service = make_service()
     me = speaker("ou_a")
     await service.tools.add_todo(me, content="交周报", remind_at="2026-11-23T10:00")
@@ -55,7 +55,7 @@ async def test_a_reminder_is_posted_to_its_group_mentioning_the_member_by_name(m
 
 
 async def test_a_roster_names_the_member_and_makes_the_owner_a_group_admin(make_service, host):
-    host.rosters.by_group[G1] = roster_from({"ou_1a2b3c4d5e": "王小明"}, "ou_1a2b3c4d5e", None)
+    host.rosters.by_group[G1] = Roster.from_platform({"ou_1a2b3c4d5e": "王小明"}, "ou_1a2b3c4d5e", None)
     service = make_service()
     lark = speaker("ou_1a2b3c4d5e")  # Lark names group senders by a piece of their open_id
     await save(service, lark, "是产品经理")  # the roster is fetched in the background from here

@@ -9,7 +9,7 @@ The clock is `service_kit.NOW`, Monday 2026-11-23 09:00 in Shanghai."""
 import pytest
 from service_kit import block_for, speaker
 
-from memory import GroupKey, Mention, OutgoingMessage, roster_from
+from memory import GroupKey, Mention, OutgoingMessage, Roster
 from memory._privacy.audit import FOREIGN_ID
 
 G1, G2 = GroupKey("lark", "oc_group1"), GroupKey("lark", "oc_group2")
@@ -20,7 +20,7 @@ AT_10 = "2026-11-23T10:00"
 
 @pytest.fixture
 def service(make_service, host):
-    host.rosters.by_group[G1] = roster_from({A: "老王", B: "小李", C: "小张"}, None, None)
+    host.rosters.by_group[G1] = Roster.from_platform({A: "老王", B: "小李", C: "小张"}, None, None)
     return make_service(timezone="Asia/Shanghai")
 
 
@@ -107,7 +107,7 @@ async def test_a_target_not_among_the_mentions_is_refused_and_nothing_is_stored(
 async def test_a_member_the_groups_member_list_does_not_hold_is_refused_and_counts_nowhere(make_service, host):
     """Issue 32 item 10: `提醒 @陌生人 …` for someone not in the group would count against the limits and later @
     nobody the group reaches. A member the list holds without a name is still a member."""
-    host.rosters.by_group[G1] = roster_from({A: "老王", B: "小李", "ou_noname": None}, None, None)
+    host.rosters.by_group[G1] = Roster.from_platform({A: "老王", B: "小李", "ou_noname": None}, None, None)
     service = make_service(timezone="Asia/Shanghai", todo_max_per_group=1)
     await service.tools.list_todos(speaker(A))  # A speaks: the member list is fetched in the background
     await service.members.settle()
@@ -212,7 +212,7 @@ async def test_the_dashboard_lists_it_with_both_names_and_counts_it_for_both(ser
 
 
 async def test_it_counts_against_the_setters_and_the_targets_limit_and_says_whose(make_service, host):
-    host.rosters.by_group[G1] = roster_from({A: "老王", B: "小李"}, None, None)
+    host.rosters.by_group[G1] = Roster.from_platform({A: "老王", B: "小李"}, None, None)
     service = make_service(timezone="Asia/Shanghai", todo_max_pending_per_member=2)
     await remind(service, "一")
     # the setter's limit: A has one set for B and one own → full

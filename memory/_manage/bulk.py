@@ -2,10 +2,12 @@
 
 The same checks as one edit or one move (`edit.py`): type and importance as the save tool reads them; a member's
 memory becomes the group's only with `confirm`, a group memory becomes a known member's, and a move never makes a
-twin of a memory the new owner already has. Everything is one commit of the document, so the change log holds
-one transaction that `/memory revert` (and the page's undo) reverts as a whole. A request names memories of one
-document: the group's (member and group scope) or the platform's global memories (type and importance only).
-Invalid input or an unknown id raises `InvalidMemoryInput` and changes nothing.
+twin of a memory the new owner already has. A move that would take the new owner past a cap (the caps an
+import meets, `edit.over_caps`) is left out, the memory unchanged, and reported with why; the others are made.
+Everything is one commit of the document, so the change log holds one transaction that `/memory revert` (and the
+page's undo) reverts as a whole. A request names memories of one document: the group's (member and group scope)
+or the platform's global memories (type and importance only). Invalid input or an unknown id raises
+`InvalidMemoryInput` and changes nothing.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from .._errors import InvalidMemoryInput
 from .._models import Memory, MemoryType, Scope
 from .._rules.operations import parse_memory_type
 from .._storage import GROUP_OWNER, MemoryStore, Owner
-from .edit import MAX_DELETE, MemoryRef, find_memory, known_in, no_twin, parse_importance
+from .edit import MAX_DELETE, MemoryRef, find_memory, known_in, no_twin, over_caps, parse_importance
+from .transfer.applying import Limits
 
 MAX_BULK = MAX_DELETE  # memories one bulk edit may name
 NOTHING = "没有要修改的内容：请给出 type、importance 或 scope"
@@ -55,6 +58,14 @@ def read_bulk(memory_type: Any, importance: Any, scope: Any, member: Any) -> Bul
     return BulkChange(kind, weight, target, owner)
 
 
+@dataclass(frozen=True)
+class BulkResult:
+    """The memories that changed, as stored, and the moves left out (memory, why) because of a cap."""
+
+    changed: list[Memory]
+    left_out: dict[MemoryRef, str]
+
+
 async def bulk_edit(
     store: MemoryStore,
     refs: Sequence[MemoryRef],
@@ -62,10 +73,11 @@ async def bulk_edit(
     *,
     confirm: bool,
     known_members: Collection[str],
+    limits: Limits,
     now: float,
     actor: str,
-) -> list[Memory]:
-    """Apply `wanted` to every memory `refs` names, in one commit; the memories that changed, as stored."""
+) -> BulkResult:
+    """Apply `wanted` to every memory `refs` names, in one commit, but for the moves past a cap."""
     if not refs:
         raise InvalidMemoryInput("没有指定要修改的记忆")
     if len(refs) > MAX_BULK:
@@ -91,6 +103,10 @@ async def bulk_edit(
                 )
             if target not in known_members and target not in known_in(await store.document(document)):
                 raise InvalidMemoryInput(f"成员 {target!r} 不在本群的已知成员中")
+    left_out: dict[MemoryRef, str] = {}
+    if wanted.scope is not None:
+        moves = [(ref, target) for ref in dict.fromkeys(refs) if ref.owner != target]
+        left_out = await over_caps(store, document, moves, limits)
     owners = list(dict.fromkeys([*(ref.owner for ref in refs), *([target] if wanted.scope is not None else [])]))
     values: dict[str, Any] = {}
     if wanted.memory_type is not None:
@@ -102,6 +118,8 @@ async def bulk_edit(
         changed: list[Memory] = []
         for ref in dict.fromkeys(refs):
             memory = find_memory(lists[ref.owner], ref)
+            if ref in left_out:
+                continue
             moving = wanted.scope is not None and ref.owner != target
             updated = memory.model_copy(update=values) if values else memory
             if moving:
@@ -118,4 +136,6 @@ async def bulk_edit(
             changed.append(updated)
         return lists, changed
 
-    return await store.change_many(document, owners, change, actor=actor)
+    if len(left_out) == len(dict.fromkeys(refs)):  # nothing to change: no empty transaction
+        return BulkResult([], left_out)
+    return BulkResult(await store.change_many(document, owners, change, actor=actor), left_out)

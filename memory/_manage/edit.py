@@ -4,8 +4,9 @@ Edits validate exactly like the save tool (`_rules/operations.py`: content rules
 its side effects: no refresh of a same-text memory, no single-value slot replacement, no merge with a twin (an
 edit whose text another memory of the same owner already has is refused). Every change goes through the store
 with the caller's actor, so it lands in the group's one change log and can be reverted from there; re-embedding
-follows from the store's listener when semantic recall is on. Invalid input or an unknown id raises
-`InvalidMemoryInput` and changes nothing.
+follows from the store's listener when semantic recall is on. A move meets the caps an import meets
+(`transfer.caps_breach`: memories per member and of the group, pictures and files per member and of the group).
+Invalid input, an unknown id or a move past a cap raises `InvalidMemoryInput` and changes nothing.
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ from typing import Any
 from .._errors import InvalidMemoryInput
 from .._models import GroupDocument, GroupKey, Memory, Scope
 from .._rules.operations import parse_content, parse_memory_type
-from .._storage import GROUP_OWNER, MemoryStore, Owner
+from .._storage import GROUP_OWNER, MemoryStore, Owner, owner_lists
 from .._text import dedupe_key, stored_key
+from .transfer.applying import Limits, caps_breach
 
 MAX_DELETE = 500  # memories one delete request may name
 
@@ -154,7 +156,9 @@ async def delete_memories(store: MemoryStore, refs: Sequence[MemoryRef], *, acto
     return deleted
 
 
-async def move_to_group(store: MemoryStore, ref: MemoryRef, *, confirm: bool, now: float, actor: str) -> Memory:
+async def move_to_group(
+    store: MemoryStore, ref: MemoryRef, *, confirm: bool, limits: Limits, now: float, actor: str
+) -> Memory:
     """Make a member's memory (of this group) a group memory, seen by every member: only with `confirm`. One
     commit (a transaction of the delete and the add); the memory keeps its id and is attributed to the member."""
     if ref.scope is not Scope.MEMBER:
@@ -162,13 +166,21 @@ async def move_to_group(store: MemoryStore, ref: MemoryRef, *, confirm: bool, no
     if not confirm:
         raise InvalidMemoryInput("移为群公共记忆后本群所有成员的对话都会用到它：请确认（confirm）后再移动")
     member = ref.owner
+    await _refuse_over_caps(store, ref, GROUP_OWNER, limits)
 
     move = _mover(ref, member, GROUP_OWNER, added_by=member, now=now)
     return await store.change_many(ref.key, [member, GROUP_OWNER], move, actor=actor)
 
 
 async def move_to_member(
-    store: MemoryStore, ref: MemoryRef, member: Any, *, known_members: Collection[str], now: float, actor: str
+    store: MemoryStore,
+    ref: MemoryRef,
+    member: Any,
+    *,
+    known_members: Collection[str],
+    limits: Limits,
+    now: float,
+    actor: str,
 ) -> Memory:
     """Make a group memory one member's own. The member must be known in the group: someone with memories here,
     who added a group memory or has a todo here, or in `known_members` (the platform's roster)."""
@@ -179,6 +191,7 @@ async def move_to_member(
     member = member.strip()
     if member not in known_in(await store.document(ref.key)) and member not in known_members:
         raise InvalidMemoryInput(f"成员 {member!r} 不在本群的已知成员中", code="member_unknown", member=member)
+    await _refuse_over_caps(store, ref, member, limits)
 
     move = _mover(ref, GROUP_OWNER, member, added_by=None, now=now)
     return await store.change_many(ref.key, [GROUP_OWNER, member], move, actor=actor)
@@ -209,3 +222,38 @@ def _mover(
         return lists, moved
 
     return move
+
+
+async def over_caps(
+    store: MemoryStore, key: GroupKey, moves: Sequence[tuple[MemoryRef, Owner]], limits: Limits
+) -> dict[MemoryRef, str]:
+    """The moves (memory, new owner) that would take their new owner past a cap, each with why: judged in order,
+    each after the moves before it that fit, by the import's check (`transfer.caps_breach`), on what is stored (a
+    memory the cache lacks: after catching up with another instance's change)."""
+    try:
+        return _over_caps(await store.document(key), moves, limits)
+    except InvalidMemoryInput:
+        if not await store.freshen(key):
+            raise
+        return _over_caps(await store.document(key), moves, limits)
+
+
+def _over_caps(doc: GroupDocument, moves: Sequence[tuple[MemoryRef, Owner]], limits: Limits) -> dict[MemoryRef, str]:
+    lists = dict(owner_lists(doc))
+    fitting: list[tuple[Owner, Memory]] = []
+    over: dict[MemoryRef, str] = {}
+    for ref, target in moves:
+        memory = find_memory(lists.get(ref.owner, ()), ref)
+        moved = memory.model_copy(update={"added_by": ref.owner if target is GROUP_OWNER else None})
+        breach = caps_breach(doc, [*fitting, (target, moved)], limits, after="移动后")
+        if breach is None:
+            fitting.append((target, moved))
+        else:
+            over[ref] = breach
+    return over
+
+
+async def _refuse_over_caps(store: MemoryStore, ref: MemoryRef, target: Owner, limits: Limits) -> None:
+    breach = (await over_caps(store, ref.key, [(ref, target)], limits)).get(ref)
+    if breach is not None:
+        raise InvalidMemoryInput(f"{breach}，没有移动", code="over_cap")

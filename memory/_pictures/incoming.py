@@ -4,6 +4,15 @@ URL or a path the model wrote), the name the platform gave, or why it could not 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
+
+
+class AttachmentReading(NamedTuple):
+    """How the host reads the files of a member's message for a save: each within `max_bytes`; `read` False: none
+    is read, each only named (keeping files is off: the answer says so)."""
+
+    max_bytes: int
+    read: bool
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 from .._models import Memory
 from .._prompt import Scoped
@@ -40,6 +41,20 @@ def picture_digests(pictures: Iterable[bytes]) -> tuple[str, ...]:
     `MemoryService.inject` takes of a message's pictures. Blocks for about a millisecond per megabyte: a host runs
     it in the worker thread that read the pictures."""
     return tuple(dict.fromkeys(hashlib.sha256(data).hexdigest() for data in pictures if data))
+
+
+@dataclass(frozen=True, slots=True)
+class PictureLookup:
+    """Which pictures of a message the host reads for `MemoryService.inject` (`MemoryService.picture_lookup`): each
+    within `max_bytes`, only those of one of `sizes` in bytes (None: any size), hashed with `digests` in the worker
+    thread that read them."""
+
+    max_bytes: int
+    sizes: frozenset[int] | None = None
+
+    @staticmethod
+    def digests(pictures: Iterable[bytes]) -> tuple[str, ...]:
+        return picture_digests(pictures)
 
 
 def caption_words(caption: str) -> str:

@@ -345,15 +345,16 @@ class Manager:
         where = self._ref(await self._find(platform, group_id), ref)
         actor = _actor(user)
         await self._audit_scope(actor, "memory/move", [where])
-        now = self._clock()
+        limits, now = self._limits(), self._clock()
         if where.scope is Scope.GROUP:
             roster = self._members.roster(where.key)
+            known = roster.names if roster else ()
             memory = await move_to_member(
-                self._store, where, member, known_members=roster.names if roster else (), now=now, actor=actor
+                self._store, where, member, known_members=known, limits=limits, now=now, actor=actor
             )
             moved = MemoryRef(where.key, Scope.MEMBER, str(member).strip(), where.id)
         else:
-            memory = await move_to_group(self._store, where, confirm=confirm, now=now, actor=actor)
+            memory = await move_to_group(self._store, where, confirm=confirm, limits=limits, now=now, actor=actor)
             moved = MemoryRef(where.key, Scope.GROUP, None, where.id)
         return self._edited_json(moved, memory)
 
@@ -476,7 +477,7 @@ class Manager:
         user: str,
     ) -> dict[str, Any]:
         """Set the type, importance and/or scope of several memories of one document in one commit (one
-        transaction in the change log: reverted as one)."""
+        transaction in the change log: reverted as one); a move past a cap is left out, with why."""
         key = await self._find(platform, group_id)
         if not isinstance(items, list) or not items:
             raise InvalidMemoryInput("items 必须是要修改的记忆列表 [{scope, owner, id}, …]")
@@ -485,16 +486,12 @@ class Manager:
         actor = _actor(user)
         await self._audit_scope(actor, "memory/bulk", refs)
         roster = None if key.is_global else self._members.roster(key)
-        changed = await bulk_edit(
-            self._store,
-            refs,
-            wanted,
-            confirm=confirm,
-            known_members=roster.names if roster else (),
-            now=self._clock(),
-            actor=actor,
+        known, limits, now = roster.names if roster else (), self._limits(), self._clock()
+        done = await bulk_edit(
+            self._store, refs, wanted, confirm=confirm, known_members=known, limits=limits, now=now, actor=actor
         )
-        return {"changed": [m.id for m in changed]}
+        left_out = [{"id": ref.id, "reason": why} for ref, why in done.left_out.items()]
+        return {"changed": [m.id for m in done.changed], "left_out": left_out}
 
     # -- export, import, recall tester, statistics -----------------------------------------------------------------
     async def _export_keys(self, platform: str, group_id: str, user_id: str) -> tuple[list[GroupKey], str]:
@@ -541,10 +538,14 @@ class Manager:
         except transfer.ImportRefused as exc:
             raise InvalidMemoryInput(str(exc)) from None
 
+    def _limits(self) -> transfer.Limits:
+        """The caps every path that adds memories meets (an import and a move here, the tools' saves)."""
+        return transfer.Limits.of(self.settings, self._todo_policy)
+
     def _import_rules(self) -> tuple[transfer.Limits, Mapping[str, str]]:
         """The limits every other path enforces, and the platform instances running now that an imported todo's
         reminders may be bound to."""
-        return transfer.Limits.of(self.settings, self._todo_policy), self._running_platforms()
+        return self._limits(), self._running_platforms()
 
     async def preview_import(self, content: str, platform: str = "", encoding: str = "") -> dict[str, Any]:
         """What importing the file would do, item by item (new, duplicate, conflicting, invalid), why a group would

@@ -23,6 +23,8 @@ from .._privacy.optout import admits, excluded, opted_out_in
 from .._prompt import USER_MESSAGE_NOTE, with_imitation_note
 from .._recall import Recall, VectorStore, fusion, semantic_similarities
 from .._models.attachment import is_sha256
+from .._pictures.keeper import MB
+from .._recall.pictures import PictureLookup
 from .._settings import IN_SYSTEM_PROMPT, Settings, SettingWarning
 from .._status import storage_line
 from .._storage.factory import open_vectors
@@ -303,14 +305,22 @@ class MemoryService(Components):
             return frozenset()
         return self.recall.picture_sizes(self.store, speaker.member, self.settings)
 
+    def picture_lookup(self, speaker: Speaker) -> PictureLookup | None:
+        """How the host reads the pictures of the speaker's message for `inject`'s `pictures`: within the per-file
+        cap, of the sizes `picture_sizes` allows; None when none may bring a memory back (the host reads nothing)."""
+        sizes = self.picture_sizes(speaker)
+        if sizes is not None and not sizes:
+            return None
+        return PictureLookup(self.settings.attachment_max_file_mb * MB, sizes)
+
     async def inject(
         self, speaker: Speaker, message: str, *, pictures: Sequence[str] = (), caption: str = ""
     ) -> Injected:
         """What a reply to `message` is given for the speaker: the block of their memories, the group's, todos and
         episodes (see `injection.py`). Storage that cannot serve gives nothing, and says so in the log.
 
-        `pictures`: the message's pictures (its own and a quoted message's) as `picture_digests` of the bytes the
-        host read off the event (in the worker thread that read them: the bytes never reach the loop or the
+        `pictures`: the message's pictures (its own and a quoted message's) as `PictureLookup.digests` of the bytes
+        the host read off the event (in the worker thread that read them: the bytes never reach the loop or the
         service): the speaker's memories keeping the same picture go first among the relevance picks (no model
         call, no disk). `caption`: the host's own description of them (AstrBot's `<image_caption>`), joining the
         message as relevance text."""

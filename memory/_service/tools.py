@@ -13,6 +13,8 @@ from typing import Any
 from .._errors import MemoryPluginError
 from .._models import Caller, GroupKey, Mention
 from .._pictures import IncomingAttachment
+from .._pictures.incoming import AttachmentReading
+from .._pictures.keeper import MB
 from .._privacy.audit import FOREIGN_ID, Refused, foreign_id
 from .._privacy.optout import opted_out, set_privacy
 from .._prompt import DISABLED, NOT_IN_GROUP
@@ -45,6 +47,15 @@ class MemoryTools:
         self._parts = parts
 
     # -- memories ------------------------------------------------------------------------------------------------
+    def attachment_reading(self, speaker: Speaker | None, with_attachment: Any = True) -> AttachmentReading | None:
+        """How the host reads the files of the speaker's message for `save_memory` (the per-file cap; not at all
+        while keeping files is off); None: it reads none (no speaker, or the model said the memory is not about
+        them: `with_attachment` false)."""
+        if speaker is None or str(with_attachment).strip().lower() in ("false", "0", "no", "none"):
+            return None
+        settings = self._parts.settings
+        return AttachmentReading(settings.attachment_max_file_mb * MB, settings.enable_attachments)
+
     async def save_memory(
         self,
         speaker: Speaker | None,

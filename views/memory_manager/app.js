@@ -34,6 +34,7 @@
       bulkEdit: "批量修改（{0}）", bulkKeep: "不变", bulkTitle: "批量修改 {0} 条记忆",
       bulkIntro: "所选的 {0} 条记忆一起修改，留空的项不变。整次修改在历史里是一个事务，撤销其中任一条即全部撤销。",
       bulkToGroup: "把所选的 {0} 条记忆中的个人记忆改为本群公共记忆？群里每个成员的对话都会用到它们。", bulkDone: "已修改 {0} 条",
+      bulkLeftOut: "已修改 {0} 条；{1} 条超过上限，没有移动、保持原样：{2}",
       chartTitle: "每天的记忆总数", chartX: "日期", chartY: "记忆数", chartCaption: "{0} 至 {1} · 最近 {2} 条 · 最多 {3} 条",
       downloadCsv: "下载 CSV（表格）",
       csvNote: "CSV 只含记忆（不含待办、情境记忆和归档）：群、成员、范围、类型、内容、重要度、来源、创建时间、更新时间；UTF-8 带 BOM，Excel 可直接打开。CSV 是明文：配置了加密密钥时须勾选“导出明文”。",
@@ -149,6 +150,7 @@
       bulkEdit: "Change selected ({0})", bulkKeep: "Unchanged", bulkTitle: "Change {0} memories",
       bulkIntro: "The {0} selected memories change together; empty fields stay as they are. The whole change is one transaction in the history: undoing any of it undoes all of it.",
       bulkToGroup: "Make the member memories among the {0} selected group memories? Every member's conversations will use them.", bulkDone: "Changed {0}",
+      bulkLeftOut: "Changed {0}; {1} would pass a cap and were not moved (left as they were): {2}",
       chartTitle: "Memories per day", chartX: "Date", chartY: "Memories", chartCaption: "{0} to {1} · latest {2} · highest {3}",
       downloadCsv: "Download CSV (spreadsheet)",
       csvNote: "The CSV holds memories only (no todos, episodes or archive): group, member, scope, type, content, importance, source, created, updated; UTF-8 with a BOM, so Excel opens it as is. A CSV is plaintext: with an encryption key configured, tick “Export decrypted”.",
@@ -1280,12 +1282,22 @@
       byDocument.get(k).items.push({ scope: r.scope, owner: r.owner, id: r.id });
     }
     let changed = 0;
+    const leftOut = [];  // moves past a cap: the server moved the others and says why of each one it left
     try {
       for (const req of byDocument.values()) {
         const r = await api.post("memory/bulk", { ...req, ...change, confirm: scope.value === "group" });
         changed += Array.isArray(r && r.changed) ? r.changed.length : 0;
+        if (Array.isArray(r && r.left_out)) leftOut.push(...r.left_out);
       }
-      notify(t("bulkDone", changed));
+      if (!leftOut.length) notify(t("bulkDone", changed));
+      else {
+        const content = (id) => {
+          const text = (items.find((x) => ref(x).id === id) || {}).content || id;
+          return text.length > 24 ? `${text.slice(0, 24)}…` : text;
+        };
+        const why = leftOut.slice(0, 3).map((x) => `「${content(x.id)}」${x.reason}`).join(t("listSep"));
+        notify(t("bulkLeftOut", changed, leftOut.length, why + (leftOut.length > 3 ? "…" : "")), "error");
+      }
     } catch (e) { notify(errorText(e), "error"); }
     await reload();
   }

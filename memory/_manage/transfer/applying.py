@@ -294,25 +294,26 @@ def _refusal(preview: GroupPreview, doc: GroupDocument, limits: Limits) -> str |
         first = next(v for v in preview.verdicts if v.status == INVALID)
         return f"有 {counts[INVALID]} 条无效（例如：{first.error}），本群没有导入任何内容"
     new = [v for v in preview.verdicts if v.status == NEW]
-    breach = (
-        _memory_cap_breach(doc, new, limits)
-        or _todo_cap_breach(doc.todos, [v.item for v in new if v.kind == "todo"], limits.todos)
-        or (cap_breach(doc, [(v.owner, v.item) for v in new], limits.files) if limits.files else None)
-    )
+    breach = caps_breach(
+        doc, [(v.owner, v.item) for v in new if v.kind in ("memory", "archived")], limits
+    ) or _todo_cap_breach(doc.todos, [v.item for v in new if v.kind == "todo"], limits.todos)
     return f"{breach}，本群没有导入任何内容" if breach else None
 
 
-def _memory_cap_breach(doc: GroupDocument, new: Sequence[Verdict], limits: Limits) -> str | None:
+def caps_breach(
+    doc: GroupDocument, new: Sequence[tuple[Owner, Any]], limits: Limits, after: str = "导入后"
+) -> str | None:
+    """Why adding the new memories (owner, live or archived memory) to the document would take an owner past a cap
+    on memories or on pictures and files (the first one broken), or None. The import's check, and a dashboard
+    move's (`after` says when: "导入后", "移动后")."""
     lists = dict(_owner_lists(doc))
-    for owner, n in Counter(v.owner for v in new if v.kind == "memory").items():
+    for owner, n in Counter(owner for owner, item in new if isinstance(item, Memory)).items():
         total = len(lists.get(owner, ())) + n
         if owner is GROUP_OWNER and total > limits.group_memories:
-            return f"本群公共记忆导入后将有 {total} 条，超过上限 {limits.group_memories} 条（group_memory_max）"
+            return f"本群公共记忆{after}将有 {total} 条，超过上限 {limits.group_memories} 条（group_memory_max）"
         if owner is not GROUP_OWNER and total > limits.member_memories:
-            return (
-                f"成员 {owner} 的记忆导入后将有 {total} 条，超过上限 {limits.member_memories} 条（memory_max_per_user）"
-            )
-    return None
+            return f"成员 {owner} 的记忆{after}将有 {total} 条，超过上限 {limits.member_memories} 条（memory_max_per_user）"
+    return cap_breach(doc, new, limits.files, after) if limits.files else None
 
 
 def _todo_cap_breach(todos: Sequence[Todo], added: Sequence[Todo], policy: todo_rules.TodoPolicy) -> str | None:

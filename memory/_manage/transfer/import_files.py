@@ -121,7 +121,9 @@ async def _judge(
     return None
 
 
-def cap_breach(doc: GroupDocument, new: Sequence[tuple[Any, Any]], limits: FileLimits) -> str | None:
+def cap_breach(
+    doc: GroupDocument, new: Sequence[tuple[Any, Any]], limits: FileLimits, after: str = "导入后"
+) -> str | None:
     """Why the new memories' files would take a member or the group past a cap (the first one), or None. Each
     distinct file counts once, as for a save (`_pictures/keeper.py`)."""
     _, everyone = usage(doc, None)
@@ -146,13 +148,13 @@ def cap_breach(doc: GroupDocument, new: Sequence[tuple[Any, Any]], limits: FileL
         if member not in gaining:
             continue
         if len(mine) > limits.member_count:
-            return f"成员 {member} 的图片和文件导入后将有 {len(mine)} 个，超过上限 {limits.member_count} 个"
+            return f"成员 {member} 的图片和文件{after}将有 {len(mine)} 个，超过上限 {limits.member_count} 个"
         if sum(mine.values()) > limits.member_bytes:
-            return f"成员 {member} 的图片和文件导入后将有 {human_size(sum(mine.values()))}，超过上限"
+            return f"成员 {member} 的图片和文件{after}将有 {human_size(sum(mine.values()))}，超过上限"
     if not group_gains:
         return None
     if len(everyone) > limits.group_count:
-        return f"本群的图片和文件导入后将有 {len(everyone)} 个，超过上限 {limits.group_count} 个"
+        return f"本群的图片和文件{after}将有 {len(everyone)} 个，超过上限 {limits.group_count} 个"
     if sum(everyone.values()) > limits.group_bytes:
-        return f"本群的图片和文件导入后将有 {human_size(sum(everyone.values()))}，超过上限"
+        return f"本群的图片和文件{after}将有 {human_size(sum(everyone.values()))}，超过上限"
     return None
