@@ -5,6 +5,7 @@ export carry only this description, never the bytes."""
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Literal
 
@@ -12,6 +13,9 @@ IMAGE: Literal["image"] = "image"
 DOCUMENT: Literal["document"] = "document"
 Kind = Literal["image", "document"]
 _SHA256 = re.compile(r"[0-9a-f]{64}\Z")
+_PATH = re.compile(r"[\\/]")
+MAX_NAME = 80  # characters of a kept file's name
+MAX_CAPTION = 500  # characters of a caption (recall takes less of it: `_recall/pictures.py`)
 
 
 def is_sha256(value: object) -> bool:
@@ -28,10 +32,14 @@ class Attachment:
     - `kind`: "image" (PNG, JPEG, GIF, WebP) or "document" (UTF-8 text, PDF).
     - `mime`: the type the content was found to be (never the one the name claims); what the dashboard serves.
     - `size`: bytes of the original.
-    - `name`: the file's name as sent, made safe to show (no path, no control characters); "" when none was given.
+    - `name`: the file's name as sent, made safe to show (`safe_name`: no path, no control characters, at most
+      `MAX_NAME` characters); "" when none was given.
     - `width`, `height`: pixels of an image (0 for a document).
     - `caption`: a description of the picture made after saving (the host's image-caption model, in the
-      background); "" until then, and for documents."""
+      background); "" until then, and for documents. One line of at most `MAX_CAPTION` characters.
+
+    Name and caption are made so however the attachment comes (a save, an import, a file an older version wrote):
+    every listing and the injected block show them."""
 
     sha256: str
     kind: Kind
@@ -54,6 +62,8 @@ class Attachment:
         for name in ("mime", "name", "caption"):
             if not isinstance(getattr(self, name), str):
                 raise ValueError(f"attachment {name} must be text")
+        object.__setattr__(self, "name", safe_name(self.name))
+        object.__setattr__(self, "caption", bounded_caption(self.caption))
 
     @property
     def is_image(self) -> bool:
@@ -101,6 +111,33 @@ _LABELS = {
     "text/csv": "CSV 文件",
     "application/json": "JSON 文件",
 }
+
+
+def safe_name(raw: str) -> str:
+    """A file name fit to show and to offer as a download name: the last part of a path, without control or
+    invisible formatting characters (a right-to-left override can make `gpj.exe` read `exe.jpg`), whitespace
+    collapsed, at most `MAX_NAME` characters with the extension kept."""
+    name = one_line(_PATH.split(str(raw or ""))[-1]).strip(". ")
+    if len(name) > MAX_NAME:
+        stem, dot, ext = name.rpartition(".")
+        if dot and 0 < len(ext) <= 10:
+            name = stem[: MAX_NAME - len(ext) - 1].rstrip() + "." + ext
+        else:
+            name = name[:MAX_NAME]
+    return name
+
+
+def bounded_caption(text: str) -> str:
+    """A caption as kept: one line of at most `MAX_CAPTION` characters."""
+    return one_line(text)[:MAX_CAPTION].rstrip()
+
+
+def one_line(text: str) -> str:
+    """`text` without control or invisible formatting characters, its whitespace (line breaks too) collapsed."""
+    if text.isprintable() and "  " not in text and text == text.strip():  # nearly every name and caption
+        return text
+    kept = "".join(" " if c.isspace() else c for c in text if unicodedata.category(c)[0] != "C" or c.isspace())
+    return " ".join(kept.split())
 
 
 def human_size(size: int) -> str:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .times import OptionalTime, Time
+
 EPISODE_SCHEMA_VERSION = 1
 
 
@@ -16,16 +18,16 @@ class Episode(BaseModel):
     model_config = ConfigDict(frozen=True, extra="allow")
 
     id: str
-    start: float  # the segment's first message
-    end: float  # its last message
+    start: Time  # the segment's first message
+    end: Time  # its last message
     participants: list[str] = Field(default_factory=list)  # user ids of the speakers, in order of first message
     participant_names: list[str] = Field(default_factory=list)  # their names in the segment, same order
     summary: str  # names written as the members are called, never the prompt's U1/U2 labels
-    created_at: float
+    created_at: Time
     messages: int = 0  # how many messages the segment had
     importance: float = 0.5  # base importance; decay is computed when read
-    last_used_at: float | None = None
-    archived_at: float | None = None  # archived (expired): kept, not injected, purged after the retention period
+    last_used_at: OptionalTime = None
+    archived_at: OptionalTime = None  # archived (expired): kept, not injected, purged after the retention period
 
     @property
     def short_id(self) -> str:

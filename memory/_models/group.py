@@ -7,6 +7,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from .memory import ArchivedMemory, Memory, UserMemories
+from .times import Time
 from .todo import Todo
 
 # Version 0 is the design document's format (no version field); version 1 adds `schema_version` and `platform`.
@@ -32,7 +33,7 @@ class GroupDocument(BaseModel):
     aging_since: float | None = None
     # Members who asked not to be observed here (user id -> since when; see `_privacy/`). In the platform's global
     # document it means every group of the platform. Kept apart from `users`, whose entries go with their memories.
-    opted_out: dict[str, float] = Field(default_factory=dict)
+    opted_out: dict[str, Time] = Field(default_factory=dict)
     # Maintenance decisions a person undid, never proposed again for those memories (`_aging/declined.py`): each
     # {"decision": "merge" | "promotion" | "decay", "ids": [memory ids]}. None (omitted in the file) while empty.
     declined: list[dict[str, Any]] | None = None

@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_serializer
 
 from .attachment import Attachment
+from .times import OptionalTime, Time
 
 
 class MemoryType(StrEnum):
@@ -59,16 +60,16 @@ class Memory(BaseModel):
     id: str
     type: MemoryType
     content: str
-    created_at: float
-    updated_at: float
+    created_at: Time
+    updated_at: Time
     source: Source = Source.EXPLICIT
     importance: float = 0.5
     added_by: str | None = None  # who added a group memory
     # Memory over time (`_aging/`). Importance above is the base; decay is computed from it when read.
-    last_used_at: float | None = None  # when a reply last really drew on it (judged after the reply)
-    promoted_at: float | None = None  # when review promoted it to core: it never decays
-    reviewed_at: float | None = None  # when a decay review kept it: decay counts again from then
-    restored_at: float | None = None  # when it last came back from the archive: decay and max age count from then
+    last_used_at: OptionalTime = None  # when a reply last really drew on it (judged after the reply)
+    promoted_at: OptionalTime = None  # when review promoted it to core: it never decays
+    reviewed_at: OptionalTime = None  # when a decay review kept it: decay counts again from then
+    restored_at: OptionalTime = None  # when it last came back from the archive: decay and max age count from then
     merged_from: list[dict[str, Any]] | None = None  # what a consolidation merged into it (provenance, undo)
     # A picture or document kept with it (`_pictures/`): its description only; None (left out of the file): none.
     attachment: Attachment | None = None
@@ -92,7 +93,7 @@ class ArchivedMemory(BaseModel):
     model_config = ConfigDict(frozen=True, extra="allow")
 
     memory: Memory
-    archived_at: float
+    archived_at: Time
     reason: str  # "decay", "unused", "review", ...
     actor: str  # who archived it: "maintenance", "review", an admin
     owner: str | None = None  # the member's user id; None (omitted in the file): the group's shared memories

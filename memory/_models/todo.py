@@ -6,6 +6,8 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict
 
+from .times import OptionalTime, Time
+
 
 class TodoStatus(StrEnum):
     PENDING = "pending"
@@ -54,16 +56,16 @@ class Delivery(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="allow")
 
-    occurrence: float
+    occurrence: Time
     state: DeliveryState | None = None  # None: not attempted yet (only while a retry of a platform not up is due)
     attempts: int = 0
-    next_attempt_at: float | None = None
-    sent_at: float | None = None
+    next_attempt_at: OptionalTime = None
+    sent_at: OptionalTime = None
     last_error: str | None = None
     # Instances sharing one store: the instance sending this occurrence now, recorded before it sends, and until
     # when that claim stands (then another instance may send it: the claimant died between claiming and recording).
     claimed_by: str | None = None
-    claimed_until: float | None = None
+    claimed_until: OptionalTime = None
     # Recorded before every send and cleared by its outcome (DECISIONS §7): still set when the next attempt begins
     # means the process died between sending and recording. `unconfirmed` counts such attempts of this occurrence.
     sending: bool = False
@@ -82,13 +84,13 @@ class Todo(BaseModel):
     content: str
     creator: str
     assignee: str | None = None  # a member's user id; None (also when absent from the file): the whole group
-    created_at: float
-    updated_at: float
+    created_at: Time
+    updated_at: Time
     status: TodoStatus = TodoStatus.PENDING
-    due_at: float | None = None
-    remind_at: float | None = None  # the next reminder instant; None: never reminded
+    due_at: OptionalTime = None
+    remind_at: OptionalTime = None  # the next reminder instant; None: never reminded
     recurrence: str | None = None  # a rule's canonical text (recurrence.py); remind_at is its next occurrence
-    completed_at: float | None = None  # when it left pending (done, cancelled or expired)
+    completed_at: OptionalTime = None  # when it left pending (done, cancelled or expired)
     source: str = "explicit"  # a `Source` value: the member asked, or extraction proposed it
     confirmed: bool = True  # extraction proposes todos unconfirmed: listed and injected, never announced
     platform_id: str = ""  # the AstrBot platform instance that sends the reminder

@@ -3,8 +3,9 @@ its bytes are kept, content-addressed per group and sealed with the store's key 
 (`thumbs.py`), and sweeping a group's files against what still refers to them (`sweep.py`). Below the features:
 it knows models and storage, never AstrBot; the bytes come from the host as `IncomingAttachment`."""
 
+from .._models.attachment import safe_name
 from .blobs import DIRECTORY, AttachmentStore, StoredFile
-from .check import Checked, check, safe_name
+from .check import Checked, check
 from .errors import AttachmentCorrupt, AttachmentLimitReached, AttachmentRefused, AttachmentUnavailable
 from .incoming import IncomingAttachment
 from .keeper import Pictures, SavedListener

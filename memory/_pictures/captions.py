@@ -25,6 +25,7 @@ from typing import Protocol
 from .._errors import MemoryPluginError
 from .._limiter import CallLimiter
 from .._models import Attachment, GroupKey, Memory
+from .._models.attachment import bounded_caption
 from .._storage import MemoryStore, Owner, owner_lists
 from .blobs import AttachmentStore
 from .errors import AttachmentUnavailable
@@ -34,7 +35,6 @@ log = logging.getLogger("astrbot_plugin_user_memory")
 ACTOR = "caption"  # the change log's actor and op of a caption stored
 OP = "caption"
 CAPTION_TIMEOUT_SECONDS = 120.0
-MAX_CAPTION_CHARS = 500  # stored; recall takes less of it (`_recall/pictures.py`)
 MAX_PENDING = 256  # captions waiting for a slot; more are not made (the memory is found by its text and hash)
 _TAGS = re.compile(r"</?image_caption>", re.IGNORECASE)
 
@@ -48,8 +48,8 @@ class Describe(Protocol):
 
 
 def clean_caption(text: str) -> str:
-    """A caption as stored: one line of text, without AstrBot's tags, at most MAX_CAPTION_CHARS characters."""
-    return " ".join(_TAGS.sub(" ", text).split())[:MAX_CAPTION_CHARS]
+    """A caption as stored: without AstrBot's tags, one line, bounded (`bounded_caption`)."""
+    return bounded_caption(_TAGS.sub(" ", text))
 
 
 def with_caption(memory: Memory, sha: str, caption: str) -> Memory:

@@ -23,13 +23,12 @@ from __future__ import annotations
 import hashlib
 import io
 import re
-import unicodedata
 from dataclasses import dataclass
 
 from PIL import Image, UnidentifiedImageError
 
 from .._models import Attachment
-from .._models.attachment import DOCUMENT, IMAGE, human_size
+from .._models.attachment import DOCUMENT, IMAGE, human_size, safe_name
 from .errors import AttachmentRefused
 
 # A picture's own pixels: above a phone camera's default (12 M), a long phone screenshot (1080x20000: 22 M) and
@@ -41,7 +40,6 @@ MAX_JPEG_PIXELS = 50_000_000
 _LIMITS = {"WEBP": MAX_WEBP_PIXELS, "JPEG": MAX_JPEG_PIXELS}
 MAX_FRAMES = 1000  # frames of an animated GIF or WebP
 MAX_ANIMATION_PIXELS = 400_000_000  # all frames together: what a browser showing it decodes
-MAX_NAME = 80  # characters of a kept file's name
 IMAGE_FORMATS = ["PNG", "JPEG", "GIF", "WEBP"]  # the only decoders Pillow may use here
 _IMAGE_MIME = {"PNG": "image/png", "JPEG": "image/jpeg", "GIF": "image/gif", "WEBP": "image/webp"}
 _IMAGE_EXT = {"PNG": ".png", "JPEG": ".jpg", "GIF": ".gif", "WEBP": ".webp"}
@@ -94,7 +92,6 @@ _OTHER_IMAGES = (
     (b"\x00\x00\x00\x0cJXL ", "JPEG XL"),
 )
 _SVG = re.compile(rb"<svg[\s>]", re.IGNORECASE)
-_CONTROL = re.compile(r"[\\/]")
 
 
 @dataclass(frozen=True)
@@ -149,22 +146,6 @@ def too_big(label: str, size: int, max_bytes: int) -> AttachmentRefused:
         size=size,
         max=max_bytes,
     )
-
-
-def safe_name(raw: str) -> str:
-    """A file name fit to show and to offer as a download name: the last part of a path, without control or
-    invisible formatting characters (a right-to-left override can make `gpj.exe` read `exe.jpg`), whitespace
-    collapsed, at most `MAX_NAME` characters with the extension kept."""
-    name = _CONTROL.split(str(raw or ""))[-1]
-    name = "".join(" " if c.isspace() else c for c in name if unicodedata.category(c)[0] != "C" or c.isspace())
-    name = " ".join(name.split()).strip(". ")
-    if len(name) > MAX_NAME:
-        stem, dot, ext = name.rpartition(".")
-        if dot and 0 < len(ext) <= 10:
-            name = stem[: MAX_NAME - len(ext) - 1].rstrip() + "." + ext
-        else:
-            name = name[:MAX_NAME]
-    return name
 
 
 def _sha(data: bytes) -> str:

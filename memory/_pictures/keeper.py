@@ -19,10 +19,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from .._models import Attachment, GroupDocument, GroupKey, Memory
-from .._models.attachment import human_size
+from .._models.attachment import human_size, safe_name
 from .._settings import Settings
 from .blobs import AttachmentStore
-from .check import Checked, check, safe_name, too_big
+from .check import Checked, check, too_big
 from .errors import AttachmentLimitReached, AttachmentRefused
 from .incoming import IncomingAttachment
 from .sweep import Sweeper

@@ -18,6 +18,7 @@ from ..._models import (
     Todo,
     TodoStatus,
 )
+from ..._models.times import check_times
 from ..._errors import InvalidMemoryInput
 from ..._pictures import Checked
 from ..._pictures.keeper import Pictures
@@ -186,6 +187,7 @@ async def preview_group(
     for owner, memories in group.memories.items():
         for memory in memories:
             try:
+                check_times(memory)
                 memory = _clean_memory(memory, limits.memory_length)
             except InvalidMemoryInput as exc:
                 preview.verdicts.append(Verdict("memory", INVALID, memory, owner, error=str(exc)))
@@ -195,6 +197,7 @@ async def preview_group(
             )
     for archived in group.archived:
         try:
+            check_times(archived)
             archived = archived.model_copy(update={"memory": _clean_memory(archived.memory, limits.memory_length)})
         except InvalidMemoryInput as exc:
             preview.verdicts.append(Verdict("archived", INVALID, archived, archived.owner, error=str(exc)))
@@ -221,6 +224,7 @@ async def preview_group(
         preview.verdicts.append(verdict)
     for episode in group.episodes:
         try:
+            check_times(episode)
             summary = clean_content(require_encodable(episode.summary, "summary"))
         except InvalidMemoryInput as exc:
             preview.verdicts.append(Verdict("episode", INVALID, episode, error=str(exc)))
@@ -260,7 +264,8 @@ def _clean_memory(memory: Memory, max_length: int) -> Memory:
 
 
 def _clean_todo(todo: Todo, policy: todo_rules.TodoPolicy) -> Todo:
-    """The todo with its content and rule as the todo tools take them (InvalidMemoryInput if not)."""
+    """The todo with its times, content and rule as the todo tools take them (InvalidMemoryInput if not)."""
+    check_times(todo)
     content = parse_content(todo.content, policy.max_length)
     if todo.recurrence:
         recurrence.parse_rule(todo.recurrence, todo.created_at, policy.zone)

@@ -17,6 +17,8 @@ What a memory becomes here:
 - importance as LivingMemory keeps it (0-1; a value in (1, 10] is read as tenths, as its own import does); created
   from `create_time`, last used from `last_access_time` when it was ever recalled (`access_count`); a memory its
   agent tool saved is explicit (never decays), every other one (conversation summaries) counts as extraction.
+  An importance or a time that is none (a time infinite, NaN or past the year 3000) is kept as written, and the
+  import's check refuses the memory with the reason, and so its group.
 - the id is derived from (LivingMemory id, scope, content): importing the same file again finds duplicates.
 
 Everything not mapped is counted by reason in an `Account`, with a few examples, shown in the preview.
@@ -35,6 +37,7 @@ from zoneinfo import ZoneInfo
 
 from ..._errors import InvalidMemoryInput
 from ..._models import ArchivedMemory, GroupKey, Memory, MemoryType, Source, check_id
+from ..._models.times import AS_WRITTEN
 from ..._storage import GROUP_OWNER
 from ..._storage.base import Owner
 from .format import MAX_IMPORT_GROUPS, ImportRefused
@@ -144,8 +147,9 @@ def map_records(records: Iterable[Record], platforms: Mapping[str, str], *, zone
         origins[memory.id] = Origin(record.ref, record.session_id, speakers)
         if status == "archived":
             archived_at = _when(record.metadata.get("archived_at")) or now
-            item = ArchivedMemory(
-                memory=memory, archived_at=archived_at, reason=ARCHIVE_REASON, actor=ARCHIVE_REASON, owner=place.owner
+            archive = {"archived_at": archived_at, "reason": ARCHIVE_REASON, "actor": ARCHIVE_REASON}
+            item = ArchivedMemory.model_validate(
+                {"memory": memory, **archive, "owner": place.owner}, context=AS_WRITTEN
             )
             archived.setdefault(place.key, []).append(item)
         else:
@@ -203,16 +207,17 @@ def _memory(record: Record, zone: ZoneInfo, now: float) -> Memory:
     stored = [t for t in (_local(record.stored_updated, zone), _local(record.stored_at, zone)) if t is not None]
     used = _when(meta.get("last_access_time")) if _number(meta.get("access_count")) > 0 else None
     explicit = meta.get("memory_origin") == "agent_memorize_tool"
-    return Memory(
-        id=str(uuid.uuid5(_NAMESPACE, f"{record.ref}\n{record.session_id}\n{record.content}")),
-        type=MemoryType.FACT,
-        content=record.content,
-        created_at=created,
-        updated_at=max([created, *stored]),
-        source=Source.EXPLICIT if explicit else Source.EXTRACTION,
-        importance=importance(record.importance),
-        last_used_at=used,
-    )
+    fields = {
+        "id": str(uuid.uuid5(_NAMESPACE, f"{record.ref}\n{record.session_id}\n{record.content}")),
+        "type": MemoryType.FACT,
+        "content": record.content,
+        "created_at": created,
+        "updated_at": max([created, *stored]),
+        "source": Source.EXPLICIT if explicit else Source.EXTRACTION,
+        "importance": importance(record.importance),
+        "last_used_at": used,
+    }
+    return Memory.model_validate(fields, context=AS_WRITTEN)  # an impossible time is kept: the import refuses it
 
 
 def importance(value: Any) -> float:
@@ -235,9 +240,13 @@ def _number(value: Any, default: float = 0.0) -> float:
 
 
 def _when(value: Any) -> float | None:
-    """A unix time LivingMemory wrote (seconds), or None when it is missing or not a time."""
+    """A unix time LivingMemory wrote (seconds), or None when it is missing (or 0). Anything else stays as it is
+    and the import's check refuses it (`check_times`: infinite, negative, past the year 3000; NaN for text that is
+    no number)."""
+    if value is None or value == "":
+        return None
     number = _number(value, math.nan)
-    return number if math.isfinite(number) and number > 0 else None
+    return number if number != 0 else None
 
 
 def _local(text: str | None, zone: ZoneInfo) -> float | None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +19,7 @@ from ..._models import (
     Todo,
     check_id,
 )
+from ..._models.times import AS_WRITTEN, is_time
 from ..._errors import InvalidMemoryInput, StorageUnavailable
 from ..._storage import GROUP_OWNER
 from ..._storage.base import Owner
@@ -204,8 +204,11 @@ def _group(raw: Any, platform: str, n: int) -> ImportedGroup:
     if version > SCHEMA_VERSION:
         raise ImportRefused(f"第 {n + 1} 个群来自更新版本的插件（schema_version {version}），请升级插件")
     try:
-        doc = GroupDocument.model_validate({k: v for k, v in raw.items() if k not in ("episodes", FILES, MISSING)})
-        episodes = [Episode.model_validate(e) for e in raw.get("episodes") or []]
+        # Times as written: the preview refuses an impossible one with its item (`check_times`), never reads it
+        # as missing.
+        head = {k: v for k, v in raw.items() if k not in ("episodes", FILES, MISSING)}
+        doc = GroupDocument.model_validate(head, context=AS_WRITTEN)
+        episodes = [Episode.model_validate(e, context=AS_WRITTEN) for e in raw.get("episodes") or []]
     except ValidationError as exc:
         raise ImportRefused(f"第 {n + 1} 个群格式无效：{exc.errors()[0]['msg']}（{exc.errors()[0]['loc']}）") from None
     key = GroupKey(doc.platform or platform, doc.group_id)
@@ -250,5 +253,5 @@ def _check_ids(key: GroupKey, doc: GroupDocument, episodes: Sequence[Episode]) -
     ]:
         check_id(item_id, "条目 id")
     for member, since in doc.opted_out.items():
-        if not math.isfinite(since):
+        if not is_time(since):
             raise InvalidMemoryInput(f"成员 {member} 关闭记录的时间无效：{since}")
