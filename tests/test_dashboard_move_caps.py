@@ -156,3 +156,45 @@ async def test_a_move_to_the_group_meets_the_groups_cap(service):
     assert await state(service) == before
     page = await service.manager.memories("lark", G.group_id, Query.parse(text="", scope="group", page_size=50))
     assert page["total"] == 13
+
+
+async def test_a_save_between_the_check_and_the_commit_refuses_the_move(service, monkeypatch):
+    """The caps are judged again inside the commit, under the group's lock: a save of the member's own that comes in
+    after the move was judged to fit takes the last place, and the move is refused whole (single and bulk)."""
+    refs = await group_refs(service)
+    for ref in refs[6:9]:
+        await service.manager.move("lark", G.group_id, ref, member="ou_userB", confirm=False, user="a")
+    store = service.store
+    change_many = store.change_many
+
+    def save_first(content: str):  # the member's own save lands between the check and the commit
+        async def change(*args, **kwargs):
+            monkeypatch.setattr(store, "change_many", change_many)
+            assert "已保存" in await service.tools.save_memory(B, memory_type="fact", content=content)
+            return await change_many(*args, **kwargs)
+
+        monkeypatch.setattr(store, "change_many", change)
+
+    assert await b_holds(service) == (4, 0)
+    save_first("我也喜欢游泳")
+    with pytest.raises(InvalidMemoryInput, match="超过上限 5 条（memory_max_per_user）（其间有新的改动），没有移动"):
+        await service.manager.move("lark", G.group_id, refs[9], member="ou_userB", confirm=False, user="a")
+    assert await b_holds(service) == (5, 0), "the save landed, the move did not"
+
+    await store.change(G, "ou_userB", lambda ms: ([m for m in ms if m.content != "我也喜欢游泳"], None), actor="t")
+    assert await b_holds(service) == (4, 0)
+    save_first("我还喜欢滑雪")
+    with pytest.raises(InvalidMemoryInput, match="其间有新的改动"):
+        await service.manager.bulk_edit(
+            "lark",
+            G.group_id,
+            refs[9:10],
+            memory_type="",
+            importance="",
+            scope="member",
+            member="ou_userB",
+            confirm=False,
+            user="a",
+        )
+    assert await b_holds(service) == (5, 0)
+    assert refs[9]["id"] in {m.id for m in await store.memories(G, None)}, "the group keeps the memory"

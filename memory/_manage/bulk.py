@@ -20,7 +20,7 @@ from .._errors import InvalidMemoryInput
 from .._models import Memory, MemoryType, Scope
 from .._rules.operations import parse_memory_type
 from .._storage import GROUP_OWNER, MemoryStore, Owner
-from .edit import MAX_DELETE, MemoryRef, find_memory, known_in, no_twin, over_caps, parse_importance
+from .edit import MAX_DELETE, MemoryRef, caps_kept, find_memory, known_in, no_twin, over_caps, parse_importance
 from .transfer.applying import Limits
 
 MAX_BULK = MAX_DELETE  # memories one bulk edit may name
@@ -138,4 +138,5 @@ async def bulk_edit(
 
     if len(left_out) == len(dict.fromkeys(refs)):  # nothing to change: no empty transaction
         return BulkResult([], left_out)
-    return BulkResult(await store.change_many(document, owners, change, actor=actor), left_out)
+    check = caps_kept([move for move in moves if move[0] not in left_out], limits) if wanted.scope is not None else None
+    return BulkResult(await store.change_many(document, owners, change, actor=actor, check=check), left_out)

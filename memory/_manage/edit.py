@@ -169,7 +169,9 @@ async def move_to_group(
     await _refuse_over_caps(store, ref, GROUP_OWNER, limits)
 
     move = _mover(ref, member, GROUP_OWNER, added_by=member, now=now)
-    return await store.change_many(ref.key, [member, GROUP_OWNER], move, actor=actor)
+    return await store.change_many(
+        ref.key, [member, GROUP_OWNER], move, actor=actor, check=caps_kept([(ref, GROUP_OWNER)], limits)
+    )
 
 
 async def move_to_member(
@@ -194,7 +196,9 @@ async def move_to_member(
     await _refuse_over_caps(store, ref, member, limits)
 
     move = _mover(ref, GROUP_OWNER, member, added_by=None, now=now)
-    return await store.change_many(ref.key, [GROUP_OWNER, member], move, actor=actor)
+    return await store.change_many(
+        ref.key, [GROUP_OWNER, member], move, actor=actor, check=caps_kept([(ref, member)], limits)
+    )
 
 
 def known_in(doc: GroupDocument) -> set[str | None]:
@@ -251,6 +255,18 @@ def _over_caps(doc: GroupDocument, moves: Sequence[tuple[MemoryRef, Owner]], lim
         else:
             over[ref] = breach
     return over
+
+
+def caps_kept(moves: Sequence[tuple[MemoryRef, Owner]], limits: Limits) -> Callable[[GroupDocument], None]:
+    """The store's in-commit `check` that `moves`, judged to fit before the commit, still fit on the document the
+    commit changes (a save or another move may have come in between): otherwise the whole change is refused."""
+
+    def check(doc: GroupDocument) -> None:
+        over = _over_caps(doc, moves, limits)
+        if over:
+            raise InvalidMemoryInput(f"{next(iter(over.values()))}（其间有新的改动），没有移动", code="over_cap")
+
+    return check
 
 
 async def _refuse_over_caps(store: MemoryStore, ref: MemoryRef, target: Owner, limits: Limits) -> None:

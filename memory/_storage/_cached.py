@@ -272,8 +272,9 @@ class CachedStore(MemoryStore):
         actor: str,
         label: Label = None,
         extra: dict[str, Any] | None = None,
+        check: Callable[[GroupDocument], None] | None = None,
     ) -> R:
-        return await self._run(key, changes.change_many(self._context, owners, change, actor, label, extra))
+        return await self._run(key, changes.change_many(self._context, owners, change, actor, label, extra, check))
 
     async def change_archive(
         self,

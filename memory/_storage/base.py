@@ -132,8 +132,10 @@ class MemoryStore(ABC):
         actor: str,
         label: Label = None,
         extra: dict[str, Any] | None = None,
+        check: Callable[[GroupDocument], None] | None = None,
     ) -> R:
-        """Apply `change` to several owners' memories in one document at once: all of it is durable, or none."""
+        """Apply `change` to several owners' memories in one document at once: all of it is durable, or none.
+        `check`: as for `change`."""
 
     @abstractmethod
     def peek_archive(self, key: GroupKey) -> Sequence[ArchivedMemory] | None:
