@@ -9,7 +9,7 @@ Three hand-written Chinese sets, in the zh_assistant format (bench/zh_assistant.
   "previous": [memory ids]}``; `contexts` is what AstrBot hands `on_llm_request` as `ProviderRequest.contexts`
   (oldest first, starting with the member and ending with the assistant's reply), `previous` (topic changes only)
   the memories the conversation was about before the message changed the subject. Tags: `followup`, `pronoun`,
-  `topic_change`, `self_contained`.
+  `topic_change`, `self_contained`, `bare` (a follow-up sharing no key word with its gold: see `check`).
 * `zh_multi` (bench/data/zh_multi.json) and `zh_crosslingual` (bench/data/zh_crosslingual.json), written by
   bench/data/build_zh_questions.py: questions only, over the members and memories of the files named in
   `"sources"` (zh_assistant.json and zh_assistant_assoc.json, by reference). zh_multi tags: `two`, `chatty`, `hop`;
@@ -18,7 +18,7 @@ Three hand-written Chinese sets, in the zh_assistant format (bench/zh_assistant.
 
 Checked here (`check`, run by tests/test_bench_data.py): ids exist among the speaker's and the group's memories,
 short ids are unique, counts and shapes hold, a `hop` question has an answer memory that shares no index term with
-the message and a bridge memory that does (zh_assistant's `assoc` rule), a `synonym` question shares no CJK bigram,
+the message and a bridge memory that does (zh_assistant's `assoc` rule), a `synonym` question or a `bare` follow-up shares no CJK bigram,
 Latin word or kin / pet character with any gold memory, an `en` question has no CJK character.
 
     .venv/bin/python bench/zh_conversation.py             # check every set and print its shape
@@ -44,7 +44,7 @@ DIALOGUES = DATA / "zh_dialogues.json"
 MULTI = DATA / "zh_multi.json"
 CROSSLINGUAL = DATA / "zh_crosslingual.json"
 
-DIALOGUE_TAGS = frozenset({"followup", "pronoun", "topic_change", "self_contained"})
+DIALOGUE_TAGS = frozenset({"followup", "pronoun", "topic_change", "self_contained", "bare"})
 MULTI_TAGS = frozenset({"two", "chatty", "hop"})
 CROSS_TAGS = frozenset({"en", "synonym"})
 _CJK = re.compile(r"[\u3400-\u9fff]")
@@ -182,12 +182,14 @@ def check(
             problems += [
                 f"{t.id}: hop: {p.removeprefix('assoc, but ')}" for p in zh_assistant.kind_problems(q, gold_memories)
             ]
-        if "synonym" in t.tags:
+        if "synonym" in t.tags or "bare" in t.tags:
             message = zh_assistant._links(zh_assistant._terms(t.text))
             for m in gold_memories:
                 shared = message & zh_assistant._links(zh_assistant._terms(m.content))
                 if shared:
-                    problems.append(f"{t.id}: synonym, but shares {sorted(shared)} with {m.id}")
+                    problems.append(
+                        f"{t.id}: {'synonym' if 'synonym' in t.tags else 'bare'}, but shares {sorted(shared)} with {m.id}"
+                    )
         if "en" in t.tags and _CJK.search(t.text):
             problems.append(f"{t.id}: en, but the message has Chinese characters")
     return problems

@@ -11,7 +11,9 @@ turn's earlier conversation as AstrBot hands it to `on_llm_request` (`ProviderRe
 Tags of a test turn: `followup` (the message leans on the conversation before it: 那里 / 那个 / 她 / 对，而且…),
 `pronoun` (a follow-up whose subject is only a pronoun or 那 X 呢), `topic_change` (the message leaves the
 conversation's topic: gold follows the message; `previous` lists the old topic's memories), `self_contained`
-(the message names what it asks about; the conversation before it is about something else or about the same).
+(the message names what it asks about; the conversation before it is about something else or about the same),
+`bare` (a follow-up that shares no CJK bigram, Latin word or kin / pet character with any gold memory: only the
+conversation says what it is about; written after the others, to that rule).
 """
 
 from __future__ import annotations
@@ -1149,6 +1151,274 @@ TURNS: list[tuple[str, list[dict], str, list[str], list[str], list[str]]] = [
 ]
 
 
+# Follow-ups written afterwards to a rule fixed before writing them (issue 33: "a follow-up whose own text names
+# little"): the message shares no CJK bigram, Latin word or kin / pet character with any gold memory (tag `bare`,
+# checked by bench/zh_conversation.py), so only the conversation before it says what it is about.
+BARE_TURNS: list[tuple[str, list[dict], str, list[str], list[str], list[str]]] = [
+    (
+        "xiaowen",
+        [U("周五想和周航去吃顿好的"), A("可以去蜀九香火锅，就在你公司楼下。")],
+        "好呀，不过我最近肠胃不太行，得注意点啥？",
+        ["hotpot.mild", "stomach"],
+        ["followup", "bare"],
+        [],
+    ),
+    (
+        "xiaowen",
+        [
+            U("乐乐最近老说想学新东西"),
+            A("她现在周六上午学钢琴，周日下午学游泳。"),
+            U("还有英语外教课吧"),
+            A("对，每周二、周四晚上。"),
+        ],
+        "这样一周下来会不会太累了？",
+        ["daughter.piano", "daughter.swim", "daughter.english"],
+        ["followup", "bare"],
+        [],
+    ),
+    (
+        "xiaowen",
+        [U("周末带乐乐去哪儿好"), A("可以先去山丘披萨吃午饭，再去滨江绿地骑车。")],
+        "对，而且那里的环境也很好，明天那家营业吗？",
+        ["pizza", "pizza.hours"],
+        ["followup", "bare"],
+        [],
+    ),
+    (
+        "xiaowen",
+        [U("婆婆最近老说头晕"), A("她有高血压，每天早上吃降压药，可以给她量一下血压。")],
+        "嗯，那她平时嘴馋的那些零嘴还能碰吗？",
+        ["mil.likes", "mil.bp"],
+        ["followup", "bare", "pronoun"],
+        [],
+    ),
+    (
+        "xiaowen",
+        [U("今年想给周航好好过个生日"), A("7 月 3 日，你说想送他一块手表。")],
+        "这个价位够吗？",
+        ["husband.bday"],
+        ["followup", "bare"],
+        [],
+    ),
+    (
+        "xiaowen",
+        [U("下周四第三次考科目二了"), A("别紧张，前两次的经验都用得上。")],
+        "考完要是顺利的话，我就可以去试驾了",
+        ["car"],
+        ["followup", "bare"],
+        [],
+    ),
+    (
+        "xiaowen",
+        [U("国庆去日本的机票订好了"), A("太好了！京都和大阪都去吗？")],
+        "对，那边住的地方我想要有点当地特色的",
+        ["japan.hotel"],
+        ["followup", "bare"],
+        [],
+    ),
+    (
+        "xiaowen",
+        [U("想约小美中午一起吃饭"), A("你们经常一起吃，可以去公司楼下。")],
+        "她是做什么的来着？我想请她帮我看个图",
+        ["colleague"],
+        ["followup", "bare", "pronoun"],
+        [],
+    ),
+    (
+        "zhaolei",
+        [U("今晚想去吃串串"), A("去玉林路的马路边边？")],
+        "对，我能整两瓶吗？",
+        ["gout"],
+        ["followup", "bare"],
+        [],
+    ),
+    (
+        "zhaolei",
+        [U("小宇这周六又要去打球"), A("东湖篮球训练营，下午 2 点开始。")],
+        "那天我能送他吗？会不会撞上我的班",
+        ["son.basketball", "oncall"],
+        ["followup", "bare", "pronoun"],
+        [],
+    ),
+    (
+        "zhaolei",
+        [U("想把爸妈接来成都住"), A("你说过想给父母在成都买套小房子。")],
+        "老爷子身体吃得消吗？坐飞机没问题吧",
+        ["father.health"],
+        ["followup", "bare"],
+        [],
+    ),
+    (
+        "zhaolei",
+        [U("暑假带小宇去青岛"), A("去找你姐姐，顺便看海。")],
+        "住她那儿方便吗？叫什么名字我得导航",
+        ["sister"],
+        ["followup", "bare", "pronoun"],
+        [],
+    ),
+    (
+        "zhaolei",
+        [U("下个月要去 4S 店"), A("汉兰达下次保养是 7 月，跑到 9 万公里的时候。")],
+        "顺便问下，家里那台能装下几个人？周末想拉一家子出去",
+        ["car"],
+        ["followup", "bare"],
+        [],
+    ),
+    (
+        "zhaolei",
+        [U("膝盖最近不怎么疼了"), A("不错，但半月板伤过，还是要控制跑量。")],
+        "那位大夫下次啥时候在？我想再去让他看看",
+        ["clinic"],
+        ["followup", "bare"],
+        [],
+    ),
+    (
+        "zhaolei",
+        [U("老孟约我去重庆"), A("7 月中旬去吃火锅吧？")],
+        "他那儿能顺便帮我把车检查下吧",
+        ["friend"],
+        ["followup", "bare", "pronoun"],
+        [],
+    ),
+    (
+        "zhaolei",
+        [U("孙琳这周又是夜班"), A("护士长三班倒确实辛苦。")],
+        "想趁她休息带她出去逛逛吃点东西，去哪好？",
+        ["wife.likes"],
+        ["followup", "bare", "pronoun"],
+        [],
+    ),
+    (
+        "hejing",
+        [U("今晚想去跳舞"), A("周二晚上 8 点的拉丁课，在舞邦。")],
+        "不过我这两天肚子疼得厉害",
+        ["period"],
+        ["followup", "bare"],
+        [],
+    ),
+    (
+        "hejing",
+        [U("阿杰说周末想吃点好的"), A("他是广东人，爱喝早茶。")],
+        "我想带他去吃我心头好那家，他受得了吗？",
+        ["hunan", "boyfriend.food"],
+        ["followup", "bare", "pronoun"],
+        [],
+    ),
+    (
+        "hejing",
+        [U("阿杰生日想送双球鞋"), A("9 月 5 日，还来得及挑。")],
+        "他平常玩的那个运动穿什么鞋好？",
+        ["boyfriend.likes"],
+        ["followup", "bare", "pronoun"],
+        [],
+    ),
+    (
+        "hejing",
+        [U("想下个月搬家"), A("你们的租约 8 月底到期，打算搬去酒仙桥。")],
+        "那跟我合住的那位怎么办，她一个人负担得起吗",
+        ["roommate"],
+        ["followup", "bare", "pronoun"],
+        [],
+    ),
+    (
+        "hejing",
+        [U("下周三去做牙齿调整"), A("每个月一次，在瑞尔齿科。")],
+        "那天我还得去上课吗？",
+        ["latin"],
+        ["followup", "bare"],
+        [],
+    ),
+    (
+        "hejing",
+        [U("周末想去爬山"), A("香山还是灵山？")],
+        "我鼻子这季节受得了吗？",
+        ["rhinitis"],
+        ["followup", "bare"],
+        [],
+    ),
+    (
+        "hejing",
+        [U("新疆自驾的行程定了"), A("8 月伊犁 10 天，在伊宁租 SUV，阿杰开车。")],
+        "我路上容易头晕手抖，要备点啥？",
+        ["hypoglycemia"],
+        ["followup", "bare"],
+        [],
+    ),
+    (
+        "hejing",
+        [U("想给爸过 60 大寿"), A("10 月 2 日，今年满 60。")],
+        "送点他平时好这口的，买哪种好？",
+        ["dad.likes"],
+        ["followup", "bare", "pronoun"],
+        [],
+    ),
+    (
+        "zhiqiang",
+        [U("明日想去饮早茶"), A("去陶陶居，虾饺必点。")],
+        "我而家身体可以食咁多点心咩？",
+        ["sugar"],
+        ["followup", "bare"],
+        [],
+    ),
+    (
+        "zhiqiang",
+        [U("嘉豪今晚打电话返来"), A("星期天晚上 9 点视频，记得准时。")],
+        "佢话唔想返嚟，你点睇？",
+        ["son.graduate"],
+        ["followup", "bare", "pronoun"],
+        [],
+    ),
+    (
+        "zhiqiang",
+        [U("秀英话腰好痛"), A("她腰不好，不能久站。")],
+        "收钱嗰度要唔要揾人帮下手？",
+        ["wife", "wife.health"],
+        ["followup", "bare"],
+        [],
+    ),
+    (
+        "zhiqiang",
+        [U("小宝今个月尾返嚟"), A("嘉欣一家月底回来，好热闹。")],
+        "我想冲杯鲜牛乳俾佢饮得唔得？",
+        ["grandson.milk"],
+        ["followup", "bare", "pronoun"],
+        [],
+    ),
+    (
+        "zhiqiang",
+        [U("陈伯中风住院"), A("你想去探望他。")],
+        "我同佢识咗几多年？佢住喺边？",
+        ["friend"],
+        ["followup", "bare", "pronoun"],
+        [],
+    ),
+    (
+        "zhiqiang",
+        [U("嘉豪明年毕业"), A("6 月，你计划去多伦多参加毕业典礼。")],
+        "我只眼嗰个刀到时开完未？",
+        ["eyes"],
+        ["followup", "bare"],
+        [],
+    ),
+    (
+        "zhiqiang",
+        [U("十一月装修铺头"), A("关店半个月，预算 15 万。")],
+        "嗰阵我自己仲有咩例行检查要做？",
+        ["checkup"],
+        ["followup", "bare"],
+        [],
+    ),
+    (
+        "zhiqiang",
+        [U("阿成话要休假"), A("他掌勺的，要找人顶一下。")],
+        "今个礼拜边日唔使开档？",
+        ["shop.hours"],
+        ["followup", "bare"],
+        [],
+    ),
+]
+
+
 def main() -> None:
     rng = random.Random(SEED)
 
@@ -1179,7 +1449,7 @@ def main() -> None:
             {"id": gid, "type": type_, "content": content, "created_at": created, "updated_at": updated, "added_by": by}
         )
     dialogues = []
-    for i, (speaker, contexts, text, gold, tags, previous) in enumerate(TURNS, 1):
+    for i, (speaker, contexts, text, gold, tags, previous) in enumerate(TURNS + BARE_TURNS, 1):
         entry = {
             "id": f"t{i:03d}",
             "group": "d1",
