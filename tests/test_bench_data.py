@@ -120,6 +120,7 @@ def test_dialogues_have_follow_ups_topic_changes_and_contexts_as_astrbot_hands_t
         assert all(75 <= len(m.memories) <= 90 for m in g.members if m.id in speakers)
     kinds = Counter(tag for t in cs.turns for tag in t.tags)
     assert kinds["followup"] >= 40 and kinds["topic_change"] >= 8 and kinds["self_contained"] >= 5
+    assert kinds["bare"] >= 30 and kinds["pronoun"] >= 15
     for t in cs.turns:
         assert 2 <= len(t.contexts) <= 6 and [c["role"] for c in t.contexts][:2] == ["user", "assistant"]
         assert 1 <= len(t.gold) <= 3
