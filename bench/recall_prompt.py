@@ -42,7 +42,7 @@ sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(BENCH))
 os.environ.setdefault("ASTRBOT_ROOT", tempfile.mkdtemp(prefix="bench-astrbot-"))
 
-from _previous import BASELINE, components, load_previous, memory_name  # noqa: E402
+from _previous import BASELINE, components, given, load_previous, memory_name  # noqa: E402
 from conftest import load_plugin_package, make_event  # noqa: E402
 from recall_locomo import load_locomo  # noqa: E402
 
@@ -315,7 +315,7 @@ async def injected_hits(
         event = make_event(case.question, group=f"oc_bench_{case.group}", user=case.user, name="提问者")
         req = ProviderRequest(prompt=case.question, system_prompt="你是群聊助手。")
         await plugin.inject_memories(event, req)
-        injected = {short[s] for s in _SHORT_ID.findall(req.system_prompt)}
+        injected = {short[s] for s in _SHORT_ID.findall(given(req))}
         hits.append(covered(ds, injected, case))
     await components(plugin).store.close()
     return hits
@@ -447,7 +447,7 @@ async def greetings(current, directory: Path, ds: Dataset) -> None:
                 event = make_event(message, group=f"oc_bench_{g}", user=user, name="提问者")
                 req = ProviderRequest(prompt=message, system_prompt="你是群聊助手。")
                 await plugin.inject_memories(event, req)
-                blocks.add(req.system_prompt)
+                blocks.add(given(req))
             changed += len(blocks) > 1
         await components(plugin).store.close()
         return changed / len(members)

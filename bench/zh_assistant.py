@@ -149,7 +149,11 @@ def uid_of(memory_id: str) -> str:
 
 def load(path: Path | str = DATA) -> AssistantSet:
     """The set as groups → members → memories, plus questions (with derived tags) and negatives."""
-    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    return build(json.loads(Path(path).read_text(encoding="utf-8")))
+
+
+def build(data: dict) -> AssistantSet:
+    """:func:`load` from the parsed JSON (other sets in this format, e.g. bench/zh_conversation.py, start here)."""
     by_id: dict[str, SetMemory] = {}
 
     def memory(raw: dict, scope: str, owner: str | None) -> SetMemory:
@@ -179,7 +183,7 @@ def load(path: Path | str = DATA) -> AssistantSet:
         groups.append(Group(g["id"], g["name"], g["platform"], members, group_memories))
 
     questions = []
-    for q in data["questions"]:
+    for q in data.get("questions", []):
         tags = list(q.get("tags", []))
         n = len(q["text"])
         tags += ["long"] if n >= LONG_CHARS else ["short"] if n < SHORT_CHARS else []

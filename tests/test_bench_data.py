@@ -97,3 +97,50 @@ def test_padding_to_100_keeps_gold_and_group_memories_and_is_deterministic():
             }
             assert {m.content for m in padding} <= other
     assert a.questions == data.questions
+
+
+# --------------------------------------------------------------------------- issue 33's conversation sets
+import zh_conversation  # noqa: E402
+
+
+def test_issue33_sets_pass_their_self_check():
+    assert zh_conversation.check_all() == {
+        "zh_dialogues": [],
+        "zh_multi": [],
+        "zh_multi_100": [],
+        "zh_crosslingual": [],
+    }
+
+
+def test_dialogues_have_follow_ups_topic_changes_and_contexts_as_astrbot_hands_them():
+    cs = zh_conversation.load_dialogues()
+    speakers = Counter(t.speaker for t in cs.turns)
+    assert len(cs.turns) >= 60 and len(speakers) >= 4
+    for g in cs.base.groups:
+        assert all(75 <= len(m.memories) <= 90 for m in g.members if m.id in speakers)
+    kinds = Counter(tag for t in cs.turns for tag in t.tags)
+    assert kinds["followup"] >= 40 and kinds["topic_change"] >= 8 and kinds["self_contained"] >= 5
+    assert kinds["bare"] >= 30 and kinds["pronoun"] >= 15
+    for t in cs.turns:
+        assert 2 <= len(t.contexts) <= 6 and [c["role"] for c in t.contexts][:2] == ["user", "assistant"]
+        assert 1 <= len(t.gold) <= 3
+
+
+def test_multi_and_crosslingual_sets_have_their_kinds_and_a_100_memory_variant():
+    multi, cross = zh_conversation.load_multi(), zh_conversation.load_crosslingual()
+    kinds = Counter(tag for t in multi.turns for tag in t.tags)
+    assert len(multi.turns) >= 60 and kinds["two"] >= 40 and kinds["chatty"] >= 20 and kinds["hop"] >= 8
+    cross_kinds = Counter(tag for t in cross.turns for tag in t.tags)
+    assert cross_kinds["en"] >= 40 and cross_kinds["synonym"] >= 40
+    padded = zh_conversation.load_multi(100)
+    assert padded.turns == multi.turns
+    speakers = {t.speaker for t in multi.turns}
+    assert all(len(m.memories) == 100 for g in padded.base.groups for m in g.members if m.id in speakers)
+    again = zh_conversation.load_multi(100)
+    assert [m.content for m in again.base.by_id.values()] == [m.content for m in padded.base.by_id.values()]
+
+
+def test_memory_uids_are_deterministic_and_their_short_ids_distinct():
+    cs = zh_conversation.load_dialogues()
+    assert all(m.uid == zh_assistant.uid_of(m.id) for m in cs.base.by_id.values())
+    assert len({m.uid.replace("-", "")[:8] for m in cs.base.by_id.values()}) == len(cs.base.by_id)
