@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import ctypes
 import logging
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -51,16 +53,41 @@ if _FUNCTIONS is None:
     log.info("numpy's OpenBLAS not found; semantic scoring uses einsum on one thread")
 
 
+_limit_lock = threading.Lock()
+_holders = 0  # threads inside `single_threaded_blas`
+_restore = 0  # the thread count to give back when the last one leaves
+
+
+@contextmanager
+def single_threaded_blas() -> Iterator[None]:
+    """numpy's OpenBLAS on one thread while any caller is inside, from any thread: the count the host had comes
+    back when the last caller leaves (a plain save-and-restore per caller would leave it at one when two overlap,
+    e.g. the reply path's product and a model embedding in a worker thread)."""
+    global _holders, _restore
+    if _FUNCTIONS is None:
+        yield
+        return
+    set_threads, get_threads = _FUNCTIONS
+    with _limit_lock:
+        if _holders == 0:
+            _restore = get_threads()
+            if _restore > 1:
+                set_threads(1)
+        _holders += 1
+    try:
+        yield
+    finally:
+        with _limit_lock:
+            _holders -= 1
+            if _holders == 0 and _restore > 1:
+                set_threads(_restore)
+
+
 def dot_rows(matrix: Any, vector: Any) -> Any:
     """Each row of `matrix` dotted with `vector`, computed on the calling thread."""
     if _FUNCTIONS is None:
         return np.einsum("ij,j->i", matrix, vector)
-    set_threads, get_threads = _FUNCTIONS
-    threads = get_threads()
-    if threads <= 1:
+    if _FUNCTIONS[1]() <= 1:
         return matrix @ vector
-    set_threads(1)
-    try:
+    with single_threaded_blas():
         return matrix @ vector
-    finally:
-        set_threads(threads)
