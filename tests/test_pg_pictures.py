@@ -10,6 +10,7 @@ import json
 
 import pytest
 from picture_kit import png
+from pg import until
 from service_kit import speaker
 
 from memory import GroupKey, IncomingAttachment, MemoryService
@@ -171,3 +172,79 @@ async def test_moving_the_store_moves_the_pictures_both_ways(make_service, tmp_p
     )
     kept = back / "attachments" / "lark" / G1.group_id / sha
     assert kept.read_bytes() == photo and kept.with_name(sha + ".thumb").exists()
+
+
+async def orphan(service: MemoryService, color: tuple[int, int, int]) -> str:
+    """A row nothing refers to (as a save refused after its put), its hold cleared: the next sweep removes it."""
+    checked = check(png(color), "没存成.png", max_bytes=10 * 1024 * 1024)
+    async with service.pictures.blobs.hold(G1) as held:
+        await service.pictures.blobs.put_held(G1, checked, held)
+    await settled(service)
+    return checked.attachment.sha256
+
+
+async def test_a_sweep_removes_nothing_once_another_instance_committed_after_it_read_the_references(
+    pg_service, monkeypatch
+):
+    """b's sweep reads the group's references; before it removes, a saves a picture, commits and clears its hold,
+    and b has not heard that commit: a's picture stays, readable through a. Once b hears a's commits, a picture
+    forgotten and erased meanwhile on a is swept by b."""
+    a, b = await pg_service("a"), await pg_service("b")
+    try:
+        assert await b.store.memories(G1, "ou_a") == []  # b holds the group: its sweeps read its cached copy
+        old, new = png((1, 1, 1)), png((2, 2, 2))
+        await save(a, "旧的白板", old)
+        await until(lambda: len(b.store.peek(G1, "ou_a") or []) == 1)  # b heard the first commit
+        await settled(a, b)
+        await a.pictures.sweeper.close()  # only b sweeps from here
+        unheard: list[tuple[object, ...]] = []
+        hear = b.store._refresh_later
+        monkeypatch.setattr(b.store, "_refresh_later", lambda *args: unheard.append(args))
+        stray = await orphan(b, (3, 3, 3))  # so that b's sweep has something to remove
+        remove = b.pictures.blobs.sweep
+
+        async def a_commits_meanwhile(key: GroupKey, referenced, **args):
+            await save(a, "新的白板", new, who=speaker("ou_b", G1.group_id))
+            await settled(a)  # committed and its hold on the row cleared
+            return await remove(key, referenced, **args)
+
+        monkeypatch.setattr(b.pictures.blobs, "sweep", a_commits_meanwhile)
+        assert await b.pictures.sweeper.sweep(G1) == []
+        monkeypatch.setattr(b.pictures.blobs, "sweep", remove)
+        assert not b.store.peek(G1, "ou_b")  # b has not heard a's commit
+        old_sha, new_sha = hashlib.sha256(old).hexdigest(), hashlib.sha256(new).hexdigest()
+        assert {s for s, _ in await rows(a)} == {old_sha, new_sha, stray}
+        assert await a.pictures.blobs.read(G1, new_sha) == new
+        [memory] = await a.store.memories(G1, "ou_b")
+        assert memory.attachment is not None and memory.attachment.sha256 == new_sha
+
+        assert "已删除" in await a.tools.forget_memory(ME, target="all")  # the old picture's memory, erased
+        assert await b.pictures.sweeper.sweep(G1) == []  # b's copy is still older than what is stored
+        monkeypatch.setattr(b.store, "_refresh_later", hear)
+        for args in unheard:
+            hear(*args)
+        await until(lambda: b.pictures.sweeper.swept == 2)  # the erased picture and the orphan
+        assert [s for s, _ in await rows(a)] == [new_sha]
+    finally:
+        await a.stop()
+        await b.stop()
+
+
+async def test_a_start_sweep_that_listed_the_groups_before_a_first_commit_keeps_its_picture(pg_service, monkeypatch):
+    """b lists the stored groups (G1 has none yet), then a saves the first picture of G1 and commits: b's sweep of
+    the groups it does not know keeps that picture."""
+    a, b = await pg_service("a"), await pg_service("b")
+    try:
+
+        async def listed_before_a_committed() -> dict[GroupKey, str]:
+            return {}
+
+        monkeypatch.setattr(b.store, "stored_groups", listed_before_a_committed)
+        photo = png((4, 4, 4))
+        await save(a, "第一张", photo)
+        await settled(a)
+        assert await b.pictures.sweeper.sweep_all() == 0
+        assert await a.pictures.blobs.read(G1, hashlib.sha256(photo).hexdigest()) == photo
+    finally:
+        await a.stop()
+        await b.stop()

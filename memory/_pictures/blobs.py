@@ -286,13 +286,20 @@ class AttachmentStore:
         return 0 if group is None else group.puts
 
     async def sweep(
-        self, key: GroupKey, referenced: set[str] | frozenset[str], *, puts_seen: int | None = None
+        self,
+        key: GroupKey,
+        referenced: set[str] | frozenset[str],
+        *,
+        puts_seen: int | None = None,
+        version: int | None = None,
     ) -> list[str]:
         """Remove the group's files (and thumbnails, moved-aside copies and leftover temp files) whose sha is neither
         in `referenced` nor held by a put not released yet; the directory goes when nothing is left. The shas
         removed. `puts_seen`: `puts(key)` before `referenced` was read; when a file was put since, its memory may
         have committed (and its hold ended) after that read, so nothing is removed: the sweep after that put's
-        commit or refusal judges the group again."""
+        commit or refusal judges the group again. `version`: the group's stored version `referenced` was read at
+        (`MemoryStore.stored_version`), for a store shared with other instances (`pg_blobs.py`); files here are
+        this instance's alone."""
         group = self._group(key)
         async with group.lock:
             if puts_seen is not None and group.puts != puts_seen:

@@ -13,6 +13,11 @@ What differs from the file store (`blobs.py`), and why:
   `HOLD_SECONDS` ahead: a crash between put and commit frees it then). A release clears it (in the background);
   a sweep removes a row nothing refers to unless another instance holds it. So a refused save or a failed import
   leaves no row, and an erasure (`delete`, or a sweep after "forget all") takes the file at once on every instance.
+- A sweep's references come from this instance's copy of the group: another instance may have committed a save
+  not heard here yet, or commit one while the sweep reads, and clear its hold before the sweep removes. So the
+  sweep names the group's version its references were read at (`MemoryStore.stored_version`) and removes rows only
+  while `um_groups` still holds that version, in the same statement; otherwise nothing: the committing instance's
+  own sweep, and this one's once it hears the commit, judge again.
 - Whether a group keeps files is asked of the database each time (another instance may have added one), so every
   commit's sweep costs one indexed query, and a full sweep only when the group has rows.
 - A sweep after a start (`Sweeper.sweep_all`) finds the groups by their rows; the "directories" it passes back are
@@ -237,8 +242,15 @@ class PgAttachmentStore(AttachmentStore):
         return False  # another instance may have added a file: asked of the database (`may_have_files`)
 
     async def sweep(
-        self, key: GroupKey, referenced: set[str] | frozenset[str], *, puts_seen: int | None = None
+        self,
+        key: GroupKey,
+        referenced: set[str] | frozenset[str],
+        *,
+        puts_seen: int | None = None,
+        version: int | None = None,
     ) -> list[str]:
+        """As the file store's; with `version`, nothing is removed unless the group is still stored at that version
+        (see the module). The group's row is share-locked first: no commit to the group lands while rows go."""
         group = self._group(key)
         async with group.lock:
             if puts_seen is not None and group.puts != puts_seen:
@@ -246,11 +258,13 @@ class PgAttachmentStore(AttachmentStore):
             keep = sorted(set(referenced) | set(group.pending))
             rows = await self._run(
                 "DELETE FROM um_attachments WHERE platform = $1 AND group_id = $2 AND NOT (sha256 = ANY($3::text[]))"
-                " AND (held_until IS NULL OR held_until < now() OR held_by = $4) RETURNING sha256",
+                " AND (held_until IS NULL OR held_until < now() OR held_by = $4) AND ($5::bigint IS NULL OR $5 = coalesce("
+                "(SELECT version FROM um_groups WHERE platform = $1 AND group_id = $2 FOR SHARE), 0)) RETURNING sha256",
                 key.platform,
                 key.group_id,
                 keep,
                 self.instance,
+                version,
                 fetch="fetch",
             )
         return sorted(r["sha256"] for r in rows)
@@ -282,7 +296,7 @@ class PgAttachmentStore(AttachmentStore):
         key = self._dirs.get(directory)
         if key is None or self.holding(key):
             return []
-        return await self.sweep(key, frozenset())
+        return await self.sweep(key, frozenset(), version=0)  # not if its first commit came since
 
     async def reseal(self, key: GroupKey) -> int:
         if self._sealer is None:

@@ -15,7 +15,8 @@ The sweeper runs after the commits of a group that keeps files (the store's comm
 none costs nothing), one sweep a group at a time, a little after the commit so a burst of commits sweeps once.
 A sweep that cannot read the group's references (the store unavailable, a key missing, a member that does not
 parse) removes nothing; nor does one of a group whose document was moved aside as corrupt (its pictures may come
-back with it).
+back with it), nor, on a store shared by instances, one whose references are older than the group as stored
+(`pg_blobs.py`).
 """
 
 from __future__ import annotations
@@ -144,7 +145,8 @@ class Sweeper:
             # The document first, taken at one instant with nothing of it pending: every change applied before that
             # instant is durable, so its log entry (with the memory a forget or an archive took) is read below; a
             # change applied after it still finds its memory in what was taken here.
-            referenced = document_shas(await self._store.document(key))
+            doc = await self._store.document(key)
+            referenced, version = document_shas(doc), self._store.stored_version(key)
             if self._store.pending(key):
                 self._again.add(key)  # the commit on its way sweeps again (`committed`)
                 return []
@@ -157,7 +159,7 @@ class Sweeper:
         if await asyncio.to_thread(self._moved_aside, key):  # lists the platform's directory: only when needed
             log.warning("attachments of %s not swept: its memory file was moved aside as corrupt", key)
             return []
-        removed = await self._blobs.sweep(key, referenced, puts_seen=puts_seen)
+        removed = await self._blobs.sweep(key, referenced, puts_seen=puts_seen, version=version)
         if removed:
             self.swept += len(removed)
             log.info("removed %d attachment(s) of %s that nothing refers to any more", len(removed), key)

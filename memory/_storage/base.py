@@ -186,6 +186,12 @@ class MemoryStore(ABC):
         are not readable yet). Never does I/O."""
         return False
 
+    def stored_version(self, key: GroupKey) -> int | None:
+        """On a store other processes share: the version of the group as stored that the cached document shows
+        (0: the group has no row), taken at the same instant as the document; what the database holds at that
+        version is what the document says. None on a store no other process shares. Never does I/O."""
+        return None
+
     @abstractmethod
     def peek_document(self, key: GroupKey) -> GroupDocument | None:
         """The document if it is already in memory, else None. Never does I/O."""

@@ -228,6 +228,10 @@ class PostgresMemoryStore(CachedStore):
         group.pending, group.erase_owners, group.erase_todos, group.erase_targets = [], set(), set(), set()
         group.mark_stored()
 
+    def stored_version(self, key: GroupKey) -> int | None:
+        group = self._groups.get(key)  # -1: not known, no row is at that version
+        return group.stored.version if isinstance(group, _PgGroup) and group.stored is not None else -1
+
     def _busy(self, group: CachedGroup) -> bool:
         return isinstance(group, _PgGroup) and (group.refreshing is not None or group.writing)
 
@@ -479,8 +483,7 @@ class PostgresMemoryStore(CachedStore):
         return {GroupKey(platform, group_id): str(version) for platform, group_id, version in found}
 
     async def claim(self, name: str, seconds: float) -> bool:
-        """Take or renew the lease `name` (`leases.py`); False when another instance holds it or the server cannot
-        be reached."""
+        """Take or renew the lease `name` (`leases.py`); False when another instance holds it or the server is down."""
         if self._unavailable is not None or self.pool is None:
             return False
         return await leases.claim(self.pool, name, self.instance, seconds)
