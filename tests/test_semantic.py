@@ -8,6 +8,7 @@ import hashlib
 import json
 import logging
 import math
+import random
 import subprocess
 import sys
 import threading
@@ -533,30 +534,71 @@ def test_combine_without_semantic_is_lexical():
 
 
 def test_evidence_is_what_stands_out_from_the_candidates():
-    # 384 dimensions: chance level 5 / sqrt(384) = 0.255 above the median
-    sims = {"a": 0.6, "b": 0.61, "c": 0.62, "d": 0.9}
+    # 384 dimensions: a chance standard deviation is 1 / sqrt(384) = 0.051; evidence counts from 3 of them above the
+    # median and is full from 9
+    sigma = 1 / math.sqrt(384)
+    sims = {**{f"n{i}": 0.61 for i in range(9)}, "d": 0.61 + 5 * sigma, "e": 0.61 + 9.5 * sigma}
+    sims["f"] = 0.61 + 2 * sigma  # median 0.61
     evidence = sem.semantic_evidence(sims, 384)
-    floor = 0.615 + 5 / math.sqrt(384)
-    assert evidence == pytest.approx({"d": (0.9 - floor) / (1 - floor)})
+    assert evidence == pytest.approx({"d": 2 / 6, "e": 1.0})
     assert sem.semantic_evidence({"a": 1.0, "b": 1.0, "c": 1.0}, 384) == {}  # a constant embedder
     assert sem.semantic_evidence(sims, 0) == {}
-    # toy dimensions: chance level capped
+    # toy dimensions: the standard deviation is capped
     assert set(sem.semantic_evidence({"a": 0.1, "b": 0.1, "c": 1.0}, 4)) == {"c"}
 
 
-def test_combine_with_a_constant_or_random_embedder_is_lexical():
-    import random
+def test_combine_with_a_constant_embedder_is_lexical():
+    lex = {"a": 0.8, "b": 0.2, "c": 0.01}
+    assert combine(lex, dict.fromkeys([*lex, "x", "y"], 1.0), 0.5, 384) == lex
+    assert combine(lex, dict.fromkeys([*lex, "x", "y"], 0.0), 0.5, 384) == lex
 
+
+def random_similarities(rng: random.Random, ids: list[str], dim: int) -> dict[str, float]:
+    vectors = {d: [rng.gauss(0, 1) for _ in range(dim)] for d in ["query", *ids]}
+    q = sem._unit(vectors["query"])
+    return {d: min(1.0, max(0.0, float(sum(a * b for a, b in zip(q, sem._unit(vectors[d])))))) for d in ids}
+
+
+def confident(lex: dict[str, float]) -> set[str]:
+    best = max(lex.values())
+    return {d for d, s in lex.items() if s >= max(sem.CONFIDENT_SHARE * best, sem.CONFIDENT_MIN)}
+
+
+def test_a_random_embedder_lifts_rarely_and_barely():
+    """A random embedder knows nothing: a similarity stands out 3 chance standard deviations with probability
+    0.0013, and one that barely does is lifted barely: above the memories the message says nothing about, below
+    nearly every lexical match. Every lexical score stays; the confident matches keep their slots."""
     rng = random.Random(21)
     ids = [f"m{i}" for i in range(120)]
-    lex = {d: rng.random() for d in ids[:40]}
-    constant = dict.fromkeys(ids, 1.0)
-    assert combine(lex, constant, 0.5, 384) == lex
-    for trial in range(50):
-        vectors = {d: [rng.gauss(0, 1) for _ in range(384)] for d in ["query", *ids]}
-        q = sem._unit(vectors["query"])
-        sims = {d: min(1.0, max(0.0, float(sum(a * b for a, b in zip(q, sem._unit(vectors[d])))))) for d in ids}
-        assert combine(lex, sims, 0.5, 384) == lex, trial
+    lifted: list[float] = []
+    for _ in range(100):
+        lex = {d: rng.random() for d in ids[:40]}
+        out = combine(lex, random_similarities(rng, ids, 512), 0.5, 512)
+        assert {d: out[d] for d in lex} == lex
+        lifted += [out[d] / max(lex.values()) for d in out.keys() - lex.keys()]
+    assert len(lifted) < 0.01 * 100 * 80  # fewer than 1 in 100 unscored memories, over 100 messages
+    assert max(lifted, default=0.0) < 0.1  # and each below a tenth of the best match
+
+
+def test_no_embedder_takes_a_confident_lexical_match_s_slot():
+    """Whatever the embedder says (random, or adversarial: full similarity to everything lexical did not match),
+    the confident lexical matches stay ahead of every memory semantic similarity lifts, by more than the prior can
+    turn around, so they keep their slots at the prompt."""
+    rng = random.Random(33)
+    ids = [f"m{i}" for i in range(60)]
+    for trial in range(30):
+        lex = {d: rng.random() ** 3 for d in rng.sample(ids, 12)}
+        for sims in (
+            random_similarities(rng, ids, 64),
+            {d: 0.0 if d in lex else 1.0 for d in ids},  # adversarial
+            {d: 0.0 if d in lex else rng.random() for d in ids},
+        ):
+            out = combine(lex, sims, 1.0, 512)
+            best = max(lex.values())
+            lifted = [out[d] for d in out if out[d] != lex.get(d)]
+            for d in confident(lex):
+                assert out[d] == lex[d]
+                assert all(out[d] - s > ranking.PRIOR_WEIGHT * best for s in lifted), trial
 
 
 def test_confident_lexical_matches_keep_their_slots():
@@ -568,26 +610,89 @@ def test_confident_lexical_matches_keep_their_slots():
     assert out["b"] > out["x"] > out["c"]
     assert out["b"] - out["x"] > ranking.PRIOR_WEIGHT * out["a"]  # no prior class turns that around
     assert set(out) == {"a", "b", "c", "x"}
-    # the previous rule let the semantic match outrank a clear lexical one
+    # the weighted sum let the semantic match outrank a clear lexical one
     before = sem.weighted_sum(lex, sims, 0.5)
     assert before["x"] > before["b"]
-    # without a clear lexical match, semantic evidence may outrank the weak ones
+    # without a clear lexical match, full semantic evidence counts as much as the best weak one, and leads where
+    # lexical found nothing
     weak = combine({"a": 0.15, "c": 0.1}, sims, 0.5, 384)
-    assert weak["x"] > weak["a"] > weak["c"]
+    assert weak["x"] == weak["a"] > weak["c"]
+    assert combine({}, sims, 0.5, 384)["x"] > 0.0
     # less weight, less lift; weight 0: lexical alone
     assert combine(lex, {**sims, "x": 0.5}, 0.2, 384)["x"] < combine(lex, {**sims, "x": 0.5}, 0.5, 384)["x"]
     assert combine(lex, sims, 0.0, 384) == lex
 
 
+def test_weak_evidence_competes_with_weak_lexical_matches_in_proportion():
+    sigma = 1 / math.sqrt(512)
+    sims = {**{f"n{i}": 0.1 for i in range(20)}, "strong": 0.1 + 10 * sigma, "faint": 0.1 + 3.5 * sigma}
+    out = combine({"w1": 0.12, "w2": 0.02}, sims, 0.5, 512)
+    assert out["strong"] == out["w1"] > out["faint"] > out["w2"] / 2 > 0.0
+    assert out["faint"] < 0.1 * out["strong"]
+
+
+class ConceptProvider:
+    """Texts about the same thing in any language point the same way: each text's vector is its concept's direction
+    (fixed per concept) plus its own noise, as a multilingual sentence encoder places a question and its answer."""
+
+    def __init__(self, concepts: dict[str, str], dim: int = 512) -> None:
+        self.concepts = concepts  # text -> concept
+        self.dim = dim
+
+    def _direction(self, name: str) -> list[float]:
+        rng = random.Random(name)
+        return [rng.gauss(0, 1) for _ in range(self.dim)]
+
+    async def get_embeddings(self, texts: list[str]) -> list[list[float]]:
+        out = []
+        for t in texts:
+            concept = self._direction(self.concepts.get(t, t))
+            noise = self._direction("noise:" + t)
+            out.append([0.8 * c + 0.6 * n for c, n in zip(concept, noise)])
+        return out
+
+
+async def test_an_english_question_gets_its_chinese_memory_a_slot(tmp_path):
+    """Issue 33: an English message over Chinese memories. Lexically it shares only a Latin word with a dozen
+    memories (weak matches that would fill the ten slots); semantically it points at the one memory that answers
+    it, far above what the embedder gives the others. That memory takes a slot, ahead of the weak matches; a
+    confident lexical match still keeps its own."""
+    from memory._models import Scope
+
+    question = "Who is my dentist?"
+    answer = mem("answer", "我的牙医是陈医生，在静安区")
+    weak = [mem(f"w{i}", f"第{i}次 iPhone 维修记录") for i in range(12)]
+    others = [mem(f"o{i}", f"其他记忆 {i}") for i in range(20)]
+    memories = [answer, *weak, *others]
+    store = store_for(tmp_path, ConceptProvider({question: "dentist", answer.content: "dentist"}), timeout=30.0)
+    await store.sync(KEY, memories)
+    sims = await store.similarities(KEY, question, [m.id for m in memories])
+    assert sims is not None
+    lexical = {m.id: 0.05 + 0.01 * i for i, m in enumerate(weak)}  # "my iPhone"-like shared words: all weak
+    ordered = [(Scope.MEMBER, m) for m in memories]
+
+    def chosen(relevance: dict[str, float]) -> set[str]:
+        picked = ranking.select_for_injection(ordered, limit=10, char_budget=10_000, relevance=relevance)
+        return {m.id for _, m in picked}
+
+    assert "answer" not in chosen(lexical)
+    assert "answer" in chosen(combine(lexical, sims, 0.5, store.dim))
+    # with a confident lexical match, both go in, the lexical one first in relevance
+    with_confident = {**lexical, "o3": 0.6}
+    fused = combine(with_confident, sims, 0.5, store.dim)
+    assert {"answer", "o3"} <= chosen(fused)
+    assert fused["o3"] > fused["answer"] > max(lexical.values())
+
+
 def test_fusion_uses_the_dimension_of_the_last_query():
     class Vectors:
-        dim = 384
+        dim = 4096
 
     fuse = sem.fusion(Vectors(), 0.5)  # type: ignore[arg-type]
-    sims = {"a": 0.0, "b": 0.0, "x": 0.27}
-    assert fuse({"a": 0.9}, sims)["x"] > 0.0  # above chance (0.255) in 384 dimensions
-    Vectors.dim = 256
-    assert fuse({"a": 0.9}, sims) == {"a": 0.9}  # not above chance (0.3125, capped at 0.3) in 256
+    sims = {"a": 0.0, "b": 0.0, "x": 0.1}
+    assert fuse({"a": 0.9}, sims)["x"] > 0.0  # above chance (3 / sqrt(4096) = 0.047) in 4,096 dimensions
+    Vectors.dim = 64
+    assert fuse({"a": 0.9}, sims) == {"a": 0.9}  # not above chance (3 x 0.06, the capped sd) in 64
 
 
 async def test_similarity_latency_200_memories(tmp_path):

@@ -489,13 +489,15 @@ def _consume(task: asyncio.Future[Any]) -> None:
 # semantic similarity brings in (bench/recall_embedding.py; bench/RECALL.md, "Fusion that never does worse").
 CONFIDENT_SHARE = 0.5
 CONFIDENT_MIN = 0.2
-# How far above chance a similarity must be to count as evidence: this many standard deviations of the cosine
-# of two random directions in the embedding's dimension (1/sqrt(dim)), at most `NOISE_MAX` (toy dimensions),
-# above the median similarity of the candidates (what an embedder gives any text: MiniLM on Chinese ~0.6 for
-# every pair, a constant embedder 1). 384 dimensions: 0.26; 1,536: 0.13 (a random direction exceeds 5 sd with
-# probability 3e-7).
-NOISE_SIGMAS = 5.0
-NOISE_MAX = 0.3
+# A similarity is read in standard deviations of the cosine of two random directions in the vectors' dimension
+# (1/sqrt(dim), at most `SIGMA_MAX` for toy dimensions) above the candidates' median similarity (what the embedder
+# gives any text: MiniLM on Chinese ~0.6 for every pair, a constant embedder 1). It counts as evidence from
+# `EVIDENCE_SIGMAS` (a random direction exceeds 3 sd with probability 0.0013) and as full evidence from
+# `FULL_SIGMAS`; in between it counts in proportion, so a memory that barely stands out is lifted barely above
+# the memories the message says nothing about (bench/RECALL.md, "Fusion with the shipped model").
+EVIDENCE_SIGMAS = 3.0
+FULL_SIGMAS = 9.0
+SIGMA_MAX = 0.06
 # How far below the confident matches, beyond the prior's weight, semantic similarity lifts a memory at most.
 CEILING_GAP = 0.01
 
@@ -523,19 +525,21 @@ def weighted_sum(
 
 
 def semantic_evidence(semantic: Mapping[str, float], dim: int) -> dict[str, float]:
-    """How far each similarity stands out from what the embedder gives any candidate, in [0, 1]: ``(s - floor) /
-    (1 - floor)`` where ``floor`` is the candidates' median similarity plus `NOISE_SIGMAS` / sqrt(`dim`) (chance
-    level, at most `NOISE_MAX`); only the memories above the floor are returned. A constant embedder, or a random one, gives nothing."""
+    """How strongly each similarity stands out from what the embedder gives any candidate, in (0, 1]: its distance
+    above the candidates' median in chance standard deviations (1/sqrt(`dim`), at most `SIGMA_MAX`), counted from
+    `EVIDENCE_SIGMAS` (0) to `FULL_SIGMAS` (1, and above). Only the memories above `EVIDENCE_SIGMAS` are returned:
+    a constant embedder gives nothing, a random one rarely something, and then barely."""
     if not semantic or dim <= 0:
         return {}
     values = sorted(semantic.values())
     n = len(values)
     median = values[n // 2] if n % 2 else 0.5 * (values[n // 2 - 1] + values[n // 2])
-    floor = median + min(NOISE_SIGMAS / math.sqrt(dim), NOISE_MAX)
+    sigma = min(1.0 / math.sqrt(dim), SIGMA_MAX)
+    floor = median + EVIDENCE_SIGMAS * sigma
     if floor >= 1.0:
         return {}
-    span = 1.0 - floor
-    return {d: (s - floor) / span for d, s in semantic.items() if s > floor}
+    span = (FULL_SIGMAS - EVIDENCE_SIGMAS) * sigma
+    return {d: min(1.0, (s - floor) / span) for d, s in semantic.items() if s > floor}
 
 
 def combine(
@@ -548,13 +552,17 @@ def combine(
     provider never does worse than lexical alone. Semantic similarity only adds:
 
     * it counts only where it stands out from the candidates' (`semantic_evidence`, which needs the vectors'
-      dimension `dim`). With no such evidence (provider down, no vectors yet, a constant or random embedder, a
-      message the embedder sees nothing in) the result is the lexical scores unchanged;
+      dimension `dim`). With no such evidence (provider down, no vectors yet, a constant embedder, a message the
+      embedder sees nothing in) the result is the lexical scores unchanged;
     * a memory with evidence ``e`` is lifted to ``ceiling * min(1, 2 * weight * e)`` when that is above its
       lexical score; every lexical score stays as it is. The ceiling lies below the confident lexical matches
       (`CONFIDENT_SHARE` of the best and at least `CONFIDENT_MIN`) by more than the prior's weight in ranking
-      (`ranking.PRIOR_WEIGHT`), so a clear lexical match always keeps its slot, while semantic similarity
-      fills the slots lexical leaves to weak matches and to the prior (and orders them).
+      (`ranking.PRIOR_WEIGHT`), so a clear lexical match always keeps its slot, whatever the embedder says;
+    * below them, full evidence (a memory the message's meaning points at: an English question over a Chinese
+      memory, a synonym) counts as much as the message's best lexical match and no more (where lexical found
+      nothing, it leads), and weaker evidence competes with the weak lexical matches in proportion: a memory
+      barely above chance is lifted barely above the memories the message says nothing about, which only the
+      prior would have ordered.
     """
     if semantic is None or weight <= 0.0:
         return dict(lexical)
@@ -564,6 +572,8 @@ def combine(
     best = max(lexical.values(), default=0.0)
     bar = max(CONFIDENT_SHARE * best, CONFIDENT_MIN)
     ceiling = bar - PRIOR_WEIGHT * max(best, bar) - CEILING_GAP
+    if best > 0.0:  # full evidence counts as much as the message's best lexical match, not more
+        ceiling = min(ceiling, best)
     gain = 2.0 * min(1.0, weight)
     out = dict(lexical)
     for d, e in evidence.items():
