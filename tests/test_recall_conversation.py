@@ -110,7 +110,15 @@ def test_the_hosts_turns_of_any_shape_are_read_without_breaking():
         {"role": "system", "content": "你是助手"},
         {"role": "tool", "content": "工具结果"},
         {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:..."}}, {"type": "text"}]},
-        {"role": "user", "content": [{"type": "text", "text": "我妹妹在哪里工作来着？"}, {"type": "image_url"}, 3]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "我妹妹在哪里工作来着？"},
+                {"type": "image_url"},
+                3,
+                {"type": "text", "text": "<system_reminder>Current datetime: 2026-11-23 09:00</system_reminder>"},
+            ],
+        },
         {"role": "assistant", "content": huge},
         {"role": "assistant", "content": None},
         {"role": "user", "content": {"text": "a dict"}},

@@ -28,6 +28,8 @@ MAX_TURNS = 2
 MAX_TURN_CHARS = 160
 MAX_PARTS_READ = 8  # text parts read per turn (a turn of many parts: pictures, files)
 ROLES = frozenset({"user", "assistant"})
+# Parts the host adds to a member's turn that are not what they said (AstrBot's time and sender note).
+HOST_NOTES = ("<system_reminder>",)
 
 # The member's own recent messages, where the host hands no turns: how many, how old at most, for how many members.
 RECENT_MESSAGES = 3
@@ -63,7 +65,7 @@ def _text_of(content: Any) -> str:
     for part in content[-MAX_PARTS_READ:]:
         if isinstance(part, dict) and part.get("type") == "text":
             text = part.get("text")
-            if isinstance(text, str) and text:
+            if isinstance(text, str) and text and not text.lstrip().startswith(HOST_NOTES):
                 texts.append(_text_of(text))
     return "\n".join(t for t in texts if t)
 

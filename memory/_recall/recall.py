@@ -18,7 +18,7 @@ from .associations import AssociationIndex
 from .categories import CategoryIndex
 from .lexical import LexicalIndex
 from .pictures import PictureIndex, recall_text
-from .query import RecallQuery, strongest, with_context
+from .query import RecallQuery, context_weight, strongest, with_context
 from .ranking import PriorClasses, chosen_positions, injection_order, item_cost, kind_of, prior_classes
 from .semantic import VectorStore, combine
 
@@ -247,14 +247,16 @@ class Recall:
         the memories tied to its strongest matches, and the same for each of its questions (`query.parts`)."""
         lexical = view.lexical_scores(query.message)
         best = max(lexical.values(), default=0.0)
-        texts = [query.message, query.context] if query.context else [query.message]
+        # the conversation is scored only when it would count: not for a message with clear matches of its own
+        read_context = bool(query.context) and context_weight(best) > 0.0
+        texts = [query.message, query.context] if read_context else [query.message]
         scored = [lexical, *(view.lexical_scores(text) for text in texts[1:])]
         if self._similarities is not None:
             semantic = await asyncio.gather(*(self._semantic(lists, text) for text in texts))
             scored = [self._combine(lex, sem) if sem is not None else lex for lex, sem in zip(scored, semantic)]
         else:
             semantic = [None] * len(texts)
-        context = scored[1] if query.context else None
+        context = scored[1] if read_context else None
         relevance = view.associated(with_context(scored[0], context, best), query.message)
         parts: list[Mapping[str, float]] = []
         for text in query.parts:
