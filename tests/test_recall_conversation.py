@@ -162,3 +162,48 @@ async def test_the_adapter_hands_the_requests_turns_to_recall(make_plugin):
         req = ProviderRequest(prompt="那她呢？", contexts=contexts, system_prompt="")
         await plugin.inject_memories(make_event("那她呢？", user="ou_a"), req)  # never breaks the hook
     await plugin.terminate()
+
+
+async def test_a_semantic_scorer_is_asked_about_the_conversation_too(tmp_path):
+    from memory import GroupKey, MemberKey, Settings
+    from memory._models import Caller
+    from memory._recall.recall import Recall
+    from memory._rules.operations import save as save_in
+    from memory._storage import UserMemoryStore
+
+    group = GroupKey("lark", "oc_g")
+    store = UserMemoryStore(tmp_path)
+    for i, content in enumerate([SISTER, *FILLERS]):
+        await store.change(
+            group,
+            "ou_a",
+            lambda m, c=content, n=i: save_in(
+                m, memory_type="fact", content=c, now=float(n), max_count=100, max_length=200
+            ),
+            actor="test",
+        )
+    asked = []
+
+    async def similarities(key, query, ids):
+        asked.append(query)
+        return {}
+
+    caller = Caller(MemberKey(group, "ou_a"))
+    recall = Recall(similarities)
+    turns = ("我妹妹在哪里工作来着？", "你妹妹在杭州的一家医院当护士。")
+    await recall.injection(store, caller, Settings(memory_inject_limit=2), "A", "那她呢？", context=turns)
+    assert asked == ["那她呢？", "\n".join(turns)]  # one more call, for the conversation
+    asked.clear()
+    await recall.injection(store, caller, Settings(memory_inject_limit=2), "A", "养了一只橘猫叫团子", context=turns)
+    assert asked == ["养了一只橘猫叫团子"]  # a message with clear matches of its own: the conversation is not scored
+
+
+async def test_what_was_heard_of_a_member_goes_when_their_memories_are_erased(make_service):
+    service = make_service(memory_inject_limit=2)
+    await _member_with_a_sister(service)
+    await service.message_seen(A, "我妹妹在哪里工作来着？")
+    await service.commands.clear(A, "confirm")
+    assert not service.heard.before(A.member, "那她呢？", service.ports.clock())
+    await service.message_seen(A, "我妹妹在哪里工作来着？")
+    await service.manager.erase_person("lark", "ou_a", confirm=True, user="admin")
+    assert not service.heard.before(A.member, "那她呢？", service.ports.clock())

@@ -15,7 +15,7 @@ the event's own session, and the ring is keyed by group and member.
 from __future__ import annotations
 
 from collections import OrderedDict, deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from .._models import GroupKey, MemberKey
@@ -129,8 +129,3 @@ class RecentMessages:
         """Drop what was heard of `user_id` in the groups `where` accepts (opt-out, erasure)."""
         for member in [m for m in self._heard if m.user_id == user_id and where(m.group)]:
             del self._heard[member]
-
-
-def conversation_of(turns: Sequence[str]) -> str:
-    """The turns as one relevance query, the most recent last."""
-    return "\n".join(turns)
