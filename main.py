@@ -124,9 +124,8 @@ class UserMemoryPlugin(Star):
     # -- hooks ----------------------------------------------------------------------------------------------------
     @filter.event_message_type(filter.EventMessageType.GROUP_MESSAGE)
     async def observe_group_message(self, event: AstrMessageEvent) -> None:
-        """Feed every group message (addressed to the bot or not) to background extraction, when it is on."""
-        if not self.service.observing:
-            return
+        """Hand every group message (addressed to the bot or not) to the service: the speaker's recent conversation
+        for recall, and background extraction when it is on."""
         speaker = speaker_of(event)
         text = (event.message_str or "").strip()
         if speaker is None or not text or speaker.member.user_id == event.get_self_id() or self._is_command(event):
@@ -164,7 +163,9 @@ class UserMemoryPlugin(Star):
             lookup = self.service.picture_lookup(speaker)  # None: no memory of theirs keeps a picture
             if lookup is not None:
                 pictures = await picture_keys(shown, lookup)
-        block, injected = await self.service.inject(speaker, message, pictures=pictures, caption=caption)
+        block, injected = await self.service.inject(
+            speaker, message, pictures=pictures, caption=caption, conversation=req.contexts
+        )
         if injected:
             event.set_extra(INJECTED_MEMORIES, injected)
         system, user = self.service.place(block, message)

@@ -75,6 +75,14 @@ QUERIES = [
     "监控告警太多了",
 ]
 
+# A conversation before the message, as AstrBot hands it in `req.contexts` (issue 33: recall reads its last turns).
+CONVERSATION = [
+    {"role": "user", "content": "下周要去成都出差，住哪里方便？"},
+    {"role": "assistant", "content": "可以住在公司附近，顺便看看团建的安排。"},
+    {"role": "user", "content": [{"type": "text", "text": "那支付服务的发布计划呢？"}]},
+    {"role": "assistant", "content": "发布计划在群公告里，监控告警也要一起看。" * 5},
+]
+
 
 def memory_text(i: int, rng: random.Random) -> str:
     a, b = rng.sample(TOPICS, 2)
@@ -112,9 +120,11 @@ async def build_plugin(directory: Path, **config):
     return main.UserMemoryPlugin(Context(asyncio.Queue(), cfg, *([None] * 9)), cfg)
 
 
-async def measure(plugin, iterations: int, unique_messages: bool = False) -> tuple[float, float, float]:
+async def measure(
+    plugin, iterations: int, unique_messages: bool = False, contexts: list[dict] | None = None
+) -> tuple[float, float, float]:
     """Latency of the hook. With `unique_messages` every message is new, so a semantic scorer must call the
-    provider (no cached query embedding)."""
+    provider (no cached query embedding). `contexts`: the conversation AstrBot hands the hook (issue 33)."""
     from astrbot.core.provider.entities import ProviderRequest
 
     from conftest import make_event
@@ -129,7 +139,7 @@ async def measure(plugin, iterations: int, unique_messages: bool = False) -> tup
     samples = []
     for i in range(iterations):
         event = events[i % len(events)]
-        req = ProviderRequest(prompt=event.message_str, system_prompt="")
+        req = ProviderRequest(prompt=event.message_str, system_prompt="", contexts=list(contexts or ()))
         t0 = time.perf_counter_ns()
         await plugin.inject_memories(event, req)
         samples.append(time.perf_counter_ns() - t0)
@@ -169,6 +179,9 @@ async def main() -> None:
         rows.append(("type + recency only (baseline)", await measure(recency, args.iterations)))
         lexical = await build_plugin(directory)
         rows.append(("lexical relevance", await measure(lexical, args.iterations)))
+        rows.append(
+            ("lexical, 4 turns in req.contexts", await measure(lexical, args.iterations, contexts=CONVERSATION))
+        )
         semantic = await build_with_semantic(directory, args.provider_latency_ms / 1000)
         if semantic is not None:
             plugin, provider = semantic

@@ -70,7 +70,12 @@ def _load_memory(root: Path):
         del sys.modules[name]
     sys.path.insert(0, str(root))
     try:
+        try:  # since issue 33 the relevance query lives in its own module
+            query = importlib.import_module("memory._recall.query")
+        except ImportError:
+            query = importlib.import_module("memory._recall.recall")
         return {
+            "query": query,
             "models": importlib.import_module("memory._models"),
             "recall": importlib.import_module("memory._recall.recall"),
             "ranking": importlib.import_module("memory._recall.ranking"),
@@ -122,7 +127,7 @@ async def run(mods, ds, limit: int, verbose: bool) -> list[Outcome]:
         relevance = trace.relevance or {}
         by_key = {memory.id.split("#", 1)[1]: (scope, memory) for scope, memory in trace.candidates}
         lexical = recall._views[(caller.member.group, caller.member.user_id, False)].index
-        lex = lexical.score(mods["recall"].relevance_query(case.question), normalized=True) if lexical else {}
+        lex = lexical.score(mods["query"].relevance_query(case.question), normalized=True) if lexical else {}
         best = max(relevance.values(), default=0.0)
         used = sum(item_cost(item) for item in trace.chosen)
         outcome.lines.append(f"  [{ds.name} @{limit}] {case.question[:70]!r} tags={','.join(case.tags)}")

@@ -10,7 +10,8 @@ from memory._storage import UserMemoryStore
 from memory._rules.operations import save
 from memory._prompt import GROUP_SECTION_HEADER, OWN_SECTION_HEADER, render_memory_block
 from memory._recall.ranking import group_instruction_slots, injection_order, item_cost, select_for_injection
-from memory._recall.recall import MAX_QUERY_CHARS, Recall, relevance_query
+from memory._recall.query import MAX_QUERY_CHARS, relevance_query
+from memory._recall.recall import Recall
 from memory._storage.store import GROUP_OWNER
 
 G = GroupKey("lark", "oc_group1")

@@ -125,16 +125,24 @@ def chosen_positions(
     group_instruction_share: float = 0.3,
     classes: PriorClasses | None = None,
     first: Sequence[int] = (),
+    parts: Sequence[Mapping[str, float]] = (),
 ) -> tuple[int, ...]:
     """`select_for_injection`'s choice as ascending positions in `ordered`, given each item's `kind_of` and
     `item_cost` (and `prior_classes`: the reply path keeps them per caller instead of recomputing them per
     message). `first`: positions every ranked section takes before any other (the memories of a picture in the
-    message, `pictures.py`), in the given order, within the same slots and characters."""
+    message, `pictures.py`), in the given order, within the same slots and characters. `parts`: the relevance of
+    each question of a message asking several (`questions.py`): each question and the whole message take turns at
+    their relevant memories (`_taking_turns`), so each gets its share of the slots."""
     if limit <= 0 or not ordered:
         return ()
     present = set(kinds)
     by_prior = range(len(ordered))
+    if classes is None:
+        classes = prior_classes(ordered)
     by_relevance = _ranked(ordered, relevance, threshold, PRIOR_WEIGHT, classes)
+    if parts and relevance:
+        turns = [_relevant(ordered, scores, threshold, classes) for scores in (relevance, *parts)]
+        by_relevance = _taking_turns(turns, by_relevance)
     if first:
         pinned = set(first)
         by_relevance = [*first, *(p for p in by_relevance if p not in pinned)]
@@ -229,6 +237,45 @@ def _ranked(
     if not picked:
         return range(len(ordered))
     return sorted(range(len(keys)), key=keys.__getitem__)
+
+
+def _relevant(
+    ordered: Sequence[Scoped], relevance: Mapping[str, float], threshold: float, classes: PriorClasses
+) -> list[int]:
+    """The positions `relevance` finds relevant (positive, at least `threshold` times its best), best first."""
+    best = max(relevance.values(), default=0.0)
+    if best <= 0.0:
+        return []
+    floor = threshold * best
+    order = _ranked(ordered, relevance, threshold, PRIOR_WEIGHT, classes)
+    ids = classes.ids
+    return [p for p in order if (score := relevance.get(ids[p], 0.0)) > 0.0 and score >= floor]
+
+
+def _taking_turns(turns: list[list[int]], rest: Sequence[int]) -> list[int]:
+    """Round by round, each ranking of `turns` takes its best position not taken yet, unless a position it ranks was
+    already taken in this round (the whole message's pick answered that question: its turn is served); once all
+    are spent, `rest` (every position, in order) fills in what none of them took."""
+    order: list[int] = []
+    seen: set[int] = set()
+    members = [set(ranking) for ranking in turns]
+    cursors = [0] * len(turns)
+    while True:
+        this_round: list[int] = []
+        for i, ranking in enumerate(turns):
+            at = cursors[i]
+            while at < len(ranking) and ranking[at] in seen:
+                at += 1
+            cursors[i] = at
+            if at < len(ranking) and not any(p in members[i] for p in this_round):
+                seen.add(ranking[at])
+                order.append(ranking[at])
+                this_round.append(ranking[at])
+                cursors[i] = at + 1
+        if not this_round:
+            break
+    order.extend(p for p in rest if p not in seen)
+    return order
 
 
 def item_cost(item: Scoped) -> int:

@@ -3,6 +3,7 @@ how relevance to the message decides it."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -16,8 +17,8 @@ from .._tools import Location, lists_at, visible_locations
 from .associations import AssociationIndex
 from .categories import CategoryIndex
 from .lexical import LexicalIndex
-from .pictures import PictureIndex, query_text, recall_text
-from .smalltalk import says_nothing
+from .pictures import PictureIndex, recall_text
+from .query import RecallQuery, context_weight, strongest, with_context
 from .ranking import PriorClasses, chosen_positions, injection_order, item_cost, kind_of, prior_classes
 from .semantic import VectorStore, combine
 
@@ -29,8 +30,6 @@ Similarities = Callable[[GroupKey, str, list[str]], Awaitable[Mapping[str, float
 Combine = Callable[[Mapping[str, float], Mapping[str, float] | None], dict[str, float]]
 
 MAX_CACHED_CALLERS = 4096
-# Longest query scored for relevance, in characters (bench/RECALL.md, "Long messages").
-MAX_QUERY_CHARS = 256
 NOTHING: tuple[str, tuple[str, ...]] = ("", ())
 
 
@@ -105,7 +104,11 @@ class _CallerView:
             self._update_index()
 
     def choose(
-        self, settings: Settings, relevance: Mapping[str, float] | None, first: tuple[int, ...] = ()
+        self,
+        settings: Settings,
+        relevance: Mapping[str, float] | None,
+        first: tuple[int, ...] = (),
+        parts: Sequence[Mapping[str, float]] = (),
     ) -> tuple[int, ...]:
         """`chosen_positions` of `ordered`, the positions `first` (matched by a picture of the message) ahead of
         the relevance picks. Without any relevant memory the prior alone decides (after `first`), and that choice is
@@ -135,6 +138,7 @@ class _CallerView:
             group_instruction_share=settings.recall_group_instruction_share,
             classes=self.classes,
             first=first,
+            parts=() if by_prior else parts,
         )
         if by_prior:
             self._prior_choice = (settings_key, chosen)
@@ -237,11 +241,37 @@ class Recall:
         return view
 
     async def _relevance(
-        self, view: _CallerView, lists: list[tuple[Scope, GroupKey, Sequence[Memory]]], query: str
-    ) -> Mapping[str, float]:
-        lexical = view.lexical_scores(query)
-        if self._similarities is None:
-            return view.associated(lexical, query)
+        self, view: _CallerView, lists: list[tuple[Scope, GroupKey, Sequence[Memory]]], query: RecallQuery
+    ) -> tuple[Mapping[str, float], list[Mapping[str, float]]]:
+        """The relevance of each candidate to the message with the conversation's share (`query.with_context`) and
+        the memories tied to its strongest matches, and the same for each of its questions (`query.parts`)."""
+        lexical = view.lexical_scores(query.message)
+        best = max(lexical.values(), default=0.0)
+        # the conversation is scored only when it would count: not for a message with clear matches of its own
+        read_context = bool(query.context) and context_weight(best) > 0.0
+        texts = [query.message, query.context] if read_context else [query.message]
+        scored = [lexical, *(view.lexical_scores(text) for text in texts[1:])]
+        if self._similarities is not None:
+            semantic = await asyncio.gather(*(self._semantic(lists, text) for text in texts))
+            scored = [self._combine(lex, sem) if sem is not None else lex for lex, sem in zip(scored, semantic)]
+        else:
+            semantic = [None] * len(texts)
+        context = scored[1] if read_context else None
+        relevance = view.associated(with_context(scored[0], context, best), query.message)
+        parts: list[Mapping[str, float]] = []
+        for text in query.parts:
+            part = view.lexical_scores(text)
+            part_best = max(part.values(), default=0.0)
+            if semantic[0] is not None:
+                part = self._combine(part, semantic[0])
+            parts.append(strongest(view.associated(with_context(part, context, part_best), text)))
+        return relevance, parts
+
+    async def _semantic(
+        self, lists: list[tuple[Scope, GroupKey, Sequence[Memory]]], query: str
+    ) -> Mapping[str, float] | None:
+        """The semantic scorer's similarities of `query` to the candidates, None when it cannot give them all."""
+        assert self._similarities is not None
         ids_by_document: dict[GroupKey, list[str]] = {}
         for _, key, memories in lists:
             ids_by_document.setdefault(key, []).extend(m.id for m in memories)
@@ -255,9 +285,9 @@ class Recall:
                 log.exception("semantic scoring failed; using lexical ranking")
                 found = None
             if found is None:
-                return view.associated(lexical, query)
+                return None
             semantic.update(found)
-        return view.associated(self._combine(lexical, semantic), query)
+        return semantic
 
     async def memory_block(
         self, store: MemoryStore, caller: Caller, settings: Settings, speaker: str, message: str = ""
@@ -277,6 +307,7 @@ class Recall:
         *,
         pictures: Sequence[str] = (),
         caption: str = "",
+        context: Sequence[str] = (),
     ) -> tuple[str, tuple[str, ...]]:
         """`memory_block` and the ids of the memories in it (kept with the rendered block: no extra work warm),
         so that the reply's use of them can be judged later. With `trace`, also why (see `RecallTrace`).
@@ -284,7 +315,9 @@ class Recall:
         `pictures`: the sha256 of each picture of the message (`pictures.picture_digests`): the caller's memories
         keeping one of them go first among the relevance picks (after the member's own instructions, within the
         budget), their lines saying so. `caption`: the host's description of the message's pictures, joining the
-        message as relevance text."""
+        message as relevance text. `context`: the conversation's turns before the message, most recent last
+        (`conversation.recent_turns`): they add a share to relevance, the more the less the message matches by
+        itself (`query.with_context`); the candidates stay the caller's own."""
         if settings.memory_inject_limit == 0:
             return NOTHING
         view = self._view(caller, settings)
@@ -293,17 +326,13 @@ class Recall:
         if not view.ordered:
             return NOTHING
         matched = view.pictures.positions(pictures) if pictures and view.pictures else ()
-        relevance = None
+        relevance: Mapping[str, float] | None = None
+        parts: list[Mapping[str, float]] = []
         if settings.recall_max_relevant and not view.fits(settings):
-            if message and not says_nothing(message):
-                query = relevance_query(message)
-                if caption:
-                    query = query_text(query, caption)
-            else:
-                query = query_text("", caption) if caption else ""  # a picture alone: its caption is the message
-            if query:
-                relevance = await self._relevance(view, lists, query)
-        positions = view.choose(settings, relevance, matched)
+            query = RecallQuery.of(message, context, caption)
+            if query is not None and query.message:
+                relevance, parts = await self._relevance(view, lists, query)
+        positions = view.choose(settings, relevance, matched, parts)
         if trace is not None:
             trace.candidates = list(view.ordered)
             trace.chosen = [view.ordered[p] for p in positions]
@@ -311,15 +340,6 @@ class Recall:
             trace.all_fit = view.fits(settings)
             trace.pictures = [view.ordered[p] for p in matched]
         return view.block(positions, speaker, tuple(p for p in matched if p in positions) if matched else ())
-
-
-def relevance_query(message: str) -> str:
-    """What relevance is scored against: the message, or for a long one its beginning and its end (where a
-    chatty message's question usually is), so a pasted megabyte costs what a paragraph does."""
-    if len(message) <= MAX_QUERY_CHARS:
-        return message
-    half = MAX_QUERY_CHARS // 2
-    return f"{message[:half]}\n{message[-half:]}"
 
 
 def semantic_similarities(store: MemoryStore, vectors: VectorStore) -> Similarities:

@@ -77,6 +77,8 @@ class MemoryCommands:
         await guarded(
             forget_memory(parts.store, caller, parts.settings, "all", actor=actor, names=parts.names_here(caller))
         )
+        here = caller.member.group
+        parts.heard.forget_member(caller.member.user_id, lambda key: key == here)
         after = await self._read(caller)
         left = None if isinstance(after, str) else sum(s is not Scope.GROUP for s, _ in after)
         if left != 0:

@@ -30,6 +30,7 @@ from .._pictures.sweep import Sweeper
 from .._privacy.audit_factory import open_audit
 from .._privacy.migration import open_migration
 from .._privacy.optout import opted_out_in
+from .._recall.conversation import RecentMessages
 from .._recall import Recall, VectorStore
 from .._settings import Settings, SettingWarning
 from .._storage.factory import choose_encryption, choose_store, config_secrets, open_store
@@ -96,6 +97,8 @@ class Components:
         # Seals what was stored before the key (or with another one), in the background; None without a key.
         self.key_migration = open_migration(self.store, self.encryption.keyring.kid, data_dir, also=blobs.reseal)
         self.recall = Recall()
+        # each member's last messages in each group, in memory only: the conversation when the host hands none
+        self.heard = RecentMessages()
         self.vectors: VectorStore | None = None
         # every background model call, of every group, waits for a slot of this one limiter
         self.background_calls = CallLimiter(settings.background_max_concurrent_calls)

@@ -43,11 +43,13 @@ class Injection:
         trace: InjectionTrace | None = None,
         pictures: Sequence[str] = (),
         caption: str = "",
+        context: Sequence[str] = (),
     ) -> tuple[str, tuple[str, ...]]:
         """The block for `caller` and `message`, and the ids of the memories in it. With `dry_run` it goes through
         caches of its own (no cache, statistic or reply record of the service changes; the embedding model may be
         called) and fills `trace` with why each item is there. `pictures` (the sha256 of the message's pictures)
-        and `caption` (the host's description of them): see `Recall.injection`."""
+        and `caption` (the host's description of them), `context` (the conversation's turns before the message): see
+        `Recall.injection`."""
         parts, member = self._parts, caller.member
         settings, store, zone = parts.settings, parts.store, parts.todo_policy.zone
         recall, todo_section, episode_section = parts.recall, self.todo_section, self.episode_section
@@ -86,6 +88,7 @@ class Injection:
             trace.recall if trace is not None else None,
             pictures=pictures,
             caption=caption,
+            context=context,
         )
         if episode_lines:
             block = episode_section.block(member.group, member.user_id, block, episode_lines, speaker)

@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from dataclasses import dataclass
 from typing import Any
 
+from .._recall.conversation import RecentMessages
 from .._episodes.erase import delete_episode
 from .._errors import InvalidMemoryInput
 from .._manage import (
@@ -100,12 +101,14 @@ class Manager:
         test_recall: RecallTest,
         running_platforms: Callable[[], Mapping[str, str]],
         pictures: Pictures | None = None,
+        heard: RecentMessages | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.settings = settings
         self._store = store
         self._audit = audit
         self._members = members
+        self._heard = heard
         self._index = group_index
         self._browser = browser
         self._digests = digests
@@ -400,6 +403,8 @@ class Manager:
         names = self._members.known_names(user_id, lambda key: key.platform == platform)
         report = await erase_person(self._store, platform, user_id, groups, actor=_actor(user), names=names)
         self._members.forget(user_id)
+        if self._heard is not None:
+            self._heard.forget_member(user_id, lambda key: key.platform == platform)
         return {
             "complete": report.complete,
             "memories": report.memories,

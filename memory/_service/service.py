@@ -22,6 +22,7 @@ from .._observation import Utterance
 from .._privacy.optout import admits, excluded, opted_out_in
 from .._prompt import USER_MESSAGE_NOTE, with_imitation_note
 from .._recall import Recall, VectorStore, fusion, semantic_similarities
+from .._recall.conversation import recent_turns
 from .._models.attachment import is_sha256
 from .._pictures.keeper import MB
 from .._recall.pictures import PictureLookup
@@ -96,6 +97,7 @@ class MemoryService(Components):
             test_recall=self.test_recall,
             running_platforms=ports.running_platforms,
             pictures=self.pictures,
+            heard=self.heard,
             clock=ports.clock,
         )
         self._store_starting: asyncio.Task[None] | None = None
@@ -276,11 +278,14 @@ class MemoryService(Components):
 
     # -- the conversation ----------------------------------------------------------------------------------------
     async def message_seen(self, speaker: Speaker, text: str) -> None:
-        """A group message (addressed to the bot or not; never the bot's own, never a command) for background
+        """A group message (addressed to the bot or not; never the bot's own, never a command): kept a few minutes
+        in memory as the speaker's conversation (`inject` reads it when the host hands none), and for background
         extraction, when it is on and the group and the speaker admit it."""
+        member = speaker.member
+        if self.settings.enable_user_memory and self.settings.memory_inject_limit:
+            self.heard.note(member, text, self.ports.clock())
         if self.extraction is None:
             return
-        member = speaker.member
         if excluded(self.settings.extraction_excluded_groups, member.group):
             return
         if not await admits(self.store, member.group, member.user_id):  # O(1) once the group is loaded
@@ -314,7 +319,13 @@ class MemoryService(Components):
         return PictureLookup(self.settings.attachment_max_file_mb * MB, sizes)
 
     async def inject(
-        self, speaker: Speaker, message: str, *, pictures: Sequence[str] = (), caption: str = ""
+        self,
+        speaker: Speaker,
+        message: str,
+        *,
+        pictures: Sequence[str] = (),
+        caption: str = "",
+        conversation: object = None,
     ) -> Injected:
         """What a reply to `message` is given for the speaker: the block of their memories, the group's, todos and
         episodes (see `injection.py`). Storage that cannot serve gives nothing, and says so in the log.
@@ -323,7 +334,10 @@ class MemoryService(Components):
         the host read off the event (in the worker thread that read them: the bytes never reach the loop or the
         service): the speaker's memories keeping the same picture go first among the relevance picks (no model
         call, no disk). `caption`: the host's own description of them (AstrBot's `<image_caption>`), joining the
-        message as relevance text."""
+        message as relevance text. `conversation`: the host's turns before the message, as it has them (AstrBot's
+        `ProviderRequest.contexts`, read by `recent_turns`: anything malformed is skipped); where it has none, the
+        speaker's own last messages in the group in the last minutes (`RecentMessages`). Either only ranks the
+        speaker's candidates."""
         if not self.settings.enable_user_memory:
             return NOTHING_INJECTED
         member = speaker.member
@@ -331,8 +345,15 @@ class MemoryService(Components):
         name = self.speaker_name(speaker, note=False)
         now = self.ports.clock()
         shas = [sha for sha in pictures if is_sha256(sha)] if pictures else ()
+        context = recent_turns(conversation)
+        if not context:
+            context = self.heard.before(member, message, now)
+            if context and not await admits(self.store, member.group, member.user_id):
+                context = ()
         try:
-            block, injected = await self.injection.build(caller, name, message, now, pictures=shas, caption=caption)
+            block, injected = await self.injection.build(
+                caller, name, message, now, pictures=shas, caption=caption, context=context
+            )
         except MemoryPluginError as exc:
             cause = self.store.unavailable or str(exc)  # the store's reason, not the short text tools give
             self.injection_warnings.warning(cause, f"memories of {member.group} not injected: {cause}")

@@ -144,6 +144,7 @@ class MemoryTools:
             if parts.extraction is not None:
                 parts.extraction.forget_member(user_id, where)
             parts.members.forget_spoken(user_id, where)
+            parts.heard.forget_member(user_id, where)
         return text
 
     # -- todos ---------------------------------------------------------------------------------------------------
