@@ -125,7 +125,10 @@ class UserMemoryPlugin(Star):
     @filter.event_message_type(filter.EventMessageType.GROUP_MESSAGE)
     async def observe_group_message(self, event: AstrMessageEvent) -> None:
         """Hand every group message (addressed to the bot or not) to the service: the speaker's recent conversation
-        for recall, and background extraction when it is on."""
+        for recall, and background extraction when it is on. A message addressed to the bot also starts its embedding
+        now (this handler runs before the reply's request: `inject_memories`)."""
+        if event.is_at_or_wake_command and event.get_group_id():
+            self.service.reply_expected(event.message_str or "")  # the text `inject_memories` will rank for
         speaker = speaker_of(event)
         text = (event.message_str or "").strip()
         if speaker is None or not text or speaker.member.user_id == event.get_self_id() or self._is_command(event):

@@ -134,7 +134,7 @@ async def scenario(
     if warm:  # every caller's view built and every group's vectors loaded; then forget queries and failures
         for case in cases:
             await reply(case)
-        vectors._query_cache.clear()
+        vectors.queries.clear()
     failures = vectors.breaker.failures if breaker else 10**9  # off: every reply calls (and waits for) the provider
     vectors.breaker = type(vectors.breaker)(failures, vectors.breaker.cooldown, time.monotonic)
     timed = Timed()

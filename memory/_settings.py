@@ -45,6 +45,8 @@ class Settings:
     recall_group_instruction_share: float = 0.3
     memory_inject_position: str = IN_USER_MESSAGE
     embedding_provider_id: str = ""
+    # the multilingual model shipped in a package scores meaning when no embedding provider is named (issue 33)
+    recall_builtin_model: bool = True
     embedding_timeout_ms: int = 300
     embedding_weight: float = 0.5
     # background extraction
@@ -243,6 +245,7 @@ SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "recall",
         (
             "embedding_provider_id",
+            "recall_builtin_model",
             "embedding_weight",
             "embedding_timeout_ms",
             "recall_max_relevant",

@@ -16,6 +16,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 PLUGIN_NAME = "astrbot_plugin_user_memory"
+# The built-in embedding model (on by default) loads in the background after a start and then joins the ranking:
+# the services and plugins the fixtures build rank lexically unless a test turns it on (tests/test_builtin_model.py).
+BUILTIN_MODEL_IN_TESTS = False
 
 # Importing astrbot writes data/cmd_config.json under ASTRBOT_ROOT: keep that out of the repository.
 os.environ.setdefault("ASTRBOT_ROOT", tempfile.mkdtemp(prefix="astrbot-test-root-"))
@@ -55,6 +58,7 @@ def make_service(tmp_path, host):
     from memory import MemoryService, Settings
 
     def build(*, data_dir=None, **overrides):
+        overrides.setdefault("recall_builtin_model", BUILTIN_MODEL_IN_TESTS)
         settings, warnings = Settings.from_mapping(overrides)
         return MemoryService(settings, data_dir or tmp_path / "memory", host.ports(), setting_warnings=warnings)
 
@@ -88,6 +92,8 @@ def make_plugin(astrbot_root, plugin_main):
         config_dir.mkdir(parents=True, exist_ok=True)
         config = AstrBotConfig(config_path=str(config_dir / f"{PLUGIN_NAME}_config.json"), schema=schema)
         config.update(overrides)
+        if "recall_builtin_model" not in overrides and "recall_builtin_model" not in overrides.get("recall", {}):
+            config["recall"] = {**config.get("recall", {}), "recall_builtin_model": BUILTIN_MODEL_IN_TESTS}
         context = Context(asyncio.Queue(), config, *([None] * 9))
         plugin = plugin_main.UserMemoryPlugin(context, config)
         made.append(plugin)

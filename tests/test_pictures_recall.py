@@ -58,7 +58,7 @@ def captioner() -> CaptionModel:
 @pytest.fixture
 def build(tmp_path, host, captioner):
     def make(**overrides) -> MemoryService:
-        values = {"memory_inject_limit": 3, **overrides}
+        values = {"memory_inject_limit": 3, "recall_builtin_model": False, **overrides}
         settings, warnings = Settings.from_mapping(values)
         ports = dataclasses.replace(host.ports(), caption=captioner)
         return MemoryService(settings, tmp_path / "memory", ports, setting_warnings=warnings)

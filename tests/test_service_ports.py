@@ -82,7 +82,7 @@ async def test_the_embedding_model_the_settings_name_turns_semantic_recall_on(ma
         for content in ("喜欢看科幻电影", "住在杭州"):
             await save(service, me, content)
         await service.vectors.wait_idle()
-        assert service.embedding_state == "已启用 topics/v1"
+        assert service.embedding_state == "提供商 topics/v1"
         assert "科幻电影" in await block_for(service, me, "推荐几部好片子")
     finally:
         await service.stop()

@@ -27,7 +27,6 @@ import math
 import operator
 import struct
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +37,7 @@ from .._models import GroupKey, Memory
 from .._storage.vectors import GroupVectors, Vector, VectorFiles, VectorPersistence, content_hash
 from .breaker import CircuitBreaker
 from .pictures import recall_text
+from .query_vectors import QueryVectors
 from .ranking import PRIOR_WEIGHT
 
 try:  # AstrBot installs numpy; the plugin itself does not require it
@@ -161,8 +161,8 @@ class VectorStore:
         self.sync_timeout = sync_timeout
         self.batch_size = max(1, batch_size)
         self.breaker = CircuitBreaker(breaker_failures, breaker_cooldown, clock)
-        self._query_cache: OrderedDict[str, Vector] = OrderedDict()
-        self._query_cache_size = query_cache_size
+        # the reply's texts: kept, and embedded once each (also ahead of the reply: `queries.prefetch`)
+        self.queries = QueryVectors(lambda texts: self._guarded(texts, self.timeout), query_cache_size)
         self._groups: dict[GroupKey, _Group] = {}
         self._load_locks: dict[GroupKey, asyncio.Lock] = {}
         self._load_tasks: dict[GroupKey, asyncio.Task[_Group | None]] = {}
@@ -380,6 +380,7 @@ class VectorStore:
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        await self.queries.close()
         self._tasks.clear()
         self._load_tasks.clear()
 
@@ -389,19 +390,8 @@ class VectorStore:
 
     # ----------------------------------------------------------------- query
     async def query_vector(self, query: str) -> Vector | None:
-        """The query's unit vector (cached for recent queries), or None on failure/timeout/open breaker."""
-        cached = self._query_cache.get(query)
-        if cached is not None:
-            self._query_cache.move_to_end(query)
-            return cached
-        vectors = await self._guarded([query], self.timeout)
-        if vectors is None:
-            return None
-        v = vectors[0]
-        self._query_cache[query] = v
-        while len(self._query_cache) > self._query_cache_size:
-            self._query_cache.popitem(last=False)
-        return v
+        """The query's unit vector (`QueryVectors.vector`), or None on failure/timeout/open breaker."""
+        return await self.queries.vector(query)
 
     async def similarities(self, key: GroupKey, query: str, memory_ids: Iterable[str]) -> dict[str, float] | None:
         """Cosine similarity of `query` to each memory of `memory_ids` that has a vector, clipped to [0, 1]

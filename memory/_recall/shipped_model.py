@@ -24,6 +24,7 @@ import logging
 import os
 import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -92,6 +93,22 @@ SHIPPED_MODELS: dict[str, ShippedModel] = {
 }
 
 
+# The loaded models of this process, shared by every embedder of the same model and thread count while one of them
+# holds it: a service built again in the same process (a bench's, a test's) does not load and hold a second copy
+# of the weights (~140 MB, 1.5-3.5 s); once no embedder holds it, it is freed.
+_LOADED: weakref.WeakValueDictionary[tuple[ShippedModel, int], Encode] = weakref.WeakValueDictionary()
+_LOADED_LOCK = threading.Lock()
+
+
+def _shared_load(spec: ShippedModel, threads: int) -> Encode:
+    with _LOADED_LOCK:
+        encode = _LOADED.get((spec, threads))
+        if encode is None:
+            encode = spec.load(threads)
+            _LOADED[(spec, threads)] = encode
+        return encode
+
+
 def shipped_model_available(names: Sequence[str] = tuple(SHIPPED_MODELS)) -> str | None:
     """The first of `names` whose package is installed (looked up, not imported), or None."""
     for name in names:
@@ -152,7 +169,7 @@ class ShippedEmbedder:
                     raise ShippedModelError(f"{self.spec.label} failed to load: {self._load_error}")
                 t0 = time.perf_counter()
                 try:
-                    self._encode = self.spec.load(self.threads)
+                    self._encode = _shared_load(self.spec, self.threads)
                 except Exception as e:  # ImportError, a missing weights file, an engine that cannot load here
                     self._load_error = e
                     log.warning("shipped embedding model %s cannot load: %s", self.spec.label, e)

@@ -114,7 +114,8 @@ class Injection:
         )
         now = self._parts.ports.clock()
         block, _ = await self.build(caller, speaker, message, now, dry_run=True, trace=trace)
-        return explain(block, trace)
+        # which model scored meaning (the provider, the built-in model, or none and why): `/memory status`'s line
+        return {**explain(block, trace), "semantic_recall": self._parts.embedding_state}
 
     def _budget_left(self, lines: int, chars: int, *, remember: bool = True) -> Settings:
         """The settings left for memories: todos and episodes take their slots and characters out of the one

@@ -23,12 +23,14 @@ from .._privacy.optout import admits, excluded, opted_out_in
 from .._prompt import USER_MESSAGE_NOTE, with_imitation_note
 from .._recall import Recall, VectorStore, fusion, semantic_similarities
 from .._recall.conversation import recent_turns
+from .._recall.query import RecallQuery
 from .._models.attachment import is_sha256
 from .._pictures.keeper import MB
 from .._recall.pictures import PictureLookup
 from .._settings import IN_SYSTEM_PROMPT, Settings, SettingWarning
 from .._status import storage_line
 from .._storage.factory import open_vectors
+from .builtin_model import BUILTIN_OFF, BuiltinModel
 from .commands import MemoryCommands
 from .components import Components
 from .injection import Injection
@@ -110,6 +112,8 @@ class MemoryService(Components):
         self._attachment_sweep: asyncio.Task[None] | None = None
         self._evicted_at = -math.inf
         self.store.add_unload_listener(self._forget_group)
+        self.builtin_model: BuiltinModel | None = None  # the shipped model, when it is the semantic scorer
+        self._builtin_loading: asyncio.Task[None] | None = None
 
     # -- what is held in memory (`memory_cache_max_mb`) ----------------------------------------------------------
     def _forget_group(self, key: GroupKey) -> None:
@@ -177,7 +181,8 @@ class MemoryService(Components):
         if self._gc_freezer is not None:
             self._gc_freezer.stop()
             self._gc_freezer = None
-        for task in (self._store_watch, self._store_starting, self._evictor, self._attachment_sweep):
+        tasks = (self._store_watch, self._store_starting, self._evictor, self._attachment_sweep, self._builtin_loading)
+        for task in tasks:
             if task is not None and not task.done():
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -200,6 +205,8 @@ class MemoryService(Components):
         await self.group_index.close()
         if self.vectors is not None:
             await self.vectors.close()
+        if self.builtin_model is not None:
+            self.builtin_model.close()
         if self._injection_counts_saver is not None:
             self._injection_counts_saver.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -252,8 +259,18 @@ class MemoryService(Components):
 
     # -- semantic recall -----------------------------------------------------------------------------------------
     async def _attach_configured_embeddings(self) -> None:
+        """The operator's embedding provider when one is named; else the built-in model (`builtin_model.py`), loaded
+        in the background and attached once loaded, unless `recall_builtin_model` is off; else lexical only."""
         provider_id = self.settings.embedding_provider_id
-        if not (self.settings.enable_user_memory and provider_id):
+        if not self.settings.enable_user_memory:
+            return
+        if not provider_id:
+            if not self.settings.recall_builtin_model:
+                self.embedding_state = BUILTIN_OFF
+                return
+            self.builtin_model = BuiltinModel()
+            self.embedding_state = self.builtin_model.state
+            self._builtin_loading = asyncio.create_task(self._attach_builtin_model(), name="memory-builtin-model")
             return
         model = self.ports.embedding_model(provider_id)
         if model is None:
@@ -261,6 +278,18 @@ class MemoryService(Components):
             self.embedding_state = f"提供商 {provider_id!r} 未找到（仅词法召回）"
             return
         await self.attach_embedding_provider(model.embedder, model.model_id)
+
+    async def builtin_model_loaded(self) -> None:
+        """Wait until the built-in model has loaded and is attached, or has failed to (tests, benches)."""
+        if self._builtin_loading is not None:
+            await asyncio.wait({self._builtin_loading})
+
+    async def _attach_builtin_model(self) -> None:
+        assert self.builtin_model is not None
+        embedder = await self.builtin_model.load()
+        if embedder is not None:
+            await self.attach_embedding_provider(embedder, embedder.model_id)
+        self.embedding_state = self.builtin_model.state
 
     async def attach_embedding_provider(self, embedder: Embedder, model_id: str) -> None:
         """Turn on semantic recall with an embedding model (anything with `async get_embeddings(texts)`)."""
@@ -274,7 +303,7 @@ class MemoryService(Components):
             semantic_similarities(self.store, self.vectors),
             fusion(self.vectors, self.settings.embedding_weight),
         )
-        self.embedding_state = f"已启用 {model_id}"
+        self.embedding_state = f"提供商 {model_id}"
 
     # -- the conversation ----------------------------------------------------------------------------------------
     async def message_seen(self, speaker: Speaker, text: str) -> None:
@@ -301,6 +330,19 @@ class MemoryService(Components):
             message_id=speaker.message_id,  # to tell copies across instances
         )
         self.extraction.observe(member.group, heard, speaker.origin)
+
+    def reply_expected(self, message: str) -> None:
+        """A message addressed to the bot arrived (the host's message handler runs before the reply's request):
+        with the built-in model, its embedding starts now, off the event loop, so that the reply usually finds it
+        ready. Not with an operator's provider: a member whose memories all fit would cost a call the reply never
+        makes. No I/O."""
+        settings = self.settings
+        if self.vectors is None or self.builtin_model is None or not settings.enable_user_memory:
+            return
+        if settings.memory_inject_limit and settings.recall_max_relevant:
+            query = RecallQuery.of(message)  # what the reply scores: the same text, so it finds the vector
+            if query is not None and query.message:
+                self.vectors.queries.prefetch(query.message)
 
     def picture_sizes(self, speaker: Speaker) -> frozenset[int] | None:
         """Which pictures of the speaker's message may bring back one of their memories (`inject`'s `pictures`):

@@ -61,6 +61,7 @@
       moveToMember: "把这条群公共记忆移给哪位成员？", pickMember: "选择成员",
       saved: "已保存", deleted: "已删除 {0} 条", moved: "已移动", reverted: "已撤销",
       recallNote: "这是一次试运行：不改变任何缓存、统计或最近使用时间；开启语义召回时会调用嵌入模型。",
+      semanticRecall: "按意思匹配：{0}",
       message: "消息", runRecall: "试一下", block: "会注入的记忆块", reason: "原因", score: "分数",
       noBlock: "这条消息不会注入任何记忆", items: "条目",
       history: "变更历史", when: "时间", actor: "操作者", op: "操作", kind: "对象", target: "目标",
@@ -177,6 +178,7 @@
       moveToMember: "Give this group memory to which member?", pickMember: "Choose a member",
       saved: "Saved", deleted: "Deleted {0}", moved: "Moved", reverted: "Reverted",
       recallNote: "A dry run: no cache, statistic or last-used time changes; with semantic recall on it calls the embedding provider.",
+      semanticRecall: "Matching by meaning: {0}",
       message: "Message", runRecall: "Try it", block: "Block that would be injected", reason: "Reason", score: "Score",
       noBlock: "This message would inject no memory", items: "Items",
       history: "Change history", when: "When", actor: "Actor", op: "Operation", kind: "Kind", target: "Target",
@@ -863,7 +865,8 @@
           el("h3", {}, t("items")), recallItems(asList(r.memories), "recall-items"),
           asList(r.todos).length ? [el("h3", {}, t("todos")), el("ul", {}, asList(r.todos).map((l) => el("li", {}, text(l))))] : null,
           asList(r.episodes).length ? [el("h3", {}, t("episodes")), el("ul", {}, asList(r.episodes).map((l) => el("li", {}, text(l))))] : null,
-          asList(r.left_out).length ? [el("h3", {}, t("leftOut")), recallItems(asList(r.left_out), "recall-left-out")] : null]);
+          asList(r.left_out).length ? [el("h3", {}, t("leftOut")), recallItems(asList(r.left_out), "recall-left-out")] : null,
+          r.semantic_recall ? el("p", { class: "note", id: "semantic-recall" }, t("semanticRecall", r.semantic_recall)) : null]);
       } catch (e) { clear(out).appendChild(el("p", { class: "error" }, errorText(e))); }
     };
     append(view, [el("p", { class: "note" }, t("recallNote")),
