@@ -12,6 +12,7 @@ from memory._storage import UserMemoryStore
 from memory._rules.operations import save as save_operation
 from memory._recall import categories
 from memory._recall.recall import Recall
+from memory._service import service as service_module
 
 G = GroupKey("lark", "oc_group1")
 ME = Caller(MemberKey(G, "ou_a"))
@@ -207,10 +208,13 @@ async def test_vectors_follow_changes_in_the_background(make_service, host):
     assert "负责收款系统" in await block_for(service, speaker("ou_a"), "付款出问题找谁")
 
 
-async def test_unknown_embedding_provider_leaves_lexical_recall(make_service, caplog):
+async def test_unknown_embedding_provider_leaves_lexical_recall(make_service, caplog, monkeypatch):
+    monkeypatch.setattr(service_module, "PROVIDER_RETRY_SECONDS", 0.001)
+    monkeypatch.setattr(service_module, "PROVIDER_WAIT_SECONDS", 0.005)
     service = make_service(embedding_provider_id="no-such-provider")
     await service.start()
     try:
+        await service.builtin_model_loaded()  # the looking again gave up
         assert service.vectors is None
         assert "no-such-provider" in caplog.text
         await save(service, speaker(), "喜欢猫")

@@ -6,6 +6,7 @@ from service_kit import Model, block_for, save, speaker
 
 from memory import EmbeddingModel, GroupKey, Mention, OutgoingMessage, Roster
 from memory._todos.delivery import Reminder
+from memory._service import service as service_module
 
 G1 = GroupKey("lark", "oc_group1")
 
@@ -67,6 +68,21 @@ async def test_a_roster_names_the_member_and_makes_the_owner_a_group_admin(make_
 class Topics:
     async def get_embeddings(self, texts: list[str]) -> list[list[float]]:
         return [[1.0 if "电影" in t or "片子" in t else 0.0, 0.1] for t in texts]
+
+
+async def test_a_provider_the_host_loads_after_the_plugin_is_attached_when_it_appears(make_service, host, monkeypatch):
+    """AstrBot loads its providers after its plugins: at a cold start the named provider is not there yet. It is
+    looked for again in the background, and semantic recall turns on once it appears."""
+    monkeypatch.setattr(service_module, "PROVIDER_RETRY_SECONDS", 0.001)
+    service = make_service(embedding_provider_id="late", memory_inject_limit=1)
+    await service.start()
+    try:
+        assert service.vectors is None and "未找到" in service.embedding_state
+        host.embedders["late"] = EmbeddingModel(Topics(), "late/v1")
+        await service.builtin_model_loaded()
+        assert service.vectors is not None and service.embedding_state == "提供商 late/v1"
+    finally:
+        await service.stop()
 
 
 async def test_the_embedding_model_the_settings_name_turns_semantic_recall_on(make_service, host):

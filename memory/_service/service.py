@@ -54,6 +54,12 @@ EVICT_EVERY_SECONDS = 60.0
 ATTACHMENT_SWEEP_AFTER_START_SECONDS = 120.0
 
 
+# A named embedding provider the host has not loaded yet (AstrBot loads providers after plugins) is looked for again
+# every PROVIDER_RETRY_SECONDS, for PROVIDER_WAIT_SECONDS.
+PROVIDER_RETRY_SECONDS = 2.0
+PROVIDER_WAIT_SECONDS = 600.0
+
+
 class Injected(NamedTuple):
     """What a reply is given: the block ("" for none; `MemoryService.place` says where it goes), and the ids of
     the memories in it to hand back with the finished reply (empty when no reply is judged: observation off)."""
@@ -113,7 +119,7 @@ class MemoryService(Components):
         self._evicted_at = -math.inf
         self.store.add_unload_listener(self._forget_group)
         self.builtin_model: BuiltinModel | None = None  # the shipped model, when it is the semantic scorer
-        self._builtin_loading: asyncio.Task[None] | None = None
+        self._attaching: asyncio.Task[None] | None = None
 
     # -- what is held in memory (`memory_cache_max_mb`) ----------------------------------------------------------
     def _forget_group(self, key: GroupKey) -> None:
@@ -181,7 +187,7 @@ class MemoryService(Components):
         if self._gc_freezer is not None:
             self._gc_freezer.stop()
             self._gc_freezer = None
-        tasks = (self._store_watch, self._store_starting, self._evictor, self._attachment_sweep, self._builtin_loading)
+        tasks = (self._store_watch, self._store_starting, self._evictor, self._attachment_sweep, self._attaching)
         for task in tasks:
             if task is not None and not task.done():
                 task.cancel()
@@ -270,19 +276,31 @@ class MemoryService(Components):
                 return
             self.builtin_model = BuiltinModel()
             self.embedding_state = self.builtin_model.state
-            self._builtin_loading = asyncio.create_task(self._attach_builtin_model(), name="memory-builtin-model")
+            self._attaching = asyncio.create_task(self._attach_builtin_model(), name="memory-builtin-model")
             return
         model = self.ports.embedding_model(provider_id)
-        if model is None:
-            log.warning(f"embedding provider {provider_id!r} not found; using lexical recall only")
+        if model is None:  # the host loads its providers after its plugins: look again in the background
             self.embedding_state = f"提供商 {provider_id!r} 未找到（仅词法召回）"
+            self._attaching = asyncio.create_task(self._attach_provider_later(provider_id), name="memory-provider")
             return
         await self.attach_embedding_provider(model.embedder, model.model_id)
 
+    async def _attach_provider_later(self, provider_id: str) -> None:
+        """Look for the named provider every `PROVIDER_RETRY_SECONDS` until `PROVIDER_WAIT_SECONDS` have passed
+        (recall stays lexical meanwhile), then say once that it was not found."""
+        for _ in range(int(PROVIDER_WAIT_SECONDS / PROVIDER_RETRY_SECONDS)):
+            await asyncio.sleep(PROVIDER_RETRY_SECONDS)
+            model = self.ports.embedding_model(provider_id)
+            if model is not None:
+                await self.attach_embedding_provider(model.embedder, model.model_id)
+                return
+        log.warning(f"embedding provider {provider_id!r} not found; using lexical recall only")
+
     async def builtin_model_loaded(self) -> None:
-        """Wait until the built-in model has loaded and is attached, or has failed to (tests, benches)."""
-        if self._builtin_loading is not None:
-            await asyncio.wait({self._builtin_loading})
+        """Wait until the built-in model (or a provider the host had not loaded at start) is attached, or has failed
+        to be (tests, benches)."""
+        if self._attaching is not None:
+            await asyncio.wait({self._attaching})
 
     async def _attach_builtin_model(self) -> None:
         assert self.builtin_model is not None
