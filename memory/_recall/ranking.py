@@ -45,8 +45,8 @@ OTHER = "memory"  # the member's own fact or preference (member or global scope)
 GROUP_OTHER = "group_memory"  # a group fact or preference
 
 # whose slots a section fills: the member's own (`limit`, memory_inject_limit) or the group's (`group_limit`)
-OWN_SLOTS = "own"
-GROUP_SLOTS = "group"
+OWN_SLOTS = 0
+GROUP_SLOTS = 1
 
 
 def kind_of(item: Scoped) -> str:
@@ -64,7 +64,7 @@ class Section:
 
     name: str
     kinds: frozenset[str]
-    slots: str
+    slots: int
     ranked: bool = True
     within_share: bool = False
 
@@ -156,28 +156,26 @@ def chosen_positions(
         pinned = set(first)
         by_relevance = [*first, *(p for p in by_relevance if p not in pinned)]
     taken: set[int] = set()
-    left = {OWN_SLOTS: limit, GROUP_SLOTS: group_limit}
-    used = 0
-    group_used, group_chars = 0, group_chars_first(char_budget, group_share)
+    left = [limit, group_limit]  # slots left, by OWN_SLOTS / GROUP_SLOTS
+    used = group_used = 0
     for section in SECTIONS:
-        slots = left[section.slots]
-        if slots <= 0 or section.kinds.isdisjoint(present):
+        if section.kinds.isdisjoint(present) or (slots := left[section.slots]) <= 0:
             continue
         chars = char_budget - used
         if section.within_share:
-            chars = min(chars, group_chars - group_used)
-        wanted, in_group = section.kinds, section.slots == GROUP_SLOTS
+            chars = min(chars, group_chars_first(char_budget, group_share) - group_used)
+        wanted, before = section.kinds, used
         for position in by_relevance if section.ranked else by_prior:
             if kinds[position] in wanted and position not in taken and (cost := costs[position]) <= chars:
                 taken.add(position)
                 chars -= cost
                 used += cost
-                if in_group:
-                    group_used += cost
                 slots -= 1
                 if not slots:
                     break
         left[section.slots] = slots
+        if section.slots == GROUP_SLOTS:
+            group_used += used - before
     return tuple(sorted(taken))
 
 
