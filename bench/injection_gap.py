@@ -8,7 +8,8 @@ association step, type and scope) and every chosen memory that the ranker did no
 it was chosen:
 
 * ``own_instruction`` — the member's own instructions, always taken first (section 1 of the policy);
-* ``group_instruction`` — a group instruction taken in its share ahead of relevance (section 2);
+* ``group_instruction`` — a group instruction taken first in the group's section (since issue 33 it can only push out
+  a group memory: the group's section has its own slots; before, it took a share of the member's);
 * ``associated`` — brought in (or raised) by the association step (its score is above its lexical score);
 * ``prior`` — relevant, but weaker than the missing answer, placed ahead by the class prior (type, own before group);
 * ``unscored`` — matched nothing (filled by the prior order);
@@ -220,8 +221,8 @@ async def main() -> None:
     parser.add_argument(
         "--what-if-instructions-free",
         action="store_true",
-        help="what-if (not the policy): standing instructions (the member's own, the group's within their share) "
-        "outside memory_inject_limit, the limit counting only the memories chosen after them",
+        help="what-if (not the policy): standing instructions that take the member's slots (their own; before "
+        "issue 33 also the group's within their share) outside memory_inject_limit",
     )
     args = parser.parse_args()
     sys.path.insert(0, str(BENCH))
@@ -257,13 +258,13 @@ def _instructions_free(mods) -> None:
     ranking, recall = mods["ranking"], mods["recall"]
     chosen_positions = recall.chosen_positions
 
-    def free(ordered, kinds, costs, *, limit, group_instruction_share=0.3, **rest):
+    def free(ordered, kinds, costs, *, limit, **rest):
         own = sum(k == ranking.OWN_INSTRUCTION for k in kinds)
-        share = ranking.group_instruction_slots(limit, group_instruction_share)
-        group = min(sum(k == ranking.GROUP_INSTRUCTION for k in kinds), share)
-        return chosen_positions(
-            ordered, kinds, costs, limit=limit + own + group, group_instruction_share=group_instruction_share, **rest
-        )
+        group = 0
+        if hasattr(ranking, "group_instruction_slots"):  # before issue 33 group instructions took the member's slots
+            share = ranking.group_instruction_slots(limit, rest.get("group_instruction_share", 0.3))
+            group = min(sum(k == ranking.GROUP_INSTRUCTION for k in kinds), share)
+        return chosen_positions(ordered, kinds, costs, limit=limit + own + group, **rest)
 
     recall.chosen_positions = free
 

@@ -363,6 +363,7 @@ async def main() -> None:
         help="also strict recall per question tag (kind), current policy at defaults and at --limits",
     )
     parser.add_argument("--limits", default="10,15", help="with --by-tag: memory_inject_limit values")
+    parser.add_argument("--group-limits", default="", help="with --by-tag: group_memory_inject_limit values")
     parser.add_argument("--no-previous", action="store_true", help="skip the previous plugin's columns (faster)")
     parser.add_argument(
         "--greetings",
@@ -413,7 +414,8 @@ async def main() -> None:
             )
             if args.by_tag:
                 limits = [int(x) for x in args.limits.split(",") if x]
-                await by_tag(current, directory, short, ds, limits)
+                group_limits = [int(x) for x in args.group_limits.split(",") if x]
+                await by_tag(current, directory, short, ds, limits, group_limits)
             if args.sweep:
                 await sweep(current, directory, short, ds)
             if args.greetings:
@@ -458,13 +460,18 @@ async def greetings(current, directory: Path, ds: Dataset) -> None:
     print(f"  a greeting changes the block for {before:.0%} of {len(members)} members before, {now:.0%} now")
 
 
-async def by_tag(current, directory: Path, short: dict[str, str], ds: Dataset, limits: list[int]) -> None:
+async def by_tag(
+    current, directory: Path, short: dict[str, str], ds: Dataset, limits: list[int], group_limits: list[int] = []
+) -> None:
     """Strict recall at the prompt per question tag: the ranker's strict@10, the current policy at its defaults
-    and at each memory_inject_limit in `limits` (the other settings at their defaults)."""
+    and at each memory_inject_limit in `limits` and each group_memory_inject_limit in `group_limits` (the other
+    settings at their defaults)."""
     columns: dict[str, list[bool]] = {"ranker@10": ranker_hits(ds, 10)}
     columns["defaults"] = await injected_hits(current, directory, short, ds)
     for limit in limits:
         columns[f"limit {limit}"] = await injected_hits(current, directory, short, ds, memory_inject_limit=limit)
+    for limit in group_limits:
+        columns[f"group {limit}"] = await injected_hits(current, directory, short, ds, group_memory_inject_limit=limit)
     tags = sorted({t for c in ds.cases for t in c.tags}, key=lambda t: (t not in KIND_TAGS, t))
     rows = [("all", list(range(len(ds.cases))))]
     rows += [(t, [i for i, c in enumerate(ds.cases) if t in c.tags]) for t in tags]

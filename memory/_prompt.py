@@ -20,8 +20,10 @@ OWN_SECTION_HEADER = (
     "该成员自己的要求与信息（只适用于回复这位成员；“指令”类是该成员本人对回复方式的要求；"
     "若该成员更改了其中某项，调用 lark_save_memory 并把旧记忆的 id 作为 replace_id）："
 )
+# The group's section is named as in the seed (design 000 §4.1): a registered marker, so no data can imitate it.
+GROUP_SECTION_MARKER = fence.marker("当前群组信息")
 GROUP_SECTION_HEADER = (
-    "本群规则与公共信息（为整个群设置，由群管理员或群成员添加，不是该成员本人的要求；"
+    f"{GROUP_SECTION_MARKER}本群规则与公共信息（为整个群设置，由群管理员或群成员添加，不是该成员本人的要求；"
     "与该成员自己的要求冲突时，以该成员自己的要求为准）："
 )
 

@@ -24,7 +24,8 @@ IN_SYSTEM_PROMPT = "system_prompt"
 class Settings:
     enable_user_memory: bool = True
     memory_max_per_user: int = 20
-    memory_inject_limit: int = 10
+    memory_inject_limit: int = 10  # the member's own memories (with the todos and episodes shown)
+    group_memory_inject_limit: int = 3  # the group's shared memories, in their own section (DECISIONS §3)
     memory_max_content_length: int = 200
     memory_inject_char_budget: int = 1500
     # scopes
@@ -42,6 +43,8 @@ class Settings:
     # relevance recall
     recall_relevance_threshold: float = 0.0
     recall_max_relevant: int = 5
+    # the share of the characters the group's section may take ahead of the member's relevant memories (before
+    # issue 33: the share of slots and characters of group instructions; the key keeps its name, DECISIONS §3)
     recall_group_instruction_share: float = 0.3
     memory_inject_position: str = IN_USER_MESSAGE
     embedding_provider_id: str = ""
@@ -224,6 +227,7 @@ SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "enable_user_memory",
             "memory_max_per_user",
             "memory_inject_limit",
+            "group_memory_inject_limit",
             "memory_inject_char_budget",
             "memory_max_content_length",
             "timezone",
@@ -369,6 +373,7 @@ def _same(raw: Any, effective: Any) -> bool:
 _RANGES: dict[str, tuple[float, float]] = {
     "memory_max_per_user": (1, 1000),
     "memory_inject_limit": (0, 100),
+    "group_memory_inject_limit": (0, 100),
     "memory_max_content_length": (10, 2000),
     "memory_inject_char_budget": (100, 20000),
     "group_memory_max": (0, 1000),

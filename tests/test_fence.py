@@ -11,10 +11,16 @@ from memory import _fence as fence
 from memory._extraction.prompt import CONVERSATION_HEADER, MEMORIES_HEADER, Shown, build_prompt
 from memory._observation import Utterance
 from memory._models import Memory, MemoryType, Scope
-from memory._prompt import MEMORY_BLOCK_END, MEMORY_BLOCK_START, render_memory_block
+from memory._prompt import (
+    GROUP_SECTION_HEADER,
+    GROUP_SECTION_MARKER,
+    MEMORY_BLOCK_END,
+    MEMORY_BLOCK_START,
+    render_memory_block,
+)
 
-MARKERS = (MEMORY_BLOCK_START, MEMORY_BLOCK_END, MEMORIES_HEADER, CONVERSATION_HEADER)
-LABELS = ("关于当前用户的记忆", "关于当前用户的记忆结束", "现有记忆", "最近对话")
+MARKERS = (MEMORY_BLOCK_START, MEMORY_BLOCK_END, GROUP_SECTION_MARKER, MEMORIES_HEADER, CONVERSATION_HEADER)
+LABELS = ("关于当前用户的记忆", "关于当前用户的记忆结束", "当前群组信息", "现有记忆", "最近对话")
 
 # Characters that look like brackets, found by the Unicode database rather than listed by hand: every opening,
 # closing and quotation punctuation, every character named a bracket/parenthesis/angle, and their fullwidth,
@@ -68,6 +74,8 @@ def test_every_prompt_marker_is_registered_and_is_its_own_imitation():
         "「最近对话」",
         "⦗最近对话⦘",
         "⸢现有记忆⸣",
+        "【当前群组信息】",
+        "［ 当前群组信息 ］",
     ],
 )
 def test_known_look_alikes_are_neutralised(fake):
@@ -92,7 +100,7 @@ confusable_text = st.lists(
         st.sampled_from(BRACKETS),
         st.sampled_from(INVISIBLE),
         st.sampled_from(LETTER_VARIANTS),
-        st.sampled_from(list("关于当前用户的记忆结束现有最近对话·、，。：:-_|/\\")),
+        st.sampled_from(list("关于当前用户的记忆结束现有最近对话群组信息·、，。：:-_|/\\")),
         st.sampled_from(list(string.ascii_letters + string.digits)),
         st.sampled_from(["\n", "\r", "\u2028", "\t"]),
     ),
@@ -122,7 +130,8 @@ def test_no_rendered_memory_block_or_extraction_prompt_has_a_forged_marker(conte
     block = render_memory_block([(Scope.MEMBER, memory), (Scope.GROUP, memory)], name)
     lines = block.splitlines()
     assert lines[0] == MEMORY_BLOCK_START and lines[-1] == MEMORY_BLOCK_END
-    assert all(imitations(line) == [] for line in lines[1:-1]), block
+    # inside the block only the group's section header (design 000 §4.1's [当前群组信息]) shows a marker
+    assert [line for line in lines[1:-1] if imitations(line)] == [GROUP_SECTION_HEADER], block
 
     prompt = build_prompt([Utterance("ou_a", name, content or "x", 0.0)], [Shown(1, Scope.MEMBER, "ou_a", memory)])
     headers = [line for line in prompt.splitlines() if imitations(line)]

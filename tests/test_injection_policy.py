@@ -1,6 +1,8 @@
-"""The injection policy (docs/usage.md "注入策略"): the member's own standing instructions, group instructions within
-their share, relevance with a prior for every other slot, all within the limit and the character budget; a long
-message's query is bounded; the block keeps group rules apart from the member's own requests."""
+"""The injection policy (docs/usage.md "注入策略"): the block's two sections (DECISIONS §3). The member's own memories
+within `memory_inject_limit`: their standing instructions first, then relevance with a prior for every other slot.
+The group's shared memories within `group_memory_inject_limit` in [当前群组信息]: group instructions first, then
+relevance; ahead of the member's relevant memories at most their share of the characters. All within the character
+budget; a long message's query is bounded; the block keeps group rules apart from the member's own requests."""
 
 from service_kit import block_for, speaker
 
@@ -9,7 +11,7 @@ from memory._models import Caller, Memory, MemoryType, Scope
 from memory._storage import UserMemoryStore
 from memory._rules.operations import save
 from memory._prompt import GROUP_SECTION_HEADER, OWN_SECTION_HEADER, render_memory_block
-from memory._recall.ranking import group_instruction_slots, injection_order, item_cost, select_for_injection
+from memory._recall.ranking import group_chars_first, injection_order, item_cost, select_for_injection
 from memory._recall.query import MAX_QUERY_CHARS, relevance_query
 from memory._recall.recall import Recall
 from memory._storage.store import GROUP_OWNER
@@ -41,31 +43,89 @@ GROUP_RULES = [group(100 + i, "instruction", f"群规第{i}条：讨论第{i}号
 OWN_FACTS = [own(i, "fact", f"自己的第{i}件事：在做第{i}号实验") for i in range(20)]
 
 
-def test_group_instructions_never_take_more_than_their_share():
+def in_group(items):
+    return [item for item in items if item[0] is Scope.GROUP]
+
+
+def own_only(items):
+    return [item for item in items if item[0] is not Scope.GROUP]
+
+
+OWN_TEN = [own(i, "fact", f"自己的第{i}件事") for i in range(10)]
+GROUP_THREE = [
+    group(200, "instruction", "本群讨论用中文"),
+    *(group(201 + i, "fact", f"本群第{i}件公共的事") for i in range(2)),
+]
+
+
+def test_ten_own_and_three_group_memories_all_go_in_when_each_section_fits_its_cap():
+    chosen = select_for_injection(injection_order(OWN_TEN + GROUP_THREE), limit=10, char_budget=1500)
+    assert set(contents(chosen)) == set(contents(OWN_TEN + GROUP_THREE))
+
+
+def test_group_memories_never_take_the_members_slots():
     ordered = injection_order(GROUP_RULES + OWN_FACTS)
-    for limit in (2, 5, 10, 15, 20):
-        chosen = select_for_injection(ordered, limit=limit, char_budget=20000, group_instruction_share=0.3)
-        rules = [item for item in chosen if item[0] is Scope.GROUP]
-        assert len(chosen) == limit
-        assert len(rules) == group_instruction_slots(limit, 0.3) <= max(1, int(limit * 0.3))
-    # a message about the rules does not let them past their share either
-    relevance = {m.id: 1.0 for _, m in GROUP_RULES}
-    chosen = select_for_injection(ordered, limit=10, char_budget=20000, relevance=relevance)
-    assert sum(item[0] is Scope.GROUP for item in chosen) == 3
+    group_facts = [group(300 + i, "fact", f"本群的公共事实{i}") for i in range(12)]
+    everything_group = {m.id: 1.0 for _, m in GROUP_RULES + group_facts}  # the message is all about the group
+    for relevance in (None, everything_group):
+        for limit in (1, 2, 5, 10, 15):
+            chosen = select_for_injection(
+                injection_order(GROUP_RULES + group_facts + OWN_FACTS),
+                limit=limit,
+                char_budget=20000,
+                relevance=relevance,
+            )
+            assert len(own_only(chosen)) == limit and len(in_group(chosen)) == 3
+    # nor the member's the group's: a member with no memories of their own leaves their slots empty
+    assert len(select_for_injection(ordered[:12], limit=10, char_budget=20000)) == 3
 
 
-def test_group_instructions_share_the_character_budget_too():
-    long_rules = [group(100 + i, "instruction", f"群规{i}" + "长" * 190) for i in range(5)]
-    chosen = select_for_injection(
-        injection_order(long_rules + OWN_FACTS), limit=10, char_budget=1000, group_instruction_share=0.3
+def test_the_groups_cap():
+    rules_first = injection_order(GROUP_RULES[:2] + [group(300 + i, "fact", f"本群的公共事实{i}") for i in range(6)])
+    for group_limit in (0, 1, 2, 3, 5):
+        chosen = select_for_injection(
+            injection_order(rules_first + OWN_FACTS), limit=10, char_budget=20000, group_limit=group_limit
+        )
+        assert len(in_group(chosen)) == group_limit and len(own_only(chosen)) == 10
+        # group instructions first, then the group's facts
+        assert [m.type.value for _, m in in_group(chosen)] == (["instruction"] * 2 + ["fact"] * 3)[:group_limit]
+    # with the member's own slots at 0 the group's section is still filled
+    assert len(select_for_injection(injection_order(rules_first + OWN_FACTS), limit=0, char_budget=20000)) == 3
+
+
+def test_relevance_decides_among_the_groups_facts_after_its_instructions():
+    rule = group(100, "instruction", "本群讨论用中文", 50.0)
+    facts = [group(300 + i, "fact", f"本群的公共事实{i}", 100.0 + i) for i in range(6)]
+    ordered = injection_order([rule, *facts, *OWN_FACTS])
+    old_relevant = {facts[0][1].id: 0.4, facts[1][1].id: 0.9}
+    chosen = in_group(select_for_injection(ordered, limit=10, char_budget=20000, relevance=old_relevant))
+    assert set(contents(chosen)) == set(contents([rule, facts[0], facts[1]]))
+    # without a message the newest group facts fill what the instructions left
+    assert set(contents(in_group(select_for_injection(ordered, limit=10, char_budget=20000)))) == set(
+        contents([rule, facts[5], facts[4]])
     )
-    assert sum(item_cost(item) for item in chosen if item[0] is Scope.GROUP) <= 300
-    assert sum(item[0] is Scope.MEMBER for item in chosen) >= 5
 
 
-def test_group_instructions_past_their_share_fill_slots_nobody_wants():
-    chosen = select_for_injection(injection_order(GROUP_RULES + OWN_FACTS[:2]), limit=10, char_budget=20000)
-    assert len(chosen) == 10 and sum(item[0] is Scope.MEMBER for item in chosen) == 2
+def test_the_group_takes_at_most_its_share_of_the_characters_ahead_of_the_members_memories():
+    long_own = [own(i, "fact", f"自己的第{i}件事" + "长" * 90) for i in range(12)]  # 12 x ~115: more than the budget
+    alone = select_for_injection(injection_order(long_own), limit=10, char_budget=1000)
+    for rule_length in (20, 190):
+        rules = [group(100 + i, "instruction", f"群规{i}" + "规" * rule_length) for i in range(5)]
+        for share in (0.0, 0.3, 0.5):
+            chosen = select_for_injection(
+                injection_order(rules + long_own), limit=10, char_budget=1000, group_share=share
+            )
+            # the member's memories lose at most the group's share to it (nothing with a share of 0)
+            lost = sum(map(item_cost, alone)) - sum(map(item_cost, own_only(chosen)))
+            assert lost <= group_chars_first(1000, share)
+            if share == 0.0:
+                assert own_only(chosen) == alone
+            if share == 0.3 and rule_length == 20:
+                assert len(in_group(chosen)) == 3  # short rules fit in the share
+    # what the member's memories leave, the group may use beyond its share
+    rules = [group(100 + i, "instruction", f"群规{i}" + "规" * 190) for i in range(3)]
+    chosen = select_for_injection(injection_order(rules + OWN_TEN), limit=10, char_budget=1500, group_share=0.0)
+    assert len(in_group(chosen)) == 3 and len(own_only(chosen)) == 10
 
 
 def test_the_members_own_instructions_always_go_in():
@@ -110,10 +170,12 @@ def test_among_relevant_memories_of_one_kind_age_decides_only_exact_ties():
     assert select_for_injection(ordered, limit=2, char_budget=20000, relevance={}) == [recent[11], recent[10]]
 
 
-def test_the_prior_puts_the_members_own_before_the_groups():
+def test_a_group_fact_and_the_members_own_fact_each_go_in_their_section():
     group_fact = group(1, "fact", "本群周五团建", 999.0)
     own_fact = own(2, "fact", "在做支付服务", 1.0)
-    assert select_for_injection(injection_order([group_fact, own_fact]), limit=1, char_budget=20000) == [own_fact]
+    ordered = injection_order([group_fact, own_fact])
+    assert select_for_injection(ordered, limit=1, char_budget=20000) == [own_fact, group_fact]
+    assert select_for_injection(ordered, limit=1, char_budget=20000, group_limit=0) == [own_fact]
 
 
 def test_the_threshold_is_relative_to_the_best_match():
@@ -130,11 +192,15 @@ def test_the_threshold_is_relative_to_the_best_match():
 def test_the_limit_and_the_budget_always_hold():
     items = injection_order(GROUP_RULES + OWN_FACTS + [own(60, "instruction", "指" * 150)])
     relevance = {m.id: (i % 7) / 7 for i, (_, m) in enumerate(items)}
-    for limit in (1, 3, 10, 40):
-        for budget in (100, 400, 2000):
-            chosen = select_for_injection(items, limit=limit, char_budget=budget, relevance=relevance)
-            assert len(chosen) <= limit and sum(map(item_cost, chosen)) <= budget
-            assert chosen == injection_order(chosen)
+    for limit in (0, 1, 3, 10, 40):
+        for group_limit in (0, 1, 3, 20):
+            for budget in (100, 400, 2000):
+                chosen = select_for_injection(
+                    items, limit=limit, char_budget=budget, relevance=relevance, group_limit=group_limit
+                )
+                assert len(own_only(chosen)) <= limit and len(in_group(chosen)) <= group_limit
+                assert sum(map(item_cost, chosen)) <= budget
+                assert chosen == injection_order(chosen)
 
 
 async def test_twelve_group_instructions_leave_room_for_the_member(tmp_path):
@@ -167,7 +233,7 @@ async def test_twelve_group_instructions_leave_room_for_the_member(tmp_path):
     assert "回复我时用英文" in block and "希望被称呼为老王" in block
     own_part, group_part = block.split(GROUP_SECTION_HEADER)
     assert OWN_SECTION_HEADER in own_part and "回复我时用英文" in own_part and "群规" not in own_part
-    assert group_part.count("- 群规") == 8  # 3 within the share, 5 more only because the slots were free
+    assert group_part.count("- 群规") == 3  # the group's own cap, whatever the member's slots left free
 
 
 def test_a_long_message_is_bounded():
@@ -274,3 +340,60 @@ def test_the_merged_ranking_is_the_plain_sort_by_relevance_plus_class_prior():
         }
         threshold, weight = rng.choice([0.0, 0.3]), rng.choice([0.0, 0.1, 0.5])
         assert list(_ranked(ordered, relevance, threshold, weight)) == plain(ordered, relevance, threshold, weight)
+
+
+# -- the two sections through the service (issue 33 item 4) -------------------------------------------------------
+
+
+async def fill(service, own_facts: int, group_facts: int, group_rules: int = 1) -> None:
+    admin = speaker("ou_admin", admin=True)
+    for i in range(group_rules):
+        await service.tools.save_memory(admin, memory_type="instruction", content=f"本群规则{i}号", scope="group")
+    for i in range(group_facts):
+        await service.tools.save_memory(admin, memory_type="fact", content=f"本群公共事实{i}号", scope="group")
+    for i in range(own_facts):
+        await service.tools.save_memory(speaker("ou_a"), memory_type="fact", content=f"我的事实{i}号")
+
+
+async def test_at_default_settings_ten_own_and_three_group_memories_are_all_given(make_service):
+    service = make_service()
+    await fill(service, own_facts=10, group_facts=2)
+    lines = (await block_for(service, speaker("ou_a"), "今天吃什么")).splitlines()
+    own_at, group_at = lines.index(OWN_SECTION_HEADER), lines.index(GROUP_SECTION_HEADER)
+    assert GROUP_SECTION_HEADER.startswith("[当前群组信息]")  # the seed's name for the section (000 §4.1)
+    assert own_at < group_at
+    own_lines = [line for line in lines[own_at + 1 : group_at] if line.startswith("- ")]
+    group_lines = [line for line in lines[group_at + 1 :] if line.startswith("- ")]
+    assert len(own_lines) == 10 and all("我的事实" in line for line in own_lines)
+    assert len(group_lines) == 3 and all("本群" in line for line in group_lines)
+    assert "本群规则0号" in group_lines[0]  # the group's instructions first in its section
+
+
+async def test_a_fourth_group_memory_waits_for_the_groups_slots_not_the_members(make_service):
+    service = make_service()
+    await fill(service, own_facts=4, group_facts=5)
+    block = await block_for(service, speaker("ou_a"), "本群公共事实4号是什么")
+    own_part, group_part = block.split(GROUP_SECTION_HEADER)
+    assert own_part.count("- 我的事实") == 4  # six of the member's slots are free; the group does not take them
+    assert group_part.count("- 本群") == 3 and "本群规则0号" in group_part and "本群公共事实4号" in group_part
+
+
+async def test_the_group_memory_limit_setting(make_service):
+    for limit, shown in ((0, 0), (1, 1), (5, 5)):
+        service = make_service(group_memory_inject_limit=limit)
+        await fill(service, own_facts=2, group_facts=6)
+        block = await block_for(service, speaker("ou_a"), "你好")
+        assert block.count("- 本群") == shown and block.count("- 我的事实") == 2
+        assert (GROUP_SECTION_HEADER in block) == bool(shown)
+
+
+async def test_todos_and_episodes_take_the_members_slots_never_the_groups(make_service):
+    """`memory_inject_limit` counts the member's own memories with the todos shown (as before); when the todos take
+    every one of them, the group's section is still given."""
+    service = make_service(memory_inject_limit=2, todo_inject_limit=2, timezone="Asia/Shanghai")
+    await fill(service, own_facts=3, group_facts=2)
+    for task in ("交周报", "订会议室"):
+        await service.tools.add_todo(speaker("ou_a"), content=task, remind_at="2026-11-24T10:00")
+    block = await block_for(service, speaker("ou_a"), "你好")
+    assert "交周报" in block and "订会议室" in block and "- 我的事实" not in block
+    assert block.count("- 本群") == 3

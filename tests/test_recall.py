@@ -11,6 +11,7 @@ from memory._models import Caller
 from memory._storage import UserMemoryStore
 from memory._rules.operations import save as save_operation
 from memory._recall import categories
+from memory._prompt import GROUP_SECTION_HEADER
 from memory._recall.recall import Recall
 from memory._service import service as service_module
 
@@ -132,16 +133,18 @@ async def test_semantic_scores_are_combined_and_failures_fall_back(tmp_path):
         assert "喜欢周末去爬山" in shown(block)
 
 
-async def test_group_and_member_candidates_compete_through_the_service(make_service):
-    service = make_service(memory_inject_limit=2)
+async def test_group_candidates_compete_among_themselves_through_the_service(make_service):
+    """Issue 33 item 4: the group's memories compete for the group's own slots by relevance, not for the member's."""
+    service = make_service(memory_inject_limit=2, group_memory_inject_limit=1)
     me = speaker("ou_a")
     for content in ("项目 A 下周三上线", "群规禁止发广告", "周五下午团建"):
         await save(service, me, content, scope="group")
     for content in ("喜欢猫", "住在杭州"):
         await save(service, me, content)
     block = await block_for(service, me, "项目 A 什么时候上线？")
-    assert "项目 A 下周三上线" in block
-    assert sum(line.startswith("- ") for line in block.splitlines()) == 2
+    own_part, group_part = block.split(GROUP_SECTION_HEADER)
+    assert "喜欢猫" in own_part and "住在杭州" in own_part
+    assert "项目 A 下周三上线" in group_part and "团建" not in block and "广告" not in block
 
 
 # --- semantic recall through the service ----------------------------------------------------------------------

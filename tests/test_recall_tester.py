@@ -94,3 +94,25 @@ async def test_route_recall_test(make_plugin):
         plugin, "recall/test", body={"platform": "lark", "group_id": "oc_nope", "user_id": "ou_wang", "message": "x"}
     )
     assert payload["status"] == "error"
+
+
+async def test_it_explains_the_groups_section(make_service):
+    """Issue 33 item 4: each item says its section (the member's own or the group's [当前群组信息]); the group's
+    memories are chosen within their own cap, which the answer states beside the member's."""
+    service = make_service(memory_inject_limit=5, group_memory_inject_limit=2, enable_todos=False)
+    await seed(service)
+    admin = speaker("ou_admin", name="管理员", admin=True)
+    for content in ("本群周五团建去爬山", "本群的猫叫橘子", "本群年会在十二月"):
+        await save(service, admin, content, scope="group")
+    answer = await service.test_recall(WANG, "群里的猫叫什么", speaker="老王")
+    shown = {m["content"]: (m["section"], m["reason"]) for m in answer["memories"]}
+    assert shown["回答尽量简短"] == ("own", "own_instruction")
+    assert shown["本群讨论用中文"] == ("group", "group_instruction")
+    assert shown["本群的猫叫橘子"] == ("group", "relevance")
+    assert sum(section == "group" for section, _ in shown.values()) == 2
+    assert sum(section == "own" for section, _ in shown.values()) == 5
+    left_out_group = {m["content"] for m in answer["left_out"] if m["section"] == "group"}
+    assert left_out_group == {"本群周五团建去爬山", "本群年会在十二月"}
+    assert answer["limits"] == {"memories": 5, "group_memories": 2, "chars": 1500, "group_chars_first": 450}
+    group_part = answer["block"].split("[当前群组信息]")[1]
+    assert "本群的猫叫橘子" in group_part and "养了第3只猫" not in group_part

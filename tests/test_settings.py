@@ -13,6 +13,15 @@ def test_defaults_match_the_design():
     assert warnings == []
 
 
+def test_the_group_sections_cap_defaults_to_three_and_reads_from_its_section():
+    """Issue 33 item 4: a new setting. An install from before it has no key: it takes the default silently."""
+    s, warnings = Settings.from_mapping({"basic": {"memory_inject_limit": 15}})
+    assert (s.memory_inject_limit, s.group_memory_inject_limit, warnings) == (15, 3, [])
+    s, warnings = Settings.from_mapping({"basic": {"group_memory_inject_limit": 0}})
+    assert (s.group_memory_inject_limit, warnings) == (0, [])
+    assert s.layout()["basic"]["group_memory_inject_limit"] == 0
+
+
 def test_valid_values_are_taken():
     s, warnings = Settings.from_mapping(
         {"enable_user_memory": False, "memory_max_per_user": 5, "memory_inject_limit": 3.0}
@@ -49,6 +58,10 @@ def test_wrong_types_fall_back_to_the_default_with_a_warning():
         ("memory_max_per_user", -5, "range"),
         ("memory_max_per_user", 99999, "range"),
         ("memory_inject_limit", -1, "range"),
+        ("group_memory_inject_limit", -1, "range"),
+        ("group_memory_inject_limit", 101, "range"),
+        ("group_memory_inject_limit", 2.5, "integer"),
+        ("group_memory_inject_limit", "three", "number"),
         ("memory_max_content_length", 2.5, "integer"),
         ("memory_inject_char_budget", 1500.6, "integer"),
         ("embedding_weight", 7, "range"),

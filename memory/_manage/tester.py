@@ -9,13 +9,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._models import Scope
-from .._recall.ranking import GROUP_INSTRUCTION, OWN_INSTRUCTION, kind_of
+from .._recall.ranking import GROUP_INSTRUCTION, OWN_INSTRUCTION, group_chars_first, kind_of
 from .._recall.recall import RecallTrace
 from .._settings import Settings
 
+# Which section of the block a memory is in (the `section` of each item): the member's own memories, within
+# `memory_inject_limit`, or the group's shared ones ([当前群组信息]), within `group_memory_inject_limit`.
+OWN_SECTION = "own"
+GROUP_SECTION = "group"
 # Why a memory is in the block (the `reason` of each memory item in the answer).
-OWN = "own_instruction"  # the member's own standing instruction: always first
-GROUP = "group_instruction"  # a group instruction, within its share of the budget or in slots nobody wanted
+OWN = "own_instruction"  # the member's own standing instruction: first in the member's section
+GROUP = "group_instruction"  # a group instruction: first in the group's section
 RELEVANT = "relevance"  # relevant to the message (its `score` is given)
 ALL_FIT = "all_fit"  # every candidate fit in the budget: nothing had to be chosen
 PRIOR = "recency_prior"  # chosen by type, owner and recency with nothing in the message deciding
@@ -32,8 +36,9 @@ class InjectionTrace:
 
 
 def explain(block: str, trace: InjectionTrace) -> dict[str, Any]:
-    """The tester's answer: the exact block, each injected memory with its reason, the todo and episode lines,
-    and the candidates left out."""
+    """The tester's answer: the exact block, each injected memory with its section and reason, the todo and
+    episode lines, the candidates left out, and the limits the memories were chosen within (what todos and
+    episodes left of the member's slots and the characters; the group's slots and its share of the characters)."""
     recall = trace.recall
     relevance = recall.relevance or {}
     best = max(relevance.values(), default=0.0)
@@ -61,6 +66,7 @@ def explain(block: str, trace: InjectionTrace) -> dict[str, Any]:
             "importance": memory.importance,
             "updated_at": memory.updated_at,
         }
+        out["section"] = GROUP_SECTION if scope is Scope.GROUP else OWN_SECTION
         if memory.id in relevance:
             out["score"] = round(relevance[memory.id], 4)
         if with_reason:
@@ -78,6 +84,10 @@ def explain(block: str, trace: InjectionTrace) -> dict[str, Any]:
         if trace.settings is None
         else {
             "memories": trace.settings.memory_inject_limit,
+            "group_memories": trace.settings.group_memory_inject_limit,
             "chars": trace.settings.memory_inject_char_budget,
+            "group_chars_first": group_chars_first(
+                trace.settings.memory_inject_char_budget, trace.settings.recall_group_instruction_share
+            ),
         },
     }

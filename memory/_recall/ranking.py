@@ -1,18 +1,20 @@
 """Choosing which memories go into the prompt: the injection policy (README "注入策略").
 
-One budget (`limit` memories, `char_budget` characters of content) is filled section by section:
+The block has the seed's two sections (DECISIONS §3), each with its own slots, inside one character budget:
 
-1. the member's own standing instructions (member and global scope), newest first;
-2. group instructions, at most a bounded share of the slots and of the characters;
-3. every remaining slot by relevance to the message, with type and owner as a prior (recency orders the rest);
-4. group instructions beyond their share, only into slots nobody else wanted.
+* the member's own memories (member and global scope), at most `limit`: their standing instructions first, newest
+  first, then relevance to the message for every remaining slot, with type and recency as a prior;
+* the group's shared memories, at most `group_limit`: group instructions first, then relevance among the group's
+  facts and preferences. Ahead of the member's relevant memories the group may take at most `group_share` of the
+  characters; beyond it, only characters the member's memories left.
 
-A later section type (todos, episodes) is one more entry in `SECTIONS` with its own small cap.
+Group memories never take the member's slots, nor the member's the group's. A later section type (todos,
+episodes) is one more entry in `SECTIONS`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
 
@@ -39,47 +41,49 @@ def _prior_key(item: Scoped) -> tuple[int, bool, float]:
 
 OWN_INSTRUCTION = "own_instruction"
 GROUP_INSTRUCTION = "group_instruction"
-OTHER = "memory"
+OTHER = "memory"  # the member's own fact or preference (member or global scope)
+GROUP_OTHER = "group_memory"  # a group fact or preference
+
+# whose slots a section fills: the member's own (`limit`, memory_inject_limit) or the group's (`group_limit`)
+OWN_SLOTS = 0
+GROUP_SLOTS = 1
 
 
 def kind_of(item: Scoped) -> str:
-    if item[1].type is not MemoryType.INSTRUCTION:
-        return OTHER
-    return GROUP_INSTRUCTION if item[0] is Scope.GROUP else OWN_INSTRUCTION
-
-
-def group_instruction_slots(limit: int, share: float) -> int:
-    """Slots group instructions may take ahead of the member's memories: `share` of `limit`, rounded down, at
-    least 1 while the share is positive and there is more than one slot."""
-    if share <= 0 or limit <= 1:
-        return 0
-    return max(1, int(limit * share + 1e-9))
+    scope, memory = item
+    if memory.type is MemoryType.INSTRUCTION:
+        return GROUP_INSTRUCTION if scope is Scope.GROUP else OWN_INSTRUCTION
+    return GROUP_OTHER if scope is Scope.GROUP else OTHER
 
 
 @dataclass(frozen=True)
 class Section:
-    """One part of the block's budget. `kinds` are the candidates it takes (see `kind_of`); `slots(limit,
-    share)` and `chars(char_budget, share)` cap how much of the budget it may take (None: whatever is left);
-    with `ranked` its candidates are taken by relevance and prior, else by the prior alone."""
+    """One step of filling the block. `kinds` are the candidates it takes (see `kind_of`), into the slots of
+    `slots` (OWN_SLOTS or GROUP_SLOTS); with `ranked` by relevance and prior, else by the prior alone. With
+    `within_share` the group's memories chosen so far hold at most the group's share of the characters."""
 
     name: str
     kinds: frozenset[str]
+    slots: int
     ranked: bool = True
-    slots: Callable[[int, float], int] | None = None
-    chars: Callable[[int, float], int] | None = None
+    within_share: bool = False
 
 
 SECTIONS: tuple[Section, ...] = (
-    Section("own_instructions", frozenset({OWN_INSTRUCTION}), ranked=False),
-    Section(
-        "group_instructions",
-        frozenset({GROUP_INSTRUCTION}),
-        slots=group_instruction_slots,
-        chars=lambda budget, share: int(budget * share),
-    ),
-    Section("relevant", frozenset({OTHER})),
-    Section("group_instructions_leftover", frozenset({GROUP_INSTRUCTION})),
+    Section("own_instructions", frozenset({OWN_INSTRUCTION}), OWN_SLOTS, ranked=False),
+    Section("group_instructions", frozenset({GROUP_INSTRUCTION}), GROUP_SLOTS, ranked=False, within_share=True),
+    Section("group_relevant", frozenset({GROUP_OTHER}), GROUP_SLOTS, within_share=True),
+    Section("own_relevant", frozenset({OTHER}), OWN_SLOTS),
+    # what the group's share of the characters kept out, in characters the member's memories left
+    Section("group_instructions_leftover", frozenset({GROUP_INSTRUCTION}), GROUP_SLOTS, ranked=False),
+    Section("group_relevant_leftover", frozenset({GROUP_OTHER}), GROUP_SLOTS),
 )
+
+
+def group_chars_first(char_budget: int, share: float) -> int:
+    """The characters the group's memories may take ahead of the member's relevant ones (`recall_group_instruction_share`
+    of the budget); beyond them the group has only what the member's memories left."""
+    return int(char_budget * share)
 
 
 def select_for_injection(
@@ -89,16 +93,19 @@ def select_for_injection(
     char_budget: int,
     relevance: Mapping[str, float] | None = None,
     threshold: float = 0.0,
-    group_instruction_share: float = 0.3,
+    group_limit: int = 3,
+    group_share: float = 0.3,
 ) -> list[Scoped]:
-    """At most `limit` memories whose contents fit in `char_budget` characters together, from `ordered` (in
-    prior order, see `injection_order`), chosen section by section (`SECTIONS`); the result is in prior order.
+    """At most `limit` of the member's own memories and `group_limit` of the group's, whose contents fit in
+    `char_budget` characters together, from `ordered` (in prior order, see `injection_order`), chosen section by
+    section (`SECTIONS`); the result is in prior order. `group_share`: the share of the characters the group's
+    memories may take ahead of the member's relevant ones (0: only what the member's left).
 
     `relevance` maps memory ids to scores in [0, 1] for the current message (None: no message or relevance
     off). A memory counts as relevant when its score is positive and reaches `threshold` times the best score;
     it is then ranked by its score relative to the best plus `PRIOR_WEIGHT` times its prior rank, so relevance
-    decides and the prior breaks near-ties and orders everything the message says nothing about. A memory that does not fit in what is left of the budget is skipped and a shorter one may
-    take its place.
+    decides and the prior breaks near-ties and orders everything the message says nothing about. A memory that
+    does not fit in what is left of the budget is skipped and a shorter one may take its place.
     """
     positions = chosen_positions(
         ordered,
@@ -108,7 +115,8 @@ def select_for_injection(
         char_budget=char_budget,
         relevance=relevance,
         threshold=threshold,
-        group_instruction_share=group_instruction_share,
+        group_limit=group_limit,
+        group_share=group_share,
     )
     return [ordered[position] for position in positions]
 
@@ -122,7 +130,8 @@ def chosen_positions(
     char_budget: int,
     relevance: Mapping[str, float] | None = None,
     threshold: float = 0.0,
-    group_instruction_share: float = 0.3,
+    group_limit: int = 3,
+    group_share: float = 0.3,
     classes: PriorClasses | None = None,
     first: Sequence[int] = (),
     parts: Sequence[Mapping[str, float]] = (),
@@ -133,7 +142,7 @@ def chosen_positions(
     message, `pictures.py`), in the given order, within the same slots and characters. `parts`: the relevance of
     each question of a message asking several (`questions.py`): each question and the whole message take turns at
     their relevant memories (`_taking_turns`), so each gets its share of the slots."""
-    if limit <= 0 or not ordered:
+    if (limit <= 0 and group_limit <= 0) or not ordered:
         return ()
     present = set(kinds)
     by_prior = range(len(ordered))
@@ -147,21 +156,15 @@ def chosen_positions(
         pinned = set(first)
         by_relevance = [*first, *(p for p in by_relevance if p not in pinned)]
     taken: set[int] = set()
-    used = 0
+    left = [limit, group_limit]  # slots left, by OWN_SLOTS / GROUP_SLOTS
+    used = group_used = 0
     for section in SECTIONS:
-        slots = limit - len(taken)
-        if slots <= 0:
-            break
-        if section.kinds.isdisjoint(present):
+        if section.kinds.isdisjoint(present) or (slots := left[section.slots]) <= 0:
             continue
-        if section.slots is not None:
-            slots = min(slots, section.slots(limit, group_instruction_share))
-            if slots <= 0:
-                continue
         chars = char_budget - used
-        if section.chars is not None:
-            chars = min(chars, section.chars(char_budget, group_instruction_share))
-        wanted = section.kinds
+        if section.within_share:
+            chars = min(chars, group_chars_first(char_budget, group_share) - group_used)
+        wanted, before = section.kinds, used
         for position in by_relevance if section.ranked else by_prior:
             if kinds[position] in wanted and position not in taken and (cost := costs[position]) <= chars:
                 taken.add(position)
@@ -170,6 +173,9 @@ def chosen_positions(
                 slots -= 1
                 if not slots:
                     break
+        left[section.slots] = slots
+        if section.slots == GROUP_SLOTS:
+            group_used += used - before
     return tuple(sorted(taken))
 
 

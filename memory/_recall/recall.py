@@ -64,6 +64,7 @@ class _CallerView:
     costs: list[int] = field(default_factory=list)  # `item_cost` of each of `ordered`
     classes: PriorClasses | None = None  # `prior_classes` of `ordered`
     cost: int = 0  # characters the whole of `ordered` would take in the budget
+    group_count: int = 0  # how many of `ordered` are the group's (the rest are the member's own)
     lines: dict[str, str] = field(default_factory=dict)  # memory id -> its rendered line
     pictures: PictureIndex = field(default_factory=PictureIndex)  # which candidates keep which picture
     _rendered: dict[str, tuple[Memory, str]] = field(default_factory=dict)
@@ -74,11 +75,16 @@ class _CallerView:
     _block_ids: tuple[str, ...] = ()  # the ids of the memories in `_block` (what a reply may have used)
     # the choice by the prior alone (no relevance, or nothing relevant), with the settings and the positions matched
     # by a picture it was made for
-    _prior_choice: tuple[tuple[int, int, float, tuple[int, ...]], tuple[int, ...]] | None = None
+    _prior_choice: tuple[tuple[int, int, int, float, tuple[int, ...]], tuple[int, ...]] | None = None
 
     def fits(self, settings: Settings) -> bool:
-        """Whether every candidate goes in without choosing."""
-        return len(self.ordered) <= settings.memory_inject_limit and self.cost <= settings.memory_inject_char_budget
+        """Whether every candidate goes in without choosing: each section within its slots, all within the
+        characters (then the group's share of them does not matter: what it keeps out goes in afterwards)."""
+        return (
+            len(self.ordered) - self.group_count <= settings.memory_inject_limit
+            and self.group_count <= settings.group_memory_inject_limit
+            and self.cost <= settings.memory_inject_char_budget
+        )
 
     def sync(self, lists: list[tuple[Scope, GroupKey, Sequence[Memory]]]) -> None:
         raw = [memories for _, _, memories in lists]
@@ -90,6 +96,7 @@ class _CallerView:
         self.costs = [item_cost(item) for item in self.ordered]
         self.classes = prior_classes(self.ordered)
         self.cost = sum(self.costs)
+        self.group_count = sum(scope is Scope.GROUP for scope, _ in self.ordered)
         self.pictures = PictureIndex(self.ordered)
         self._block_key = self._prior_choice = None
         rendered = {}
@@ -116,6 +123,7 @@ class _CallerView:
         by_prior = not relevance or max(relevance.values()) <= 0.0
         settings_key = (
             settings.memory_inject_limit,
+            settings.group_memory_inject_limit,
             settings.memory_inject_char_budget,
             settings.recall_group_instruction_share,
             first,
@@ -135,7 +143,8 @@ class _CallerView:
             char_budget=settings.memory_inject_char_budget,
             relevance=None if by_prior else relevance,
             threshold=settings.recall_relevance_threshold,
-            group_instruction_share=settings.recall_group_instruction_share,
+            group_limit=settings.group_memory_inject_limit,
+            group_share=settings.recall_group_instruction_share,
             classes=self.classes,
             first=first,
             parts=() if by_prior else parts,
@@ -318,7 +327,7 @@ class Recall:
         message as relevance text. `context`: the conversation's turns before the message, most recent last
         (`conversation.recent_turns`): they add a share to relevance, the more the less the message matches by
         itself (`query.with_context`); the candidates stay the caller's own."""
-        if settings.memory_inject_limit == 0:
+        if settings.memory_inject_limit == 0 and settings.group_memory_inject_limit == 0:
             return NOTHING
         view = self._view(caller, settings)
         lists = await lists_at(store, view.locations)

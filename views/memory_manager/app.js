@@ -109,7 +109,8 @@
       erased: "已删除：{0}", mismatch: "输入的 ID 不一致",
       adminNote: "任何能登录控制台的人都能查看和修改所有群的记忆。",
       globalDocument: "全局个人记忆（跨群）", leftOut: "未注入的候选",
-      reason_own_instruction: "成员本人的指令", reason_group_instruction: "群指令", reason_relevance: "与消息相关",
+      reason_own_instruction: "成员本人的指令", reason_group_instruction: "群规（本群部分先放）", reason_relevance: "与消息相关",
+      section: "部分", section_own: "该成员自己的", section_group: "当前群组信息",
       reason_all_fit: "全部放得下", reason_recency_prior: "按类型与新近程度",
       complete: "已全部完成", reattributed: "改记为前成员的群记忆", failed: "失败的群",
       privacyLimits: "本插件删不到的地方：AstrBot 自己的日志和对话数据库（data/data_v4.db 里的对话记录、工具调用），以及 PostgreSQL 在 VACUUM 之前留下的旧行版本和 WAL（未开启加密时是明文）。见插件文档 docs/privacy.md 的「本插件删不到的地方」。",
@@ -228,7 +229,8 @@
       erased: "Erased: {0}", mismatch: "The id does not match",
       adminNote: "Anyone who can log in to the dashboard can see and change every group's memories.",
       globalDocument: "Global member memories (all groups)", leftOut: "Candidates left out",
-      reason_own_instruction: "The member's own instruction", reason_group_instruction: "Group instruction",
+      reason_own_instruction: "The member's own instruction", reason_group_instruction: "Group instruction (first in the group's section)",
+      section: "Section", section_own: "The member's own", section_group: "Group information",
       reason_relevance: "Relevant to the message", reason_all_fit: "Everything fit", reason_recency_prior: "Type and recency",
       complete: "Complete", reattributed: "Group memories now by a former member", failed: "Failed groups",
       privacyLimits: "What this plugin cannot reach: AstrBot's own log and conversation database (the conversations and tool calls in data/data_v4.db), and PostgreSQL's dead row versions and WAL until VACUUM (plaintext without encryption). See “What the plugin cannot erase” in the plugin's docs/en/privacy.md.",
@@ -880,7 +882,7 @@
   function recallItems(items, id) {
     if (!items.length) return el("p", { class: "muted", id }, t("empty"));
     return el("table", { class: "table", id },
-      el("thead", {}, el("tr", {}, [t("content"), t("type"), t("scope"), t("reason"), t("score")].map((h) => el("th", {}, h)))),
+      el("thead", {}, el("tr", {}, [t("content"), t("type"), t("scope"), t("section"), t("reason"), t("score")].map((h) => el("th", {}, h)))),
       el("tbody", {}, items.map((i) => {
         const m = i.memory || i;
         const reason = i.reason ? label("reason", i.reason) : "";
@@ -888,6 +890,7 @@
           el("td", { class: "content" }, text(m.content ?? m.text ?? m)),
           el("td", {}, label("type", m.type ?? i.type ?? "")),
           el("td", {}, label("scope", m.scope ?? i.scope ?? i.kind ?? "")),
+          el("td", {}, i.section ? label("section", i.section) : ""),
           el("td", {}, reason),
           el("td", { class: "num" }, fmtNum(i.score ?? "")));
       })));
