@@ -106,6 +106,25 @@ def test_relevance_decides_among_the_groups_facts_after_its_instructions():
     )
 
 
+def test_a_group_fact_the_message_is_about_gets_a_slot_even_when_the_groups_rules_fill_its_cap():
+    """A group with as many standing rules as group slots still answers a question about one of its facts: the
+    fact the message matches strongly takes one slot ahead of the rules (the newest rules keep the others); a fact
+    the message barely touches, or none, leaves the rules as they were."""
+    rules = [group(100 + i, "instruction", f"群规第{i}条", 50.0 + i) for i in range(3)]
+    facts = [group(300 + i, "fact", f"本群的公共事实{i}", 100.0 + i) for i in range(4)]
+    mine = own(1, "fact", "我在做第一号实验", 10.0)
+    ordered = injection_order([*rules, *facts, mine])
+    asked = {facts[0][1].id: 0.6, mine[1].id: 0.8}
+    chosen = in_group(select_for_injection(ordered, limit=10, char_budget=20000, relevance=asked))
+    assert set(contents(chosen)) == set(contents([facts[0], rules[2], rules[1]]))
+    for barely in ({facts[0][1].id: 0.3, mine[1].id: 0.8}, None):
+        chosen = in_group(select_for_injection(ordered, limit=10, char_budget=20000, relevance=barely))
+        assert set(contents(chosen)) == set(contents(rules))
+    # a group with a single slot keeps it for its newest rule
+    one = in_group(select_for_injection(ordered, limit=10, char_budget=20000, relevance=asked, group_limit=1))
+    assert contents(one) == contents([rules[2]])
+
+
 def test_the_group_takes_at_most_its_share_of_the_characters_ahead_of_the_members_memories():
     long_own = [own(i, "fact", f"自己的第{i}件事" + "长" * 90) for i in range(12)]  # 12 x ~115: more than the budget
     alone = select_for_injection(injection_order(long_own), limit=10, char_budget=1000)

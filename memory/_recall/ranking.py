@@ -67,10 +67,18 @@ class Section:
     slots: int
     ranked: bool = True
     within_share: bool = False
+    # with `strong_only`: at most one candidate, and only one the message matches strongly (`STRONG_SHARE`)
+    strong_only: bool = False
 
+
+# A group fact the message matches with at least this share of its best score is strongly relevant: it gets one of
+# the group's slots ahead of the group's instructions (when the group has two or more), so a question about the group
+# is answered even where its instructions alone would fill the section (bench/RECALL.md, "Two sections").
+STRONG_SHARE = 0.5
 
 SECTIONS: tuple[Section, ...] = (
     Section("own_instructions", frozenset({OWN_INSTRUCTION}), OWN_SLOTS, ranked=False),
+    Section("group_asked_about", frozenset({GROUP_OTHER}), GROUP_SLOTS, within_share=True, strong_only=True),
     Section("group_instructions", frozenset({GROUP_INSTRUCTION}), GROUP_SLOTS, ranked=False, within_share=True),
     Section("group_relevant", frozenset({GROUP_OTHER}), GROUP_SLOTS, within_share=True),
     Section("own_relevant", frozenset({OTHER}), OWN_SLOTS),
@@ -161,11 +169,16 @@ def chosen_positions(
     for section in SECTIONS:
         if section.kinds.isdisjoint(present) or (slots := left[section.slots]) <= 0:
             continue
+        candidates: Sequence[int] = by_relevance if section.ranked else by_prior
+        if section.strong_only:
+            if slots < 2 or not relevance:
+                continue
+            candidates, slots = _strongly_relevant(relevance, classes, by_relevance), 1
         chars = char_budget - used
         if section.within_share:
             chars = min(chars, group_chars_first(char_budget, group_share) - group_used)
         wanted, before = section.kinds, used
-        for position in by_relevance if section.ranked else by_prior:
+        for position in candidates:
             if kinds[position] in wanted and position not in taken and (cost := costs[position]) <= chars:
                 taken.add(position)
                 chars -= cost
@@ -173,6 +186,8 @@ def chosen_positions(
                 slots -= 1
                 if not slots:
                     break
+        if section.strong_only:
+            slots = left[section.slots] - (1 - slots)
         left[section.slots] = slots
         if section.slots == GROUP_SLOTS:
             group_used += used - before
@@ -256,6 +271,21 @@ def _relevant(
     order = _ranked(ordered, relevance, threshold, PRIOR_WEIGHT, classes)
     ids = classes.ids
     return [p for p in order if (score := relevance.get(ids[p], 0.0)) > 0.0 and score >= floor]
+
+
+def _strongly_relevant(relevance: Mapping[str, float], classes: PriorClasses, order: Sequence[int]) -> list[int]:
+    """The positions whose score is at least `STRONG_SHARE` of the best, in `order` (a relevance ranking, where they
+    come first: the walk stops once it has found them all)."""
+    floor = STRONG_SHARE * max(relevance.values(), default=0.0)
+    wanted = sum(1 for score in relevance.values() if score >= floor) if floor > 0.0 else 0
+    ids = classes.ids
+    strong: list[int] = []
+    for position in order:
+        if len(strong) == wanted:
+            break
+        if relevance.get(ids[position], 0.0) >= floor:
+            strong.append(position)
+    return strong
 
 
 def _taking_turns(turns: list[list[int]], rest: Sequence[int]) -> list[int]:
