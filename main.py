@@ -179,16 +179,18 @@ class UserMemoryPlugin(Star):
 
     @filter.on_llm_response()
     async def note_reply(self, event: AstrMessageEvent, resp: LLMResponse | None) -> None:
-        """Hand the finished reply back with the memories injected for it. Fires once per reply, streamed or not
-        (AstrBot passes the whole response when the agent is done; `after_message_sent` does not fire for streamed
-        replies)."""
-        injected = event.get_extra(INJECTED_MEMORIES)
-        if not injected or resp is None:  # other agent runners may end without a response
+        """Hand the finished reply back with the message it answers (the next request's conversation: recall scores it
+        now) and the memories injected for it. Fires once per reply, streamed or not (AstrBot passes the whole
+        response when the agent is done; `after_message_sent` does not fire for streamed replies)."""
+        if resp is None:  # other agent runners may end without a response
             return
-        event.set_extra(INJECTED_MEMORIES, None)  # one judgment per injection, whatever else calls this hook
         speaker = speaker_of(event)
-        if speaker is not None:
-            await self.service.reply_finished(speaker, injected, resp.completion_text or "")
+        if speaker is None:
+            return
+        injected = event.get_extra(INJECTED_MEMORIES) or ()
+        if injected:
+            event.set_extra(INJECTED_MEMORIES, None)  # one judgment per injection, whatever else calls this hook
+        await self.service.reply_finished(speaker, injected, resp.completion_text or "", event.message_str or "")
 
     # -- personas with an explicit tool list ----------------------------------------------------------------------
     @property

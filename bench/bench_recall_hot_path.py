@@ -10,7 +10,13 @@ every core kept busy by another process (as on a loaded host, where the BLAS thr
 Last, one 1,000,000-character message through the adapter (the relevance query is bounded now): the previous
 plugin (bench/_previous.py) against the current one.
 
-Run: .venv/bin/python bench/bench_recall_hot_path.py [--iterations 3000] [--provider-latency-ms 5]
+Every on_llm_request row is measured for the plugin at `--previous` (bench/_previous.py; default: main before the
+reply path kept its scores, issue 33 costs) and the current one, in alternating rounds, CPU time of the event loop's
+thread (the figure the issue's cost is about) beside wall time. "a conversation, ..." is the case the kept scores are
+for: each request a new, weak message with the previous exchange in `req.contexts`, the bot's answer handed to
+on_llm_response (not timed) before the next message, as AstrBot does.
+
+Run: .venv/bin/python bench/bench_recall_hot_path.py [--iterations 3000] [--provider-latency-ms 5] [--previous bcbaaf9]
 """
 
 from __future__ import annotations
@@ -110,47 +116,69 @@ class FakeEmbeddingProvider:
         return (await self.get_embeddings([text]))[0]
 
 
-async def build_plugin(directory: Path, **config):
+# main before the reply path kept its scores (issue 33 costs): the rows' baseline
+PREVIOUS = "bcbaaf9"
+
+
+async def build_plugin(directory: Path, main=None, **config):
     from astrbot.api import AstrBotConfig
     from astrbot.core.star.context import Context
 
-    main = load_plugin_package()
+    main = main or load_plugin_package()
     cfg = AstrBotConfig(config_path=str(directory / f"cfg-{len(config)}-{time.monotonic_ns()}.json"), schema={})
     cfg.update({"memory_max_per_user": 1000, "group_memory_max": 1000, **config})
     return main.UserMemoryPlugin(Context(asyncio.Queue(), cfg, *([None] * 9)), cfg)
 
 
 async def measure(
-    plugin, iterations: int, unique_messages: bool = False, contexts: list[dict] | None = None
-) -> tuple[float, float, float]:
-    """Latency of the hook. With `unique_messages` every message is new, so a semantic scorer must call the
-    provider (no cached query embedding). `contexts`: the conversation AstrBot hands the hook (issue 33)."""
-    from astrbot.core.provider.entities import ProviderRequest
+    plugin,
+    iterations: int,
+    unique_messages: bool = False,
+    contexts: list[dict] | None = None,
+    conversation: bool = False,
+) -> tuple[list[int], list[int]]:
+    """Wall and event-loop CPU samples of the hook (ns). With `unique_messages` every message is new, so a semantic
+    scorer must call the provider (no cached query embedding). `contexts`: the conversation AstrBot hands the hook
+    (issue 33). `conversation`: a new weak message each call, the previous exchange in `req.contexts`, the answer
+    handed to on_llm_response before the next message."""
+    from astrbot.core.provider.entities import LLMResponse, ProviderRequest
 
     from conftest import make_event
 
-    texts = [f"{QUERIES[i % len(QUERIES)]} #{i}" for i in range(iterations)] if unique_messages else QUERIES
+    if conversation:
+        texts = [f"那第{i}个呢？" for i in range(iterations)]  # weak: the conversation counts
+    elif unique_messages:
+        texts = [f"{QUERIES[i % len(QUERIES)]} #{i}" for i in range(iterations)]
+    else:
+        texts = QUERIES
     events = [make_event(q, group=GROUP.group_id, user=USER) for q in texts]
     for event in events[: len(QUERIES)]:  # warm: documents loaded, indexes built, vectors synced
         await plugin.inject_memories(event, ProviderRequest(prompt=event.message_str, system_prompt=""))
     vectors = getattr(components(plugin), "vectors", None)
     if vectors is not None:
         await vectors.wait_idle()
-    samples = []
+    walls, cpus = [], []
+    before: list[dict] = list(contexts or ())
     for i in range(iterations):
         event = events[i % len(events)]
-        req = ProviderRequest(prompt=event.message_str, system_prompt="", contexts=list(contexts or ()))
-        t0 = time.perf_counter_ns()
+        req = ProviderRequest(prompt=event.message_str, system_prompt="", contexts=list(before))
+        c0, t0 = time.thread_time_ns(), time.perf_counter_ns()
         await plugin.inject_memories(event, req)
-        samples.append(time.perf_counter_ns() - t0)
+        walls.append(time.perf_counter_ns() - t0)
+        cpus.append(time.thread_time_ns() - c0)
+        if conversation:  # AstrBot: the answer reaches on_llm_response, then the exchange joins the history
+            answer = f"{CONVERSATION[-1]['content']}（第{i}次）"
+            await plugin.note_reply(event, LLMResponse(role="assistant", completion_text=answer))
+            before = [{"role": "user", "content": event.message_str}, {"role": "assistant", "content": answer}]
     assert "[关于当前用户的记忆]" in given(req)
-    return percentiles(samples)
+    return walls, cpus
 
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--iterations", type=int, default=3000)
     parser.add_argument("--provider-latency-ms", type=float, default=5.0)
+    parser.add_argument("--previous", default=PREVIOUS, help="the commit to compare with (bench/_previous.py)")
     args = parser.parse_args()
     rng = random.Random(3)
     with tempfile.TemporaryDirectory(prefix="bench-hot-") as tmp:
@@ -173,34 +201,25 @@ async def main() -> None:
             )
         await seeder.terminate()
 
-        long_message = await bench_long_message(directory)
-        rows = []
-        recency = await build_plugin(directory, recall_max_relevant=0)
-        rows.append(("type + recency only (baseline)", await measure(recency, args.iterations)))
-        lexical = await build_plugin(directory)
-        rows.append(("lexical relevance", await measure(lexical, args.iterations)))
-        rows.append(
-            ("lexical, 4 turns in req.contexts", await measure(lexical, args.iterations, contexts=CONVERSATION))
-        )
-        semantic = await build_with_semantic(directory, args.provider_latency_ms / 1000)
-        if semantic is not None:
-            plugin, provider = semantic
-            rows.append(("lexical + semantic, repeated message", await measure(plugin, args.iterations)))
-            calls = provider.calls
-            rows.append(
-                (
-                    f"lexical + semantic, new message ({args.provider_latency_ms:g} ms provider)",
-                    await measure(plugin, args.iterations, unique_messages=True),
-                )
-            )
-            assert provider.calls - calls >= args.iterations, "every new message must reach the provider"
+        long_message = await bench_long_message(directory, args.previous)
+        from _previous import load_previous
+
+        rows: dict[str, tuple[list[int], list[int]]] = {}
+        for rounds in range(2):  # alternate so both plugins see the same machine load
+            for label, main in ((f"previous ({args.previous})", load_previous(args.previous)), ("current", None)):
+                for name, figures in await plugin_rows(directory, main, args, args.iterations // 2):
+                    walls, cpus = rows.setdefault(f"{name}, {label}", ([], []))
+                    walls.extend(figures[0])
+                    cpus.extend(figures[1])
 
     print(
         f"on_llm_request with 200 candidate memories (20 own + 180 group), default limit, {args.iterations} calls, µs:"
     )
-    print(f"  {'ranking':<42}{'p50':>9}{'p99':>9}{'mean':>9}")
-    for name, (p50, p99, mean) in rows:
-        print(f"  {name:<42}{p50:>9.1f}{p99:>9.1f}{mean:>9.1f}")
+    print(f"  {'ranking':<62}{'wall p50':>9}{'wall p99':>9}{'CPU p50':>9}{'CPU p99':>9}{'CPU mean':>9}")
+    for name, (walls, cpus) in sorted(rows.items(), key=lambda r: ROW_ORDER.index(r[0].rsplit(", ", 1)[0])):
+        wp50, wp99, _ = percentiles(walls)
+        cp50, cp99, cmean = percentiles(cpus)
+        print(f"  {name:<62}{wp50:>9.1f}{wp99:>9.1f}{cp50:>9.1f}{cp99:>9.1f}{cmean:>9.1f}")
 
     print("\none 1,000,000-character message through on_llm_request (ms, median of 3):")
     for name, ms in long_message:
@@ -213,17 +232,52 @@ async def main() -> None:
             print(f"  {name:<42}{figures[0]:>9.1f}{figures[1]:>9.1f}{figures[2]:>9.1f}")
 
 
-async def bench_long_message(directory: Path) -> list[tuple[str, float]]:
+ROW_ORDER = [
+    "type + recency only (baseline)",
+    "lexical relevance",
+    "lexical, 4 turns in req.contexts",
+    "lexical, a conversation, answer seen",
+    "lexical + semantic, repeated message",
+    "lexical + semantic, a conversation, answer seen",
+    "lexical + semantic, new message",
+]
+
+
+async def plugin_rows(directory: Path, main, args, iterations: int) -> list[tuple[str, tuple[list[int], list[int]]]]:
+    """The rows of one plugin (`main`: its module, None for the current one)."""
+    rows = []
+    recency = await build_plugin(directory, main, recall_max_relevant=0)
+    rows.append(("type + recency only (baseline)", await measure(recency, iterations)))
+    lexical = await build_plugin(directory, main)
+    rows.append(("lexical relevance", await measure(lexical, iterations)))
+    rows.append(("lexical, 4 turns in req.contexts", await measure(lexical, iterations, contexts=CONVERSATION)))
+    rows.append(("lexical, a conversation, answer seen", await measure(lexical, iterations, conversation=True)))
+    semantic = await build_with_semantic(directory, args.provider_latency_ms / 1000, main)
+    if semantic is not None:
+        plugin, provider = semantic
+        rows.append(("lexical + semantic, repeated message", await measure(plugin, iterations)))
+        rows.append(
+            ("lexical + semantic, a conversation, answer seen", await measure(plugin, iterations, conversation=True))
+        )
+        calls = provider.calls
+        rows.append(("lexical + semantic, new message", await measure(plugin, iterations, unique_messages=True)))
+        assert provider.calls - calls >= iterations, "every new message must reach the provider"
+    for plugin in (recency, lexical, *(semantic[:1] if semantic else ())):
+        await plugin.terminate()
+    return rows
+
+
+async def bench_long_message(directory: Path, previous: str) -> list[tuple[str, float]]:
     from astrbot.api import AstrBotConfig
     from astrbot.core.provider.entities import ProviderRequest
     from astrbot.core.star.context import Context
 
-    from _previous import BASELINE, load_previous
+    from _previous import load_previous
     from conftest import make_event
 
     message = ("今天天气不错，我们去公园散步吧。" * 62_500)[:999_990] + "支付那块最近谁在改？"
     out = []
-    for name, main in ((f"previous ({BASELINE})", load_previous()), ("current", load_plugin_package())):
+    for name, main in ((f"previous ({previous})", load_previous(previous)), ("current", load_plugin_package())):
         cfg = AstrBotConfig(config_path=str(directory / f"cfg-long-{len(out)}.json"), schema={})
         cfg.update({"memory_max_per_user": 1000, "group_memory_max": 1000})
         plugin = main.UserMemoryPlugin(Context(asyncio.Queue(), cfg, *([None] * 9)), cfg)
@@ -292,9 +346,9 @@ def bench_semantic_scoring(busy: bool, n: int = 2000, dim: int = 512, iterations
             p.wait()
 
 
-async def build_with_semantic(directory: Path, latency_s: float):
+async def build_with_semantic(directory: Path, latency_s: float, main=None):
     """The plugin with its semantic scorer wired to a fake provider, or None when the plugin has none yet."""
-    plugin = await build_plugin(directory, embedding_provider_id="bench-embedder")
+    plugin = await build_plugin(directory, main, embedding_provider_id="bench-embedder")
     attach = getattr(components(plugin), "attach_embedding_provider", None)
     if attach is None:
         return None

@@ -89,6 +89,12 @@ def recent_turns(contexts: Any, *, turns: int = MAX_TURNS) -> tuple[str, ...]:
     return tuple(found)
 
 
+def turns_after(message: str, reply: str) -> tuple[str, ...]:
+    """The turns `recent_turns` reads from a host that kept `message` and the bot's `reply` to it as the last two
+    entries of the conversation: what the member's next request hands, as the host keeps the turns it was given."""
+    return recent_turns([{"role": "user", "content": message}, {"role": "assistant", "content": reply}])
+
+
 class RecentMessages:
     """Per (group, member): their last few messages with the time each was seen, in memory only, bounded in
     messages, age and members (the least recently heard member is dropped first)."""

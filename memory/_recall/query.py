@@ -57,8 +57,13 @@ class RecallQuery:
             parts = question_parts(text)
             if caption:
                 text = query_text(text, caption)
-            return cls(text, parts, bounded("\n".join(context), MAX_QUERY_CHARS) if context else "")
+            return cls(text, parts, conversation_text(context))
         return cls(query_text("", caption)) if caption else None  # a picture alone: its caption is the message
+
+
+def conversation_text(turns: Sequence[str]) -> str:
+    """What the conversation's share is scored against: its turns (`conversation.recent_turns`), bounded together."""
+    return bounded("\n".join(turns), MAX_QUERY_CHARS) if turns else ""
 
 
 def relevance_query(message: str) -> str:

@@ -20,6 +20,7 @@ from .lexical import LexicalIndex
 from .pictures import PictureIndex, recall_text
 from .query import RecallQuery, context_weight, strongest, with_context
 from .ranking import PriorClasses, chosen_positions, injection_order, item_cost, kind_of, prior_classes
+from .recent_scores import RecentScores
 from .semantic import VectorStore, combine
 
 log = logging.getLogger("astrbot_plugin_user_memory")
@@ -58,6 +59,7 @@ class _CallerView:
     index: LexicalIndex | None = None
     associations: AssociationIndex | None = None  # built and kept in step with `index`
     categories: CategoryIndex | None = None  # likewise
+    scores: RecentScores = field(default_factory=RecentScores)  # `index`'s scores of recent texts, emptied with it
     positions: dict[str, int] = field(default_factory=dict)  # memory id -> its position in `ordered`, with `index`
     contents: dict[str, str] = field(default_factory=dict)
     kinds: list[str] = field(default_factory=list)  # `kind_of` each of `ordered`
@@ -170,13 +172,19 @@ class _CallerView:
             self._block_key = key
         return self._block, self._block_ids
 
-    def lexical_scores(self, query: str) -> dict[str, float]:
+    def lexical_scores(self, query: str) -> Mapping[str, float]:
+        """The normalised lexical scores of `query` over the candidates (shared with the next call of the same text
+        until the candidates change: never change them)."""
         if self.index is None:
             self.index = LexicalIndex()
             self.associations = AssociationIndex()
             self.categories = CategoryIndex()
             self._update_index()
-        return self.index.score(query, normalized=True)
+        scores = self.scores.get(query)
+        if scores is None:
+            scores = self.index.score(query, normalized=True)
+            self.scores.put(query, scores)
+        return scores
 
     def associated(self, relevance: Mapping[str, float], query: str) -> Mapping[str, float]:
         """`relevance` with the memories tied to its strongest matches (`AssociationIndex.associate`) and those of
@@ -187,6 +195,7 @@ class _CallerView:
 
     def _update_index(self) -> None:
         assert self.index is not None and self.associations is not None and self.categories is not None
+        self.scores.clear()
         # a picture's caption joins its memory's lexical text; associations and categories stay with the content
         wanted = {m.id: recall_text(m) for _, m in self.ordered}
         contents = {m.id: m.content for _, m in self.ordered}
@@ -234,6 +243,19 @@ class Recall:
                 return None
         return view.pictures.sizes
 
+    def score_ahead(self, store: MemoryStore, member: MemberKey, settings: Settings, text: str) -> bool:
+        """Score `text` lexically for the member now, off the reply path (the conversation their next request will
+        most likely hand: `Recall.injection` then finds its scores kept). Only in a view that is current (the store's
+        lists are those it was built from) and indexed; no I/O. Whether it was scored."""
+        view = self._views.get((member.group, member.user_id, settings.enable_global_memory))
+        if view is None or view.index is None or not text or len(view.lists) != len(view.locations):
+            return False
+        for where, memories in zip(view.locations, view.lists, strict=True):
+            if store.peek(where.key, where.owner) is not memories:
+                return False
+        view.lexical_scores(text)
+        return True
+
     def uncached(self) -> Recall:
         """A Recall scoring like this one with caches of its own: a dry run through it leaves this one's alone."""
         return Recall(self._similarities, self._combine)
@@ -261,7 +283,10 @@ class Recall:
         texts = [query.message, query.context] if read_context else [query.message]
         scored = [lexical, *(view.lexical_scores(text) for text in texts[1:])]
         if self._similarities is not None:
-            semantic = await asyncio.gather(*(self._semantic(lists, text) for text in texts))
+            if len(texts) == 1:  # no task to schedule: a kept query vector is scored without leaving this call
+                semantic = [await self._semantic(lists, query.message)]
+            else:
+                semantic = list(await asyncio.gather(*(self._semantic(lists, text) for text in texts)))
             scored = [self._combine(lex, sem) if sem is not None else lex for lex, sem in zip(scored, semantic)]
         else:
             semantic = [None] * len(texts)

@@ -95,11 +95,14 @@ class _Group:
     _matrix: Any = None
     _rows: dict[str, int] = field(default_factory=dict)
     _matrix_version: int = -1
+    # the last similarities computed: query text -> (the memory ids asked, their similarities), emptied by `set`
+    recent: dict[str, tuple[list[str], dict[str, float]]] = field(default_factory=dict)
 
     def set(self, entries: dict[str, tuple[str, Vector]], dim: int) -> None:
         self.entries = entries
         self.dim = dim if entries else (dim or self.dim)
         self.version += 1
+        self.recent = {}
 
     def matrix(self) -> tuple[Any, dict[str, int]]:
         if self._matrix_version != self.version:
@@ -125,6 +128,11 @@ def _stack(entries: Mapping[str, tuple[str, Vector]], dim: int) -> tuple[Any, di
     if not ids:
         return _np.zeros((0, max(dim, 1)), dtype=_np.float32), {}
     return _np.stack([entries[d][1] for d in ids]).astype(_np.float32, copy=False), {d: i for i, d in enumerate(ids)}
+
+
+# Similarities kept per group (the same text asked again for the same memories, as a reply's conversation is after
+# `Recall.score_ahead`): a pure function of the text, the ids and the group's vectors, dropped when those change.
+RECENT_QUERIES = 8
 
 
 # --------------------------------------------------------------------------- the store
@@ -393,7 +401,7 @@ class VectorStore:
         """The query's unit vector (`QueryVectors.vector`), or None on failure/timeout/open breaker."""
         return await self.queries.vector(query)
 
-    async def similarities(self, key: GroupKey, query: str, memory_ids: Iterable[str]) -> dict[str, float] | None:
+    async def similarities(self, key: GroupKey, query: str, memory_ids: Iterable[str]) -> Mapping[str, float] | None:
         """Cosine similarity of `query` to each memory of `memory_ids` that has a vector, clipped to [0, 1]
         (negative similarity counts as unrelated). None when the provider fails, times out, is skipped by the
         breaker, or answers with another dimension than the stored vectors (those are rebuilt by the next
@@ -438,7 +446,14 @@ class VectorStore:
             group.set({}, 0)  # stale vectors of another model: drop them so the next sync re-embeds everything
             group.unsaved.clear()
             return None
-        return _similarities(group, qv, ids)
+        kept = group.recent.get(query)
+        if kept is not None and kept[0] == ids:
+            return kept[1]
+        found = _similarities(group, qv, ids)
+        if len(group.recent) >= RECENT_QUERIES:
+            group.recent.pop(next(iter(group.recent)))
+        group.recent[query] = (ids, found)
+        return found
 
 
 def _similarities(group: _Group, qv: Vector, ids: list[str]) -> dict[str, float]:

@@ -22,8 +22,8 @@ from .._observation import Utterance
 from .._privacy.optout import admits, excluded, opted_out_in
 from .._prompt import USER_MESSAGE_NOTE, with_imitation_note
 from .._recall import Recall, VectorStore, fusion, semantic_similarities
-from .._recall.conversation import recent_turns
-from .._recall.query import RecallQuery
+from .._recall.conversation import recent_turns, turns_after
+from .._recall.query import RecallQuery, conversation_text
 from .._models.attachment import is_sha256
 from .._pictures.keeper import MB
 from .._recall.pictures import PictureLookup
@@ -447,13 +447,31 @@ class MemoryService(Components):
             block = with_imitation_note(block)
         return Placed(USER_MESSAGE_NOTE, block)
 
-    async def reply_finished(self, speaker: Speaker, memory_ids: tuple[str, ...], text: str) -> None:
-        """Keep a finished reply with the memories injected for it, for the group's next extraction call to judge
-        which of them it really used."""
+    async def reply_finished(self, speaker: Speaker, memory_ids: tuple[str, ...], text: str, message: str = "") -> None:
+        """A reply to the speaker's `message` is done: the conversation their next request will most likely hand
+        (that message and this reply, `_expect_conversation`) is scored now; the reply is kept with the memories
+        injected for it, for the group's next extraction call to judge which of them it really used."""
+        if message and text:
+            self._expect_conversation(speaker.member, message, text)
         member = speaker.member
         if self.replies is None or not memory_ids or not await admits(self.store, member.group, member.user_id):
             return
         self.replies.record(member.group, member.user_id, self.speaker_name(speaker), memory_ids, text)
+
+    def _expect_conversation(self, member: MemberKey, message: str, reply: str) -> None:
+        """Score the conversation the member's next request will most likely hand (`message`, then `reply`) before it
+        comes, so that the reply to a follow-up finds its lexical scores kept (`Recall.score_ahead`) and, with the
+        built-in model, its embedding done or under way (off the event loop). Where the host hands other turns, the
+        reply scores them itself, as without this. No I/O."""
+        settings = self.settings
+        if not settings.enable_user_memory or not settings.memory_inject_limit or not settings.recall_max_relevant:
+            return
+        context = conversation_text(turns_after(message, reply))
+        if not context:
+            return
+        if self.vectors is not None and self.builtin_model is not None:
+            self.vectors.queries.prefetch(context)
+        self.recall.score_ahead(self.store, member, settings, context)
 
     async def test_recall(self, member: MemberKey, message: str, speaker: str = "") -> dict[str, Any]:
         """The dashboard's recall tester (`Injection.test_recall`)."""
