@@ -158,7 +158,7 @@ def chosen_positions(
         classes = prior_classes(ordered)
     by_relevance = _ranked(ordered, relevance, threshold, PRIOR_WEIGHT, classes)
     if parts and relevance:
-        turns = [_relevant(ordered, scores, threshold, classes) for scores in (relevance, *parts)]
+        turns = [_relevant(scores, threshold, classes) for scores in (relevance, *parts)]
         by_relevance = _taking_turns(turns, by_relevance)
     if first:
         pinned = set(first)
@@ -203,6 +203,13 @@ class PriorClasses:
     ranks: tuple[int, ...]
     starts: tuple[int, ...]
     _base_keys: dict[float, list[float]] = field(default_factory=dict, compare=False, repr=False)
+    _positions: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
+
+    def position(self, memory_id: str) -> int | None:
+        """Where `memory_id` is in `ordered` (the map is built on first need)."""
+        if not self._positions and self.ids:
+            self._positions.update((memory_id, position) for position, memory_id in enumerate(self.ids))
+        return self._positions.get(memory_id)
 
     def base_keys(self, prior_weight: float) -> list[float]:
         """Each position's key before relevance: -(its class's prior), the first class's prior `prior_weight`
@@ -260,17 +267,22 @@ def _ranked(
     return sorted(range(len(keys)), key=keys.__getitem__)
 
 
-def _relevant(
-    ordered: Sequence[Scoped], relevance: Mapping[str, float], threshold: float, classes: PriorClasses
-) -> list[int]:
-    """The positions `relevance` finds relevant (positive, at least `threshold` times its best), best first."""
+def _relevant(relevance: Mapping[str, float], threshold: float, classes: PriorClasses) -> list[int]:
+    """The positions `relevance` finds relevant (positive, at least `threshold` times its best), best first: the
+    order `_ranked` gives them, found from the scored memories alone (a question's few matches, not every
+    candidate)."""
     best = max(relevance.values(), default=0.0)
     if best <= 0.0:
         return []
     floor = threshold * best
-    order = _ranked(ordered, relevance, threshold, PRIOR_WEIGHT, classes)
-    ids = classes.ids
-    return [p for p in order if (score := relevance.get(ids[p], 0.0)) > 0.0 and score >= floor]
+    keys = classes.base_keys(PRIOR_WEIGHT)
+    found = [
+        (keys[position] - score / best, position)
+        for memory_id, score in relevance.items()
+        if score > 0.0 and score >= floor and (position := classes.position(memory_id)) is not None
+    ]
+    found.sort()
+    return [position for _, position in found]
 
 
 def _strongly_relevant(relevance: Mapping[str, float], classes: PriorClasses, order: Sequence[int]) -> list[int]:
