@@ -8,6 +8,7 @@ import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from .._models import Caller, GroupDocument, GroupKey, MemberKey, Memory, Scope
 from .._prompt import PICTURE_MATCH_NOTE, Scoped, memory_line, render_memory_block
@@ -18,7 +19,7 @@ from .associations import AssociationIndex
 from .categories import CategoryIndex
 from .lexical import LexicalIndex
 from .pictures import PictureIndex, recall_text
-from .query import RecallQuery, context_weight, strongest, with_context
+from .query import RecallQuery, context_weight, conversation_worth, strongest, with_context
 from .ranking import PriorClasses, chosen_positions, injection_order, item_cost, kind_of, prior_classes
 from .recent_scores import RecentScores
 from .semantic import VectorStore, combine
@@ -28,7 +29,16 @@ log = logging.getLogger("astrbot_plugin_user_memory")
 # Optional semantic similarity, supplied by the adapter when an embedding provider is configured:
 # (document, query, memory ids) -> {memory id: similarity in [0, 1]}, or None when unavailable (timeout, failure).
 Similarities = Callable[[GroupKey, str, list[str]], Awaitable[Mapping[str, float] | None]]
-Combine = Callable[[Mapping[str, float], Mapping[str, float] | None], dict[str, float]]
+
+
+class Combine(Protocol):
+    """Fuses a text's lexical scores with its semantic similarities (`semantic.combine`); `at_least`: what full
+    semantic evidence is worth at least (`query.conversation_worth`)."""
+
+    def __call__(
+        self, lexical: Mapping[str, float], semantic: Mapping[str, float] | None, *, at_least: float = 0.0
+    ) -> dict[str, float]: ...
+
 
 MAX_CACHED_CALLERS = 4096
 NOTHING: tuple[str, tuple[str, ...]] = ("", ())
@@ -287,7 +297,12 @@ class Recall:
                 semantic = [await self._semantic(lists, query.message)]
             else:
                 semantic = list(await asyncio.gather(*(self._semantic(lists, text) for text in texts)))
-            scored = [self._combine(lex, sem) if sem is not None else lex for lex, sem in zip(scored, semantic)]
+            # the message's meaning is worth at least what its conversation's best match adds (`with_context`)
+            floor = conversation_worth(best) if read_context else 0.0
+            scored = [
+                self._combine(lex, sem, at_least=floor if i == 0 else 0.0) if sem is not None else lex
+                for i, (lex, sem) in enumerate(zip(scored, semantic))
+            ]
         else:
             semantic = [None] * len(texts)
         context = scored[1] if read_context else None
