@@ -20,6 +20,7 @@ from .categories import CategoryIndex
 from .lexical import LexicalIndex
 from .pictures import PictureIndex, recall_text
 from .query import RecallQuery, context_weight, conversation_worth, strongest, with_context
+from .relations import with_relation_markers
 from .ranking import PriorClasses, chosen_positions, injection_order, item_cost, kind_of, prior_classes
 from .recent_scores import RecentScores
 from .semantic import VectorStore, combine
@@ -192,7 +193,7 @@ class _CallerView:
             self._update_index()
         scores = self.scores.get(query)
         if scores is None:
-            scores = self.index.score(query, normalized=True)
+            scores = self.index.score(with_relation_markers(query), normalized=True)
             self.scores.put(query, scores)
         return scores
 
@@ -206,8 +207,9 @@ class _CallerView:
     def _update_index(self) -> None:
         assert self.index is not None and self.associations is not None and self.categories is not None
         self.scores.clear()
-        # a picture's caption joins its memory's lexical text; associations and categories stay with the content
-        wanted = {m.id: recall_text(m) for _, m in self.ordered}
+        # a picture's caption joins its memory's lexical text, and so do the markers of the relations it names (as the
+        # query's: 我妈 finds 母亲); associations and categories stay with the content
+        wanted = {m.id: with_relation_markers(recall_text(m)) for _, m in self.ordered}
         contents = {m.id: m.content for _, m in self.ordered}
         for memory_id in self.contents.keys() - wanted.keys():
             self.index.remove(memory_id)
