@@ -552,7 +552,6 @@ def combine(
     semantic: Mapping[str, float] | None,
     weight: float = DEFAULT_SEMANTIC_WEIGHT,
     dim: int = 0,
-    *,
     at_least: float = 0.0,
 ) -> dict[str, float]:
     """Fuse lexical scores (normalised, [0, 1]) with semantic ones (clipped cosine, [0, 1]) so that an embedding
@@ -570,9 +569,8 @@ def combine(
       nothing, it leads), and weaker evidence competes with the weak lexical matches in proportion: a memory
       barely above chance is lifted barely above the memories the message says nothing about, which only the
       prior would have ordered;
-    * `at_least`: what full evidence is worth at least, when the message's best lexical match is weaker (a
-      follow-up that names little, whose conversation's best match is worth `query.conversation_worth`), still
-      below the confident lexical matches.
+    * `at_least`: full evidence is worth at least this (below the confident matches) when the message's best lexical
+      match is weaker: a follow-up naming little, whose conversation's best match is worth `query.conversation_worth`.
     """
     if semantic is None or weight <= 0.0:
         return dict(lexical)
@@ -596,9 +594,7 @@ def combine(
 def fusion(vectors: VectorStore, weight: float = DEFAULT_SEMANTIC_WEIGHT) -> Callable[..., dict[str, float]]:
     """`combine` with `weight` and the dimension of the vectors `vectors` compared last (the reply path's fusion)."""
 
-    def fuse(
-        lexical: Mapping[str, float], semantic: Mapping[str, float] | None, *, at_least: float = 0.0
-    ) -> dict[str, float]:
-        return combine(lexical, semantic, weight, vectors.dim, at_least=at_least)
+    def fuse(lexical: Mapping[str, float], semantic: Mapping[str, float] | None, **options: float) -> dict[str, float]:
+        return combine(lexical, semantic, weight, vectors.dim, **options)
 
     return fuse
