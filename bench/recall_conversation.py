@@ -15,12 +15,21 @@ Printed per data set and per tag, default settings:
                  the message alone: every gold memory among its 10 best (strict);
 * `lex+ctx@10` — the same ranker queried with the earlier turns and the message glued together (dialogues only;
                  a reference, not what the plugin does);
-* `ctx all` / `ctx any` — the plugin with `req.contexts` filled: every gold memory injected / at least one;
+* `base all` / `base any` — the plugin before issue 33 (main `BASELINE`, imported beside this checkout by
+                 bench/_previous.py), `req.contexts` filled: every gold memory injected / at least one;
+* `lex all` / `lex any` — this checkout with `recall_builtin_model` off, `req.contexts` filled;
+* `ctx all` / `ctx any` — this checkout as a default install runs it (`recall_prompt.start_recall`: the built-in
+                 model loaded and attached, the group's vectors synced before the first turn; each message first
+                 through what AstrBot's message handler does, which starts its embedding), `req.contexts` filled;
 * `none all` / `none any` — the same with `req.contexts` empty;
-* `old ctx` / `old none` (topic changes) — turns where a memory of the conversation's old topic was injected.
+* `old ctx` / `old none` (topic changes) — turns where a memory of the conversation's old topic was injected (the
+                 default install).
+The replies the model could not serve in time (ranked lexically) are counted under each set.
 
 Run: .venv/bin/python bench/recall_conversation.py [--datasets zh_dialogues,zh_multi,zh_multi_100,zh_crosslingual]
-         [--misses]     # also list the turns the plugin misses with contexts (gold not all injected)
+         [--misses]        # also list the turns the default install misses with contexts (gold not all injected)
+         [--lexical-only]  # skip the default install's columns (the model)
+         [--no-previous]   # skip the baseline's columns
 """
 
 from __future__ import annotations
@@ -42,9 +51,11 @@ sys.path.insert(0, str(BENCH))
 os.environ.setdefault("ASTRBOT_ROOT", tempfile.mkdtemp(prefix="bench-astrbot-"))
 
 import zh_conversation  # noqa: E402
-from _previous import components, given  # noqa: E402
-from conftest import load_plugin_package, make_event  # noqa: E402
-from recall_prompt import _SHORT_ID, Case, Dataset, Group, Spec, build_plugin, write_groups  # noqa: E402
+from _previous import load_previous  # noqa: E402
+from conftest import load_plugin_package  # noqa: E402
+from recall_prompt import Case, Dataset, Group, Injected, Spec, default_install, write_groups  # noqa: E402
+
+BASELINE = "ad3e692"  # main before issue 33 (bench/RECALL.md, "Recall in a conversation (issue 33)")
 
 TAG_ORDER = ("followup", "pronoun", "topic_change", "self_contained", "two", "chatty", "hop", "en", "synonym")
 
@@ -102,22 +113,6 @@ def lexical_top(ds: Dataset, query: Callable[[Turn], str], k: int = 10) -> list[
     return out
 
 
-async def injected(main, directory: Path, short: dict[str, str], ds: Dataset, *, contexts: bool) -> list[set[str]]:
-    """Per turn: the memories the real adapter injected, with `req.contexts` filled or empty (default settings)."""
-    from astrbot.core.provider.entities import ProviderRequest
-
-    plugin = build_plugin(main, directory)
-    out = []
-    for case in ds.cases:
-        event = make_event(case.question, group=f"oc_bench_{case.group}", user=case.user, name="提问者")
-        history = [dict(c) for c in case.contexts] if contexts else []
-        req = ProviderRequest(prompt=case.question, contexts=history, system_prompt="你是群聊助手。")
-        await plugin.inject_memories(event, req)
-        out.append({short[s] for s in _SHORT_ID.findall(given(req)) if s in short})
-    await components(plugin).store.close()
-    return out
-
-
 def rows_of(ds: Dataset) -> list[tuple[str, list[int]]]:
     tags = sorted(
         {t for c in ds.cases for t in c.tags}, key=lambda t: (TAG_ORDER.index(t) if t in TAG_ORDER else 99, t)
@@ -127,41 +122,57 @@ def rows_of(ds: Dataset) -> list[tuple[str, list[int]]]:
     ]
 
 
-async def run(main, name: str, misses: bool) -> None:
+async def run(main, previous, name: str, misses: bool, model: bool) -> None:
     cs = DATASETS[name]()
     ds = dataset(cs)
+    nothing = Injected([set() for _ in ds.cases])
     with tempfile.TemporaryDirectory(prefix="bench-conversation-") as tmp:
         directory = Path(tmp)
         short = write_groups(directory, ds)
         lex = lexical_top(ds, lambda c: c.question)
         has_contexts = any(c.contexts for c in ds.cases)
         lex_ctx = lexical_top(ds, conversation_text) if has_contexts else None
-        with_ctx = await injected(main, directory, short, ds, contexts=True)
-        without = await injected(main, directory, short, ds, contexts=False)
+        base = await default_install(previous, directory, short, ds, contexts=True) if previous else None
+        lexical = await default_install(main, directory, short, ds, contexts=True, recall_builtin_model=False)
+        with_ctx = await default_install(main, directory, short, ds, contexts=True) if model else nothing
+        without = await default_install(main, directory, short, ds, contexts=False) if model else nothing
     cases = ds.cases
 
-    def share(idx: list[int], hit: Callable[[int], bool]) -> str:
-        return f"{sum(hit(i) for i in idx) / len(idx):.2f}" if idx else "-"
+    def share(idx: list[int], hit: Callable[[int], bool], shown: bool = True) -> str:
+        return f"{sum(hit(i) for i in idx) / len(idx):.2f}" if idx and shown else "-"
+
+    def all_any(got: Injected | None, idx: list[int]) -> str:
+        shown = got is not None and (got is not nothing)
+        keys = got.keys if got is not None else []
+        return (
+            f"{share(idx, lambda i: cases[i].answers <= keys[i], shown):>9}"
+            f"{share(idx, lambda i: bool(cases[i].answers & keys[i]), shown):>9}"
+        )
 
     members = sorted({c.user for c in cases})
     print(f"{name}: {len(cases)} turns, {len(members)} members, {len(ds.candidates(cases[0]))}+ candidates per turn")
-    head = f"  {'tag':<15}{'n':>4}{'lex@10':>8}{'lex+ctx@10':>11}{'ctx all':>9}{'ctx any':>9}{'none all':>10}"
-    print(head + f"{'none any':>10}{'old ctx':>9}{'old none':>10}")
+    head = f"  {'tag':<15}{'n':>4}{'lex@10':>8}{'lex+ctx@10':>11}{'base all':>9}{'base any':>9}{'lex all':>9}"
+    print(
+        head + f"{'lex any':>9}{'ctx all':>9}{'ctx any':>9}{'none all':>9}{'none any':>9}{'old ctx':>9}{'old none':>9}"
+    )
     for tag, idx in rows_of(ds):
         old_idx = [i for i in idx if cases[i].previous]
         print(
             f"  {tag:<15}{len(idx):>4}"
             f"{share(idx, lambda i: cases[i].answers <= lex[i]):>8}"
             f"{share(idx, lambda i: cases[i].answers <= lex_ctx[i]) if lex_ctx else '-':>11}"
-            f"{share(idx, lambda i: cases[i].answers <= with_ctx[i]):>9}"
-            f"{share(idx, lambda i: bool(cases[i].answers & with_ctx[i])):>9}"
-            f"{share(idx, lambda i: cases[i].answers <= without[i]):>10}"
-            f"{share(idx, lambda i: bool(cases[i].answers & without[i])):>10}"
-            f"{share(old_idx, lambda i: bool(cases[i].previous & with_ctx[i])):>9}"
-            f"{share(old_idx, lambda i: bool(cases[i].previous & without[i])):>10}"
+            f"{all_any(base, idx)}{all_any(lexical, idx)}{all_any(with_ctx, idx)}{all_any(without, idx)}"
+            f"{share(old_idx, lambda i: bool(cases[i].previous & with_ctx.keys[i]), model):>9}"
+            f"{share(old_idx, lambda i: bool(cases[i].previous & without.keys[i]), model):>9}"
+        )
+    if model:
+        print(
+            f"  replies the model could not serve in time (ranked lexically): {with_ctx.fallbacks} ctx, "
+            f"{without.fallbacks} none"
         )
     if misses:
-        for turn, case, got in zip(cs.turns, cases, with_ctx, strict=True):
+        shown = with_ctx if model else lexical
+        for turn, case, got in zip(cs.turns, cases, shown.keys, strict=True):
             if not case.answers <= got:
                 lost = ", ".join(sorted(case.answers - got))
                 print(f"    miss {turn.id} {turn.speaker} [{','.join(turn.tags)}] {turn.text[:40]} → missing {lost}")
@@ -171,14 +182,19 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--datasets", default=",".join(DATASETS), help=f"any of {', '.join(DATASETS)}")
     parser.add_argument("--misses", action="store_true", help="list the turns missed with contexts")
+    parser.add_argument("--lexical-only", action="store_true", help="skip the default install's columns (the model)")
+    parser.add_argument("--no-previous", action="store_true", help=f"skip the baseline's columns ({BASELINE})")
     args = parser.parse_args()
     current = load_plugin_package()
+    previous = None if args.no_previous else load_previous(BASELINE)
     print(
-        "recall at the prompt, this checkout at its default settings; all = every gold memory injected (strict), "
-        "any = at least one; ctx = req.contexts filled with the turns before the message, none = empty"
+        f"recall at the prompt; base = main {BASELINE} (before issue 33), lex = this checkout with recall_builtin_model "
+        "off, ctx / none = this checkout as a default install runs it (the built-in model); all = every gold memory "
+        "injected (strict), any = at least one; ctx = req.contexts filled with the turns before the message, "
+        "none = empty"
     )
     for name in args.datasets.split(","):
-        await run(current, name, args.misses)
+        await run(current, previous, name, args.misses, not args.lexical_only)
 
 
 if __name__ == "__main__":

@@ -142,7 +142,7 @@ def previous_fusion(commit: str) -> Callable:
     old = importlib.import_module(f"{PACKAGE}.memory._recall.semantic")
 
     def fusion(vectors, weight):
-        return lambda lexical, semantic: old.combine(lexical, semantic, weight, vectors.dim)
+        return lambda lexical, semantic, **_: old.combine(lexical, semantic, weight, vectors.dim)
 
     return fusion
 

@@ -8,7 +8,11 @@ memory ids in the injected block are read back from the system prompt. Printed p
   memory among its 10 best;
 * injected strict recall with the previous policy — the plugin at commit `_previous.BASELINE`, imported beside
   the current one (its own defaults: threshold 0.1, 5 relevance slots, the rest by recency);
-* injected strict recall with the current policy, at default settings.
+* injected strict recall with the current policy at default settings with `recall_builtin_model` off (`lexical`),
+  and as a default install runs it (`default`): the built-in model (USE-m-v3) loaded and attached the way the
+  service's start does it, every group's memories embedded by the background sync before the first question, and
+  each message going first through what AstrBot's message handler does (its embedding starts); `fallbacks` counts
+  the replies the model could not serve in time (ranked lexically: on a busy machine, a few).
 
 Data sets (bench/RECALL.md, "At the prompt"): `zh_recall` (bench/data/zh_recall.json re-shaped: each group's
 memories become the asking member's own, so every question has 41-61 candidates), `zh_recall_chatty` (the
@@ -17,7 +21,8 @@ exists) and `locomo` (each conversation's observations as one member's memories;
 ../shared/benchmarks, never copied here).
 
 Run: .venv/bin/python bench/recall_prompt.py [--datasets zh_recall,zh_recall_chatty,zh_assistant,locomo]
-         [--sweep]   # also the current policy with other thresholds / prior weights (tuning view)
+         [--sweep]   # also the current policy with other thresholds / prior weights (tuning view, lexical)
+         [--lexical-only]   # skip the default install's column (loading the model, embedding every set)
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import os
 import random
 import re
@@ -211,6 +217,13 @@ def covered(ds: Dataset, injected_keys: set[str], case: Case) -> bool:
     return case.answers <= have
 
 
+def touched(ds: Dataset, injected_keys: set[str], case: Case) -> bool:
+    """Any: at least one answer is injected (LoCoMo: an injected memory carries one of the evidence dia_ids)."""
+    if ds.covers is None:
+        return bool(case.answers & injected_keys)
+    return any(ds.covers[k] & case.answers for k in injected_keys)
+
+
 def write_groups(directory: Path, ds: Dataset) -> dict[str, str]:
     """One file per group in the format both versions read; returns short id -> Spec.key."""
     short: dict[str, str] = {}
@@ -294,6 +307,86 @@ async def attach_embeddings(main, plugin, groups: int) -> None:
         await service.vectors.sync(key, (await service.store.document(key)).all_memories())
 
 
+async def start_recall(main, plugin, groups: int) -> None:
+    """What a default install's start does for recall, and the steady state after it. The service's semantic scorer
+    is started the way `initialize` starts it (`_attach_configured_embeddings`: the operator's embedding provider
+    when one is named, else the built-in model, loaded in the background unless `recall_builtin_model` is off); the
+    bench waits until it is attached; then every group's memories are embedded by the vector store's background sync
+    (which a save, or the first reply to a group, schedules) and the bench waits for it, so the questions are asked
+    with every vector in place. The rest of `initialize` is not run: maintenance would archive the sets' old
+    memories two minutes in. A plugin without a semantic scorer (`recall_builtin_model` off, or a version before the
+    built-in model) is left lexical."""
+    service = components(plugin)
+    attach = getattr(service, "_attach_configured_embeddings", None)
+    if attach is None:
+        return
+    await attach()
+    loaded = getattr(service, "builtin_model_loaded", None)
+    if loaded is not None:
+        await loaded()
+    if service.vectors is None:
+        if getattr(service, "builtin_model", None) is not None:  # the default install would have the model
+            raise RuntimeError(f"the built-in model did not attach: {service.embedding_state}")
+        return
+    group_key = memory_name(main, "GroupKey", "_models")
+    for g in range(groups):
+        key = group_key("lark", f"oc_bench_{g}")
+        service.vectors.schedule_sync(key, (await service.store.document(key)).all_memories())
+    await service.vectors.wait_idle()
+
+
+async def close_plugin(plugin) -> None:
+    service = components(plugin)
+    if getattr(service, "vectors", None) is not None:
+        await service.vectors.close()
+    if getattr(service, "builtin_model", None) is not None:
+        service.builtin_model.close()
+    await service.store.close()
+
+
+class LexicalFallbacks(logging.Handler):
+    """Counts the replies a semantic scorer could not serve (a timeout, a failure, vectors still being read): those
+    were ranked lexically. With the built-in model on a busy machine, a few; the figures are then slightly low."""
+
+    MARKS = ("semantic ranking:", "this reply is ranked lexically")
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.count = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        self.count += any(mark in message for mark in self.MARKS)
+
+    def __enter__(self) -> LexicalFallbacks:
+        logger = logging.getLogger("astrbot_plugin_user_memory")
+        self._level = logger.level
+        logger.addHandler(self)
+        if logger.getEffectiveLevel() > logging.INFO:
+            logger.setLevel(logging.INFO)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        logger = logging.getLogger("astrbot_plugin_user_memory")
+        logger.removeHandler(self)
+        logger.setLevel(self._level)
+
+
+@dataclass
+class Injected:
+    """What the plugin injected for each case of a set (in order): the data set's keys of the memories in the block,
+    and how many replies a semantic scorer could not serve (ranked lexically instead)."""
+
+    keys: list[set[str]]
+    fallbacks: int = 0
+
+    def all(self, ds: Dataset) -> list[bool]:
+        return [covered(ds, keys, case) for keys, case in zip(self.keys, ds.cases, strict=True)]
+
+    def any(self, ds: Dataset) -> list[bool]:
+        return [touched(ds, keys, case) for keys, case in zip(self.keys, ds.cases, strict=True)]
+
+
 async def injected_recall(
     main, directory: Path, short: dict[str, str], ds: Dataset, embedder=None, **settings
 ) -> float:
@@ -304,21 +397,58 @@ async def injected_recall(
 async def injected_hits(
     main, directory: Path, short: dict[str, str], ds: Dataset, embedder=None, **settings
 ) -> list[bool]:
-    """Per case (in order): were all its answers injected. With `embedder`, semantic recall is on."""
+    """Per case (in order): were all its answers injected. With `embedder`, semantic recall is on with it; without,
+    the plugin is not started (lexical: the built-in model is never loaded). `default_install` for what a default
+    install gives."""
+    return (await injected(main, directory, short, ds, embedder, **settings)).all(ds)
+
+
+async def injected(
+    main,
+    directory: Path,
+    short: dict[str, str],
+    ds: Dataset,
+    embedder=None,
+    *,
+    started: bool = False,
+    contexts: bool = False,
+    **settings,
+) -> Injected:
+    """What the real adapter injects for each case. With `embedder`, that embedding provider is configured and
+    attached; with `started`, the plugin's recall is started as a default install's is (`start_recall`: the built-in
+    model, unless `settings` turn it off) and each message first goes through what AstrBot's message handler does
+    for a message addressed to the bot (`reply_expected`: its embedding starts); with neither, the plugin is lexical.
+    `contexts`: the request carries the conversation before the message (`case.contexts`, conversation sets) in
+    `req.contexts`; else it is empty."""
     from astrbot.core.provider.entities import ProviderRequest
 
     plugin = build_plugin(main, directory, embedder, **settings)
     if embedder is not None:
         await attach_embeddings(main, plugin, len(ds.groups))
-    hits = []
-    for case in ds.cases:
-        event = make_event(case.question, group=f"oc_bench_{case.group}", user=case.user, name="提问者")
-        req = ProviderRequest(prompt=case.question, system_prompt="你是群聊助手。")
-        await plugin.inject_memories(event, req)
-        injected = {short[s] for s in _SHORT_ID.findall(given(req))}
-        hits.append(covered(ds, injected, case))
-    await components(plugin).store.close()
-    return hits
+    elif started:
+        await start_recall(main, plugin, len(ds.groups))
+    service = components(plugin)
+    arrived = getattr(service, "reply_expected", None) if started else None
+    out = []
+    with LexicalFallbacks() as fallbacks:
+        for case in ds.cases:
+            if arrived is not None:
+                arrived(case.question)
+            event = make_event(case.question, group=f"oc_bench_{case.group}", user=case.user, name="提问者")
+            history = [dict(c) for c in getattr(case, "contexts", ())] if contexts else []
+            req = ProviderRequest(prompt=case.question, contexts=history, system_prompt="你是群聊助手。")
+            await plugin.inject_memories(event, req)
+            out.append({short[s] for s in _SHORT_ID.findall(given(req)) if s in short})
+    await close_plugin(plugin)
+    return Injected(out, fallbacks.count)
+
+
+async def default_install(
+    main, directory: Path, short: dict[str, str], ds: Dataset, *, contexts: bool = False, **settings
+) -> Injected:
+    """What a default install injects (`injected` started): with the built-in model, unless `settings` say
+    `recall_builtin_model=False` (lexical)."""
+    return await injected(main, directory, short, ds, started=True, contexts=contexts, **settings)
 
 
 def ranker_recall(ds: Dataset, k: int = 10) -> float:
@@ -381,16 +511,21 @@ async def main() -> None:
         help="also: per tag, the set and category step off (before) and on (now) at --limits, gained/lost",
     )
     parser.add_argument("--zh-assistant", type=Path, default=ZH_ASSISTANT, help="path of zh_assistant.json")
+    parser.add_argument(
+        "--lexical-only", action="store_true", help="skip the default install's column (the built-in model: slower)"
+    )
     args = parser.parse_args()
     DATASETS["zh_assistant"] = lambda: zh_assistant(args.zh_assistant)
     current, previous = load_plugin_package(), load_previous()
     print(
         f"strict recall at the prompt; previous = the plugin at {BASELINE} with its defaults (limit 10, absolute "
-        f"threshold 0.1, 5 relevance slots) and with limit 15; current = this checkout at its defaults (limit 10)"
+        f"threshold 0.1, 5 relevance slots) and with limit 15; lexical = this checkout at its defaults with "
+        f"recall_builtin_model off; default = this checkout as a default install runs it (the built-in model loaded, "
+        f"the group's vectors synced); fallbacks = replies the model could not serve in time (ranked lexically)"
     )
     print(
         f"{'data set':<18}{'members':>8}{'memories':>9}{'questions':>10}{'ranker@10':>10}{'previous':>9}"
-        f"{'prev@15':>8}{'current':>9}{'current-ranker':>15}"
+        f"{'prev@15':>8}{'lexical':>9}{'default':>9}{'default-lex':>12}{'fallbacks':>10}"
     )
     for name in args.datasets.split(","):
         ds = DATASETS[name]()
@@ -406,16 +541,23 @@ async def main() -> None:
             else:
                 old = await injected_recall(previous, directory, short, ds)
                 old15 = await injected_recall(previous, directory, short, ds, memory_inject_limit=15)
-            new = await injected_recall(current, directory, short, ds)
+            n = len(ds.cases)
+            lexical = await default_install(current, directory, short, ds, recall_builtin_model=False)
+            lex = sum(lexical.all(ds)) / n
+            if args.lexical_only:
+                new, fallbacks = float("nan"), 0
+            else:
+                model = await default_install(current, directory, short, ds)
+                new, fallbacks = sum(model.all(ds)) / n, model.fallbacks
             n_members = sum(len(g.members) for g in ds.groups)
             print(
-                f"{name:<18}{n_members:>8}{len(short):>9}{len(ds.cases):>10}{ranker:>10.3f}{old:>9.3f}"
-                f"{old15:>8.3f}{new:>9.3f}{new - ranker:>+15.3f}"
+                f"{name:<18}{n_members:>8}{len(short):>9}{n:>10}{ranker:>10.3f}{old:>9.3f}"
+                f"{old15:>8.3f}{lex:>9.3f}{new:>9.3f}{new - lex:>+12.3f}{fallbacks:>10}"
             )
             if args.by_tag:
                 limits = [int(x) for x in args.limits.split(",") if x]
                 group_limits = [int(x) for x in args.group_limits.split(",") if x]
-                await by_tag(current, directory, short, ds, limits, group_limits)
+                await by_tag(current, directory, short, ds, limits, group_limits, model=not args.lexical_only)
             if args.sweep:
                 await sweep(current, directory, short, ds)
             if args.greetings:
@@ -461,17 +603,29 @@ async def greetings(current, directory: Path, ds: Dataset) -> None:
 
 
 async def by_tag(
-    current, directory: Path, short: dict[str, str], ds: Dataset, limits: list[int], group_limits: list[int] = []
+    current,
+    directory: Path,
+    short: dict[str, str],
+    ds: Dataset,
+    limits: list[int],
+    group_limits: list[int] = [],
+    model: bool = True,
 ) -> None:
     """Strict recall at the prompt per question tag: the ranker's strict@10, the current policy at its defaults
-    and at each memory_inject_limit in `limits` and each group_memory_inject_limit in `group_limits` (the other
-    settings at their defaults)."""
+    lexical (`recall_builtin_model` off) and as a default install runs it (the built-in model), and at each
+    memory_inject_limit in `limits` and each group_memory_inject_limit in `group_limits` (the other settings at
+    their defaults; with the model unless `model` is off)."""
     columns: dict[str, list[bool]] = {"ranker@10": ranker_hits(ds, 10)}
-    columns["defaults"] = await injected_hits(current, directory, short, ds)
+    columns["lexical"] = (await default_install(current, directory, short, ds, recall_builtin_model=False)).all(ds)
+    off = {} if model else {"recall_builtin_model": False}
+    if model:
+        columns["defaults"] = (await default_install(current, directory, short, ds)).all(ds)
     for limit in limits:
-        columns[f"limit {limit}"] = await injected_hits(current, directory, short, ds, memory_inject_limit=limit)
+        got = await default_install(current, directory, short, ds, memory_inject_limit=limit, **off)
+        columns[f"limit {limit}"] = got.all(ds)
     for limit in group_limits:
-        columns[f"group {limit}"] = await injected_hits(current, directory, short, ds, group_memory_inject_limit=limit)
+        got = await default_install(current, directory, short, ds, group_memory_inject_limit=limit, **off)
+        columns[f"group {limit}"] = got.all(ds)
     tags = sorted({t for c in ds.cases for t in c.tags}, key=lambda t: (t not in KIND_TAGS, t))
     rows = [("all", list(range(len(ds.cases))))]
     rows += [(t, [i for i, c in enumerate(ds.cases) if t in c.tags]) for t in tags]

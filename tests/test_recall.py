@@ -118,7 +118,7 @@ async def test_semantic_scores_are_combined_and_failures_fall_back(tmp_path):
         return {i: (1.0 if i == movie.id else 0.0) for i in ids}
 
     ranker = Recall(
-        semantic, lambda lex, sem: {k: max(lex.get(k, 0), (sem or {}).get(k, 0)) for k in {*lex, *(sem or {})}}
+        semantic, lambda lex, sem, **_: {k: max(lex.get(k, 0), (sem or {}).get(k, 0)) for k in {*lex, *(sem or {})}}
     )
     assert "喜欢看科幻电影" in shown(await ranker.memory_block(store, ME, settings, "A", "推荐点好片子"))
 

@@ -198,6 +198,48 @@ async def test_a_semantic_scorer_is_asked_about_the_conversation_too(tmp_path):
     assert asked == ["养了一只橘猫叫团子"]  # a message with clear matches of its own: the conversation is not scored
 
 
+async def test_a_follow_ups_own_meaning_counts_as_much_as_its_conversation(tmp_path):
+    """A follow-up that names little ("老爷子坐飞机吃得消吗？": one character in common with a memory) whose meaning the
+    semantic scorer sees plainly in a memory the conversation's words do not name: that memory is worth as much as
+    the conversation's best match, so it takes a slot ahead of the conversation's weaker matches."""
+    from memory import GroupKey, MemberKey, Settings
+    from memory._models import Caller
+    from memory._recall.recall import Recall
+    from memory._recall.semantic import combine
+    from memory._rules.operations import save as save_in
+    from memory._storage import UserMemoryStore
+
+    heart = "父亲前年做过心脏支架手术，每天吃阿司匹林"
+    trip = ["全家去过三亚两次，最喜欢亚龙湾", "出去玩喜欢住海边的酒店", "大学同学在三亚开民宿，十月去过一次"]
+    group = GroupKey("lark", "oc_g")
+    store = UserMemoryStore(tmp_path)
+    for i, content in enumerate([heart, "每天坐地铁上班", *FILLERS, *trip]):
+        await store.change(
+            group,
+            "ou_a",
+            lambda m, c=content, n=i: save_in(
+                m, memory_type="fact", content=c, now=float(n), max_count=100, max_length=200
+            ),
+            actor="test",
+        )
+    message = "老爷子坐飞机吃得消吗？"
+    turns = ("十月想带全家去三亚玩几天，住海边", "三亚十月天气舒服，可以订海边的酒店，再去亚龙湾看看。")
+    memories = {m.content: m.id for m in await store.memories(group, "ou_a")}
+    sigma = 1 / 512**0.5
+
+    async def similarities(key, query, ids):  # the message means the heart memory; nothing else stands out
+        return {i: 0.1 + (10 * sigma if query == message and i == memories[heart] else 0.0) for i in ids}
+
+    def fuse(lexical, semantic, *, at_least=0.0):
+        return combine(lexical, semantic, 0.5, 512, at_least=at_least)
+
+    block, _ = await Recall(similarities, fuse).injection(
+        store, Caller(MemberKey(group, "ou_a")), Settings(memory_inject_limit=2), "A", message, context=turns
+    )
+    assert heart in block
+    assert "出去玩喜欢住海边的酒店" in block  # the conversation's best match keeps its slot
+
+
 async def test_what_was_heard_of_a_member_goes_when_their_memories_are_erased(make_service):
     service = make_service(memory_inject_limit=2)
     await _member_with_a_sister(service)

@@ -654,6 +654,21 @@ def test_weak_evidence_competes_with_weak_lexical_matches_in_proportion():
     assert out["faint"] < 0.1 * out["strong"]
 
 
+def test_a_weak_message_s_meaning_is_worth_at_least_what_its_caller_says():
+    """A follow-up that shares a character or two with some memories (best lexical 0.05): full semantic evidence is
+    worth that best match without `at_least`, and `at_least` (what the conversation's best match adds) with it;
+    never above a confident lexical match, and a message with a strong lexical match is fused as before."""
+    sigma = 1 / math.sqrt(512)
+    sims = {**{f"n{i}": 0.1 for i in range(20)}, "meant": 0.1 + 10 * sigma}
+    weak = {"w1": 0.05, "w2": 0.02}
+    assert combine(weak, sims, 0.5, 512)["meant"] == 0.05
+    assert combine(weak, sims, 0.5, 512, at_least=0.15)["meant"] == 0.15
+    confident = {"c": 0.3, "w": 0.05}
+    assert combine(confident, sims, 0.5, 512, at_least=0.5)["meant"] < confident["c"] - ranking.PRIOR_WEIGHT * 0.3
+    strong = {"s": 0.6, "w": 0.05}
+    assert combine(strong, sims, 0.5, 512, at_least=0.15) == combine(strong, sims, 0.5, 512)
+
+
 class ConceptProvider:
     """Texts about the same thing in any language point the same way: each text's vector is its concept's direction
     (fixed per concept) plus its own noise, as a multilingual sentence encoder places a question and its answer."""

@@ -88,15 +88,23 @@ def context_weight(message_best: float) -> float:
     return WEAK_WEIGHT + (STRONG_WEIGHT - WEAK_WEIGHT) * step
 
 
+def conversation_worth(message_best: float) -> float:
+    """What the conversation's best match adds for a message whose best lexical match is `message_best`. The
+    message's own meaning is worth at least as much (`Recall._relevance`: the semantic scorer's evidence for the
+    message may reach this, however little the message shares word for word): the message stays the strongest
+    signal, also when it is a follow-up that names little ("老爷子身体吃得消吗？")."""
+    return context_weight(message_best) * max(message_best, CONTEXT_FLOOR)
+
+
 def with_context(
     message: Mapping[str, float], context: Mapping[str, float] | None, message_best: float
 ) -> Mapping[str, float]:
-    """`message`'s scores with the conversation's (`context`) added at `context_weight` of the message's best match
+    """`message`'s scores with the conversation's (`context`) added, its best match worth `conversation_worth`
     (see the module doc); `message` itself when the conversation matches nothing."""
     best = max(context.values(), default=0.0) if context else 0.0
     if not context or best <= 0.0:
         return message
-    share = context_weight(message_best) * max(message_best, CONTEXT_FLOOR) / best
+    share = conversation_worth(message_best) / best
     fused = dict(message)
     for memory_id, score in context.items():
         if score > 0.0:

@@ -8,6 +8,7 @@ import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from .._models import Caller, GroupDocument, GroupKey, MemberKey, Memory, Scope
 from .._prompt import PICTURE_MATCH_NOTE, Scoped, memory_line, render_memory_block
@@ -18,7 +19,8 @@ from .associations import AssociationIndex
 from .categories import CategoryIndex
 from .lexical import LexicalIndex
 from .pictures import PictureIndex, recall_text
-from .query import RecallQuery, context_weight, strongest, with_context
+from .query import RecallQuery, context_weight, conversation_worth, strongest, with_context
+from .relations import with_relation_markers
 from .ranking import PriorClasses, chosen_positions, injection_order, item_cost, kind_of, prior_classes
 from .recent_scores import RecentScores
 from .semantic import VectorStore, combine
@@ -28,7 +30,16 @@ log = logging.getLogger("astrbot_plugin_user_memory")
 # Optional semantic similarity, supplied by the adapter when an embedding provider is configured:
 # (document, query, memory ids) -> {memory id: similarity in [0, 1]}, or None when unavailable (timeout, failure).
 Similarities = Callable[[GroupKey, str, list[str]], Awaitable[Mapping[str, float] | None]]
-Combine = Callable[[Mapping[str, float], Mapping[str, float] | None], dict[str, float]]
+
+
+class Combine(Protocol):
+    """Fuses a text's lexical scores with its semantic similarities (`semantic.combine`); `at_least`: what full
+    semantic evidence is worth at least (`query.conversation_worth`)."""
+
+    def __call__(
+        self, lexical: Mapping[str, float], semantic: Mapping[str, float] | None, *, at_least: float = 0.0
+    ) -> dict[str, float]: ...
+
 
 MAX_CACHED_CALLERS = 4096
 NOTHING: tuple[str, tuple[str, ...]] = ("", ())
@@ -182,7 +193,7 @@ class _CallerView:
             self._update_index()
         scores = self.scores.get(query)
         if scores is None:
-            scores = self.index.score(query, normalized=True)
+            scores = self.index.score(with_relation_markers(query), normalized=True)
             self.scores.put(query, scores)
         return scores
 
@@ -196,8 +207,9 @@ class _CallerView:
     def _update_index(self) -> None:
         assert self.index is not None and self.associations is not None and self.categories is not None
         self.scores.clear()
-        # a picture's caption joins its memory's lexical text; associations and categories stay with the content
-        wanted = {m.id: recall_text(m) for _, m in self.ordered}
+        # a picture's caption joins its memory's lexical text, and so do the markers of the relations it names (as the
+        # query's: 我妈 finds 母亲); associations and categories stay with the content
+        wanted = {m.id: with_relation_markers(recall_text(m)) for _, m in self.ordered}
         contents = {m.id: m.content for _, m in self.ordered}
         for memory_id in self.contents.keys() - wanted.keys():
             self.index.remove(memory_id)
@@ -287,7 +299,12 @@ class Recall:
                 semantic = [await self._semantic(lists, query.message)]
             else:
                 semantic = list(await asyncio.gather(*(self._semantic(lists, text) for text in texts)))
-            scored = [self._combine(lex, sem) if sem is not None else lex for lex, sem in zip(scored, semantic)]
+            # the message's meaning is worth at least what its conversation's best match adds (`with_context`)
+            floor = conversation_worth(best) if read_context else 0.0
+            scored = [
+                self._combine(lex, sem, at_least=floor if i == 0 else 0.0) if sem is not None else lex
+                for i, (lex, sem) in enumerate(zip(scored, semantic))
+            ]
         else:
             semantic = [None] * len(texts)
         context = scored[1] if read_context else None

@@ -552,6 +552,7 @@ def combine(
     semantic: Mapping[str, float] | None,
     weight: float = DEFAULT_SEMANTIC_WEIGHT,
     dim: int = 0,
+    at_least: float = 0.0,
 ) -> dict[str, float]:
     """Fuse lexical scores (normalised, [0, 1]) with semantic ones (clipped cosine, [0, 1]) so that an embedding
     provider never does worse than lexical alone. Semantic similarity only adds:
@@ -567,7 +568,9 @@ def combine(
       memory, a synonym) counts as much as the message's best lexical match and no more (where lexical found
       nothing, it leads), and weaker evidence competes with the weak lexical matches in proportion: a memory
       barely above chance is lifted barely above the memories the message says nothing about, which only the
-      prior would have ordered.
+      prior would have ordered;
+    * `at_least`: full evidence is worth at least this (below the confident matches) when the message's best lexical
+      match is weaker: a follow-up naming little, whose conversation's best match is worth `query.conversation_worth`.
     """
     if semantic is None or weight <= 0.0:
         return dict(lexical)
@@ -578,7 +581,7 @@ def combine(
     bar = max(CONFIDENT_SHARE * best, CONFIDENT_MIN)
     ceiling = bar - PRIOR_WEIGHT * max(best, bar) - CEILING_GAP
     if best > 0.0:  # full evidence counts as much as the message's best lexical match, not more
-        ceiling = min(ceiling, best)
+        ceiling = min(ceiling, max(best, at_least))
     gain = 2.0 * min(1.0, weight)
     out = dict(lexical)
     for d, e in evidence.items():
@@ -591,7 +594,7 @@ def combine(
 def fusion(vectors: VectorStore, weight: float = DEFAULT_SEMANTIC_WEIGHT) -> Callable[..., dict[str, float]]:
     """`combine` with `weight` and the dimension of the vectors `vectors` compared last (the reply path's fusion)."""
 
-    def fuse(lexical: Mapping[str, float], semantic: Mapping[str, float] | None) -> dict[str, float]:
-        return combine(lexical, semantic, weight, vectors.dim)
+    def fuse(lexical: Mapping[str, float], semantic: Mapping[str, float] | None, **options: float) -> dict[str, float]:
+        return combine(lexical, semantic, weight, vectors.dim, **options)
 
     return fuse
