@@ -3,6 +3,8 @@ own, three hours a save) with a change-log retention of two days, so every few c
 commit's rewrite; every seventh save the member wipes their memories. Prints, once the store has acknowledged it:
 
     ACK <member> <tag>       a save of the memory whose content holds <tag>
+    ERASING <member>         a wipe of the member's memories is asked for (killed before ERASED: it may or may not
+                             have committed, whole)
     ERASED <member>          a wipe of the member's memories (their content must never be readable again)
     REWRITE                  a commit compacted the log
 
@@ -58,6 +60,7 @@ async def main(directory: str, start: str) -> None:
         await store.change(GROUP, member, add, actor=member)
         print("ACK", member, tag, flush=True)
         if n % 7 == 0:
+            print("ERASING", member, flush=True)
             await store.change(GROUP, member, lambda memories: forget(memories, "all"), actor=member, label=ERASE)
             print("ERASED", member, flush=True)
 
