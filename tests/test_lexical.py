@@ -376,3 +376,37 @@ def test_query_weights_follow_tokenize():
         for term in lexical.tokenize(query):
             expected[term] = expected.get(term, 0.0) + (0.5 if len(term) == 1 and not term.isascii() else 1.0)
         assert list(index.query_weights(query).items()) == list(expected.items()), query
+
+
+def test_a_terms_scores_are_kept_for_each_weight_it_comes_with():
+    """A message and its conversation weigh a shared term apart ("模块" once here, twice there): alternating them
+    reuses both terms' kept scores instead of recomputing them for every text, and scores exactly as a fresh index."""
+    docs = {f"m{i}": f"模块{i}负责回复风格，模块{i + 1}负责存储" for i in range(12)}
+    index, fresh = LexicalIndex(), LexicalIndex()
+    for doc_id, text in docs.items():
+        index.add(doc_id, text)
+    message, conversation = "模块3的回复风格", "模块3的回复风格\n那模块4呢？模块5呢？"
+    first = (index.score(message, normalized=True), index.score(conversation, normalized=True))
+    kept = dict(index._impacts)
+    for _ in range(3):
+        assert (index.score(message, normalized=True), index.score(conversation, normalized=True)) == first
+    assert index._impacts == kept and all(index._impacts[k] is v for k, v in kept.items())  # none recomputed
+    for doc_id, text in docs.items():
+        fresh.add(doc_id, text)
+    assert fresh.score(conversation, normalized=True) == first[1] and fresh.score(message, normalized=True) == first[0]
+
+    for n in range(1, 300):  # a term repeated n times weighs n apart each time: what is kept stays bounded
+        index.score("模块" * n)
+    assert 0 < len(index._impacts) <= lexical.KEPT_TERM_SCORES
+
+
+def test_kept_term_scores_start_again_past_their_bound(monkeypatch):
+    monkeypatch.setattr(lexical, "KEPT_TERM_SCORES", 8)
+    index = LexicalIndex()
+    for i in range(5):
+        index.add(f"m{i}", f"模块{i}负责存储")
+    expected = index.score("模块存储", normalized=True)
+    for n in range(1, 40):
+        index.score("模块" * n)
+        assert len(index._impacts) <= 8
+    assert index.score("模块存储", normalized=True) == expected

@@ -227,17 +227,18 @@ def _rank_key(item: tuple[str, float]) -> tuple[float, str]:
     return (-item[1], item[0])
 
 
+# How many (term, query weight) scores an index keeps until it changes; past that it starts again.
+KEPT_TERM_SCORES = 4096
+
+
 class _TermScores:
-    """One query term at one query weight (`query_weight`) in an index as it is: its weight x idf (what it adds to the reference),
+    """One query term at one query weight in an index as it is: its weight x idf (what it adds to the reference),
     its score in each document holding it, and the same by position in the index (`LexicalIndex._slots`): dense
     (0.0 where absent) when at least a quarter of the documents hold it, else as (position, score) pairs."""
 
-    __slots__ = ("dense", "query_weight", "scores", "sparse", "weight")
+    __slots__ = ("dense", "scores", "sparse", "weight")
 
-    def __init__(
-        self, query_weight: float, weight: float, scores: dict[str, float], slots: dict[str, int], n_docs: int
-    ) -> None:
-        self.query_weight = query_weight
+    def __init__(self, weight: float, scores: dict[str, float], slots: dict[str, int], n_docs: int) -> None:
         self.weight = weight
         self.scores = scores
         self.sparse = [(slots[d], x) for d, x in scores.items()]
@@ -292,7 +293,8 @@ class LexicalIndex:
         self._total_len = 0
         self._idf: dict[str, float] = {}  # term -> idf, filled lazily by queries, reset on every change
         # (term, query weight) -> its `_TermScores`, like `_idf`: the reply path's scoring is a sum of these
-        self._impacts: dict[str, _TermScores] = {}  # a term's scores at the query weight it last came with
+        # a term's scores at each query weight it came with (a message and its conversation weigh a term apart)
+        self._impacts: dict[tuple[str, float], _TermScores] = {}
         self._slots: dict[str, int] | None = None  # doc id -> its position in `_doc_tf`, built on first need
 
     # ----------------------------------------------------------------- mutation
@@ -474,8 +476,8 @@ class LexicalIndex:
         # document (then the order is the index's: a term's postings are in the order their documents were added)
         order: dict[str, float] | None = None
         for t, qt in qw.items():
-            known = cache.get(t)
-            if known is None or known.query_weight != qt:
+            known = cache.get((t, qt))
+            if known is None:
                 p = postings.get(t)
                 if p is None:  # unknown term: counts for the reference only (df = 0)
                     ref += qt * unknown_idf
@@ -485,7 +487,9 @@ class LexicalIndex:
                     idf = idf_cache[t] = math.log(1.0 + (n_docs - len(p) + 0.5) / (len(p) + 0.5))
                 unit = idf * k1p1
                 scored = {d: qt * (unit * tf / (tf + c0 + c1 * dl[d])) for d, tf in p.items()}
-                known = cache[t] = _TermScores(qt, qt * idf, scored, slots, n_docs)
+                if len(cache) >= KEPT_TERM_SCORES:  # one weight per repetition of a term in a query: bounded
+                    cache.clear()
+                known = cache[(t, qt)] = _TermScores(qt * idf, scored, slots, n_docs)
             ref += known.weight
             if acc is None:
                 if len(known.scores) < n_docs:
