@@ -42,6 +42,7 @@ def marker(label: str, brackets: str = "[]") -> str:
         _labels.add(folded)
         data.cache_clear()
         name.cache_clear()
+        _message_imitates.cache_clear()
     return f"{brackets[0]}{label}{brackets[1]}"
 
 
@@ -49,6 +50,24 @@ def markers_imitated(text: str) -> list[str]:
     """The registered labels `text` shows as a marker (between brackets) in its skeleton."""
     folded = skeleton(text)
     return [label for label in _labels if f"{BRACKET}{label}{BRACKET}" in folded]
+
+
+# Messages up to this many characters have `imitates_marker` kept (the last `KEPT_MESSAGES`): a text asked again is
+# looked at once. A longer one is looked at each time.
+KEPT_MESSAGE_CHARS = 2000
+KEPT_MESSAGES = 256
+
+
+def imitates_marker(message: str) -> bool:
+    """Whether `message` shows any registered marker (`markers_imitated`)."""
+    if len(message) <= KEPT_MESSAGE_CHARS:
+        return _message_imitates(message)
+    return bool(markers_imitated(message))
+
+
+@functools.lru_cache(maxsize=KEPT_MESSAGES)
+def _message_imitates(message: str) -> bool:
+    return bool(markers_imitated(message))
 
 
 @functools.lru_cache(maxsize=65536)

@@ -11,6 +11,7 @@ before it.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -52,13 +53,38 @@ class RecallQuery:
     def of(cls, message: str, context: Sequence[str] = (), caption: str = "") -> RecallQuery | None:
         """The query of `message` (None: nothing to score, as for a greeting without a picture). A message that only
         greets or thanks is not scored, and neither is the conversation before it: the block stays as it was."""
-        if message and not says_nothing(message):
-            text = relevance_query(message)
-            parts = question_parts(text)
+        asked = message_query(message) if message else None
+        if asked is not None:
+            text, parts = asked
             if caption:
                 text = query_text(text, caption)
             return cls(text, parts, conversation_text(context))
         return cls(query_text("", caption)) if caption else None  # a picture alone: its caption is the message
+
+
+# Messages up to this many characters have their analysis kept (the last `KEPT_MESSAGES`): worked out once per text,
+# whether by the message handler (`MemoryService.reply_expected`, with the built-in model) and then the reply, or
+# by a text asked again. Longer ones (rare) are analysed each time.
+KEPT_MESSAGE_CHARS = 2000
+KEPT_MESSAGES = 256
+
+
+def message_query(message: str) -> tuple[str, tuple[str, ...]] | None:
+    """What `message` is scored as, `relevance_query`, and the questions it asks, `question_parts`; None for a message
+    that only greets or thanks."""
+    if len(message) <= KEPT_MESSAGE_CHARS:
+        return _kept_message_query(message)
+    return _message_query(message)
+
+
+def _message_query(message: str) -> tuple[str, tuple[str, ...]] | None:
+    if says_nothing(message):
+        return None
+    text = relevance_query(message)
+    return text, question_parts(text)
+
+
+_kept_message_query = functools.lru_cache(maxsize=KEPT_MESSAGES)(_message_query)
 
 
 def conversation_text(turns: Sequence[str]) -> str:

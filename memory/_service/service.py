@@ -352,8 +352,8 @@ class MemoryService(Components):
     def reply_expected(self, message: str) -> None:
         """A message addressed to the bot arrived (the host's message handler runs before the reply's request):
         with the built-in model, its embedding starts now, off the event loop, so that the reply usually finds it
-        ready. Not with an operator's provider: a member whose memories all fit would cost a call the reply never
-        makes. No I/O."""
+        ready (and the text it scores, worked out here, is kept for the reply: `query.message_query`). Not with an
+        operator's provider: a member whose memories all fit would cost a call the reply never makes. No I/O."""
         settings = self.settings
         if self.vectors is None or self.builtin_model is None or not settings.enable_user_memory:
             return
@@ -443,7 +443,7 @@ class MemoryService(Components):
             return NOTHING_PLACED
         if settings.memory_inject_position == IN_SYSTEM_PROMPT:
             return Placed(block, "")
-        if block and fence.markers_imitated(message):
+        if block and fence.imitates_marker(message):
             block = with_imitation_note(block)
         return Placed(USER_MESSAGE_NOTE, block)
 
