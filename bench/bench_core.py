@@ -13,7 +13,11 @@ Each latency row gives wall time (perf_counter) and CPU time (thread_time: only 
 p50 / p99 / mean. Issue 21's hot-path target, p99 under 100 us, applies to "on_llm_request, a message relevance acts
 on", current, wall time on a quiet machine; on a loaded one (other processes on the cores) wall p99 is mostly time
 spent waiting for a core, and the CPU-time columns are what the plugin's own work costs. "..., a new message each
-call" cycles through 64 different relevant messages, so nothing kept per message text can help.
+call" asks a different relevant message each time (another member), so nothing kept per message text can help, as
+AstrBot's pipeline does: before each (untimed) the message handler sees it arrive; the request hands the conversation
+before it (the last question and its answer); after it (untimed) the reply is done (`on_llm_response`). "..., no
+conversation in the request" is the same in a new conversation (the member's recent messages count instead).
+"message handler, ..." is that handler's own cost.
 
 Run: .venv/bin/python bench/bench_core.py [--members 1000] [--per-member 20] [--saves 300]
 """
@@ -118,7 +122,7 @@ async def bench_injection(
     and the current one, in alternating rounds so both see the same machine load. Each at its own defaults."""
     from _previous import given
     from astrbot.api import AstrBotConfig
-    from astrbot.core.provider.entities import ProviderRequest
+    from astrbot.core.provider.entities import LLMResponse, ProviderRequest
     from astrbot.core.star.context import Context
 
     from _previous import BASELINE, components, load_previous, memory_name
@@ -127,7 +131,10 @@ async def bench_injection(
     member = MemberKey(GROUP, "ou_00500")
     message = "帮我看看这个代码"  # shares no word with the member's memories
     relevant_message = "模块3的回复风格是怎样的"  # shares words with some of them: relevance chooses
-    new_messages = [f"模块{k}的回复风格是怎样的？" for k in range(64)]  # a different text each call
+    # a different text each call (nothing kept per text can help): one per call of that row, warm-up included
+    # (a pair of rare characters makes each text its own: no memory holds them)
+    rare = [chr(0x5000 + i) + chr(0x5200 + j) for i in range(200) for j in range(200)]
+    new_messages = [f"模块{k % 64}的回复风格是怎样的？{rare[k]}" for k in range(iterations + rounds * 200)]
     runs = {}
     previous = previous or BASELINE
     for label, main in ((f"previous ({previous})", load_previous(previous)), ("current", load_plugin_package())):
@@ -147,11 +154,46 @@ async def bench_injection(
         components(observing).store = store
         event = make_event(message, group=GROUP.group_id, user=member.user_id)
         relevant_event = make_event(relevant_message, group=GROUP.group_id, user=member.user_id)
-        new_events = [make_event(m, group=GROUP.group_id, user=member.user_id) for m in new_messages]
-        turn = iter(range(10**12))
+        # other members of the group: what the handler hears of them (`RecentMessages`) stays out of the other rows
+        talk = {
+            user: [make_event(m, group=GROUP.group_id, user=user) for m in new_messages]
+            for user in ("ou_00502", "ou_00503")
+        }
+        for new_event in (e for events in talk.values() for e in events):
+            new_event.is_at_or_wake_command = True  # addressed to the bot, as a message replied to is
+        turns = {user: [0] for user in talk}  # the new message replied to next, per member
+        arrived = iter(range(10**12))
 
-        async def new_message(adapter=None, events=new_events, turn=turn):
-            await adapter(event=events[next(turn) % len(events)])
+        def answer(text: str) -> str:
+            return text.replace("是怎样的？", "是简洁直接。")
+
+        async def new_message(plugin=plugin, user="ou_00502", history=True):
+            """AstrBot's turn: the request hands the conversation before the message (the last question and its
+            answer) unless `history` is off (a new conversation: the member's recent messages count instead)."""
+            turn, events = turns[user], talk[user]
+            event = events[turn[0] % len(events)]
+            before = events[(turn[0] - 1) % len(events)].message_str
+            turn[0] += 1
+            contexts = [{"role": "user", "content": before}, {"role": "assistant", "content": answer(before)}]
+            req = ProviderRequest(
+                prompt=event.message_str, system_prompt="你是群聊助手。", contexts=contexts if history else []
+            )
+            await plugin.inject_memories(event, req)
+            assert "[关于当前用户的记忆]" in given(req)
+
+        async def message_arrives(plugin=plugin):
+            await plugin.observe_group_message(talk["ou_00502"][next(arrived) % len(talk["ou_00502"])])
+
+        async def handled(plugin=plugin, user="ou_00502"):
+            """Untimed, before a reply to a new message: the message handler saw it arrive."""
+            await plugin.observe_group_message(talk[user][turns[user][0] % len(talk[user])])
+
+        async def answered(plugin=plugin, user="ou_00502"):
+            """Untimed, after: the reply is done (`on_llm_response`)."""
+            event = talk[user][(turns[user][0] - 1) % len(talk[user])]
+            note_reply = getattr(plugin, "note_reply", None)
+            if note_reply is not None:
+                await note_reply(event, LLMResponse(role="assistant", completion_text=answer(event.message_str)))
 
         async def direct(recall=recall, store=store, caller=caller, settings=settings):
             await recall.memory_block(store, caller, settings, "老王", message)
@@ -165,7 +207,15 @@ async def bench_injection(
             "Recall.memory_block()": (direct, [], []),
             "on_llm_request (adapter)": (adapter, [], []),
             "on_llm_request, a message relevance acts on": (functools.partial(adapter, event=relevant_event), [], []),
-            "on_llm_request, ..., a new message each call": (functools.partial(new_message, adapter=adapter), [], []),
+            "on_llm_request, ..., a new message each call": (new_message, [], [], handled, answered),
+            "on_llm_request, ..., a new message, no conversation in the request": (
+                functools.partial(new_message, user="ou_00503", history=False),
+                [],
+                [],
+                functools.partial(handled, user="ou_00503"),
+                functools.partial(answered, user="ou_00503"),
+            ),
+            "message handler, a new addressed message each call": (message_arrives, [], []),
             "on_llm_request, background extraction on": (functools.partial(adapter, plugin=observing), [], []),
         }
         if label == "current":  # the todo section: another member of the group with 3 own + 2 group todos
@@ -178,18 +228,23 @@ async def bench_injection(
             )
     for _ in range(rounds):
         for paths in runs.values():
-            for call, samples, cpu in paths.values():
+            for call, samples, cpu, *around in paths.values():
+                before, after = around if around else (None, None)
                 for _ in range(200):  # warm this path again after the other one ran
                     await call()
                 for _ in range(iterations // rounds):
+                    if before is not None:
+                        await before()
                     c0, t0 = time.thread_time_ns(), time.perf_counter_ns()
                     await call()
                     samples.append(time.perf_counter_ns() - t0)
                     cpu.append(time.thread_time_ns() - c0)
+                    if after is not None:
+                        await after()
     return {
         f"{path}, {label}": (*percentiles(samples), *percentiles(cpu))
         for label, paths in runs.items()
-        for path, (_, samples, cpu) in paths.items()
+        for path, (_, samples, cpu, *_) in paths.items()
     }
 
 
