@@ -4,6 +4,8 @@ member's own question before it names nothing the memory says, so what the plugi
 
 import pytest
 
+from memory._recall.conversation import recent_turns, turns_after
+
 from .conftest import Injected
 from .fake_model import Rule, reply, tool_call, user_says
 
@@ -49,3 +51,18 @@ def test_a_follow_up_gets_the_memory_the_conversation_is_about(lark, fake_model,
     follow_up = lark.say("那她呢？", group=group, user=user)
     assert sister in follow_up.memories, "the bot's answer before it, from AstrBot's history, says who 她 is"
     assert "你妹妹在杭州的一家医院当护士" in str(follow_up.first.messages)  # it did come through the history
+
+
+def test_the_turns_astrbot_hands_next_are_those_the_plugin_scores_ahead(lark, fake_model, ids):
+    """When a reply is done the plugin scores the conversation the member's next request will most likely hand (their
+    message, then the reply: `turns_after`), so that a follow-up finds it kept. That guess holds only if AstrBot keeps
+    the member's turn as the message the plugin saw: the history AstrBot hands the next request says it does."""
+    group, user = ids.group(), ids.user()
+    question, answer = "我亲戚们都做什么的？", "你妹妹在杭州的一家医院当护士。"
+    fake_model.script(
+        Rule(user_says("我亲戚们都做什么的"), reply(answer)), Rule(user_says("那她呢"), reply("她挺忙的。"))
+    )
+    lark.say(question, group=group, user=user)
+    follow_up = lark.say("那她呢？", group=group, user=user)
+    history = follow_up.first.messages[:-1]  # what AstrBot handed as the conversation: all but the member's message
+    assert recent_turns(history) == turns_after(question, answer)
