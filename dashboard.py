@@ -19,9 +19,9 @@ from astrbot.api.web import error_response, json_response, request, stream_respo
 from astrbot.api.star import Context
 from starlette.responses import Response
 
+from .astrbot_support import PLUGIN_NAME
 from .memory import InvalidMemoryInput, Manager, MemoryPluginError, Query
 
-PLUGIN_NAME = "astrbot_plugin_user_memory"
 ROUTE_PREFIX = f"/{PLUGIN_NAME}/"
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 200

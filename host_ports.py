@@ -12,7 +12,7 @@ from astrbot.api import logger
 from astrbot.api.event import AstrMessageEvent, MessageChain
 from astrbot.api.star import Context
 
-from .dashboard import PLUGIN_NAME
+from .astrbot_support import PLUGIN_NAME
 from .memory import EmbeddingModel, MemoryPluginError, ModelAnswer, OutgoingMessage, Ports, Roster, Speaker
 from .reply_pictures import describe_picture
 
@@ -63,7 +63,8 @@ class AstrBotPorts:
         if not provider_id and origin:
             provider_id = await self.context.get_current_chat_provider_id(origin)
         elif not provider_id:
-            provider = await self.context.get_using_provider_async()
+            newer = getattr(self.context, "get_using_provider_async", None)  # AstrBot 4.27.3+
+            provider = await newer() if newer is not None else self.context.get_using_provider()
             if provider is None:
                 raise MemoryPluginError("no chat model is configured for memory review")
             provider_id = provider.meta().id

@@ -17,11 +17,15 @@ from astrbot.core.agent.message import TextPart
 from astrbot.core.provider.register import llm_tools
 
 from .attachments import incoming_attachments
-from .dashboard import PLUGIN_NAME, register_routes, release
+from . import astrbot_support as support
+from .astrbot_support import PLUGIN_NAME
 from .host_ports import AstrBotPorts
 from .persona_tools import MEMORY_TOOLS, TOOL_FAMILIES, keep_plugin_tools, offers_every_tool_family
 from .reply_pictures import message_pictures, picture_keys, request_caption
 from .memory import GroupKey, MemberKey, MemoryService, Mention, PrivateSender, Settings, Speaker
+
+if support.WEB_ROUTES:  # the memory page's routes (none before AstrBot 4.26.0: no page there)
+    from .dashboard import register_routes, release
 
 # The event extra holding the ids of the memories injected for this request, read back when its reply is done.
 INJECTED_MEMORIES = "astrbot_plugin_user_memory:injected"
@@ -95,17 +99,19 @@ class UserMemoryPlugin(Star):
         _bridge_service_log()
         settings, warnings = Settings.from_mapping(config)
         self._write_back_effective_settings(settings, config)
-        data_dir = Path(StarTools.get_data_dir(PLUGIN_NAME))
-        self.service = MemoryService(settings, data_dir, AstrBotPorts(context).ports(), setting_warnings=warnings)
-        register_routes(self.context, self.service.manager)  # the dashboard's memory manager is this one's now
+        if not support.TEMPORARY_PARTS:  # a block in the member's message would be saved in the conversation
+            settings = settings.in_system_prompt()
+        data_dir, ports = Path(StarTools.get_data_dir(PLUGIN_NAME)), AstrBotPorts(context).ports()
+        self.service = MemoryService(settings, data_dir, ports, setting_warnings=warnings, host=support.host_lines())
+        if support.WEB_ROUTES:  # the dashboard's memory manager is this one's now
+            register_routes(self.context, self.service.manager)
 
     async def initialize(self) -> None:
         await self.service.start()
 
     async def terminate(self) -> None:
-        release(
-            self.service.manager
-        )  # the dashboard's routes stay registered (AstrBot never removes them): they refuse now
+        if support.WEB_ROUTES:  # the routes stay registered (AstrBot never removes them): they refuse now
+            release(self.service.manager)
         await self.service.stop()
 
     # -- the plugin's config ----------------------------------------------------------------------------------------
@@ -222,14 +228,9 @@ class UserMemoryPlugin(Star):
         """
         speaker = speaker_of(event)
         reading = self.service.tools.attachment_reading(speaker, with_attachment)
-        attachments = await incoming_attachments(event, reading.max_bytes, read=reading.read) if reading else []
+        files = await incoming_attachments(event, reading.max_bytes, read=reading.read) if reading else []
         return await self.service.tools.save_memory(
-            speaker,
-            memory_type=memory_type,
-            content=content,
-            replace_id=replace_id,
-            scope=scope,
-            attachments=attachments,
+            speaker, memory_type=memory_type, content=content, replace_id=replace_id, scope=scope, attachments=files
         )
 
     @filter.llm_tool(name="lark_list_memory")

@@ -152,6 +152,11 @@ class Settings:
         )
         return replace(self, extraction_buffer_size=new_buffer, extraction_every_n_messages=new_every_n), warning
 
+    def in_system_prompt(self) -> Settings:
+        """These settings with the block in the system prompt (`memory_inject_position`): for a host that cannot send
+        a part of the member's message without saving it in the conversation."""
+        return replace(self, memory_inject_position=IN_SYSTEM_PROMPT)
+
     def layout(self) -> dict[str, dict[str, Any]]:
         """The effective values in the config's layout: one section per group, as the dashboard shows them."""
         return {section: {name: _json_value(getattr(self, name)) for name in names} for section, names in SECTIONS}

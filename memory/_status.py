@@ -34,8 +34,13 @@ class Health:
 
 
 def status_text(
-    settings: Settings, warnings: Sequence[SettingWarning], health: Health, secrets: Sequence[ConfigSecret] = ()
+    settings: Settings,
+    warnings: Sequence[SettingWarning],
+    health: Health,
+    secrets: Sequence[ConfigSecret] = (),
+    host: Sequence[str] = (),
 ) -> str:
+    """`host`: the host's release, then what it lacks (`MemoryService`'s `host`)."""
     lines = ["记忆插件状态"]
     if warnings:  # first: what the operator asked for and did not get
         lines += ["", f"【配置警告】{len(warnings)} 条（无效的值已恢复默认，并写回插件配置）"]
@@ -73,6 +78,8 @@ def status_text(
         f"待办提醒：{health.reminders}",
         f"记忆维护：{health.maintenance}",
     ]
+    if host:
+        lines += ["", "【AstrBot】", host[0], *(f"- {lacking}" for lacking in host[1:])]
     return "\n".join(lines)
 
 

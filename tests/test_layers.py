@@ -56,7 +56,15 @@ MAX_LINES = 600
 
 REPO = MEMORY.parent
 # The modules beside memory/: AstrBot's side of the plugin. A new one is listed here on purpose, or not at all.
-ADAPTERS = ("main.py", "dashboard.py", "host_ports.py", "attachments.py", "reply_pictures.py", "persona_tools.py")
+ADAPTERS = (
+    "main.py",
+    "dashboard.py",
+    "host_ports.py",
+    "attachments.py",
+    "reply_pictures.py",
+    "persona_tools.py",
+    "astrbot_support.py",
+)
 MAX_ADAPTER_LINES = 450
 ADAPTER_LINES_BUDGET = 1400  # all of them together
 MAX_PUBLIC_NAMES = 20

@@ -204,7 +204,7 @@ class MemoryCommands:
             storage=storage_line(parts.storage, parts.store),
             encryption=encryption_line(parts.encryption, migration.status_line() if migration is not None else None),
         )
-        return status_text(parts.settings, parts.setting_warnings, health, parts.config_secrets)
+        return status_text(parts.settings, parts.setting_warnings, health, parts.config_secrets, parts.host)
 
     def _reminders_state(self) -> str:
         reminders, zone = self._parts.reminders, self._parts.todo_policy.zone

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
@@ -59,10 +60,18 @@ class Components:
     so see a component the service replaces (semantic recall once an embedding model is attached)."""
 
     def __init__(
-        self, settings: Settings, data_dir: Path, ports: Ports, setting_warnings: list[SettingWarning]
+        self,
+        settings: Settings,
+        data_dir: Path,
+        ports: Ports,
+        setting_warnings: list[SettingWarning],
+        host: Sequence[str] = (),
     ) -> None:
         self.settings = settings
         self.setting_warnings = setting_warnings
+        self.host = tuple(host)
+        for lacking in self.host[1:]:
+            log.warning(f"{self.host[0]}: {lacking}")
         self.data_dir = data_dir
         self.ports = ports
         for warning in setting_warnings:

@@ -84,9 +84,18 @@ NOTHING_PLACED = Placed("", "")
 
 class MemoryService(Components):
     def __init__(
-        self, settings: Settings, data_dir: Path, ports: Ports, *, setting_warnings: list[SettingWarning] | None = None
+        self,
+        settings: Settings,
+        data_dir: Path,
+        ports: Ports,
+        *,
+        setting_warnings: list[SettingWarning] | None = None,
+        host: Sequence[str] = (),
     ) -> None:
-        super().__init__(settings, Path(data_dir), ports, setting_warnings if setting_warnings is not None else [])
+        """`host`: what the host says of itself for `/memory status`, its release first, then a line for each thing
+        it lacks and what the plugin does instead (each logged once, now)."""
+        warnings = setting_warnings if setting_warnings is not None else []
+        super().__init__(settings, Path(data_dir), ports, warnings, host)
         self.injection = Injection(self)
         self.tools = MemoryTools(self)
         self.commands = MemoryCommands(self, self.tools)
