@@ -22,6 +22,8 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 if [ "$("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("astrbot"))' 2>/dev/null)" != "$ASTRBOT_VERSION" ]; then
     echo "Installing astrbot==$ASTRBOT_VERSION into $VENV (this takes a while the first time)"
+    # the pip Python 3.12.1 bundles (23.2.1) backtracks for many minutes over AstrBot 4.26+'s pins; a current one does not
+    "$VENV/bin/python" -m pip install -q --upgrade pip
     "$VENV/bin/python" -m pip install -q "astrbot==$ASTRBOT_VERSION"
 fi
 if grep -qv '^\s*\(#.*\)\?$' requirements.txt 2>/dev/null; then
