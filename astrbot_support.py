@@ -1,8 +1,6 @@
 """What the running AstrBot offers of what the plugin uses (issue 34), found once at import from its own modules: the
-plugin runs on every release from `FLOOR` up and does without what an older one lacks (docs/install.md's table).
-
-Below the floor the import stops with one line naming the release needed (AstrBot logs it as the plugin's reason).
-"""
+plugin runs on every release from `FLOOR` up and does without what an older one lacks (docs/install.md's table); below
+the floor the import stops with one line naming the release needed (AstrBot logs it as the plugin's reason)."""
 
 from __future__ import annotations
 
@@ -11,6 +9,7 @@ import re
 
 from astrbot.core.agent.message import TextPart
 from astrbot.core.config.default import VERSION
+from astrbot.core.persona_mgr import PersonaManager
 
 PLUGIN_NAME = "astrbot_plugin_user_memory"
 FLOOR = (4, 15, 0)  # the lowest release the memory is checked on (CI: scripts/test_release.sh)
@@ -32,6 +31,8 @@ WEB_ROUTES = importlib.util.find_spec("astrbot.api.web") is not None
 PAGE_SHOWN = WEB_ROUTES and RELEASE >= PAGE_FROM
 # a part of the member's message that AstrBot sends but never saves in the conversation (4.24.0)
 TEMPORARY_PARTS = hasattr(TextPart, "mark_as_temp")
+# the persona AstrBot applies to a request, with its tool list (4.18.3)
+PERSONA_RESOLVED = hasattr(PersonaManager, "resolve_selected_persona")
 
 
 def missing() -> list[str]:
@@ -43,10 +44,9 @@ def missing() -> list[str]:
     elif not PAGE_SHOWN:
         lines.append("控制台只从 pages/ 找插件页面（views/ 自 4.29.0 起）：记忆页面不显示，它的接口照常应答")
     if not TEMPORARY_PARTS:
-        lines.append(
-            "没有临时消息片段（TextPart.mark_as_temp，4.24.0 起）：记忆块改放系统提示词"
-            "（memory_inject_position 的后备方式），提示词缓存因此命中不了"
-        )
+        lines.append("没有临时消息片段（TextPart.mark_as_temp，4.24.0 起）：记忆块放进系统提示词，提示词缓存命中不了")
+    if not PERSONA_RESOLVED:
+        lines.append("无法得知请求用的人格（resolve_selected_persona，4.18.3 起）：人格限定了工具时补不回记忆工具")
     return lines
 
 

@@ -12,6 +12,8 @@ from astrbot.api.event import AstrMessageEvent
 from astrbot.api.provider import ProviderRequest
 from astrbot.api.star import Context
 
+from . import astrbot_support as support
+
 # The plugin's tools in two families, judged apart when a persona's tool list leaves them out.
 MEMORY_TOOLS = ("lark_save_memory", "lark_list_memory", "lark_forget_memory", "lark_memory_privacy")
 TODO_TOOLS = ("lark_add_todo", "lark_list_todos", "lark_update_todo")
@@ -73,6 +75,8 @@ async def _persona_tools(
 ) -> list[str] | None:
     """The tool list of the persona AstrBot applied to this request (resolved the way AstrBot resolves it);
     None when the persona takes every tool or cannot be resolved."""
+    if not support.PERSONA_RESOLVED:  # AstrBot before 4.18.3: /memory status says so, not a warning per request
+        return None
     try:
         config = context.get_config(umo=event.unified_msg_origin)
         _, persona, _, _ = await context.persona_manager.resolve_selected_persona(

@@ -74,3 +74,17 @@ async def test_todo_tools_stay_out_while_todos_are_off(host):
     plugin, personas = host
     plugin.service.settings = dataclasses.replace(plugin.service.settings, enable_todos=False)
     assert await offered(plugin, personas, ["get_weather"]) == MEMORY
+
+
+async def test_before_astrbot_4_18_3_the_persona_is_left_alone_without_a_warning_per_request(host, monkeypatch, caplog):
+    """AstrBot 4.15–4.18.2 cannot say which persona a request uses (no `resolve_selected_persona`): the tools stay as
+    AstrBot left them, and `/memory status` says so once instead of a warning on every request."""
+    import sys
+
+    plugin, personas = host
+    support = sys.modules["astrbot_plugin_user_memory.astrbot_support"]
+    monkeypatch.setattr(support, "PERSONA_RESOLVED", False)
+    with caplog.at_level("WARNING"):
+        assert await offered(plugin, personas, ["get_weather"]) == set()  # what AstrBot left: nothing of ours
+    assert not [r for r in caplog.records if "persona" in r.getMessage()]
+    assert any("resolve_selected_persona" in line for line in support.missing())

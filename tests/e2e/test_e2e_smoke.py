@@ -37,6 +37,8 @@ def lacking() -> list[str]:
         expected.append("views/")
     if RELEASE < (4, 24, 0):
         expected.append("mark_as_temp")
+    if RELEASE < (4, 18, 3):
+        expected.append("resolve_selected_persona")
     return expected
 
 
