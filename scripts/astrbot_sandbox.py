@@ -69,6 +69,7 @@ DEMO_SETTINGS = {
     "episode_quiet_minutes": 1,
 }
 DEAD_URL = "http://127.0.0.1:9"  # discard port: nothing listens, connections are refused at once
+LEGACY_DEFAULT_PASSWORD_MD5 = hashlib.md5(b"astrbot").hexdigest()  # every root's password before 4.24.5
 
 # Copied into data/plugins/<name>/: everything in the repo except these.
 EXCLUDE = {
@@ -188,7 +189,49 @@ def dashboard_password_state(root: Path, password: str) -> str:
         return "missing"
     if _hash_matches(stored, password):
         return "ok"
+    if stored == LEGACY_DEFAULT_PASSWORD_MD5:  # before 4.24.5 every root starts with "astrbot": nobody chose it
+        return "generated"
     return "generated" if dash.get("password_change_required") else "changed"
+
+
+def legacy_dashboard_login(root: Path) -> bool:
+    """Whether the root's AstrBot keeps the dashboard password as a bare MD5 and compares the login's password
+    field with it as it is (before 4.24.5: the dashboard page sends the MD5, `dashboard/routes/auth.py` `login`).
+    From 4.24.5 the config has `pbkdf2_password` (AstrBot adds the keys of its defaults to every config it loads)
+    and the login takes the password itself."""
+    try:
+        dash = _read_json(Path(root) / "data" / "cmd_config.json").get("dashboard") or {}
+    except (OSError, ValueError):
+        return False
+    return "pbkdf2_password" not in dash
+
+
+# Run in the root by the AstrBot interpreter before `astrbot init`: importing astrbot.core writes the release's
+# data/cmd_config.json (from 4.24.5 with ASTRBOT_DASHBOARD_INITIAL_PASSWORD as its password; before, the MD5 of
+# "astrbot"), and says what this release's CLI and wheel offer.
+_HOST_PROBE = """
+import json, pathlib
+import astrbot
+from astrbot.core import astrbot_config  # noqa: F401  (writes data/cmd_config.json)
+from astrbot.core.config.default import VERSION
+from astrbot.cli.commands.cmd_init import init
+print(json.dumps({
+    "version": VERSION,
+    "init_yes": any("--yes" in getattr(p, "opts", ()) for p in init.params),
+    "bundled_dashboard": (pathlib.Path(astrbot.__file__).parent / "dashboard" / "dist").is_dir(),
+}))
+"""
+
+
+def _probe_host(root: Path, env: dict) -> dict:
+    done = subprocess.run([sys.executable, "-c", _HOST_PROBE], cwd=root, env=env, capture_output=True, text=True)
+    try:
+        return json.loads(done.stdout.strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        raise SandboxError(
+            f"could not read the installed AstrBot's version and config in {root} (exit {done.returncode}); "
+            f"running the same command again retries it.\n{(done.stdout + done.stderr).strip()[-2000:]}"
+        ) from None
 
 
 def init_root(root: Path, password: str) -> str:
@@ -206,8 +249,28 @@ def init_root(root: Path, password: str) -> str:
     env = {**os.environ, "ASTRBOT_ROOT": str(root), "ASTRBOT_DASHBOARD_INITIAL_PASSWORD": password}
     if state == "generated":
         env["ASTRBOT_RESET_DASHBOARD_PASSWORD"] = "1"
-    done = subprocess.run([*astrbot_cmd(), "init", "-y"], cwd=root, env=env, capture_output=True, text=True)
+    (root / "data").mkdir(parents=True, exist_ok=True)
+    host = _probe_host(root, env)
+    if not host["bundled_dashboard"]:
+        # Before 4.20.1 the wheel has no dashboard page: `astrbot init` and `astrbot run` ask whether to download
+        # it from GitHub (cli/utils/basic.py `check_dashboard`) and stop at the unanswered question. The dashboard's
+        # API is all the sandbox needs: mark this release's page as installed (data/dist/assets/version).
+        version_file = root / "data" / "dist" / "assets" / "version"
+        version_file.parent.mkdir(parents=True, exist_ok=True)
+        version_file.write_text(f"v{host['version']}", encoding="utf-8")
+    # `-y` from 4.27.1; before, init asks once whether this is the root (the "y" on its stdin)
+    init = ["init", "-y"] if host["init_yes"] else ["init"]
+    done = subprocess.run(
+        [*astrbot_cmd(), *init], cwd=root, env=env, input="y\n", capture_output=True, text=True
+    )
     state = dashboard_password_state(root, password)
+    if state == "generated" and legacy_dashboard_login(root):
+        # before 4.24.5 AstrBot has no initial-password setting: the config holds the MD5 of "astrbot", and the
+        # dashboard's own password change writes the new password's MD5 there (dashboard/routes/auth.py)
+        cfg = _read_json(root / "data" / "cmd_config.json")
+        cfg["dashboard"]["password"] = hashlib.md5(password.encode()).hexdigest()
+        _write_json(root / "data" / "cmd_config.json", cfg)
+        state = dashboard_password_state(root, password)
     if done.returncode != 0 or state != "ok":
         raise SandboxError(
             f"`astrbot init` in {root} failed (exit {done.returncode}); running the same command "
@@ -269,6 +332,7 @@ def prepare_root(
     root: Path,
     *,
     lark_domain: str | None = None,
+    lark_bot_name: str | None = None,
     model_base: str | None = None,
     offline: bool = True,
     password: str = DEFAULT_PASSWORD,
@@ -285,6 +349,8 @@ def prepare_root(
     """Create (or update) an AstrBot root at `root` and install the plugin into it.
 
     lark_domain: add the Lark webhook platform with this open-API base (a fake Lark server).
+    lark_bot_name: the Lark bot's name, by which AstrBot before 4.25.0 knows an @-mention is of the bot (its
+                 `lark_bot_name` setting; later releases ask Lark's bot info and ignore it).
     model_base:  add an OpenAI-compatible chat + embedding provider at this api_base, as the default chat model.
     plugin_settings: plugin config values to set (the rest of the plugin's config is kept).
     onebot_port: add a QQ platform (aiocqhttp: OneBot v11 over a reverse WebSocket, as NapCat or Lagrange connect
@@ -332,6 +398,7 @@ def prepare_root(
                 "webhook_uuid": WEBHOOK_UUID,
                 "lark_encrypt_key": "",
                 "lark_verification_token": "",
+                **({"lark_bot_name": lark_bot_name} if lark_bot_name else {}),
             }
         ]
     if onebot_port is not None:
@@ -397,9 +464,15 @@ def prepare_root(
                 "proxy": "",
             },
         ]
-        model_cfg = cfg.setdefault("agent_runner", {}).setdefault("config", {}).setdefault("model", {})
-        model_cfg["provider_id"] = CHAT_PROVIDER_ID
-        model_cfg["request_max_retries"] = 1  # a failing fake should fail the test fast
+        provider_settings = cfg.setdefault("provider_settings", {})
+        if "default_provider_id" in provider_settings:  # before 4.28.0 the default chat model is set here
+            provider_settings["default_provider_id"] = CHAT_PROVIDER_ID
+            if "request_max_retries" in provider_settings:  # 4.26.0 to 4.27.x
+                provider_settings["request_max_retries"] = 1
+        else:  # from 4.28.0 under agent_runner (the config AstrBot wrote has the keys of its own release)
+            model_cfg = cfg.setdefault("agent_runner", {}).setdefault("config", {}).setdefault("model", {})
+            model_cfg["provider_id"] = CHAT_PROVIDER_ID
+            model_cfg["request_max_retries"] = 1  # a failing fake should fail the test fast
     if image_caption is not None:
         caption_id = VISION_PROVIDER_ID if image_caption else ""
         cfg.setdefault("provider_settings", {})["default_image_caption_provider_id"] = caption_id
@@ -473,6 +546,7 @@ class AstrBot:
         self.proc: subprocess.Popen | None = None
         self._own_group = False
         self._token: str | None = None
+        self._v1_api: bool | None = None
 
     @property
     def base_url(self) -> str:
@@ -570,7 +644,10 @@ class AstrBot:
     def login(self) -> str:
         if self._token is None:
             try:
-                res = self.api("POST", "/api/auth/login", {"username": USERNAME, "password": self.password}, auth=False)
+                password = self.password
+                if legacy_dashboard_login(self.root):  # before 4.24.5 the login sends the MD5 the config holds
+                    password = hashlib.md5(password.encode()).hexdigest()
+                res = self.api("POST", "/api/auth/login", {"username": USERNAME, "password": password}, auth=False)
             except urllib.error.HTTPError as e:
                 if e.code == 401:  # waiting longer cannot help: say so at once instead of timing out
                     raise SandboxError(
@@ -590,18 +667,35 @@ class AstrBot:
                 return p
         return None
 
+    @property
+    def v1_api(self) -> bool:
+        """Whether the dashboard has the /api/v1 routes (FastAPI, from 4.26.0); before, only the Quart /api ones."""
+        if self._v1_api is None:
+            try:
+                self.api("GET", "/api/v1/plugins/failed")
+                self._v1_api = True
+            except (urllib.error.HTTPError, ValueError):  # Quart: 404, or its page for an unknown path
+                self._v1_api = False
+        return self._v1_api
+
     def failed_plugins(self) -> dict:
+        path = "/api/v1/plugins/failed" if self.v1_api else "/api/plugin/source/get-failed-plugins"  # 4.20+
         try:
-            return self.api("GET", "/api/v1/plugins/failed").get("data") or {}
+            return self.api("GET", path).get("data") or {}
         except Exception:
             return {}
 
     def get_plugin_config(self, name: str = PLUGIN_NAME) -> dict:
+        if not self.v1_api:
+            return self.api("GET", f"/api/config/get?plugin_name={name}")["data"]  # {"config", "metadata"}, as v1
         return self.api("GET", f"/api/v1/plugins/config?plugin_id={name}")["data"]
 
     def set_plugin_config(self, config: dict, name: str = PLUGIN_NAME) -> dict:
         """Save plugin config the way the dashboard does (AstrBot then reloads the plugin)."""
-        res = self.api("PUT", "/api/v1/plugins/config", {"plugin_id": name, "config": config})
+        if self.v1_api:
+            res = self.api("PUT", "/api/v1/plugins/config", {"plugin_id": name, "config": config})
+        else:
+            res = self.api("POST", f"/api/config/plugin/update?plugin_name={name}", config)
         if res.get("status") != "ok":
             raise RuntimeError(f"saving plugin config failed: {res}")
         self.wait_ready(60)
@@ -824,6 +918,7 @@ def _run(args: argparse.Namespace) -> int:
         prepare_root(
             root,
             lark_domain=args.lark_domain,
+            lark_bot_name=fakes[3] if fakes else None,
             model_base=args.model_base,
             password=password,
             admins=args.admin,

@@ -332,7 +332,14 @@ def _fresh_fakes(request):
 
 
 def _prepare(root: Path, fake_lark: FakeLark, fake_model: FakeModel, **prepare) -> sandbox.AstrBot:
-    sandbox.prepare_root(root, lark_domain=fake_lark.url, model_base=fake_model.api_base, log_level="DEBUG", **prepare)
+    sandbox.prepare_root(
+        root,
+        lark_domain=fake_lark.url,
+        lark_bot_name=fake_lark.bot_name,
+        model_base=fake_model.api_base,
+        log_level="DEBUG",
+        **prepare,
+    )
     bot = sandbox.AstrBot(root)
     _live["bots"].append(bot)  # in the failure report from now on, also if start-up fails
     return bot
