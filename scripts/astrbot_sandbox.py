@@ -260,9 +260,7 @@ def init_root(root: Path, password: str) -> str:
         version_file.write_text(f"v{host['version']}", encoding="utf-8")
     # `-y` from 4.27.1; before, init asks once whether this is the root (the "y" on its stdin)
     init = ["init", "-y"] if host["init_yes"] else ["init"]
-    done = subprocess.run(
-        [*astrbot_cmd(), *init], cwd=root, env=env, input="y\n", capture_output=True, text=True
-    )
+    done = subprocess.run([*astrbot_cmd(), *init], cwd=root, env=env, input="y\n", capture_output=True, text=True)
     state = dashboard_password_state(root, password)
     if state == "generated" and legacy_dashboard_login(root):
         # before 4.24.5 AstrBot has no initial-password setting: the config holds the MD5 of "astrbot", and the
