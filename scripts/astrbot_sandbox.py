@@ -9,8 +9,8 @@ scripts/run.sh. Standard library only, run by an interpreter that has `astrbot` 
     python scripts/astrbot_sandbox.py say "记住，在这个群叫我老王"      # talk to the --demo bot, print its reply
     python scripts/astrbot_sandbox.py prepare --root DIR --lark-domain URL --model-base URL --offline
 
-A root is initialised (`astrbot init -y` with ASTRBOT_DASHBOARD_INITIAL_PASSWORD) until cmd_config.json holds the
-hash of our password: a run that failed half-way (or a root whose password AstrBot generated itself because init
+A root is initialised (`astrbot init -y` with ASTRBOT_DASHBOARD_INITIAL_PASSWORD; on an older AstrBot what that
+release offers instead, see `init_root`) until cmd_config.json holds the hash of our password: a run that failed half-way (or a root whose password AstrBot generated itself because init
 had failed) is initialised again by simply running the same command. Then cmd_config.json is
 edited and the plugin is copied into data/plugins/<name>/ (the repository minus .git, .venv, tests, bench,
 scripts, caches), the way a user installs it; its requirements.txt is pip-installed when something is missing.
