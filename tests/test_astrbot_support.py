@@ -85,3 +85,12 @@ def test_below_the_floor_the_import_stops_with_one_line(monkeypatch):
         spec.loader.exec_module(module)
     message = str(raised.value)
     assert "\n" not in message and "AstrBot ≥ 4.15.0" in message and "4.14.2" in message
+
+
+def test_metadata_and_docs_say_the_floor_and_the_newest_release_checked(support):
+    floor = ".".join(map(str, support.FLOOR))
+    metadata = (REPO / "metadata.yaml").read_text(encoding="utf-8")
+    assert f'astrbot_version: ">={floor},<5"' in metadata  # what AstrBot's market shows and checks
+    for page in ("docs/install.md", "docs/en/install.md"):
+        text = (REPO / page).read_text(encoding="utf-8")
+        assert f"≥ {floor}" in text and f"| {support.NEWEST_CHECKED}" in text, page  # the table of releases checked
