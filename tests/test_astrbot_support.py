@@ -91,6 +91,7 @@ def test_metadata_and_docs_say_the_floor_and_the_newest_release_checked(support)
     floor = ".".join(map(str, support.FLOOR))
     metadata = (REPO / "metadata.yaml").read_text(encoding="utf-8")
     assert f'astrbot_version: ">={floor},<5"' in metadata  # what AstrBot's market shows and checks
+    assert f"newest release checked: {support.NEWEST_CHECKED}" in metadata
     for page in ("docs/install.md", "docs/en/install.md"):
         text = (REPO / page).read_text(encoding="utf-8")
         assert f"≥ {floor}" in text and f"| {support.NEWEST_CHECKED}" in text, page  # the table of releases checked
