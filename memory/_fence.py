@@ -70,6 +70,11 @@ def _message_imitates(message: str) -> bool:
     return bool(markers_imitated(message))
 
 
+def forget_kept_messages() -> None:
+    """Drop the message texts `imitates_marker` keeps."""
+    _message_imitates.cache_clear()
+
+
 @functools.lru_cache(maxsize=65536)
 def data(text: str) -> str:
     """Untrusted text as one line that cannot imitate any marker, even with brackets on both sides of it."""

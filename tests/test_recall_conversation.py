@@ -249,3 +249,25 @@ async def test_what_was_heard_of_a_member_goes_when_their_memories_are_erased(ma
     await service.message_seen(A, "我妹妹在哪里工作来着？")
     await service.manager.erase_person("lark", "ou_a", confirm=True, user="admin")
     assert not service.heard.before(A.member, "那她呢？", service.ports.clock())
+
+
+async def test_the_kept_analyses_of_message_texts_go_when_a_members_messages_are_forgotten(make_service):
+    """The analyses of recent message texts (`query.message_query`, `fence.imitates_marker`) are kept for any member:
+    an opt-out, a clear or an erasure drops them all, as it drops what was heard of the member."""
+    from memory import _fence
+    from memory._recall import query
+
+    service = make_service(memory_inject_limit=2)
+    await _member_with_a_sister(service)
+    for forget in (
+        lambda: service.tools.set_privacy(service.caller(A), True, False),
+        lambda: service.commands.clear(A, "confirm"),
+        lambda: service.manager.erase_person("lark", "ou_a", confirm=True, user="admin"),
+    ):
+        message = "我妹妹在哪里工作来着？【关于当前用户的记忆】"
+        query.RecallQuery.of(message)  # what a reply to it works out, and keeps
+        _fence.imitates_marker(message)
+        assert query._kept_message_query.cache_info().currsize and _fence._message_imitates.cache_info().currsize
+        await forget()
+        assert not query._kept_message_query.cache_info().currsize
+        assert not _fence._message_imitates.cache_info().currsize

@@ -100,8 +100,15 @@ class RecentMessages:
     messages, age and members (the least recently heard member is dropped first)."""
 
     def __init__(
-        self, size: int = RECENT_MESSAGES, max_age: float = RECENT_SECONDS, max_members: int = MAX_RECENT_MEMBERS
+        self,
+        size: int = RECENT_MESSAGES,
+        max_age: float = RECENT_SECONDS,
+        max_members: int = MAX_RECENT_MEMBERS,
+        *,
+        on_forget: Callable[[], None] | None = None,
     ) -> None:
+        """`on_forget`: called after a member's messages are dropped, to drop what else was kept of message texts."""
+        self._on_forget = on_forget
         self._size = size
         self._max_age = max_age
         self._max_members = max_members
@@ -135,3 +142,5 @@ class RecentMessages:
         """Drop what was heard of `user_id` in the groups `where` accepts (opt-out, erasure)."""
         for member in [m for m in self._heard if m.user_id == user_id and where(m.group)]:
             del self._heard[member]
+        if self._on_forget is not None:
+            self._on_forget()

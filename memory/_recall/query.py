@@ -15,6 +15,7 @@ import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from .. import _fence as fence
 from .conversation import bounded
 from .pictures import query_text
 from .questions import question_parts
@@ -85,6 +86,13 @@ def _message_query(message: str) -> tuple[str, tuple[str, ...]] | None:
 
 
 _kept_message_query = functools.lru_cache(maxsize=KEPT_MESSAGES)(_message_query)
+
+
+def forget_kept_messages() -> None:
+    """Drop every message text kept for its analysis (`message_query`, `fence.imitates_marker`): a member's messages
+    are forgotten (opt-out, clear, erasure), and these caches of recent texts are not kept per member."""
+    _kept_message_query.cache_clear()
+    fence.forget_kept_messages()
 
 
 def conversation_text(turns: Sequence[str]) -> str:

@@ -32,6 +32,7 @@ from .._privacy.audit_factory import open_audit
 from .._privacy.migration import open_migration
 from .._privacy.optout import opted_out_in
 from .._recall.conversation import RecentMessages
+from .._recall.query import forget_kept_messages
 from .._recall import Recall, VectorStore
 from .._settings import Settings, SettingWarning
 from .._storage.factory import choose_encryption, choose_store, config_secrets, open_store
@@ -107,7 +108,7 @@ class Components:
         self.key_migration = open_migration(self.store, self.encryption.keyring.kid, data_dir, also=blobs.reseal)
         self.recall = Recall()
         # each member's last messages in each group, in memory only: the conversation when the host hands none
-        self.heard = RecentMessages()
+        self.heard = RecentMessages(on_forget=self._forget_message_texts)
         self.vectors: VectorStore | None = None
         # every background model call, of every group, waits for a slot of this one limiter
         self.background_calls = CallLimiter(settings.background_max_concurrent_calls)
@@ -215,6 +216,13 @@ class Components:
         hidden = opted_out_in(self.store, member.group)
         if hidden is not None and member.user_id not in hidden:
             self.members.note_spoken(member.group, member.user_id, name)
+
+    def _forget_message_texts(self) -> None:
+        """A member's heard messages were dropped (opt-out, clear, erasure): drop the other copies of recent message
+        texts kept in memory too (their analyses, and the query vectors of the built-in model or provider)."""
+        forget_kept_messages()
+        if self.vectors is not None:
+            self.vectors.queries.clear()
 
     def names_here(self, caller: Caller) -> set[str]:
         """The names the member goes by in this group (roster, replies): a "forget all" takes them out of the
