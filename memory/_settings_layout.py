@@ -44,7 +44,7 @@ TITLES: dict[str, tuple[str, str]] = {
     ),
     "todos": ("待办与提醒", "成员可以让机器人记下待办，到点在群里提醒。"),
     "episodes": (
-        "对话片段：记得聊过什么",
+        "情境记忆：记得聊过什么",
         "需要开启「自动记忆」。把群聊按段落概括下来，成员问“上次聊了什么”时能答上来。",
     ),
     "aging": (
@@ -67,7 +67,7 @@ ITEMS: dict[str, Item] = {
     "memory_inject_limit": Item(
         "每次回复最多带上几条该成员自己的记忆",
         "先放该成员自己的要求，其余名额给与当前消息最相关的记忆。群规和群公共记忆另有名额（下一项），不占这里的名额；"
-        "待办和对话片段占这里的名额。0 表示回复时不带任何记忆（也不带群公共记忆、待办和对话片段）。",
+        "待办和情境记忆占这里的名额。0 表示回复时不带任何记忆（也不带群公共记忆、待办和情境记忆）。",
     ),
     "group_memory_inject_limit": Item(
         "每次回复最多带上几条群公共记忆",
@@ -167,7 +167,7 @@ ITEMS: dict[str, Item] = {
     ),
     "memory_inject_position": Item(
         "记忆放在哪里",
-        "放在成员消息里（默认）：记忆、待办、对话片段和当前时间作为本条消息的临时附加内容交给模型，不存入对话历史；"
+        "放在成员消息里（默认）：记忆、待办、情境记忆和当前时间作为本条消息的临时附加内容交给模型，不存入对话历史；"
         "系统提示词对每位成员、每条消息都一样，模型服务商（DeepSeek、OpenAI、Anthropic 等）可以缓存提示词的前缀，"
         "费用更低、回复更快。放在系统提示词里：旧版的做法，系统提示词随成员和消息变化，之后的内容都无法命中缓存；"
         "只在所用模型明显更遵守系统提示词里的记忆时选它。AstrBot 4.24.0 以前没有临时附加内容，总是放在系统提示词里。",
@@ -180,7 +180,7 @@ ITEMS: dict[str, Item] = {
     "enable_background_extraction": Item(
         "自动从群聊中记住信息",
         "开启后插件阅读群里的全部消息（不只是 @机器人 的），每隔若干条或群里安静一会儿后，调用一次模型提取值得记住的事，"
-        "也生成对话片段。会产生额外的模型费用，可用 /memory stats 查看。",
+        "也生成情境记忆。会产生额外的模型费用，可用 /memory stats 查看。",
     ),
     "extraction_provider_id": Item(
         "提取使用的模型（可选）",
@@ -196,7 +196,7 @@ ITEMS: dict[str, Item] = {
     "extraction_max_operations": Item("每次提取最多改动几条记忆", "模型一次提出更多改动时，多出的不执行，记入日志。"),
     "extraction_excluded_groups": Item(
         "不观察的群",
-        "每项一个群号，或 平台:群号（如 lark:oc_xxx）。这些群里的消息不会被自动提取、不生成对话片段、不缓存名字；"
+        "每项一个群号，或 平台:群号（如 lark:oc_xxx）。这些群里的消息不会被自动提取、不生成情境记忆、不缓存名字；"
         "成员明确要求保存的记忆和待办照常可用。",
     ),
     "background_max_concurrent_calls": Item(
@@ -241,7 +241,7 @@ ITEMS: dict[str, Item] = {
     ),
     # episodes
     "episode_inject_limit": Item(
-        "每次回复最多带上几段对话片段",
+        "每次回复最多带上几段情境记忆",
         "成员说“上次”“昨天”等时间词时按时间挑选，其余按相关度；占用「每次回复最多带上几条记忆」和字数上限中的名额。"
         "0 表示不带。",
     ),
@@ -250,10 +250,10 @@ ITEMS: dict[str, Item] = {
     ),
     "episode_quiet_minutes": Item("群里安静多少分钟算一段结束", "安静这么久后，当前这段对话结束并被概括。"),
     "episode_decay_after_days": Item(
-        "对话片段多少天后开始淡出", "之后每天按下一项的比例降低重要度，越旧越不容易被带上。"
+        "情境记忆多少天后开始淡出", "之后每天按下一项的比例降低重要度，越旧越不容易被带上。"
     ),
-    "episode_decay_factor": Item("对话片段每天保留的比例", "1 表示不淡出。", slider_step=0.05),
-    "episode_max_age_days": Item("对话片段多少天后归档", "归档的片段不再被带上，在「归档保留几天」之后彻底清除。"),
+    "episode_decay_factor": Item("情境记忆每天保留的比例", "1 表示不淡出。", slider_step=0.05),
+    "episode_max_age_days": Item("情境记忆多少天后归档", "归档的片段不再被带上，在「归档保留几天」之后彻底清除。"),
     # aging
     "memory_decay_after_days": Item(
         "自动记忆多少天没被用到后开始淡出",
@@ -299,7 +299,7 @@ ITEMS: dict[str, Item] = {
         "长期不用而归档的重要度上限", "重要度高于这个值的记忆不会因为长期不用而归档。", slider_step=0.01
     ),
     "archive_retention_days": Item(
-        "归档保留几天", "归档的记忆和对话片段保留这么多天后彻底清除，在此之前可以在记忆管理页恢复。"
+        "归档保留几天", "归档的记忆和情境记忆保留这么多天后彻底清除，在此之前可以在记忆管理页恢复。"
     ),
     "maintenance_interval_hours": Item(
         "多久整理一次（小时）",
@@ -338,7 +338,7 @@ ITEMS: dict[str, Item] = {
     # privacy
     "encryption_key": Item(
         "加密密钥（建议用环境变量）",
-        "设置后，记忆、待办、对话片段、变更记录和向量的内容加密保存（AES-GCM）。"
+        "设置后，记忆、待办、情境记忆、变更记录和向量的内容加密保存（AES-GCM）。"
         "推荐：把密钥设为 AstrBot 进程的环境变量 USER_MEMORY_ENCRYPTION_KEY（它优先），这里留空；"
         "填在这里的密钥以明文保存在配置文件里，任何能登录控制台的人都能读到。"
         "格式：32 字节的 base64 或 64 位十六进制，可用 python scripts/rotate_key.py --new-key 生成。"
@@ -361,6 +361,11 @@ def _default_text(default: Any) -> str:
     return f"{default:g}" if isinstance(default, float) else str(default)
 
 
+def _number(value: float) -> str:
+    """A bound as people write it: 1000000, not 1e+06; 0.05 as it is."""
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
 def _range_text(name: str, default: Any) -> str:
     """The sentence every number's hint ends with: its range, its default, and what an invalid value does."""
     shown = _default_text(default)
@@ -369,7 +374,7 @@ def _range_text(name: str, default: Any) -> str:
     if name in _RANGES:
         low, high = _RANGES[name]
         kind = "整数" if isinstance(default, int) else "数字"
-        return f"范围 {low:g}–{high:g}，默认 {shown}；超出范围或不是{kind}时恢复默认。"
+        return f"范围 {_number(low)}–{_number(high)}，默认 {shown}；超出范围或不是{kind}时恢复默认。"
     return f"默认{shown}。"
 
 

@@ -163,3 +163,11 @@ async def test_a_script_writing_an_old_flat_key_still_changes_the_setting(astrbo
     await second.terminate()
     saved = json.loads((astrbot_root / "data" / "config" / f"{PLUGIN_NAME}_config.json").read_text("utf-8-sig"))
     assert saved["todos"]["enable_todos"] is False and saved["enable_todos"] is True
+
+
+def test_the_page_names_episodes_as_everything_else_does_and_writes_bounds_as_people_do():
+    """Issue 35 item 11: the settings called episodes 对话片段 while the page, README and commands say 情境记忆, and a
+    hint read "范围 16–1e+06"."""
+    schema = (REPO / "_conf_schema.json").read_text(encoding="utf-8")
+    assert "对话片段" not in schema and "情境记忆" in schema
+    assert "e+0" not in schema and "范围 16–1000000" in schema
