@@ -325,7 +325,7 @@ async def revert_route(call: Call) -> dict[str, Any]:
     return await call.manager.revert(*call.document(), call.params.get("entry_id"), user=call.user)
 
 
-@route("person/erase", "POST", "记忆管理：删除某人在该平台所有群的全部数据（不可撤销，需确认）")
+@route("person/erase", "POST", "记忆管理：删除某人（ID 或名字）在该平台所有群的全部数据（不可撤销，需确认）")
 async def erase_route(call: Call) -> dict[str, Any]:
     platform, user_id = call.platform(), call.text("user_id", required=True)
     return await call.manager.erase_person(platform, user_id, confirm=call.confirmed(), user=call.user)

@@ -150,6 +150,25 @@ class MemberDirectory:
                 found.update(uid for uid, name in roster.names.items() if folded in name.casefold())
         return found
 
+    def called(self, platform: str, name: str) -> dict[str, set[GroupKey]]:
+        """The user ids of `platform` whose name is `name` (case ignored), each with the groups where it is theirs
+        (in a roster, or as a reply called them): a name an admin typed, before it stands for one person."""
+        folded = name.strip().casefold()
+        found: dict[str, set[GroupKey]] = {}
+        named = [(key, uid, n) for (key, uid), n in self._spoken.items()]
+        named += [(key, uid, n) for key, roster in self._rosters.items() for uid, n in roster.names.items()]
+        for key, uid, n in named:
+            if key.platform == platform and n.strip().casefold() == folded:
+                found.setdefault(uid, set()).add(key)
+        return found
+
+    def knows(self, platform: str, user_id: str) -> bool:
+        """Whether a roster or a reply of `platform` knows the user id (named or only listed)."""
+        return any(k.platform == platform and uid == user_id for k, uid in self._spoken) or any(
+            key.platform == platform and (user_id in roster.names or user_id in roster.members)
+            for key, roster in self._rosters.items()
+        )
+
     def forget(self, user_id: str) -> None:
         """Drop a member's cached name from every roster (an erasure of everything about them); the next fetch
         may bring it back only if the platform still lists them."""

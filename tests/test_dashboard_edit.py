@@ -363,8 +363,9 @@ async def test_move_and_erase_through_the_routes(make_plugin):
     assert (back["scope"], back["owner"]) == ("member", "ou_userA")
 
     body = {"platform": "lark", "user_id": "ou_userA"}
-    status, payload = await call(plugin, "person/erase", body=body)
-    assert payload["status"] == "error" and await plugin.service.store.memories(G, "ou_userA")
+    preview = await data(plugin, "person/erase", body=body)  # without confirm: whom it would erase, nothing more
+    assert preview["user_id"] == "ou_userA" and "complete" not in preview
+    assert await plugin.service.store.memories(G, "ou_userA")
     report = await data(plugin, "person/erase", body={**body, "confirm": True})
     assert report["complete"] and report["memories"] == {"lark:oc_group1": 1, "lark:oc_other": 1}
     assert (

@@ -198,8 +198,8 @@ async def test_history_pages_and_a_revert_by_entry_id(host):
 
 async def test_erasing_a_person_needs_confirmation_and_forgets_their_names(host):
     await host.roster(G, {"ou_wang": "老王"})
-    with pytest.raises(InvalidMemoryInput, match="请确认"):
-        await host.manager.erase_person("lark", "ou_wang", confirm=False, user="admin")
+    preview = await host.manager.erase_person("lark", "ou_wang", confirm=False, user="admin")
+    assert preview["user_id"] == "ou_wang" and "无法撤销" in preview["confirm"] and "complete" not in preview
     assert await host.store.memories(G, "ou_wang")
     report = await host.manager.erase_person("lark", "ou_wang", confirm=True, user="admin")
     assert report["complete"] and report["memories"] == {"lark:oc_group1": 2, "lark:oc_group2": 1, "lark:(global)": 1}

@@ -40,6 +40,16 @@ class ErasureReport:
     def complete(self) -> bool:
         return not self.failed
 
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "complete": self.complete,
+            "memories": self.memories,
+            "todos": self.todos,
+            "episodes": self.episodes,
+            "reattributed": self.reattributed,
+            "failed": self.failed,
+        }
+
 
 def _concerns(doc: GroupDocument, todos: Iterable[Todo], user_id: str) -> bool:
     return (
@@ -74,6 +84,38 @@ def _logs_memories(entries: Iterable[dict[str, Any]], user_id: str) -> bool:
         e.get("kind") == MEMORY and not e.get("erased") and e.get("owner") == user_id and e.get("scope") != "group"
         for e in entries
     )
+
+
+async def traces(
+    store: MemoryStore, platform: str, user_id: str, groups: Iterable[GroupKey], names: Iterable[str] = ()
+) -> dict[str, int]:
+    """Where an erasure of the person would take anything (the platform's groups and its global memories, the
+    change log's content included): per group, how many of their memories (archived ones too) are there. A group
+    that cannot be read counts (the erasure reports it). Empty: nothing about them anywhere. Keeps nothing loaded
+    that it found unloaded and that holds nothing of theirs."""
+    found: dict[str, int] = {}
+    known = tuple(names)
+    keys = [k for k in dict.fromkeys(groups) if k.platform == platform and not k.is_global]
+    for key in [*keys, GroupKey.global_for(platform)]:
+        was_loaded = store.peek(key, GROUP_OWNER) is not None
+        try:
+            doc, todos, entries = await store.document(key), await store.todos(key), await store.log_entries(key)
+            episodes = [] if key.is_global else await store.episodes(key)
+        except StorageUnavailable:
+            found[str(key)] = 0
+            continue
+        named = episode_erasure.names_of(episodes, user_id, known)
+        if (
+            _concerns(doc, todos, user_id)
+            or _logged_todos(entries, user_id)
+            or _logs_memories(entries, user_id)
+            or any(episode_erasure.without_member(e, user_id, named) != e for e in episodes)
+        ):
+            entry = doc.users.get(user_id)
+            found[str(key)] = (entry.memory_count() if entry else 0) + sum(a.owner == user_id for a in doc.archive)
+        elif not was_loaded:
+            store.unload(key)
+    return found
 
 
 async def erase_person(

@@ -138,6 +138,10 @@ class RecentMessages:
             recent.pop()
         return tuple(recent[-MAX_TURNS:])
 
+    def holds(self, user_id: str, where: Callable[[GroupKey], bool]) -> bool:
+        """Whether anything was heard of `user_id` in the groups `where` accepts (what an erasure also takes)."""
+        return any(m.user_id == user_id and where(m.group) for m in self._heard)
+
     def forget_member(self, user_id: str, where: Callable[[GroupKey], bool]) -> None:
         """Drop what was heard of `user_id` in the groups `where` accepts (opt-out, erasure)."""
         for member in [m for m in self._heard if m.user_id == user_id and where(m.group)]:

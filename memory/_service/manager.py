@@ -43,6 +43,7 @@ from .._manage.edit import (
     move_to_member,
 )
 from .._manage.erase import erase_person
+from .._manage.erase_target import find_person
 from .._manage.history import before_id, history_page, page_limit, revert_entry
 from .._manage.stats import InjectionCounts
 from .._manage.todos import group_todos, todo_json, update_group_todo
@@ -391,28 +392,21 @@ class Manager:
         )
         return {"message": message}
 
-    async def erase_person(self, platform: str, user_id: str, *, confirm: bool, user: str) -> dict[str, Any]:
-        """Erase everything about a person in every group of the platform (not revertable: only with `confirm`)."""
-        if not confirm:
-            raise InvalidMemoryInput(
-                "这会删除此人在该平台所有群的记忆、归档和待办，且无法撤销：请确认（confirm）后再执行"
-            )
+    async def erase_person(self, platform: str, who: str, *, confirm: bool, user: str) -> dict[str, Any]:
+        """Erase everything about a person in every group of the platform, named by user id or by name (not
+        revertable: only with `confirm`; without it, whom it would erase and where: `_manage/erase_target.py`)."""
         groups = [entry.key for entry in (await self._groups_index()).groups(platform)]
         if not groups:
             raise InvalidMemoryInput(UNKNOWN_PLATFORM.format(platform=platform))
-        names = self._members.known_names(user_id, lambda key: key.platform == platform)
-        report = await erase_person(self._store, platform, user_id, groups, actor=_actor(user), names=names)
+        person = await find_person(self._store, self._members, platform, who, groups, self._heard)
+        if not confirm:
+            return {**person.as_json(), "confirm": "这会删除此人在该平台所有群的记忆、归档和待办，且无法撤销"}
+        actor, user_id = _actor(user), person.user_id
+        report = await erase_person(self._store, platform, user_id, groups, actor=actor, names=person.names)
         self._members.forget(user_id)
         if self._heard is not None:
             self._heard.forget_member(user_id, lambda key: key.platform == platform)
-        return {
-            "complete": report.complete,
-            "memories": report.memories,
-            "todos": report.todos,
-            "episodes": report.episodes,
-            "reattributed": report.reattributed,
-            "failed": report.failed,
-        }
+        return {**person.as_json(), **report.as_json()}
 
     async def delete_episode(
         self, platform: str, group_id: str, episode_id: str, *, confirm: bool, user: str

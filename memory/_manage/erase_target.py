@@ -1,0 +1,118 @@
+"""Whom an admin's "erase a person" means: the text they typed (a user id, or the name the page shows), resolved
+within the chosen platform before anything is erased (issue 35).
+
+An exact user id wins: one the platform's member lists or replies know, or one that has data in the platform's
+groups. Otherwise the text is a name: the member directory's display names (what the page shows for each member)
+across the platform's groups, never another platform's. A name that several members go by, or that nobody does, is
+refused with the candidates (name, id, groups) and nothing changes; so is a person with nothing to erase: an erasure
+never reports success for an id that matched nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._errors import InvalidMemoryInput
+from .._members import MemberDirectory
+from .._models import GroupKey
+from .._recall.conversation import RecentMessages
+from .._storage import MemoryStore
+from .erase import traces
+
+MAX_CANDIDATES = 10
+AMBIGUOUS = "有 {count} 位成员叫“{who}”，没有删除任何内容：请改输入其中一位的用户 ID。{candidates}"
+UNKNOWN = "没有找到“{who}”：这个平台没有这个用户 ID 的数据，也没有成员叫这个名字，没有删除任何内容。{near}"
+NO_DATA = "没有这个成员的任何数据：{who}，没有删除任何内容。"
+
+
+@dataclass(frozen=True, slots=True)
+class Person:
+    """A resolved person: their user id, the names they go by on the platform (the typed one first), and where
+    they have something to erase (group -> how many of their memories)."""
+
+    user_id: str
+    names: tuple[str, ...]
+    found: dict[str, int] = field(default_factory=dict)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"user_id": self.user_id, "name": self.names[0] if self.names else None, "groups": self.found}
+
+
+async def find_person(
+    store: MemoryStore,
+    members: MemberDirectory,
+    platform: str,
+    who: str,
+    groups: Sequence[GroupKey],
+    heard: RecentMessages | None = None,
+) -> Person:
+    """The person `who` names on `platform` (see the module's rules); `InvalidMemoryInput` (coded
+    `person_ambiguous`, `person_unknown`, `person_no_data`, with the candidates in its text) when it names several
+    members, nobody, or somebody with nothing to erase. What the reply path `heard` them say counts as something."""
+    text = who.strip()
+    if not text:
+        raise InvalidMemoryInput("请输入成员的用户 ID 或名字")
+
+    def here(key: GroupKey) -> bool:
+        return key.platform == platform
+
+    def held(user_id: str) -> bool:
+        return heard is not None and heard.holds(user_id, here)
+
+    found = await traces(store, platform, text, groups, members.known_names(text, here))
+    if found or members.knows(platform, text) or held(text):
+        user_id, typed = text, ""
+    else:
+        named = members.called(platform, text)
+        if len(named) > 1:
+            raise InvalidMemoryInput(
+                AMBIGUOUS.format(count=len(named), who=text, candidates=_listing(members, platform, named)),
+                code="person_ambiguous",
+                who=text,
+                candidates=_listing(members, platform, named),
+            )
+        if not named:
+            near = {uid: _groups_of(members, platform, uid) for uid in sorted(members.named(platform, text))}
+            listing = _listing(members, platform, near)
+            raise InvalidMemoryInput(
+                UNKNOWN.format(who=text, near=f"相近的成员：{listing}" if listing else ""),
+                code="person_unknown",
+                who=text,
+                candidates=listing,
+            )
+        [user_id] = named
+        typed = next(n for n in members.known_names(user_id, here) if n.strip().casefold() == text.casefold())
+        found = {}
+    names = sorted(members.known_names(user_id, here) - {typed})
+    person = Person(user_id, (typed, *names) if typed else tuple(names), found)
+    if not found:
+        found.update(await traces(store, platform, user_id, groups, person.names))
+    if not found and not held(user_id):
+        label = f"{person.names[0]}（{user_id}）" if person.names else user_id
+        raise InvalidMemoryInput(NO_DATA.format(who=label), code="person_no_data", who=label)
+    return person
+
+
+def _groups_of(members: MemberDirectory, platform: str, user_id: str) -> set[GroupKey]:
+    return {
+        key
+        for name in members.known_names(user_id, lambda k: k.platform == platform)
+        for key in members.called(platform, name).get(user_id, ())
+    }
+
+
+def _listing(members: MemberDirectory, platform: str, people: dict[str, set[GroupKey]]) -> str:
+    """`name (id: group, group)` for each candidate, at most MAX_CANDIDATES, "; " between them."""
+
+    def group(key: GroupKey) -> str:
+        return members.group_name(key) or key.group_id
+
+    def one(user_id: str, keys: Iterable[GroupKey]) -> str:
+        name = min(members.known_names(user_id, lambda k: k.platform == platform), default="?")
+        return f"{name} ({user_id}: {', '.join(sorted(group(k) for k in keys))})"
+
+    shown = [one(uid, people[uid]) for uid in sorted(people)[:MAX_CANDIDATES]]
+    more = len(people) - len(shown)
+    return "; ".join(shown) + (f"; … (+{more})" if more > 0 else "")
