@@ -29,15 +29,17 @@ NO_DATA = "没有这个成员的任何数据：{who}，没有删除任何内容�
 
 @dataclass(frozen=True, slots=True)
 class Person:
-    """A resolved person: their user id, the names they go by on the platform (the typed one first), and where
-    they have something to erase (group -> how many of their memories)."""
+    """A resolved person: their user id, the names they go by on the platform (the typed one first), where they
+    have something to erase (group -> how many of their memories), and whether the reply path heard them lately."""
 
     user_id: str
     names: tuple[str, ...]
     found: dict[str, int] = field(default_factory=dict)
+    heard: bool = False
 
     def as_json(self) -> dict[str, Any]:
-        return {"user_id": self.user_id, "name": self.names[0] if self.names else None, "groups": self.found}
+        name = self.names[0] if self.names else None
+        return {"user_id": self.user_id, "name": name, "groups": self.found, "heard": self.heard}
 
 
 async def find_person(
@@ -70,6 +72,7 @@ async def find_person(
             raise InvalidMemoryInput(
                 AMBIGUOUS.format(count=len(named), who=text, candidates=_listing(members, platform, named)),
                 code="person_ambiguous",
+                count=len(named),
                 who=text,
                 candidates=_listing(members, platform, named),
             )
@@ -86,10 +89,10 @@ async def find_person(
         typed = next(n for n in members.known_names(user_id, here) if n.strip().casefold() == text.casefold())
         found = {}
     names = sorted(members.known_names(user_id, here) - {typed})
-    person = Person(user_id, (typed, *names) if typed else tuple(names), found)
+    person = Person(user_id, (typed, *names) if typed else tuple(names), found, held(user_id))
     if not found:
         found.update(await traces(store, platform, user_id, groups, person.names))
-    if not found and not held(user_id):
+    if not found and not person.heard:
         label = f"{person.names[0]}（{user_id}）" if person.names else user_id
         raise InvalidMemoryInput(NO_DATA.format(who=label), code="person_no_data", who=label)
     return person

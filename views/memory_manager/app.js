@@ -105,14 +105,16 @@
       times: "次数", date: "日期", total: "合计",
       privacyTitle: "删除关于某人的一切",
       privacyText: "删除此人在该平台所有群里的个人记忆、全局记忆、其创建或被指派的待办和缓存的名字；他在情境记忆中的 ID 和名字（概要中改为“某成员”）；他添加的群公共记忆保留（记为前成员），情境记忆的其余内容保留。此操作不可撤销，并从历史中清除内容。",
-      userId: "用户 ID", erase: "删除此人的一切", typeToConfirm: "请输入用户 ID「{0}」以确认：",
-      erased: "已删除：{0}", mismatch: "输入的 ID 不一致",
+      userId: "用户 ID 或名字", erase: "删除此人的一切", typeToConfirm: "请输入用户 ID「{0}」或名字「{1}」以确认：",
+      typeIdToConfirm: "请输入用户 ID「{0}」以确认：", mismatch: "输入的 ID 或名字不一致",
+      eraseWho: "将删除：{0}", eraseWhere: "其数据所在：{0}", eraseCount: "{0}（{1} 条记忆）",
+      erased: "已删除：{0}", erasedPartly: "未删完：{0}。部分群读写失败，请稍后再执行一次以完成。",
       adminNote: "任何能登录控制台的人都能查看和修改所有群的记忆。",
       globalDocument: "全局个人记忆（跨群）", leftOut: "未注入的候选",
       reason_own_instruction: "成员本人的指令", reason_group_instruction: "群规（本群部分先放）", reason_relevance: "与消息相关",
       section: "部分", section_own: "该成员自己的", section_group: "当前群组信息",
       reason_all_fit: "全部放得下", reason_recency_prior: "按类型与新近程度",
-      complete: "已全部完成", reattributed: "改记为前成员的群记忆", failed: "失败的群",
+      complete: "已全部完成", reattributed: "改记为前成员的群记忆", failed: "失败的群", user_id: "用户 ID", groups: "有其数据的群（记忆条数）", heard: "最近听到的消息（内存中）",
       privacyLimits: "本插件删不到的地方：AstrBot 自己的日志和对话数据库（data/data_v4.db 里的对话记录、工具调用），以及 PostgreSQL 在 VACUUM 之前留下的旧行版本和 WAL（未开启加密时是明文）。见插件文档 docs/privacy.md 的「本插件删不到的地方」。",
       secretInConfig: "{0} 写在插件配置里：任何能登录控制台的人都能从 AstrBot 的插件配置接口读到它的明文。请把同样的值设为 AstrBot 进程的环境变量 {1}，重启 AstrBot 后再清空这一项。",
       secretShadowed: "{0} 写在插件配置里，但环境变量 {1} 已设置并优先生效，这一项没有被使用：请清空它（任何能登录控制台的人都能读到它的明文）。",
@@ -225,14 +227,19 @@
       mostInjected: "Most injected memories", times: "Times", date: "Date", total: "Total",
       privacyTitle: "Delete everything about one person",
       privacyText: "Deletes the person's member and global memories in every group of the platform, the todos they created or were assigned, and their cached name; their id and names in the episodes (a summary says “a member” / 某成员 instead); group memories they added stay (attributed to a former member), and so does the rest of each episode. This cannot be undone and purges the content from history.",
-      userId: "User id", erase: "Delete everything about this person", typeToConfirm: "Type the user id “{0}” to confirm:",
-      erased: "Erased: {0}", mismatch: "The id does not match",
+      userId: "User id or name", erase: "Delete everything about this person", typeToConfirm: "Type the user id “{0}” or the name “{1}” to confirm:",
+      typeIdToConfirm: "Type the user id “{0}” to confirm:", mismatch: "The id or name does not match",
+      eraseWho: "About to erase: {0}", eraseWhere: "Their data is in: {0}", eraseCount: "{0} ({1} memories)",
+      erased: "Erased: {0}", erasedPartly: "Not finished: {0}. Some groups could not be read or written: run it again later to finish.",
+      err_person_ambiguous: "{count} members are called “{who}”; nothing was deleted. Type the user id of one of them: {candidates}",
+      err_person_unknown: "Nobody found for “{who}”: no data under that user id on this platform, and no member by that name; nothing was deleted. Similar members, if any: {candidates}",
+      err_person_no_data: "Nothing about this member to erase: {who}; nothing was deleted.",
       adminNote: "Anyone who can log in to the dashboard can see and change every group's memories.",
       globalDocument: "Global member memories (all groups)", leftOut: "Candidates left out",
       reason_own_instruction: "The member's own instruction", reason_group_instruction: "Group instruction (first in the group's section)",
       section: "Section", section_own: "The member's own", section_group: "Group information",
       reason_relevance: "Relevant to the message", reason_all_fit: "Everything fit", reason_recency_prior: "Type and recency",
-      complete: "Complete", reattributed: "Group memories now by a former member", failed: "Failed groups",
+      complete: "Complete", reattributed: "Group memories now by a former member", failed: "Failed groups", user_id: "User id", groups: "Groups with their data (memories)", heard: "Recent messages heard (in memory)",
       privacyLimits: "What this plugin cannot reach: AstrBot's own log and conversation database (the conversations and tool calls in data/data_v4.db), and PostgreSQL's dead row versions and WAL until VACUUM (plaintext without encryption). See “What the plugin cannot erase” in the plugin's docs/en/privacy.md.",
       secretInConfig: "{0} is in the plugin's config: anyone who can log in to the dashboard can read it in clear from AstrBot's plugin config API. Set the same value as the environment variable {1} of the AstrBot process, restart AstrBot, then clear the setting.",
       secretShadowed: "{0} is in the plugin's config, but the environment variable {1} is set and wins, so the setting is not used: clear it (anyone who can log in to the dashboard can read it in clear).",
@@ -428,7 +435,7 @@
       { value: "ok", label: t("confirm"), class: danger ? "danger" : "" },
     ]);
     if (answer !== "ok") return false;
-    if (requireText && input.value.trim() !== requireText) { notify(t("mismatch"), "error"); return false; }
+    if (requireText && ![].concat(requireText).includes(input.value.trim())) { notify(t("mismatch"), "error"); return false; }
     return true;
   }
 
@@ -1360,20 +1367,34 @@
   }
 
   // ---------- Delete everything about one person ----------
+  // The admin types a user id or the name the page shows; the server first says whom that is (or refuses an unknown
+  // or ambiguous name with the candidates, shown here), the admin confirms with that id or that name, and the
+  // erasure is sent for the resolved id, so it erases the person who was confirmed.
   function renderPrivacy(view) {
     const user = el("input", { type: "text", name: "user_id", placeholder: t("userId"), class: "grow" });
-    const out = el("div", {});
+    const out = el("div", { id: "privacy-result" });
     const run = async (ev) => {
       ev.preventDefault();
-      const id = user.value.trim();
-      if (!id) return;
-      if (!(await confirmDialog(`${t("privacyText")}\n\n${t("typeToConfirm", id)}`, { danger: true, requireText: id }))) return;
+      const typed = user.value.trim();
+      if (!typed) return;
+      clear(out);
+      let who;
       try {
-        const r = await api.post("person/erase", { platform: state.platform, user_id: id, confirm: true });
-        clear(out).appendChild(el("p", { class: r && r.complete === false ? "error" : "ok" }, t("erased", id)));
+        who = await api.post("person/erase", { platform: state.platform, user_id: typed });
+      } catch (e) { out.appendChild(el("p", { class: "error" }, refusal(e).text)); return; }
+      const label = who.name ? `${who.name}（${who.user_id}）` : who.user_id;
+      const where = Object.entries(who.groups || {}).map(([g, n]) => t("eraseCount", g, n)).join("，");
+      const ask = who.name ? t("typeToConfirm", who.user_id, who.name) : t("typeIdToConfirm", who.user_id);
+      const accepted = who.name ? [who.user_id, who.name] : [who.user_id];
+      const message = [t("eraseWho", label), where ? t("eraseWhere", where) : "", t("privacyText"), ask].filter(Boolean);
+      if (!(await confirmDialog(message.join("\n\n"), { danger: true, requireText: accepted }))) return;
+      try {
+        const r = await api.post("person/erase", { platform: state.platform, user_id: who.user_id, confirm: true });
+        const done = r && r.complete !== false;
+        clear(out).appendChild(el("p", { class: done ? "ok" : "error" }, t(done ? "erased" : "erasedPartly", label)));
         if (r && typeof r === "object") out.appendChild(kvTable(r));
         await refreshGroups();
-      } catch (e) { notify(errorText(e), "error"); }
+      } catch (e) { clear(out).appendChild(el("p", { class: "error" }, refusal(e).text)); }
     };
     append(view, [el("h2", {}, t("privacyTitle")), el("p", { class: "note" }, t("privacyText")),
       el("p", { class: "muted small" }, t("privacyLimits")),
