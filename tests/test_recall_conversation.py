@@ -247,7 +247,8 @@ async def test_what_was_heard_of_a_member_goes_when_their_memories_are_erased(ma
     await service.commands.clear(A, "confirm")
     assert not service.heard.before(A.member, "那她呢？", service.ports.clock())
     await service.message_seen(A, "我妹妹在哪里工作来着？")
-    await service.manager.erase_person("lark", "ou_a", confirm=True, user="admin")
+    erased = await service.manager.erase_person("lark", "ou_a", confirm=True, user="admin")
+    assert erased["heard"] and erased["memories"] == {}  # nothing stored is left, but what was heard is erased too
     assert not service.heard.before(A.member, "那她呢？", service.ports.clock())
 
 
