@@ -109,6 +109,7 @@
       typeIdToConfirm: "请输入用户 ID「{0}」以确认：", mismatch: "输入的 ID 或名字不一致",
       eraseWho: "将删除：{0}", eraseWhere: "其数据所在：{0}", eraseCount: "{0}（{1} 条记忆）",
       erased: "已删除：{0}", erasedPartly: "未删完：{0}。部分群读写失败，请稍后再执行一次以完成。",
+      err_person_ambiguous: "{0}", err_person_unknown: "{0}", err_person_no_data: "{0}", // the server's words are Chinese
       adminNote: "任何能登录控制台的人都能查看和修改所有群的记忆。",
       globalDocument: "全局个人记忆（跨群）", leftOut: "未注入的候选",
       reason_own_instruction: "成员本人的指令", reason_group_instruction: "群规（本群部分先放）", reason_relevance: "与消息相关",
