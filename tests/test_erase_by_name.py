@@ -65,6 +65,7 @@ async def test_an_exact_user_id_wins_over_a_name(host):
 async def test_a_name_several_members_go_by_is_refused_with_the_candidates(host):
     await host.roster(G, {"ou_wang": "小李"})
     await host.roster(G2, {"ou_li": "小李"})
+    host.members.note_spoken(G2, "ou_li", "ou_li"[:8])  # Lark calls group senders by a piece of their id
     text = await refused(host, "小李", "person_ambiguous")
     assert "有 2 位成员叫“小李”" in text and "没有删除任何内容" in text
     assert "小李 (ou_li: oc_group2)" in text and "小李 (ou_wang: oc_group1)" in text

@@ -113,7 +113,9 @@ def _listing(members: MemberDirectory, platform: str, people: dict[str, set[Grou
         return members.group_name(key) or key.group_id
 
     def one(user_id: str, keys: Iterable[GroupKey]) -> str:
-        name = min(members.known_names(user_id, lambda k: k.platform == platform), default="?")
+        keys = sorted(keys, key=str)  # the member list's name first (what the page shows), not what a reply called them
+        listed = [n for k in keys if (n := members.name(k, user_id))]
+        name = listed[0] if listed else min(members.known_names(user_id, lambda k: k.platform == platform), default="?")
         return f"{name} ({user_id}: {', '.join(sorted(group(k) for k in keys))})"
 
     shown = [one(uid, people[uid]) for uid in sorted(people)[:MAX_CANDIDATES]]

@@ -50,8 +50,8 @@ def test_erase_a_person_by_the_name_the_page_shows(manager, lark, fake_model, id
 
     _erase(frame, zhang_name)  # two members go by it: refused, both shown with their ids
     expect(result.locator("p.error")).to_contain_text(f"有 2 位成员叫“{zhang_name}”")
-    expect(result).to_contain_text(zhang1)
-    expect(result).to_contain_text(zhang2)
+    expect(result).to_contain_text(f"{zhang_name} ({zhang1}")  # by the member list's name, not Lark's id piece
+    expect(result).to_contain_text(f"{zhang_name} ({zhang2}")
     expect(frame.locator("dialog[open]")).to_have_count(0)
     manager.shot("erase_ambiguous")
 
