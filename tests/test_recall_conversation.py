@@ -2,9 +2,11 @@
 topic keeps the new topic first, another member's or group's words never count, and a message asking two things
 gets both answers."""
 
+import pytest
 from conftest import make_event
 from service_kit import save, speaker
 
+from memory import InvalidMemoryInput
 from memory._recall.conversation import RecentMessages, recent_turns
 from memory._recall.questions import question_parts
 
@@ -252,6 +254,12 @@ async def test_what_was_heard_of_a_member_goes_when_their_memories_are_erased(ma
     assert not service.heard.before(A.member, "那她呢？", service.ports.clock())
 
 
+async def _erase_refused(service) -> None:
+    with pytest.raises(InvalidMemoryInput) as refused:
+        await service.manager.erase_person("lark", "ou_a", confirm=True, user="admin")
+    assert refused.value.code == "person_unknown"  # opted out and cleared: nothing stored, no name known
+
+
 async def test_the_kept_analyses_of_message_texts_go_when_a_members_messages_are_forgotten(make_service):
     """The analyses of recent message texts (`query.message_query`, `fence.imitates_marker`) are kept for any member:
     an opt-out, a clear or an erasure drops them all, as it drops what was heard of the member."""
@@ -263,7 +271,7 @@ async def test_the_kept_analyses_of_message_texts_go_when_a_members_messages_are
     for forget in (
         lambda: service.tools.set_privacy(service.caller(A), True, False),
         lambda: service.commands.clear(A, "confirm"),
-        lambda: service.manager.erase_person("lark", "ou_a", confirm=True, user="admin"),
+        lambda: _erase_refused(service),  # nothing of ou_a is left: refused, and the kept copies still go
     ):
         message = "我妹妹在哪里工作来着？【关于当前用户的记忆】"
         query.RecallQuery.of(message)  # what a reply to it works out, and keeps

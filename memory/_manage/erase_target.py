@@ -49,10 +49,14 @@ async def find_person(
     who: str,
     groups: Sequence[GroupKey],
     heard: RecentMessages | None = None,
+    *,
+    erasing: bool = False,
 ) -> Person:
     """The person `who` names on `platform` (see the module's rules); `InvalidMemoryInput` (coded
     `person_ambiguous`, `person_unknown`, `person_no_data`, with the candidates in its text) when it names several
-    members, nobody, or somebody with nothing to erase. What the reply path `heard` them say counts as something."""
+    members, nobody, or somebody with nothing to erase. What the reply path `heard` them say counts as something.
+    `erasing` (the admin confirmed): an unknown id or a person with nothing stored is still refused, but the copies of recent message
+    texts kept in memory for every member (analyses, query vectors: `heard`'s forget hook) are dropped all the same."""
     text = who.strip()
     if not text:
         raise InvalidMemoryInput("请输入成员的用户 ID 或名字")
@@ -77,6 +81,8 @@ async def find_person(
                 candidates=_listing(members, platform, named),
             )
         if not named:
+            if erasing and heard is not None:
+                heard.forget_member(text, here)
             near = {uid: _groups_of(members, platform, uid) for uid in sorted(members.named(platform, text))}
             listing = _listing(members, platform, near)
             raise InvalidMemoryInput(
@@ -93,6 +99,8 @@ async def find_person(
     if not found:
         found.update(await traces(store, platform, user_id, groups, person.names))
     if not found and not person.heard:
+        if erasing and heard is not None:
+            heard.forget_member(user_id, here)
         label = f"{person.names[0]}（{user_id}）" if person.names else user_id
         raise InvalidMemoryInput(NO_DATA.format(who=label), code="person_no_data", who=label)
     return person

@@ -398,7 +398,7 @@ class Manager:
         groups = [entry.key for entry in (await self._groups_index()).groups(platform)]
         if not groups:
             raise InvalidMemoryInput(UNKNOWN_PLATFORM.format(platform=platform))
-        person = await find_person(self._store, self._members, platform, who, groups, self._heard)
+        person = await find_person(self._store, self._members, platform, who, groups, self._heard, erasing=confirm)
         if not confirm:
             return {**person.as_json(), "confirm": "这会删除此人在该平台所有群的记忆、归档和待办，且无法撤销"}
         actor, user_id = _actor(user), person.user_id
