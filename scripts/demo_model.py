@@ -10,7 +10,9 @@ It answers the way a real model with tool calling would, from what AstrBot and t
   - a question about earlier conversation is answered from the block's episode section (no tool);
   - the plugin's background calls (memory extraction, episode summaries) get JSON in the format their prompts ask
     for (memory/_extraction/prompt.py, memory/_episodes/summary.py), derived from the conversation they show.
-Anything else gets a short chatty answer. The building blocks (Rule, tool_call, ...) are those of the e2e tests'
+A greeting or "help" (and "/memory help": the plugin has no such command) gets what the demo understands (`KNOWN`);
+an acknowledgement (好的, thanks) a short answer; any other phrase is said not to be understood, with that same list
+(never a bare "收到"). The building blocks (Rule, tool_call, ...) are those of the e2e tests'
 fake model (tests/e2e/fake_model.py), which the demo serves.
 
 Time: a real model only sees the minute ("Current datetime: 2026-11-27 07:11"); to make "10 秒后" work, this one
@@ -72,15 +74,21 @@ class Seen:
         return self.roster_name
 
     @property
-    def english(self) -> bool:
-        """Reply in English: an instruction asks for it, or (none asks for a language) the message is English."""
+    def asked_english(self) -> bool | None:
+        """The language an instruction of the member asks for: True (English), False (Chinese), None (none asks)."""
         for m in self.memories:
             if "指令" in m.label or "instruction" in m.label:
                 if re.search(r"英文|英语|English", m.content, re.I):
                     return True
                 if re.search(r"中文|汉语|Chinese", m.content, re.I):
                     return False
-        return is_english(self.text)
+        return None
+
+    @property
+    def english(self) -> bool:
+        """Reply in English: an instruction asks for it, or (none asks for a language) the message is English."""
+        asked = self.asked_english
+        return is_english(self.text) if asked is None else asked
 
     def now(self) -> datetime:
         try:
@@ -173,15 +181,32 @@ def says(pattern: str) -> Callable[[ModelRequest], bool]:
     return pred
 
 
+_NAME_SAYS = r"叫我|称呼我|我叫|我的名字(?:是|叫)|call me|my name is"
+_NAME_TAIL = re.compile(r"(?:就(?:行|好|可以|成)了?|好了|就是了|吧|呗|啦|哈|呀|哦|嘛)$")
+
+
 def _name_in(text: str) -> str:
-    found = re.search(r"(?:以后|之后)?(?:就|请)?叫我\s*[「“\"]?([^」”\"，,。.!！]+)|call me\s+([^,.!]+)", text, re.I)
-    return _strip((found[1] or found[2]) if found else "")
+    """The name in 叫我老王 / 以后叫我小王就行 / 我叫小王 / 我的名字是小王 / call me Boss / my name is Wang (the
+    "就行", "吧" a person adds are not part of it)."""
+    found = re.search(
+        r"(?:叫我|称呼我(?:为)?|我叫|我的名字(?:是|叫))\s*[「“\"]?([^」”\"，,。.!！?？]+)|(?:call me|my name is)\s+([^,.!?]+)",
+        text,
+        re.I,
+    )
+    name = _strip((found[1] or found[2]) if found else "")
+    while (shorter := _strip(_NAME_TAIL.sub("", name))) != name:
+        name = shorter
+    return name
 
 
 def save_name(req: ModelRequest) -> Action:
     """记住，在这个群叫我老王 / 别叫我老王了，叫我王总 / call me Boss: one name per member, the old one replaced."""
     s = seen(req)
     name = _name_in(re.split(r"别叫我|不要叫我|don't call me|stop calling me", s.text, flags=re.I)[-1])
+    if not name:  # 别叫我老王了 (and no new name): ask, as a model would, instead of saving an empty one
+        return reply(
+            _hi(s, "好的{name}，那以后叫你什么？说“以后叫我…”就行。", "OK{name}, what should I call you then?")
+        )
     content = f"wants to be called {name}" if is_english(s.text) else f"希望被称呼为{name}"
     old = next((m for m in s.memories if _called(m.content) and "公共" not in m.label), None)
     args = {"memory_type": "preference", "content": content}
@@ -206,9 +231,15 @@ def save_language(req: ModelRequest) -> Action:
     return tool_call("lark_save_memory", args)
 
 
+_NOTE = (
+    r"(?:请|帮我|给我)?(?:记住|记一下|记下来|记下|记着)(?:了|吧)?|"
+    r"\bremember(?: that| for everyone| for the group)?\b|\b(?:make a )?note(?: that| down| of)?\b"
+)
+
+
 def _remembered(text: str) -> str:
-    """What is to be remembered: the text after 记住 / remember (that)."""
-    found = re.search(r"(?:请)?记住(?:了)?|remember(?: that| for everyone| for the group)?", text, re.I)
+    """What is to be remembered: the text after 记住 / 帮我记一下 / remember (that) / note that."""
+    found = re.search(_NOTE, text, re.I)
     rest = text[found.end() :] if found else text
     return _strip(rest)
 
@@ -223,6 +254,10 @@ def save_fact(req: ModelRequest) -> Action:
     """记住，我是后端负责人 / remember that I'm the backend lead: a fact about the member (who they are, what they do)."""
     s = seen(req)
     content = _remembered(s.text)
+    if not content:  # 帮我记一下 and nothing after it
+        return reply(_hi(s, "好的{name}，要我记什么？比如：记住，我是后端负责人。", "Sure{name}, remember what?"))
+    if _duration(content) or _clock_time(content, s.now()) or re.search(r"明天|后天|tomorrow", content, re.I):
+        return add_todo(req)  # 帮我记一下明天上午10点交周报: that is a todo, with its reminder
     if is_english(content):
         content = re.sub(r"^I'm\b|^I am\b", "is", content, flags=re.I)
         content = re.sub(r"^I\s+", "", content)
@@ -236,7 +271,8 @@ def forget_one(req: ModelRequest) -> Action:
     block), else the description for the plugin to match."""
     s = seen(req)
     what = _strip(re.split(r"忘掉|忘记|forget(?: that| about)?", s.text, maxsplit=1, flags=re.I)[-1])
-    what = _strip(re.sub(r"(这件事|这条|的事)$", "", what))
+    what = _strip(re.sub(r"^把|(删掉|删除|删了)(吧)?$", "", what))  # 把我是后端负责人这条删掉
+    what = _strip(re.sub(r"(这件事|这条记忆|这条|的事)$", "", what))
     target = _best([m for m in s.memories if "公共" not in m.label], what)
     return tool_call("lark_forget_memory", target=target.id if target else what)
 
@@ -284,7 +320,7 @@ def add_todo(req: ModelRequest) -> Action:
     now = s.now()
     delta = _duration(s.text)
     at = now + delta if delta is not None else _clock_time(s.text, now)
-    content = re.sub(r"(?:请)?提醒我|remind me(?: to)?", "", s.text, flags=re.I)
+    content = re.sub(r"(?:请)?提醒我|remind me(?: to)?|" + _NOTE, "", s.text, flags=re.I)
     content = re.sub(
         r"(\d+|[一两二三四五六七八九十半])\s*(秒|分钟|分|个?小时)(钟)?后|in\s+\S+\s+(second|minute|hour)s?|"
         r"(今天|明天|后天)?(上午|早上|中午|下午|晚上)?\s*\d{1,2}\s*[点:：](半|\d{1,2}分?)?|\bto\b",
@@ -334,12 +370,131 @@ def recall_episode(req: ModelRequest) -> Action:
     return reply(f"{s.name + '，' if s.name else ''}上次（{when}）是这样的：{summary}")
 
 
-def chat(req: ModelRequest) -> Action:
-    """Small talk: a short answer that still uses what the bot knows (the member's name, their language)."""
+def my_name(req: ModelRequest) -> Action:
+    """我叫什么？ / what's my name?: answered from the block (the name the member asked for, else Lark's), no tool."""
     s = seen(req)
+    saved = next((_called(m.content) for m in s.memories if _called(m.content) and "公共" not in m.label), "")
+    if saved:
+        return reply(_hi(s, f"你让我叫你{saved}。想换就说“以后叫我…”。", f"You asked me to call you {saved}."))
+    if s.roster_name:
+        return reply(
+            _hi(
+                s,
+                "飞书上你叫{name}；你还没告诉我想被怎么称呼，说“以后叫我…”就行。",
+                'Lark says you are{name}; to be called something else, say "call me …".',
+            )
+        )
+    return reply(_hi(s, "我还不知道你叫什么，说“以后叫我…”告诉我吧。", 'I don\'t know your name yet: say "call me …".'))
+
+
+# -- what the demo understands: its help, and its answer to a phrase it does not know ----------------------------
+# (topic in Chinese, topic in English, Chinese examples, English examples). Every example is a phrase the table below
+# turns into the right call (tests/test_demo_model.py checks each one): the list is what the demo really knows.
+KNOWN: list[tuple[str, str, tuple[str, ...], tuple[str, ...]]] = [
+    ("称呼", "your name", ("以后叫我小王", "我叫什么？"), ("call me Boss Wang", "what's my name?")),
+    (
+        "记住一件事",
+        "remember",
+        ("记住，我是后端负责人", "帮我记一下，我负责支付服务"),
+        ("remember that I'm the backend lead",),
+    ),
+    (
+        "全群的记忆",
+        "for the whole group",
+        ("记住，本群每周三发版",),
+        ("remember for the group: release on Wednesdays",),
+    ),
+    ("看我记得什么", "what I know", ("你记得我什么？", "我之前让你记了什么？"), ("what do you remember about me?",)),
+    (
+        "忘掉",
+        "forget",
+        ("忘掉我是后端负责人这件事", "忘掉你记得的关于我的所有东西"),
+        ("forget that I'm the backend lead", "forget everything about me"),
+    ),
+    ("回复语言", "reply language", ("以后用英文回复我",), ("always reply to me in Chinese",)),
+    (
+        "待办和提醒",
+        "todos and reminders",
+        ("提醒我两分钟后喝水", "提醒我明天上午10点交周报", "我有哪些待办？", "水喝了", "取消喝水的提醒"),
+        (
+            "remind me in 2 minutes to drink water",
+            "what are my todos?",
+            "I drank the water",
+            "cancel the water reminder",
+        ),
+    ),
+    ("之前的对话", "earlier conversation", ("上次我们聊了什么？",), ("what did we talk about last time?",)),
+    (
+        "不被记录",
+        "not being recorded",
+        ("别记录我的事", "恢复记录"),
+        ("don't record me anymore", "start recording me again"),
+    ),
+]
+COMMANDS = "/memory list · /memory episodes · /memory status"
+
+
+def _known(english: bool) -> str:
+    """What the demo understands, one line a topic, and the plugin's commands."""
+    if english:
+        lines = ["I'm the demo's scripted model: I only know phrasings like these (a real model understands any)."]
+        lines += [f"• {en}: " + " · ".join(examples) for _, en, _, examples in KNOWN]
+        lines.append(f"• plugin commands: {COMMANDS} (/memory alone lists them all)")
+    else:
+        lines = ["我是演示用的脚本模型，只认得这类说法（换成真实的模型就什么说法都行）："]
+        lines += [f"• {zh}：" + " · ".join(examples) for zh, _, examples, _ in KNOWN]
+        lines.append(f"• 插件指令：{COMMANDS}（只发 /memory 列出全部）")
+    return "\n".join(lines)
+
+
+def show_help(req: ModelRequest) -> Action:
+    """帮助 / 你能做什么 / what can you do: what the demo understands."""
+    return reply(_known(seen(req).english))
+
+
+def memory_help(req: ModelRequest) -> Action:
+    """/memory help (or any /memory subcommand the plugin does not have): AstrBot lets it through to the model,
+    without the "/". The plugin has no help subcommand; `/memory` alone makes AstrBot list them all."""
+    s = seen(req)
+    asked = _strip(re.sub(r"^/?memory\s*", "", s.text, flags=re.I))
+    if s.asked_english:  # a command is in no language: Chinese, the demo's own, unless the member asked for English
+        head = f'The plugin has no "/memory {asked}" command; ' if asked else ""
+        head += (
+            "send /memory alone and AstrBot lists the ones it has."
+            if asked
+            else "Send /memory alone and AstrBot lists its commands."
+        )
+    else:
+        head = f"插件没有 /memory {asked} 这个指令；" if asked else ""
+        head += "只发 /memory，AstrBot 会列出它有的全部指令。"
+    return reply(head + "\n" + _known(bool(s.asked_english)))
+
+
+def greet(req: ModelRequest) -> Action:
+    """你好 / hi: hello, and what to try."""
+    s = seen(req)
+    return reply(_hi(s, "你好{name}！", "Hi{name}!") + "\n" + _known(s.english))
+
+
+_THANKS = re.compile(
+    r"^(好的?|好吧|嗯+|哦+|行|可以|收到|明白了?|知道了|谢谢|多谢|辛苦了?|ok(ay)?|thanks?( you)?|got it|cool|great)"
+    r"[\s!！。.~～,，]*$",
+    re.I,
+)
+
+
+def chat(req: ModelRequest) -> Action:
+    """Anything else. An acknowledgement (好的 / 谢谢 / ok) gets a short answer that still uses what the bot knows
+    (the member's name, their language); a phrase the demo does not know gets said so, and what it knows."""
+    s = seen(req)
+    if _THANKS.match(s.text):
+        if s.english:
+            return reply(f"Got it{', ' + s.name if s.name else ''}.")
+        return reply(f"收到{'，' + s.name if s.name else ''}。")
+    quoted = s.text if len(s.text) <= 30 else s.text[:29] + "…"
     if s.english:
-        return reply(f"Got it{', ' + s.name if s.name else ''}.")
-    return reply(f"收到{'，' + s.name if s.name else ''}。")
+        return reply(f'Sorry{" " + s.name if s.name else ""}, I don\'t know "{quoted}".\n' + _known(True))
+    return reply(_hi(s, "{name}，", "") + f"“{quoted}”这句我没听懂。\n" + _known(False))
 
 
 # -- the tool's result -> the bot's reply -------------------------------------------------------------------------
@@ -574,7 +729,7 @@ def confirm_todo_change(req: ModelRequest) -> Action:
 # -- the plugin's background calls ---------------------------------------------------------------------------------
 # Lines that ask the bot for something: the tools handled them; extraction leaves them alone.
 _REQUEST = re.compile(
-    r"记住|忘掉|忘记|提醒|叫我|记得|待办|记录|回复|上次|交了|做完|完成|"
+    r"记住|记一下|记下|忘掉|忘记|删掉|删除|提醒|叫我|我叫|记得|待办|记录|回复|上次|交了|做完|完成|取消|"
     r"remember|forget|remind|call me|reply|todo|record|last time",
     re.I,
 )
@@ -679,8 +834,24 @@ RULES: list[Rule] = [
     # the plugin's background calls
     Rule(extraction_request, extract),  # memory extraction (+ the episode of a closing segment)
     Rule(episode_only, summarize),  # the episode of a segment that closed on quiet
-    # names: 记住，在这个群叫我老王 · 别叫我老王了，叫我王总 · call me Boss Wang
-    Rule(says(r"叫我|call me"), save_name),
+    # help: /memory help (AstrBot passes a subcommand the plugin lacks on to the model) · 帮助 · what can you do
+    Rule(says(r"^/?memory(\s|$)"), memory_help),
+    Rule(
+        says(
+            r"^/?(help|帮助)[?？!！]*$|怎么用|你能做什么|你会做什么|你会什么|能干什么|能干嘛|有什么功能|你是谁|"
+            r"what can you do|who are you"
+        ),
+        show_help,
+    ),
+    Rule(says(r"^(你好|您好|hi|hello|hey|嗨|在吗|在不在)[呀啊哇\s!！。.~～?？]*$"), greet),
+    # names: 我叫什么？ · what's my name? (from the block) · 以后叫我小王就行 · 别叫我老王了，叫我王总 · 我叫小王
+    Rule(
+        says(
+            r"我叫什么|我叫啥|叫我什么|我的名字(是什么|是啥|叫什么)|what'?s my name|what is my name|what do you call me"
+        ),
+        my_name,
+    ),
+    Rule(says(r"叫我|称呼我|(^|[，,：:\s]|记住|以后)我叫|我的名字(是|叫)|call me|my name is"), save_name),
     # reply language: 以后用英文回复我 · 以后用中文回复 · always reply to me in English
     Rule(
         says(r"用(英文|英语|中文)回复|reply (to me )?in (English|Chinese)|(English|Chinese) (replies|please)"),
@@ -703,23 +874,48 @@ RULES: list[Rule] = [
         tool_call("lark_memory_privacy", action="optout"),
     ),
     # the whole group's memory: 记住，本群每周三发版 · remember for the group: …
-    Rule(says(r"记住.{0,2}(本群|这个群|群里|大家)|remember for (the|this) group|remember for everyone"), save_group),
-    # what I remember: 你记得我什么？ · what do you remember about me?
     Rule(
-        says(r"记得我什么|记得我哪些|关于我.*记得|what do you (remember|know) about me"), tool_call("lark_list_memory")
+        says(r"(记住|记一下|记下).{0,3}(本群|这个群|群里|大家)|remember for (the|this) group|remember for everyone"),
+        save_group,
     ),
-    # facts: 记住，我是后端负责人 · remember that I'm the backend lead
-    Rule(says(r"记住|remember that|remember:"), save_fact),
-    # todos: 不用提醒我喝水了 · cancel the water reminder · 水喝了 / 周报交了 · I drank the water / … is done
-    Rule(says(r"不用提醒|别提醒|cancel"), update_todo("cancelled", r"不用提醒我?|别提醒我?|cancel( the)?|reminder|了")),
+    # what I remember: 你记得我什么？ · 我之前让你记了什么 · 我是谁 · what do you remember about me?
+    Rule(
+        says(
+            r"记得我什么|记得我哪些|关于我.*记得|你都?记(得|住|下)?了?些?(什么|哪些|啥)|让你记(住|下)?了?(什么|哪些|啥)|"
+            r"你知道(关于)?我的?(什么|哪些|啥)|我是谁|what do you (remember|know)|what did I ask you to remember|"
+            r"what have you (saved|remembered|noted)|who am I\b|do you (remember|know) me"
+        ),
+        tool_call("lark_list_memory"),
+    ),
+    # earlier conversation: 上次我们聊了什么？ · 刚才聊到哪了？ · what did we talk about last time?
+    Rule(says(r"上次|刚才.*聊|之前.*聊|聊了什么|(说|聊)到哪|last time|what did we (talk|discuss)"), recall_episode),
+    # facts: 记住，我是后端负责人 · 帮我记一下，我负责支付服务 · remember that I'm the backend lead
+    # (帮我记一下明天上午10点交周报: a todo)
+    Rule(says(r"记住|记一下|记下|记着|\bremember\b|\bnote (that|down)\b|make a note"), save_fact),
+    # todos: 不用提醒我喝水了 · 取消开周会的提醒 · cancel the water reminder · 水喝了 / 周报交了 · I drank the water
+    Rule(
+        says(r"不用提醒|别提醒|取消|cancel|(删掉|删除|删了).{0,8}(提醒|待办)|(提醒|待办).{0,3}(删掉|删除|删了|不要了)"),
+        update_todo(
+            "cancelled",
+            r"不用提醒我?|别提醒我?|取消(掉)?|(删掉|删除|删了|不要了)|的?(提醒|待办)|cancel( the)?|reminder|了",
+        ),
+    ),
+    # 我有哪些待办？ · 我有什么提醒 · what are my todos?
+    Rule(
+        says(
+            r"(哪些|什么|几个|多少).{0,3}(提醒|待办)|(提醒|待办)(列表|清单)|我的(提醒|待办)|有什么要做|"
+            r"todo|my reminders|what do I have to do"
+        ),
+        tool_call("lark_list_todos"),
+    ),
     Rule(says(r"提醒我|remind me"), add_todo),  # 提醒我两分钟后喝水 · remind me in 2 minutes to drink water
-    Rule(says(r"待办|todo|my reminders"), tool_call("lark_list_todos")),  # 我有哪些待办？ · what are my todos?
+    Rule(says(r"待办"), tool_call("lark_list_todos")),
     Rule(
         says(r"(做完|完成|搞定|喝了|交了|办完)|\b(done|finished|drank)\b"),
         update_todo("done", r"做完了|完成了|搞定了|办完了|了|is done|done|finished|I drank"),
     ),
-    # earlier conversation: 上次我们聊了什么？ · 刚才聊到哪了？ · what did we talk about last time?
-    Rule(says(r"上次|刚才.*聊|之前.*聊|聊了什么|last time|what did we (talk|discuss)"), recall_episode),
+    # forget by deleting: 把我是后端负责人这条删掉
+    Rule(says(r"删掉|删除|删了"), forget_one),
     # the tool's result -> the reply
     Rule(after("lark_save_memory"), confirm_save),
     Rule(after("lark_list_memory"), show_memories),
@@ -728,6 +924,6 @@ RULES: list[Rule] = [
     Rule(after("lark_add_todo"), confirm_todo),
     Rule(after("lark_list_todos"), show_todos),
     Rule(after("lark_update_todo"), confirm_todo_change),
-    # anything else
+    # anything else: 好的 / 谢谢 get a short answer; a phrase the demo does not know, what it knows
     Rule(lambda req: not req.is_tool_followup, chat),
 ]
