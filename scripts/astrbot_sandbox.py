@@ -817,6 +817,7 @@ posts to the group on its own, such as reminders). Try, in this order (English w
   scripts/say.sh 别记录我的事                          # opt out         (stop recording me) · 恢复记录
   scripts/say.sh 忘掉你记得的关于我的所有东西          # forget all      (forget everything about me)
   scripts/say.sh --watch                              # just watch what the bot posts to the group
+  scripts/say.sh 帮助                                  # what the scripted model understands (what can you do?)
   scripts/say.sh /memory list · /memory episodes      # the commands; --user ou_someone_else: another member
 The memory page: dashboard → 插件 (Plugins) → astrbot_plugin_user_memory → the memory manager page."""
 
