@@ -181,7 +181,6 @@ def says(pattern: str) -> Callable[[ModelRequest], bool]:
     return pred
 
 
-_NAME_SAYS = r"叫我|称呼我|我叫|我的名字(?:是|叫)|call me|my name is"
 _NAME_TAIL = re.compile(r"(?:就(?:行|好|可以|成)了?|好了|就是了|吧|呗|啦|哈|呀|哦|嘛)$")
 
 
