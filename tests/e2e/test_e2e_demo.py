@@ -5,8 +5,9 @@ its own, their output read as a person would read it.
 One walk through every feature a member can use, in Chinese and English: save (name, who they are, reply
 language, the group's memory), list, rename, forget one, todos (list, done), a reminder that arrives and is printed
 by the say.sh that set it (and one that arrives while nobody waits, printed by the next say.sh), a conversation
-that becomes an episode and "上次我们聊了什么", opt-out and back, forget all. The transcript is written to
-tests/e2e/artifacts/demo_transcript.txt.
+that becomes an episode and "上次我们聊了什么", opt-out and back, forget all. Then the phrasings a newcomer tries
+next (以后叫我小王就行, 我叫什么, 帮我记一下, 我之前让你记了什么, 取消…的提醒, /memory help) and one the demo does
+not know. The transcript is written to tests/e2e/artifacts/demo_transcript.txt.
 """
 
 from __future__ import annotations
@@ -180,3 +181,22 @@ def test_the_demo_shows_every_member_feature_through_say_sh(demo):
     assert forgot.startswith("好的小王，关于你的 ") and forgot.endswith(" 条记忆都忘掉了。"), forgot
     after = say("你记得我什么？")
     assert after == "小王，关于你本人我在这个群还没记下什么。\n本群大家的：\n• 本群每周三发版\n• 本群周五不发版"
+
+    # what a newcomer tries next: a name with the words a person adds around it, and asked back
+    assert say("以后叫我小王就行") == "好的小王，记住了：以后在这个群叫你小王。"
+    assert say("我叫什么？") == "你让我叫你小王。想换就说“以后叫我…”。"
+    # 帮我记一下 saves; 我之前让你记了什么 lists
+    assert say("帮我记一下，我负责支付服务") == "好的小王，记住了：你负责支付服务。"
+    listed = say("我之前让你记了什么")
+    assert listed.startswith("小王，我记得这些：") and "• 你负责支付服务（事实）" in listed, listed
+    # a reminder cancelled by its name
+    assert "提醒你开周会。" in say("提醒我明天上午10点开周会")
+    assert say("取消开周会的提醒") == "好的小王，「开周会」不提醒了。"
+    assert "开周会" not in say("我有哪些待办？")
+    # /memory help: the plugin has no such subcommand, AstrBot passes it on to the model, which says what to send
+    shown = say("/memory help")
+    assert shown.startswith("插件没有 /memory help 这个指令；只发 /memory，AstrBot 会列出它有的全部指令。\n"), shown
+    # a phrase the demo does not know: said so, with what it knows (not a bare 收到)
+    shown = say("今天天气怎么样")
+    assert shown.startswith("小王，“今天天气怎么样”这句我没听懂。\n我是演示用的脚本模型"), shown
+    assert "• 待办和提醒：提醒我两分钟后喝水" in shown and "/memory list" in shown, shown
