@@ -6,6 +6,7 @@
 #   bash scripts/test_release.sh 4.29.4            # a new release; extra arguments go to pytest
 #   bash scripts/test_release.sh floor -x -q       # the floor (astrbot_support.FLOOR)
 #   bash scripts/test_release.sh newest            # the newest release checked (astrbot_support.NEWEST_CHECKED)
+#   bash scripts/test_release.sh floor --prepare   # only build the venv (CI builds both while the suite runs)
 #
 # docs/development.md says how to check a new release with it. The full suite runs on the pinned release
 # (scripts/test.sh); CI runs this on the floor and on the newest release checked (.ci/run).
@@ -46,4 +47,5 @@ print("\n".join(d for d in extras if not d.startswith(("astrbot", "ruff", "mypy"
 fi
 installed=$("$venv/bin/python" -c 'from importlib.metadata import version; print(version("astrbot"))')
 echo "AstrBot $installed in $venv"
+[ "${1:-}" = --prepare ] && exit 0
 exec "$venv/bin/python" -m pytest -m e2e tests/e2e/test_e2e_smoke.py -p no:cacheprovider "$@"
