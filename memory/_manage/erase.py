@@ -2,10 +2,11 @@
 
 What goes: the person's member memories in each group, their global memories, their archived memories, the todos
 they created or were assigned, their id and names in the group's episodes (a summary naming them names 某成员 / "a
-member" instead: `_episodes/erase.py`), and their cached name (the caller drops it from the member directory). What
-stays: group memories they added (attributed to a former member from then on) and the rest of each episode. Every
-deletion is an erasure (DECISIONS §1): the entries are logged with actor and time but no content, and what the
-change log held of the erased memories, todos and episodes is purged, so none of it can be reverted.
+member" instead: `_episodes/erase.py`), their name kept with each group (`member_names`, dropped by the erasing
+commit) and their cached name (the caller drops it from the member directory). What stays: group memories they
+added (attributed to a former member from then on) and the rest of each episode. Every deletion is an erasure
+(DECISIONS §1): the entries are logged with actor and time but no content, and what the change log held of the
+erased memories, todos and episodes is purged, so none of it can be reverted.
 
 It runs group by group, each step idempotent: a run that stops midway (a crash, a failed write) is finished by
 running it again.
@@ -54,6 +55,7 @@ class ErasureReport:
 def _concerns(doc: GroupDocument, todos: Iterable[Todo], user_id: str) -> bool:
     return (
         user_id in doc.users
+        or user_id in (doc.member_names or ())  # a name kept of them goes too
         or any(a.owner == user_id for a in doc.archive)
         or any(m.added_by == user_id for m in doc.group_memories)
         or any(_is_theirs(t, user_id) for t in todos)

@@ -37,6 +37,12 @@ class GroupDocument(BaseModel):
     # Maintenance decisions a person undid, never proposed again for those memories (`_aging/declined.py`): each
     # {"decision": "merge" | "promotion" | "decay", "ids": [memory ids]}. None (omitted in the file) while empty.
     declined: list[dict[str, Any]] | None = None
+    # The names the group's members go by (user id -> name: the platform's member list, or the name a reply called
+    # them by) and the group's own name, as last learned (`_members.py`): a restart shows names before anyone speaks
+    # again. Written only when a name changes; an opted-out or erased member's name is dropped. None (omitted in the
+    # file): none learned yet. Sealed with the members' content when a key is configured (`member_names_sealed`).
+    member_names: dict[str, str] | None = None
+    group_name: str | None = None
     # {"v": 1, "kid": key id} when the file's member content is sealed (`_storage/sealed.py`); None in plaintext.
     encryption: dict[str, Any] | None = None
     updated_at: float = 0.0

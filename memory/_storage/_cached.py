@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from abc import abstractmethod
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -310,6 +310,14 @@ class CachedStore(MemoryStore):
 
     async def set_opted_out(self, key: GroupKey, user_id: str, on: bool, *, actor: str) -> bool:
         return await self._run(key, changes.set_opted_out(self._context, user_id, on, actor))
+
+    async def set_names(
+        self, key: GroupKey, members: Mapping[str, str], group_name: str | None = None, forget: Collection[str] = ()
+    ) -> bool:
+        return await self._run(key, changes.set_names(members, group_name, forget))
+
+    def loaded_documents(self) -> Iterator[tuple[GroupKey, GroupDocument]]:
+        return ((key, group.doc) for key, group in list(self._groups.items()) if group.doc is not None)
 
     async def change_todos(
         self,

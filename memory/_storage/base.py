@@ -5,7 +5,7 @@ store finds its data (paths, connections) is not."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -173,6 +173,18 @@ class MemoryStore(ABC):
     async def set_opted_out(self, key: GroupKey, user_id: str, on: bool, *, actor: str) -> bool:
         """Set or clear the member's opt-out flag in the document (the platform's global document: every group of
         the platform), durably, logged without content (kind "privacy", op "optout" / "optin"); whether it moved."""
+
+    @abstractmethod
+    async def set_names(
+        self, key: GroupKey, members: Mapping[str, str], group_name: str | None = None, forget: Collection[str] = ()
+    ) -> bool:
+        """Keep the members' names and the group's name in the document (`GroupDocument.member_names`,
+        `group_name`), dropping those of `forget`; durably, not logged; whether anything changed. A member who
+        opted out in the group gets no name kept; flags and erasures drop names themselves."""
+
+    def loaded_documents(self) -> Iterator[tuple[GroupKey, GroupDocument]]:
+        """The documents held in memory now. Never does I/O."""
+        return iter(())
 
     async def freshen(self, key: GroupKey) -> bool:
         """Bring the cached group up to what is stored when another instance changed it since it was loaded (on

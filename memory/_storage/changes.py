@@ -56,6 +56,9 @@ def change_many(
             return result, False
         if erasing:  # also when nothing is left to delete: what the log holds about them goes
             erased = {o for o in owners if o is not GROUP_OWNER}
+            if (names := without_names(doc.member_names, erased)) is not doc.member_names:
+                doc.member_names = names  # their kept names go too
+                group.doc_version += 1
             group.erase_owners.update(erased)
             erase_pending(group, erased, frozenset())
             _erase_archived(context, group, doc, erased, actor)
@@ -180,6 +183,7 @@ def import_items(
         numbered(group, entries)
         if flags:
             doc.opted_out = {**doc.opted_out, **flags}
+            doc.member_names = without_names(doc.member_names, flags)
         if archived:
             doc.archive = [*doc.archive, *archived]
         if todos:
@@ -228,6 +232,39 @@ def decline(decision: str, memory_ids: Sequence[str]) -> Operation[bool]:
     return operation
 
 
+def set_names(members: Mapping[str, str], group_name: str | None, forget: Collection[str]) -> Operation[bool]:
+    """Keep the members' names (user id -> name, added or renamed; the group's opted-out members skipped) and the
+    group's name (None: as it is), and drop the names of `forget`; durably, not logged (a name is not a change a
+    person makes). Whether anything changed: an unchanged name writes nothing."""
+
+    def operation(group: CachedGroup) -> tuple[bool, bool]:
+        doc = group.doc
+        assert doc is not None
+        kept = doc.member_names or {}
+        wanted = {u: n for u, n in members.items() if kept.get(u) != n and u not in doc.opted_out}
+        gone = [u for u in forget if u in kept]
+        renamed = group_name is not None and group_name != doc.group_name
+        if not wanted and not gone and not renamed:
+            return False, False
+        if wanted or gone:
+            names = {u: n for u, n in kept.items() if u not in gone}
+            names.update(wanted)
+            doc.member_names = names or None
+        if renamed:
+            doc.group_name = group_name
+        group.doc_version += 1
+        return True, True
+
+    return operation
+
+
+def without_names(names: dict[str, str] | None, users: Collection[str]) -> dict[str, str] | None:
+    """The kept names without those of `users` (the same object when none of them has one)."""
+    if not names or not any(u in names for u in users):
+        return names
+    return {u: n for u, n in names.items() if u not in users} or None
+
+
 def set_opted_out(context: Context, user_id: str, on: bool, actor: str) -> Operation[bool]:
     """Set or clear the member's opt-out flag, durably, logged without content; whether it moved."""
 
@@ -238,6 +275,7 @@ def set_opted_out(context: Context, user_id: str, on: bool, actor: str) -> Opera
             return False, False
         if on:
             flags[user_id] = context.clock()
+            group.doc.member_names = without_names(group.doc.member_names, {user_id})  # no name kept of them
         else:
             del flags[user_id]
         group.doc.opted_out = flags

@@ -27,11 +27,13 @@ from pydantic import BaseModel
 from .._models import ArchivedMemory, Episode, GroupDocument, GroupKey, Memory, Todo
 from .._models.attachment import Attachment
 from . import changelog
-from .crypto import Sealer, Tampered
+from .crypto import KeyUnavailable, Sealer, Tampered, token_kid
 
 SEALED = "sealed"  # the key of a record's token
 GROUP_MEMORIES_SEALED = "group_memories_sealed"  # the document head's token of the group's shared memories
+NAMES_SEALED = "member_names_sealed"  # the document head's token of the members' names (`member_names`)
 LIST, TODO, ARCHIVE, EPISODE, LOG = "memories", "todo", "archive", "episode", "log"  # what a token was sealed as
+NAMES = "names"
 
 SEALED_FIELDS: dict[type[BaseModel], tuple[str, ...]] = {
     # merged_from holds the merged sources' contents; an attachment's name, caption and hash describe a picture
@@ -167,8 +169,48 @@ def open_document(sealer: Sealer, group_key: GroupKey, doc: GroupDocument) -> No
     token = (doc.model_extra or {}).pop(GROUP_MEMORIES_SEALED, None)
     if token is not None:
         fill_list(sealer, group_key, None, doc.group_memories, token)
+    open_names(sealer, group_key, doc)
     doc.todos = [open_item(sealer, group_key, t) for t in doc.todos]
     doc.archive = [open_item(sealer, group_key, a) for a in doc.archive]
+
+
+# ----------------------------------------------------------------------------------------------- members' names
+_names_tokens: dict[tuple[GroupKey, str | None], tuple[dict[str, str], str]] = {}
+
+
+def head_names(sealer: Sealer | None, group_key: GroupKey | None, head: dict[str, Any]) -> dict[str, Any]:
+    """The document head as written: with a sealer, `member_names` goes into one token under `NAMES_SEALED`
+    (bound to the group). The token is reused while the names are the same object (they are replaced on every
+    change, never edited in place), so a commit that does not change them seals nothing."""
+    names = head.pop("member_names", None)
+    if not names:
+        return head
+    if sealer is None:
+        head["member_names"] = names
+        return head
+    assert group_key is not None
+    cache_key = (group_key, sealer.kid)
+    cached = _names_tokens.get(cache_key)
+    if cached is None or cached[0] != names:
+        if len(_names_tokens) >= 4096:
+            _names_tokens.clear()
+        cached = (dict(names), sealer.seal(NAMES, group_key, [], names))
+        _names_tokens[cache_key] = cached
+    head[NAMES_SEALED] = cached[1]
+    return head
+
+
+def open_names(sealer: Sealer | None, group_key: GroupKey, doc: GroupDocument) -> None:
+    """Open the members' names of a document read from a sealed head, in place (KeyUnavailable without a key)."""
+    token = (doc.model_extra or {}).pop(NAMES_SEALED, None)
+    if token is None:
+        return
+    if sealer is None:
+        raise KeyUnavailable(token_kid(token) or "?", ())
+    names = sealer.open(NAMES, group_key, [], token)
+    if not isinstance(names, dict):
+        raise Tampered(f"群 {group_key} 的成员名字不是有效的加密数据")
+    doc.member_names = {str(k): str(v) for k, v in names.items()} or None
 
 
 # ----------------------------------------------------------------------------------------------- single items

@@ -83,6 +83,8 @@ class DocumentSerializer:
             mode="json", exclude={"users", "group_memories", "todos", "archive", "encryption"}, exclude_none=True
         )
         head.pop(sealed.GROUP_MEMORIES_SEALED, None)
+        head.pop(sealed.NAMES_SEALED, None)
+        head = sealed.head_names(self._sealer, self._key, head)
         group_memories, group_token = self._group_memories(doc.group_memories)
         if self._sealer is not None:
             head = {"encryption": {"v": ENCRYPTION_FORMAT, "kid": self._sealer.kid}, **head}

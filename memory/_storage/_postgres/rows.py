@@ -145,6 +145,7 @@ async def load(conn: Any, key: GroupKey, since: Stored | None = None, sealer: Se
     memories = {r[0]: r[1] for r in found}
     tokens = {r[0]: r[2] for r in found}
     doc = GroupDocument.model_validate({**row["head"], "platform": key.platform, "group_id": key.group_id})
+    sealed.open_names(sealer, key, doc)
     for user, extra in row["users"]:
         if f"m:{user}" in moved:
             entry = UserMemories.model_validate_json(f'{{"memories": {memories.get(user, "[]")}}}')
@@ -206,6 +207,7 @@ async def _load_whole(conn: Any, key: GroupKey, row: Any, sealer: Sealer | None)
         f' "todos": {lists[0]}, "archive": {lists[1]}}}'
     )
     doc = GroupDocument.model_validate_json(text)
+    sealed.open_names(sealer, key, doc)
     episodes = _EPISODES.validate_json(lists[2])
     for owner, token in tokens.items():
         entry = doc.users.get(owner) if owner is not GROUP_OWNER else None
@@ -317,7 +319,7 @@ async def write(
         row = batch.GroupRow(
             gid,
             version,
-            _head(doc),
+            _head(doc, sealer, key),
             None if users == stored.users else users,
             next_log_id,
             lists,
@@ -370,7 +372,7 @@ async def write(
         )
     log_rows = [batch.log_row(gid, sealed.seal_entry(sealer, key, e) if sealer else e) for e in entries]
     await batch.insert(conn, "um_log", log_rows)
-    head, users = _head(doc), _users(doc)
+    head, users = _head(doc, sealer, key), _users(doc)
     log_bytes = await conn.fetchval(
         "UPDATE um_groups SET version = $7, head = $2, users = coalesce($3, users), log_next_id = $4, lists = $8,"
         " log_bytes = log_bytes + $5, changed_at = now(),"
@@ -540,5 +542,7 @@ def _users(doc: GroupDocument) -> list[list[Any]]:
     return [[user, dict(entry.__pydantic_extra__ or {})] for user, entry in doc.users.items()]
 
 
-def _head(doc: GroupDocument) -> dict[str, Any]:
-    return doc.model_dump(mode="json", exclude=_LISTS, exclude_none=True)
+def _head(doc: GroupDocument, sealer: Sealer | None, key: GroupKey) -> dict[str, Any]:
+    head = doc.model_dump(mode="json", exclude=_LISTS, exclude_none=True)
+    head.pop(sealed.NAMES_SEALED, None)
+    return sealed.head_names(sealer, key, head)
