@@ -12,11 +12,13 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._models import GroupKey
+from ._models import GroupDocument, GroupKey
+from ._privacy.optout import opted_out
+from ._storage import MemoryStore
 from ._text import clean_content
 
 log = logging.getLogger("astrbot_plugin_user_memory")
@@ -75,7 +77,14 @@ class MemberDirectory:
         retry_seconds: float = 600,
         max_concurrent_fetches: int = 2,
         clock: Callable[[], float] = time.monotonic,
+        stored: Callable[[GroupKey], GroupDocument | None] = lambda key: None,
+        loaded: Callable[[], Iterable[tuple[GroupKey, GroupDocument]]] = tuple,
     ) -> None:
+        # `stored`: the group's document if it is in memory (never I/O): the names kept with it answer when neither
+        # the member list nor a reply has named the member since the start; `loaded`: every document in memory.
+        self._stored = stored
+        self._loaded = loaded
+        self.on_learned: Callable[[GroupKey], None] | None = None  # a name differs from the one kept: keep it
         self._refresh_seconds = refresh_seconds
         self._retry_seconds = retry_seconds
         self._clock = clock
@@ -89,14 +98,37 @@ class MemberDirectory:
         return self._rosters.get(key)
 
     def name(self, key: GroupKey, user_id: str) -> str | None:
+        """The member list's name, else the one kept with the group (as the list last gave it, or a reply used)."""
         roster = self._rosters.get(key)
-        return roster.names.get(user_id) if roster else None
+        return (roster.names.get(user_id) if roster else None) or self.kept_name(key, user_id)
+
+    def kept_name(self, key: GroupKey, user_id: str) -> str | None:
+        """The name kept with the group's document, when it is in memory."""
+        doc = self._stored(key)
+        return doc.member_names.get(user_id) if doc is not None and doc.member_names else None
+
+    def _kept_on(self, platform: str, user_id: str) -> str | None:
+        """The name kept for the member with any group of the platform in memory (one lookup per group)."""
+        for key, doc in self._loaded():
+            if key.platform == platform and doc.member_names and user_id in doc.member_names:
+                return doc.member_names[user_id]
+        return None
+
+    def _kept(self) -> Iterable[tuple[GroupKey, str, str]]:
+        """(group, user id, name) of every name kept with a document in memory."""
+        for key, doc in self._loaded():
+            for uid, name in (doc.member_names or {}).items():
+                yield key, uid, name
 
     def display_name(self, key: GroupKey, user_id: str) -> str | None:
         """The name a person would know the member by: the platform's member list, else the name a reply last
         called them by (platforms without a member list), else None."""
         roster = self._rosters.get(key)
-        name = (roster.names.get(user_id) if roster else None) or self._spoken.get((key, user_id))
+        name = (
+            (roster.names.get(user_id) if roster else None)
+            or self._spoken.get((key, user_id))
+            or self.kept_name(key, user_id)
+        )
         if name is None and key.is_global:  # a global memory's owner: by the name a group of the platform knows
             name = next(
                 (
@@ -105,13 +137,16 @@ class MemberDirectory:
                     if k.platform == key.platform and user_id in r.names
                 ),
                 None,
-            )
+            ) or self._kept_on(key.platform, user_id)
         return name
 
     def group_name(self, key: GroupKey) -> str | None:
         """The group's name as the platform last gave it (None: not fetched yet, or the platform names none)."""
         roster = self._rosters.get(key)
-        return roster.group_name if roster else None
+        if roster is not None and roster.group_name:
+            return roster.group_name
+        doc = self._stored(key)
+        return doc.group_name if doc is not None else None
 
     def note_spoken(self, key: GroupKey, user_id: str, name: str) -> None:
         """Remember the name the reply path called the member by (the dashboard's recall tester shows the same)."""
@@ -120,6 +155,18 @@ class MemberDirectory:
             if len(self._spoken) >= MAX_SPOKEN_NAMES:
                 self._spoken.clear()
             self._spoken[spoken] = name
+            if self.on_learned is not None and self.kept_name(key, user_id) != name:
+                self.on_learned(key)
+
+    def learned(self, key: GroupKey) -> tuple[dict[str, str], str | None]:
+        """The names to keep with the group: the names replies called members by, and the member list's (which win,
+        as in `display_name`: the list is the platform's, fetched again every few hours), and the group's name (None:
+        not known)."""
+        roster = self._rosters.get(key)
+        names = {uid: name for (k, uid), name in self._spoken.items() if k == key}
+        if roster is not None:
+            names.update(roster.names)
+        return names, roster.group_name if roster is not None else None
 
     def spoken_name(self, key: GroupKey, user_id: str) -> str | None:
         return self._spoken.get((key, user_id))
@@ -133,6 +180,7 @@ class MemberDirectory:
         """Every name the member goes by (in the rosters, and as the reply path called them) in the groups `where`
         admits: what an erasure must take out of the episodes' summaries."""
         names = {name for (key, uid), name in self._spoken.items() if uid == user_id and where(key)}
+        names.update(name for key, uid, name in self._kept() if uid == user_id and where(key))
         names.update(
             roster.names[user_id] for key, roster in self._rosters.items() if user_id in roster.names and where(key)
         )
@@ -148,6 +196,7 @@ class MemberDirectory:
         for key, roster in self._rosters.items():
             if key.platform == platform:
                 found.update(uid for uid, name in roster.names.items() if folded in name.casefold())
+        found.update(uid for key, uid, name in self._kept() if key.platform == platform and folded in name.casefold())
         return found
 
     def called(self, platform: str, name: str) -> dict[str, set[GroupKey]]:
@@ -157,6 +206,7 @@ class MemberDirectory:
         found: dict[str, set[GroupKey]] = {}
         named = [(key, uid, n) for (key, uid), n in self._spoken.items()]
         named += [(key, uid, n) for key, roster in self._rosters.items() for uid, n in roster.names.items()]
+        named += self._kept()
         for key, uid, n in named:
             if key.platform == platform and n.strip().casefold() == folded:
                 found.setdefault(uid, set()).add(key)
@@ -164,9 +214,13 @@ class MemberDirectory:
 
     def knows(self, platform: str, user_id: str) -> bool:
         """Whether a roster or a reply of `platform` knows the user id (named or only listed)."""
-        return any(k.platform == platform and uid == user_id for k, uid in self._spoken) or any(
-            key.platform == platform and (user_id in roster.names or user_id in roster.members)
-            for key, roster in self._rosters.items()
+        return (
+            any(k.platform == platform and uid == user_id for k, uid in self._spoken)
+            or any(
+                key.platform == platform and (user_id in roster.names or user_id in roster.members)
+                for key, roster in self._rosters.items()
+            )
+            or self._kept_on(platform, user_id) is not None
         )
 
     def forget(self, user_id: str) -> None:
@@ -240,6 +294,8 @@ class MemberDirectory:
                 roster = await fetching
             if roster is not None:
                 self._rosters[key] = dataclasses.replace(roster, fetched_at=self._clock())
+                if self.on_learned is not None and self._differs(key, roster):
+                    self.on_learned(key)
         except asyncio.CancelledError:
             if asyncio.iscoroutine(fetching):
                 fetching.close()  # cancelled while waiting for a slot: never started
@@ -248,6 +304,17 @@ class MemberDirectory:
             log.warning("fetching the members of %s failed; trying again later", key, exc_info=True)
         finally:
             self._tasks.pop(key, None)
+
+    def _differs(self, key: GroupKey, roster: Roster) -> bool:
+        """Whether the member list names anyone (or the group) otherwise than the names kept with the group (a
+        document not in memory: it may)."""
+        doc = self._stored(key)
+        if doc is None:
+            return bool(roster.names or roster.group_name)
+        kept = doc.member_names or {}
+        if roster.group_name and roster.group_name != doc.group_name:
+            return True
+        return any(kept.get(uid) != name for uid, name in roster.names.items())
 
     async def settle(self) -> None:
         """Wait for running fetches (tests)."""
@@ -262,3 +329,92 @@ class MemberDirectory:
             task.cancel()
         await asyncio.gather(*self._tasks.values(), return_exceptions=True)
         self._tasks.clear()
+
+
+MAX_WAITING_GROUPS = 10_000
+
+
+class NameKeeper:
+    """Keeps the names the directory learns with each group's document (`MemoryStore.set_names`), never on the
+    reply path: the directory reports a group whose member list or replies name someone otherwise than the document
+    keeps (`MemberDirectory.on_learned`, no I/O), and the names are written a moment later in the background, all
+    groups that changed meanwhile together, and only what differs. A member who opted out (in the group or in every
+    group of the platform) gets no name kept; a group that holds nothing else gets no document made for its names.
+    A failed write is logged once per cause and tried again at the group's next change."""
+
+    def __init__(self, store: MemoryStore, members: MemberDirectory, *, delay_seconds: float = 2.0) -> None:
+        self._store = store
+        self._members = members
+        self._delay = delay_seconds
+        self._waiting: set[GroupKey] = set()
+        self._task: asyncio.Task[None] | None = None
+        self._failed: set[str] = set()  # causes of failed writes already logged
+        members.on_learned = self.learned
+
+    def learned(self, key: GroupKey) -> None:
+        """The group's names changed (no I/O: the write follows after `delay_seconds`)."""
+        if key.is_global or (key not in self._waiting and len(self._waiting) >= MAX_WAITING_GROUPS):
+            return
+        self._waiting.add(key)
+        if self._task is None or self._task.done():
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:  # no loop (a synchronous caller): the next change starts the write
+                return
+            self._task = loop.create_task(self._later(), name="memory-names")
+
+    def waiting(self) -> int:
+        return len(self._waiting)
+
+    async def _later(self) -> None:
+        await asyncio.sleep(self._delay)
+        await self.flush()
+
+    async def flush(self) -> None:
+        """Write the names of every group that changed (also what `close` does)."""
+        while self._waiting:
+            key = self._waiting.pop()
+            try:
+                await self._keep(key)
+            except asyncio.CancelledError:
+                self._waiting.add(key)
+                raise
+            except Exception as exc:  # storage down, a corrupt file (never overwritten): tried at the next change
+                cause = f"{type(exc).__name__}: {exc}"
+                if cause not in self._failed and len(self._failed) < 100:
+                    self._failed.add(cause)
+                    log.warning(f"keeping the members' names of {key} failed (logged once): {cause}")
+
+    async def _keep(self, key: GroupKey) -> None:
+        store = self._store
+        doc = await store.document(key)
+        kept = doc.member_names or {}
+        if not (kept or doc.group_name or doc.users or doc.group_memories or doc.todos or doc.archive):
+            return  # nothing else is kept of this group: its names make no document
+        hidden = await opted_out(store, key)
+        names, group_name = self._members.learned(key)
+        wanted = {uid: name for uid, name in names.items() if uid not in hidden and kept.get(uid) != name}
+        forget = [uid for uid in kept if uid in hidden]
+        if wanted or forget or (group_name and group_name != doc.group_name):
+            await store.set_names(key, wanted, group_name, forget)
+
+    async def forget(self, user_id: str, keys: Iterable[GroupKey]) -> None:
+        """Drop the member's kept name from each group of `keys` that keeps one (they opted out in every group)."""
+        for key in keys:
+            if key.is_global:
+                continue
+            doc = await self._store.document(key)
+            if user_id in (doc.member_names or {}):
+                await self._store.set_names(key, {}, None, [user_id])
+
+    async def close(self) -> None:
+        """Write what is waiting (a settings save or a reload keeps the latest names), then stop."""
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+        if self._waiting and self._store.unavailable is None:
+            try:
+                await asyncio.wait_for(self.flush(), 5.0)
+            except Exception:
+                log.warning("keeping the members' names at shutdown failed", exc_info=True)

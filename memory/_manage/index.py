@@ -63,6 +63,7 @@ class GroupEntry:
     file_size: int = -1  # the group file as last counted: a file that differs is counted again on opening
     file_mtime_ns: int = -1
     signature: str = ""  # shared store: the group's signature as last counted ("": count again)
+    name: str = ""  # the group's own name as its document keeps it (`GroupDocument.group_name`; "": none kept)
 
     @property
     def key(self) -> GroupKey:
@@ -108,6 +109,7 @@ def entry_from(key: GroupKey, doc: GroupDocument, file: str, episodes: int) -> G
         episodes=episodes,
         archived=len(doc.archive),
         last_change=doc.updated_at,
+        name=doc.group_name or "",
     )
 
 
@@ -131,6 +133,7 @@ def _entry_from_raw(raw: dict[str, Any], file: str, episodes: int) -> GroupEntry
         episodes=episodes,
         archived=len(raw.get("archive") or []),
         last_change=float(raw.get("updated_at") or 0.0),
+        name=name if isinstance(name := raw.get("group_name"), str) else "",
     )
 
 

@@ -20,7 +20,7 @@ from .._logthrottle import LogThrottle
 from .._manage import Browser, GroupIndex
 from .._manage.search_all import Digests
 from .._manage.stats import InjectionCounts
-from .._members import MemberDirectory
+from .._members import MemberDirectory, NameKeeper
 from .._models import Caller, GroupKey, MemberKey, Mention
 from .._observation import EpisodeRequest, ExtractionScheduler, Utterance
 from .._pictures import DIRECTORY as ATTACHMENTS_DIRECTORY, AttachmentStore
@@ -77,7 +77,6 @@ class Components:
         self.ports = ports
         for warning in setting_warnings:
             log.warning(warning)
-        self.members = MemberDirectory()
         self.embedding_state = NO_EMBEDDINGS
         self.storage = choose_store(settings)
         self.encryption = choose_encryption(settings)
@@ -85,6 +84,9 @@ class Components:
         for secret in self.config_secrets:
             log.warning(secret.text)
         self.store = open_store(settings, data_dir, encryption=self.encryption, clock=ports.clock)
+        # the members' and groups' names, kept with each group's document (read from it after a restart)
+        self.members = MemberDirectory(stored=self.store.peek_document, loaded=self.store.loaded_documents)
+        self.names = NameKeeper(self.store, self.members)
         self.audit = open_audit(self.store, data_dir, ports.clock)  # refused access, apart from the change log
         # the pictures and files kept with memories, sealed with the store's key; swept after each commit that
         # may have dropped the last reference to one (`_pictures/sweep.py`)

@@ -155,7 +155,8 @@ class Manager:
         return self._members.display_name(key, user_id) if user_id else None
 
     def _group_json(self, entry: GroupEntry) -> dict[str, Any]:
-        return {**entry.as_json(), "name": self._members.group_name(entry.key)}
+        # the name learned since the start, else the one the group's document keeps (the index has it: no load)
+        return {**entry.as_json(), "name": self._members.group_name(entry.key) or entry.name or None}
 
     def _by_member(self, views: Sequence[GroupView], query: Query) -> Query:
         """The query with its member filter resolved: the members whose user id is `query.member`, or whose name

@@ -208,6 +208,7 @@ class MemoryService(Components):
         if self.maintenance is not None:
             await self.maintenance.stop()
         await self.members.close()
+        await self.names.close()  # the names learned meanwhile, before the store closes
         if self.extraction is not None:
             await self.extraction.close()
         await self.pictures.sweeper.close()

@@ -5,6 +5,7 @@ an unexpected error becomes a short text instead of a crash."""
 
 from __future__ import annotations
 
+
 import dataclasses
 import logging
 from collections.abc import Awaitable, Sequence
@@ -145,6 +146,13 @@ class MemoryTools:
                 parts.extraction.forget_member(user_id, where)
             parts.members.forget_spoken(user_id, where)
             parts.heard.forget_member(user_id, where)
+            if all_groups:  # the flag is in the platform's document: the name kept in each group goes now
+                keys = {e.key for e in parts.group_index.groups(group.platform)}
+                keys.update(k for k, _ in parts.store.loaded_documents() if where(k))
+                try:
+                    await parts.names.forget(user_id, keys)
+                except MemoryPluginError as exc:  # the flag holds: the next write of a group's names drops it
+                    log.warning(f"dropping the kept names of an opted-out member failed: {exc}")
         return text
 
     # -- todos ---------------------------------------------------------------------------------------------------
