@@ -168,6 +168,10 @@ class MemberDirectory:
             names.update(roster.names)
         return names, roster.group_name if roster is not None else None
 
+    def spoken_in(self, key: GroupKey) -> set[str]:
+        """The members a reply called by a name in the group since the start."""
+        return {uid for (k, uid) in self._spoken if k == key}
+
     def spoken_name(self, key: GroupKey, user_id: str) -> str | None:
         return self._spoken.get((key, user_id))
 
@@ -334,12 +338,24 @@ class MemberDirectory:
 MAX_WAITING_GROUPS = 10_000
 
 
+def _named_in(doc: GroupDocument) -> set[str]:
+    """The members the group's data names: owners of memories (archived too), who added a group memory, whose todo
+    it is or who set it."""
+    named = set(doc.users) | {a.owner for a in doc.archive if a.owner}
+    named.update(m.added_by for m in doc.group_memories if m.added_by)
+    for todo in doc.todos:
+        named.update(uid for uid in (todo.assignee, todo.creator) if uid)
+    return named
+
+
 class NameKeeper:
     """Keeps the names the directory learns with each group's document (`MemoryStore.set_names`), never on the
     reply path: the directory reports a group whose member list or replies name someone otherwise than the document
     keeps (`MemberDirectory.on_learned`, no I/O), and the names are written a moment later in the background, all
-    groups that changed meanwhile together, and only what differs. A member who opted out (in the group or in every
-    group of the platform) gets no name kept; a group that holds nothing else gets no document made for its names.
+    groups that changed meanwhile together, and only what differs. Kept are the names of the members the group's data
+    names (memories, todos, group memories they added) or who spoke in the group, not the whole member list of a large
+    group; a member who opted out (in the group or in every group of the platform) gets none, and a group that holds
+    nothing else gets no document made for its names.
     A failed write is logged once per cause and tried again at the group's next change."""
 
     def __init__(self, store: MemoryStore, members: MemberDirectory, *, delay_seconds: float = 2.0) -> None:
@@ -393,7 +409,11 @@ class NameKeeper:
             return  # nothing else is kept of this group: its names make no document
         hidden = await opted_out(store, key)
         names, group_name = self._members.learned(key)
-        wanted = {uid: name for uid, name in names.items() if uid not in hidden and kept.get(uid) != name}
+        # only the members the group's data names or who spoke here: not everyone on a large group's member list
+        who = self._members.spoken_in(key) | _named_in(doc)
+        wanted = {
+            uid: name for uid, name in names.items() if uid in who and uid not in hidden and kept.get(uid) != name
+        }
         forget = [uid for uid in kept if uid in hidden]
         if wanted or forget or (group_name and group_name != doc.group_name):
             await store.set_names(key, wanted, group_name, forget)
