@@ -310,15 +310,16 @@ class MemberDirectory:
             self._tasks.pop(key, None)
 
     def _differs(self, key: GroupKey, roster: Roster) -> bool:
-        """Whether the member list names anyone (or the group) otherwise than the names kept with the group (a
-        document not in memory: it may)."""
+        """Whether the member list names the group, or a member whose name is kept (one the group's data names or
+        who spoke there), otherwise than the group's document keeps (a document not in memory: it may)."""
         doc = self._stored(key)
         if doc is None:
             return bool(roster.names or roster.group_name)
-        kept = doc.member_names or {}
         if roster.group_name and roster.group_name != doc.group_name:
             return True
-        return any(kept.get(uid) != name for uid, name in roster.names.items())
+        kept = doc.member_names or {}
+        who = self.spoken_in(key) | _named_in(doc)
+        return any(kept.get(uid) != name for uid, name in roster.names.items() if uid in who)
 
     async def settle(self) -> None:
         """Wait for running fetches (tests)."""
