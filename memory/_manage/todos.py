@@ -84,11 +84,11 @@ async def update_group_todo(
     """Change one todo of the group (named by its full id) as `lark_update_todo` would for an admin of the group;
     (before, after). A refusal raises `InvalidMemoryInput`, nothing changed."""
     if not isinstance(todo_id, str) or not todo_id.strip():
-        raise InvalidMemoryInput(f"待办 id 必须是非空文本，收到 {todo_id!r}")
+        raise InvalidMemoryInput(f"待办 id 必须是非空文本，收到 {todo_id!r}", code="todo_gone")
     todo_id = todo_id.strip()
     target = next((t for t in await store.todos(key) if t.id == todo_id), None)
     if target is None:
-        raise InvalidMemoryInput(f"没有 id 为 {todo_id!r} 的待办：它可能已被删除，请刷新")
+        raise InvalidMemoryInput(f"没有 id 为 {todo_id!r} 的待办：它可能已被删除，请刷新", code="todo_gone")
     # the admin acts as the todo's member (a group todo: its creator), so the rules find the todo among theirs
     caller = Caller(MemberKey(key, target.assignee or target.creator), is_admin=True)
     change = update_change(
@@ -101,4 +101,9 @@ async def update_group_todo(
         now=now,
         can_remind=can_remind,
     )
-    return await store.change_todos(key, change, actor=actor)
+    try:
+        return await store.change_todos(key, change, actor=actor)
+    except InvalidMemoryInput as exc:
+        if not exc.code and exc.params.get("field"):  # no wording of its own: the tool's words, beside the field
+            exc.code = "todo_refused"
+        raise

@@ -26,6 +26,17 @@
       todoNote: "这里的修改和成员用待办工具修改时一样检查（时间、重复规则、内容），以“dashboard:登录名”记入历史；待办的变更不能在历史里撤销。",
       todo_pending: "未完成", todo_done: "已完成", todo_cancelled: "已取消", todo_expired: "已过期",
       todo_unconfirmed: "待确认（从聊天中识别，确认后才提醒）",
+      // issue 35 item 3: a refused todo edit, said beside its field
+      err_time_past: "这个时间（{when}）已经过去：请选一个以后的时间。", err_time_unreadable: "看不懂这个时间：请在框里选日期和时刻。",
+      err_time_out_of_range: "这个时间太远了：最晚只能设到 {latest} 年底。",
+      err_time_dst_gap: "这个时刻在 {zone} 不存在（夏令时跳过了这段时间）：可以改成 {shifted}。",
+      err_remind_after_due: "提醒时间晚于截止时间（{due}）：提醒要在截止之前。",
+      err_remind_unavailable: "这条待办所在的平台现在不能主动发消息，不能设置提醒时间。",
+      err_remind_needed: "原定的提醒时间（{when}）已经过去：确认这条待办时请选一个新的提醒时间。",
+      err_recurrence_no_day: "按重复规则找不到下一次的日子：请换一个时间。", err_recurrence_invalid: "这条待办的重复规则无法识别。",
+      err_status_invalid: "状态只能是完成或取消。", err_todo_refused: "{0}",
+      err_todo_closed: "这条待办已经结束（完成、取消或过期），不能再修改：列表已刷新。",
+      err_todo_gone: "这条待办已不存在（可能刚被移除）：列表已刷新。",
       delivery_sent: "已提醒（{0}）", delivery_late: "已补发提醒（{0}）", delivery_retrying: "提醒发送失败，将重试",
       delivery_failed: "提醒发送失败（{0}）", delivery_missed: "错过了提醒（{0}，机器人当时离线）", deliveryRetryAt: "下次重试 {0}",
       deliveryWaiting: "将于 {0} 提醒", deliveryUnconfirmed: "确认后才会提醒", deliveryNone: "不提醒",
@@ -147,6 +158,16 @@
       todoNote: "Changes here are checked as when a member changes a todo through the todo tool (times, recurrence, text) and logged in the history as “dashboard:<login>”; a todo change cannot be undone from the history.",
       todo_pending: "Open", todo_done: "Done", todo_cancelled: "Cancelled", todo_expired: "Expired",
       todo_unconfirmed: "To confirm (noticed in chat; reminded once confirmed)",
+      err_time_past: "That time ({when}) has already passed: pick a later one.", err_time_unreadable: "That time cannot be read: pick a date and a time in the box.",
+      err_time_out_of_range: "That time is too far ahead: the end of {latest} at the latest.",
+      err_time_dst_gap: "That time does not exist in {zone} (skipped by a daylight-saving change): {shifted} would do.",
+      err_remind_after_due: "The reminder is after the deadline ({due}): remind before it.",
+      err_remind_unavailable: "This todo's platform cannot post on its own right now, so no reminder time can be set.",
+      err_remind_needed: "The planned reminder time ({when}) has passed: pick a new one to confirm this todo.",
+      err_recurrence_no_day: "The repeat rule finds no next day: pick another time.", err_recurrence_invalid: "This todo's repeat rule cannot be read.",
+      err_status_invalid: "The status can only be done or cancelled.", err_todo_refused: "{0}",
+      err_todo_closed: "This todo is finished (done, cancelled or expired) and cannot be changed: the list was refreshed.",
+      err_todo_gone: "This todo is no longer there (just removed?): the list was refreshed.",
       delivery_sent: "Reminded ({0})", delivery_late: "Reminded late ({0})", delivery_retrying: "Sending failed, will retry",
       delivery_failed: "Sending failed ({0})", delivery_missed: "Missed ({0}, the bot was offline)", deliveryRetryAt: "next try {0}",
       deliveryWaiting: "Will remind {0}", deliveryUnconfirmed: "Reminded once confirmed", deliveryNone: "No reminder",
@@ -392,14 +413,14 @@
   function refusal(e) {
     const raw = (e && e.message) || String(e);
     const m = /^\[([a-z_]+)((?:\|[^|\]]*)*)\]\s*([\s\S]*)$/.exec(raw);
-    if (!m) return { code: "", text: raw };
+    if (!m) return { code: "", text: raw, params: {} };
     const params = {};
     m[2].split("|").filter(Boolean).forEach((p) => { const i = p.indexOf("="); params[p.slice(0, i)] = p.slice(i + 1); });
     const key = `err_${m[1]}`;
-    if (!(STRINGS[state.lang][key] || STRINGS.zh[key])) return { code: m[1], text: m[3] };
+    if (!(STRINGS[state.lang][key] || STRINGS.zh[key])) return { code: m[1], text: m[3], params };
     let text = t(key, m[3]);
     for (const [k, v] of Object.entries(params)) text = text.split(`{${k}}`).join(v);
-    return { code: m[1], text };
+    return { code: m[1], text, params };
   }
 
   function errorText(e) { return t("error", refusal(e).text); }
@@ -1242,22 +1263,47 @@
       if (!(await confirmDialog(t("todoConfirmCancel", x.content)))) return;
       await change(x, { status: "cancelled" }, t("todoCancelledOk"));
     }
+    // As the memory dialog (issue 35 item 3): open until the server takes the edit or the person cancels, with
+    // what was typed; a refusal is said beside the field it concerns (the server names it), in the page's words.
     async function editTodo(x) {
       const content = el("textarea", { rows: 3, class: "wide", name: "content" });
       content.value = x.content;
       const remind = el("input", { type: "datetime-local", name: "remind_at", value: zonedInput(x.remind_at, zone), disabled: !x.can_remind });
+      const fieldError = (field) => el("p", { class: "error field-error", "data-field": field, role: "alert", hidden: true });
+      const errors = { content: fieldError("content"), remind_at: fieldError("remind_at"), "": fieldError("") };
       const body = el("div", { class: "form" },
-        el("label", {}, t("content"), content),
+        el("label", {}, t("content"), content), errors.content,
         el("label", {}, t("todoRemind"), remind, el("span", { class: "muted small" },
-          x.can_remind ? [t("todoZone", zone), x.recurrence ? ` · ${t("todoRecurHint", recurrenceText(x.recurrence))}` : ""] : t("todoNoRemind"))));
-      const answer = await dialog(t("todoEditTitle"), body, [
-        { value: "cancel", label: t("cancel"), class: "ghost" }, { value: "save", label: t("save") }]);
-      if (answer !== "save") return;
-      const wanted = {};
-      if (content.value.trim() !== x.content) wanted.content = content.value;
-      if (remind.value && remind.value !== zonedInput(x.remind_at, zone)) wanted.remind_at = remind.value;
-      if (!Object.keys(wanted).length) return;
-      await change(x, wanted, t("saved"));
+          x.can_remind ? [t("todoZone", zone), x.recurrence ? ` · ${t("todoRecurHint", recurrenceText(x.recurrence))}` : ""] : t("todoNoRemind"))),
+        errors.remind_at, errors[""]);
+      const say = (field, text) => {
+        for (const [name, box] of Object.entries(errors)) {
+          box.textContent = name === (field in errors ? field : "") ? text : "";
+          box.hidden = !box.textContent;
+        }
+      };
+      for (;;) {
+        const answer = await dialog(t("todoEditTitle"), body, [
+          { value: "cancel", label: t("cancel"), class: "ghost" }, { value: "save", label: t("save") }]);
+        if (answer !== "save") return;
+        say("", "");
+        if (!content.value.trim()) { say("content", t("err_content_empty")); continue; }
+        const wanted = {};
+        if (content.value.trim() !== x.content) wanted.content = content.value;
+        if (remind.value && remind.value !== zonedInput(x.remind_at, zone)) wanted.remind_at = remind.value;
+        if (!Object.keys(wanted).length) return;
+        try {
+          await api.post("todo/update", { ...base, todo_id: x.id, ...wanted });
+        } catch (e) {
+          const r = refusal(e);
+          if (r.code === "todo_gone" || r.code === "todo_closed") { notify(r.text, "error"); await load(); return; }
+          say(r.params.field || "", r.code ? r.text : errorText(e));
+          continue;
+        }
+        notify(t("saved"));
+        await load();
+        return;
+      }
     }
     load();
     return root;
