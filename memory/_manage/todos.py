@@ -5,7 +5,8 @@ and the state of its latest reminder as values the page puts into words. Changed
 reminder moved or its text changed, through the change `lark_update_todo` makes (`_todos/service.update_change`:
 the same checks of times, recurrence and content, only while pending), acting as an admin of the group. The store
 logs each change under the dashboard's actor; the scheduler hears of it through the store's todo listener. The
-change log cannot undo a todo change (`_admin.revert_change` refuses them): a done todo is not reopened.
+history undoes it (`_todos/revert.py`). A refusal names the field it concerns and carries a code, which the page
+words beside that field (issue 35).
 """
 
 from __future__ import annotations
