@@ -370,7 +370,7 @@ class UserMemoryPlugin(Star):
 
     @memory_command.command("revert")
     async def memory_revert_command(self, event: AstrMessageEvent, number: int = 0):
-        """（管理员）按编号撤销一条记忆变更（一次提交的多项一起撤销；撤销归档即恢复）：/memory revert <编号>"""
+        """（管理员）按编号撤销一条记忆或待办的变更（一次提交的多项一起撤销；撤销归档即恢复）：/memory revert <编号>"""
         yield event.plain_result(await self.service.commands.revert(sender_of(event), number))
 
     @memory_command.command("archived")

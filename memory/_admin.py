@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime, tzinfo
 from typing import Any
 
@@ -18,6 +19,17 @@ from ._errors import InvalidMemoryInput, StorageUnavailable
 from ._aging.archive import archive_memories, restore_memories
 from ._models import GroupKey, Memory
 from ._privacy.audit import AuditPage
+from ._todos.revert import revert_todo_change
+from ._todos.rules import TodoPolicy
+
+
+@dataclass(frozen=True)
+class TodoUndo:
+    """What undoing a todo change needs: the todo rules' policy (zone, limits) and the time now."""
+
+    policy: TodoPolicy
+    now: float
+
 
 PRIVACY = "privacy"  # a member's opt-out flag moved (`_privacy/optout.py`), logged without content
 _PRIVACY_LABELS = {"optout": "关闭了从聊天中记录自己", "optin": "恢复了从聊天中记录自己"}
@@ -153,8 +165,8 @@ async def history_text(
         lines.append(f"#{head['id']} {_stamp(head.get('at'), zone)} {head.get('actor')} 一次提交 {len(unit)} 项：")
         lines.extend(f"  #{e['id']} {_line(e)}" for e in unit)
     return (
-        f"本群最近的记忆、待办与情境记忆变更（共 {len(units)} 项；/memory revert <编号> 撤销记忆或情境记忆的变更，"
-        f"一次提交的多项一起撤销；清除的内容无法撤销；待办请用待办工具修改）：\n" + "\n".join(lines) + refused
+        f"本群最近的记忆、待办与情境记忆变更（共 {len(units)} 项；/memory revert <编号> 撤销记忆、待办或情境记忆的变更，"
+        f"一次提交的多项一起撤销；清除的内容和提醒的发送无法撤销）：\n" + "\n".join(lines) + refused
     )
 
 
@@ -176,11 +188,18 @@ def _audit_text(audit: AuditPage, zone: tzinfo | None, name: Callable[[str], str
 
 
 async def revert_change(
-    store: MemoryStore, key: GroupKey, entry_id: int, *, actor: str, core_importance: float = 1.0
+    store: MemoryStore,
+    key: GroupKey,
+    entry_id: int,
+    *,
+    actor: str,
+    core_importance: float = 1.0,
+    todos: TodoUndo | None = None,
 ) -> str:
     """Undo change-log entry `entry_id` (with the rest of its transaction): remove what it added, restore exactly
     what it changed or deleted. Only when every target still has the value the entry left (its time of last update
-    aside); the revert is itself logged."""
+    aside); the revert is itself logged. A todo change needs `todos` (the rules' policy and the time now:
+    `_todos/revert.py`)."""
     try:
         entries = await store.log_entries(key)  # read once: memory, episode and todo entries all come from it
     except StorageUnavailable as exc:
@@ -192,8 +211,14 @@ async def revert_change(
         episode_entry = next((e for e in episode_entries if e["id"] == entry_id), None)
         if episode_entry is not None:
             return await revert_episode_change(store, key, episode_entry, episode_entries, actor=actor)
-    if entry is None and any(e.get("id") == entry_id and e.get("kind") == TODO for e in entries):
-        return f"#{entry_id} 是待办的变更，不能撤销：请让成员用待办工具修改（完成、取消或改时间）。"
+    todo_entry = next((e for e in entries if e.get("id") == entry_id and e.get("kind") == TODO), None)
+    if entry is None and todo_entry is not None and todos is not None:
+        undone = await revert_todo_change(
+            store, key, todo_entry, entries, actor=actor, policy=todos.policy, now=todos.now
+        )
+        return undone.message
+    if entry is None and todo_entry is not None:
+        return f"#{entry_id} 是待办的变更，这里不能撤销：请让成员用待办工具修改（完成、取消或改时间）。"
     if entry is None:
         return f"没有编号为 #{entry_id} 的记忆变更记录（可能已被裁剪）：请用 /memory history 查看。"
     txn = entry.get("txn")

@@ -1,7 +1,7 @@
 """The memory page's todo view and changes, bulk edits of memories and the CSV export, driven through the
 service's `Manager` (memory/_service/manager.py) on the fakes of service_kit: todo changes go through
-`lark_update_todo`'s own change (same checks, same messages), are logged under the dashboard's actor and are not
-revertable; a bulk edit is one transaction that one revert undoes; the CSV opens in Excel and holds no formula."""
+`lark_update_todo`'s own change (same checks, same messages), are logged under the dashboard's actor and are
+revertable from the history; a bulk edit is one transaction that one revert undoes; the CSV opens in Excel and holds no formula."""
 
 from __future__ import annotations
 
@@ -61,8 +61,8 @@ async def test_marking_done_is_logged_for_the_dashboard_user_and_the_member_sees
     newest = (await history_page(service.store, G, limit=1, before=None))["items"][0]
     assert newest["kind"] == "todo" and newest["actor"] == "dashboard:admin"
     assert newest["old"]["status"] == "pending" and newest["new"]["status"] == "done"
-    assert newest["revertable"] is False
-    with pytest.raises(InvalidMemoryInput, match="待办"):
+    assert newest["revertable"] is True  # undone from the history (issue 35 item 6: tests/test_todo_revert.py)
+    with pytest.raises(InvalidMemoryInput, match="待办"):  # only with the todo rules' policy and clock
         await revert_entry(service.store, G, newest["id"], actor="dashboard:admin", core_importance=1.0)
     listed = await service.tools.list_todos(A, include_done=True)
     assert "交周报" in listed and "已完成" in listed

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._admin import revert_change
+from .._admin import TodoUndo, revert_change
 from .._errors import InvalidMemoryInput
 from .._models import GroupKey
-from .._storage import EPISODE, ERASE, MEMORY, MemoryStore
+from .._storage import EPISODE, ERASE, MEMORY, TODO, MemoryStore
 from .._storage.changelog import is_change
+from .._todos import revert as todo_revert
 
 MAX_PAGE = 200
 DEFAULT_PAGE = 50
@@ -72,7 +73,10 @@ async def history_page(store: MemoryStore, key: GroupKey, *, limit: int, before:
 
 def _revertable(entry: dict[str, Any]) -> bool:
     """Whether `revert_entry` may undo it (it still refuses when the target changed since): memory and episode
-    changes whose content was not erased; not a todo change, not the final purge of an archived memory."""
+    changes whose content was not erased, not the final purge of an archived memory; a person's todo change
+    (`_todos/revert.py`: not what the scheduler recorded)."""
+    if entry.get("kind") == TODO:
+        return todo_revert.revertable(entry)
     return (
         entry.get("kind") in (MEMORY, EPISODE)
         and not entry.get("erased")
@@ -81,13 +85,47 @@ def _revertable(entry: dict[str, Any]) -> bool:
     )
 
 
-async def revert_entry(store: MemoryStore, key: GroupKey, entry: Any, *, actor: str, core_importance: float) -> str:
+async def revert_entry(
+    store: MemoryStore,
+    key: GroupKey,
+    entry: Any,
+    *,
+    actor: str,
+    core_importance: float,
+    todos: TodoUndo | None = None,
+) -> str:
     """Revert change-log entry `entry` (with its transaction) through `_admin.revert_change`, the code
-    `/memory revert` uses; what it reports. A refusal (changed since, erased, a todo, unknown) raises
+    `/memory revert` uses; what it reports. A refusal (changed since, erased, unknown) raises
     `InvalidMemoryInput` with its reason, nothing changed."""
+    return str(
+        (await reverted(store, key, entry, actor=actor, core_importance=core_importance, todos=todos))["message"]
+    )
+
+
+async def reverted(
+    store: MemoryStore,
+    key: GroupKey,
+    entry: Any,
+    *,
+    actor: str,
+    core_importance: float,
+    todos: TodoUndo | None = None,
+) -> dict[str, Any]:
+    """`revert_entry` for the page: `{message, reminders}`, where a todo put back says what became of its
+    reminder (`_todos/revert.ReminderNote`: re-armed, resumed, already sent, past) for the page to word."""
     if isinstance(entry, bool) or not isinstance(entry, int):
         raise InvalidMemoryInput(f"entry_id 必须是变更编号（整数），收到 {entry!r}")
-    message = await revert_change(store, key, entry, actor=actor, core_importance=core_importance)
+    if todos is not None:
+        entries = await store.log_entries(key)
+        todo_entry = next((e for e in entries if e.get("id") == entry and e.get("kind") == TODO), None)
+        if todo_entry is not None:
+            undone = await todo_revert.revert_todo_change(
+                store, key, todo_entry, entries, actor=actor, policy=todos.policy, now=todos.now
+            )
+            if not undone.done:
+                raise InvalidMemoryInput(undone.message, code="revert_refused")
+            return {"message": undone.message, "reminders": [note.as_json() for note in undone.reminders]}
+    message = await revert_change(store, key, entry, actor=actor, core_importance=core_importance, todos=todos)
     if not message.startswith(REVERTED):
         raise InvalidMemoryInput(message, code="revert_refused")
-    return message
+    return {"message": message, "reminders": []}

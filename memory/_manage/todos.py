@@ -5,7 +5,8 @@ and the state of its latest reminder as values the page puts into words. Changed
 reminder moved or its text changed, through the change `lark_update_todo` makes (`_todos/service.update_change`:
 the same checks of times, recurrence and content, only while pending), acting as an admin of the group. The store
 logs each change under the dashboard's actor; the scheduler hears of it through the store's todo listener. The
-change log cannot undo a todo change (`_admin.revert_change` refuses them): a done todo is not reopened.
+history undoes it (`_todos/revert.py`). A refusal names the field it concerns and carries a code, which the page
+words beside that field (issue 35).
 """
 
 from __future__ import annotations
@@ -84,11 +85,11 @@ async def update_group_todo(
     """Change one todo of the group (named by its full id) as `lark_update_todo` would for an admin of the group;
     (before, after). A refusal raises `InvalidMemoryInput`, nothing changed."""
     if not isinstance(todo_id, str) or not todo_id.strip():
-        raise InvalidMemoryInput(f"待办 id 必须是非空文本，收到 {todo_id!r}")
+        raise InvalidMemoryInput(f"待办 id 必须是非空文本，收到 {todo_id!r}", code="todo_gone")
     todo_id = todo_id.strip()
     target = next((t for t in await store.todos(key) if t.id == todo_id), None)
     if target is None:
-        raise InvalidMemoryInput(f"没有 id 为 {todo_id!r} 的待办：它可能已被删除，请刷新")
+        raise InvalidMemoryInput(f"没有 id 为 {todo_id!r} 的待办：它可能已被删除，请刷新", code="todo_gone")
     # the admin acts as the todo's member (a group todo: its creator), so the rules find the todo among theirs
     caller = Caller(MemberKey(key, target.assignee or target.creator), is_admin=True)
     change = update_change(
@@ -101,4 +102,9 @@ async def update_group_todo(
         now=now,
         can_remind=can_remind,
     )
-    return await store.change_todos(key, change, actor=actor)
+    try:
+        return await store.change_todos(key, change, actor=actor)
+    except InvalidMemoryInput as exc:
+        if not exc.code and exc.params.get("field"):  # no wording of its own: the tool's words, beside the field
+            exc.code = "todo_refused"
+        raise

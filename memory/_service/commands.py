@@ -9,7 +9,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 
-from .._admin import archived_text, history_text, revert_change, stats_text
+from .._admin import TodoUndo, archived_text, history_text, revert_change, stats_text
 from .._episodes.erase import delete_episode
 from .._episodes.listing import episodes_text
 from .._errors import InvalidMemoryInput, MemoryPluginError, StorageUnavailable
@@ -164,9 +164,12 @@ class MemoryCommands:
         parts = self._parts
         actor = f"admin:{_user_id(sender)}"
         core = parts.settings.memory_core_importance
+        todos = TodoUndo(parts.todo_policy, parts.ports.clock())
         return await self._for_group(
             sender,
-            lambda key: guarded(revert_change(parts.store, key, int(number), actor=actor, core_importance=core)),
+            lambda key: guarded(
+                revert_change(parts.store, key, int(number), actor=actor, core_importance=core, todos=todos)
+            ),
         )
 
     async def archived(self, sender: Sender) -> str:

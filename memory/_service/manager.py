@@ -44,7 +44,8 @@ from .._manage.edit import (
 )
 from .._manage.erase import erase_person
 from .._manage.erase_target import find_person
-from .._manage.history import before_id, history_page, page_limit, revert_entry
+from .._admin import TodoUndo
+from .._manage.history import before_id, history_page, page_limit, reverted
 from .._manage.stats import InjectionCounts
 from .._manage.todos import group_todos, todo_json, update_group_todo
 from .._members import MemberDirectory
@@ -384,14 +385,15 @@ class Manager:
     async def revert(self, platform: str, group_id: str, entry_id: object, *, user: str) -> dict[str, Any]:
         """Revert one change by its entry id (as `/memory revert`; refused when its target changed since)."""
         key = await self._find(platform, group_id)
-        message = await revert_entry(
+        answer = await reverted(
             self._store,
             key,
             entry_id,
             actor=_actor(user),
             core_importance=self.settings.memory_core_importance,
+            todos=TodoUndo(self._todo_policy, self._clock()),
         )
-        return {"message": message}
+        return {**answer, "zone": self._todo_policy.zone.key}  # a reminder's time is read in the todos' zone
 
     async def erase_person(self, platform: str, who: str, *, confirm: bool, user: str) -> dict[str, Any]:
         """Erase everything about a person in every group of the platform, named by user id or by name (not

@@ -138,7 +138,9 @@ def next_occurrence(rule: Rule, after: float, wall_time: time, zone: ZoneInfo) -
             day += timedelta(days=1)
         except OverflowError:
             break
-    raise InvalidMemoryInput(NO_OCCURRENCE.format(text=rule.text, days=_SEARCH_DAYS))
+    raise InvalidMemoryInput(
+        NO_OCCURRENCE.format(text=rule.text, days=_SEARCH_DAYS), code="recurrence_no_day", rule=rule.text
+    )
 
 
 def first_occurrence(rule: Rule, start: float, zone: ZoneInfo) -> float:
@@ -173,4 +175,6 @@ def _monthly(number: str, shown: str, now: float, zone: ZoneInfo) -> Rule:
 
 
 def _rule_error(reason: str, now: float, zone: ZoneInfo) -> InvalidMemoryInput:
-    return InvalidMemoryInput(reason + ALLOWED_RULES + now_text(now, zone))
+    return InvalidMemoryInput(
+        reason + ALLOWED_RULES + now_text(now, zone), code="recurrence_invalid", field="recurrence"
+    )

@@ -12,7 +12,8 @@ keeps their history).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, time
 from typing import Any
@@ -108,7 +109,11 @@ def parse_status(value: Any) -> TodoStatus | None:
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
     if not isinstance(value, str) or value.strip().lower() not in _STATUSES:
-        raise InvalidMemoryInput(f"status 只能是 done（已完成）或 cancelled（不用做了/不用提醒了），收到 {value!r}")
+        raise InvalidMemoryInput(
+            f"status 只能是 done（已完成）或 cancelled（不用做了/不用提醒了），收到 {value!r}",
+            code="status_invalid",
+            field="status",
+        )
     return _STATUSES[value.strip().lower()]
 
 
@@ -118,7 +123,9 @@ def _optional_text(value: Any, name: str, now: float, zone: ZoneInfo) -> str:
     if not isinstance(value, str):
         raise InvalidMemoryInput(
             f"{name} 必须是 ISO 8601 本地时间文本，如 2026-11-23T10:00，收到 {type(value).__name__}。"
-            f"{when.now_text(now, zone)}"
+            f"{when.now_text(now, zone)}",
+            code="time_unreadable",
+            field=name,
         )
     return value.strip()
 
@@ -322,26 +329,29 @@ class Update:
     content: str | None
 
 
+@contextmanager
+def about(field: str) -> Iterator[None]:
+    """A refusal raised inside names the argument it concerns (`field`), so the page shows it beside that field."""
+    try:
+        yield
+    except InvalidMemoryInput as exc:
+        exc.params.setdefault("field", field)
+        raise
+
+
 def read_update(
     todo: Todo, status: Any, remind_text: Any, content: Any, now: float, policy: TodoPolicy, *, can_remind: bool
 ) -> Update:
-    new_status = parse_status(status)
-    remind_text = _optional_text(remind_text, "remind_at", now, policy.zone)
-    text = parse_content(content, policy.max_length) if content not in (None, "") else None
-    rule = recurrence.parse_rule(todo.recurrence, now, policy.zone) if todo.recurrence else None
-    remind = None
-    if remind_text:
-        if not can_remind:
-            raise InvalidMemoryInput(f"{NO_REMINDERS_HERE}：无法设置提醒时间。")
-        remind = when.parse_local(remind_text, policy.zone, now, what="remind_at")
-        if rule is not None:
-            remind = recurrence.first_occurrence(rule, remind, policy.zone)
-        when.require_future(remind, now, policy.zone, what="remind_at")
-        if rule is None and todo.due_at is not None and remind > todo.due_at:
-            raise InvalidMemoryInput(
-                f"remind_at 晚于该待办的截止时间（{when.format_local(todo.due_at, policy.zone, now)}）。"
-                f"{when.now_text(now, policy.zone)}"
-            )
+    """What `lark_update_todo`'s arguments ask of `todo`. A refusal carries a code and the field it concerns
+    (status, remind_at, content; `about`), which the dashboard words beside that field."""
+    with about("status"):
+        new_status = parse_status(status)
+    with about("content"):
+        text = parse_content(content, policy.max_length) if content not in (None, "") else None
+    with about("remind_at"):
+        remind_text = _optional_text(remind_text, "remind_at", now, policy.zone)
+        rule = recurrence.parse_rule(todo.recurrence, now, policy.zone) if todo.recurrence else None
+        remind = _new_reminder(todo, remind_text, rule, now, policy, can_remind=can_remind)
     if (
         not todo.confirmed
         and new_status is None
@@ -351,11 +361,43 @@ def read_update(
     ):
         raise InvalidMemoryInput(
             f"这条待确认的待办原定的提醒时间（{when.format_local(todo.remind_at, policy.zone, now)}）已经过去："
-            f"确认时请给出新的 remind_at。{when.now_text(now, policy.zone)}"
+            f"确认时请给出新的 remind_at。{when.now_text(now, policy.zone)}",
+            code="remind_needed",
+            field="remind_at",
+            when=_stamp(todo.remind_at, policy.zone),
         )
     if new_status is None and remind is None and text is None and todo.confirmed:
-        raise InvalidMemoryInput("没有要修改的内容：status（done / cancelled）、remind_at、content 至少给一个")
+        raise InvalidMemoryInput(
+            "没有要修改的内容：status（done / cancelled）、remind_at、content 至少给一个", code="nothing_changed"
+        )
     return Update(new_status, remind, rule, text)
+
+
+def _new_reminder(
+    todo: Todo, text: str, rule: recurrence.Rule | None, now: float, policy: TodoPolicy, *, can_remind: bool
+) -> float | None:
+    """The reminder time `text` asks for (on the rule's next day for a recurring todo); None when not given."""
+    if not text:
+        return None
+    if not can_remind:
+        raise InvalidMemoryInput(f"{NO_REMINDERS_HERE}：无法设置提醒时间。", code="remind_unavailable")
+    remind = when.parse_local(text, policy.zone, now, what="remind_at")
+    if rule is not None:
+        remind = recurrence.first_occurrence(rule, remind, policy.zone)
+    when.require_future(remind, now, policy.zone, what="remind_at")
+    if rule is None and todo.due_at is not None and remind > todo.due_at:
+        raise InvalidMemoryInput(
+            f"remind_at 晚于该待办的截止时间（{when.format_local(todo.due_at, policy.zone, now)}）。"
+            f"{when.now_text(now, policy.zone)}",
+            code="remind_after_due",
+            due=_stamp(todo.due_at, policy.zone),
+        )
+    return remind
+
+
+def _stamp(instant: float, zone: ZoneInfo) -> str:
+    """A local time in words of no language (`2030-01-07 18:00`), for the page to put in its own."""
+    return datetime.fromtimestamp(instant, zone).strftime("%Y-%m-%d %H:%M")
 
 
 def update(
@@ -366,7 +408,9 @@ def update(
     if not may_change(caller, todo):
         raise Unauthorized(f"待办 {todo.short_id} 是全群待办，只有创建者或群管理员可以修改")
     if todo.status is not TodoStatus.PENDING:
-        raise InvalidMemoryInput(f"待办 {todo.short_id} 已{todo.status.label.removeprefix('已')}，不能再修改")
+        raise InvalidMemoryInput(
+            f"待办 {todo.short_id} 已{todo.status.label.removeprefix('已')}，不能再修改", code="todo_closed"
+        )
     wanted = change(todo)
     values: dict[str, Any] = {"updated_at": now, "confirmed": True}
     if wanted.content is not None:

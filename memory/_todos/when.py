@@ -80,13 +80,17 @@ def parse_local(text: str, zone: ZoneInfo, now: float, *, what: str = "时间", 
     formatting and recurrence step of an accepted time within the calendar. Does not check the past.
     """
     label = _label(what)
-    instant = _parse(text, zone, now, label, date_only)
     try:
-        datetime.fromtimestamp(instant, zone)  # so every later formatting of it works
-    except (OverflowError, ValueError, OSError):
-        raise _range_error(label, str(text).strip(), zone, now) from None
-    if instant > _latest(now, zone):
-        raise _range_error(label, str(text).strip(), zone, now)
+        instant = _parse(text, zone, now, label, date_only)
+        try:
+            datetime.fromtimestamp(instant, zone)  # so every later formatting of it works
+        except (OverflowError, ValueError, OSError):
+            raise _range_error(label, str(text).strip(), zone, now) from None
+        if instant > _latest(now, zone):
+            raise _range_error(label, str(text).strip(), zone, now)
+    except InvalidMemoryInput as exc:
+        exc.params.setdefault("field", what)  # which argument it was, for the page to show the reason beside it
+        raise
     return instant
 
 
@@ -120,10 +124,12 @@ def _parse(text: object, zone: ZoneInfo, now: float, label: str, date_only: time
 
 
 def require_future(instant: float, now: float, zone: ZoneInfo, *, what: str) -> None:
-    """Refuse an instant that is not after `now`."""
+    """Refuse an instant that is not after `now` (code `time_past`, with the argument's name and the local time)."""
     if instant <= now:
         when = datetime.fromtimestamp(instant, zone).strftime("%Y-%m-%d %H:%M")
-        raise InvalidMemoryInput(IN_THE_PAST.format(what=what, when=when, now=now_text(now, zone)))
+        raise InvalidMemoryInput(
+            IN_THE_PAST.format(what=what, when=when, now=now_text(now, zone)), code="time_past", field=what, when=when
+        )
 
 
 def format_local(instant: float, zone: ZoneInfo, now: float) -> str:
@@ -172,7 +178,10 @@ def _local_instant(naive: datetime, zone: ZoneInfo, now: float, label: str, show
                     zone=zone.key,
                     shifted=f"{shifted:%Y-%m-%dT%H:%M}",
                     now=now_text(now, zone),
-                )
+                ),
+                code="time_dst_gap",
+                zone=zone.key,
+                shifted=f"{shifted:%Y-%m-%d %H:%M}",
             )
         return local_instant(naive, zone)
     except (OverflowError, ValueError):  # a year at the edge of what datetime holds
@@ -187,14 +196,19 @@ def _latest(now: float, zone: ZoneInfo) -> float:
 def _range_error(label: str, text: str, zone: ZoneInfo, now: float) -> InvalidMemoryInput:
     latest = datetime.fromtimestamp(_latest(now, zone), zone).year
     return InvalidMemoryInput(
-        OUT_OF_RANGE.format(what=label, text=_shown(text), latest=latest, now=now_text(now, zone))
+        OUT_OF_RANGE.format(what=label, text=_shown(text), latest=latest, now=now_text(now, zone)),
+        code="time_out_of_range",
+        latest=latest,
     )
 
 
 def _format_error(reason: str, zone: ZoneInfo, now: float) -> InvalidMemoryInput:
     tomorrow = datetime.fromtimestamp(now, zone).date() + timedelta(days=1)
     example = f"{tomorrow.isoformat()}T10:00"
-    return InvalidMemoryInput(reason + EXPECTED_FORMAT.format(example=example, zone=zone.key, now=now_text(now, zone)))
+    return InvalidMemoryInput(
+        reason + EXPECTED_FORMAT.format(example=example, zone=zone.key, now=now_text(now, zone)),
+        code="time_unreadable",
+    )
 
 
 def _date_or_none(text: str) -> date | None:

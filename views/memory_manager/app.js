@@ -23,9 +23,24 @@
       todoConfirmCancel: "取消待办「{0}」？取消后不再提醒。", todoEditTitle: "修改待办",
       todoNoRemind: "这条待办所在的平台现在不能主动发消息，不能设置提醒时间。",
       todoRecurHint: "{0}重复：时间会落在规则的下一个日子", todoNone: "没有未完成的待办",
-      todoNote: "这里的修改和成员用待办工具修改时一样检查（时间、重复规则、内容），以“dashboard:登录名”记入历史；待办的变更不能在历史里撤销。",
+      todoNote: "这里的修改和成员用待办工具修改时一样检查（时间、重复规则、内容），以“dashboard:登录名”记入历史，可以在“历史”里撤销（已发出的提醒不会撤回，也不会再发一次）。",
       todo_pending: "未完成", todo_done: "已完成", todo_cancelled: "已取消", todo_expired: "已过期",
       todo_unconfirmed: "待确认（从聊天中识别，确认后才提醒）",
+      // issue 35 item 3: a refused todo edit, said beside its field
+      err_time_past: "这个时间（{when}）已经过去：请选一个以后的时间。", err_time_unreadable: "看不懂这个时间：请在框里选日期和时刻。",
+      err_time_out_of_range: "这个时间太远了：最晚只能设到 {latest} 年底。",
+      err_time_dst_gap: "这个时刻在 {zone} 不存在（夏令时跳过了这段时间）：可以改成 {shifted}。",
+      err_remind_after_due: "提醒时间晚于截止时间（{due}）：提醒要在截止之前。",
+      err_remind_unavailable: "这条待办所在的平台现在不能主动发消息，不能设置提醒时间。",
+      err_remind_needed: "原定的提醒时间（{when}）已经过去：确认这条待办时请选一个新的提醒时间。",
+      err_recurrence_no_day: "按重复规则找不到下一次的日子：请换一个时间。", err_recurrence_invalid: "这条待办的重复规则无法识别。",
+      err_status_invalid: "状态只能是完成或取消。", err_todo_refused: "{0}",
+      err_todo_closed: "这条待办已经结束（完成、取消或过期），不能再修改：列表已刷新。",
+      err_todo_gone: "这条待办已不存在（可能刚被移除）：列表已刷新。",
+      // issue 35 item 6: what became of a todo's reminder when a revert put it back
+      todoInHistory: "{0}（{1}）", revertReminder_rearmed: "「{0}」的提醒将在 {1} 照常发出", revertReminder_resumed: "「{0}」的重复提醒从 {1} 继续（其间错过的不补发）",
+      revertReminder_sent: "「{0}」的提醒已在 {1} 发出，不会再发", revertReminder_settled: "「{0}」{1} 的提醒已结束（发送失败或错过），不会再发",
+      revertReminder_past: "「{0}」原定 {1} 的提醒时间已过，不会补发：需要提醒请修改提醒时间",
       delivery_sent: "已提醒（{0}）", delivery_late: "已补发提醒（{0}）", delivery_retrying: "提醒发送失败，将重试",
       delivery_failed: "提醒发送失败（{0}）", delivery_missed: "错过了提醒（{0}，机器人当时离线）", deliveryRetryAt: "下次重试 {0}",
       deliveryWaiting: "将于 {0} 提醒", deliveryUnconfirmed: "确认后才会提醒", deliveryNone: "不提醒",
@@ -144,9 +159,22 @@
       todoEditTitle: "Change todo",
       todoNoRemind: "This todo's platform cannot post on its own right now, so no reminder time can be set.",
       todoRecurHint: "Repeats {0}: the time lands on the rule's next day", todoNone: "No open todos",
-      todoNote: "Changes here are checked as when a member changes a todo through the todo tool (times, recurrence, text) and logged in the history as “dashboard:<login>”; a todo change cannot be undone from the history.",
+      todoNote: "Changes here are checked as when a member changes a todo through the todo tool (times, recurrence, text) and logged in the history as “dashboard:<login>”, where it can be undone (a reminder already sent is not taken back, nor sent again).",
       todo_pending: "Open", todo_done: "Done", todo_cancelled: "Cancelled", todo_expired: "Expired",
       todo_unconfirmed: "To confirm (noticed in chat; reminded once confirmed)",
+      err_time_past: "That time ({when}) has already passed: pick a later one.", err_time_unreadable: "That time cannot be read: pick a date and a time in the box.",
+      err_time_out_of_range: "That time is too far ahead: the end of {latest} at the latest.",
+      err_time_dst_gap: "That time does not exist in {zone} (skipped by a daylight-saving change): {shifted} would do.",
+      err_remind_after_due: "The reminder is after the deadline ({due}): remind before it.",
+      err_remind_unavailable: "This todo's platform cannot post on its own right now, so no reminder time can be set.",
+      err_remind_needed: "The planned reminder time ({when}) has passed: pick a new one to confirm this todo.",
+      err_recurrence_no_day: "The repeat rule finds no next day: pick another time.", err_recurrence_invalid: "This todo's repeat rule cannot be read.",
+      err_status_invalid: "The status can only be done or cancelled.", err_todo_refused: "{0}",
+      err_todo_closed: "This todo is finished (done, cancelled or expired) and cannot be changed: the list was refreshed.",
+      err_todo_gone: "This todo is no longer there (just removed?): the list was refreshed.",
+      todoInHistory: "{0} ({1})", revertReminder_rearmed: "“{0}” will be reminded at {1} as planned", revertReminder_resumed: "“{0}” repeats again from {1} (the times missed meanwhile are not sent)",
+      revertReminder_sent: "“{0}” was already reminded at {1}; it is not sent again", revertReminder_settled: "the reminder of “{0}” at {1} already ended (failed or missed); it is not sent again",
+      revertReminder_past: "the reminder time of “{0}”, {1}, has passed: it is not sent late; change the reminder time to be reminded",
       delivery_sent: "Reminded ({0})", delivery_late: "Reminded late ({0})", delivery_retrying: "Sending failed, will retry",
       delivery_failed: "Sending failed ({0})", delivery_missed: "Missed ({0}, the bot was offline)", deliveryRetryAt: "next try {0}",
       deliveryWaiting: "Will remind {0}", deliveryUnconfirmed: "Reminded once confirmed", deliveryNone: "No reminder",
@@ -328,6 +356,8 @@
   function text(v) {
     if (v === undefined || v === null) return "";
     if (typeof v === "string") return v;
+    if (typeof v === "object" && typeof v.content === "string" && typeof v.status === "string") // a todo: its state too
+      return t("todoInHistory", v.content, t(v.status === "pending" && v.confirmed === false ? "todo_unconfirmed" : `todo_${v.status}`));
     if (typeof v === "object" && typeof v.content === "string") return v.content;
     if (typeof v === "object" && typeof v.summary === "string") return v.summary;  // an episode
     if (Array.isArray(v) && v.every((x) => typeof x !== "object")) return v.join("、");
@@ -392,14 +422,14 @@
   function refusal(e) {
     const raw = (e && e.message) || String(e);
     const m = /^\[([a-z_]+)((?:\|[^|\]]*)*)\]\s*([\s\S]*)$/.exec(raw);
-    if (!m) return { code: "", text: raw };
+    if (!m) return { code: "", text: raw, params: {} };
     const params = {};
     m[2].split("|").filter(Boolean).forEach((p) => { const i = p.indexOf("="); params[p.slice(0, i)] = p.slice(i + 1); });
     const key = `err_${m[1]}`;
-    if (!(STRINGS[state.lang][key] || STRINGS.zh[key])) return { code: m[1], text: m[3] };
+    if (!(STRINGS[state.lang][key] || STRINGS.zh[key])) return { code: m[1], text: m[3], params };
     let text = t(key, m[3]);
     for (const [k, v] of Object.entries(params)) text = text.split(`{${k}}`).join(v);
-    return { code: m[1], text };
+    return { code: m[1], text, params };
   }
 
   function errorText(e) { return t("error", refusal(e).text); }
@@ -938,8 +968,9 @@
     const revert = async (e) => {
       if (!(await confirmDialog(t("confirmRevert", e.id)))) return;
       try {
-        await api.post("history/revert", { platform: state.platform, group_id: group.value, entry_id: e.id });
-        notify(t("reverted"));
+        const r = await api.post("history/revert", { platform: state.platform, group_id: group.value, entry_id: e.id });
+        const notes = asList(r && r.reminders).map((n) => t(`revertReminder_${n.state}`, n.content, zoned(n.at, r.zone)));
+        notify([t("reverted"), ...notes].join(state.lang === "zh" ? "；" : "; "), "ok");
         load(false);
         refreshGroups().catch(() => {}); // the counts the group list shows
       } catch (err) { notify(errorText(err), "error"); }
@@ -1242,22 +1273,47 @@
       if (!(await confirmDialog(t("todoConfirmCancel", x.content)))) return;
       await change(x, { status: "cancelled" }, t("todoCancelledOk"));
     }
+    // As the memory dialog (issue 35 item 3): open until the server takes the edit or the person cancels, with
+    // what was typed; a refusal is said beside the field it concerns (the server names it), in the page's words.
     async function editTodo(x) {
       const content = el("textarea", { rows: 3, class: "wide", name: "content" });
       content.value = x.content;
       const remind = el("input", { type: "datetime-local", name: "remind_at", value: zonedInput(x.remind_at, zone), disabled: !x.can_remind });
+      const fieldError = (field) => el("p", { class: "error field-error", "data-field": field, role: "alert", hidden: true });
+      const errors = { content: fieldError("content"), remind_at: fieldError("remind_at"), "": fieldError("") };
       const body = el("div", { class: "form" },
-        el("label", {}, t("content"), content),
+        el("label", {}, t("content"), content), errors.content,
         el("label", {}, t("todoRemind"), remind, el("span", { class: "muted small" },
-          x.can_remind ? [t("todoZone", zone), x.recurrence ? ` · ${t("todoRecurHint", recurrenceText(x.recurrence))}` : ""] : t("todoNoRemind"))));
-      const answer = await dialog(t("todoEditTitle"), body, [
-        { value: "cancel", label: t("cancel"), class: "ghost" }, { value: "save", label: t("save") }]);
-      if (answer !== "save") return;
-      const wanted = {};
-      if (content.value.trim() !== x.content) wanted.content = content.value;
-      if (remind.value && remind.value !== zonedInput(x.remind_at, zone)) wanted.remind_at = remind.value;
-      if (!Object.keys(wanted).length) return;
-      await change(x, wanted, t("saved"));
+          x.can_remind ? [t("todoZone", zone), x.recurrence ? ` · ${t("todoRecurHint", recurrenceText(x.recurrence))}` : ""] : t("todoNoRemind"))),
+        errors.remind_at, errors[""]);
+      const say = (field, text) => {
+        for (const [name, box] of Object.entries(errors)) {
+          box.textContent = name === (field in errors ? field : "") ? text : "";
+          box.hidden = !box.textContent;
+        }
+      };
+      for (;;) {
+        const answer = await dialog(t("todoEditTitle"), body, [
+          { value: "cancel", label: t("cancel"), class: "ghost" }, { value: "save", label: t("save") }]);
+        if (answer !== "save") return;
+        say("", "");
+        if (!content.value.trim()) { say("content", t("err_content_empty")); continue; }
+        const wanted = {};
+        if (content.value.trim() !== x.content) wanted.content = content.value;
+        if (remind.value && remind.value !== zonedInput(x.remind_at, zone)) wanted.remind_at = remind.value;
+        if (!Object.keys(wanted).length) return;
+        try {
+          await api.post("todo/update", { ...base, todo_id: x.id, ...wanted });
+        } catch (e) {
+          const r = refusal(e);
+          if (r.code === "todo_gone" || r.code === "todo_closed") { notify(r.text, "error"); await load(); return; }
+          say(r.params.field || "", r.code ? r.text : errorText(e));
+          continue;
+        }
+        notify(t("saved"));
+        await load();
+        return;
+      }
     }
     load();
     return root;
