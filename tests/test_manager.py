@@ -106,7 +106,8 @@ async def test_the_groups_answer_carries_the_plugins_zone_not_a_fixed_one(tmp_pa
         zone = (await elsewhere.manager.groups())["zone"]
     finally:
         await elsewhere.close()
-    assert zone == {"name": "America/St_Johns", "offset": "UTC-3:30", "offset_minutes": -210}  # NOW is in January: standard time
+    # NOW is in January: standard time
+    assert zone == {"name": "America/St_Johns", "offset": "UTC-3:30", "offset_minutes": -210}
 
 
 async def test_a_group_s_members_counts_todos_and_episodes(host):
