@@ -30,10 +30,12 @@ def clock() -> float:
 class Host:
     """The manager and the components it was built from, and what the fakes of the host's parts saw."""
 
-    def __init__(self, tmp_path, settings: Settings, platforms: dict[str, str]) -> None:
+    def __init__(
+        self, tmp_path, settings: Settings, platforms: dict[str, str], zone: ZoneInfo = ZoneInfo("Asia/Shanghai")
+    ) -> None:
         groups = tmp_path / "groups"
         self.store = UserMemoryStore(groups, clock=clock, durable=False)
-        self.index = GroupIndex(groups, tmp_path, zone=ZoneInfo("Asia/Shanghai"), clock=clock)
+        self.index = GroupIndex(groups, tmp_path, zone=zone, clock=clock)
         self.store.add_commit_listener(self.index.committed)
         self.digests = Digests()
         self.store.add_listener(self.digests.changed)
@@ -51,7 +53,7 @@ class Host:
             group_index=self.index,
             browser=Browser(),
             digests=self.digests,
-            todo_policy=TodoPolicy.from_settings(settings, ZoneInfo("Asia/Shanghai")),
+            todo_policy=TodoPolicy.from_settings(settings, zone),
             injection_counts=self.counts,
             config_secrets=[ConfigSecret("encryption_key", "USER_MEMORY_ENCRYPTION_KEY", False)],
             test_recall=self.test_recall,
@@ -94,6 +96,18 @@ async def test_the_groups_the_index_knows_and_the_config_secrets(host):
     ]
     assert (await host.manager.groups("qq"))["groups"] == []
     assert len((await host.manager.groups())["groups"]) == 3
+    # the zone the page shows every time in (the todo rules' zone, the one the CSV and the bot's replies use)
+    assert listed["zone"] == {"name": "Asia/Shanghai", "offset": "UTC+8", "offset_minutes": 480}
+
+
+async def test_the_groups_answer_carries_the_plugins_zone_not_a_fixed_one(tmp_path):
+    elsewhere = Host(tmp_path, Settings(), {}, zone=ZoneInfo("America/St_Johns"))
+    try:
+        zone = (await elsewhere.manager.groups())["zone"]
+    finally:
+        await elsewhere.close()
+    # NOW is in January: standard time
+    assert zone == {"name": "America/St_Johns", "offset": "UTC-3:30", "offset_minutes": -210}
 
 
 async def test_a_group_s_members_counts_todos_and_episodes(host):

@@ -23,6 +23,7 @@ from memory._todos.when import (
     parse_local,
     require_future,
     resolve_zone,
+    zone_json,
 )
 
 SHANGHAI = ZoneInfo("Asia/Shanghai")
@@ -188,6 +189,23 @@ def test_require_future_refuses_past_and_present_instants():
     with pytest.raises(InvalidMemoryInput):
         require_future(NOW, NOW, SHANGHAI, what="remind_at")
     assert require_future(NOW + 60, NOW, SHANGHAI, what="remind_at") is None
+
+
+@pytest.mark.parametrize(
+    ("zone", "when", "offset", "minutes"),
+    [
+        ("Asia/Shanghai", (2026, 11, 22, 15, 4), "UTC+8", 480),
+        ("Asia/Kolkata", (2026, 11, 22, 15, 4), "UTC+5:30", 330),
+        ("America/New_York", (2026, 1, 15, 12, 0), "UTC-5", -300),
+        ("America/New_York", (2026, 7, 15, 12, 0), "UTC-4", -240),  # the offset in force at that moment
+        ("America/St_Johns", (2026, 1, 15, 12, 0), "UTC-3:30", -210),
+        ("UTC", (2026, 1, 15, 12, 0), "UTC+0", 0),
+    ],
+)
+def test_zone_json_names_the_zone_and_its_offset_at_that_moment(zone, when, offset, minutes):
+    # what the dashboard shows every time in, and says once ("时间均为 Asia/Shanghai（UTC+8）")
+    now = at(ZoneInfo(zone), *when)
+    assert zone_json(ZoneInfo(zone), now) == {"name": zone, "offset": offset, "offset_minutes": minutes}
 
 
 @pytest.mark.parametrize(

@@ -58,6 +58,7 @@ from .._settings_layout import warning_json
 from .._storage import MemoryStore
 from .._storage.factory import ConfigSecret
 from .._todos.rules import REMINDER_PLATFORMS, TodoPolicy, concerns
+from .._todos.when import zone_json
 
 UNKNOWN_GROUP = "没有这个群的记忆：{platform} / {group_id}"
 UNKNOWN_PLATFORM = "没有这个平台的记忆：{platform}"
@@ -176,14 +177,15 @@ class Manager:
 
     # -- browsing --------------------------------------------------------------------------------------------------
     async def groups(self, platform: str = "") -> dict[str, Any]:
-        """The platforms, the groups (of `platform`, or all) with their counts, the secrets in the config and the
-        settings that could not be used as given (the page shows both as banners)."""
+        """The platforms, the groups (of `platform`, or all) with their counts, the config's secrets and unusable
+        settings (the page's banners) and the plugin's zone (the page shows every time in it and says which)."""
         index = await self._groups_index()
         return {
             "platforms": index.platforms(),
             "groups": [self._group_json(entry) for entry in index.groups(platform or None)],
             "config_secrets": [secret.as_json() for secret in self._config_secrets],
             "setting_warnings": [warning_json(warning) for warning in self._setting_warnings],
+            "zone": zone_json(self._todo_policy.zone, self._clock()),
         }
 
     async def group(self, platform: str, group_id: str) -> dict[str, Any]:

@@ -148,6 +148,17 @@ def now_text(now: float, zone: ZoneInfo) -> str:
     return NOW_TEXT.format(date=day, zone=zone.key)
 
 
+def zone_json(zone: ZoneInfo, now: float) -> dict[str, object]:
+    """The zone the dashboard shows every time in: its IANA name (for the browser's Intl.DateTimeFormat), its UTC
+    offset now as people write it (`UTC+8`, `UTC+5:30`, `UTC-3:30`, `UTC+0`) and in minutes (a fallback for a
+    browser that does not know the name)."""
+    offset = datetime.fromtimestamp(now, zone).utcoffset() or timedelta(0)
+    minutes = int(offset.total_seconds() // 60)
+    hours, rest = divmod(abs(minutes), 60)
+    text = f"UTC{'-' if minutes < 0 else '+'}{hours}" + (f":{rest:02d}" if rest else "")
+    return {"name": zone.key, "offset": text, "offset_minutes": minutes}
+
+
 def local_iso(instant: float, zone: ZoneInfo) -> str:
     """`2026-11-23T10:00`: the local time to the minute, as the model writes it back."""
     return datetime.fromtimestamp(instant, zone).strftime("%Y-%m-%dT%H:%M")

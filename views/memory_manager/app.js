@@ -16,6 +16,8 @@
       picture: "图片", pictureUnnamed: "未命名图片", fileUnnamed: "未命名文件", openPicture: "点击查看原图",
       downloadFile: "点击下载文件", downloadPicture: "下载原图", close: "关闭", pictureLoading: "正在加载图片…",
       pictureFailed: "图片无法显示：{0}",
+      // issue 35 item 4: every time is in the plugin's zone, said once in the header
+      zoneLabel: "时间均为 {0}（{1}）",
       // issue 20 items 5 and 8: todos, bulk edits, CSV, the chart
       todoShowClosed: "显示已结束的待办（{0}）", todoZone: "时间按 {0}", todoWho: "负责人", todoRemind: "提醒时间",
       todoDue: "截止", todoStatus: "状态", todoDelivery: "提醒送达", todoCreatedBy: "创建者：{0}", todoWholeGroup: "全群", todoSetBy: "由 {0} 设的提醒",
@@ -151,6 +153,8 @@
       picture: "Picture", pictureUnnamed: "Unnamed picture", fileUnnamed: "Unnamed file", openPicture: "Click to see the full picture",
       downloadFile: "Click to download the file", downloadPicture: "Download the picture", close: "Close", pictureLoading: "Loading the picture…",
       pictureFailed: "The picture cannot be shown: {0}",
+      // issue 35 item 4: every time is in the plugin's zone, said once in the header
+      zoneLabel: "All times in {0} ({1})",
       // issue 20 items 5 and 8: todos, bulk edits, CSV, the chart
       todoShowClosed: "Show finished todos ({0})", todoZone: "Times in {0}", todoWho: "For", todoRemind: "Reminder",
       todoDue: "Due", todoStatus: "Status", todoDelivery: "Reminder delivery", todoCreatedBy: "Created by {0}", todoSetBy: "Set by {0}",
@@ -292,6 +296,7 @@
     platform: "",
     groups: [],
     configSecrets: [], // [{setting, variable, shadowed}]: secrets AstrBot shows in clear to every dashboard login
+    zone: null, // {name, offset, offset_minutes}: the plugin's zone, every time on the page is shown in it
     openGroup: null, // {platform, group_id}
     groupDetail: null,
   };
@@ -335,7 +340,19 @@
     if (v === undefined || v === null || v === "") return "";
     const d = typeof v === "number" ? new Date(v < 1e12 ? v * 1000 : v) : new Date(v);
     if (Number.isNaN(d.getTime())) return String(v);
-    return d.toLocaleString(state.lang === "zh" ? "zh-CN" : "en-US", { hour12: false });
+    return inZone(d, { hour12: false });
+  }
+
+  // In the plugin's zone whatever the browser's (the bot's replies, todos and the CSV use it too); a zone name this
+  // browser does not know is shown at the zone's offset now.
+  function inZone(d, options) {
+    const locale = state.lang === "zh" ? "zh-CN" : "en-US";
+    try {
+      return d.toLocaleString(locale, { ...options, timeZone: (state.zone && state.zone.name) || undefined });
+    } catch {
+      const shifted = new Date(d.getTime() + (Number(state.zone.offset_minutes) || 0) * 60000);
+      return shifted.toLocaleString(locale, { ...options, timeZone: "UTC" });
+    }
   }
 
   function fmtNum(v, digits = 2) {
@@ -716,6 +733,7 @@
     state.platforms = asList(r && r.platforms);
     state.configSecrets = asList(r && r.config_secrets);
     state.settingWarnings = asList(r && r.setting_warnings);
+    if (r && r.zone && r.zone.name) state.zone = r.zone;
     return state.groups;
   }
 
@@ -1235,8 +1253,7 @@
       const closed = all.length - all.filter((x) => x.status === "pending").length;
       clear(root);
       append(root, [
-        el("div", { class: "toolbar" }, el("label", { class: "check" }, showClosed, t("todoShowClosed", closed)),
-          zone && el("span", { class: "muted small" }, t("todoZone", zone))),
+        el("div", { class: "toolbar" }, el("label", { class: "check" }, showClosed, t("todoShowClosed", closed))),
         items.length ? el("table", { class: "table", id: "todos-table" },
           el("thead", {}, el("tr", {}, [t("content"), t("todoWho"), t("todoRemind"), t("todoDue"), t("todoStatus"),
             t("todoDelivery"), t("actions")].map((h) => el("th", {}, h)))),
@@ -1494,6 +1511,9 @@
       t(s.shadowed ? "secretShadowed" : "secretInConfig", s.setting, s.variable))));
     secrets.hidden = state.configSecrets.length === 0;
     drawSettingWarnings();
+    const zone = document.getElementById("zone-label");
+    zone.textContent = state.zone ? t("zoneLabel", state.zone.name, state.zone.offset) : "";
+    zone.hidden = !state.zone;
     const tabs = clear(document.getElementById("tabs"));
     Object.keys(TABS).forEach((name) => tabs.appendChild(el("button", { type: "button", role: "tab", "data-tab": name,
       "aria-selected": String(state.tab === name), class: state.tab === name ? "tab active" : "tab",
