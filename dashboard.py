@@ -343,14 +343,14 @@ async def delete_episode_route(call: Call) -> dict[str, Any]:
     "export",
     "GET",
     "记忆管理：导出成员、群或全部记忆（JSON，本插件带版本号的格式；配置了密钥时加密，decrypted=1 导出明文；"
-    "format=csv 导出记忆表格，UTF-8 带 BOM）",
+    "format=csv 导出记忆表格，UTF-8 带 BOM，lang=zh/en 表头与取值用页面的语言）",
 )
 async def export(call: Call) -> Response:
     group_id = call.text("group_id")
     platform = call.text("platform", required=bool(group_id))
     user_id, decrypted = call.text("user_id"), call.text("decrypted") in ("1", "true")
-    as_csv = call.text("format") == "csv"
-    download = await call.manager.export(platform, group_id, user_id, decrypted=decrypted, csv=as_csv)
+    as_csv, lang = call.text("format") == "csv", call.text("lang")  # lang: the CSV's words, the page's language
+    download = await call.manager.export(platform, group_id, user_id, decrypted=decrypted, csv=as_csv, lang=lang)
     return stream_response(
         download.chunks,
         content_type="text/csv; charset=utf-8" if as_csv else "application/json",

@@ -17,7 +17,7 @@ from ._aging.declined import MERGE
 from ._aging.review import DECAY, PROMOTION, REVIEW_ACTOR
 from ._errors import InvalidMemoryInput, StorageUnavailable
 from ._aging.archive import archive_memories, restore_memories
-from ._models import GroupKey, Memory
+from ._models import GroupKey, Memory, MemoryType
 from ._privacy.audit import AuditPage
 from ._todos.revert import revert_todo_change
 from ._todos.rules import TodoPolicy
@@ -68,6 +68,36 @@ _OP_LABELS = {
     "merge_delete": "合并移除",
 }
 _ARCHIVE_OPS = ("archive", "restore", "purge")
+# Besides the text, what an edit may change (a bulk edit changes only these): named and worded in the history.
+CHANGED_FIELDS = {MEMORY: ("type", "importance", "source"), TODO: ("status", "remind_at", "due_at", "assignee")}
+_FIELD_LABELS = {"type": "类型", "importance": "重要度", "source": "来源", "status": "状态", "assignee": "负责人"}
+_VALUE_LABELS = {"explicit": "成员要求", "extraction": "自动提取", "pending": "未完成", "done": "已完成"}
+_VALUE_LABELS |= {"cancelled": "已取消", "expired": "已过期", **{t.value: t.label for t in MemoryType}}
+
+
+def field_changes(entry: dict[str, Any]) -> list[dict[str, Any]]:
+    """What a memory's or todo's update changed besides its text, `{"field", "old", "new"}` in a fixed order (the
+    page words them in its language); [] for anything else. A bulk edit's entries have the same text on both
+    sides: this is what they changed."""
+    old, new = entry.get("old"), entry.get("new")
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        return []
+    fields = CHANGED_FIELDS.get(str(entry.get("kind")), ())
+    return [{"field": f, "old": old.get(f), "new": new.get(f)} for f in fields if old.get(f) != new.get(f)]
+
+
+def _changes_text(entry: dict[str, Any]) -> str:
+    """`field_changes` in words for `/memory history` (times left out: the page shows them)."""
+
+    def word(value: Any) -> str:
+        return "无" if value is None else f"{value:g}" if isinstance(value, float) else _VALUE_LABELS.get(value, value)
+
+    words = [
+        f"{_FIELD_LABELS[c['field']]} {word(c['old'])} → {word(c['new'])}"
+        for c in field_changes(entry)
+        if c["field"] in _FIELD_LABELS
+    ]
+    return "，".join(words)
 
 
 def _owner_text(entry: dict[str, Any]) -> str:
@@ -106,7 +136,10 @@ def _line(entry: dict[str, Any]) -> str:
     if entry.get("kind") == EPISODE:
         return f"情境记忆{op} {summary_of(entry.get('old'))} → {summary_of(entry.get('new'))}"
     why = f"（理由：{entry['review_reason']}）" if entry.get("review_reason") else ""
-    return f"{op} [{_owner_text(entry)}] {_content(entry.get('old'))} → {_content(entry.get('new'))}{why}"
+    old, new, changed = _content(entry.get("old")), _content(entry.get("new")), _changes_text(entry)
+    if changed and old == new:  # e.g. a bulk edit: the same text, another type or importance
+        return f"{op} [{_owner_text(entry)}] {new}：{changed}{why}"
+    return f"{op} [{_owner_text(entry)}] {old} → {new}{f'（{changed}）' if changed else ''}{why}"
 
 
 def _todo_state(snapshot: Any) -> str:

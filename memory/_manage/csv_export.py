@@ -5,6 +5,10 @@ a spreadsheet would take for a formula (it starts with = + - @, a tab or a carri
 apostrophe: the file may hold what group members said. The last column names a memory's picture or document (name,
 type, size, dimensions), never its bytes: the JSON export carries those. Times are local times of the plugin's zone. The rows are
 plaintext whatever the store's encryption: the caller decides whether that may leave (the JSON export seals).
+
+The header and the enumerated values (scope, type, source) are in the page's language (`lang` "zh" or "en": what
+a person opens in Excel reads like the page); without a language (a script calling the route) they are the stable
+machine names of `COLUMNS` and the stored values, as before.
 """
 
 from __future__ import annotations
@@ -21,6 +25,27 @@ from .._storage import MemoryStore
 BOM = "\ufeff"
 COLUMNS = ("group", "member", "scope", "type", "content", "importance", "source", "created", "updated", "attachment")
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+# The page's words (views/memory_manager/app.js: its column names, scope_*, type_*, source_*).
+HEADERS = {
+    "zh": ("群", "成员", "范围", "类型", "内容", "重要度", "来源", "创建时间", "更新时间", "附件"),
+    "en": ("Group", "Member", "Scope", "Type", "Content", "Importance", "Source", "Created", "Updated", "Attachment"),
+}
+WORDS = {
+    "zh": {
+        **{"member": "本群个人", "group": "本群公共", "global": "全局个人"},
+        **{
+            "instruction": "指令",
+            "preference": "偏好",
+            "fact": "事实",
+            "explicit": "成员要求",
+            "extraction": "自动提取",
+        },
+    },
+    "en": {
+        **{"member": "Member", "group": "Group", "global": "Global", "instruction": "Instruction"},
+        **{"preference": "Preference", "fact": "Fact", "explicit": "Asked by member", "extraction": "Extracted"},
+    },
+}
 
 Name = Callable[[GroupKey, str], str | None]
 
@@ -34,7 +59,16 @@ def _local(instant: float, zone: ZoneInfo) -> str:
     return datetime.fromtimestamp(instant, zone).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def _rows(key: GroupKey, doc: GroupDocument, member: str | None, zone: ZoneInfo, name: Name) -> Iterable[list[str]]:
+def language(lang: str) -> str | None:
+    """The CSV's language for the route's `lang` ("zh-CN", "en-US", …; "" or unknown: the machine names)."""
+    code = lang.strip().lower()[:2]
+    return code if code in HEADERS else None
+
+
+def _rows(
+    key: GroupKey, doc: GroupDocument, member: str | None, zone: ZoneInfo, name: Name, lang: str | None
+) -> Iterable[list[str]]:
+    words = WORDS.get(lang or "", {})
     lists: list[tuple[Scope, str | None, list[Memory]]] = []
     if member is None and not key.is_global:
         lists.append((Scope.GROUP, None, list(doc.group_memories)))
@@ -51,11 +85,11 @@ def _rows(key: GroupKey, doc: GroupDocument, member: str | None, zone: ZoneInfo,
             yield [
                 key.group_id,
                 who,
-                scope.value,
-                memory.type.value,
+                words.get(scope.value, scope.value),
+                words.get(memory.type.value, memory.type.value),
                 memory.content,
                 f"{memory.importance:g}",
-                str(memory.source),
+                words.get(str(memory.source), str(memory.source)),
                 _local(memory.created_at, zone),
                 _local(memory.updated_at, zone),
                 memory.attachment.describe() if memory.attachment is not None else "",  # named, never its bytes
@@ -70,10 +104,12 @@ def _encode(rows: Iterable[list[str]]) -> bytes:
 
 
 async def memories_csv(
-    store: MemoryStore, keys: Iterable[GroupKey], member: str | None, *, zone: ZoneInfo, name: Name
+    store: MemoryStore, keys: Iterable[GroupKey], member: str | None, *, zone: ZoneInfo, name: Name, lang: str = ""
 ) -> AsyncIterator[bytes]:
-    """The memories of `keys` (with `member`: only theirs) as CSV, one group at a time; the header row first."""
-    yield (BOM.encode("utf-8") + _encode([list(COLUMNS)]))
+    """The memories of `keys` (with `member`: only theirs) as CSV, one group at a time; the header row first, in
+    `lang` (`language`)."""
+    chosen = language(lang)
+    yield (BOM.encode("utf-8") + _encode([list(HEADERS[chosen] if chosen else COLUMNS)]))
     for key in keys:
         doc = await store.document(key)
-        yield _encode(_rows(key, doc, member, zone, name))
+        yield _encode(_rows(key, doc, member, zone, name, chosen))

@@ -1,11 +1,12 @@
 """The group's change log as the dashboard lists it: every kind of change (memory, todo, episode, archive moves),
-newest first, paged by entry id; reverting goes through `_admin.revert_change`, the code `/memory revert` uses."""
+newest first, paged by entry id, each with what it changed besides the text (`changes`); reverting goes through
+`_admin.revert_change`, the code `/memory revert` uses."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from .._admin import TodoUndo, revert_change
+from .._admin import TodoUndo, field_changes, revert_change
 from .._errors import InvalidMemoryInput
 from .._models import GroupKey
 from .._storage import EPISODE, ERASE, MEMORY, TODO, MemoryStore
@@ -65,7 +66,12 @@ async def history_page(store: MemoryStore, key: GroupKey, *, limit: int, before:
     older = [e for e in changes if before is None or e["id"] < before]
     page = older[-limit:][::-1]
     items = [
-        {**{name: entry[name] for name in _FIELDS if name in entry}, "revertable": _revertable(entry)} for entry in page
+        {
+            **{name: entry[name] for name in _FIELDS if name in entry},
+            "revertable": _revertable(entry),
+            "changes": [] if entry.get("erased") else field_changes(entry),  # besides the text (a bulk edit's)
+        }
+        for entry in page
     ]
     more = len(older) > limit
     return {"items": items, "next_before": page[-1]["id"] if more and page else None}

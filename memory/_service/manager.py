@@ -33,15 +33,8 @@ from .._manage.bulk import bulk_edit, read_bulk
 from .._manage.search_all import Digests, search_groups
 from .._manage.csv_export import memories_csv
 from .._manage.pictures import Served, memory_file
-from .._manage.edit import (
-    MAX_DELETE,
-    MemoryRef,
-    delete_memories,
-    edit_memory,
-    memory_ref,
-    move_to_group,
-    move_to_member,
-)
+from .._manage.edit import MAX_DELETE, MemoryRef, delete_memories, edit_memory, memory_ref
+from .._manage.edit import move_to_group, move_to_member
 from .._manage.erase import erase_person
 from .._manage.erase_target import find_person
 from .._admin import TodoUndo
@@ -516,16 +509,19 @@ class Manager:
             name = (platform or "all") + (f"_{user_id}" if user_id else "")
         return keys, "user_memory_" + "".join(c if c.isalnum() or c in "-_" else "_" for c in name)
 
-    async def export(self, platform: str, group_id: str, user_id: str, *, decrypted: bool, csv: bool = False) -> Export:
+    async def export(
+        self, platform: str, group_id: str, user_id: str, *, decrypted: bool, csv: bool = False, lang: str = ""
+    ) -> Export:
         """One group (with a member: also their global memories), or every group of a platform or of all; with
         `user_id` only that member's. JSON, sealed when a key is configured, unless `decrypted`; or (`csv`) the
-        memories as a spreadsheet table, plaintext, so only with `decrypted` when a key is configured."""
+        memories as a spreadsheet table in the page's `lang`, plaintext, so only `decrypted` when a key is set."""
         keys, filename = await self._export_keys(platform, group_id, user_id)
         member = user_id or None
         if csv:
             if self._store.sealer is not None and not decrypted:
                 raise InvalidMemoryInput(CSV_SEALED)
-            rows = memories_csv(self._store, keys, member, zone=self._todo_policy.zone, name=self._members.name)
+            name, zone = self._members.name, self._todo_policy.zone
+            rows = memories_csv(self._store, keys, member, zone=zone, name=name, lang=lang)
             return Export(filename + ".csv", rows)
         export = functools.partial(transfer.export_stream, now=self._clock(), sealer=self._store.sealer)
         blobs = self._pictures.blobs if self._pictures is not None else None

@@ -138,8 +138,18 @@ def test_bulk_edit_is_undone_as_one_csv_and_chart(manager, lark, fake_model, ids
     raw = saved.read_bytes()
     assert raw.startswith(b"\xef\xbb\xbf"), "UTF-8 with a BOM, so Excel reads Chinese"
     rows = list(csv.reader(io.StringIO(raw.decode("utf-8-sig"), newline="")))
-    assert rows[0] == ["group", "member", "scope", "type", "content", "importance", "source", "created", "updated",
-                       "attachment"]  # fmt: skip
+    assert rows[0] == [
+        "群",
+        "成员",
+        "范围",
+        "类型",
+        "内容",
+        "重要度",
+        "来源",
+        "创建时间",
+        "更新时间",
+        "附件",
+    ]  # the page's words
     assert {r[4] for r in rows[1:]} == {"希望被称呼为「阿花」", "是一名平面设计师", "回复不要用表情"}
 
     manager.tab("stats")

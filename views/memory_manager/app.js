@@ -111,12 +111,16 @@
       exportTitle: "导出", exportAll: "全部", exportGroup: "一个群", exportMember: "一位成员", download: "下载 JSON",
       importTitle: "导入", chooseFile: "选择导出文件（本插件的 JSON；LivingMemory 的 JSON、CSV 或数据库 livingmemory.db）", preview: "预览", apply: "应用导入",
       importNew: "新增", importDuplicate: "重复", importConflict: "冲突", importInvalid: "无效", importAdded: "已导入", importApplied: "导入完成", importPlatform: "文件未注明平台时用",
-      importNote: "导入按群要么全部成功要么全部不变，和其他途径一样检查 id、内容与上限（被拒绝的群写明原因）；待办的提醒改发到导入的群；成员的“不记录”设置一并导入。也接受设计 000 的版本 0 文件，以及 LivingMemory 的导出（JSON、CSV）和数据库文件（先停止 AstrBot 再复制 livingmemory.db）；关闭了记录的成员的记忆不会从 LivingMemory 导入。",
+      importNote: "可导入的文件：本插件「下载 JSON」的导出文件（也可以是插件数据目录里一个群的记忆文件；很早版本的文件没写平台，用右边填的平台）；LivingMemory 的导出（JSON、CSV）和它的数据库文件 livingmemory.db（先停止 AstrBot 再复制）。「下载 CSV」得到的表格只供 Excel 查看，不能导入。先预览，再应用：每个群要么全部导入、要么不变，和其他途径一样检查 id、内容与上限（被拒绝的群写明原因）；待办的提醒改发到导入的群；成员的“不记录”设置一并导入；关闭了记录的成员的记忆不会从 LivingMemory 导入。",
       importReminders: "提醒发往", importOptedOut: "不记录的成员",
       importFromLM: "来自 LivingMemory：会话对应到群；会话或原始对话只有一位发言者时归该成员，否则作为本群公共记忆；重要度与时间照搬。",
       importTooLong: "LivingMemory 有一条记忆长 {0} 字，超过 memory_max_content_length（{1} 字）：含过长记忆的群会被整群拒绝。可在插件设置里把它调到至少 {0}（最多 2000）后再预览。",
       unmappedTitle: "未能对应的条目：{0} 条（不会导入）", unmappedReason: "原因", unmappedCount: "条数", unmappedExamples: "例如",
-      badFile: "文件不是有效的 JSON", badRead: "无法读取文件",
+      badFile: "这个文件不是 JSON，无法导入：可导入本插件「下载 JSON」的导出文件，以及 LivingMemory 的导出（JSON、CSV）和数据库文件。", badRead: "无法读取文件",
+      chg_status: "状态", chg_remind_at: "提醒时间", chg_due_at: "截止", chg_assignee: "负责人", chgNone: "无",
+      eraseMemories: "记忆：共 {0} 条", eraseTodos: "待办：共 {0} 条", eraseEpisodes: "情境记忆：{0} 条去掉了此人（概要中改为“某成员”）",
+      eraseReattributed: "此人添加的群公共记忆：{0} 条保留，改记为前成员", eraseHeard: "最近听到的此人的消息：已从内存中清除",
+      erasePerGroup: "{0}：{1} 条", eraseFailed: "未能完成的群：{0}", eraseNothing: "无",
       statsTitle: "统计", overTime: "记忆数随时间", byType: "按类型", byScope: "按范围", bySource: "按来源",
       calls: "后台模型调用", tokensIn: "输入 tokens", tokensOut: "输出 tokens", mostInjected: "最常注入的记忆",
       times: "次数", date: "日期", total: "合计",
@@ -249,12 +253,16 @@
       download: "Download JSON", importTitle: "Import", chooseFile: "Choose an export file (this plugin's JSON; LivingMemory's JSON, CSV or database livingmemory.db)", preview: "Preview",
       apply: "Apply import", importNew: "New", importDuplicate: "Duplicate", importConflict: "Conflicting", importInvalid: "Invalid", importAdded: "Added",
       importApplied: "Import applied", importPlatform: "Platform for files that name none",
-      importNote: "Import is all-or-nothing per group and checks ids, contents and caps like every other path (a refused group says why); todos' reminders go to the group imported into; members' opt-outs are imported too. Design 000's version-0 files are accepted too, and LivingMemory's exports (JSON, CSV) and database file (stop AstrBot before copying livingmemory.db); memories of members who opted out are not imported from LivingMemory.",
+      importNote: "Files it takes: this plugin's export from “Download JSON” (or one group's memory file from the plugin's data directory; a file of a very early version names no platform: the one on the right is used); LivingMemory's exports (JSON, CSV) and its database file livingmemory.db (stop AstrBot before copying it). The table from “Download CSV” is for Excel only and cannot be imported. Preview, then apply: each group is imported whole or not at all, with ids, contents and caps checked like every other path (a refused group says why); todos' reminders go to the group imported into; members' opt-outs are imported too; memories of members who opted out are not imported from LivingMemory.",
       importReminders: "Reminders go to", importOptedOut: "Opted-out members",
       importFromLM: "From LivingMemory: sessions map to groups; a memory whose session or source conversation has one speaker goes to that member, any other to the group's shared memories; importance and times are kept.",
       importTooLong: "A LivingMemory memory is {0} characters long, over memory_max_content_length ({1}): a group holding one is refused whole. Raise the setting to at least {0} (at most 2000) and preview again.",
       unmappedTitle: "Not mapped: {0} (not imported)", unmappedReason: "Reason", unmappedCount: "Count", unmappedExamples: "For example",
-      badFile: "The file is not valid JSON", badRead: "The file cannot be read",
+      badFile: "This file is not JSON and cannot be imported: import takes this plugin's export from “Download JSON” and LivingMemory's exports (JSON, CSV) and database file.", badRead: "The file cannot be read",
+      chg_status: "status", chg_remind_at: "reminder", chg_due_at: "due", chg_assignee: "assignee", chgNone: "none",
+      eraseMemories: "Memories: {0} in all", eraseTodos: "Todos: {0} in all", eraseEpisodes: "Episodes: the person was taken out of {0} (summaries say “a member”)",
+      eraseReattributed: "Group memories they added: {0} kept, now by a former member", eraseHeard: "Their recent messages heard: dropped from memory",
+      erasePerGroup: "{0}: {1}", eraseFailed: "Not finished in: {0}", eraseNothing: "none",
       statsTitle: "Statistics", overTime: "Memories over time", byType: "By type", byScope: "By scope",
       bySource: "By source", calls: "Background model calls", tokensIn: "Input tokens", tokensOut: "Output tokens",
       mostInjected: "Most injected memories", times: "Times", date: "Date", total: "Total",
@@ -417,7 +425,8 @@
   }
 
   // The notice sits in the page's flow under the tabs (its room always kept, so nothing moves): it never covers a
-  // control. A new tab clears it: an old error does not outlive its tab.
+  // control. A new tab clears it: an old error does not outlive its tab, nor the next action (`api.post`,
+  // `staleError`), so a later success never shows under an error it superseded.
   function notify(message, kind = "ok") {
     const box = document.getElementById("notice");
     box.textContent = message;
@@ -425,6 +434,10 @@
     box.hidden = false;
     clearTimeout(notify.timer);
     notify.timer = setTimeout(clearNotice, kind === "ok" ? 3000 : 8000);
+  }
+
+  function staleError() {
+    if (document.getElementById("notice").classList.contains("error")) clearNotice();
   }
 
   function clearNotice() {
@@ -458,7 +471,7 @@
       for (const [k, v] of Object.entries(params || {})) if (v !== undefined && v !== null && v !== "") clean[k] = v;
       return bridge.apiGet(route, clean);
     },
-    post(route, body) { return bridge.apiPost(route, body || {}); },
+    post(route, body) { staleError(); return bridge.apiPost(route, body || {}); }, // a new action: an old error goes
   };
 
   // ---------- dialogs (window.confirm is blocked in the sandboxed iframe) ----------
@@ -953,6 +966,23 @@
   }
 
   // ---------- History ----------
+  // What an edit changed besides the text (a bulk edit changes only these): "类型 事实 → 指令，重要度 0.5 → 0.9".
+  function changesLine(changes) {
+    const list = asList(changes);
+    if (!list.length) return null;
+    const names = { type: t("type"), importance: t("importance"), source: t("source"), status: t("chg_status"),
+      remind_at: t("chg_remind_at"), due_at: t("chg_due_at"), assignee: t("chg_assignee") };
+    const value = (field, v) => {
+      if (v === undefined || v === null || v === "") return t(field === "assignee" ? "todoWholeGroup" : "chgNone");
+      if (field === "importance") return typeof v === "number" ? String(Math.round(v * 1000) / 1000) : String(v); // 0.5, as entered
+      if (field === "remind_at" || field === "due_at") return fmtTime(v);
+      const prefix = { type: "type", source: "source", status: "todo" }[field];
+      return prefix ? label(prefix, v) : String(v);
+    };
+    const parts = list.map((c) => `${names[c.field] || c.field} ${value(c.field, c.old)} → ${value(c.field, c.new)}`);
+    return el("div", { class: "changes small" }, parts.join(state.lang === "zh" ? "，" : ", "));
+  }
+
   function renderHistory(view) {
     const list = el("div", {});
     let before = null;
@@ -978,7 +1008,7 @@
           el("td", { class: "small" }, [e.scope && label("scope", e.scope), e.owner && person(e.owner_name, e.owner), e.target && el("span", { class: "muted mono", title: e.target }, String(e.target).slice(0, 8))]
             .filter(Boolean).flatMap((x, i) => (i ? [" · ", x] : [x]))),
           el("td", { class: "content" }, e.erased ? t("erasedEntry") : text(e.old)),
-          el("td", { class: "content" }, e.erased ? "" : text(e.new)),
+          el("td", { class: "content" }, e.erased ? "" : text(e.new), changesLine(e.changes)),
           el("td", {}, e.kind !== "call" && !e.erased && e.revertable !== false &&
             el("button", { type: "button", class: "ghost", onclick: () => revert(e) }, t("revert"))))))),
       hasMore && el("button", { type: "button", class: "ghost", onclick: () => load(true) }, t("loadMore"))]);
@@ -1030,7 +1060,8 @@
     sync();
     const exportNow = async (format = "json") => {
       const params = { platform: state.platform };
-      if (format === "csv") params.format = "csv";
+      if (format === "csv") Object.assign(params, { format: "csv", lang: state.lang }); // headers and values in the page's words
+      staleError();
       if (what.value !== "all") params.group_id = group.value;
       if (what.value === "member") params.user_id = user.value.trim();
       if (decrypted.checked) params.decrypted = "1";
@@ -1043,12 +1074,16 @@
     const importPlatform = el("input", { type: "text", id: "import-platform", value: state.platform || "lark", size: 10 });
     const out = el("div", { id: "import-out" });
     let parsed = null;
-    // A JSON or CSV file goes as its text; a database file (LivingMemory's livingmemory.db) as base64.
+    // What no longer applies goes: another file's preview and its apply button, an old error.
+    const stale = () => { parsed = null; clear(out); staleError(); };
+    file.addEventListener("change", stale);
+    // A JSON or CSV file goes as its text; a database file (LivingMemory's livingmemory.db) as base64. A file that
+    // cannot be read throws its reason, in the page's words.
     const readFile = async () => {
       const f = file.files && file.files[0];
       if (!f) return null;
       let bytes;
-      try { bytes = new Uint8Array(await f.arrayBuffer()); } catch { notify(t("badRead"), "error"); return null; }
+      try { bytes = new Uint8Array(await f.arrayBuffer()); } catch { throw new Error(t("badRead")); }
       if (new TextDecoder().decode(bytes.subarray(0, 16)) === "SQLite format 3\u0000") {
         let binary = "";
         for (let i = 0; i < bytes.length; i += 0x8000) binary += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
@@ -1056,21 +1091,25 @@
       }
       const content = new TextDecoder().decode(bytes);
       if (!/\.csv$/i.test(f.name)) {
-        try { JSON.parse(content); } catch { notify(t("badFile"), "error"); return null; }
+        try { JSON.parse(content); } catch { throw new Error(t("badFile")); }
       }
       return { content };
     };
+    // A failed preview leaves only its reason: no earlier preview, nothing to apply.
     const preview = async () => {
-      parsed = await readFile();
-      if (!parsed) return;
-      clear(out).appendChild(el("p", { class: "muted" }, t("loading")));
+      stale();
       try {
-        const r = await api.post("import/preview", { platform: importPlatform.value.trim(), ...parsed });
+        const read = await readFile();
+        if (!read) return;
+        out.appendChild(el("p", { class: "muted" }, t("loading")));
+        const r = await api.post("import/preview", { platform: importPlatform.value.trim(), ...read });
+        parsed = read;
         clear(out);
         append(out, [importSummary(r), el("button", { type: "button", id: "import-apply", onclick: apply }, t("apply"))]);
-      } catch (e) { clear(out).appendChild(el("p", { class: "error" }, errorText(e))); }
+      } catch (e) { stale(); out.appendChild(el("p", { class: "error" }, errorText(e))); }
     };
     const apply = async () => {
+      if (!parsed) return;
       try {
         const r = await api.post("import/apply", { platform: importPlatform.value.trim(), ...parsed });
         clear(out);
@@ -1466,7 +1505,7 @@
         const r = await api.post("person/erase", { platform: state.platform, user_id: who.user_id, confirm: true });
         const done = r && r.complete !== false;
         clear(out).appendChild(el("p", { class: done ? "ok" : "error" }, t(done ? "erased" : "erasedPartly", label)));
-        if (r && typeof r === "object") out.appendChild(kvTable(r));
+        if (r && typeof r === "object") out.appendChild(erasureSummary(r)); // before the groups it emptied go
         await refreshGroups();
       } catch (e) { clear(out).appendChild(el("p", { class: "error" }, refusal(e).text)); }
     };
@@ -1476,10 +1515,27 @@
         el("button", { type: "submit", class: "danger" }, t("erase"))), out]);
   }
 
-  function kvTable(obj) {
-    return el("table", { class: "table kv" }, el("tbody", {}, Object.entries(obj).map(([k, v]) =>
-      el("tr", {}, el("th", {}, STRINGS.zh[k] ? t(k) : k), el("td", {}, text(v))))));
+  // What an erasure did, in words: how many memories and todos went in each group (by the group's name), the episodes
+  // it took the person out of, the group memories kept as a former member's, the messages heard, what failed.
+  function erasureSummary(r) {
+    const where = (key) => {
+      const i = key.indexOf(":");
+      const platform = key.slice(0, i), id = key.slice(i + 1);
+      return id === "(global)" ? t("globalDocument") : (groupOf(platform, id)?.name || id);
+    };
+    const counted = (counts) => Object.entries(counts || {}).filter(([, n]) => n > 0);
+    const total = (counts) => counted(counts).reduce((sum, [, n]) => sum + n, 0);
+    const perGroup = (counts) => counted(counts).map(([k, n]) => t("erasePerGroup", where(k), fmtNum(n))).join(state.lang === "zh" ? "；" : "; ");
+    const line = (key, counts, always = false) => (always || total(counts)) &&
+      el("li", {}, t(key, fmtNum(total(counts))), total(counts) ? (state.lang === "zh" ? `（${perGroup(counts)}）` : ` (${perGroup(counts)})`) : "");
+    const failed = Object.entries(r.failed || {}).map(([k, why]) => `${where(k)}：${why}`).join("；");
+    return el("ul", { id: "erase-summary" }, [
+      line("eraseMemories", r.memories, true), line("eraseTodos", r.todos), line("eraseEpisodes", r.episodes),
+      line("eraseReattributed", r.reattributed), r.heard && el("li", {}, t("eraseHeard")),
+      failed && el("li", { class: "error" }, t("eraseFailed", failed)),
+    ].filter(Boolean));
   }
+
 
   // ---------- settings the plugin could not use as given: a banner like the secrets one ----------
   // The server gives {setting, section, label, reason, given, used, detail}; the words are the page's own

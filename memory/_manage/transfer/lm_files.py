@@ -93,11 +93,14 @@ def from_csv(raw: bytes | str) -> list[Record]:
     try:
         text = raw.decode("utf-8-sig") if isinstance(raw, bytes) else raw.removeprefix("\ufeff")
     except UnicodeDecodeError as exc:
-        raise ImportRefused(f"CSV 不是 UTF-8 文本：{exc}") from None
+        raise ImportRefused(
+            f"CSV 不是 UTF-8 文本（第 {exc.start + 1} 个字节起无法读出）：请用 LivingMemory 导出的原文件"
+        ) from None
+    reader = csv.DictReader(io.StringIO(text, newline=""))
     try:
-        rows = list(csv.DictReader(io.StringIO(text, newline="")))
-    except csv.Error as exc:
-        raise ImportRefused(f"不是有效的 CSV：{exc}") from None
+        rows = list(reader)
+    except csv.Error:  # its message is Python's
+        raise ImportRefused(f"不是有效的 CSV（第 {reader.line_num} 行）：请用 LivingMemory 导出的原文件") from None
     _check_count(len(rows))
     records = []
     for n, row in enumerate(rows):
@@ -128,8 +131,9 @@ def from_database(raw: bytes) -> list[Record]:
         db.execute("PRAGMA automatic_index = OFF")
         db.set_progress_handler(_budget(), 1000)
         return _database_records(db, len(raw))
-    except sqlite3.DatabaseError as exc:  # not a database, damaged, or over the budget
-        raise ImportRefused(f"无法读取 LivingMemory 的数据库文件：{exc}") from None
+    except sqlite3.DatabaseError as exc:  # not a database, damaged, or over the budget (SQLite's words: not shown)
+        why = "读取超出了时间或大小的限制" if "interrupt" in str(exc) else "文件已损坏或不是它的数据库"
+        raise ImportRefused(f"无法读取 LivingMemory 的数据库文件：{why}") from None
     finally:
         db.close()
 

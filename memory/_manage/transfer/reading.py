@@ -27,6 +27,7 @@ from ..._storage.crypto import Sealer, token_kid
 from ..._storage.sealed import SEALED
 from ..._storage.store import parse_document
 
+from ..csv_export import COLUMNS, HEADERS
 from .files import FILES, MISSING, ImportedFile, missing_files, read_files
 from .format import (
     EXPORT_FORMAT,
@@ -43,6 +44,13 @@ from .format import (
 )
 
 _COUNTED = 1 << 20  # characters of a text encoded at a time to count its bytes
+# What a file that is not JSON gets (never the parser's own message): what the import takes, in an operator's words.
+TAKES = (
+    "导入接受：本插件「下载 JSON」得到的导出文件（或它的群记忆文件），以及 LivingMemory 的导出（JSON、CSV）和数据库文件"
+)
+NOT_JSON = "这个文件不是 JSON，无法导入。" + TAKES
+BROKEN_JSON = "文件不是完整的 JSON（第 {line} 行第 {column} 列附近出错），可能被截断或改动过：请重新导出后再导入"
+OWN_CSV = "这是本插件的 CSV 导出：CSV 导出只能用 Excel 等表格软件查看，不能导入。导入请用「下载 JSON」得到的导出文件"
 
 
 @dataclass
@@ -133,13 +141,17 @@ def _section_files(raw: Any, sealer: Sealer | None) -> dict[str, ImportedFile]:
 def parse(raw: Upload) -> Any:
     """The file's JSON: strict (no NaN or Infinity) and at most MAX_IMPORT_DEPTH levels deep, checked without
     recursion, so a hostile file is refused as invalid instead of exhausting the stack."""
+    text = raw.removeprefix(b"\xef\xbb\xbf") if isinstance(raw, bytes) else raw.removeprefix("\ufeff")
     try:
-        text = raw.removeprefix(b"\xef\xbb\xbf") if isinstance(raw, bytes) else raw.removeprefix("\ufeff")
         data = json.loads(text, parse_constant=_no_constant)
     except RecursionError:
         raise ImportRefused(f"不是有效的 JSON：嵌套超过 {MAX_IMPORT_DEPTH} 层") from None
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ImportRefused(f"不是有效的 JSON：{exc}") from None
+    except ImportRefused:
+        raise
+    except json.JSONDecodeError as exc:  # its message is Python's: the page says what the file is instead
+        raise _not_json(text, exc) from None
+    except (ValueError, UnicodeDecodeError):
+        raise ImportRefused(NOT_JSON) from None
     stack: list[tuple[Any, int]] = [(data, 1)]
     while stack:
         value, depth = stack.pop()
@@ -153,7 +165,19 @@ def parse(raw: Upload) -> Any:
 
 
 def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} 不是 JSON 数值")
+    raise ImportRefused(f"不是有效的 JSON：{name} 不是 JSON 数值")
+
+
+def _not_json(text: Upload, exc: json.JSONDecodeError) -> ImportRefused:
+    """Why a file that `json.loads` refused cannot be imported, in an operator's words: this plugin's CSV export
+    (which a person may well try), a file that is no JSON at all, or a JSON file broken at a place."""
+    head = text[:1024].decode("utf-8", "replace") if isinstance(text, bytes) else text[:1024]
+    first = head.split("\n", 1)[0].strip().lstrip("\ufeff")
+    if first in {",".join(columns) for columns in (COLUMNS, *HEADERS.values())}:
+        return ImportRefused(OWN_CSV)
+    if not head.lstrip().startswith(("{", "[")):
+        return ImportRefused(NOT_JSON)
+    return ImportRefused(BROKEN_JSON.format(line=exc.lineno, column=exc.colno))
 
 
 def _needs_key(kid: Any, sealer: Sealer | None) -> ImportRefused:
@@ -209,8 +233,10 @@ def _group(raw: Any, platform: str, n: int) -> ImportedGroup:
         head = {k: v for k, v in raw.items() if k not in ("episodes", FILES, MISSING)}
         doc = GroupDocument.model_validate(head, context=AS_WRITTEN)
         episodes = [Episode.model_validate(e, context=AS_WRITTEN) for e in raw.get("episodes") or []]
-    except ValidationError as exc:
-        raise ImportRefused(f"第 {n + 1} 个群格式无效：{exc.errors()[0]['msg']}（{exc.errors()[0]['loc']}）") from None
+    except ValidationError as exc:  # pydantic's message is English and technical: where, and whether missing
+        error = exc.errors()[0]
+        where, what = ".".join(map(str, error["loc"])), "缺少" if error["type"] == "missing" else "的值无效："
+        raise ImportRefused(f"第 {n + 1} 个群格式无效：{what}{where}（文件可能被改动过，请重新导出）") from None
     key = GroupKey(doc.platform or platform, doc.group_id)
     if not key.platform:
         raise ImportRefused(f"群 {doc.group_id} 没有注明平台：请在导入时选择平台")
