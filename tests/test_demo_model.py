@@ -217,11 +217,12 @@ def test_an_unknown_phrase_is_said_so_with_what_the_demo_knows():
     assert said("好的", memories=(NAME,)) == "收到，老王。" and said("thanks") == "Got it, 小王."
 
 
-@pytest.mark.parametrize("text", ["memory help", "/memory help"])
-def test_memory_help_says_the_plugin_has_no_such_command_and_what_to_send(text):
-    # AstrBot strips the wake prefix "/" and, the plugin having no `help` subcommand, lets it through to the model
+@pytest.mark.parametrize("text", ["memory 帮助", "/memory 帮助"])
+def test_an_unknown_memory_subcommand_says_the_plugin_has_no_such_command_and_what_to_send(text):
+    # AstrBot strips the wake prefix "/" and, the plugin having no such subcommand, lets it through to the model
+    # (`/memory help` is the plugin's own: it never reaches the model)
     shown = said(text)
-    assert shown.startswith("插件没有 /memory help 这个指令；只发 /memory，AstrBot 会列出它有的全部指令。\n"), shown
+    assert shown.startswith("插件没有 /memory 帮助 这个指令；发 /memory help 看它有的全部指令。\n"), shown
     assert "• 待办和提醒：" in shown, shown
 
 

@@ -104,6 +104,40 @@ async def test_clear_confirm_tells_the_person_what_was_cleared(make_plugin):
     assert text == "已清除我在本群记得的关于你的全部 2 条信息。"
 
 
+def _memory_subcommands() -> list[str]:
+    """The subcommands AstrBot registered under the plugin's /memory group (what a bare `/memory` lists)."""
+    from astrbot.core.star.filter.command_group import CommandGroupFilter
+    from astrbot.core.star.star_handler import star_handlers_registry
+
+    groups = [
+        f
+        for handler in star_handlers_registry
+        if handler.handler_module_path.endswith(".main")
+        for f in handler.event_filters
+        if isinstance(f, CommandGroupFilter) and f.group_name == "memory"
+    ]
+    assert groups, "no /memory command group registered"
+    return [sub.command_name for sub in groups[-1].sub_command_filters]
+
+
+async def test_memory_help_names_every_subcommand_and_the_admin_ones_only_in_full_for_an_admin(make_plugin):
+    """`/memory help` is a subcommand of its own (a newcomer types it; before, AstrBot handed it to the model), and
+    it names every subcommand AstrBot registered, with how to call it."""
+    plugin = make_plugin()
+    registered = _memory_subcommands()
+    assert "help" in registered and {"list", "clear", "status", "revert"} <= set(registered)
+    admin = await command_text(plugin.memory_help_command(make_event("/memory help", admin=True)))
+    for name in set(registered) - {"help"}:
+        assert f"/memory {name}" in admin, name
+    assert "/memory clear confirm" in admin and "/memory revert <编号>" in admin and "「记忆管理」" in admin
+    member = await command_text(plugin.memory_help_command(make_event("/memory help", user="ou_member")))
+    assert "/memory list —" in member and "/memory optout" in member and "@机器人" in member
+    assert "/memory status —" not in member and "只对 AstrBot 管理员开放" in member
+    private = await command_text(plugin.memory_help_command(make_event("/memory help", private=True)))
+    assert "私聊" in private and "/memory list —" in private
+    await plugin.terminate()
+
+
 # --- the member directory alone -----------------------------------------------------------------------------------
 
 

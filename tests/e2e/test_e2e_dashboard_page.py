@@ -262,8 +262,12 @@ def test_export_then_import_into_a_fresh_instance(manager, browser, lark, fake_m
         other = ManagerPage(page, fresh.base_url)
         other.login(fresh.password)
         other.open_directly()
-        other.tab("transfer")
         f = other.frame
+        empty = f.locator("#view")
+        empty.get_by_text("还没有任何群的记忆").wait_for()
+        other.page.mouse.move(1390, 890)
+        empty.screenshot(path="/work/wt/shots35/empty-before.png")
+        other.tab("transfer")
         f.locator("#import-file").set_input_files(str(exported))
         f.locator("#import-preview").click()
         summary = f.locator(f"#import-summary tr[data-group='{group}']")
