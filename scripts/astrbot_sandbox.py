@@ -57,6 +57,9 @@ VISION_PROVIDER_ID = "fake_openai/fake-vision"
 CHAT_MODALITIES = ["text", "tool_use"]  # the chat model's: it cannot see pictures
 DEMO_GROUP = "oc_demo_group"
 DEMO_USER = "ou_demo_user"
+# The demo's members, as the fake Lark's member list names them in every group (say.sh --user picks one): the plugin
+# calls them by these names; a --user id not listed here is, as on Lark, a member the plugin has no name for.
+DEMO_MEMBERS = {DEMO_USER: "小王", "ou_xiaoli": "小李", "ou_xiaozhang": "小张"}
 DEMO_STATE = "demo.json"  # in the demo root: where `say` finds the running demo
 PASSWORD_LENGTH = 16
 # The plugin settings of the demo: background extraction on, with thresholds small enough that a few messages and
@@ -818,8 +821,15 @@ posts to the group on its own, such as reminders). Try, in this order (English w
   scripts/say.sh 忘掉你记得的关于我的所有东西          # forget all      (forget everything about me)
   scripts/say.sh --watch                              # just watch what the bot posts to the group
   scripts/say.sh 帮助                                  # what the scripted model understands (what can you do?)
-  scripts/say.sh /memory list · /memory episodes      # the commands; --user ou_someone_else: another member
+  scripts/say.sh /memory help · /memory list          # the commands; --user ou_xiaozhang: another member (小张)
 The memory page: dashboard → 插件 (Plugins) → astrbot_plugin_user_memory → the memory manager page."""
+
+
+class _DemoRosters(dict):
+    """The fake Lark's member lists in the demo: `DEMO_MEMBERS` in every group (say.sh --group oc_xxx too)."""
+
+    def get(self, chat_id, default=None):
+        return self.setdefault(chat_id, dict(DEMO_MEMBERS))
 
 
 def _start_demo_fakes():
@@ -831,7 +841,7 @@ def _start_demo_fakes():
     from demo_model import RULES
 
     lark = FakeLark()
-    lark.chat_members[DEMO_GROUP] = {DEMO_USER: "小王", "ou_xiaoli": "小李"}  # the member list gives names
+    lark.chat_members = _DemoRosters()  # the member list gives names, in the demo group and any other
 
     def show_reply(r) -> None:
         if r.in_reply_to is None:

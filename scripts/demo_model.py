@@ -42,6 +42,7 @@ from fake_model import (
 
 DEFAULT_ZONE = "Asia/Shanghai"  # the plugin's own default `timezone`
 EPISODE_ONLY_START = "你是群聊的情境记忆整理员"  # how the plugin's episode-only system prompt begins
+UNKNOWN_NAME = "未知成员"  # how the block names a member the platform gave no name for (memory/_fence.py)
 
 
 # -- what the model was told --------------------------------------------------------------------------------------
@@ -111,7 +112,7 @@ def seen(req: ModelRequest) -> Seen:
     if found is None:
         return out
     block = found.split("[关于当前用户的记忆]", 1)[1].split("[关于当前用户的记忆结束]", 1)[0]
-    if found := _SPEAKER.search(block):
+    if (found := _SPEAKER.search(block)) and found["name"] != UNKNOWN_NAME:
         out.roster_name = found["name"]
     section = ""
     for line in block.splitlines():
@@ -458,11 +459,7 @@ def memory_help(req: ModelRequest) -> Action:
     asked = _strip(re.sub(r"^/?memory\s*", "", s.text, flags=re.I))
     if s.asked_english:  # a command is in no language: Chinese, the demo's own, unless the member asked for English
         head = f'The plugin has no "/memory {asked}" command; ' if asked else ""
-        head += (
-            "send /memory help for the ones it has."
-            if asked
-            else "Send /memory help for the plugin's commands."
-        )
+        head += "send /memory help for the ones it has." if asked else "Send /memory help for the plugin's commands."
     else:
         head = f"插件没有 /memory {asked} 这个指令；" if asked else ""
         head += "发 /memory help 看它有的全部指令。"

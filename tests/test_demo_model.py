@@ -122,6 +122,9 @@ def test_what_is_my_name_is_answered_from_the_block(text):
     assert said(text, memories=(NAME,)) == "你让我叫你老王。想换就说“以后叫我…”。"
     assert said(text) == "飞书上你叫小王；你还没告诉我想被怎么称呼，说“以后叫我…”就行。"
     assert said("what's my name?", memories=(NAME,)) == "You asked me to call you 老王."
+    # a member the platform gave no name for (the block says 未知成员): not a name to call them by
+    assert said(text, roster="未知成员") == "我还不知道你叫什么，说“以后叫我…”告诉我吧。"
+    assert said("好的", roster="未知成员") == "收到。"
 
 
 # -- remembering and what is remembered -------------------------------------------------------------------------------

@@ -277,7 +277,8 @@ async def test_a_cold_roster_never_holds_up_the_reply(make_plugin):
     event.get_group = slow_get_group
     await call_tool(plugin, "lark_save_memory", event, memory_type="fact", content="是产品经理")
     prompt = await asyncio.wait_for(system_prompt_for(plugin, event), 5)
-    assert "（「ou_1a2b3」）" in prompt  # the platform's fallback name, this once
+    # this once, unknown: never the piece of the id Lark gives as the sender's name (issue 35 item 11)
+    assert "（「未知成员」）" in prompt and "ou_1a2b3" not in prompt
     release.set()
     await plugin.service.members.settle()
     assert "（「王小明」）" in await system_prompt_for(plugin, event)
@@ -338,9 +339,9 @@ async def test_extraction_hears_names_and_who_manages_the_group(make_plugin):
     heard = []
     plugin.service.extraction.observe = lambda key, utterance, origin: heard.append(utterance)
     roster = {"members": {"ou_owner": "群主老板", "ou_member": "李雷"}, "owner": "ou_owner"}
-    await plugin.observe_group_message(lark_event("第一句", user="ou_owner", **roster))  # cold: platform's name
+    await plugin.observe_group_message(lark_event("第一句", user="ou_owner", **roster))  # cold: no name yet
     await plugin.service.members.settle()
     await plugin.observe_group_message(lark_event("第二句", user="ou_owner", **roster))
     await plugin.observe_group_message(lark_event("第三句", user="ou_member", **roster))
-    assert [(u.name, u.can_manage_group) for u in heard] == [("ou_owner", False), ("群主老板", True), ("李雷", False)]
+    assert [(u.name, u.can_manage_group) for u in heard] == [("", False), ("群主老板", True), ("李雷", False)]
     await plugin.terminate()
