@@ -43,6 +43,20 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PLUGIN_NAME = "astrbot_plugin_user_memory"
+
+
+def _display_names() -> tuple[str, str, str]:
+    """(the plugin card's title in Chinese, in English, the memory page's title in Chinese): what AstrBot's dashboard
+    shows (metadata.yaml's display_name, and the plugin's i18n files), so that directions name what a person sees."""
+    meta = (REPO_ROOT / "metadata.yaml").read_text(encoding="utf-8")
+    zh = next(line.split(":", 1)[1].strip() for line in meta.splitlines() if line.startswith("display_name:"))
+    i18n = REPO_ROOT / ".astrbot-plugin" / "i18n"
+    en = json.loads((i18n / "en-US.json").read_text(encoding="utf-8"))["metadata"]["display_name"]
+    page = json.loads((i18n / "zh-CN.json").read_text(encoding="utf-8"))["views"]["memory_manager"]["title"]
+    return zh, en, page
+
+
+CARD_NAME, CARD_NAME_EN, PAGE_NAME = _display_names()
 DEFAULT_PASSWORD = "TestPass123"
 USERNAME = "astrbot"
 PLATFORM_ID = "lark_e2e"
@@ -822,7 +836,9 @@ posts to the group on its own, such as reminders). Try, in this order (English w
   scripts/say.sh --watch                              # just watch what the bot posts to the group
   scripts/say.sh 帮助                                  # what the scripted model understands (what can you do?)
   scripts/say.sh /memory help · /memory list          # the commands; --user ou_xiaozhang: another member (小张)
-The memory page: dashboard → 插件 (Plugins) → astrbot_plugin_user_memory → the memory manager page."""
+The memory page: in the dashboard, 「{page}」 in the left sidebar (or 插件 (Plugins) → the card 「{card}」 ({card_en})).""".format(
+    page=PAGE_NAME, card=CARD_NAME, card_en=CARD_NAME_EN
+)
 
 
 class _DemoRosters(dict):
@@ -875,7 +891,8 @@ def next_steps(root: Path, base_url: str) -> str:
     if not [p for p in cfg.get("provider", []) if p.get("provider_type", "chat_completion") == "chat_completion"]:
         steps.append("Add a chat model: 模型提供商 (Providers) → 新增模型提供商, one that supports tool calling.")
     steps.append(
-        f"The plugin's settings: 插件 (Plugins) → {PLUGIN_NAME} → 插件配置 (Configure). In a group, an "
+        f"The plugin's settings: 插件 (Plugins) → the card 「{CARD_NAME}」 ({CARD_NAME_EN}) → 插件配置 (Configure); "
+        f"its memory page: 「{PAGE_NAME}」 in the left sidebar. In a group, an "
         "AstrBot admin sends /memory status to see the settings in effect."
     )
     steps.append("Try it: in a group, @ the bot with 记住，在这个群叫我老王, then ask 你记得我什么？")
