@@ -170,6 +170,12 @@ def test_the_demo_shows_every_member_feature_through_say_sh(demo):
     assert say("what did we talk about last time?").startswith("王总，上次（")
     # ... and what 小李 took on became a memory of theirs
     assert "• 你负责写回滚预案（事实）" in say("--user", LI, "你记得我什么？")
+    # another listed member is called by the member list's name; one it does not list is not called by a piece of
+    # their id (Lark names group senders by open_id[:8]) (issue 35 item 11)
+    assert (
+        say("--user", "ou_xiaozhang", "我叫什么？") == "飞书上你叫小张；你还没告诉我想被怎么称呼，说“以后叫我…”就行。"
+    )
+    assert say("--user", "ou_not_listed", "我叫什么？") == "我还不知道你叫什么，说“以后叫我…”告诉我吧。"
 
     # opt-out and back, in both languages
     assert say("别记录我的事").startswith("好的王总，从现在起我不再从聊天里记录你的事；你明确让我记住的照样记")
