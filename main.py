@@ -3,7 +3,6 @@ back into AstrBot's. Host mechanics only: every product rule lives in `memory`."
 
 from __future__ import annotations
 
-import functools
 import logging
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,7 @@ from .astrbot_support import PLUGIN_NAME
 from .host_ports import AstrBotPorts
 from .persona_tools import MEMORY_TOOLS, TOOL_FAMILIES, keep_plugin_tools, offers_every_tool_family
 from .reply_pictures import message_pictures, picture_keys, request_caption
-from .memory import GroupKey, MemberKey, MemoryService, Mention, PrivateSender, Settings, Speaker
+from .memory import MemberKey, MemoryService, Mention, PrivateSender, Settings, Speaker
 
 if support.WEB_ROUTES:  # the memory page's routes (none before AstrBot 4.26.0: no page there)
     from .dashboard import register_routes, release
@@ -38,7 +37,7 @@ def speaker_of(event: AstrMessageEvent) -> Speaker | None:
     if not group_id or not user_id or event.is_private_chat():
         return None
     return Speaker(  # by position: the reply path builds one per request
-        _member_key(event.get_platform_name() or "unknown", str(group_id), str(user_id)),
+        MemberKey.of(event.get_platform_name() or "unknown", str(group_id), str(user_id)),
         event.get_sender_name() or "",
         bool(event.is_admin()),
         event.get_platform_id() or "",
@@ -65,12 +64,6 @@ def mentioned_in(event: AstrMessageEvent) -> list[Mention]:
 def sender_of(event: AstrMessageEvent) -> Speaker | PrivateSender:
     """Whoever sent a command: the speaker in a group, else the private sender."""
     return speaker_of(event) or PrivateSender(str(event.get_sender_id()), bool(event.is_admin()))
-
-
-# Keys are immutable: the reply path reuses them, and the store's and recall's dictionaries find them by identity.
-@functools.lru_cache(maxsize=4096)
-def _member_key(platform: str, group_id: str, user_id: str) -> MemberKey:
-    return MemberKey(GroupKey(platform, group_id), user_id)
 
 
 class _ServiceLogBridge(logging.Handler):
@@ -327,6 +320,11 @@ class UserMemoryPlugin(Star):
     @filter.command_group("memory")
     def memory_command(self) -> None:
         """查看或清除你在本群的记忆"""
+
+    @memory_command.command("help")
+    async def memory_help_command(self, event: AstrMessageEvent):
+        """列出 /memory 的全部指令和用法"""
+        yield event.plain_result(self.service.commands.help(sender_of(event)))
 
     @memory_command.command("list")
     async def memory_list_command(self, event: AstrMessageEvent):

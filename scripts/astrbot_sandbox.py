@@ -43,6 +43,20 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PLUGIN_NAME = "astrbot_plugin_user_memory"
+
+
+def _display_names() -> tuple[str, str, str]:
+    """(the plugin card's title in Chinese, in English, the memory page's title in Chinese): what AstrBot's dashboard
+    shows (metadata.yaml's display_name, and the plugin's i18n files), so that directions name what a person sees."""
+    meta = (REPO_ROOT / "metadata.yaml").read_text(encoding="utf-8")
+    zh = next(line.split(":", 1)[1].strip() for line in meta.splitlines() if line.startswith("display_name:"))
+    i18n = REPO_ROOT / ".astrbot-plugin" / "i18n"
+    en = json.loads((i18n / "en-US.json").read_text(encoding="utf-8"))["metadata"]["display_name"]
+    page = json.loads((i18n / "zh-CN.json").read_text(encoding="utf-8"))["views"]["memory_manager"]["title"]
+    return zh, en, page
+
+
+CARD_NAME, CARD_NAME_EN, PAGE_NAME = _display_names()
 DEFAULT_PASSWORD = "TestPass123"
 USERNAME = "astrbot"
 PLATFORM_ID = "lark_e2e"
@@ -57,6 +71,9 @@ VISION_PROVIDER_ID = "fake_openai/fake-vision"
 CHAT_MODALITIES = ["text", "tool_use"]  # the chat model's: it cannot see pictures
 DEMO_GROUP = "oc_demo_group"
 DEMO_USER = "ou_demo_user"
+# The demo's members, as the fake Lark's member list names them in every group (say.sh --user picks one): the plugin
+# calls them by these names; a --user id not listed here is, as on Lark, a member the plugin has no name for.
+DEMO_MEMBERS = {DEMO_USER: "小王", "ou_xiaoli": "小李", "ou_xiaozhang": "小张"}
 DEMO_STATE = "demo.json"  # in the demo root: where `say` finds the running demo
 PASSWORD_LENGTH = 16
 # The plugin settings of the demo: background extraction on, with thresholds small enough that a few messages and
@@ -818,8 +835,17 @@ posts to the group on its own, such as reminders). Try, in this order (English w
   scripts/say.sh 忘掉你记得的关于我的所有东西          # forget all      (forget everything about me)
   scripts/say.sh --watch                              # just watch what the bot posts to the group
   scripts/say.sh 帮助                                  # what the scripted model understands (what can you do?)
-  scripts/say.sh /memory list · /memory episodes      # the commands; --user ou_someone_else: another member
-The memory page: dashboard → 插件 (Plugins) → astrbot_plugin_user_memory → the memory manager page."""
+  scripts/say.sh /memory help · /memory list          # the commands; --user ou_xiaozhang: another member (小张)
+The memory page: in the dashboard, 「{page}」 in the left sidebar (or 插件 (Plugins) → the card 「{card}」 ({card_en})).""".format(
+    page=PAGE_NAME, card=CARD_NAME, card_en=CARD_NAME_EN
+)
+
+
+class _DemoRosters(dict):
+    """The fake Lark's member lists in the demo: `DEMO_MEMBERS` in every group (say.sh --group oc_xxx too)."""
+
+    def get(self, chat_id, default=None):
+        return self.setdefault(chat_id, dict(DEMO_MEMBERS))
 
 
 def _start_demo_fakes():
@@ -831,7 +857,7 @@ def _start_demo_fakes():
     from demo_model import RULES
 
     lark = FakeLark()
-    lark.chat_members[DEMO_GROUP] = {DEMO_USER: "小王", "ou_xiaoli": "小李"}  # the member list gives names
+    lark.chat_members = _DemoRosters()  # the member list gives names, in the demo group and any other
 
     def show_reply(r) -> None:
         if r.in_reply_to is None:
@@ -865,7 +891,8 @@ def next_steps(root: Path, base_url: str) -> str:
     if not [p for p in cfg.get("provider", []) if p.get("provider_type", "chat_completion") == "chat_completion"]:
         steps.append("Add a chat model: 模型提供商 (Providers) → 新增模型提供商, one that supports tool calling.")
     steps.append(
-        f"The plugin's settings: 插件 (Plugins) → {PLUGIN_NAME} → 插件配置 (Configure). In a group, an "
+        f"The plugin's settings: 插件 (Plugins) → the card 「{CARD_NAME}」 ({CARD_NAME_EN}) → 插件配置 (Configure); "
+        f"its memory page: 「{PAGE_NAME}」 in the left sidebar. In a group, an "
         "AstrBot admin sends /memory status to see the settings in effect."
     )
     steps.append("Try it: in a group, @ the bot with 记住，在这个群叫我老王, then ask 你记得我什么？")

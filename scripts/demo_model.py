@@ -10,7 +10,7 @@ It answers the way a real model with tool calling would, from what AstrBot and t
   - a question about earlier conversation is answered from the block's episode section (no tool);
   - the plugin's background calls (memory extraction, episode summaries) get JSON in the format their prompts ask
     for (memory/_extraction/prompt.py, memory/_episodes/summary.py), derived from the conversation they show.
-A greeting or "help" (and "/memory help": the plugin has no such command) gets what the demo understands (`KNOWN`);
+A greeting or "help" (and a /memory subcommand the plugin does not have) gets what the demo understands (`KNOWN`);
 an acknowledgement (好的, thanks) a short answer; any other phrase is said not to be understood, with that same list
 (never a bare "收到"). The building blocks (Rule, tool_call, ...) are those of the e2e tests'
 fake model (tests/e2e/fake_model.py), which the demo serves.
@@ -42,6 +42,7 @@ from fake_model import (
 
 DEFAULT_ZONE = "Asia/Shanghai"  # the plugin's own default `timezone`
 EPISODE_ONLY_START = "你是群聊的情境记忆整理员"  # how the plugin's episode-only system prompt begins
+UNKNOWN_NAME = "未知成员"  # how the block names a member the platform gave no name for (memory/_fence.py)
 
 
 # -- what the model was told --------------------------------------------------------------------------------------
@@ -111,7 +112,7 @@ def seen(req: ModelRequest) -> Seen:
     if found is None:
         return out
     block = found.split("[关于当前用户的记忆]", 1)[1].split("[关于当前用户的记忆结束]", 1)[0]
-    if found := _SPEAKER.search(block):
+    if (found := _SPEAKER.search(block)) and found["name"] != UNKNOWN_NAME:
         out.roster_name = found["name"]
     section = ""
     for line in block.splitlines():
@@ -430,7 +431,7 @@ KNOWN: list[tuple[str, str, tuple[str, ...], tuple[str, ...]]] = [
         ("don't record me anymore", "start recording me again"),
     ),
 ]
-COMMANDS = "/memory list · /memory episodes · /memory status"
+COMMANDS = "/memory help · /memory list · /memory episodes"
 
 
 def _known(english: bool) -> str:
@@ -438,11 +439,11 @@ def _known(english: bool) -> str:
     if english:
         lines = ["I'm the demo's scripted model: I only know phrasings like these (a real model understands any)."]
         lines += [f"• {en}: " + " · ".join(examples) for _, en, _, examples in KNOWN]
-        lines.append(f"• plugin commands: {COMMANDS} (/memory alone lists them all)")
+        lines.append(f"• plugin commands: {COMMANDS} (/memory help lists them all)")
     else:
         lines = ["我是演示用的脚本模型，只认得这类说法（换成真实的模型就什么说法都行）："]
         lines += [f"• {zh}：" + " · ".join(examples) for zh, _, examples, _ in KNOWN]
-        lines.append(f"• 插件指令：{COMMANDS}（只发 /memory 列出全部）")
+        lines.append(f"• 插件指令：{COMMANDS}（/memory help 列出全部）")
     return "\n".join(lines)
 
 
@@ -452,20 +453,16 @@ def show_help(req: ModelRequest) -> Action:
 
 
 def memory_help(req: ModelRequest) -> Action:
-    """/memory help (or any /memory subcommand the plugin does not have): AstrBot lets it through to the model,
-    without the "/". The plugin has no help subcommand; `/memory` alone makes AstrBot list them all."""
+    """/memory foo (a /memory subcommand the plugin does not have): AstrBot lets it through to the model, without
+    the "/". The plugin's own `/memory help` lists the ones it has."""
     s = seen(req)
     asked = _strip(re.sub(r"^/?memory\s*", "", s.text, flags=re.I))
     if s.asked_english:  # a command is in no language: Chinese, the demo's own, unless the member asked for English
         head = f'The plugin has no "/memory {asked}" command; ' if asked else ""
-        head += (
-            "send /memory alone and AstrBot lists the ones it has."
-            if asked
-            else "Send /memory alone and AstrBot lists its commands."
-        )
+        head += "send /memory help for the ones it has." if asked else "Send /memory help for the plugin's commands."
     else:
         head = f"插件没有 /memory {asked} 这个指令；" if asked else ""
-        head += "只发 /memory，AstrBot 会列出它有的全部指令。"
+        head += "发 /memory help 看它有的全部指令。"
     return reply(head + "\n" + _known(bool(s.asked_english)))
 
 
@@ -833,7 +830,7 @@ RULES: list[Rule] = [
     # the plugin's background calls
     Rule(extraction_request, extract),  # memory extraction (+ the episode of a closing segment)
     Rule(episode_only, summarize),  # the episode of a segment that closed on quiet
-    # help: /memory help (AstrBot passes a subcommand the plugin lacks on to the model) · 帮助 · what can you do
+    # help: /memory foo (AstrBot passes a subcommand the plugin lacks on to the model) · 帮助 · what can you do
     Rule(says(r"^/?memory(\s|$)"), memory_help),
     Rule(
         says(

@@ -122,6 +122,9 @@ def test_what_is_my_name_is_answered_from_the_block(text):
     assert said(text, memories=(NAME,)) == "你让我叫你老王。想换就说“以后叫我…”。"
     assert said(text) == "飞书上你叫小王；你还没告诉我想被怎么称呼，说“以后叫我…”就行。"
     assert said("what's my name?", memories=(NAME,)) == "You asked me to call you 老王."
+    # a member the platform gave no name for (the block says 未知成员): not a name to call them by
+    assert said(text, roster="未知成员") == "我还不知道你叫什么，说“以后叫我…”告诉我吧。"
+    assert said("好的", roster="未知成员") == "收到。"
 
 
 # -- remembering and what is remembered -------------------------------------------------------------------------------
@@ -217,11 +220,12 @@ def test_an_unknown_phrase_is_said_so_with_what_the_demo_knows():
     assert said("好的", memories=(NAME,)) == "收到，老王。" and said("thanks") == "Got it, 小王."
 
 
-@pytest.mark.parametrize("text", ["memory help", "/memory help"])
-def test_memory_help_says_the_plugin_has_no_such_command_and_what_to_send(text):
-    # AstrBot strips the wake prefix "/" and, the plugin having no `help` subcommand, lets it through to the model
+@pytest.mark.parametrize("text", ["memory 帮助", "/memory 帮助"])
+def test_an_unknown_memory_subcommand_says_the_plugin_has_no_such_command_and_what_to_send(text):
+    # AstrBot strips the wake prefix "/" and, the plugin having no such subcommand, lets it through to the model
+    # (`/memory help` is the plugin's own: it never reaches the model)
     shown = said(text)
-    assert shown.startswith("插件没有 /memory help 这个指令；只发 /memory，AstrBot 会列出它有的全部指令。\n"), shown
+    assert shown.startswith("插件没有 /memory 帮助 这个指令；发 /memory help 看它有的全部指令。\n"), shown
     assert "• 待办和提醒：" in shown, shown
 
 

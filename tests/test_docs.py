@@ -66,6 +66,37 @@ def test_the_readme_is_short():
     assert lines <= 320, f"README.md has {lines} lines; move detail into docs/<topic>.md"
 
 
+def test_the_readme_as_astrbot_shows_it_starts_an_operator_too():
+    """AstrBot (4.29.1: dashboard/services/plugin_service.py, `get_plugin_readme`) shows the installed plugin's own
+    README.md on its plugin page, and no other file. Its first screen keeps the source checkout's commands, says they
+    are for one, and right under them starts an operator whose plugin is already installed: the card by the name the
+    dashboard shows (metadata.yaml's display_name), the first memory, /memory help, the page by its sidebar entry
+    (issue 35 item 11)."""
+    import inspect
+    import json
+
+    from astrbot.dashboard.services.plugin_service import PluginService
+
+    assert 'plugin_dir / "README.md"' in inspect.getsource(PluginService.get_plugin_readme)
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    first_screen = readme.split("\n---\n", 1)[0]
+    commands, after = first_screen.split("```bash\n", 1)[1].split("```\n", 1)
+    assert "在源码仓库里" in commands.splitlines()[0] and "bash scripts/run.sh" in commands
+    operator = after.strip().split("\n\n", 1)[0]
+    card = next(
+        line.split(":", 1)[1].strip()
+        for line in (REPO / "metadata.yaml").read_text(encoding="utf-8").splitlines()
+        if line.startswith("display_name:")
+    )
+    page = json.loads((REPO / ".astrbot-plugin/i18n/zh-CN.json").read_text(encoding="utf-8"))["views"][
+        "memory_manager"
+    ]["title"]
+    assert operator.startswith("**装在 AstrBot 里？从这里开始**"), operator
+    for words in (f"「{card}」卡片 → 插件配置", "记住，在这个群叫我老王", "/memory help", f"左侧边栏的「{page}」"):
+        assert words in operator, words
+    assert "scripts/" not in operator
+
+
 def test_every_chinese_page_has_its_english_page_with_the_same_headings():
     chinese = sorted(p.name for p in DOCS.glob("*.md"))
     english = sorted(p.name for p in (DOCS / "en").glob("*.md"))

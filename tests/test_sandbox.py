@@ -119,3 +119,24 @@ def test_a_password_changed_in_the_dashboard_is_kept(tmp_path):
 
     assert sandbox.dashboard_password_state(root, "F1rstPassword") == "changed"
     assert sandbox._read_json(cfg_path)["dashboard"]["pbkdf2_password"] == "0" * 32
+
+
+def test_the_banner_names_the_plugin_card_and_the_page_as_the_dashboard_shows_them(tmp_path):
+    """run.sh's directions name the plugin card by the title AstrBot shows on it (metadata.yaml's display_name, the
+    English dashboard's from the plugin's i18n) and the memory page by its sidebar entry, never by the package name
+    (issue 35 item 11)."""
+    import json
+
+    meta = (REPO / "metadata.yaml").read_text(encoding="utf-8")
+    assert "display_name: 群成员长期记忆" in meta
+    assert (sandbox.CARD_NAME, sandbox.CARD_NAME_EN, sandbox.PAGE_NAME) == (
+        "群成员长期记忆",
+        "Group Member Memory",
+        "记忆管理",
+    )
+    root = tmp_path / "root"
+    (root / "data").mkdir(parents=True)
+    (root / "data" / "cmd_config.json").write_text(json.dumps({"platform": [], "provider": []}), encoding="utf-8")
+    for text in (sandbox.DEMO_TOUR, sandbox.next_steps(root, "http://127.0.0.1:6185")):
+        assert "「群成员长期记忆」 (Group Member Memory)" in text and "「记忆管理」 in the left sidebar" in text, text
+        assert f"→ {sandbox.PLUGIN_NAME}" not in text and f"{sandbox.PLUGIN_NAME} →" not in text, text

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,6 +55,13 @@ class MemberKey:
 
     group: GroupKey
     user_id: str
+
+    @staticmethod
+    @functools.lru_cache(maxsize=4096)
+    def of(platform: str, group_id: str, user_id: str) -> MemberKey:
+        """The key of a member the host names by ids, the same object for the same ids: keys are immutable, the
+        reply path builds one per request, and the store's and recall's dictionaries find them by identity first."""
+        return MemberKey(GroupKey(platform, group_id), user_id)
 
 
 @dataclass(frozen=True, slots=True)

@@ -97,10 +97,11 @@ class Segment:
         )
 
     def participants(self) -> dict[str, str]:
-        """user id -> name (the latest a member was called in the segment), in order of first message."""
+        """user id -> name (the latest a member was called in the segment; "" when never named), in order of first
+        message."""
         names: dict[str, str] = {}
         for line in self.lines:
-            names[line.user_id] = line.name
+            names[line.user_id] = line.name or names.get(line.user_id, "")
         return names
 
 

@@ -1,7 +1,7 @@
-"""The `/memory` commands' answers, in the product's words. A member's own commands (list, clear, optout, optin,
-stats, episodes) take the speaker (None outside a group); the admin commands (history, revert, archived, episode
-delete, status) take whoever sent them, in a group or not, check that they are an admin of the bot and record
-the attempt of anyone else in the group's audit."""
+"""The `/memory` commands' answers, in the product's words. `help` lists them all. A member's own commands (list,
+clear, optout, optin, stats, episodes) take the speaker (None outside a group); the admin commands (history,
+revert, archived, episode delete, status) take whoever sent them, in a group or not, check that they are an admin
+of the bot and record the attempt of anyone else in the group's audit."""
 
 from __future__ import annotations
 
@@ -32,6 +32,22 @@ READ_FAILED = "暂时无法读取记忆（{}），请稍后再试。"
 NOT_ADMIN = "您(ID: {})的权限不足以使用此指令。通过 /sid 获取 ID 并请管理员添加。"
 EPISODE_USAGE = "用法：/memory episode delete <id>（id 见 /memory episodes）。没有做任何更改。"
 MAX_HISTORY = 50
+# `/memory help` (and what AstrBot's own list under a bare `/memory` does not say: how to talk to the bot).
+HELP_MEMBER = """/memory 的指令（在群里发；只作用于你自己在本群的记忆）：
+/memory list — 机器人在本群记得的关于你的信息（也列出本群公共的）
+/memory clear — 清除这些信息（要再发 /memory clear confirm 确认，无法撤销）
+/memory optout — 不再从群聊中记录你（加 all：所有群）；/memory optin 恢复
+/memory episodes — 本群最近几段对话的概要（情境记忆）
+/memory stats — 本群后台提取的模型调用次数、用量与决定
+不用指令也行：@机器人 说“记住，在这个群叫我老王”“你记得我什么？”“忘掉我是后端负责人这件事”“提醒我明天上午10点交周报”。"""
+HELP_ADMIN = """AstrBot 管理员还可以用：
+/memory status — 生效的设置、配置警告和运行状况
+/memory history [条数] — 本群最近的记忆变更（带编号）；/memory revert <编号> 撤销一条
+/memory archived — 本群归档的记忆
+/memory episode delete <id> — 永久删除一条情境记忆（id 见 /memory episodes）
+管理页：AstrBot 控制台左侧边栏的「记忆管理」。"""
+HELP_NOT_ADMIN = "管理员指令（status、history、revert、archived、episode delete）只对 AstrBot 管理员开放。"
+HELP_PRIVATE = "（这里是私聊：成员的指令要在群里发。）"
 
 Sender = Speaker | PrivateSender
 
@@ -42,6 +58,15 @@ class MemoryCommands:
         self._tools = tools
 
     # -- a member's own ------------------------------------------------------------------------------------------
+    @staticmethod
+    def help(sender: Sender) -> str:
+        """Every /memory subcommand, what it does and how to call it; the admin ones in full for an admin of the bot.
+        (An unknown subcommand is not the plugin's: AstrBot hands it to the model.)"""
+        parts = [HELP_MEMBER, HELP_ADMIN if sender.is_admin else HELP_NOT_ADMIN]
+        if not isinstance(sender, Speaker):
+            parts.append(HELP_PRIVATE)
+        return "\n".join(parts)
+
     async def list_memories(self, speaker: Speaker | None) -> str:
         """What the bot remembers about the speaker in this group (and the group's and global memories)."""
         caller = self._tools.caller(speaker)

@@ -201,13 +201,15 @@ class Components:
     def speaker_name(self, speaker: Speaker, *, note: bool = True) -> str:
         """The speaker's display name. A platform that names senders by a piece of their id (Lark: open_id[:8]) is
         overruled by the group's member list once it is cached; until then (a cold cache never makes the reply
-        wait) the platform's name stands in. `note`: remember it as the name the member is called by."""
+        wait), or for a member the list does not hold, the name is "" (unknown): never the piece of the id, which
+        the model would call them by and an episode would list as a participant (`fence.name` shows "" as
+        `UNKNOWN_NAME`). `note`: remember a known name as the one the member is called by."""
         member, given = speaker.member, speaker.name
         if given and not member.user_id.startswith(given):
             name = given
         else:
-            name = self.members.name(member.group, member.user_id) or given or member.user_id
-        if note:
+            name = self.members.name(member.group, member.user_id) or ""
+        if note and name:
             self._note_spoken(member, name)
         return name
 

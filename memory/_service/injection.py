@@ -110,7 +110,7 @@ class Injection:
             speaker
             or members.spoken_name(member.group, member.user_id)
             or members.name(member.group, member.user_id)
-            or member.user_id
+            or ""  # unknown, as the reply path names them (never the id)
         )
         now = self._parts.ports.clock()
         block, _ = await self.build(caller, speaker, message, now, dry_run=True, trace=trace)

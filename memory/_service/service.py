@@ -431,7 +431,7 @@ class MemoryService(Components):
         # Now that the group is loaded (after a restart it may not have been when the name was taken); the platform's
         # flags are loaded once if nothing did yet (extraction off): a member who opted out leaves no name behind.
         hidden = opted_out_in(self.store, member.group)  # both documents in memory: no await
-        if (
+        if name and (
             member.user_id not in hidden
             if hidden is not None
             else await admits(self.store, member.group, member.user_id)

@@ -9,6 +9,7 @@ Screenshots land in tests/e2e/artifacts/dashboard_page_*.png. Needs /usr/bin/chr
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -24,6 +25,8 @@ PAGE_TITLE = json.loads(
     (Path(__file__).resolve().parents[2] / ".astrbot-plugin/i18n/zh-CN.json").read_text(encoding="utf-8")
 )["views"]["memory_manager"]["title"]
 VIEW_URL = f"/#/plugin-view/{sandbox.PLUGIN_NAME}/memory_manager"
+# Where a closing note's before/after pictures go, when asked for (else only tests/e2e/artifacts/).
+NOTE_SHOTS = os.environ.get("E2E_NOTE_SHOTS", "")
 
 
 class ManagerPage:
@@ -262,8 +265,24 @@ def test_export_then_import_into_a_fresh_instance(manager, browser, lark, fake_m
         other = ManagerPage(page, fresh.base_url)
         other.login(fresh.password)
         other.open_directly()
-        other.tab("transfer")
         f = other.frame
+        # an empty instance says how a first memory gets here and where the settings are (issue 35 item 11)
+        empty = f.locator("#empty-start")
+        empty.wait_for()
+        said = empty.text_content()
+        for words in (
+            "还没有任何群的记忆",
+            "@机器人 说“记住，在这个群叫我老王”",
+            "「群成员长期记忆」卡片 → 插件配置",
+            "/memory help",
+        ):
+            assert words in said, said
+        other.page.mouse.move(1390, 890)
+        empty.screenshot(path=str(ARTIFACTS / "dashboard_page_empty_instance.png"))
+        if NOTE_SHOTS:
+            empty.screenshot(path=str(Path(NOTE_SHOTS) / "empty-after.png"))
+        f.locator("#empty-import").click()  # straight to the import
+        f.locator("button[data-tab='transfer'][aria-selected='true']").wait_for()
         f.locator("#import-file").set_input_files(str(exported))
         f.locator("#import-preview").click()
         summary = f.locator(f"#import-summary tr[data-group='{group}']")

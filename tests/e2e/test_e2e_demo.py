@@ -170,6 +170,12 @@ def test_the_demo_shows_every_member_feature_through_say_sh(demo):
     assert say("what did we talk about last time?").startswith("王总，上次（")
     # ... and what 小李 took on became a memory of theirs
     assert "• 你负责写回滚预案（事实）" in say("--user", LI, "你记得我什么？")
+    # another listed member is called by the member list's name; one it does not list is not called by a piece of
+    # their id (Lark names group senders by open_id[:8]) (issue 35 item 11)
+    assert (
+        say("--user", "ou_xiaozhang", "我叫什么？") == "飞书上你叫小张；你还没告诉我想被怎么称呼，说“以后叫我…”就行。"
+    )
+    assert say("--user", "ou_not_listed", "我叫什么？") == "我还不知道你叫什么，说“以后叫我…”告诉我吧。"
 
     # opt-out and back, in both languages
     assert say("别记录我的事").startswith("好的王总，从现在起我不再从聊天里记录你的事；你明确让我记住的照样记")
@@ -193,9 +199,11 @@ def test_the_demo_shows_every_member_feature_through_say_sh(demo):
     assert "提醒你开周会。" in say("提醒我明天上午10点开周会")
     assert say("取消开周会的提醒") == "好的小王，「开周会」不提醒了。"
     assert "开周会" not in say("我有哪些待办？")
-    # /memory help: the plugin has no such subcommand, AstrBot passes it on to the model, which says what to send
+    # /memory help: the plugin's own list of its commands; a subcommand it lacks AstrBot hands to the model
     shown = say("/memory help")
-    assert shown.startswith("插件没有 /memory help 这个指令；只发 /memory，AstrBot 会列出它有的全部指令。\n"), shown
+    assert shown.startswith("/memory 的指令") and "/memory list —" in shown and "/memory clear confirm" in shown, shown
+    shown = say("/memory 帮助")
+    assert shown.startswith("插件没有 /memory 帮助 这个指令；发 /memory help 看它有的全部指令。\n"), shown
     # a phrase the demo does not know: said so, with what it knows (not a bare 收到)
     shown = say("今天天气怎么样")
     assert shown.startswith("小王，“今天天气怎么样”这句我没听懂。\n我是演示用的脚本模型"), shown

@@ -59,6 +59,12 @@
       tab_browse: "浏览", tab_search: "搜索", tab_recall: "召回测试", tab_history: "历史", tab_transfer: "导入导出",
       tab_stats: "统计", tab_privacy: "删除某人",
       loading: "加载中…", empty: "没有数据", error: "出错了：{0}", noPlatform: "还没有任何群的记忆",
+      // issue 35 item 11: an empty instance says how a first memory gets here
+      emptyHow: "第一条记忆这样来：",
+      emptyTell: "群成员在群里 @机器人 说“记住，在这个群叫我老王”：机器人记下后（需要一个支持工具调用的聊天模型），这个群就出现在这里。",
+      emptyWatch: "打开插件配置里的“自动记忆：从群聊中提取”后，群里照常聊天也会整理出记忆（默认关闭，会产生模型费用）。",
+      emptyImport: "已有别的实例导出的文件，或 LivingMemory 的数据库？在「导入导出」里导入。", emptyImportGo: "去导入",
+      emptySettings: "插件配置：控制台的 插件 → 「群成员长期记忆」卡片 → 插件配置。AstrBot 管理员在群里发 /memory status 查看生效的设置，/memory help 列出全部指令。",
       group: "群", groupId: "群 ID", members: "成员", memories: "记忆", groupMemories: "群公共记忆", todos: "待办",
       episodes: "情境记忆", archived: "已归档", lastChange: "最近变更", open: "打开", back: "← 返回群列表",
       membersOf: "成员", memberId: "成员 ID", name: "名称", count: "数量",
@@ -199,6 +205,11 @@
       tab_browse: "Browse", tab_search: "Search", tab_recall: "Recall tester", tab_history: "History",
       tab_transfer: "Export / import", tab_stats: "Statistics", tab_privacy: "Erase a person",
       loading: "Loading…", empty: "Nothing here", error: "Error: {0}", noPlatform: "No group has memories yet",
+      emptyHow: "How the first memory gets here:",
+      emptyTell: "A member @-mentions the bot in a group: “remember, call me Lao Wang in this group”. Once the bot has saved it (it needs a chat model with tool calling), the group shows up here.",
+      emptyWatch: "With “自动记忆：从群聊中提取” (automatic memory from group chat) on in the plugin's config, ordinary group chat yields memories too (off by default; it costs model calls).",
+      emptyImport: "Have a file exported from another instance, or LivingMemory's database? Import it under “Export / import”.", emptyImportGo: "Import",
+      emptySettings: "The plugin's config: Plugins → the card “Group Member Memory” → Configure. An AstrBot admin sends /memory status in a group to see the settings in effect; /memory help lists every command.",
       group: "Group", groupId: "Group id", members: "Members", memories: "Memories", groupMemories: "Group memories",
       todos: "Todos", episodes: "Episodes", archived: "Archived", lastChange: "Last change", open: "Open",
       back: "← Back to groups", membersOf: "Members", memberId: "Member id", name: "Name", count: "Count",
@@ -767,7 +778,7 @@
   async function renderBrowse(view) {
     if (state.openGroup) return renderGroup(view, state.openGroup);
     const groups = groupsOfPlatform();
-    if (!groups.length) { view.appendChild(el("p", { class: "muted" }, t("noPlatform"))); return; }
+    if (!groups.length) { view.appendChild(emptyStart()); return; }
     const head = el("tr", {}, [state.platform ? null : t("platform"), t("group"), t("members"), t("memories"),
       t("groupMemories"), t("todos"), t("episodes"), t("archived"), t("lastChange"), ""].filter((h) => h !== null)
       .map((h) => el("th", {}, h)));
@@ -782,6 +793,14 @@
       el("td", {}, el("button", { type: "button", class: "ghost" }, t("open")))));
     append(view, [el("p", { class: "muted small" }, t("adminNote")),
       el("table", { class: "table", id: "groups-table" }, el("thead", {}, head), el("tbody", {}, rows))]);
+  }
+
+  // No group yet (a fresh instance, or a platform without one): how a first memory gets here, where the settings are.
+  function emptyStart() {
+    return el("section", { class: "card", id: "empty-start" }, el("h2", {}, t("noPlatform")), el("p", {}, t("emptyHow")),
+      el("ul", {}, el("li", {}, t("emptyTell")), el("li", {}, t("emptyWatch")), el("li", {}, t("emptyImport"), " ",
+        el("button", { type: "button", class: "ghost", id: "empty-import", onclick: () => show("transfer") }, t("emptyImportGo")))),
+      el("p", { class: "muted small" }, t("emptySettings")));
   }
 
   function openGroup(g) {
