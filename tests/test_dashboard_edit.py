@@ -228,7 +228,7 @@ async def test_history_lists_every_kind_newest_first_paged_by_entry_id(tmp_path)
     first = await history_page(store, G, limit=2, before=None)
     assert [e["kind"] for e in first["items"]] == ["todo", "memory"]
     assert first["items"][0]["new"]["content"] == "交周报"
-    assert [e["revertable"] for e in first["items"]] == [False, True]  # a todo change is changed with the todo tools
+    assert [e["revertable"] for e in first["items"]] == [True, True]  # todo changes are undone like memories
     second = await history_page(store, G, limit=2, before=first["next_before"])
     assert [e["id"] for e in second["items"]] == sorted((e["id"] for e in second["items"]), reverse=True)
     assert second["items"][0]["id"] < first["items"][-1]["id"]

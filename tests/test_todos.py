@@ -552,7 +552,7 @@ async def test_history_shows_todo_changes_and_revert_points_to_the_todo_tools(st
     assert "待办新增" in history and "交周报（done）" in history
     entry = [e for e in await store.log_entries(G) if e.get("kind") == "todo"][-1]
     refused = await revert_change(store, G, entry["id"], actor="admin:x")
-    assert "待办的变更，不能撤销" in refused
+    assert "是待办的变更，这里不能撤销" in refused  # without the todo policy (an admin text path)
 
 
 async def test_the_injected_todo_lines_are_cached_until_the_todos_change_or_the_minute_turns(store, policy):
