@@ -97,6 +97,7 @@ def test_every_time_is_in_the_plugins_zone_whatever_the_browsers(far_manager, la
     # a memory and a todo, in the group's view
     row.click()
     frame.locator("#todos-table").wait_for()
+    _row(frame, "是一名平面设计师").wait_for()  # the memories answer can come after the todos table is drawn
     memory = next(m for m in answers.get("memories")["items"] if m["content"] == "是一名平面设计师")
     memory_time = _both(memory["updated_at"])
     memory_row = _row(frame, "是一名平面设计师")
