@@ -22,7 +22,7 @@ class Item:
     label: str
     hint: str
     labels: tuple[str, ...] = ()  # one per choice of a select, in `_CHOICES` order
-    slider_step: float = 0.0  # a slider over the setting's range, with this step
+    slider_step: float = 0.0  # a fractional setting's slider step (whole numbers step by 1)
     provider: bool = False  # AstrBot's chat-provider selector
     secret: bool = False  # shown masked, with its hint in bold
 
@@ -373,9 +373,21 @@ def _range_text(name: str, default: Any) -> str:
         shown = ITEMS[name].labels[_CHOICES[name].index(default)].split("（")[0].split("：")[0]
     if name in _RANGES:
         low, high = _RANGES[name]
-        kind = "整数" if isinstance(default, int) else "数字"
-        return f"范围 {_number(low)}–{_number(high)}，默认 {shown}；超出范围或不是{kind}时恢复默认。"
+        # the page pulls a number typed outside the range back into it (`slider`); a value saved some other way
+        # (an older AstrBot's page, a hand edit) takes the default, with the memory page's warning
+        limits = f"范围 {_number(low)}–{_number(high)}，默认 {shown}"
+        return f"{limits}；范围外的数会被拉回范围内，已存下的不合理值按默认值生效。"
     return f"默认{shown}。"
+
+
+def slider(name: str, default: Any) -> dict[str, float]:
+    """AstrBot's range option for a number, over the range `_settings` accepts: the page shows a slider between
+    the bounds, and AstrBot 4.25.6 and later pull a number typed outside them back to the nearer bound when the
+    box loses focus, before anything is saved (issue 35). A whole number steps by 1; a 0-1 value by its step."""
+    low, high = _RANGES[name]
+    if isinstance(default, int):
+        return {"min": int(low), "max": int(high), "step": 1}
+    return {"min": low, "max": high, "step": ITEMS[name].slider_step}
 
 
 def _type_of(default: Any) -> str:
@@ -405,9 +417,8 @@ def _entry(name: str, default: Any) -> dict[str, Any]:
     if name in _CHOICES:
         entry["options"] = list(_CHOICES[name])
         entry["labels"] = list(item.labels)
-    if item.slider_step:
-        low, high = _RANGES[name]
-        entry["slider"] = {"min": low, "max": high, "step": item.slider_step}
+    if name in _RANGES:
+        entry["slider"] = slider(name, default)
     if item.provider:
         entry["_special"] = "select_provider"
     if item.secret:

@@ -68,6 +68,39 @@ def test_hints_speak_to_a_person():
     assert s["extraction"]["items"]["extraction_provider_id"]["_special"] == "select_provider"
 
 
+def test_every_number_carries_its_range_as_the_slider_astrbot_clamps_to():
+    """AstrBot's config page honours one range option, `slider` {min, max, step}: it draws the slider and (4.25.6
+    and later) pulls a number typed outside it back in before saving. Every number on the page carries exactly the
+    range `Settings` accepts, so the page can neither let through what the plugin would refuse nor refuse what it
+    accepts; whole numbers step by 1, and the hint states the same range."""
+    from memory._settings import _RANGES
+
+    s = schema()  # the file AstrBot reads
+    numbers = {n: d for n, d in FIELDS.items() if isinstance(d, (int, float)) and not isinstance(d, bool)}
+    assert set(numbers) == set(_RANGES)
+    for section, names in SECTIONS:
+        for name in names:
+            entry = s[section]["items"][name]
+            if name not in numbers:
+                assert "slider" not in entry, name
+                continue
+            low, high = _RANGES[name]
+            slider = entry["slider"]
+            assert (slider["min"], slider["max"]) == (low, high), name
+            assert low <= numbers[name] <= high, name
+            if isinstance(numbers[name], int):
+                assert slider["step"] == 1 and type(slider["min"]) is type(slider["max"]) is int, name
+            else:
+                assert 0 < slider["step"] < high - low, name
+            shown = [str(int(b)) if float(b).is_integer() else str(b) for b in (low, high)]
+            assert f"范围 {shown[0]}–{shown[1]}，默认" in entry["hint"], name
+            # out of range on the page: pulled back to the nearer bound, which Settings accepts (no range warning;
+            # a bound can still meet a rule between two settings, as every_n above the buffer's largest size)
+            for bound in (slider["min"], slider["max"]):
+                warnings = Settings.from_mapping({section: {name: bound}})[1]
+                assert not [w for w in warnings if w.setting == name and w.reason != "buffer"], name
+
+
 @pytest.mark.parametrize("page", ["docs/settings.md", "docs/en/settings.md"])
 def test_every_setting_is_documented_with_its_default(page):
     text = (REPO / page).read_text(encoding="utf-8")

@@ -79,7 +79,15 @@ class Dashboard:
     def field(dialog, key: str):
         """The input of setting `key`, found by the description the schema gives it."""
         label = SCHEMA[key]["description"]
-        return dialog.locator(f"xpath=.//*[normalize-space(text())='{label}']/ancestor::*[.//input][1]//input")
+        # a number has a slider (its range) before its box: the box is the input a person types into
+        kind = "[@type='number']" if SCHEMA[key]["type"] in ("int", "float") else ""
+        return dialog.locator(f"xpath=.//*[normalize-space(text())='{label}']/ancestor::*[.//input][1]//input{kind}")
+
+    @staticmethod
+    def row(dialog, key: str):
+        """Setting `key`'s row on the config page: its label, hint and input."""
+        label = SCHEMA[key]["description"]
+        return dialog.locator(f"xpath=.//*[normalize-space(text())='{label}']/ancestor::*[.//input][1]")
 
     def save(self, dialog) -> None:
         with self.page.expect_response(

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from .conftest import sandbox, setting, with_settings
+from .conftest import ARTIFACTS, sandbox, setting, with_settings
 from .test_e2e_dashboard_page import browser, manager  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.e2e
@@ -59,3 +59,42 @@ def test_the_config_page_shows_the_sections(manager, astrbot):  # noqa: F811
     assert text.index("基本设置") < text.index("待办与提醒") < text.index("存储")
     assert "每位成员在每个群最多记几条" in text and "旧版位置" not in text
     manager.shot("config_sections")
+
+
+def test_a_number_outside_its_range_is_stopped_on_the_config_page(manager, astrbot):  # noqa: F811
+    """-5 typed into a whole-number setting on AstrBot's own config page: the box is pulled back to the bottom of
+    the range its hint states before anything is saved (AstrBot's `slider` option), as are a number too large and
+    an emptied box; a fraction is saved as its whole part. What is saved is in range: the plugin has nothing to
+    warn about (docs/settings.md "填了无效的值会怎样" says exactly this)."""
+    from .test_e2e_dashboard import Dashboard
+
+    original = astrbot.get_plugin_config()["config"]
+    dash = Dashboard(manager.page, astrbot.base_url)
+    try:
+        dialog = dash.open_plugin_settings()
+        row = dash.row(dialog, "memory_max_per_user")
+        box = dash.field(dialog, "memory_max_per_user")
+        box.fill("-5")
+        box.press("Tab")  # the box commits when it loses focus, as when the operator clicks 保存
+        row.scroll_into_view_if_needed()
+        row.screenshot(path=str(ARTIFACTS / "dashboard_config_range.png"))
+        assert "范围 1–1000" in row.text_content()
+        assert box.input_value() == "1", "pulled back into the range before saving"
+        assert row.locator(".v-slider").count() == 1
+        typed = {"memory_max_content_length": "5000", "memory_inject_limit": "2.5", "memory_inject_char_budget": ""}
+        for name, text in typed.items():
+            dash.field(dialog, name).fill(text)
+            dash.field(dialog, name).press("Tab")
+        # too large: the top of 10–2000; an emptied box counts as 0: the bottom of 100–20000
+        assert dash.field(dialog, "memory_max_content_length").input_value() == "2000"
+        assert dash.field(dialog, "memory_inject_char_budget").input_value() == "100"
+        dash.save(dialog)
+        astrbot.wait_ready(60)
+        saved = astrbot.get_plugin_config()["config"]
+        assert setting(saved, "memory_max_per_user") == 1 and setting(saved, "memory_max_content_length") == 2000
+        assert setting(saved, "memory_inject_limit") == 2, "AstrBot saves a fraction's whole part"
+        assert setting(saved, "memory_inject_char_budget") == 100
+        manager.open_from_sidebar()
+        assert manager.frame.locator("#setting-warnings").is_hidden(), "nothing out of range reached the plugin"
+    finally:
+        astrbot.set_plugin_config(original)
