@@ -70,8 +70,9 @@ def test_a_number_outside_its_range_is_stopped_on_the_config_page(manager, astrb
 
     original = astrbot.get_plugin_config()["config"]
     dash = Dashboard(manager.page, astrbot.base_url)
-    manager.page.goto(astrbot.base_url + "/")
+    manager.page.goto(astrbot.base_url + "/#/extension")
     manager.page.reload()  # no dialog left open by an earlier test
+    manager.page.locator(".extension-card").first.wait_for()
     try:
         dialog = dash.open_plugin_settings()
         row = dash.row(dialog, "memory_max_per_user")
