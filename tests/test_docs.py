@@ -68,8 +68,9 @@ def test_the_readme_is_short():
 
 def test_the_readme_as_astrbot_shows_it_starts_an_operator_too():
     """AstrBot (4.29.1: dashboard/services/plugin_service.py, `get_plugin_readme`) shows the installed plugin's own
-    README.md on its plugin page, and no other file. Its first screen keeps the source checkout's commands, says they
-    are for one, and right under them starts an operator whose plugin is already installed: the card by the name the
+    README.md on its plugin page, and no other file. Its first screen starts an operator whose plugin is already
+    installed before any command (AstrBot's dialog shows the top first), then keeps the source checkout's commands and
+    says they are for one. The operator's paragraph names the card by the name the
     dashboard shows (metadata.yaml's display_name), the first memory, /memory help, the page by its sidebar entry
     (issue 35 item 11)."""
     import inspect
@@ -80,9 +81,10 @@ def test_the_readme_as_astrbot_shows_it_starts_an_operator_too():
     assert 'plugin_dir / "README.md"' in inspect.getsource(PluginService.get_plugin_readme)
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     first_screen = readme.split("\n---\n", 1)[0]
-    commands, after = first_screen.split("```bash\n", 1)[1].split("```\n", 1)
+    before, commands = first_screen.split("```bash\n", 1)
     assert "在源码仓库里" in commands.splitlines()[0] and "bash scripts/run.sh" in commands
-    operator = after.strip().split("\n\n", 1)[0]
+    operator = next(p for p in before.split("\n\n") if p.startswith("**装在 AstrBot 里"))
+    assert "scripts/" not in before
     card = next(
         line.split(":", 1)[1].strip()
         for line in (REPO / "metadata.yaml").read_text(encoding="utf-8").splitlines()

@@ -250,6 +250,9 @@ async def test_an_export_covers_what_it_names(host):
     assert (await host.manager.export("lark", "", "ou/../x", decrypted=False)).filename == (
         "user_memory_lark_ou____x.json"
     )
+    # a name typed in the page's member box: the download's file name stays ASCII (an HTTP header is latin-1)
+    named = await host.manager.export("lark", "", "小王", decrypted=False)
+    assert named.filename == "user_memory_lark___.json" and named.filename.isascii()
     with pytest.raises(InvalidMemoryInput, match="按成员导出需要指定平台"):
         await host.manager.export("", "", "ou_wang", decrypted=False)
     with pytest.raises(InvalidMemoryInput, match="oc_nope"):

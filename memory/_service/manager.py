@@ -507,7 +507,7 @@ class Manager:
                 raise InvalidMemoryInput("按成员导出需要指定平台")
             keys = [entry.key for entry in index.groups(platform or None)]
             name = (platform or "all") + (f"_{user_id}" if user_id else "")
-        return keys, "user_memory_" + "".join(c if c.isalnum() or c in "-_" else "_" for c in name)
+        return keys, "user_memory_" + "".join(c if c.isascii() and (c.isalnum() or c in "-_") else "_" for c in name)
 
     async def export(
         self, platform: str, group_id: str, user_id: str, *, decrypted: bool, csv: bool = False, lang: str = ""

@@ -25,7 +25,7 @@
       todoConfirmCancel: "取消待办「{0}」？取消后不再提醒。", todoEditTitle: "修改待办",
       todoNoRemind: "这条待办所在的平台现在不能主动发消息，不能设置提醒时间。",
       todoRecurHint: "{0}重复：时间会落在规则的下一个日子", todoNone: "没有未完成的待办",
-      todoNote: "这里的修改和成员用待办工具修改时一样检查（时间、重复规则、内容），以“dashboard:登录名”记入历史，可以在“历史”里撤销（已发出的提醒不会撤回，也不会再发一次）。",
+      todoNote: "这里的修改和成员用待办工具修改时一样检查（时间、重复规则、内容），以“控制台（登录名）”记入历史，可以在“历史”里撤销（已发出的提醒不会撤回，也不会再发一次）。",
       todo_pending: "未完成", todo_done: "已完成", todo_cancelled: "已取消", todo_expired: "已过期",
       todo_unconfirmed: "待确认（从聊天中识别，确认后才提醒）",
       // issue 35 item 3: a refused todo edit, said beside its field
@@ -173,7 +173,7 @@
       todoEditTitle: "Change todo",
       todoNoRemind: "This todo's platform cannot post on its own right now, so no reminder time can be set.",
       todoRecurHint: "Repeats {0}: the time lands on the rule's next day", todoNone: "No open todos",
-      todoNote: "Changes here are checked as when a member changes a todo through the todo tool (times, recurrence, text) and logged in the history as “dashboard:<login>”, where it can be undone (a reminder already sent is not taken back, nor sent again).",
+      todoNote: "Changes here are checked as when a member changes a todo through the todo tool (times, recurrence, text) and logged in the history as “Dashboard (<login>)”, where it can be undone (a reminder already sent is not taken back, nor sent again).",
       todo_pending: "Open", todo_done: "Done", todo_cancelled: "Cancelled", todo_expired: "Expired",
       todo_unconfirmed: "To confirm (noticed in chat; reminded once confirmed)",
       err_time_past: "That time ({when}) has already passed: pick a later one.", err_time_unreadable: "That time cannot be read: pick a date and a time in the box.",
