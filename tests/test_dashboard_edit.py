@@ -340,10 +340,16 @@ async def test_edit_delete_and_revert_through_the_routes(make_plugin):
     )
     assert reverted["message"].startswith("已撤销")
     assert "喜欢喝绿茶" in await system_prompt_for(plugin, make_event("今天喝什么"))
-    # Reverting the same entry again is refused: its target changed since.
+    # Reverting the same entry again is refused, in one sentence naming the revert (issue 35, the new operator's
+    # retry: not "无法撤销 #n：此后已有变化——…" under the page's own prefixes); the history no longer offers it.
     again = {"platform": "lark", "group_id": "oc_group1", "entry_id": newest["items"][0]["id"]}
     status, payload = await call(plugin, "history/revert", body=again)
-    assert payload["status"] == "error" and "无法撤销" in payload["message"]
+    undo = (await data(plugin, "history", query={"platform": "lark", "group_id": "oc_group1", "limit": 2}))["items"]
+    assert payload["status"] == "error" and payload["message"] == (
+        f"[already_reverted|by={undo[0]['id']}|actor=dashboard:admin|name=] "
+        f"这条变更已经撤销过（#{undo[0]['id']}，控制台（admin））"
+    )
+    assert undo[1]["revertable"] is False and undo[1]["reverted_by"]["id"] == undo[0]["id"]
 
 
 async def test_move_and_erase_through_the_routes(make_plugin):

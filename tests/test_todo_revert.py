@@ -60,15 +60,57 @@ async def test_a_cancelled_todo_is_put_back_with_its_reminder_and_a_second_undo_
     assert logged["op"] == "revert" and logged["reverts"] == [cancel["id"]] and logged["actor"] == "dashboard:admin"
     assert "交周报" in await service.tools.list_todos(speaker(A))  # the member's own list has it again
 
+    # undone already (issue 35, the new operator's retry): the history offers no undo for it any more, and one
+    # asked all the same (another tab, /memory revert) is refused in one sentence naming the revert and who did it
+    listed = (await history_page(service.store, G, limit=2, before=None))["items"]
+    assert [(e["id"], e["revertable"]) for e in listed] == [(logged["id"], True), (cancel["id"], False)]
+    assert listed[1]["reverted_by"] == {"id": logged["id"], "at": logged["at"], "actor": "dashboard:admin"}
+    assert "reverted_by" not in listed[0]
+    paged = (await service.manager.history("lark", G.group_id, limit=2, before=None))["items"]
+    assert paged[1]["reverted_by"]["actor_name"] is None, "a login, not a member: the page words it"
     with pytest.raises(InvalidMemoryInput) as refused:
         await revert(service, cancel["id"])
-    assert refused.value.code == "revert_refused"
-    assert "此后已有变化" in str(refused.value) and "「交周报」（未完成）" in str(refused.value)
-    assert f"#{logged['id']} dashboard:admin 撤销" in str(refused.value), "who changed it since"
+    assert refused.value.code == "already_reverted"
+    assert str(refused.value) == f"这条变更已经撤销过（#{logged['id']}，控制台（admin））"
+    assert refused.value.coded_message() == (
+        f"[already_reverted|by={logged['id']}|actor=dashboard:admin|name=] 这条变更已经撤销过（#{logged['id']}，控制台（admin））"
+    )
 
     host.clock.advance(7 * HOUR)  # 17:00: the reminder the undo re-armed goes out
     assert await service.reminders.run_due() == 1
     assert [m.text for _, m in host.sender.sent] == ["提醒：交周报（截止 11月23日（周一）18:00）"]
+    await service.stop()
+
+
+async def test_undoing_the_undo_makes_the_change_undoable_again_and_a_member_is_named(service, host):
+    """A revert that was itself reverted gives its change back: in force again, it may be undone again; a change a
+    member's /memory revert undid names that member."""
+    await service.tools.add_todo(speaker(A), content="交周报", remind_at="2026-11-23T17:00")
+    await change(service, "交周报", status="cancelled")
+    cancel = await newest(service)
+    await revert(service, cancel["id"])
+    undo = await newest(service)
+    await revert(service, undo["id"])  # redo: cancelled again
+    redo = await newest(service)
+    assert (await todo(service, "交周报")).status.value == "cancelled"
+    listed = {e["id"]: e for e in (await history_page(service.store, G, limit=3, before=None))["items"]}
+    assert listed[cancel["id"]]["revertable"] is True and "reverted_by" not in listed[cancel["id"]]
+    assert listed[undo["id"]]["reverted_by"]["id"] == redo["id"] and listed[undo["id"]]["revertable"] is False
+    assert listed[redo["id"]]["revertable"] is True
+
+    await revert(service, redo["id"])  # and undone again: the undo is in force again, so the cancel is undone
+    again = await newest(service)
+    listed = {e["id"]: e for e in (await history_page(service.store, G, limit=4, before=None))["items"]}
+    assert listed[cancel["id"]]["reverted_by"]["id"] == undo["id"] and listed[cancel["id"]]["revertable"] is False
+    assert "reverted_by" not in listed[undo["id"]] and listed[redo["id"]]["reverted_by"]["id"] == again["id"]
+    assert (await todo(service, "交周报")).status.value == "pending"
+    await revert(service, again["id"])  # cancelled once more: the cancel is in force
+
+    text = await service.commands.revert(speaker(A, admin=True), cancel["id"])  # 老王 undoes it by command
+    assert text.startswith(f"已撤销 #{cancel['id']}"), text
+    with pytest.raises(InvalidMemoryInput, match=r"^这条变更已经撤销过（#\d+，老王）$") as refused:
+        await revert(service, cancel["id"])
+    assert refused.value.params["actor"] == f"admin:{A}" and refused.value.params["name"] == "老王"
     await service.stop()
 
 

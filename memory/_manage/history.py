@@ -4,6 +4,7 @@ newest first, paged by entry id, each with what it changed besides the text (`ch
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from .._admin import TodoUndo, field_changes, revert_change
@@ -16,6 +17,8 @@ from .._todos import revert as todo_revert
 MAX_PAGE = 200
 DEFAULT_PAGE = 50
 REVERTED = "已撤销"  # how every revert `_admin.revert_change` carried out is reported; anything else is a refusal
+DASHBOARD, ADMIN = "dashboard:", "admin:"  # the actor of a change made on the page, by an admin's command
+ALREADY = "这条变更已经撤销过（#{by}，{who}）"  # one sentence, the page's words (issue 35, the new operator's retry)
 _FIELDS = (
     "id",
     "at",
@@ -65,16 +68,50 @@ async def history_page(store: MemoryStore, key: GroupKey, *, limit: int, before:
     ]
     older = [e for e in changes if before is None or e["id"] < before]
     page = older[-limit:][::-1]
+    undone = undone_by(changes)
     items = [
         {
             **{name: entry[name] for name in _FIELDS if name in entry},
-            "revertable": _revertable(entry),
+            "revertable": _revertable(entry) and entry["id"] not in undone,
             "changes": [] if entry.get("erased") else field_changes(entry),  # besides the text (a bulk edit's)
+            **({"reverted_by": _by(undone[entry["id"]])} if entry["id"] in undone else {}),
         }
         for entry in page
     ]
     more = len(older) > limit
     return {"items": items, "next_before": page[-1]["id"] if more and page else None}
+
+
+def undone_by(entries: Iterable[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    """The changes a revert still in force undid: entry id -> that revert's entry. A revert that was itself
+    reverted gives its entries back (they are in force again, so they may be undone again), and so on: read from
+    the newest, since a revert only names older entries."""
+    listed = [e for e in entries if isinstance(e.get("id"), int) and not isinstance(e["id"], bool)]
+    reverters: dict[int, list[dict[str, Any]]] = {}
+    for entry in listed:
+        for target in entry.get("reverts") or ():
+            reverters.setdefault(target, []).append(entry)
+    undone: dict[int, dict[str, Any]] = {}
+    for entry in sorted(listed, key=lambda e: -e["id"]):
+        live = [r for r in reverters.get(entry["id"], ()) if r["id"] not in undone]
+        if live:
+            undone[entry["id"]] = max(live, key=lambda r: r["id"])
+    return undone
+
+
+def _by(entry: dict[str, Any]) -> dict[str, Any]:
+    return {"id": entry["id"], "at": entry.get("at"), "actor": entry.get("actor")}
+
+
+def actor_words(actor: Any, name: str | None = None) -> str:
+    """Who made a change, as the page says it in Chinese: a member (an admin's command too) by name, the
+    dashboard's login as 控制台（登录名）, an admin's command without a name as 管理员（id）."""
+    text = str(actor or "")
+    if name:
+        return name
+    if text.startswith(DASHBOARD):
+        return f"控制台（{text.removeprefix(DASHBOARD)}）"
+    return f"管理员（{text.removeprefix(ADMIN)}）" if text.startswith(ADMIN) else text
 
 
 def _revertable(entry: dict[str, Any]) -> bool:
@@ -116,13 +153,27 @@ async def reverted(
     actor: str,
     core_importance: float,
     todos: TodoUndo | None = None,
+    name: Callable[[str], str | None] | None = None,
 ) -> dict[str, Any]:
     """`revert_entry` for the page: `{message, reminders}`, where a todo put back says what became of its
-    reminder (`_todos/revert.ReminderNote`: re-armed, resumed, already sent, past) for the page to word."""
+    reminder (`_todos/revert.ReminderNote`: re-armed, resumed, already sent, past) for the page to word. A change
+    a revert still in force undid is refused as such (coded `already_reverted`, with that revert's id and actor,
+    named by `name` where it is a member), not as "changed since"."""
     if isinstance(entry, bool) or not isinstance(entry, int):
         raise InvalidMemoryInput(f"entry_id 必须是变更编号（整数），收到 {entry!r}")
+    entries = await store.log_entries(key)
+    undoer = undone_by(entries).get(entry)
+    if undoer is not None:
+        actor = str(undoer.get("actor") or "")
+        who = (name(actor.removeprefix(ADMIN)) if name is not None and actor else None) or ""
+        raise InvalidMemoryInput(
+            ALREADY.format(by=undoer["id"], who=actor_words(actor, who)),
+            code="already_reverted",
+            by=undoer["id"],
+            actor=actor,
+            name=who,
+        )
     if todos is not None:
-        entries = await store.log_entries(key)
         todo_entry = next((e for e in entries if e.get("id") == entry and e.get("kind") == TODO), None)
         if todo_entry is not None:
             undone = await todo_revert.revert_todo_change(

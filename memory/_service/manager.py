@@ -367,6 +367,8 @@ class Manager:
             owner, actor = item.get("owner"), item.get("actor")
             item["owner_name"] = self._name(key, owner) if isinstance(owner, str) else None
             item["actor_name"] = self._name(key, actor) if isinstance(actor, str) else None
+            if by := item.get("reverted_by"):  # the revert still in force that undid it (no undo button for it)
+                by["actor_name"] = self._name(key, str(by["actor"]).removeprefix("admin:")) if by["actor"] else None
         return page
 
     async def audit(self, platform: str, group_id: str) -> dict[str, Any]:
@@ -387,6 +389,7 @@ class Manager:
             actor=_actor(user),
             core_importance=self.settings.memory_core_importance,
             todos=TodoUndo(self._todo_policy, self._clock()),
+            name=lambda user_id: self._name(key, user_id),
         )
         return {**answer, "zone": self._todo_policy.zone.key}  # a reminder's time is read in the todos' zone
 

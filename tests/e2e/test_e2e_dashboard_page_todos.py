@@ -273,7 +273,8 @@ def test_a_refused_todo_edit_keeps_its_dialog_and_says_why_beside_the_field(mana
 
 def test_a_cancelled_todo_is_put_back_from_the_history(manager, lark, fake_model, ids):
     """Issue 35 item 6: the history's undo puts a cancelled todo back, its reminder (still ahead) re-armed; undone
-    once, the same entry is refused (the todo changed since), in words."""
+    once, the entry offers no undo but names the change that undid it, and an undo asked from a stale page is
+    refused in one sentence of the page's words (the new operator's retry)."""
     group, user = ids.group(), ids.user()
     _seed_todos(lark, fake_model, group, user)
     frame = _open_group(manager, group)
@@ -293,10 +294,31 @@ def test_a_cancelled_todo_is_put_back_from_the_history(manager, lark, fake_model
     notice = frame.locator("#notice").text_content()
     assert "2030/01/07 17:00" in notice and "提醒" in notice, notice
     _shot35(frame.locator("#notice"), "todo-undo", frame.locator("#history-table"))
-    frame.locator("#history-table tbody tr").nth(1).wait_for()
-    frame.locator(f"#history-table tr[data-entry='{cancel}']").get_by_role("button", name="撤销").click()
+    # undone, the entry offers no undo any more but says by which change (issue 35, the new operator's retry)
+    undone = frame.locator(f"#history-table tr[data-entry='{cancel}']")
+    undone.locator(".reverted-by").wait_for()
+    undo = frame.locator("#history-table tbody tr").first.get_attribute("data-entry")
+    assert undone.locator(".reverted-by").text_content() == f"已撤销（#{undo}，控制台（astrbot））"
+    assert undone.get_by_role("button", name="撤销").count() == 0
+
+    # undone meanwhile elsewhere (another tab, /memory revert): the stale button's answer is one sentence in the
+    # page's words, and the row then says so
+    frame.locator("body").evaluate(
+        "(_, b) => window.AstrBotPluginView.apiPost('history/revert', b)",
+        {"platform": "lark", "group_id": group, "entry_id": int(undo)},
+    )
+    frame.locator(f"#history-table tr[data-entry='{undo}']").get_by_role("button", name="撤销").click()
     _dialog_button(frame, "ok").click()
-    frame.locator("#notice.error", has_text="此后已有变化").wait_for()
+    error = frame.locator("#notice.error")
+    error.wait_for()
+    redo = int(undo) + 1
+    assert error.text_content() == f"这条变更已经撤销过（#{redo}，控制台（astrbot））", error.text_content()
+    frame.locator(f"#history-table tr[data-entry='{redo}']").wait_for()
+    frame.locator(f"#history-table tr[data-entry='{undo}'] .reverted-by").wait_for()
+    _shot35(frame.locator("#notice"), "undo-twice", frame.locator("#history-table tbody tr").nth(2))
+    frame.locator(f"#history-table tr[data-entry='{redo}']").get_by_role("button", name="撤销").click()  # back again
+    _dialog_button(frame, "ok").click()
+    _notice(frame, "已撤销")
 
     manager.tab("browse")
     frame.locator(f"#groups-table tr[data-group='{group}']").click()

@@ -102,6 +102,8 @@
       kind_archive: "归档",
       actor_extraction: "自动提取", actor_maintenance: "定期整理", actor_review: "记忆审核", actor_consolidation: "记忆合并",
       actor_scheduler: "提醒调度", actor_dashboard: "控制台（{0}）", actor_erase: "删除请求", actor_import: "导入",
+      actor_admin: "管理员（{0}）",
+      revertedBy: "已撤销（#{0}，{1}）",
       todoStatus: "状态", assignee: "负责人",             epSummary: "概要", epParticipants: "参与者", epStart: "开始", epEnd: "结束",
       memberFilter: "成员（名称或 ID）",
       relevance: "匹配度", relevanceHint: "与关键词的匹配程度：100% 表示每个词都在这条记忆里且分量十足",
@@ -111,6 +113,7 @@
       err_memory_gone: "这条记忆已不存在（可能刚被删除或移动）：列表已刷新。",
       err_nothing_changed: "没有任何改动。", err_member_unknown: "这个群里没有成员「{member}」。",
       err_group_unknown: "没有群「{group}」的记忆（可能已被删除）。", err_revert_refused: "这条变更不能撤销：{0}",
+      err_already_reverted: "这条变更已经撤销过（#{by}，{who}）",
       confirmRevert: "撤销变更 #{0}？如果目标之后又被改过，撤销会被拒绝。", erasedEntry: "（内容已清除：删除要求或保留期满）",
       deleteEpisode: "删除", confirmDeleteEpisode: "永久删除这条情境记忆？此操作不可撤销，并从历史中清除其内容。", episodeDeleted: "已删除情境记忆",
       exportDecrypted: "导出明文（不加密：文件含全部内容，请妥善保管）",
@@ -248,6 +251,8 @@
       kind_archive: "Archive",
       actor_extraction: "Extraction", actor_maintenance: "Maintenance", actor_review: "Review", actor_consolidation: "Consolidation",
       actor_scheduler: "Reminder scheduler", actor_dashboard: "Dashboard ({0})", actor_erase: "Erasure request", actor_import: "Import",
+      actor_admin: "Admin ({0})",
+      revertedBy: "Reverted (#{0}, {1})",
       todoStatus: "Status", assignee: "Assignee",             epSummary: "Summary", epParticipants: "Participants", epStart: "Start", epEnd: "End",
       memberFilter: "Member (name or id)",
       relevance: "Match", relevanceHint: "How well it matches the keywords: 100% means every word is in this memory, and weighs much",
@@ -257,6 +262,7 @@
       err_memory_gone: "This memory is no longer there (just deleted or moved?): the list was refreshed.",
       err_nothing_changed: "Nothing was changed.", err_member_unknown: "There is no member “{member}” in this group.",
       err_group_unknown: "There are no memories of group “{group}” (deleted?).", err_revert_refused: "This change cannot be reverted: {0}",
+      err_already_reverted: "This change was already reverted (#{by}, {who})",
       confirmRevert: "Revert change #{0}? It is refused if the target changed since.", erasedEntry: "(content erased: on request or at the end of its retention)",
       deleteEpisode: "Delete", confirmDeleteEpisode: "Delete this episode for good? This cannot be undone and purges its content from history.", episodeDeleted: "Episode deleted",
       exportDecrypted: "Export decrypted (plaintext: holds every content; keep it safe)",
@@ -430,6 +436,14 @@
     return el("span", { class: a ? "mono small" : "" }, a);
   }
 
+  function actorText(actor, name) {
+    const a = String(actor ?? "");
+    if (name) return name;
+    if (a.startsWith("dashboard:")) return t("actor_dashboard", a.slice("dashboard:".length));
+    if (a.startsWith("admin:")) return t("actor_admin", a.slice("admin:".length));
+    return STRINGS.zh[`actor_${a}`] ? t(`actor_${a}`) : a;
+  }
+
   function words(prefix, value) {
     const key = `${prefix}_${value}`;
     return STRINGS.zh[key] ? t(key) : String(value ?? "");
@@ -468,6 +482,7 @@
     m[2].split("|").filter(Boolean).forEach((p) => { const i = p.indexOf("="); params[p.slice(0, i)] = p.slice(i + 1); });
     const key = `err_${m[1]}`;
     if (!(STRINGS[state.lang][key] || STRINGS.zh[key])) return { code: m[1], text: m[3], params };
+    if ("actor" in params) params.who = actorText(params.actor, params.name); // who did it, in the page's words
     let text = t(key, m[3]);
     for (const [k, v] of Object.entries(params)) text = text.split(`{${k}}`).join(v);
     return { code: m[1], text, params };
@@ -1028,7 +1043,8 @@
             .filter(Boolean).flatMap((x, i) => (i ? [" · ", x] : [x]))),
           el("td", { class: "content" }, e.erased ? t("erasedEntry") : text(e.old)),
           el("td", { class: "content" }, e.erased ? "" : text(e.new), changesLine(e.changes)),
-          el("td", {}, e.kind !== "call" && !e.erased && e.revertable !== false &&
+          el("td", {}, e.reverted_by ? el("span", { class: "muted small reverted-by" }, t("revertedBy", e.reverted_by.id, actorText(e.reverted_by.actor, e.reverted_by.actor_name)))
+            : e.kind !== "call" && !e.erased && e.revertable !== false &&
             el("button", { type: "button", class: "ghost", onclick: () => revert(e) }, t("revert"))))))),
       hasMore && el("button", { type: "button", class: "ghost", onclick: () => load(true) }, t("loadMore"))]);
     };
@@ -1040,7 +1056,11 @@
         notify([t("reverted"), ...notes].join(state.lang === "zh" ? "；" : "; "), "ok");
         load(false);
         refreshGroups().catch(() => {}); // the counts the group list shows
-      } catch (err) { notify(errorText(err), "error"); }
+      } catch (err) {
+        const why = refusal(err); // undone already (another tab, /memory revert): one sentence, and the row says so
+        notify(why.code === "already_reverted" ? why.text : errorText(err), "error");
+        if (why.code === "already_reverted") load(false);
+      }
     };
     const refused = el("div", {});
     const AUDIT_KINDS = { foreign_id: "audit_foreign_id", group_change: "audit_group_change",
