@@ -274,7 +274,8 @@ def test_a_refused_todo_edit_keeps_its_dialog_and_says_why_beside_the_field(mana
 def test_a_cancelled_todo_is_put_back_from_the_history(manager, lark, fake_model, ids):
     """Issue 35 item 6: the history's undo puts a cancelled todo back, its reminder (still ahead) re-armed; undone
     once, the entry offers no undo but names the change that undid it, and an undo asked from a stale page is
-    refused in one sentence of the page's words (the new operator's retry)."""
+    refused in one sentence of the page's words (the new operator's retry); the tooltips say actor and operation in
+    words."""
     group, user = ids.group(), ids.user()
     _seed_todos(lark, fake_model, group, user)
     frame = _open_group(manager, group)
@@ -300,6 +301,10 @@ def test_a_cancelled_todo_is_put_back_from_the_history(manager, lark, fake_model
     undo = frame.locator("#history-table tbody tr").first.get_attribute("data-entry")
     assert undone.locator(".reverted-by").text_content() == f"已撤销（#{undo}，控制台（astrbot））"
     assert undone.get_by_role("button", name="撤销").count() == 0
+    op = frame.locator("#history-table tbody tr").first.locator("td.op")
+    assert op.get_attribute("title") == "撤销了更早的变更（见原值与新值）", "the tooltip in words, not the op's code"
+    actor = frame.locator("#history-table tbody tr").first.locator("td.actor span")
+    assert actor.get_attribute("title") == "在控制台由登录名 astrbot 操作"
 
     # undone meanwhile elsewhere (another tab, /memory revert): the stale button's answer is one sentence in the
     # page's words, and the row then says so

@@ -102,7 +102,17 @@
       kind_archive: "归档",
       actor_extraction: "自动提取", actor_maintenance: "定期整理", actor_review: "记忆审核", actor_consolidation: "记忆合并",
       actor_scheduler: "提醒调度", actor_dashboard: "控制台（{0}）", actor_erase: "删除请求", actor_import: "导入",
-      actor_admin: "管理员（{0}）",
+      actor_caption: "图片描述", actor_admin: "管理员（{0}）",
+      // issue 35 (the new operator's retry): the history's tooltips say what an actor or an operation is, not its code
+      tip_actor_dashboard: "在控制台由登录名 {0} 操作", tip_actor_extraction: "插件从群聊中自动提取记忆（后台模型调用）",
+      tip_actor_maintenance: "插件的定期整理（老化、归档、到期清理）", tip_actor_review: "插件的记忆审核（后台模型调用）",
+      tip_actor_consolidation: "插件合并相近的记忆（后台模型调用）", tip_actor_caption: "插件为图片写描述（后台模型调用）",
+      tip_actor_scheduler: "插件的提醒调度：到时间在群里发出待办的提醒，并记下结果", tip_actor_erase: "管理员的“删除某人”请求",
+      tip_actor_import: "从文件导入", tip_op_revert: "撤销了更早的变更（见原值与新值）",
+      tip_op_remind: "提醒已在群里发出", tip_op_remind_attempt: "开始发送提醒：先记下再发，重启后不会重复发送",
+      tip_op_remind_failed: "提醒没能发出（原因见插件日志）", tip_op_remind_waiting: "提醒到时间了，但它的平台还没连上：连上后再发",
+      tip_op_missed: "提醒到时间时机器人离线太久，不再补发", tip_op_expire: "过了截止时间仍未完成，待办自动结束",
+      tip_op_purge: "已结束的待办或归档的记忆过了保留期，从文件中移除", tip_op_erase: "删除某人时清除了这条记录的内容",
       revertedBy: "已撤销（#{0}，{1}）",
       todoStatus: "状态", assignee: "负责人",             epSummary: "概要", epParticipants: "参与者", epStart: "开始", epEnd: "结束",
       memberFilter: "成员（名称或 ID）",
@@ -251,7 +261,16 @@
       kind_archive: "Archive",
       actor_extraction: "Extraction", actor_maintenance: "Maintenance", actor_review: "Review", actor_consolidation: "Consolidation",
       actor_scheduler: "Reminder scheduler", actor_dashboard: "Dashboard ({0})", actor_erase: "Erasure request", actor_import: "Import",
-      actor_admin: "Admin ({0})",
+      actor_caption: "Picture captions", actor_admin: "Admin ({0})",
+      tip_actor_dashboard: "Done on the dashboard by the login {0}", tip_actor_extraction: "The plugin extracting memories from group chat (a background model call)",
+      tip_actor_maintenance: "The plugin's periodic upkeep (ageing, archiving, retention)", tip_actor_review: "The plugin's memory review (a background model call)",
+      tip_actor_consolidation: "The plugin merging similar memories (a background model call)", tip_actor_caption: "The plugin describing a picture (a background model call)",
+      tip_actor_scheduler: "The plugin's reminder scheduler: it posts a todo's reminder in the group when due and records how it went", tip_actor_erase: "An admin's “erase a person” request",
+      tip_actor_import: "An import from a file", tip_op_revert: "Reverted an earlier change (see old and new)",
+      tip_op_remind: "The reminder was posted in the group", tip_op_remind_attempt: "A reminder is being sent: recorded first, so a restart never sends it twice",
+      tip_op_remind_failed: "The reminder could not be sent (the plugin's log says why)", tip_op_remind_waiting: "The reminder is due but its platform is not connected yet: it is sent once it is",
+      tip_op_missed: "The bot was offline too long when the reminder was due: it is not sent late", tip_op_expire: "Still open past its deadline: the todo ended by itself",
+      tip_op_purge: "A closed todo or an archived memory past its retention, removed from the file", tip_op_erase: "Its content was cleared when a person was erased",
       revertedBy: "Reverted (#{0}, {1})",
       todoStatus: "Status", assignee: "Assignee",             epSummary: "Summary", epParticipants: "Participants", epStart: "Start", epEnd: "End",
       memberFilter: "Member (name or id)",
@@ -427,12 +446,12 @@
   function groupOptionLabel(g) { return g.name ? `${g.name} · ${g.group_id}` : g.group_id; }
 
   // Who made a change: a member by name, the plugin's own jobs and the dashboard in words.
+  // Its tooltip says what that actor is in words (a member's: their id), never the actor's code.
   function actorCell(actor, name) {
     const a = String(actor ?? "");
     if (name) return person(name, a);
-    if (a.startsWith("dashboard:")) return el("span", { title: a }, t("actor_dashboard", a.slice("dashboard:".length)));
-    const key = `actor_${a}`;
-    if (STRINGS.zh[key]) return el("span", { title: a }, t(key));
+    if (a.startsWith("dashboard:")) return el("span", { title: t("tip_actor_dashboard", a.slice("dashboard:".length)) }, actorText(a));
+    if (STRINGS.zh[`actor_${a}`]) return el("span", { title: t(`tip_actor_${a}`) }, actorText(a));
     return el("span", { class: a ? "mono small" : "" }, a);
   }
 
@@ -1038,7 +1057,7 @@
         el("thead", {}, el("tr", {}, ["#", t("when"), t("actor"), t("kind"), t("op"), t("target"), t("oldValue"), t("newValue"), ""].map((h) => el("th", {}, h)))),
         el("tbody", {}, entries.map((e) => el("tr", { "data-entry": e.id },
           el("td", { class: "num" }, e.id), el("td", { class: "small" }, fmtTime(e.at)), el("td", { class: "actor" }, actorCell(e.actor, e.actor_name)),
-          el("td", {}, words("kind", e.kind)), el("td", { class: "op", title: e.op ?? "" }, words("op", e.op)),
+          el("td", {}, words("kind", e.kind)), el("td", { class: "op", title: STRINGS.zh[`tip_op_${e.op}`] ? t(`tip_op_${e.op}`) : "" }, words("op", e.op)),
           el("td", { class: "small" }, [e.scope && label("scope", e.scope), e.owner && person(e.owner_name, e.owner), e.target && el("span", { class: "muted mono", title: e.target }, String(e.target).slice(0, 8))]
             .filter(Boolean).flatMap((x, i) => (i ? [" · ", x] : [x]))),
           el("td", { class: "content" }, e.erased ? t("erasedEntry") : text(e.old)),
