@@ -63,12 +63,15 @@ async def test_an_exact_user_id_wins_over_a_name(host):
 
 
 async def test_a_name_several_members_go_by_is_refused_with_the_candidates(host):
-    await host.roster(G, {"ou_wang": "小李"})
+    await host.roster(G, {"ou_wang": "小李"}, group_name="研发群")
     await host.roster(G2, {"ou_li": "小李"})
     host.members.note_spoken(G2, "ou_li", "ou_li"[:8])  # Lark calls group senders by a piece of their id
     text = await refused(host, "小李", "person_ambiguous")
     assert "有 2 位成员叫“小李”" in text and "没有删除任何内容" in text
-    assert "小李 (ou_li: oc_group2)" in text and "小李 (ou_wang: oc_group1)" in text
+    # the page's Chinese punctuation and the group's name where known (issue 35, from the new operator's retry),
+    # and an English twin for the page's English
+    assert "小李（ou_li：oc_group2）；小李（ou_wang：研发群）" in text, text
+    assert "|candidates_en=小李 (ou_li: oc_group2); 小李 (ou_wang: 研发群)]" in text, text
     done = await host.manager.erase_person("lark", "ou_li", confirm=True, user="admin")  # the id from the list
     assert done["user_id"] == "ou_li" and await wang_s_memories(host)
 
@@ -76,7 +79,7 @@ async def test_a_name_several_members_go_by_is_refused_with_the_candidates(host)
 async def test_an_unknown_name_is_refused_with_the_near_candidates(host):
     await host.roster(G, {"ou_wang": "老王", "ou_li": "小李"})
     text = await refused(host, "李", "person_unknown")
-    assert "没有找到“李”" in text and "相近的成员：小李 (ou_li: oc_group1)" in text and "老王" not in text
+    assert "没有找到“李”" in text and "相近的成员：小李（ou_li：oc_group1）" in text and "老王" not in text
     assert "相近" not in await refused(host, "小张", "person_unknown")
 
 

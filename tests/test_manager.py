@@ -65,9 +65,9 @@ class Host:
         self.recalled.append((member, message, speaker))
         return {"block": f"for {member.user_id}"}
 
-    async def roster(self, key: GroupKey, names: dict[str, str]) -> None:
+    async def roster(self, key: GroupKey, names: dict[str, str], group_name: str | None = None) -> None:
         async def fetch() -> Roster:
-            return Roster(names)
+            return Roster(names, group_name=group_name)
 
         self.members.lookup(key, next(iter(names)), fetch)
         await self.members.settle()

@@ -79,6 +79,7 @@ async def find_person(
                 count=len(named),
                 who=text,
                 candidates=_listing(members, platform, named),
+                candidates_en=_listing(members, platform, named, english=True),
             )
         if not named:
             if erasing and heard is not None:
@@ -90,6 +91,7 @@ async def find_person(
                 code="person_unknown",
                 who=text,
                 candidates=listing,
+                candidates_en=_listing(members, platform, near, english=True),
             )
         [user_id] = named
         typed = next(n for n in members.known_names(user_id, here) if n.strip().casefold() == text.casefold())
@@ -114,8 +116,13 @@ def _groups_of(members: MemberDirectory, platform: str, user_id: str) -> set[Gro
     }
 
 
-def _listing(members: MemberDirectory, platform: str, people: dict[str, set[GroupKey]]) -> str:
-    """`name (id: group, group)` for each candidate, at most MAX_CANDIDATES, "; " between them."""
+def _listing(
+    members: MemberDirectory, platform: str, people: dict[str, set[GroupKey]], *, english: bool = False
+) -> str:
+    """`name（id：群名、群名）` for each candidate (a group by its name where known), at most MAX_CANDIDATES, "；"
+    between them: the punctuation of the page's Chinese (issue 35, from the new operator's retry); `english`:
+    `name (id: group, group)` and "; " for the page's English."""
+    open_, colon, comma, close, sep = (" (", ": ", ", ", ")", "; ") if english else ("（", "：", "、", "）", "；")
 
     def group(key: GroupKey) -> str:
         return members.group_name(key) or key.group_id
@@ -124,8 +131,8 @@ def _listing(members: MemberDirectory, platform: str, people: dict[str, set[Grou
         keys = sorted(keys, key=str)  # the member list's name first (what the page shows), not what a reply called them
         listed = [n for k in keys if (n := members.name(k, user_id))]
         name = listed[0] if listed else min(members.known_names(user_id, lambda k: k.platform == platform), default="?")
-        return f"{name} ({user_id}: {', '.join(sorted(group(k) for k in keys))})"
+        return f"{name}{open_}{user_id}{colon}{comma.join(sorted(group(k) for k in keys))}{close}"
 
     shown = [one(uid, people[uid]) for uid in sorted(people)[:MAX_CANDIDATES]]
     more = len(people) - len(shown)
-    return "; ".join(shown) + (f"; … (+{more})" if more > 0 else "")
+    return sep.join(shown) + (f"{sep}…{open_}+{more}{close}" if more > 0 else "")

@@ -13,6 +13,7 @@ import pytest
 from .fake_model import Rule, tool_call, user_says
 from . import test_e2e_dashboard_page as page_tests
 from .test_e2e_dashboard_page import _dialog_button
+from .test_e2e_dashboard_page_todos import _shot35
 
 pytestmark = pytest.mark.e2e
 browser, manager = page_tests.browser, page_tests.manager  # the logged-in dashboard tab of the page's own tests
@@ -49,19 +50,24 @@ def test_erase_a_person_by_the_name_the_page_shows(manager, lark, fake_model, id
 
     _erase(frame, zhang_name)  # two members go by it: refused, both shown with their ids
     expect(result.locator("p.error")).to_contain_text(f"有 2 位成员叫“{zhang_name}”")
-    expect(result).to_contain_text(f"{zhang_name} ({zhang1}")  # by the member list's name, not Lark's id piece
-    expect(result).to_contain_text(f"{zhang_name} ({zhang2}")
+    # by the member list's name, not Lark's id piece; the page's Chinese punctuation and the group by its name
+    # (issue 35, from the new operator's retry: not "小张 (ou_x: oc_y); …")
+    expect(result).to_contain_text(f"{zhang_name}（{zhang1}：群 {crowd}）；{zhang_name}（{zhang2}：群 {crowd}）")
     expect(frame.locator("dialog[open]")).to_have_count(0)
     manager.shot("erase_ambiguous")
+    _shot35(result, "erase-candidates")
 
     _erase(frame, f"李{tag}")  # nobody is called that: refused, 小李 offered as a near candidate
     expect(result.locator("p.error")).to_contain_text(f"没有找到“李{tag}”")
-    expect(result).to_contain_text(f"{li_name} ({li}")
+    expect(result).to_contain_text(f"相近的成员：{li_name}（{li}：群 {group}）")
     expect(frame.locator("dialog[open]")).to_have_count(0)
 
     _erase(frame, li_name)
     dialog = frame.locator("dialog[open]")
     expect(dialog).to_contain_text(f"将删除：{li_name}（{li}）")
+    expect(dialog).to_contain_text(f"其数据所在：群 {group}（1 条记忆）")  # the group's name, not "lark:{group}"
+    assert "lark:" not in dialog.text_content()
+    _shot35(dialog, "erase-where")
     frame.locator("dialog[open] input[data-testid=confirm-input]").fill(li_name)  # confirmed with the name
     manager.shot("erase_confirm_by_name")
     _dialog_button(frame, "ok").click()

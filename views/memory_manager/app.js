@@ -147,7 +147,7 @@
       privacyText: "删除此人在该平台所有群里的个人记忆、全局记忆、其创建或被指派的待办和缓存的名字；他在情境记忆中的 ID 和名字（概要中改为“某成员”）；他添加的群公共记忆保留（记为前成员），情境记忆的其余内容保留。此操作不可撤销，并从历史中清除内容。",
       userId: "用户 ID 或名字", erase: "删除此人的一切", typeToConfirm: "请输入用户 ID「{0}」或名字「{1}」以确认：",
       typeIdToConfirm: "请输入用户 ID「{0}」以确认：", mismatch: "输入的 ID 或名字不一致",
-      eraseWho: "将删除：{0}", eraseWhere: "其数据所在：{0}", eraseCount: "{0}（{1} 条记忆）",
+      nameAndId: "{0}（{1}）", eraseWho: "将删除：{0}", eraseWhere: "其数据所在：{0}", eraseCount: "{0}（{1} 条记忆）",
       erased: "已删除：{0}", erasedPartly: "未删完：{0}。部分群读写失败，请稍后再执行一次以完成。",
       err_person_ambiguous: "{0}", err_person_unknown: "{0}", err_person_no_data: "{0}", // the server's words are Chinese
       adminNote: "任何能登录控制台的人都能查看和修改所有群的记忆。",
@@ -306,10 +306,10 @@
       privacyText: "Deletes the person's member and global memories in every group of the platform, the todos they created or were assigned, and their cached name; their id and names in the episodes (a summary says “a member” / 某成员 instead); group memories they added stay (attributed to a former member), and so does the rest of each episode. This cannot be undone and purges the content from history.",
       userId: "User id or name", erase: "Delete everything about this person", typeToConfirm: "Type the user id “{0}” or the name “{1}” to confirm:",
       typeIdToConfirm: "Type the user id “{0}” to confirm:", mismatch: "The id or name does not match",
-      eraseWho: "About to erase: {0}", eraseWhere: "Their data is in: {0}", eraseCount: "{0} ({1} memories)",
+      nameAndId: "{0} ({1})", eraseWho: "About to erase: {0}", eraseWhere: "Their data is in: {0}", eraseCount: "{0} ({1} memories)",
       erased: "Erased: {0}", erasedPartly: "Not finished: {0}. Some groups could not be read or written: run it again later to finish.",
-      err_person_ambiguous: "{count} members are called “{who}”; nothing was deleted. Type the user id of one of them: {candidates}",
-      err_person_unknown: "Nobody found for “{who}”: no data under that user id on this platform, and no member by that name; nothing was deleted. Similar members, if any: {candidates}",
+      err_person_ambiguous: "{count} members are called “{who}”; nothing was deleted. Type the user id of one of them: {candidates_en}",
+      err_person_unknown: "Nobody found for “{who}”: no data under that user id on this platform, and no member by that name; nothing was deleted. Similar members, if any: {candidates_en}",
       err_person_no_data: "Nothing about this member to erase: {who}; nothing was deleted.",
       adminNote: "Anyone who can log in to the dashboard can see and change every group's memories.",
       globalDocument: "Global member memories (all groups)", leftOut: "Candidates left out",
@@ -1553,8 +1553,8 @@
       try {
         who = await api.post("person/erase", { platform: state.platform, user_id: typed });
       } catch (e) { out.appendChild(el("p", { class: "error" }, refusal(e).text)); return; }
-      const label = who.name ? `${who.name}（${who.user_id}）` : who.user_id;
-      const where = Object.entries(who.groups || {}).map(([g, n]) => t("eraseCount", g, n)).join("，");
+      const label = who.name ? t("nameAndId", who.name, who.user_id) : who.user_id;
+      const where = Object.entries(who.groups || {}).map(([g, n]) => t("eraseCount", keyName(g), n)).join(t("listSep"));
       const ask = who.name ? t("typeToConfirm", who.user_id, who.name) : t("typeIdToConfirm", who.user_id);
       const accepted = who.name ? [who.user_id, who.name] : [who.user_id];
       const message = [t("eraseWho", label), where ? t("eraseWhere", where) : "", t("privacyText"), ask].filter(Boolean);
@@ -1573,14 +1573,17 @@
         el("button", { type: "submit", class: "danger" }, t("erase"))), out]);
   }
 
+  // A group named by its key ("lark:oc_x", as the erasure answers): by its name where known, else its id.
+  function keyName(key) {
+    const i = key.indexOf(":");
+    const platform = key.slice(0, i), id = key.slice(i + 1);
+    return id === "(global)" ? t("globalDocument") : (groupOf(platform, id)?.name || id);
+  }
+
   // What an erasure did, in words: how many memories and todos went in each group (by the group's name), the episodes
   // it took the person out of, the group memories kept as a former member's, the messages heard, what failed.
   function erasureSummary(r) {
-    const where = (key) => {
-      const i = key.indexOf(":");
-      const platform = key.slice(0, i), id = key.slice(i + 1);
-      return id === "(global)" ? t("globalDocument") : (groupOf(platform, id)?.name || id);
-    };
+    const where = keyName;
     const counted = (counts) => Object.entries(counts || {}).filter(([, n]) => n > 0);
     const total = (counts) => counted(counts).reduce((sum, [, n]) => sum + n, 0);
     const perGroup = (counts) => counted(counts).map(([k, n]) => t("erasePerGroup", where(k), fmtNum(n))).join(state.lang === "zh" ? "；" : "; ");
