@@ -283,6 +283,13 @@ def test_export_then_import_into_a_fresh_instance(manager, browser, lark, fake_m
             empty.screenshot(path=str(Path(NOTE_SHOTS) / "empty-after.png"))
         f.locator("#empty-import").click()  # straight to the import
         f.locator("button[data-tab='transfer'][aria-selected='true']").wait_for()
+        # the hint names the platform box by its label, and that box is below it (it said 右边: issue 35, from the
+        # new operator's retry)
+        card = f.locator("section.card", has=f.locator("#import-file"))
+        note, box = card.locator("p.muted.small").first, f.locator("label", has=f.locator("#import-platform"))
+        assert "用下面「文件未注明平台时用」一栏填的平台" in note.text_content() and "右边" not in note.text_content()
+        assert box.text_content().startswith("文件未注明平台时用")
+        assert box.bounding_box()["y"] > note.bounding_box()["y"] + note.bounding_box()["height"] - 1
         f.locator("#import-file").set_input_files(str(exported))
         f.locator("#import-preview").click()
         summary = f.locator(f"#import-summary tr[data-group='{group}']")
