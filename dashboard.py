@@ -327,7 +327,7 @@ async def revert_route(call: Call) -> dict[str, Any]:
 
 @route("person/erase", "POST", "记忆管理：删除某人（ID 或名字）在该平台所有群的全部数据（不可撤销，需确认）")
 async def erase_route(call: Call) -> dict[str, Any]:
-    platform, user_id = call.platform(), call.text("user_id", required=True)
+    platform, user_id = call.text("platform"), call.text("user_id", required=True)  # none yet: said by the manager
     return await call.manager.erase_person(platform, user_id, confirm=call.confirmed(), user=call.user)
 
 

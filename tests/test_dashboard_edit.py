@@ -352,6 +352,23 @@ async def test_edit_delete_and_revert_through_the_routes(make_plugin):
     assert undo[1]["revertable"] is False and undo[1]["reverted_by"]["id"] == undo[0]["id"]
 
 
+async def test_erasing_on_an_instance_without_groups_says_so_in_words(make_plugin):
+    """A fresh instance (no group, so no platform): the page sends no platform; the answer says there is nothing to
+    erase yet, coded for the page, not 缺少参数 platform (issue 35, from the new operator's retry)."""
+    from dashboard_client import call
+
+    plugin = make_plugin()
+    for body in ({"platform": "", "user_id": "小王"}, {"user_id": "小王", "confirm": True}):
+        status, payload = await call(plugin, "person/erase", body=body)
+        assert payload["status"] == "error" and payload["message"] == (
+            "[no_groups|platform=] 还没有任何群的记忆，没有可删除的数据：没有删除任何内容。"
+        ), payload
+    status, payload = await call(plugin, "person/erase", body={"platform": "lark", "user_id": "小王"})
+    assert payload["message"].startswith("[no_groups|platform=lark] 平台 lark 还没有任何群的记忆"), payload
+    status, payload = await call(plugin, "person/erase", body={"platform": "lark"})
+    assert payload["message"] == "缺少参数 user_id", "the page never sends it without one"
+
+
 async def test_move_and_erase_through_the_routes(make_plugin):
     from dashboard_client import call, data
 

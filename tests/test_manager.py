@@ -133,7 +133,7 @@ async def test_an_unknown_group_or_platform_is_refused_and_nothing_is_created(ho
             await call
     with pytest.raises(InvalidMemoryInput, match="没有这个平台的记忆：qq"):
         await host.manager.memories("qq", "", Query())
-    with pytest.raises(InvalidMemoryInput, match="没有这个平台的记忆：qq"):
+    with pytest.raises(InvalidMemoryInput, match="^平台 qq 还没有任何群的记忆，没有可删除的数据：没有删除任何内容。$"):
         await host.manager.erase_person("qq", "ou_wang", confirm=True, user="admin")
     assert host.index.find("lark", "oc_nope") is None
     assert not host.store.path_for(GroupKey("lark", "oc_nope")).exists()

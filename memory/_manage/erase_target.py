@@ -25,6 +25,9 @@ MAX_CANDIDATES = 10
 AMBIGUOUS = "有 {count} 位成员叫“{who}”，没有删除任何内容：请改输入其中一位的用户 ID。{candidates}"
 UNKNOWN = "没有找到“{who}”：这个平台没有这个用户 ID 的数据，也没有成员叫这个名字，没有删除任何内容。{near}"
 NO_DATA = "没有这个成员的任何数据：{who}，没有删除任何内容。"
+# No group yet (issue 35, from the new operator's retry: an empty instance answered 缺少参数 platform)
+NO_GROUPS = "还没有任何群的记忆，没有可删除的数据：没有删除任何内容。"
+NO_PLATFORM_GROUPS = "平台 {platform} 还没有任何群的记忆，没有可删除的数据：没有删除任何内容。"
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +61,10 @@ async def find_person(
     `erasing` (the admin confirmed): an unknown id or a person with nothing stored is still refused, but the copies of recent message
     texts kept in memory for every member (analyses, query vectors: `heard`'s forget hook) are dropped all the same."""
     text = who.strip()
+    if not groups:  # nothing stored on the platform (or no platform at all: a fresh instance)
+        if platform:
+            raise InvalidMemoryInput(NO_PLATFORM_GROUPS.format(platform=platform), code="no_groups", platform=platform)
+        raise InvalidMemoryInput(NO_GROUPS, code="no_groups", platform="")
     if not text:
         raise InvalidMemoryInput("请输入成员的用户 ID 或名字")
 

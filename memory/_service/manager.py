@@ -396,9 +396,7 @@ class Manager:
     async def erase_person(self, platform: str, who: str, *, confirm: bool, user: str) -> dict[str, Any]:
         """Erase everything about a person in every group of the platform, named by user id or by name (not
         revertable: only with `confirm`; without it, whom it would erase and where: `_manage/erase_target.py`)."""
-        groups = [entry.key for entry in (await self._groups_index()).groups(platform)]
-        if not groups:
-            raise InvalidMemoryInput(UNKNOWN_PLATFORM.format(platform=platform))
+        groups = [entry.key for entry in (await self._groups_index()).groups(platform)] if platform else []
         person = await find_person(self._store, self._members, platform, who, groups, self._heard, erasing=confirm)
         if not confirm:
             return {**person.as_json(), "confirm": "这会删除此人在该平台所有群的记忆、归档和待办，且无法撤销"}

@@ -281,6 +281,24 @@ def test_export_then_import_into_a_fresh_instance(manager, browser, lark, fake_m
         empty.screenshot(path=str(ARTIFACTS / "dashboard_page_empty_instance.png"))
         if NOTE_SHOTS:
             empty.screenshot(path=str(Path(NOTE_SHOTS) / "empty-after.png"))
+        # the other tabs say what is missing too, and the platform selector is not blank (issue 35, from the new
+        # operator's retry: 缺少参数 platform on 删除此人的一切, an empty 群 dropdown and nothing said in History)
+        from .test_e2e_dashboard_page_todos import _shot35
+
+        assert f.locator("#platform option").all_text_contents() == ["（还没有）"]
+        other.tab("history")
+        nothing = f.locator("#history-nothing")
+        nothing.wait_for()
+        assert nothing.text_content().startswith("还没有任何群的记忆，所以还没有变更记录")
+        assert f.locator("#view select.group-select").count() == 0
+        _shot35(f.locator("header.bar"), "empty-history", f.locator("#view"))
+        other.tab("privacy")
+        nothing = f.locator("#privacy-nothing")
+        nothing.wait_for()
+        assert nothing.text_content().startswith("还没有任何群的记忆，没有可删除的数据")
+        assert f.locator("#privacy-form").count() == 0, "no form that could only be refused"
+        _shot35(f.locator("header.bar"), "empty-erase", f.locator("#view"))
+        other.tab("browse")
         f.locator("#empty-import").click()  # straight to the import
         f.locator("button[data-tab='transfer'][aria-selected='true']").wait_for()
         # the hint names the platform box by its label, and that box is below it (it said 右边: issue 35, from the

@@ -64,6 +64,10 @@
       emptyTell: "群成员在群里 @机器人 说“记住，在这个群叫我老王”：机器人记下后（需要一个支持工具调用的聊天模型），这个群就出现在这里。",
       emptyWatch: "打开插件配置里的“自动记忆：从群聊中提取”后，群里照常聊天也会整理出记忆（默认关闭，会产生模型费用）。",
       emptyImport: "已有别的实例导出的文件，或 LivingMemory 的数据库？在「导入导出」里导入。", emptyImportGo: "去导入",
+      // issue 35 (the new operator's retry): the tabs of a fresh instance say what is missing
+      noPlatformYet: "（还没有）", historyNothing: "还没有任何群的记忆，所以还没有变更记录：群里有了第一条记忆后，这里列出它的每一次变更。",
+      privacyNothing: "还没有任何群的记忆，没有可删除的数据：群里有了第一条记忆后，才能在这里删除某人的数据。",
+      err_no_groups: "还没有任何群的记忆，没有可删除的数据：没有删除任何内容。",
       emptySettings: "插件配置：控制台的 插件 → 「群成员长期记忆」卡片 → 插件配置。AstrBot 管理员在群里发 /memory status 查看生效的设置，/memory help 列出全部指令。",
       group: "群", groupId: "群 ID", members: "成员", memories: "记忆", groupMemories: "群公共记忆", todos: "待办",
       episodes: "情境记忆", archived: "已归档", lastChange: "最近变更", open: "打开", back: "← 返回群列表",
@@ -222,6 +226,9 @@
       emptyTell: "A member @-mentions the bot in a group: “remember, call me Lao Wang in this group”. Once the bot has saved it (it needs a chat model with tool calling), the group shows up here.",
       emptyWatch: "With “自动记忆：从群聊中提取” (automatic memory from group chat) on in the plugin's config, ordinary group chat yields memories too (off by default; it costs model calls).",
       emptyImport: "Have a file exported from another instance, or LivingMemory's database? Import it under “Export / import”.", emptyImportGo: "Import",
+      noPlatformYet: "(none yet)", historyNothing: "No group has memories yet, so there is no history: once a group has its first memory, every change is listed here.",
+      privacyNothing: "No group has memories yet, so there is nothing to erase: once a group has its first memory, a person's data can be erased here.",
+      err_no_groups: "No group has memories yet, so there is nothing to erase; nothing was deleted.",
       emptySettings: "The plugin's config: Plugins → the card “Group Member Memory” → Configure. An AstrBot admin sends /memory status in a group to see the settings in effect; /memory help lists every command.",
       group: "Group", groupId: "Group id", members: "Members", memories: "Memories", groupMemories: "Group memories",
       todos: "Todos", episodes: "Episodes", archived: "Archived", lastChange: "Last change", open: "Open",
@@ -1102,6 +1109,7 @@
           r.dropped ? el("p", { class: "muted" }, t("refusedDropped", r.dropped)) : null]);
       } catch (e) { clear(refused).appendChild(el("p", { class: "error" }, errorText(e))); }
     };
+    if (!groupsOfPlatform().length) { view.appendChild(el("p", { class: "muted", id: "history-nothing" }, t("historyNothing"))); return; }
     const group = groupSelect(false, () => { load(false); loadRefused(); });
     append(view, [el("div", { class: "filters" }, el("label", {}, t("group"), group)), list, refused]);
     if (group.options.length) { load(false); loadRefused(); }
@@ -1567,6 +1575,10 @@
         await refreshGroups();
       } catch (e) { clear(out).appendChild(el("p", { class: "error" }, refusal(e).text)); }
     };
+    if (!groupsOfPlatform().length) { // nothing stored yet: no form that could only be refused
+      append(view, [el("h2", {}, t("privacyTitle")), el("p", { class: "muted", id: "privacy-nothing" }, t("privacyNothing"))]);
+      return;
+    }
     append(view, [el("h2", {}, t("privacyTitle")), el("p", { class: "note" }, t("privacyText")),
       el("p", { class: "muted small" }, t("privacyLimits")),
       el("form", { class: "filters", id: "privacy-form", onsubmit: run }, el("span", {}, state.platform), user,
@@ -1639,6 +1651,7 @@
     if (state.platform && !platforms.includes(state.platform)) platforms.unshift(state.platform);
     const sel = clear(document.getElementById("platform"));
     platforms.forEach((p) => sel.appendChild(option(p, p, p === state.platform)));
+    if (!platforms.length) sel.appendChild(option("", t("noPlatformYet"), true)); // a fresh instance: not blank
     sel.disabled = platforms.length < 2;
   }
 
