@@ -21,6 +21,7 @@ from .conftest import ARTIFACTS
 from . import test_e2e_dashboard_page as page_tests
 from .test_e2e_dashboard_page import ManagerPage, _dialog_button, _notice, _row, _seed
 from .test_e2e_dashboard_page_todos import _seed_todos, _todo
+from .test_e2e_dashboard_page_words import _export
 
 pytestmark = pytest.mark.e2e
 browser = page_tests.browser  # the module-scoped Chromium of the page's main test file
@@ -145,14 +146,8 @@ def test_every_time_is_in_the_plugins_zone_whatever_the_browsers(far_manager, la
 
     # the CSV says the same wall clock as the page (its times are the plugin zone's local times)
     manager.tab("transfer")
-    selects = frame.locator("section.card").first.locator("select")
-    selects.first.select_option("group")
-    selects.nth(1).select_option(group)
-    with manager.page.expect_download() as download:
-        frame.locator("#export-csv").click()
-    saved = tmp_path / "memories.csv"
-    download.value.save_as(saved)
-    rows = list(csv.reader(io.StringIO(saved.read_bytes().decode("utf-8-sig"), newline="")))
+    sheet = _export(manager, group, "#export-csv", tmp_path / "memories.csv")
+    rows = list(csv.reader(io.StringIO(sheet.decode("utf-8-sig"), newline="")))
     row_of_memory = next(r for r in rows if "是一名平面设计师" in r)
     updated = datetime.fromtimestamp(memory["updated_at"], PLUGIN_ZONE)
     assert f"{updated:%Y-%m-%d %H:%M:%S}" in row_of_memory, (updated, row_of_memory)
