@@ -13,7 +13,7 @@ from service_kit import NOW, speaker
 
 from memory import GroupKey, InvalidMemoryInput
 from memory._manage.csv_export import BOM, COLUMNS, guard
-from memory._manage.history import history_page, revert_entry
+from memory._manage.history import history_page, reverted
 from memory._storage.crypto import KEY_ENV, new_key
 
 G = GroupKey("lark", "oc_group1")
@@ -63,7 +63,7 @@ async def test_marking_done_is_logged_for_the_dashboard_user_and_the_member_sees
     assert newest["old"]["status"] == "pending" and newest["new"]["status"] == "done"
     assert newest["revertable"] is True  # undone from the history (issue 35 item 6: tests/test_todo_revert.py)
     with pytest.raises(InvalidMemoryInput, match="待办"):  # only with the todo rules' policy and clock
-        await revert_entry(service.store, G, newest["id"], actor="dashboard:admin", core_importance=1.0)
+        await reverted(service.store, G, newest["id"], actor="dashboard:admin", core_importance=1.0)
     listed = await service.tools.list_todos(A, include_done=True)
     assert "交周报" in listed and "已完成" in listed
     with pytest.raises(InvalidMemoryInput, match="不能再修改"):
@@ -182,7 +182,7 @@ async def test_a_bulk_edit_is_one_transaction_that_one_revert_undoes(make_servic
     entries = (await history_page(service.store, G, limit=3, before=None))["items"]
     assert {e["actor"] for e in entries} == {"dashboard:admin"}
     assert len({e["txn"] for e in entries}) == 1 and all(e["revertable"] for e in entries)
-    await revert_entry(service.store, G, entries[-1]["id"], actor="dashboard:admin", core_importance=1.0)
+    await reverted(service.store, G, entries[-1]["id"], actor="dashboard:admin", core_importance=1.0)
     restored = (await service.store.document(G)).users["ou_userA"].memories
     assert [m.model_dump(exclude={"updated_at"}) for m in restored] == [
         m.model_dump(exclude={"updated_at"}) for m in before
@@ -215,7 +215,7 @@ async def test_a_bulk_scope_change_moves_memories_and_undoes_as_one(make_service
     assert {m.content for m in doc.group_memories} == {"周五开周会", "喜欢喝咖啡", "住在上海"}
     assert [m.content for m in doc.users["ou_userA"].memories] == ["养了一只猫"]
     newest = (await history_page(service.store, G, limit=1, before=None))["items"][0]
-    message = await revert_entry(service.store, G, newest["id"], actor="dashboard:admin", core_importance=1.0)
+    message = (await reverted(service.store, G, newest["id"], actor="dashboard:admin", core_importance=1.0))["message"]
     assert message.startswith("已撤销")
     doc = await service.store.document(G)
     assert [m.content for m in doc.group_memories] == ["周五开周会"]

@@ -15,7 +15,7 @@ from saver_process import Child
 from service_kit import speaker
 
 from memory import GroupKey, InvalidMemoryInput
-from memory._manage.history import history_page, revert_entry
+from memory._manage.history import history_page, reverted
 from memory._rules.operations import forget, save
 from memory._storage import ERASE, UserMemoryStore, changelog
 from memory._storage.crypto import KEY_ENV, Keyring
@@ -113,7 +113,7 @@ async def test_undoing_a_compacted_change_says_it_is_too_old_and_changes_nothing
     assert "太旧" in answer and "保留期" in answer, answer
     assert store.path_for(G).read_bytes() == document and log_file(store).read_bytes() == log_bytes
     with pytest.raises(InvalidMemoryInput, match="太旧"):  # the dashboard's undo: the same refusal
-        await revert_entry(store, G, first["id"], actor="dashboard:admin", core_importance=1.0)
+        await reverted(store, G, first["id"], actor="dashboard:admin", core_importance=1.0)
     page = await history_page(store, G, limit=200, before=None)
     compacted = [item for item in page["items"] if item.get("compacted")]
     assert compacted and not any(item["revertable"] for item in compacted)

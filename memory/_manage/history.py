@@ -115,7 +115,7 @@ def actor_words(actor: Any, name: str | None = None) -> str:
 
 
 def _revertable(entry: dict[str, Any]) -> bool:
-    """Whether `revert_entry` may undo it (it still refuses when the target changed since): memory and episode
+    """Whether `reverted` may undo it (it still refuses when the target changed since): memory and episode
     changes whose content was not erased, not the final purge of an archived memory; a person's todo change
     (`_todos/revert.py`: not what the scheduler recorded)."""
     if entry.get("kind") == TODO:
@@ -125,23 +125,6 @@ def _revertable(entry: dict[str, Any]) -> bool:
         and not entry.get("erased")
         and not entry.get("compacted")
         and entry.get("op") not in (ERASE, "purge")
-    )
-
-
-async def revert_entry(
-    store: MemoryStore,
-    key: GroupKey,
-    entry: Any,
-    *,
-    actor: str,
-    core_importance: float,
-    todos: TodoUndo | None = None,
-) -> str:
-    """Revert change-log entry `entry` (with its transaction) through `_admin.revert_change`, the code
-    `/memory revert` uses; what it reports. A refusal (changed since, erased, unknown) raises
-    `InvalidMemoryInput` with its reason, nothing changed."""
-    return str(
-        (await reverted(store, key, entry, actor=actor, core_importance=core_importance, todos=todos))["message"]
     )
 
 
@@ -155,7 +138,8 @@ async def reverted(
     todos: TodoUndo | None = None,
     name: Callable[[str], str | None] | None = None,
 ) -> dict[str, Any]:
-    """`revert_entry` for the page: `{message, reminders}`, where a todo put back says what became of its
+    """Revert change-log entry `entry` (with its transaction) through `_admin.revert_change`, the code
+    `/memory revert` uses: `{message, reminders}`, where a todo put back says what became of its
     reminder (`_todos/revert.ReminderNote`: re-armed, resumed, already sent, past) for the page to word. A change
     a revert still in force undid is refused as such (coded `already_reverted`, with that revert's id and actor,
     named by `name` where it is a member), not as "changed since"."""
