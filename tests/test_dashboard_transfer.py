@@ -365,7 +365,8 @@ async def test_an_imported_todo_reminds_the_group_it_is_imported_into(tmp_path):
     (group,) = transfer.read_import(raw)
     preview = await transfer.preview_group(store, group, LIMITS, {"lark_main": "lark", "qq": "aiocqhttp"})
     assert preview.refused is None
-    assert preview.as_json(10)["reminders"] == [{"to": "lark_main:GroupMessage:oc_group1", "todos": 2}]
+    reminders = [{"to": "lark_main:GroupMessage:oc_group1", "todos": 2, "group_id": "oc_group1", "name": "一群"}]
+    assert preview.as_json(10, "一群")["reminders"] == reminders
     assert {i["reminder_to"] for i in preview.as_json(10)["items"]} == {"lark_main:GroupMessage:oc_group1"}
     (result,) = [await transfer.apply_group(store, group, LIMITS, {"lark_main": "lark"}, actor=ACTOR)]
     assert result.added == 2

@@ -265,7 +265,8 @@ async def test_an_import_binds_reminders_to_the_platform_running_now(host):
     assert "没有运行中的 lark 平台实例" in refused["refused"]
     host.platforms["lark_main"] = "lark"
     (preview,) = (await host.manager.preview_import(raw.decode()))["groups"]
-    assert preview["refused"] is None and preview["reminders"] == [{"to": "lark_main:GroupMessage:oc_new", "todos": 1}]
+    bound = {"to": "lark_main:GroupMessage:oc_new", "todos": 1, "group_id": "oc_new", "name": None}
+    assert preview["refused"] is None and preview["reminders"] == [bound]
     (applied,) = (await host.manager.apply_import(raw.decode(), user="alice"))["groups"]
     assert applied["added"] == 1
     key = GroupKey("lark", "oc_new")

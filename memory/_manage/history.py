@@ -140,7 +140,8 @@ async def reverted(
 ) -> dict[str, Any]:
     """Revert change-log entry `entry` (with its transaction) through `_admin.revert_change`, the code
     `/memory revert` uses: `{message, reminders}`, where a todo put back says what became of its
-    reminder (`_todos/revert.ReminderNote`: re-armed, resumed, already sent, past) for the page to word. A change
+    reminder (`_todos/revert.ReminderNote`: re-armed, resumed, already sent, past) for the page to word; a todo
+    change also says how many todos it `removed` (an add or an import undone: their reminders are not sent). A change
     a revert still in force undid is refused as such (coded `already_reverted`, with that revert's id and actor,
     named by `name` where it is a member), not as "changed since"."""
     if isinstance(entry, bool) or not isinstance(entry, int):
@@ -165,7 +166,8 @@ async def reverted(
             )
             if not undone.done:
                 raise InvalidMemoryInput(undone.message, code="revert_refused")
-            return {"message": undone.message, "reminders": [note.as_json() for note in undone.reminders]}
+            notes = [note.as_json() for note in undone.reminders]
+            return {"message": undone.message, "reminders": notes, "removed": undone.removed}
     message = await revert_change(store, key, entry, actor=actor, core_importance=core_importance, todos=todos)
     if not message.startswith(REVERTED):
         raise InvalidMemoryInput(message, code="revert_refused")

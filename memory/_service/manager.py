@@ -546,7 +546,7 @@ class Manager:
     def _import_rules(self) -> tuple[transfer.Limits, Mapping[str, str]]:
         """The limits every other path enforces, and the platform instances running now that an imported todo's
         reminders may be bound to."""
-        return self._limits(), self._running_platforms()
+        return transfer.Limits.of(self.settings, self._todo_policy, self._clock()), self._running_platforms()
 
     async def preview_import(self, content: str, platform: str = "", encoding: str = "") -> dict[str, Any]:
         """What importing the file would do, item by item (new, duplicate, conflicting, invalid), why a group would
@@ -555,7 +555,7 @@ class Manager:
         limits, running = self._import_rules()
         previews = [await transfer.preview_group(self._store, g, limits, running) for g in reading.groups]
         extra = reading.as_json(self.settings.memory_max_content_length)  # another plugin's file: what was not mapped
-        return {"groups": [p.as_json(MAX_PREVIEW_ITEMS) for p in previews], **extra}
+        return {"groups": [p.as_json(MAX_PREVIEW_ITEMS, self._members.group_name(p.key)) for p in previews], **extra}
 
     async def apply_import(self, content: str, platform: str = "", encoding: str = "", *, user: str) -> dict[str, Any]:
         """Import the file's new items and opt-outs, each group all or nothing."""
@@ -564,7 +564,8 @@ class Manager:
         actor = _actor(user)
         apply = functools.partial(transfer.apply_group, self._store, actor=actor, pictures=self._pictures)
         results = [await apply(g, limits, running) for g in reading.groups]
-        return {"groups": [r.as_json() for r in results], **reading.as_json(self.settings.memory_max_content_length)}
+        named = [r.as_json(self._members.group_name(r.key)) for r in results]
+        return {"groups": named, **reading.as_json(self.settings.memory_max_content_length)}
 
     async def test_recall(
         self, platform: str, group_id: str, user_id: str, message: str, name: str = ""

@@ -1,7 +1,8 @@
-"""Undoing a todo change from the change log (`/memory revert`, the page's history): an added todo is removed, a
-changed, cancelled or completed one is put back as it was, a deleted one comes back; with the rest of its
-transaction, only while every todo still is what the change left (else nothing changes and the answer says what
-changed since, and who did it).
+"""Undoing a todo change from the change log (`/memory revert`, the page's history): an added todo is removed (an
+imported one too: undoing one todo of an import removes every todo it added, as undoing one of its memories removes
+its memories), a changed, cancelled or completed one is put back as it was, a deleted one comes back; with the rest
+of its transaction, only while every todo still is what the change left (else nothing changes and the answer says
+what changed since, and who did it).
 
 What is not undone: what the plugin itself recorded (a reminder sent, failed or missed, an expiry, the purge of a
 closed todo after `todo_keep_days`), an erasure, and any entry whose content left the log (an erased member's
@@ -29,9 +30,10 @@ from .._storage import ERASE, PURGE, TODO, MemoryStore
 from . import delivery, recurrence, rules, when
 
 REVERT = "revert"  # the op (label) of a revert in the change log
-# The ops a person's change is logged under (the tools, the page, extraction's proposals, a revert): the only ones
-# undone. The scheduler's (remind*, missed, expire, purge), an erasure and an import are not.
-REVERTABLE_OPS = frozenset({"add", "update", "delete", REVERT})
+IMPORT = "import"  # the op of what an import added (`_storage.changes.import_items`)
+# The ops a person's change is logged under (the tools, the page, extraction's proposals, an import, a revert): the
+# only ones undone. The scheduler's (remind*, missed, expire, purge) and an erasure are not.
+REVERTABLE_OPS = frozenset({"add", "update", "delete", IMPORT, REVERT})
 ERASED = "内容已清除（成员被删除，或记录过了保留期）"
 NOT_A_PERSONS_CHANGE = "是插件自己记下的（提醒的发送、错过、过期，或已结束的待办过了保留期从文件中移除），不能撤销"
 _OP_WORDS = {
@@ -39,6 +41,7 @@ _OP_WORDS = {
     "update": "修改",
     "delete": "删除",
     REVERT: "撤销",
+    IMPORT: "导入",
     "remind": "发出提醒",
     "remind_attempt": "开始发送提醒",
     "remind_failed": "提醒失败",
@@ -73,11 +76,12 @@ class ReminderNote:
 @dataclass(frozen=True)
 class TodoReverted:
     """A revert's outcome: `done` (else refused, nothing changed), the text for the admin (Chinese), the reminders
-    of the todos put back."""
+    of the todos put back, how many todos it removed (an add or an import undone: their reminders are not sent)."""
 
     done: bool
     message: str
     reminders: tuple[ReminderNote, ...] = ()
+    removed: int = 0
 
 
 def revertable(entry: dict[str, Any]) -> bool:
@@ -176,7 +180,8 @@ async def revert_todo_change(
     what = "、".join(f"#{i}" for i in reverted)
     told = "；".join(_told(old, new) for _, old, new in wanted)
     reminders = "".join(f"；{_reminder_text(n, policy, now)}" for n in notes)
-    return TodoReverted(True, f"已撤销 {what}：{told}{reminders}", tuple(notes))
+    removed = sum(old is None for _, old, _ in wanted)
+    return TodoReverted(True, f"已撤销 {what}：{told}{reminders}", tuple(notes), removed)
 
 
 def _may_come_back(todo: Todo, others: list[Todo], hidden: frozenset[str], policy: rules.TodoPolicy) -> None:
@@ -201,6 +206,15 @@ def _rearmed(todo: Todo, now: float, policy: rules.TodoPolicy) -> tuple[Todo, Re
         return todo, ReminderNote(SENT if sent else SETTLED, record.sent_at or at, todo.content)
     if at > now:
         return todo, ReminderNote(REARMED, at, todo.content)
+    return passed(todo, now, policy)
+
+
+def passed(todo: Todo, now: float, policy: rules.TodoPolicy) -> tuple[Todo, ReminderNote]:
+    """A pending todo arriving (put back by an undo, brought in by an import) after its reminder's time: a
+    recurring one goes on at the rule's next occurrence after now (`RESUMED`), a one-off is recorded as missed and
+    not sent late (`PAST`)."""
+    at = todo.remind_at
+    assert at is not None
     rule = recurrence.parse_rule(todo.recurrence, now, policy.zone) if todo.recurrence else None
     if rule is not None:
         following = recurrence.next_occurrence(rule, now, rules.wall_time(at, policy.zone), policy.zone)

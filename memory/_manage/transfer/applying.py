@@ -28,7 +28,7 @@ from ..._settings import Settings
 from ..._storage import GROUP_OWNER, MemoryStore
 from ..._storage.base import Owner
 from ..._text import clean_content, dedupe_key, require_encodable
-from ..._todos import recurrence, rules as todo_rules
+from ..._todos import recurrence, revert as todo_revert, rules as todo_rules
 
 from .format import CONFLICTING, DUPLICATE, INVALID, NEW
 from .import_files import FileLimits, cap_breach, check_files
@@ -39,22 +39,25 @@ from .reading import ImportedGroup
 class Limits:
     """What every other path enforces, from the settings: the content length and the save tool's caps
     (`memory_max_per_user` for a member's memories, here or global; `group_memory_max` for the group's) and the
-    todo rules (`TodoPolicy`: content length, pending todos per member, the zone)."""
+    todo rules (`TodoPolicy`: content length, pending todos per member, the zone); and the time now (the service's
+    clock), by which an imported todo's reminder that is due is settled, not sent late (None: a move, no todos)."""
 
     memory_length: int
     member_memories: int
     group_memories: int
     todos: todo_rules.TodoPolicy
     files: FileLimits | None = None  # None: pictures and files are not imported (a memory keeping one is invalid)
+    now: float | None = None
 
     @classmethod
-    def of(cls, settings: Settings, todos: todo_rules.TodoPolicy) -> Limits:
+    def of(cls, settings: Settings, todos: todo_rules.TodoPolicy, now: float | None = None) -> Limits:
         return cls(
             settings.memory_max_content_length,
             settings.memory_max_per_user,
             settings.group_memory_max,
             todos,
             FileLimits.of(settings),
+            now,
         )
 
 
@@ -66,6 +69,7 @@ class Verdict:
     owner: Owner = None
     existing: str | None = None  # the id of the stored item it duplicates or conflicts with
     error: str | None = None
+    passed: str | None = None  # a new todo whose reminder was due: MISSED or todo_revert.RESUMED (`_passed`)
 
     def as_json(self) -> dict[str, Any]:
         text = getattr(self.item, "content", None) or getattr(self.item, "summary", None)
@@ -82,7 +86,11 @@ class Verdict:
         }
         if isinstance(self.item, Todo):
             out["reminder_to"] = (self.item.origin or None) if self.status == NEW else None
+            out["reminder_passed"] = self.passed
         return out
+
+
+MISSED = "missed"  # what `reminder_passed` calls a one-off reminder an import records as missed (todo_revert.PAST)
 
 
 @dataclass
@@ -99,22 +107,33 @@ class GroupPreview:
             out[v.status] += 1
         return out
 
-    def reminders(self) -> list[dict[str, Any]]:
-        """Where the new todos' pending reminders will be sent, with how many go there."""
+    def reminders(self, name: str | None = None) -> list[dict[str, Any]]:
+        """Where the new todos' pending reminders will be sent (the session; the group, which is always the one
+        imported into, by its id and by `name` where known, for the page to say), with how many go there."""
         to = Counter(
             v.item.origin
             for v in self.verdicts
             if v.kind == "todo" and v.status == NEW and todo_rules.reminder_time(v.item) is not None
         )
-        return [{"to": session, "todos": n} for session, n in sorted(to.items())]
+        where = {"group_id": self.key.group_id, "name": name}
+        return [{"to": session, "todos": n, **where} for session, n in sorted(to.items())]
 
-    def as_json(self, items: int) -> dict[str, Any]:
+    def passed(self) -> dict[str, int]:
+        """How many new todos' reminders were due at the import: one-offs recorded as missed (never sent late),
+        recurring ones moved to their next occurrence."""
+        counts = Counter(v.passed for v in self.verdicts if v.status == NEW and v.passed is not None)
+        return {MISSED: counts[MISSED], todo_revert.RESUMED: counts[todo_revert.RESUMED]}
+
+    def as_json(self, items: int, name: str | None = None) -> dict[str, Any]:
+        """`name`: the group's name where the plugin knows it."""
         return {
             "platform": self.key.platform,
             "group_id": self.key.group_id,
+            "name": name,
             "counts": self.counts(),
             "refused": self.refused,
-            "reminders": self.reminders(),
+            "reminders": self.reminders(name),
+            "reminders_passed": self.passed(),
             "opted_out": sorted(self.opted_out)[:items],
             "opted_out_count": len(self.opted_out),
             "files": len(self.files),  # pictures and documents the import would keep (the group keeps none yet)
@@ -221,6 +240,8 @@ async def preview_group(
                 verdict.item = _bound_todo(group.key, todo, platforms or {})
             except InvalidMemoryInput as exc:
                 verdict = Verdict("todo", INVALID, todo, todo.assignee, error=str(exc))
+            else:
+                verdict.item, verdict.passed = _passed(verdict.item, limits)
         preview.verdicts.append(verdict)
     for episode in group.episodes:
         try:
@@ -282,6 +303,17 @@ def _bound_todo(key: GroupKey, todo: Todo, platforms: Mapping[str, str]) -> Todo
             raise InvalidMemoryInput(f"待办 {todo.short_id} 的提醒无法发到本群：{route}")
         return todo.model_copy(update={"platform_id": "", "origin": ""})
     return todo.model_copy(update={"platform_id": route.platform_id, "origin": route.session})
+
+
+def _passed(todo: Todo, limits: Limits) -> tuple[Todo, str | None]:
+    """The todo as imported when its reminder was due at the time of the import (`limits.now`), by the rule an
+    undo follows (`todo_revert.passed`): a one-off is recorded as missed and never sent late into the group
+    (MISSED), a recurring one goes on at its next occurrence (RESUMED); else as it is, and None."""
+    at = todo_rules.reminder_time(todo)
+    if limits.now is None or at is None or at > limits.now:
+        return todo, None
+    settled, note = todo_revert.passed(todo, limits.now, limits.todos)
+    return settled, MISSED if note.state == todo_revert.PAST else note.state
 
 
 def _same_memory(stored: Any, memory: Memory) -> bool:
@@ -351,15 +383,21 @@ class GroupResult:
     counts: dict[str, int]
     refused: str | None = None
     opted_out: int = 0  # opt-outs added
+    preview: GroupPreview | None = None  # what was judged (the reminders, those that were due), once imported
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self, name: str | None = None) -> dict[str, Any]:
+        """`name`: the group's name where the plugin knows it."""
+        done = self.preview if self.refused is None else None
         return {
             "platform": self.key.platform,
             "group_id": self.key.group_id,
+            "name": name,
             "added": self.added,
             "counts": self.counts,
             "refused": self.refused,
             "opted_out_count": self.opted_out,
+            "reminders": done.reminders(name) if done is not None else [],
+            "reminders_passed": done.passed() if done is not None else {MISSED: 0, todo_revert.RESUMED: 0},
         }
 
 
@@ -414,4 +452,4 @@ async def apply_group(
             for memory in listed:
                 if memory.attachment is not None and not memory.attachment.caption:
                     pictures.saved(group.key, owner, memory)
-    return GroupResult(group.key, added, counts, opted_out=len(preview.opted_out))
+    return GroupResult(group.key, added, counts, opted_out=len(preview.opted_out), preview=preview)
