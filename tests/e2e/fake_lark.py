@@ -180,6 +180,7 @@ class FakeLark:
         self.chat_members: dict[str, dict[str, str]] = {}
         self.chat_owners: dict[str, str] = {}
         self.chat_admins: dict[str, list[str]] = {}
+        self.chat_names: dict[str, str] = {}  # the chat info's name (default 群 <chat_id>)
         self.replies: list[Reply] = []
         self.calls: list[tuple[str, str, object]] = []  # (method, path, json body) of every API call
         self.cards: dict[str, dict] = {}
@@ -469,7 +470,7 @@ class FakeLark:
             return {
                 **ok,
                 "data": {
-                    "name": f"群 {chat_id}",
+                    "name": self.chat_names.get(chat_id, f"群 {chat_id}"),
                     "chat_mode": "group",
                     "user_count": str(len(members)),
                     "owner_id_type": "open_id",

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -199,4 +201,92 @@ def test_a_bulk_edit_s_history_says_what_changed(manager, lark, fake_model, ids)
            lambda: expect(designer).to_contain_text("类型 事实 → 指令，重要度 0.5 → 0.9"))  # fmt: skip
     name = table.locator("tbody tr", has_text="希望被称呼为「阿花」").first
     checks("the other memory's own old type", lambda: expect(name).to_contain_text("类型 偏好 → 指令"))
+    checks.done()
+
+
+def _backup_with_todos(group: str, user: str, now: float) -> str:
+    """The plugin's own export of an old instance: an overdue one-off reminder, a daily one whose time passed today,
+    and one still ahead; their reminders named the old instance's session."""
+    old = {"platform_id": "lark_old", "origin": "lark_old:GroupMessage:oc_old_group"}
+    fields = {"creator": user, "assignee": user, "created_at": now - 86_400, "updated_at": now - 86_400, **old}
+    todos = [
+        {"id": "t_overdue", "content": "交上周的周报", "remind_at": now - 600, **fields},
+        {"id": "t_daily", "content": "写站会笔记", "remind_at": now - 1800, "recurrence": "daily", **fields},
+        {"id": "t_ahead", "content": "年会报名", "remind_at": 1_893_985_200.0, **fields},  # 2030-01-07 17:00 Shanghai
+    ]
+    section = {"platform": "lark", "group_id": group, "users": {}, "group_memories": [], "todos": todos}
+    head = {"format": "astrbot_plugin_user_memory.export", "export_version": 1, "exported_at": now - 3600}
+    return json.dumps({**head, "plaintext": True, "groups": [section]}, ensure_ascii=False)
+
+
+def test_an_imported_backup_sends_no_stale_reminder_names_its_group_and_is_undone(manager, lark, fake_lark, fake_model,
+                                                                                 ids, tmp_path):  # fmt: skip
+    """Issue 35, import × todos: importing a backup whose reminders' times passed sends none of them late (a
+    one-off is recorded as missed, a daily one goes on tomorrow) and the preview and the result say so; the
+    reminders' target is the group by its name, not `lark_e2e:GroupMessage:oc_…`; the imported todos are undone
+    from the history."""
+    from playwright.sync_api import expect
+
+    checks = Checks()
+    group, user = ids.group(), ids.user()
+    fake_lark.chat_names[group] = "周报小组"
+    _seed(lark, fake_model, group, user)
+    backup = tmp_path / "backup.json"
+    backup.write_text(_backup_with_todos(group, user, time.time()), encoding="utf-8")  # reminder times are real
+    manager.open_directly()
+    frame = manager.frame
+    manager.tab("transfer")
+    card = frame.locator("section.card", has=frame.locator("#import-file"))
+    frame.locator("#import-file").set_input_files(str(backup))
+    frame.locator("#import-preview").click()
+    row = frame.locator(f"#import-summary tr[data-group='{group}']")
+    row.wait_for()
+    _shot(manager, frame.locator("#import-summary"), "import-todos")
+    cell = row.locator("td.reminders")
+    checks("the target in words", lambda: expect(row).not_to_contain_text("GroupMessage"))
+    checks("the group by its name", lambda: expect(cell).to_contain_text("周报小组（2 个待办）"))
+    checks("the stale one-off is said before applying",
+           lambda: expect(cell).to_contain_text("1 个待办的提醒时间已过，导入后记为错过，不会补发"))  # fmt: skip
+    checks("the daily one too", lambda: expect(cell).to_contain_text("1 个重复待办的提醒时间已过，导入后从下一次继续"))
+
+    frame.locator("#import-apply").click()
+    applied = frame.locator(f"#import-summary tr[data-group='{group}'] td.reminders")
+    frame.locator("#import-out .ok").wait_for()
+    _shot(manager, card, "import-todos-applied")
+    checks(
+        "the result says it", lambda: expect(applied).to_contain_text("1 个待办的提醒时间已过，已记为错过，不会补发")
+    )
+    manager.page.wait_for_timeout(3000)  # the scheduler heard of the todos at once: a late send would be out by now
+    sent = [r.text for r in fake_lark.sent_to(group)]
+    checks("no stale reminder is sent", lambda: _equal([s for s in sent if "周报" in s or "站会" in s], []))
+
+    manager.tab("history")
+    frame.locator("select.group-select").select_option(group)
+    imported = frame.locator("#history-table tbody tr", has_text="交上周的周报").filter(
+        has=frame.locator("td.op", has_text="导入")
+    )
+    imported.first.wait_for()
+    undo = imported.first.get_by_role("button", name="撤销")
+    checks("an imported todo offers an undo", lambda: expect(undo).to_have_count(1))
+    if undo.count():
+        undo.click()
+        _dialog_button(frame, "ok").click()
+        _notice(frame, "已撤销")
+        _shot(manager, frame.locator("#notice"), "import-todos-undo")
+        checks("the import's todos are removed, in words",
+               lambda: expect(frame.locator("#notice")).to_have_text("已撤销；移除了 3 个待办，它们的提醒不会再发"))  # fmt: skip
+        manager.tab("browse")
+        frame.locator(f"#groups-table tr[data-group='{group}']").click()
+        frame.locator("#todo-panel .toolbar").wait_for()
+        checks("none is left", lambda: expect(frame.locator("#todos-table tbody tr")).to_have_count(0))
+
+    manager.switch_language("English")  # the same preview on the English page: its own words
+    manager.tab("transfer")
+    frame.locator("#import-file").set_input_files(str(backup))
+    frame.locator("#import-preview").click()
+    cell.wait_for()
+    _shot(manager, frame.locator("#import-summary"), "import-todos-en")
+    checks("in English", lambda: expect(cell).to_contain_text("周报小组 (todos: 2)"))
+    checks("in English too",
+           lambda: expect(cell).to_contain_text("Todos whose reminder time has passed: 1. Imported, they are recorded as missed"))  # fmt: skip
     checks.done()

@@ -136,6 +136,9 @@
       importNew: "新增", importDuplicate: "重复", importConflict: "冲突", importInvalid: "无效", importAdded: "已导入", importApplied: "导入完成", importPlatform: "文件未注明平台时用",
       importNote: "可导入的文件：本插件「下载 JSON」的导出文件（也可以是插件数据目录里一个群的记忆文件；很早版本的文件没写平台，用下面「文件未注明平台时用」一栏填的平台）；LivingMemory 的导出（JSON、CSV）和它的数据库文件 livingmemory.db（先停止 AstrBot 再复制）。「下载 CSV」得到的表格只供 Excel 查看，不能导入。先预览，再应用：每个群要么全部导入、要么不变，和其他途径一样检查 id、内容与上限（被拒绝的群写明原因）；待办的提醒改发到导入的群；成员的“不记录”设置一并导入；关闭了记录的成员的记忆不会从 LivingMemory 导入。",
       importReminders: "提醒发往", importOptedOut: "不记录的成员",
+      importRemindTo: "{0}（{1} 个待办）", importRemindGroup: "群 {0}", revertRemoved: "移除了 {0} 个待办，它们的提醒不会再发",
+      importMissed: "{0} 个待办的提醒时间已过，导入后记为错过，不会补发", importMissedDone: "{0} 个待办的提醒时间已过，已记为错过，不会补发",
+      importResumed: "{0} 个重复待办的提醒时间已过，导入后从下一次继续", importResumedDone: "{0} 个重复待办的提醒时间已过，已改为从下一次继续",
       importFromLM: "来自 LivingMemory：会话对应到群；会话或原始对话只有一位发言者时归该成员，否则作为本群公共记忆；重要度与时间照搬。",
       importTooLong: "LivingMemory 有一条记忆长 {0} 字，超过 memory_max_content_length（{1} 字）：含过长记忆的群会被整群拒绝。可在插件设置里把它调到至少 {0}（最多 2000）后再预览。",
       unmappedTitle: "未能对应的条目：{0} 条（不会导入）", unmappedReason: "原因", unmappedCount: "条数", unmappedExamples: "例如",
@@ -298,6 +301,11 @@
       importApplied: "Import applied", importPlatform: "Platform for files that name none",
       importNote: "Files it takes: this plugin's export from “Download JSON” (or one group's memory file from the plugin's data directory; a file of a very early version names no platform: the one in “Platform for files that name none” below is used); LivingMemory's exports (JSON, CSV) and its database file livingmemory.db (stop AstrBot before copying it). The table from “Download CSV” is for Excel only and cannot be imported. Preview, then apply: each group is imported whole or not at all, with ids, contents and caps checked like every other path (a refused group says why); todos' reminders go to the group imported into; members' opt-outs are imported too; memories of members who opted out are not imported from LivingMemory.",
       importReminders: "Reminders go to", importOptedOut: "Opted-out members",
+      importRemindTo: "{0} (todos: {1})", importRemindGroup: "group {0}", revertRemoved: "Todos removed: {0}; their reminders will not be sent",
+      importMissed: "Todos whose reminder time has passed: {0}. Imported, they are recorded as missed, not sent late",
+      importMissedDone: "Todos whose reminder time had passed: {0}. Recorded as missed, not sent late",
+      importResumed: "Recurring todos whose reminder time has passed: {0}. Imported, they go on at their next time",
+      importResumedDone: "Recurring todos whose reminder time had passed: {0}. They go on at their next time",
       importFromLM: "From LivingMemory: sessions map to groups; a memory whose session or source conversation has one speaker goes to that member, any other to the group's shared memories; importance and times are kept.",
       importTooLong: "A LivingMemory memory is {0} characters long, over memory_max_content_length ({1}): a group holding one is refused whole. Raise the setting to at least {0} (at most 2000) and preview again.",
       unmappedTitle: "Not mapped: {0} (not imported)", unmappedReason: "Reason", unmappedCount: "Count", unmappedExamples: "For example",
@@ -1078,7 +1086,8 @@
       if (!(await confirmDialog(t("confirmRevert", e.id)))) return;
       try {
         const r = await api.post("history/revert", { platform: state.platform, group_id: group.value, entry_id: e.id });
-        const notes = asList(r && r.reminders).map((n) => t(`revertReminder_${n.state}`, n.content, zoned(n.at, r.zone)));
+        const notes = asList(r && r.reminders).map((n) => t(`revertReminder_${n.state}`, n.content, zoned(n.at, r.zone)))
+          .concat(r && r.removed > 0 ? [t("revertRemoved", fmtNum(r.removed))] : []);
         notify([t("reverted"), ...notes].join(state.lang === "zh" ? "；" : "; "), "ok");
         load(false);
         refreshGroups().catch(() => {}); // the counts the group list shows
@@ -1201,13 +1210,18 @@
     const groups = asList(r, "groups", "items");
     const rows = groups.map((g) => {
       const c = g.counts || {};
-      const reminders = asList(g.reminders).map((r) => `${r.to} (${fmtNum(r.todos)})`).join(", ");
+      // The target in words: the group by its name where known, else its id (not the session's platform:type: prefix)
+      const reminders = asList(g.reminders).map((r) => t("importRemindTo",
+        r.name || t("importRemindGroup", r.group_id ?? String(r.to ?? "").split(":").pop()), fmtNum(r.todos))).join(t("listSep"));
+      const done = g.added !== undefined, passed = g.reminders_passed || {};
+      const late = [["missed", done ? "importMissedDone" : "importMissed"], ["resumed", done ? "importResumedDone" : "importResumed"]]
+        .filter(([k]) => passed[k] > 0).map(([k, words]) => el("div", { class: "muted" }, t(words, fmtNum(passed[k]))));
       const optedOut = asList(g.opted_out);
       return el("tr", { "data-group": g.group_id ?? "" },
         el("td", { class: "mono" }, g.group_id || t("globalDocument")),
         el("td", { class: "num" }, fmtNum(c.new ?? "")), el("td", { class: "num" }, fmtNum(c.duplicate ?? "")),
         el("td", { class: "num" }, fmtNum(c.conflicting ?? "")), el("td", { class: "num" }, fmtNum(c.invalid ?? "")),
-        el("td", { class: "mono small" }, reminders || "—"),
+        el("td", { class: "small reminders" }, reminders || (late.length ? "" : "—"), late),
         el("td", { class: "num", title: optedOut.join(", ") || null }, fmtNum(g.opted_out_count ?? 0)),
         el("td", { class: g.refused ? "error" : "num" }, g.refused ? g.refused : (g.added !== undefined ? fmtNum(g.added) : "")));
     });
