@@ -31,9 +31,9 @@ BROWSER_ZONE = "America/Los_Angeles"  # 16 hours behind Shanghai in January, 15 
 
 
 def _shown(instant: float, zone: ZoneInfo | str) -> str:
-    """How the page writes an instant in zh-CN (toLocaleString with hour12 false): 2026/12/6 22:03:13."""
+    """How the page writes an instant, in either language: 2026/12/06 22:03 (zero-padded, no seconds)."""
     moment = datetime.fromtimestamp(instant, ZoneInfo(zone) if isinstance(zone, str) else zone)
-    return f"{moment.year}/{moment.month}/{moment.day} {moment:%H:%M:%S}"
+    return f"{moment:%Y/%m/%d %H:%M}"
 
 
 class Answers:

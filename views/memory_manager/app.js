@@ -399,19 +399,26 @@
     if (v === undefined || v === null || v === "") return "";
     const d = typeof v === "number" ? new Date(v < 1e12 ? v * 1000 : v) : new Date(v);
     if (Number.isNaN(d.getTime())) return String(v);
-    return inZone(d, { hour12: false });
+    return inZone(d);
   }
 
   // In the plugin's zone whatever the browser's (the bot's replies, todos and the CSV use it too); a zone name this
   // browser does not know is shown at the zone's offset now.
-  function inZone(d, options) {
-    const locale = state.lang === "zh" ? "zh-CN" : "en-US";
+  function inZone(d) {
     try {
-      return d.toLocaleString(locale, { ...options, timeZone: (state.zone && state.zone.name) || undefined });
+      return stamp(d, (state.zone && state.zone.name) || undefined);
     } catch {
-      const shifted = new Date(d.getTime() + (Number(state.zone.offset_minutes) || 0) * 60000);
-      return shifted.toLocaleString(locale, { ...options, timeZone: "UTC" });
+      return stamp(new Date(d.getTime() + (Number(state.zone.offset_minutes) || 0) * 60000), "UTC");
     }
+  }
+
+  // Every time on the page is written one way, in both languages: 2026/12/06 23:44 (zero-padded, 24-hour, no
+  // seconds: the change number orders a minute's changes, and the bot's replies say minutes too).
+  function stamp(d, zone) {
+    const parts = Object.fromEntries(new Intl.DateTimeFormat("en-CA", { timeZone: zone, hourCycle: "h23",
+      year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit" })
+      .formatToParts(d).map((p) => [p.type, p.value]));
+    return `${parts.year}/${parts.month}/${parts.day} ${parts.hour}:${parts.minute}`;
   }
 
   function fmtNum(v, digits = 2) {
@@ -1309,8 +1316,7 @@
   function zoned(v, zone) {
     if (v === undefined || v === null) return "";
     try {
-      return new Date(v * 1000).toLocaleString(state.lang === "zh" ? "zh-CN" : "en-US",
-        { hour12: false, timeZone: zone || undefined, year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit" });
+      return stamp(new Date(v * 1000), zone || undefined);
     } catch { return fmtTime(v); }
   }
 
