@@ -1519,8 +1519,13 @@
     const NS = "http://www.w3.org/2000/svg";
     const w = 640, h = 240, left = 48, right = 12, top = 30, bottom = 42;
     const values = days.map((d) => Number(d.memories ?? 0));
-    const niceMax = (m) => { const p = 10 ** Math.floor(Math.log10(Math.max(1, m))); return Math.ceil(Math.max(1, m) / p) * p; };
-    const max = niceMax(Math.max(1, ...values));
+    // The y-axis counts in whole steps of 1, 2 or 5 (×10ⁿ), at most four of them, up to the highest count or above it
+    // (5 memories: 0, 2, 4, 6; it said 0, 1, 3, 4, 5, rounding quarters of the highest count).
+    const highest = Math.max(1, ...values);
+    let step = 1;
+    while (step * 4 < highest) step *= String(step).startsWith("2") ? 2.5 : 2; // 1, 2, 5, 10, 20, 50, …
+    const ticks = Math.ceil(highest / step);
+    const max = ticks * step;
     const plotW = w - left - right, plotH = h - top - bottom;
     const bw = plotW / values.length;
     const svg = document.createElementNS(NS, "svg");
@@ -1537,9 +1542,8 @@
     svg.setAttribute("aria-label", t("overTime"));
     svg.setAttribute("id", "over-time-chart");
     node("text", { x: w / 2, y: 16, "text-anchor": "middle", class: "chart-title" }, t("chartTitle"));
-    const ticks = max <= 4 ? max : 4;
     for (let i = 0; i <= ticks; i += 1) {
-      const v = Math.round((max * i) / ticks);
+      const v = i * step;
       const y = top + plotH - (plotH * v) / max;
       node("line", { x1: left, x2: w - right, y1: y, y2: y, class: i ? "grid" : "axis" });
       node("text", { x: left - 6, y: y + 4, "text-anchor": "end", class: "tick y-tick" }, String(v));
