@@ -1202,7 +1202,7 @@
     };
     append(view, [
       el("section", { class: "card" }, el("h2", {}, t("exportTitle")),
-        el("div", { class: "filters" }, what, group, user, el("label", {}, decrypted, t("exportDecrypted")),
+        el("div", { class: "filters" }, what, group, user, el("label", { class: "check" }, decrypted, t("exportDecrypted")),
           el("button", { type: "button", id: "export-btn", onclick: () => exportNow() }, t("download")),
           el("button", { type: "button", id: "export-csv", class: "ghost", onclick: () => exportNow("csv") }, t("downloadCsv"))),
         el("p", { class: "muted small" }, t("csvNote"))),
