@@ -118,6 +118,7 @@
       tip_op_missed: "提醒到时间时机器人离线太久，不再补发", tip_op_expire: "过了截止时间仍未完成，待办自动结束",
       tip_op_purge: "已结束的待办或归档的记忆过了保留期，从文件中移除", tip_op_erase: "删除某人时清除了这条记录的内容",
       revertedBy: "已撤销（#{0}，{1}）",
+      changeNo: "变更号", tip_changeNo: "/memory revert 用的就是这个编号。编号不连续：模型调用的用量记录也占编号，但不是变更，不列在这里。",
       todoStatus: "状态", assignee: "负责人",             epSummary: "概要", epParticipants: "参与者", epStart: "开始", epEnd: "结束",
       memberFilter: "成员（名称或 ID）",
       relevance: "匹配度", relevanceHint: "与关键词的匹配程度：100% 表示每个词都在这条记忆里且分量十足",
@@ -282,6 +283,7 @@
       tip_op_missed: "The bot was offline too long when the reminder was due: it is not sent late", tip_op_expire: "Still open past its deadline: the todo ended by itself",
       tip_op_purge: "A closed todo or an archived memory past its retention, removed from the file", tip_op_erase: "Its content was cleared when a person was erased",
       revertedBy: "Reverted (#{0}, {1})",
+      changeNo: "Change no.", tip_changeNo: "The number /memory revert takes. Numbers skip: the model calls' usage records are numbered too, but they are not changes and are not listed here.",
       todoStatus: "Status", assignee: "Assignee",             epSummary: "Summary", epParticipants: "Participants", epStart: "Start", epEnd: "End",
       memberFilter: "Member (name or id)",
       relevance: "Match", relevanceHint: "How well it matches the keywords: 100% means every word is in this memory, and weighs much",
@@ -1076,7 +1078,8 @@
       clear(list);
       if (!entries.length) { list.appendChild(el("p", { class: "muted" }, t("empty"))); return; }
       append(list, [el("table", { class: "table", id: "history-table" },
-        el("thead", {}, el("tr", {}, ["#", t("when"), t("actor"), t("kind"), t("op"), t("target"), t("oldValue"), t("newValue"), ""].map((h) => el("th", {}, h)))),
+        el("thead", {}, el("tr", {}, [t("changeNo"), t("when"), t("actor"), t("kind"), t("op"), t("target"), t("oldValue"), t("newValue"), ""]
+          .map((h, i) => el("th", i ? {} : { title: t("tip_changeNo") }, h)))),
         el("tbody", {}, entries.map((e) => el("tr", { "data-entry": e.id },
           el("td", { class: "num" }, e.id), el("td", { class: "small" }, fmtTime(e.at)), el("td", { class: "actor" }, actorCell(e.actor, e.actor_name)),
           el("td", {}, words("kind", e.kind)), el("td", { class: "op", title: STRINGS.zh[`tip_op_${e.op}`] ? t(`tip_op_${e.op}`) : "" }, words("op", e.op)),
