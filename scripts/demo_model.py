@@ -770,28 +770,44 @@ def extract(req: ModelRequest) -> Action:
     return Action(content=json.dumps(answer, ensure_ascii=False))
 
 
-def _speaker_lines(req: ModelRequest) -> list[tuple[str, str]]:
-    """(name, text) of every line the episode call shows: earlier lines, then the latest ones. A member is named
-    by the last name the prompt gives their label (the platform's name can arrive after their first lines)."""
+def _speaker_lines(req: ModelRequest) -> list[tuple[str, str, str]]:
+    """(label, name, text) of every line the episode call shows: earlier lines, then the latest ones. A member is
+    named by the last name the prompt gives their label (the platform's name can arrive after their first lines)."""
     found = [
         re.match(r"^(?P<label>U\d+) 「(?P<name>[^」]*)」: (?P<text>.*)$", line)
         for line in req.last_user_text.splitlines()
     ]
     names = {m["label"]: m["name"] for m in found if m}
-    return [(names[m["label"]], m["text"].rstrip("…")) for m in found if m]
+    return [(m["label"], names[m["label"]], m["text"].rstrip("…")) for m in found if m]
+
+
+def _who(names: list[str], english: bool) -> str:
+    """The speakers as a sentence lists people: 小王、小李和一位未知成员 / Wang, Li and someone unknown (those the
+    platform gave no name for last, counted, never "小王和未知成员和小李")."""
+    known = list(dict.fromkeys(name for name in names if name != UNKNOWN_NAME))
+    unknown = names.count(UNKNOWN_NAME)
+    if unknown:  # at most three speakers are named
+        count = {2: ("two", "两"), 3: ("three", "三")}.get(unknown, (str(unknown), str(unknown)))
+        if english:
+            known.append("someone unknown" if unknown == 1 else f"{count[0]} unknown members")
+        else:
+            known.append("一位未知成员" if unknown == 1 else f"{count[1]}位未知成员")
+    if len(known) < 2:
+        return "".join(known)
+    return (", ".join(known[:-1]) + " and " if english else "、".join(known[:-1]) + "和") + known[-1]
 
 
 def _summary(req: ModelRequest) -> str:
     """One or two sentences: who talked about what (the lines that were not requests to the bot), and what
     they asked the bot to do. At most 100 characters."""
     lines = _speaker_lines(req)
-    names = list(dict.fromkeys(name for name, _ in lines))
-    topics = [_strip(text)[:24] for _, text in lines if not _REQUEST.search(text) and len(_strip(text)) > 3]
-    asked = sorted({what for _, text in lines for key, what in _ASKED if re.search(key, text, re.I)})
+    speakers = dict((label, name) for label, name, _ in lines)  # one entry per member, in the order they spoke
+    topics = [_strip(text)[:24] for _, _, text in lines if not _REQUEST.search(text) and len(_strip(text)) > 3]
+    asked = sorted({what for _, _, text in lines for key, what in _ASKED if re.search(key, text, re.I)})
     if not topics and not asked:
         return ""
-    english = all(is_english(text) for _, text in lines)
-    who = (" and " if english else "和").join(names[:3])
+    english = all(is_english(text) for _, _, text in lines)
+    who = _who(list(speakers.values())[:3], english)
     parts = []
     if topics:
         parts.append(

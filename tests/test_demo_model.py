@@ -243,3 +243,42 @@ def test_hello_greets_and_says_what_to_try(text):
 
 def test_where_did_we_leave_off_is_the_earlier_conversation():
     assert said("之前说到哪了") == "小王，我这儿还没有本群之前的对话记录。"
+
+
+def _episode(*lines: str) -> ModelRequest:
+    """The episode call's request as the plugin sends it: one line per message, `U<n> 「name」: text`."""
+    return ModelRequest(
+        body={
+            "messages": [
+                {"role": "system", "content": demo_model.EPISODE_ONLY_START},
+                {"role": "user", "content": "\n".join(lines)},
+            ]
+        }
+    )
+
+
+def test_an_episode_lists_its_people_as_a_sentence_does():
+    unknown = demo_model.UNKNOWN_NAME
+    summary = demo_model._summary(
+        _episode(
+            "U1 「小王」: 周五的发布要延期吗", f"U2 「{unknown}」: 我觉得要延期一天", "U3 「小李」: 那我去通知测试组"
+        )
+    )
+    assert summary.startswith("小王、小李和一位未知成员聊了："), summary
+    two_unknown = demo_model._summary(
+        _episode(
+            f"U1 「{unknown}」: 周五的发布要延期吗", "U2 「小王」: 我觉得要延期一天", f"U3 「{unknown}」: 那我去通知"
+        )
+    )
+    assert two_unknown.startswith("小王和两位未知成员聊了："), two_unknown
+    english = demo_model._summary(
+        _episode(
+            "U1 「Wang」: shall we delay the release",
+            f"U2 「{unknown}」: one day is enough",
+            "U3 「Li」: I will tell QA",
+        )
+    )
+    assert english.startswith("Wang, Li and someone unknown talked about:"), english
+    assert demo_model._summary(_episode("U1 「小王」: 周五的发布要延期吗", "U2 「小李」: 我觉得要延期一天")).startswith(
+        "小王和小李聊了："
+    )
