@@ -308,7 +308,9 @@ ITEMS: dict[str, Item] = {
     # storage
     "storage_backend": Item(
         "存储方式",
-        "切换前先用 scripts/migrate_store.py 迁移数据；选了 PostgreSQL 却连不上时，插件不会改回 JSON 文件，而是报告错误。",
+        "切换前先停掉 AstrBot，在 AstrBot 根目录下用它的 Python 运行 "
+        "data/plugins/astrbot_plugin_user_memory/scripts/migrate_store.py 迁移数据（插件目录里就有，从插件市场安装的也有；"
+        "用法见插件文档 docs/storage.md）；选了 PostgreSQL 却连不上时，插件不会改回 JSON 文件，而是报告错误。",
         labels=(
             "JSON 文件（默认）：每个群一个文件，放在插件数据目录，无需数据库",
             "PostgreSQL：多个 AstrBot 实例（同一机器人的扩容或热备）共用一份记忆，需安装 asyncpg",
@@ -341,7 +343,8 @@ ITEMS: dict[str, Item] = {
         "设置后，记忆、待办、情境记忆、变更记录和向量的内容加密保存（AES-GCM）。"
         "推荐：把密钥设为 AstrBot 进程的环境变量 USER_MEMORY_ENCRYPTION_KEY（它优先），这里留空；"
         "填在这里的密钥以明文保存在配置文件里，任何能登录控制台的人都能读到。"
-        "格式：32 字节的 base64 或 64 位十六进制，可用 python scripts/rotate_key.py --new-key 生成。"
+        "格式：32 字节的 base64 或 64 位十六进制，可在 AstrBot 根目录下用它的 Python 运行 "
+        "data/plugins/astrbot_plugin_user_memory/scripts/rotate_key.py --new-key 生成（插件目录里就有）。"
         "丢失密钥就无法读取已加密的数据，务必另行备份。",
         secret=True,
     ),

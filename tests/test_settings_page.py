@@ -204,3 +204,23 @@ def test_the_page_names_episodes_as_everything_else_does_and_writes_bounds_as_pe
     schema = (REPO / "_conf_schema.json").read_text(encoding="utf-8")
     assert "对话片段" not in schema and "情境记忆" in schema
     assert "e+0" not in schema and "范围 16–1000000" in schema
+
+
+def test_a_script_a_hint_names_is_where_an_installed_copy_has_it():
+    """An install from AstrBot's plugin market is the repository's GitHub archive unpacked into
+    data/plugins/<plugin>/ (astrbot/core/zip_updater.py), scripts/ included (no .gitattributes export-ignore): a hint
+    names a script by that path, from AstrBot's root, never as a bare scripts/… only a clone has at hand."""
+    installed = f"data/plugins/{PLUGIN_NAME}/"
+    attributes = REPO / ".gitattributes"
+    assert not attributes.exists() or "export-ignore" not in attributes.read_text(encoding="utf-8")
+    named = 0
+    tables = [
+        "\n".join(line for line in (REPO / doc).read_text(encoding="utf-8").splitlines() if line.startswith("| `"))
+        for doc in ("docs/settings.md", "docs/en/settings.md")
+    ]  # the settings' rows (a developer's note below them may name scripts/write_conf_schema.py)
+    for text in (json.dumps(schema(), ensure_ascii=False), *tables):
+        for found in re.finditer(r"(\S*)scripts/(\w+\.py)", text):
+            assert found[1].endswith(installed), found[0]
+            assert (REPO / "scripts" / found[2]).is_file(), found[0]
+            named += 1
+    assert named >= 6  # migrate_store.py and rotate_key.py, in the schema and in both languages' settings pages
