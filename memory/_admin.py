@@ -148,6 +148,21 @@ def _todo_state(snapshot: Any) -> str:
     return f"{snapshot.get('content', '?')}（{snapshot.get('status', '?')}）"
 
 
+DASHBOARD, ADMIN = "dashboard:", "admin:"  # the actor of a change made on the page, by an admin's command
+
+
+def actor_words(actor: Any, name: str | None = None) -> str:
+    """Who made a change, as the page says it in Chinese: an admin's command as 管理员（name, else id）, the
+    dashboard's login as 控制台（登录名）, a member by name; anything else (a member without a name, the plugin's own
+    jobs) as it is logged."""
+    text = str(actor or "")
+    if text.startswith(ADMIN):
+        return f"管理员（{name or text.removeprefix(ADMIN)}）"
+    if text.startswith(DASHBOARD):
+        return f"控制台（{text.removeprefix(DASHBOARD)}）"
+    return name or text
+
+
 def _stamp(at: Any, zone: tzinfo | None) -> str:
     """A log time as the group reads times: in the plugin's zone (DECISIONS §6); the host's when none is given."""
     if not isinstance(at, (int, float)) or isinstance(at, bool):
@@ -179,8 +194,9 @@ async def history_text(
     audit: AuditPage | None = None,
     name: Callable[[str], str | None] = lambda _: None,
 ) -> str:
-    """The latest changes of the group's memories and todos (every writer), newest last; a transaction is shown as
-    one item. Then the `audit` of refused access, the most recent aggregates first (`name` gives display names)."""
+    """The latest changes of the group's memories and todos (every writer, named as the page names them), newest
+    last; a transaction is shown as one item. Then the `audit` of refused access, the most recent aggregates first
+    (`name` gives display names)."""
     refused = _audit_text(audit, zone, name) if audit is not None and audit.items else ""
     try:
         changes = [e for e in await store.log_entries(key) if _is_shown(e)]
@@ -190,12 +206,17 @@ async def history_text(
         return "本群还没有记忆、待办或情境记忆的变更记录。" + refused
     units = _units(changes)
     lines = []
+
+    def who(actor: Any) -> str:  # in the page's words: 管理员（老王）, 控制台（登录名）, a member by name
+        text = str(actor or "")
+        return actor_words(text, None if text.startswith(DASHBOARD) else name(text.removeprefix(ADMIN)))
+
     for unit in units[-limit:]:
         head = unit[0]
         if len(unit) == 1:
-            lines.append(f"#{head['id']} {_stamp(head.get('at'), zone)} {head.get('actor')} {_line(head)}")
+            lines.append(f"#{head['id']} {_stamp(head.get('at'), zone)} {who(head.get('actor'))} {_line(head)}")
             continue
-        lines.append(f"#{head['id']} {_stamp(head.get('at'), zone)} {head.get('actor')} 一次提交 {len(unit)} 项：")
+        lines.append(f"#{head['id']} {_stamp(head.get('at'), zone)} {who(head.get('actor'))} 一次提交 {len(unit)} 项：")
         lines.extend(f"  #{e['id']} {_line(e)}" for e in unit)
     return (
         f"本群最近的记忆、待办与情境记忆变更（共 {len(units)} 项；/memory revert <编号> 撤销记忆、待办或情境记忆的变更，"

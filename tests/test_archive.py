@@ -285,4 +285,4 @@ async def test_admin_texts_show_times_in_the_plugins_zone_and_revert_honours_the
     await revert_change(store, G, restore["id"], actor="admin:root")
     assert "m1" not in {m.id for m in await store.memories(G, "u1")}  # default core 1.0: archived again
     history = await history_text(store, G, 50, shanghai)
-    assert "11-22 16:00 admin:root 归档 [u1] 喜欢猫" in history and "08:00" not in history, history
+    assert "11-22 16:00 管理员（root） 归档 [u1] 喜欢猫" in history and "08:00" not in history, history

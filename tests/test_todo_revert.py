@@ -108,7 +108,7 @@ async def test_undoing_the_undo_makes_the_change_undoable_again_and_a_member_is_
 
     text = await service.commands.revert(speaker(A, admin=True), cancel["id"])  # 老王 undoes it by command
     assert text.startswith(f"已撤销 #{cancel['id']}"), text
-    with pytest.raises(InvalidMemoryInput, match=r"^这条变更已经撤销过（#\d+，老王）$") as refused:
+    with pytest.raises(InvalidMemoryInput, match=r"^这条变更已经撤销过（#\d+，管理员（老王））$") as refused:
         await revert(service, cancel["id"])
     assert refused.value.params["actor"] == f"admin:{A}" and refused.value.params["name"] == "老王"
     await service.stop()

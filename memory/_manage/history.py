@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from .._admin import TodoUndo, field_changes, revert_change
+from .._admin import ADMIN, TodoUndo, actor_words, field_changes, revert_change
 from .._errors import InvalidMemoryInput
 from .._models import GroupKey
 from .._storage import EPISODE, ERASE, MEMORY, TODO, MemoryStore
@@ -17,7 +17,6 @@ from .._todos import revert as todo_revert
 MAX_PAGE = 200
 DEFAULT_PAGE = 50
 REVERTED = "已撤销"  # how every revert `_admin.revert_change` carried out is reported; anything else is a refusal
-DASHBOARD, ADMIN = "dashboard:", "admin:"  # the actor of a change made on the page, by an admin's command
 ALREADY = "这条变更已经撤销过（#{by}，{who}）"  # one sentence, the page's words (issue 35, the new operator's retry)
 _FIELDS = (
     "id",
@@ -101,17 +100,6 @@ def undone_by(entries: Iterable[dict[str, Any]]) -> dict[int, dict[str, Any]]:
 
 def _by(entry: dict[str, Any]) -> dict[str, Any]:
     return {"id": entry["id"], "at": entry.get("at"), "actor": entry.get("actor")}
-
-
-def actor_words(actor: Any, name: str | None = None) -> str:
-    """Who made a change, as the page says it in Chinese: a member (an admin's command too) by name, the
-    dashboard's login as 控制台（登录名）, an admin's command without a name as 管理员（id）."""
-    text = str(actor or "")
-    if name:
-        return name
-    if text.startswith(DASHBOARD):
-        return f"控制台（{text.removeprefix(DASHBOARD)}）"
-    return f"管理员（{text.removeprefix(ADMIN)}）" if text.startswith(ADMIN) else text
 
 
 def _revertable(entry: dict[str, Any]) -> bool:

@@ -366,7 +366,7 @@ class Manager:
         for item in page["items"]:
             owner, actor = item.get("owner"), item.get("actor")
             item["owner_name"] = self._name(key, owner) if isinstance(owner, str) else None
-            item["actor_name"] = self._name(key, actor) if isinstance(actor, str) else None
+            item["actor_name"] = self._name(key, actor.removeprefix("admin:")) if isinstance(actor, str) else None
             if by := item.get("reverted_by"):  # the revert still in force that undid it (no undo button for it)
                 by["actor_name"] = self._name(key, str(by["actor"]).removeprefix("admin:")) if by["actor"] else None
         return page

@@ -473,6 +473,7 @@
   // Its tooltip says what that actor is in words (a member's: their id), never the actor's code.
   function actorCell(actor, name) {
     const a = String(actor ?? "");
+    if (a.startsWith("admin:")) return el("span", { title: a.slice("admin:".length) }, actorText(a, name)); // 管理员（老王）
     if (name) return person(name, a);
     if (a.startsWith("dashboard:")) return el("span", { title: t("tip_actor_dashboard", a.slice("dashboard:".length)) }, actorText(a));
     if (STRINGS.zh[`actor_${a}`]) return el("span", { title: t(`tip_actor_${a}`) }, actorText(a));
@@ -481,9 +482,9 @@
 
   function actorText(actor, name) {
     const a = String(actor ?? "");
+    if (a.startsWith("admin:")) return t("actor_admin", name || a.slice("admin:".length));
     if (name) return name;
     if (a.startsWith("dashboard:")) return t("actor_dashboard", a.slice("dashboard:".length));
-    if (a.startsWith("admin:")) return t("actor_admin", a.slice("admin:".length));
     return STRINGS.zh[`actor_${a}`] ? t(`actor_${a}`) : a;
   }
 
