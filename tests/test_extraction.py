@@ -596,6 +596,11 @@ async def test_admin_commands_show_and_revert_history(make_service, host):
     assert "调用 1 次" in await service.commands.stats(speaker())
     assert "已撤销" in await service.commands.revert(admin, 1)
     assert (await service.store.document(G)).group_memories == []
+    # the same change again: the page's sentence (issue 35, the new operator's retry: edge g), not 此后已有变化
+    assert await service.commands.revert(admin, 1) == "这条变更已经撤销过（#3，管理员（ou_admin））"
+    # an admin's command in words, as the page shows it (edge h), not admin:ou_admin
+    history = await service.commands.history(admin, 10)
+    assert "#3 " in history and " 管理员（ou_admin） 撤销" in history and "admin:" not in history, history
     assert "只在群聊" in await service.commands.history(PrivateSender("ou_userA", is_admin=True), 10)
     assert "权限不足" in await service.commands.revert(speaker("ou_a"), 1)
     await service.stop()

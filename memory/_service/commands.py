@@ -9,10 +9,11 @@ import logging
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 
-from .._admin import TodoUndo, archived_text, history_text, revert_change, stats_text
+from .._admin import TodoUndo, archived_text, history_text, stats_text
 from .._episodes.erase import delete_episode
 from .._episodes.listing import episodes_text
 from .._errors import InvalidMemoryInput, MemoryPluginError, StorageUnavailable
+from .._manage.history import reverted
 from .._models import Caller, GroupKey, Scope
 from .._privacy.audit import ADMIN_COMMAND
 from .._prompt import DISABLED, NOT_IN_GROUP, Scoped, attachment_note
@@ -190,12 +191,26 @@ class MemoryCommands:
         actor = f"admin:{_user_id(sender)}"
         core = parts.settings.memory_core_importance
         todos = TodoUndo(parts.todo_policy, parts.ports.clock())
-        return await self._for_group(
-            sender,
-            lambda key: guarded(
-                revert_change(parts.store, key, int(number), actor=actor, core_importance=core, todos=todos)
-            ),
-        )
+
+        async def revert(key: GroupKey) -> str:
+            # the page's code (`_manage/history.reverted`): a change already undone is refused in the page's sentence
+            try:
+                answer = await reverted(
+                    parts.store,
+                    key,
+                    int(number),
+                    actor=actor,
+                    core_importance=core,
+                    todos=todos,
+                    name=lambda user_id: parts.members.name(key, user_id),
+                )
+            except InvalidMemoryInput as exc:
+                return str(exc)
+            except StorageUnavailable as exc:
+                return f"读取变更记录失败：{exc}"
+            return str(answer["message"])
+
+        return await self._for_group(sender, lambda key: guarded(revert(key)))
 
     async def archived(self, sender: Sender) -> str:
         """The group's archived memories, each with the change that archived it (revert it to restore)."""
