@@ -87,6 +87,8 @@ async def test_an_id_with_nothing_to_erase_is_never_reported_as_erased(host):
     await host.roster(G, {"ou_wang": "老王", "ou_zhao": "老赵"})  # 老赵 is in the group but has no data
     assert "没有这个成员的任何数据：老赵（ou_zhao）" in await refused(host, "ou_zhao", "person_no_data")
     assert "没有这个成员的任何数据：老赵（ou_zhao）" in await refused(host, "老赵", "person_no_data")
+    # with an English twin for the page's English: English punctuation (issue 35, the new operator's retry: edge i)
+    assert "|who_en=老赵 (ou_zhao)]" in await refused(host, "老赵", "person_no_data")
     assert "没有找到“ou_nobody”" in await refused(host, "ou_nobody", "person_unknown")
     assert host.members.name(G, "ou_zhao") == "老赵"  # not even the cached name was touched
 

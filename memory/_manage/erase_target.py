@@ -111,7 +111,8 @@ async def find_person(
         if erasing and heard is not None:
             heard.forget_member(user_id, here)
         label = f"{person.names[0]}（{user_id}）" if person.names else user_id
-        raise InvalidMemoryInput(NO_DATA.format(who=label), code="person_no_data", who=label)
+        label_en = f"{person.names[0]} ({user_id})" if person.names else user_id  # the page's English punctuation
+        raise InvalidMemoryInput(NO_DATA.format(who=label), code="person_no_data", who=label, who_en=label_en)
     return person
 
 

@@ -327,7 +327,7 @@
       erased: "Erased: {0}", erasedPartly: "Not finished: {0}. Some groups could not be read or written: run it again later to finish.",
       err_person_ambiguous: "{count} members are called “{who}”; nothing was deleted. Type the user id of one of them: {candidates_en}",
       err_person_unknown: "Nobody found for “{who}”: no data under that user id on this platform, and no member by that name; nothing was deleted. Similar members, if any: {candidates_en}",
-      err_person_no_data: "Nothing about this member to erase: {who}; nothing was deleted.",
+      err_person_no_data: "Nothing about this member to erase: {who_en}; nothing was deleted.",
       adminNote: "Anyone who can log in to the dashboard can see and change every group's memories.",
       globalDocument: "Global member memories (all groups)", leftOut: "Candidates left out",
       reason_own_instruction: "The member's own instruction", reason_group_instruction: "Group instruction (first in the group's section)",
