@@ -301,12 +301,25 @@ def _duration(text: str) -> timedelta | None:
     return None
 
 
+# An hour of the clock: 3点, 15:00, or in Chinese numerals 三点, 两点, 十二点 (not the 一点 of 多一点, 一点都不, 一点儿)
+_HOUR = r"(?<![多晚早快慢些有差好])(\d{1,2}|十[一二]?|[一二两三四五六七八九])\s*[点:：](?![都也儿])"
+_NUMERALS = {"一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
+
+
+def _hour(text: str) -> int:
+    """3 / 三 / 两 / 十 / 十二 as a number."""
+    if text.isdigit():
+        return int(text)
+    return 10 + _NUMERALS.get(text[1:], 0) if text.startswith("十") else _NUMERALS[text]
+
+
 def _clock_time(text: str, now: datetime) -> datetime | None:
-    """明天上午10点 / 今天下午3点半 / 晚上8点: a time of day, today unless tomorrow is named."""
-    found = re.search(r"(今天|明天|后天)?(上午|早上|中午|下午|晚上)?\s*(\d{1,2})\s*[点:：](半|\d{1,2}分?)?", text)
+    """明天上午10点 / 今天下午3点半 / 晚上8点 / 下午三点半: a time of day, today unless tomorrow is named."""
+    found = re.search(r"(今天|明天|后天)?(上午|早上|中午|下午|晚上)?\s*" + _HOUR + r"(半|\d{1,2}分?)?", text)
     if not found:
         return None
-    hour = int(found[3]) + (12 if found[2] in ("下午", "晚上") and int(found[3]) < 12 else 0)
+    hour = _hour(found[3])
+    hour += 12 if found[2] in ("下午", "晚上") and hour < 12 else 0
     minute = 30 if found[4] == "半" else int(found[4].rstrip("分")) if found[4] else 0
     days = {"明天": 1, "后天": 2}.get(found[1] or "", 0)
     at = (now + timedelta(days=days)).replace(hour=hour % 24, minute=minute, second=0, microsecond=0)
@@ -323,7 +336,7 @@ def add_todo(req: ModelRequest) -> Action:
     content = re.sub(r"(?:请)?提醒我|remind me(?: to)?|" + _NOTE, "", s.text, flags=re.I)
     content = re.sub(
         r"(\d+|[一两二三四五六七八九十半])\s*(秒|分钟|分|个?小时)(钟)?后|in\s+\S+\s+(second|minute|hour)s?|"
-        r"(今天|明天|后天)?(上午|早上|中午|下午|晚上)?\s*\d{1,2}\s*[点:：](半|\d{1,2}分?)?|\bto\b",
+        r"(今天|明天|后天)?(上午|早上|中午|下午|晚上)?\s*" + _HOUR + r"(半|\d{1,2}分?)?|\bto\b",
         " ",
         content,
         flags=re.I,

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import sys
+from datetime import datetime
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -282,3 +284,32 @@ def test_an_episode_lists_its_people_as_a_sentence_does():
     assert demo_model._summary(_episode("U1 「小王」: 周五的发布要延期吗", "U2 「小李」: 我觉得要延期一天")).startswith(
         "小王和小李聊了："
     )
+
+
+@pytest.mark.parametrize(
+    "text, hour",
+    [
+        ("下午三点提醒我开会", "T15:00"),
+        ("提醒我明天下午三点半开会", "T15:30"),
+        ("提醒我晚上十点开会", "T22:00"),
+        ("提醒我明天上午十一点开会", "T11:00"),
+        ("提醒我明天十二点开会", "T12:00"),
+        ("提醒我明天两点开会", "T02:00"),
+        ("下午3点提醒我开会", "T15:00"),
+    ],
+)
+def test_an_hour_in_chinese_numerals_is_read_as_digits_are(text, hour):
+    """Issue 35, the new operator's retry (edge j): 下午三点 failed while 下午3点 worked."""
+    tool, args, _ = answer(text)
+    assert tool == "lark_add_todo" and args["content"] == "开会" and args["remind_at"].endswith(hour), args
+
+
+def test_a_chinese_hour_is_today_or_the_day_named():
+    now = datetime(2026, 12, 6, 19, 30, tzinfo=ZoneInfo("Asia/Shanghai"))  # the model's clock is the demo's own
+    assert demo_model._clock_time("下午三点开会", now) == now.replace(day=7, hour=15, minute=0)  # past today: tomorrow
+    assert demo_model._clock_time("晚上十点开会", now) == now.replace(hour=22, minute=0)
+    assert demo_model._clock_time("后天上午十一点半开会", now) == now.replace(day=8, hour=11, minute=30)
+
+
+def test_the_one_of_a_little_is_no_hour():
+    assert saved("帮我记一下，我一点都不喜欢香菜") == {"memory_type": "fact", "content": "一点都不喜欢香菜"}
