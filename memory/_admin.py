@@ -17,7 +17,7 @@ from ._aging.declined import MERGE
 from ._aging.review import DECAY, PROMOTION, REVIEW_ACTOR
 from ._errors import InvalidMemoryInput, StorageUnavailable
 from ._aging.archive import archive_memories, restore_memories
-from ._models import GroupKey, Memory, MemoryType
+from ._models import ArchivedMemory, GroupKey, Memory, MemoryType
 from ._privacy.audit import AuditPage
 from ._todos.revert import revert_todo_change
 from ._todos.rules import TodoPolicy
@@ -291,27 +291,37 @@ async def revert_change(
     later = [e for e in changes if e["id"] > last_id]
     owners = list(dict.fromkeys(e.get("owner") for e in unit))
 
-    def undo(lists: dict[Any, list[Memory]]) -> tuple[dict[Any, list[Memory]], None]:
+    def undo(
+        lists: dict[Any, list[Memory]], archive: list[ArchivedMemory]
+    ) -> tuple[dict[Any, list[Memory]], list[ArchivedMemory], None]:
+        # an entry's memory is looked for where the entry left it: the archive for an import's archived memory
+        archived: dict[tuple[Any, Any], Memory] = {(a.owner, a.memory.id): a.memory for a in archive}
         changed_since = []
         for e, _, new in wanted:
-            current = next((m for m in lists[e.get("owner")] if m.id == e.get("target")), None)
+            live = next((m for m in lists[e.get("owner")] if m.id == e.get("target")), None)
+            current = archived.get((e.get("owner"), e.get("target"))) if e.get("archived") else live
             if _dump(current) != _dump(new):
-                changed_since.append(_since(e, current, later))
+                moved = live if e.get("archived") else archived.get((e.get("owner"), e.get("target")))
+                changed_since.append(_since(e, current, later, moved is not None))
         if changed_since:
             raise InvalidMemoryInput("；".join(changed_since))
         for e, old, _ in sorted(wanted, key=lambda w: -w[0]["id"]):
             memories = lists[e.get("owner")]
-            if old is None:
+            if e.get("archived"):  # out of the archive, or back in as it was (an undo of such an undo)
+                archive = [a for a in archive if a.memory.id != e.get("target")]
+                if old is not None:
+                    archive.append(ArchivedMemory.model_validate({**e["archived"], "memory": old, "owner": e["owner"]}))
+            elif old is None:
                 lists[e.get("owner")] = [m for m in memories if m.id != e.get("target")]
             elif any(m.id == old.id for m in memories):
                 lists[e.get("owner")] = [old if m.id == old.id else m for m in memories]
             else:
                 lists[e.get("owner")] = [*memories, old]
-        return lists, None
+        return lists, archive, None
 
     reverted = [e["id"] for e in unit]
     try:
-        await store.change_many(key, owners, undo, actor=actor, label="revert", extra={"reverts": reverted})
+        await store.change_archive(key, owners, undo, actor=actor, label="revert", extra={"reverts": reverted})
     except InvalidMemoryInput as exc:
         return f"无法撤销 #{entry_id}：此后已有变化——{exc}。没有做任何更改。"
     except StorageUnavailable as exc:
@@ -320,7 +330,7 @@ async def revert_change(
     return (
         f"已撤销 {what}："
         + "；".join(
-            f"[{_owner_text(e)}] 恢复为「{old.content}」"
+            f"[{_owner_text(e)}] {'放回归档' if e.get('archived') else '恢复为'}「{old.content}」"
             if old
             else f"[{_owner_text(e)}] 已移除「{_content(e.get('new'))}」"
             for e, old, _ in wanted
@@ -406,9 +416,11 @@ def _dump(memory: Memory | None) -> dict[str, Any] | None:
     return memory.model_dump(mode="json", exclude_none=True, exclude={"updated_at"}) if memory is not None else None
 
 
-def _since(entry: dict[str, Any], current: Memory | None, later: Sequence[dict[str, Any]]) -> str:
-    """What happened to the entry's target after it, for a refused revert."""
-    now = f"现在是「{current.content}」" if current else "现在已不存在"
+def _since(entry: dict[str, Any], current: Memory | None, later: Sequence[dict[str, Any]], moved: bool) -> str:
+    """What happened to the entry's target after it, for a refused revert; `moved`: it is not where the entry left
+    it but is still there, archived since (or restored since, for an entry that left it in the archive)."""
+    gone = ("现在已从归档恢复" if entry.get("archived") else "现在在归档中") if moved else "现在已不存在"
+    now = f"现在是「{current.content}」" if current else gone
     last = next((e for e in reversed(later) if e.get("target") == entry.get("target")), None)
     by = f"（#{last['id']} {last.get('actor')} {_OP_LABELS.get(str(last.get('op')), last.get('op'))}）" if last else ""
     return f"[{_owner_text(entry)}] #{entry['id']} 涉及的记忆{now}{by}"

@@ -284,8 +284,9 @@ class CachedStore(MemoryStore):
         *,
         actor: str,
         extra: dict[str, Any] | None = None,
+        label: Label = None,
     ) -> R:
-        return await self._run(key, changes.change_archive(self._context, owners, change, actor, extra))
+        return await self._run(key, changes.change_archive(self._context, owners, change, actor, extra, label))
 
     async def import_items(
         self,

@@ -154,10 +154,13 @@ class MemoryStore(ABC):
         *,
         actor: str,
         extra: dict[str, Any] | None = None,
+        label: Label = None,
     ) -> R:
         """Move memories between the owners' lists and the document's archive, or purge archived ones, in one
         durable commit: one log entry per memory, op "archive", "restore" or "purge" (not one transaction: each
-        move is undone alone)."""
+        move is undone alone). With a `label` (a revert: an import that brought archived memories undone), the
+        lists and the archive change as one transaction of changes under that label, an archived memory's entry
+        carrying its archive record (`archived`), nothing purged."""
 
     @abstractmethod
     async def start_aging(self, key: GroupKey, at: float) -> float:

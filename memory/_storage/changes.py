@@ -13,7 +13,16 @@ from .._models import ArchivedMemory, Episode, GroupDocument, GroupKey, Memory, 
 from . import changelog
 from .base import GROUP_OWNER, ArchiveChange, EpisodeChange, Label, ManyChange, Owner, R, TodoChange
 from .cached_group import CachedGroup, Operation, memories_of
-from .log_entries import archive_entries, change_entry, diff, erase_pending, erase_targets, memory_entries, numbered
+from .log_entries import (
+    archive_entries,
+    archived_changes,
+    change_entry,
+    diff,
+    erase_pending,
+    erase_targets,
+    memory_entries,
+    numbered,
+)
 
 Extra = dict[str, Any] | None  # fields every log entry of the change carries
 
@@ -72,13 +81,17 @@ def change_many(
 
 
 def change_archive(
-    context: Context, owners: Sequence[Owner], change: ArchiveChange[R], actor: str, extra: Extra
+    context: Context, owners: Sequence[Owner], change: ArchiveChange[R], actor: str, extra: Extra, label: Label = None
 ) -> Operation[R]:
     """Move memories between the owners' lists and the document's archive, or purge archived ones, in one
     commit. One log entry per memory, op "archive" (old: the memory),
     "restore" (new: the memory) or "purge" (no content, and the earlier entries of a purged memory lose theirs,
     as in an erasure); they form no transaction, so a revert undoes one move.
-    Raises ValueError (nothing changed) if `change` did anything but move or purge."""
+    Raises ValueError (nothing changed) if `change` did anything but move or purge.
+
+    With a `label` (a revert), it is no move: the owners' lists and the archive change as `change_many` changes
+    lists, one entry per memory added, changed or deleted, an archived one's with its archive record
+    (`log_entries.archived_changes`), all one transaction; nothing is purged, no content leaves the log."""
 
     def operation(group: CachedGroup) -> tuple[R, bool]:
         doc = group.doc
@@ -88,11 +101,17 @@ def change_archive(
         lists, archive, result = change({o: list(m) for o, m in current.items()}, list(before))
         updated = {o: m for o, m in lists.items() if m != current.get(o)}
         now = context.clock()
-        entries = archive_entries(group.key, current, updated, before, archive, now, actor, extra or {})
-        if not entries:
-            return result, False
-        erase_targets(group, entries)
-        numbered(group, entries, transaction=False)
+        if label is not None:
+            archived = archived_changes(group.key, before, archive, now, actor, label, extra or {})
+            if not updated and not archived:
+                return result, False
+            entries = memory_entries(group, current, updated, now, actor, label, extra or {}, archived)
+        else:
+            entries = archive_entries(group.key, current, updated, before, archive, now, actor, extra or {})
+            if not entries:
+                return result, False
+            erase_targets(group, entries)
+            numbered(group, entries, transaction=False)
         doc.archive = archive
         _put(context, group, doc, updated, entries, now)
         return result, True

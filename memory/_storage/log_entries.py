@@ -152,6 +152,39 @@ def _restored(archived: Memory, restored: Memory) -> bool:
     return archived == restored.model_copy(update={"restored_at": archived.restored_at})
 
 
+def archived_changes(
+    key: GroupKey,
+    before: Sequence[ArchivedMemory],
+    after: Sequence[ArchivedMemory],
+    now: float,
+    actor: str,
+    label: Label,
+    extra: dict[str, Any],
+) -> list[dict[str, Any]]:
+    """The log entries (ids not yet given) of archived memories a change that is no move (a revert) takes out of
+    the archive or puts in: an "add" or "delete" carrying `archived`, the memory's archive record (when, why, by
+    whom) for an undo to put it back as it was; ValueError for one changed in place."""
+    was = {a.memory.id: a for a in before}
+    now_archived = {a.memory.id: a for a in after}
+    if len(now_archived) != len(after):
+        raise ValueError("an archive holds each memory once")
+    entries = []
+    for item in dict.fromkeys([*was, *now_archived]):
+        old, new = was.get(item), now_archived.get(item)
+        if old is not None and new is not None and old != new:
+            raise ValueError(f"an archived memory is not changed in place ({item})")
+        if old is None or new is None:
+            held = old or new
+            assert held is not None
+            scope = "group" if held.owner is GROUP_OWNER else "global" if key.is_global else "member"
+            record = {"archived": held.model_dump(mode="json", exclude={"memory", "owner"}), **extra}
+            op, was_memory, is_memory = ("delete", held.memory, None) if new is None else ("add", None, held.memory)
+            entries.append(
+                change_entry(now, actor, label, changelog.MEMORY, op, scope, held.owner, was_memory, is_memory, record)
+            )
+    return entries
+
+
 def memory_entries(
     group: CachedGroup,
     before: dict[Owner, list[Memory]],
@@ -160,8 +193,10 @@ def memory_entries(
     actor: str,
     label: Label,
     extra: dict[str, Any],
+    archived: Sequence[dict[str, Any]] = (),
 ) -> list[dict[str, Any]]:
-    """One log entry per memory the change added, changed or deleted, with the next ids."""
+    """One log entry per memory the change added, changed or deleted (then the `archived` ones: `archived_changes`),
+    with the next ids."""
     entries: list[dict[str, Any]] = []
     for owner, memories in after.items():
         scope = "group" if owner is GROUP_OWNER else "global" if group.key.is_global else "member"
@@ -169,4 +204,4 @@ def memory_entries(
             change_entry(now, actor, label, changelog.MEMORY, op, scope, owner, old, new, extra)
             for op, old, new in diff(before.get(owner, []), memories)
         )
-    return numbered(group, entries)
+    return numbered(group, [*entries, *archived])
