@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import threading
 
-from analysis_kit import KEY, NOW, ZHANG, ZONE, seeded
+from analysis_kit import KEY, NOW, PROJECT_LI, PROJECT_WANG, SPORT_ZHANG, ZHANG, ZONE, seeded
 
 from memory._analysis.items import snapshot
 from memory._analysis.keeper import Keeper
@@ -126,3 +126,27 @@ async def test_at_most_max_groups_are_kept():
         await k.result(GroupKey("lark", f"oc_{i}"), wait=5.0)
     assert len(k._kept) == 2 and GroupKey("lark", "oc_0") not in k._kept
     await k.close()
+
+
+async def test_the_service_keeps_topics_and_an_opt_out_everywhere_recomputes_them(make_service):
+    from service_kit import save, speaker
+
+    service = make_service()
+    wang, li, zhang = (
+        speaker(u, "oc_team", name=n) for u, n in (("ou_wang", "小王"), ("ou_li", "小李"), ("ou_zhang", "小张"))
+    )
+    for who, texts in ((wang, PROJECT_WANG), (li, PROJECT_LI), (zhang, SPORT_ZHANG)):
+        for text in texts:
+            await save(service, who, text)
+    key = wang.member.group
+    service.topics._debounce = 0.0
+    served = await service.topics.result(key, wait=10.0)
+    assert served.analysis is not None and served.fresh
+    assert {n.member for n in served.analysis.graph.nodes} == {"ou_wang", "ou_li", "ou_zhang"}
+    await service.commands.privacy(zhang, True, "all")  # the platform's global document changes
+    assert not (await service.topics.result(key)).fresh
+    await settle(service.topics)
+    after = await service.topics.result(key)
+    assert after.fresh and after.analysis is not None
+    assert {n.member for n in after.analysis.graph.nodes} == {"ou_wang", "ou_li"}
+    await service.stop()

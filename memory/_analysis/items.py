@@ -8,6 +8,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from .._models import ArchivedMemory, Episode, GroupDocument, GroupKey, Memory
+from .._privacy.optout import opted_out
+from .._storage import MemoryStore
 from .results import Kind
 
 
@@ -40,6 +42,14 @@ def snapshot(
     known.update(doc.member_names or {})
     known.update(names or {})
     return Snapshot(key, tuple(owners), list(doc.archive), list(episodes), excluded, known)
+
+
+async def load(store: MemoryStore, key: GroupKey) -> Snapshot:
+    """The group's snapshot from the store (its document and episodes loaded if needed, the opted-out members of the
+    group and of the whole platform left out)."""
+    doc = await store.document(key)
+    episodes = await store.episodes(key)
+    return snapshot(key, doc, episodes, await opted_out(store, key))
 
 
 @dataclass(frozen=True, slots=True)

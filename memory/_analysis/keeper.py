@@ -86,7 +86,12 @@ class Keeper:
         self.computations = 0  # recomputations done (tests, status)
 
     def changed(self, key: GroupKey) -> None:
-        """The group's memories, episodes or opt-outs changed (no I/O; called by the store after every commit)."""
+        """The group's memories, episodes or opt-outs changed (no I/O; called by the store after every commit). A
+        change of the platform's global document (an opt-out from every group) changes each of its groups."""
+        if key.is_global:
+            for kept in [k for k in self._kept if k.platform == key.platform and not k.is_global]:
+                self.changed(kept)
+            return
         entry = self._kept.get(key)
         if entry is None:
             return
