@@ -3,7 +3,7 @@
 The lexical index's tokens without the parts that say little about a subject: CJK runs give their character bigrams
 without any bigram that holds a function character (的了是我你…, `lexical.CJK_STOP_CHARS`) or is a generic word of
 time and talk (今天, 已经, 觉得 …); Latin words give their light stems (`lexical`'s stemmer) without stopwords and
-words under three letters. A text's terms are a set: a topic is what many texts mention, not what one repeats.
+words under three letters, and the generic ones (`GENERIC_WORDS`: last, week, really …). A text's terms are a set: a topic is what many texts mention, not what one repeats.
 
 Names are not topic terms: the group's member names are cut out of the text first (a memory about 小王 is not a topic
 "小王"; who talks about what is the graph's business), and so are the names of members the analysis leaves out.
@@ -27,6 +27,14 @@ GENERIC_BIGRAMS: frozenset[str] = frozenset(
     知道 觉得 感觉 认为 表示 提到 说过 告诉 希望 需要 应该 可能 比较 非常 还是 只是 就是 这样 那样 东西 事情 情况 问题
     大家 自己 别人 每天 每周 经常 总是 有点 然后 而且 所以 但是 因为 如果 或者 以及 还有 其实 当时 后来 起来 出来 下来
     喜欢 记得 记住 提醒 回复 称呼 叫做 名字 本群 群里 成员 记忆 用户
+    """.split()
+)
+# English words (as stemmed) of the same kind.
+GENERIC_WORDS: frozenset[str] = frozenset(
+    """
+    last week year month day time today tomorrow yesterday ago now recently always often usually really thing
+    lot like want new good great nice make go come know think feel say tell said told see look use user also well
+    much many way still even ever never one two first next back around part lately currently wish hope plan
     """.split()
 )
 MIN_WORD = 3  # Latin words shorter than this say little about a subject (ok, go, it)
@@ -61,5 +69,7 @@ def terms(norm: str) -> frozenset[str]:
                     if pair[0] not in stops and pair[1] not in stops and pair not in generic
                 )
         elif len(word) >= MIN_WORD and word not in ENGLISH_STOPWORDS and not word.isdigit():
-            out.add(stem(word))
+            term = stem(word)
+            if term not in GENERIC_WORDS:
+                out.add(term)
     return frozenset(out)
