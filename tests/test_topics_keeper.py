@@ -150,3 +150,26 @@ async def test_the_service_keeps_topics_and_an_opt_out_everywhere_recomputes_the
     assert after.fresh and after.analysis is not None
     assert {n.member for n in after.analysis.graph.nodes} == {"ou_wang", "ou_li"}
     await service.stop()
+
+
+async def test_a_model_label_replaces_the_admin_label_only():
+    async def relabel(analysis):
+        return {t.id: "支付服务发版" for t in analysis.topics if "w0" in t.memory_ids}
+
+    k = keeper(Group(), relabel=relabel)
+    admin = (await k.result(KEY, wait=5.0)).analysis
+    group = (await k.result(KEY, view=View.GROUP)).analysis
+    assert admin is not None and group is not None
+    project = next(t for t in admin.topics if "w0" in t.memory_ids)
+    assert project.label == "支付服务发版"
+    assert next(t for t in group.topics if t.id == project.id).label != "支付服务发版"
+    await k.close()
+
+
+async def test_a_failing_model_label_keeps_the_term_labels(caplog):
+    async def relabel(analysis):
+        raise RuntimeError("model down")
+
+    admin = (await keeper(Group(), relabel=relabel).result(KEY, wait=5.0)).analysis
+    assert admin is not None and admin.topics[0].label.startswith("支付服务")
+    assert "not written by the model" in caplog.text

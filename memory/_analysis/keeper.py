@@ -37,6 +37,9 @@ MAX_AGE = 6 * 3600.0
 MAX_GROUPS = 16
 
 Load = Callable[[GroupKey], Awaitable[Snapshot | None]]  # None: the group cannot be read now
+# An optional model-written label per topic (topic id -> label) for the admin view, asked after each computation;
+# not wired yet (the extraction model's call would go here). A failure keeps the term labels.
+Relabel = Callable[[GroupAnalysis], Awaitable[dict[str, str]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,8 +75,10 @@ class Keeper:
         max_delay: float = MAX_DELAY,
         max_age: float = MAX_AGE,
         max_groups: int = MAX_GROUPS,
+        relabel: Relabel | None = None,
     ) -> None:
         self._load = load
+        self._relabel = relabel
         self._clock = clock
         self._zone = zone
         self._debounce = debounce
@@ -172,6 +177,8 @@ class Keeper:
                 analysis = await asyncio.to_thread(
                     analyse, snap, now=self._clock(), zone=self._zone, generation=generation
                 )
+                if self._relabel is not None:
+                    analysis = await self._relabelled(analysis)
                 entry.analysis, entry.computed = analysis, generation
                 self.computations += 1
         except Exception:
@@ -180,6 +187,14 @@ class Keeper:
         finally:
             entry.done.set()
             entry.done = asyncio.Event() if entry.analysis is None else entry.done
+
+    async def _relabelled(self, analysis: GroupAnalysis) -> GroupAnalysis:
+        assert self._relabel is not None
+        try:
+            return analysis.relabelled(await self._relabel(analysis))
+        except Exception:
+            log.warning("topic labels of %s:%s not written by the model", analysis.platform, analysis.group_id)
+            return analysis
 
     async def close(self) -> None:
         worker, self._worker = self._worker, None

@@ -183,6 +183,12 @@ class GroupAnalysis:
         )
         return replace(self, view=View.GROUP, topics=tuple(topics), graph=replace(self.graph, edges=edges))
 
+    def relabelled(self, labels: dict[str, str]) -> GroupAnalysis:
+        """The admin view with the labels `labels` gives (topic id -> label: a model's, `keeper.Relabel`); the group
+        view keeps its own labels (a model that read private memories may quote them)."""
+        topics = tuple(replace(t, label=labels[t.id]) if labels.get(t.id) else t for t in self.topics)
+        return replace(self, topics=topics)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "platform": self.platform,
