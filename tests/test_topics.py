@@ -173,3 +173,19 @@ def test_a_memory_unused_for_four_weeks_fades():
     week = next(w for w in sport.timeline if w.start <= faded_at < w.start + 7 * DAY)
     assert week.faded == 1
     assert sum(w.faded for w in sport.timeline) == 1  # the others are younger than four weeks
+
+
+def test_a_topic_keeps_its_id_from_the_previous_result_when_its_anchor_moves():
+    from memory._analysis.analyse import inherit
+
+    previous = run()
+    project, sport = topic_of(previous, "w0"), topic_of(previous, "z0")
+    groups = [[*project.memory_ids, "new-1"], ["z0", "x1", "x2"]]  # the second: one of three from sport
+    assert inherit(groups, ["tnew1", "tnew2"], previous) == [project.id, "tnew2"]
+    assert inherit([["z0", "z1"]], ["tx"], previous) == [sport.id]  # all of the smaller group came from sport
+    # a fresh id another topic inherited is changed, so no two topics share an id
+    ids = inherit([list(project.memory_ids), ["q1", "q2"]], ["tx", project.id], previous)
+    assert ids[0] == project.id and ids[1] not in (project.id, "tx") and ids[1].startswith("t")
+    # through the keeper's path: the same data with the previous result keeps every id
+    again = analyse(snapshot(KEY, seeded(), episodes()), now=NOW, zone=ZONE, previous=previous)
+    assert [t.id for t in again.topics] == [t.id for t in previous.topics]

@@ -13,7 +13,8 @@ Public use (the statistics tab, `/memory stats`, the export):
   read (`memories`, `episodes`, `archived`, `excluded_members`), `computed_at`, `generation`, `zone`, `seconds`.
   `for_group()` (or `view=View.GROUP`) is what may be said in the group: labels only from words a group memory or
   an episode also holds, no private memory id anywhere, no entity names on edges.
-- `Topic`: `id` (stable: a hash of its anchor term), `label` ("支付服务 · 上线 · 回滚预案"; "" when the group view has
+- `Topic`: `id` (stable: the id of the previous result's topic that held most of its items, else a hash of its
+  anchor term), `label` ("支付服务 · 上线 · 回滚预案"; "" when the group view has
   nothing public to name it by: say "话题 N"), `terms`, `size` (live items), `archived`, `members` (user ids, most
   items first), `memory_ids` (live memories and episode ids, newest first), `archived_ids`, `private_ids` (members'
   own memories: the page shows them to admins only), `timeline` (`Week`: ISO `week` in the plugin's zone, `start`,

@@ -4,6 +4,7 @@ Pure and blocking (CPU only, no I/O, no event loop): `keeper.py` runs it in a th
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections import Counter
 from datetime import tzinfo
@@ -18,9 +19,12 @@ from .topics import cluster, label, topic_id
 LABEL_SEPARATOR = " · "
 
 
-def analyse(snap: Snapshot, *, now: float, zone: tzinfo, generation: int = 0) -> GroupAnalysis:
+def analyse(
+    snap: Snapshot, *, now: float, zone: tzinfo, generation: int = 0, previous: GroupAnalysis | None = None
+) -> GroupAnalysis:
     """Topics and the member graph of the snapshot's group, as of `now` (the admin view; `for_group()` on the
-    result gives the group's)."""
+    result gives the group's). With `previous` (the group's last result), a topic keeps the id of the previous topic
+    that held most of its items (`inherit`), so a topic is followed from one computation to the next."""
     started = time.thread_time()
     found = items(snap)
     pattern = names_pattern(snap.names.values())
@@ -35,9 +39,13 @@ def analyse(snap: Snapshot, *, now: float, zone: tzinfo, generation: int = 0) ->
     salt = f"{snap.key.platform}:{snap.key.group_id}"
     topics: list[Topic] = []
     group_labels: dict[str, tuple[str, tuple[str, ...]]] = {}
-    for anchor, indices in zip(clusters.anchors, members, strict=True):
+    ids = inherit(
+        [[found[i].id for i in indices] for indices in members],
+        [topic_id(anchor, salt) for anchor in clusters.anchors],
+        previous,
+    )
+    for tid, indices in zip(ids, members, strict=True):
         indices.sort(key=lambda i: (-found[i].created_at, found[i].id))
-        tid = topic_id(anchor, salt)
         words = label(indices, term_sets, texts, clusters.df)
         public = [i for i in indices if not found[i].private]
         public_words = label(indices, term_sets, texts, clusters.df, quoted=public) if public else ()
@@ -49,8 +57,7 @@ def analyse(snap: Snapshot, *, now: float, zone: tzinfo, generation: int = 0) ->
         topics.append(_topic(OTHER, "", (), [found[i] for i in rest], weeks))
         group_labels[OTHER] = ("", ())
     topic_of = [OTHER] * len(found)
-    for topic, indices in zip(clusters.anchors, members, strict=True):
-        tid = topic_id(topic, salt)
+    for tid, indices in zip(ids, members, strict=True):
         for i in indices:
             topic_of[i] = tid
     names = {uid: name for uid, name in snap.names.items() if uid not in snap.excluded}
@@ -71,6 +78,31 @@ def analyse(snap: Snapshot, *, now: float, zone: tzinfo, generation: int = 0) ->
         seconds=time.thread_time() - started,
         _group_labels=group_labels,
     )
+
+
+def inherit(groups: list[list[str]], fresh: list[str], previous: GroupAnalysis | None) -> list[str]:
+    """The ids of the topics whose items are `groups` (fresh: their own ids): each takes the id of the previous
+    topic that held the most of its items when those are the majority of the smaller of the two, the largest
+    overlaps first, each previous id once; a fresh id that another topic inherited is changed."""
+    if previous is None:
+        return fresh
+    before = {mid: t.id for t in previous.topics if not t.is_other for mid in (*t.memory_ids, *t.archived_ids)}
+    sizes = Counter(before.values())
+    overlaps = []
+    for k, group in enumerate(groups):
+        for pid, count in Counter(before[m] for m in group if m in before).items():
+            if 2 * count > min(len(group), sizes[pid]):
+                overlaps.append((-count, k, pid))
+    ids = list(fresh)
+    inherited: dict[int, str] = {}
+    for _, k, pid in sorted(overlaps):
+        if k not in inherited and pid not in inherited.values():
+            inherited[k] = ids[k] = pid
+    taken = set(inherited.values())
+    for k, tid in enumerate(ids):
+        if k not in inherited and tid in taken:
+            ids[k] = "t" + hashlib.sha256(f"{tid}\x00{k}".encode()).hexdigest()[:10]
+    return ids
 
 
 def _topic(tid: str, text: str, words: tuple[str, ...], found: list[Item], weeks: Weeks) -> Topic:

@@ -175,7 +175,7 @@ class Keeper:
             snap = await self._load(key)
             if snap is not None:
                 analysis = await asyncio.to_thread(
-                    analyse, snap, now=self._clock(), zone=self._zone, generation=generation
+                    analyse, snap, now=self._clock(), zone=self._zone, generation=generation, previous=entry.analysis
                 )
                 if self._relabel is not None:
                     analysis = await self._relabelled(analysis)

@@ -47,7 +47,7 @@ class Week:
 class Topic:
     """A subject the group's memories share."""
 
-    id: str  # stable across recomputations while the topic's anchor term stays: "t" + 10 hex; "other" for the rest
+    id: str  # "t" + 10 hex, followed across recomputations (`analyse.inherit`); "other" for the rest
     label: str  # its distinguishing terms joined by " · " ("支付服务 · 上线 · 回滚预案"); "" for the rest
     terms: tuple[str, ...]  # the label's terms, strongest first
     size: int  # live items (memories and episodes)

@@ -13,15 +13,17 @@ or ids' order), so a recomputation gives the same topics for the same data and n
    so a term shared by two subjects joins one of them and cannot chain them together).
 3. Each item goes to the anchor whose terms it holds the most of (summed idf); one with none goes to the rest.
    Anchors with fewer than half `min_size` live items are dissolved (their items go to their next-best anchor, or
-   the rest); two topics whose items hold both (the second at least `MERGE_SCORE` of the first) in at least
-   `MERGE_SHARE` of the smaller are merged (once: no chains); then topics with fewer than `min_size` live items
-   are dissolved the same way, and at most `MAX_TOPICS` are kept (the largest).
+   the rest); two topics many items hold both of (Ochiai over items at least `MERGE_LINK`: a subject whose words
+   rarely meet in one memory is several anchors at first) are merged, once each (no chains); then topics with fewer
+   than `min_size` live items are dissolved the same way, and at most `MAX_TOPICS` are kept (the largest; the
+   others' items go to their next-best topic kept).
 4. A topic's label: its terms ranked by `count_in_topic² / df` (frequent in it and mostly in it), adjacent bigrams
    joined back into the words they spell when the word occurs in the topic's text (支付 付服 服务 → 支付服务), the
    first `LABEL_TERMS` joined by " · ". The group view's label (`public=True`) is built the same way from the
    topic's group memories and episodes alone, and every word of it occurs in one of them: a member's private
    memory is never quoted to the group. English stems are shown as the word they stem from in the topic's text.
-5. A topic's id is "t" + a hash of its anchor term and the group: stable while the anchor stays the anchor.
+5. A topic's fresh id is "t" + a hash of its anchor term and the group (stable while the anchor stays the anchor);
+   `analyse.inherit` then lets it keep the id of the previous result's topic that held most of its items.
 """
 
 from __future__ import annotations
@@ -42,8 +44,7 @@ LINK = 0.3
 MIN_CO = 2
 MIN_SIZE_SHARE = 0.002
 MIN_SIZE = 3
-MERGE_SHARE = 0.5
-MERGE_SCORE = 0.7  # an item holds two topics when its score for the second is at least this share of the first
+MERGE_LINK = 0.15
 MAX_TOPICS = 30
 LABEL_TERMS = 3
 LABEL_CANDIDATES = 12
@@ -118,7 +119,12 @@ def cluster(term_sets: Sequence[frozenset[str]], live: Sequence[bool]) -> Cluste
     alive = _settle(scores, live, alive, min_size)
     bests = [_best(own, alive) for own in scores]
     sizes = Counter(b for b in bests if b is not None)
-    anchors = sorted(sizes, key=lambda a: (-sizes[a], a))[:MAX_TOPICS]
+    if len(sizes) > MAX_TOPICS:  # the smaller ones' items go to their next-best topic kept
+        kept_topics = set(sorted(sizes, key=lambda a: (-sizes[a], a))[:MAX_TOPICS])
+        alive = {a: to for a, to in alive.items() if to in kept_topics}
+        bests = [_best(own, alive) for own in scores]
+        sizes = Counter(b for b in bests if b is not None)
+    anchors = sorted(sizes, key=lambda a: (-sizes[a], a))
     index = {a: i for i, a in enumerate(anchors)}
     return Clusters([index.get(b, -1) if b is not None else -1 for b in bests], anchors, df)
 
@@ -155,36 +161,34 @@ def _settle(
 
 
 def _merge(scores: list[dict[str, float]], alive: dict[str, str], min_size: int) -> dict[str, str]:
-    """`alive` with the topics that share many of their items merged, the most shared first: the smaller goes into
-    the larger, and a topic that took others in is never taken in itself (nor one taken in takes others), so
-    merges cannot chain subjects together. Topics with fewer than `min_size` items are not merged."""
+    """`alive` with the topics whose items often hold both merged (Ochiai over items: `both / sqrt(held_a *
+    held_b)` at least `MERGE_LINK`), the strongest first: the smaller goes into the larger, and a topic that took
+    others in is never taken in itself (nor one taken in takes others), so merges cannot chain subjects together.
+    Topics that are the best of fewer than `min_size` items are not merged."""
     sizes: Counter[str] = Counter()
-    mixed: Counter[tuple[str, str]] = Counter()
+    held: Counter[str] = Counter()
+    both: Counter[tuple[str, str]] = Counter()
     for own in scores:
-        totals: dict[str, float] = {}
-        for a, score in own.items():
-            to = alive.get(a)
-            if to is not None:
-                totals[to] = totals.get(to, 0.0) + score
-        if not totals:
+        best = _best(own, alive)
+        if best is None:
             continue
-        ranked = sorted(totals.items(), key=lambda kv: (-kv[1], kv[0]))
-        sizes[ranked[0][0]] += 1
-        top = ranked[0][1]
-        strong = sorted(a for a, s in ranked[:4] if s >= MERGE_SCORE * top)
-        mixed.update(combinations(strong, 2))
-    shares = sorted(
+        sizes[best] += 1
+        topics = sorted({alive[a] for a in own if a in alive})
+        held.update(topics)
+        if len(topics) > 1:
+            both.update(combinations(topics[:PAIR_TERMS], 2))
+    links = sorted(
         (
-            (both / min(sizes[a], sizes[b]), a, b)
-            for (a, b), both in mixed.items()
-            if min(sizes[a], sizes[b]) >= min_size
+            (together / math.sqrt(held[a] * held[b]), a, b)
+            for (a, b), together in both.items()
+            if together >= MIN_CO and min(sizes[a], sizes[b]) >= min_size
         ),
         key=lambda x: (-x[0], x[1], x[2]),
     )
     into: dict[str, str] = {}
     took: set[str] = set()
-    for share, a, b in shares:
-        if share < MERGE_SHARE:
+    for strength, a, b in links:
+        if strength < MERGE_LINK:
             break
         keep, drop = sorted((a, b), key=lambda r: (-sizes[r], r))
         if keep in into or drop in into or drop in took:
