@@ -44,6 +44,7 @@ LAYERS: dict[str, int] = {
     "_admin": 2,
     "_tools": 2,
     "_status": 2,
+    "_analysis": 2,
     # 3: the composition root
     "_service": 3,
     # the package's public face sits on top of everything it exports

@@ -11,6 +11,8 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 from .._aging.consolidation import consolidate_group
+from .._analysis.items import load as analysis_input
+from .._analysis.keeper import Keeper
 from .._aging.maintenance import MaintenanceScheduler
 from .._aging.review import review_group
 from .._aging.usage import RecentReplies
@@ -133,6 +135,11 @@ class Components:
         self.store.add_todo_listener(self.search_digests.changed)  # also told when a failed commit is rolled back
         # how often each memory was injected (the dashboard's statistics), saved off the reply path
         self.injection_counts = InjectionCounts()
+        # each viewed group's topics and member graph, computed again in a thread after its changes (`_analysis/`)
+        self.topics = Keeper(
+            functools.partial(analysis_input, self.store), clock=ports.clock, zone=self.todo_policy.zone
+        )
+        self.store.add_commit_listener(lambda key, _doc, _episodes: self.topics.changed(key))
         # a reply that cannot be given its memories (storage down, a cold group) warns once per cause per minute
         self.injection_warnings = LogThrottle(log)
         self.reminders: ReminderScheduler | None = None

@@ -207,6 +207,7 @@ class MemoryService(Components):
             await self.reminders.stop()
         if self.maintenance is not None:
             await self.maintenance.stop()
+        await self.topics.close()
         await self.members.close()
         await self.names.close()  # the names learned meanwhile, before the store closes
         if self.extraction is not None:

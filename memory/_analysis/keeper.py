@@ -1,0 +1,213 @@
+"""Keeps each viewed group's analysis and recomputes it in the background when the group changes; never on the reply
+path, never on the event loop.
+
+- `result(key)` answers at once with what is kept (a dict lookup: the statistics tab's part stays far under 200 ms
+  however large the group), saying whether it is `fresh`. A group asked for the first time, or whose result is stale,
+  is scheduled; `wait` lets the first request of a page wait a moment for it.
+- `changed(key)` (the store's commit listener: no I/O, O(1)) bumps the group's generation; a group kept here is
+  recomputed `debounce` seconds after its last change (a burst of saves costs one recomputation), at the latest
+  `max_delay` seconds after the first change of the burst. A group nobody viewed is never computed.
+- A result older than `max_age` is stale too (its weeks move with the clock).
+- One worker computes one group at a time: the snapshot is taken on the event loop (`load`: references to the store's
+  lists, O(members)), the analysis runs in a thread (`asyncio.to_thread`, as the dashboard's index builds do), so a
+  20,000-memory group's second of CPU never blocks a reply; at most `max_groups` results are kept (least recently
+  viewed dropped), each a few MB at most for a 20,000-memory group (ids and counts, no contents).
+- An analysis that fails is logged and not retried before the group's next change.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import tzinfo
+
+from .._models import GroupKey
+from .analyse import analyse
+from .items import Snapshot
+from .results import GroupAnalysis, View
+
+log = logging.getLogger("astrbot_plugin_user_memory")
+
+DEBOUNCE = 30.0
+MAX_DELAY = 300.0
+MAX_AGE = 6 * 3600.0
+MAX_GROUPS = 16
+
+Load = Callable[[GroupKey], Awaitable[Snapshot | None]]  # None: the group cannot be read now
+# An optional model-written label per topic (topic id -> label) for the admin view, asked after each computation;
+# not wired yet (the extraction model's call would go here). A failure keeps the term labels.
+Relabel = Callable[[GroupAnalysis], Awaitable[dict[str, str]]]
+
+
+@dataclass(frozen=True, slots=True)
+class Served:
+    """What `Keeper.result` answers."""
+
+    analysis: GroupAnalysis | None  # the latest result in the view asked for; None: none computed yet
+    fresh: bool  # computed from the group's latest change and younger than `max_age`
+    computing: bool  # a recomputation is scheduled or running
+
+
+class _Entry:
+    __slots__ = ("analysis", "computed", "done", "due", "failed", "first_change", "generation")
+
+    def __init__(self) -> None:
+        self.analysis: GroupAnalysis | None = None
+        self.generation = 0  # changes seen
+        self.computed = -1  # the generation the analysis was computed from
+        self.due: float | None = None  # loop time the recomputation is due; None: not scheduled
+        self.first_change: float | None = None
+        self.failed = -1  # the generation whose analysis failed
+        self.done = asyncio.Event()
+
+
+class Keeper:
+    def __init__(
+        self,
+        load: Load,
+        *,
+        clock: Callable[[], float],
+        zone: tzinfo,
+        debounce: float = DEBOUNCE,
+        max_delay: float = MAX_DELAY,
+        max_age: float = MAX_AGE,
+        max_groups: int = MAX_GROUPS,
+        relabel: Relabel | None = None,
+    ) -> None:
+        self._load = load
+        self._relabel = relabel
+        self._clock = clock
+        self._zone = zone
+        self._debounce = debounce
+        self._max_delay = max_delay
+        self._max_age = max_age
+        self._max_groups = max_groups
+        self._kept: OrderedDict[GroupKey, _Entry] = OrderedDict()
+        self._wake = asyncio.Event()
+        self._worker: asyncio.Task[None] | None = None
+        self.computations = 0  # recomputations done (tests, status)
+
+    def changed(self, key: GroupKey) -> None:
+        """The group's memories, episodes or opt-outs changed (no I/O; called by the store after every commit). A
+        change of the platform's global document (an opt-out from every group) changes each of its groups."""
+        if key.is_global:
+            for kept in [k for k in self._kept if k.platform == key.platform and not k.is_global]:
+                self.changed(kept)
+            return
+        entry = self._kept.get(key)
+        if entry is None:
+            return
+        entry.generation += 1
+        now = _loop_time()
+        if entry.first_change is None or entry.due is None:
+            entry.first_change = now
+        entry.due = min(now + self._debounce, entry.first_change + self._max_delay)
+        self._start()
+
+    def forget(self, key: GroupKey) -> None:
+        """Drop what is kept of the group (it was erased or deleted)."""
+        self._kept.pop(key, None)
+
+    async def result(self, key: GroupKey, *, view: View = View.ADMIN, wait: float = 0.0) -> Served:
+        """The kept analysis of the group (see the module doc); with `wait`, up to that many seconds for a first one."""
+        entry = self._kept.get(key)
+        if entry is None:
+            entry = self._kept[key] = _Entry()
+            while len(self._kept) > self._max_groups:
+                self._kept.popitem(last=False)
+        else:
+            self._kept.move_to_end(key)
+        if not self._fresh(entry) and entry.due is None and entry.failed != entry.generation:
+            entry.due = _loop_time()
+            self._start()
+        if entry.analysis is None and wait > 0 and entry.due is not None:
+            try:
+                await asyncio.wait_for(entry.done.wait(), wait)
+            except TimeoutError:
+                pass
+        analysis = entry.analysis
+        if analysis is not None and view is View.GROUP:
+            analysis = analysis.for_group()
+        return Served(analysis, self._fresh(entry), entry.due is not None)
+
+    def _fresh(self, entry: _Entry) -> bool:
+        return (
+            entry.analysis is not None
+            and entry.computed == entry.generation
+            and self._clock() - entry.analysis.computed_at < self._max_age
+        )
+
+    def _start(self) -> None:
+        self._wake.set()
+        if self._worker is None or self._worker.done():
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:  # no loop (a synchronous caller): the next request starts the worker
+                return
+            self._worker = loop.create_task(self._work(), name="memory-topics")
+
+    async def _work(self) -> None:
+        while True:
+            due = [(entry.due, key) for key, entry in self._kept.items() if entry.due is not None]
+            if not due:
+                return
+            at, key = min(due, key=lambda pair: pair[0] or 0.0)
+            delay = (at or 0.0) - _loop_time()
+            if delay > 0:
+                self._wake.clear()
+                try:
+                    await asyncio.wait_for(self._wake.wait(), delay)
+                except TimeoutError:
+                    pass
+                continue
+            await self._compute(key)
+
+    async def _compute(self, key: GroupKey) -> None:
+        entry = self._kept.get(key)
+        if entry is None:
+            return
+        generation = entry.generation
+        entry.due = entry.first_change = None
+        try:
+            snap = await self._load(key)
+            if snap is not None:
+                analysis = await asyncio.to_thread(
+                    analyse, snap, now=self._clock(), zone=self._zone, generation=generation, previous=entry.analysis
+                )
+                if self._relabel is not None:
+                    analysis = await self._relabelled(analysis)
+                entry.analysis, entry.computed = analysis, generation
+                self.computations += 1
+        except Exception:
+            log.warning("topics of %s:%s could not be computed", key.platform, key.group_id, exc_info=True)
+            entry.failed = generation
+        finally:
+            entry.done.set()
+            entry.done = asyncio.Event() if entry.analysis is None else entry.done
+
+    async def _relabelled(self, analysis: GroupAnalysis) -> GroupAnalysis:
+        assert self._relabel is not None
+        try:
+            return analysis.relabelled(await self._relabel(analysis))
+        except Exception:
+            log.warning("topic labels of %s:%s not written by the model", analysis.platform, analysis.group_id)
+            return analysis
+
+    async def close(self) -> None:
+        worker, self._worker = self._worker, None
+        if worker is not None and not worker.done():
+            worker.cancel()
+            try:
+                await worker
+            except asyncio.CancelledError:
+                pass
+
+
+def _loop_time() -> float:
+    try:
+        return asyncio.get_running_loop().time()
+    except RuntimeError:
+        return 0.0

@@ -1,0 +1,175 @@
+"""The kept analyses (issue 36): computed off the event loop when first asked for, served from what is kept, computed
+again after a change (once for a burst), never for a group nobody viewed, a failure not retried until the next
+change; a fixed clock."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from analysis_kit import KEY, NOW, PROJECT_LI, PROJECT_WANG, SPORT_ZHANG, ZHANG, ZONE, seeded
+
+from memory._analysis.items import snapshot
+from memory._analysis.keeper import Keeper
+from memory._analysis.results import View
+from memory._models import GroupKey
+
+
+class Group:
+    """The group's data as the store would give it, and who asked for it from which thread."""
+
+    def __init__(self) -> None:
+        self.doc = seeded()
+        self.loads = 0
+        self.fail = False
+
+    async def load(self, key: GroupKey):
+        self.loads += 1
+        if self.fail:
+            raise RuntimeError("storage down")
+        return snapshot(key, self.doc, [])
+
+
+def keeper(group: Group, **kw) -> Keeper:
+    return Keeper(group.load, clock=lambda: NOW, zone=ZONE, **{"debounce": 0.0, **kw})
+
+
+async def settle(k: Keeper) -> None:
+    for _ in range(200):
+        await asyncio.sleep(0.005)
+        if k._worker is None or k._worker.done():
+            return
+
+
+async def test_first_request_computes_in_a_thread_then_serves_what_is_kept(monkeypatch):
+    group = Group()
+    k = keeper(group)
+    threads = []
+    real = asyncio.to_thread
+
+    async def to_thread(func, *args, **kwargs):
+        threads.append(func.__name__)
+        return await real(lambda: (threads.append(threading.current_thread().name), func(*args, **kwargs))[1])
+
+    monkeypatch.setattr("memory._analysis.keeper.asyncio.to_thread", to_thread)
+    first = await k.result(KEY, wait=5.0)
+    assert first.analysis is not None and first.fresh and not first.computing
+    assert threads[0] == "analyse" and threads[1] != threading.main_thread().name
+    assert first.analysis.computed_at == NOW  # the clock port's time
+    again = await k.result(KEY)
+    assert again.analysis is first.analysis and k.computations == 1 and group.loads == 1
+    await k.close()
+
+
+async def test_without_wait_the_first_answer_says_it_is_computing():
+    k = keeper(Group())
+    served = await k.result(KEY)
+    assert served.analysis is None and served.computing and not served.fresh
+    await settle(k)
+    assert (await k.result(KEY)).fresh
+    await k.close()
+
+
+async def test_a_change_is_computed_again_once_per_burst():
+    group = Group()
+    k = keeper(group, debounce=0.05)
+    await k.result(KEY, wait=5.0)
+    group.doc = seeded(extra={ZHANG: ["篮球队周五加练"]})
+    for _ in range(5):
+        k.changed(KEY)
+    stale = await k.result(KEY)
+    assert not stale.fresh and stale.computing and stale.analysis is not None  # the old one meanwhile
+    await settle(k)
+    now = await k.result(KEY)
+    assert now.fresh and k.computations == 2 and now.analysis is not None and now.analysis.generation == 5
+    assert any(f"{ZHANG}-x0" in t.memory_ids for t in now.analysis.topics)
+    await k.close()
+
+
+async def test_a_group_nobody_viewed_is_never_computed():
+    group = Group()
+    k = keeper(group)
+    k.changed(KEY)
+    await settle(k)
+    assert group.loads == 0 and k.computations == 0
+    await k.close()
+
+
+async def test_a_failure_is_not_retried_before_the_next_change(caplog):
+    group = Group()
+    group.fail = True
+    k = keeper(group)
+    served = await k.result(KEY, wait=5.0)
+    assert served.analysis is None and not served.computing
+    await k.result(KEY)
+    await settle(k)
+    assert group.loads == 1 and "could not be computed" in caplog.text
+    group.fail = False
+    k.changed(KEY)
+    await settle(k)
+    assert (await k.result(KEY)).fresh and group.loads == 2
+    await k.close()
+
+
+async def test_the_group_view_is_served_too():
+    k = keeper(Group())
+    served = await k.result(KEY, view=View.GROUP, wait=5.0)
+    assert served.analysis is not None and served.analysis.view is View.GROUP
+    assert all(not t.private_ids for t in served.analysis.topics)
+    await k.close()
+
+
+async def test_at_most_max_groups_are_kept():
+    group = Group()
+    k = keeper(group, max_groups=2)
+    for i in range(3):
+        await k.result(GroupKey("lark", f"oc_{i}"), wait=5.0)
+    assert len(k._kept) == 2 and GroupKey("lark", "oc_0") not in k._kept
+    await k.close()
+
+
+async def test_the_service_keeps_topics_and_an_opt_out_everywhere_recomputes_them(make_service):
+    from service_kit import save, speaker
+
+    service = make_service()
+    wang, li, zhang = (
+        speaker(u, "oc_team", name=n) for u, n in (("ou_wang", "小王"), ("ou_li", "小李"), ("ou_zhang", "小张"))
+    )
+    for who, texts in ((wang, PROJECT_WANG), (li, PROJECT_LI), (zhang, SPORT_ZHANG)):
+        for text in texts:
+            await save(service, who, text)
+    key = wang.member.group
+    service.topics._debounce = 0.0
+    served = await service.topics.result(key, wait=10.0)
+    assert served.analysis is not None and served.fresh
+    assert {n.member for n in served.analysis.graph.nodes} == {"ou_wang", "ou_li", "ou_zhang"}
+    await service.commands.privacy(zhang, True, "all")  # the platform's global document changes
+    assert not (await service.topics.result(key)).fresh
+    await settle(service.topics)
+    after = await service.topics.result(key)
+    assert after.fresh and after.analysis is not None
+    assert {n.member for n in after.analysis.graph.nodes} == {"ou_wang", "ou_li"}
+    await service.stop()
+
+
+async def test_a_model_label_replaces_the_admin_label_only():
+    async def relabel(analysis):
+        return {t.id: "支付服务发版" for t in analysis.topics if "w0" in t.memory_ids}
+
+    k = keeper(Group(), relabel=relabel)
+    admin = (await k.result(KEY, wait=5.0)).analysis
+    group = (await k.result(KEY, view=View.GROUP)).analysis
+    assert admin is not None and group is not None
+    project = next(t for t in admin.topics if "w0" in t.memory_ids)
+    assert project.label == "支付服务发版"
+    assert next(t for t in group.topics if t.id == project.id).label != "支付服务发版"
+    await k.close()
+
+
+async def test_a_failing_model_label_keeps_the_term_labels(caplog):
+    async def relabel(analysis):
+        raise RuntimeError("model down")
+
+    admin = (await keeper(Group(), relabel=relabel).result(KEY, wait=5.0)).analysis
+    assert admin is not None and admin.topics[0].label.startswith("支付服务")
+    assert "not written by the model" in caplog.text
