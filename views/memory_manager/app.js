@@ -835,6 +835,7 @@
   }
 
   async function renderBrowse(view) {
+    await state.groupsLoading; // a revert's refresh still under way would leave its old counts on screen
     if (state.openGroup) return renderGroup(view, state.openGroup);
     const groups = groupsOfPlatform();
     if (!groups.length) { view.appendChild(emptyStart()); return; }
@@ -1101,7 +1102,7 @@
           .concat(r && r.removed > 0 ? [t("revertRemoved", fmtNum(r.removed))] : []);
         notify([t("reverted"), ...notes].join(state.lang === "zh" ? "；" : "; "), "ok");
         load(false);
-        refreshGroups().catch(() => {}); // the counts the group list shows
+        state.groupsLoading = refreshGroups().catch(() => {}); // the counts the group list shows; browse waits for it
       } catch (err) {
         const why = refusal(err); // undone already (another tab, /memory revert): one sentence, and the row says so
         notify(why.code === "already_reverted" ? why.text : errorText(err), "error");
