@@ -63,6 +63,7 @@ async def test_the_stats_answer_of_a_group_has_its_topics_and_graph_with_names(g
     assert [m["name"] for m in project["members"]] == ["小王", "小李"]
     assert sport["members"] == [{"id": ZHANG, "name": "小张"}]
     assert project["size"] == 10 and project["more"] == 0 and len(project["memory_ids"]) == 10
+    assert project["member_count"] == 2
     assert all(week.keys() == {"week", "start", "new", "used", "faded"} for week in project["timeline"])
     assert sum(week["new"] for week in project["timeline"]) == 10
     nodes = {n["id"]: n for n in section["graph"]["nodes"]}
@@ -75,11 +76,11 @@ async def test_the_stats_answer_of_a_group_has_its_topics_and_graph_with_names(g
         assert items[mid]["content"]  # every listed id with its text
     assert items["w3"] == {
         "kind": "member",
-        "owner": WANG,
         "owner_name": "小王",
         "content": "和小李一起写支付服务回滚预案",
         "created_at": items["w3"]["created_at"],
     }
+    assert edge["topics"] == 1 and edge["mentions"] >= 1 and edge["episodes"] == 0
     assert items["g0"]["kind"] == "group" and items["g0"]["owner_name"] is None
     await service.stop()
 
@@ -162,7 +163,7 @@ async def test_an_opted_out_member_is_nowhere(group):
     section = (await _page(service))["topics"]
     assert ZHANG not in _ids(section) and section["excluded_members"] == 1
     assert not any("篮球" in t["label"] for t in section["topics"])
-    assert not any(item.get("owner") == ZHANG for item in section["items"].values())
+    assert not any(item.get("owner_name") == "小张" for item in section["items"].values())
     text = await service.commands.stats(speaker(WANG, KEY.group_id))
     assert "小张" not in text and "篮球" not in text
     export = await _export(service)

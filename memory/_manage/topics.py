@@ -19,7 +19,15 @@ from .._storage.base import owner_lists
 
 PAGE_WAIT = 1.0  # seconds the tab's first request waits for a first analysis (then it says `computing`, asks again)
 EXPORT_WAIT = 20.0  # an export is a download a person waits for: it may wait for the analysis a while
-SHOWN_PER_TOPIC = 50  # a topic's newest memories listed on the page (`more`: how many others it has)
+# What one answer lists (AstrBot's response encoder walks every value: a 20,000-memory group's full lists, ~100,000
+# values, took ~250 ms; these bounds keep the tab's answer far under 200 ms): a topic's and a member's newest
+# memories, the first memories behind an edge, and the heaviest edges (more lines than that are unreadable anyway).
+SHOWN_PER_TOPIC = 15  # (`more`: how many others the topic has)
+SHOWN_PER_NODE = 15
+SHOWN_PER_EDGE = 10
+MAX_PAGE_EDGES = 100  # (`edges_left_out`: how many lighter ones are not drawn)
+SHOWN_ENTITIES = 5  # the names both members of an edge mention, said on the page
+MEMBERS_PER_TOPIC = 8  # a topic's members named, the most items first (`member_count`: all of them)
 
 Name = Callable[[GroupKey, str], str | None]
 
@@ -39,17 +47,30 @@ async def page_topics(keeper: Keeper, store: MemoryStore, key: GroupKey, name: N
         shown = topic.memory_ids[:SHOWN_PER_TOPIC]
         data = topic.to_dict()
         del data["archived_ids"], data["private_ids"]
-        data.update(members=[who(m) for m in topic.members], memory_ids=list(shown), more=topic.size - len(shown))
+        data.update(
+            members=[who(m) for m in topic.members[:MEMBERS_PER_TOPIC]],
+            member_count=len(topic.members),
+            memory_ids=list(shown),
+            more=topic.size - len(shown),
+        )
         topics.append(data)
     doc = await store.document(key)
     nodes = []
     for node in analysis.graph.nodes:  # each with their newest memories in the group (what a click lists)
         entry = doc.users.get(node.member)
-        newest = sorted(entry.memories, key=lambda m: -m.created_at)[:SHOWN_PER_TOPIC] if entry else []
+        newest = sorted(entry.memories, key=lambda m: -m.created_at)[:SHOWN_PER_NODE] if entry else []
         nodes.append({**node.to_dict(), **who(node.member), "memory_ids": [m.id for m in newest]})
     edges = [
-        {**edge.to_dict(), "a_name": who(edge.a)["name"], "b_name": who(edge.b)["name"]}
-        for edge in analysis.graph.edges
+        {
+            **edge.to_dict(),
+            "a_name": who(edge.a)["name"],
+            "b_name": who(edge.b)["name"],
+            "memory_ids": list(edge.memory_ids[:SHOWN_PER_EDGE]),
+            "topics": len(edge.topics),  # how many (the page counts them; the export has the ids)
+            "entities": list(edge.entities[:SHOWN_ENTITIES]),
+            "episodes": len(edge.episodes),
+        }
+        for edge in analysis.graph.edges[:MAX_PAGE_EDGES]
     ]
     wanted = {i for part in (topics, nodes, edges) for x in part for i in x["memory_ids"]}
     out.update(
@@ -61,7 +82,7 @@ async def page_topics(keeper: Keeper, store: MemoryStore, key: GroupKey, name: N
         archived=analysis.archived,
         excluded_members=analysis.excluded_members,
         topics=topics,
-        graph={"nodes": nodes, "edges": edges},
+        graph={"nodes": nodes, "edges": edges, "edges_left_out": len(analysis.graph.edges) - len(edges)},
         items=await _items(store, key, doc, wanted, who),
     )
     return out
@@ -82,7 +103,7 @@ def _names(key: GroupKey, name: Name) -> Callable[[str], dict[str, Any]]:
 async def _items(
     store: MemoryStore, key: GroupKey, doc: GroupDocument, wanted: set[str], who: Callable[[str], dict[str, Any]]
 ) -> dict[str, dict[str, Any]]:
-    """id -> {kind, owner, owner_name, content, created_at} of the wanted memories and episodes (one pass over the
+    """id -> {kind, owner_name, content, created_at} of the wanted memories and episodes (one pass over the
     group's lists: a 20,000-memory group in a few milliseconds)."""
     if not wanted:
         return {}
@@ -101,13 +122,7 @@ async def _items(
 def _item(
     kind: str, owner: str | None, content: str, at: float, who: Callable[[str], dict[str, Any]]
 ) -> dict[str, Any]:
-    return {
-        "kind": kind,
-        "owner": owner or "",
-        "owner_name": who(owner)["name"] if owner else None,
-        "content": content,
-        "created_at": at,
-    }
+    return {"kind": kind, "owner_name": who(owner)["name"] if owner else None, "content": content, "created_at": at}
 
 
 def exported(keeper: Keeper) -> Callable[[GroupKey], Awaitable[dict[str, Any] | None]]:

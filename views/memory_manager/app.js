@@ -158,7 +158,7 @@
       topicsNote: "按 {0} 时的 {1} 条记忆和 {2} 段情境记忆计算；每周从周一开始，按 {3}。点话题看它的记忆。", topicsArchived: "另有 {0} 条已归档的单独计数。",
       topicsStale: "记忆有了变化，正在重新计算，下面是上一次的结果。", topicsExcluded: "关闭了记录的 {0} 位成员不计入。",
       topicOther: "其他（没有归入话题的）", topicN: "话题 {0}", topicSize: "{0} 条", topicArchived: "另有 {0} 条已归档",
-      unknownMember: "未知成员", topicMore: "还有 {0} 条较早的没有列出。",
+      unknownMember: "未知成员", topicMore: "还有 {0} 条较早的没有列出。", topicMoreMembers: " 等 {0} 人",
       weekNew: "新增", weekUsed: "仍在用", weekFaded: "淡出", weekTitle: "{0}（{1} 起）：新增 {2}、仍在用 {3}、淡出 {4}",
       graphTitle: "谁和谁有共同话题", graphEmpty: "还没有成员之间的联系：两位成员在同一话题里都有记忆、互相提到、提到同样的名字或参与过同一段对话时，才连一条线。",
       graphNote: "线越粗，两人共同的越多。点一个人或一条线，看背后的记忆。",
@@ -339,7 +339,7 @@
       topicsNote: "Computed at {0} from {1} memories and {2} episodes; weeks start on Monday, in {3}. Click a topic to see its memories.", topicsArchived: "{0} archived ones are counted apart.",
       topicsStale: "Memories changed since: being computed again; below is the previous result.", topicsExcluded: "{0} members who opted out are not counted.",
       topicOther: "Other (in no topic)", topicN: "Topic {0}", topicSize: "{0} memories", topicArchived: "{0} more archived",
-      unknownMember: "Unknown member", topicMore: "{0} older ones not listed.",
+      unknownMember: "Unknown member", topicMore: "{0} older ones not listed.", topicMoreMembers: " and others ({0} in all)",
       weekNew: "new", weekUsed: "still used", weekFaded: "faded", weekTitle: "{0} (from {1}): {2} new, {3} still used, {4} faded",
       graphTitle: "Who shares what", graphEmpty: "No links between members yet: two members are linked when both have memories in one topic, mention each other, name the same things or took part in one conversation.",
       graphNote: "The thicker the line, the more two people share. Click a person or a line to see the memories behind it.",
@@ -1370,7 +1370,8 @@
         el("div", { class: "topic-head" },
           el("button", { type: "button", class: "ghost topic-open", onclick: () => clear(picked).appendChild(list(topicName(x), asList(x.memory_ids), x.more)) }, topicName(x)),
           el("span", { class: "topic-size muted" }, t("topicSize", fmtNum(x.size)), x.archived ? ` · ${t("topicArchived", fmtNum(x.archived))}` : ""),
-          el("span", { class: "topic-members" }, asList(x.members).map(names).join(t("listSep")))),
+          el("span", { class: "topic-members" }, asList(x.members).map(names).join(t("listSep")),
+            x.member_count > asList(x.members).length ? t("topicMoreMembers", x.member_count) : "")),
         weekStrip(asList(x.timeline), d.zone)))));
       section.appendChild(picked);
     }
@@ -1456,7 +1457,7 @@
       if (!a || !b) continue;
       const an = names({ name: e.a_name }), bn = names({ name: e.b_name });
       const g = make("g", { class: "edge", "data-a": e.a, "data-b": e.b, tabindex: 0 }, svg);
-      const why = t("edgeWhy", asList(e.topics).length, e.mentions || 0, asList(e.episodes).length)
+      const why = t("edgeWhy", Number(e.topics) || 0, e.mentions || 0, Number(e.episodes) || 0)
         + (asList(e.entities).length ? `; ${t("edgeNames", asList(e.entities).join(t("listSep")))}` : "");
       make("title", {}, g, `${t("edgeMemories", an, bn)}: ${why}`);
       make("line", { x1: a.x, y1: a.y, x2: b.x, y2: b.y, class: "hit" }, g);
