@@ -4,7 +4,7 @@
 The group index and daily snapshots (`index.py`), browsing and search (`browse.py`), edits, erasure, export/import,
 statistics, the recall tester."""
 
-from .browse import Browser, GroupView, Located, Query, Sort, memory_json
+from .browse import Browser, GroupView, Located, Query, Sort, by_member, memory_json
 from .index import GroupEntry, GroupIndex
 
-__all__ = ["Browser", "GroupEntry", "GroupIndex", "GroupView", "Located", "Query", "Sort", "memory_json"]
+__all__ = ["Browser", "GroupEntry", "GroupIndex", "GroupView", "Located", "Query", "Sort", "by_member", "memory_json"]

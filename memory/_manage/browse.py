@@ -10,6 +10,7 @@ order instead of sorting and tokenizing on every request.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -308,3 +309,19 @@ def memory_json(
     if score is not None:
         data["score"] = round(score, 4)
     return data
+
+
+def by_member(views: Sequence[GroupView], query: Query, name: Callable[[GroupKey, str], str | None]) -> Query:
+    """The query with its member filter resolved: the members whose user id is `query.member`, or whose name (`name`:
+    the one a person knows them by) contains it (case ignored)."""
+    wanted = query.member.strip()
+    if not wanted:
+        return query
+    folded = wanted.casefold()
+    ids = {
+        owner
+        for view in views
+        for owner in view.by_owner
+        if owner is not None and (owner == wanted or folded in (name(view.key, owner) or "").casefold())
+    }
+    return dataclasses.replace(query, member_ids=frozenset(ids))

@@ -10,6 +10,8 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 
 from .._admin import TodoUndo, archived_text, history_text, stats_text
+from .._analysis import View
+from .._analysis.words import topics_text
 from .._episodes.erase import delete_episode
 from .._episodes.listing import episodes_text
 from .._errors import InvalidMemoryInput, MemoryPluginError, StorageUnavailable
@@ -33,13 +35,14 @@ READ_FAILED = "暂时无法读取记忆（{}），请稍后再试。"
 NOT_ADMIN = "您(ID: {})的权限不足以使用此指令。通过 /sid 获取 ID 并请管理员添加。"
 EPISODE_USAGE = "用法：/memory episode delete <id>（id 见 /memory episodes）。没有做任何更改。"
 MAX_HISTORY = 50
+TOPICS_WAIT = 1.0  # seconds /memory stats waits for a group's first topics (then: 话题还在整理中)
 # `/memory help` (and what AstrBot's own list under a bare `/memory` does not say: how to talk to the bot).
 HELP_MEMBER = """/memory 的指令（在群里发；只作用于你自己在本群的记忆）：
 /memory list — 机器人在本群记得的关于你的信息（也列出本群公共的）
 /memory clear — 清除这些信息（要再发 /memory clear confirm 确认，无法撤销）
 /memory optout — 不再从群聊中记录你（加 all：所有群）；/memory optin 恢复
 /memory episodes — 本群最近几段对话的概要（情境记忆）
-/memory stats — 本群后台提取的模型调用次数、用量与决定
+/memory stats — 本群常聊的话题，后台提取的模型调用次数、用量与决定
 不用指令也行：@机器人 说“记住，在这个群叫我老王”“你记得我什么？”“忘掉我是后端负责人这件事”“提醒我明天上午10点交周报”。"""
 HELP_ADMIN = """AstrBot 管理员还可以用：
 /memory status — 生效的设置、配置警告和运行状况
@@ -122,7 +125,7 @@ class MemoryCommands:
         return await guarded(self._tools.set_privacy(caller, opt_out, everywhere))
 
     async def stats(self, speaker: Speaker | None) -> str:
-        """The group's background model calls, their tokens and decisions."""
+        """The group's background model calls, their tokens and decisions, and its largest topics in words."""
         if speaker is None:
             return NOT_IN_GROUP
         key, parts = speaker.member.group, self._parts
@@ -133,7 +136,12 @@ class MemoryCommands:
             extraction.pending(key) if extraction is not None else 0,
             maintenance.status_line() if maintenance is not None else None,
         )
-        return text if extraction is not None else text + "（后台提取当前未开启）"
+        text = text if extraction is not None else text + "（后台提取当前未开启）"
+        # the group view (never a private memory's words), computed in the background: asked for now, waited on briefly
+        served = await parts.topics.result(key, view=View.GROUP, wait=TOPICS_WAIT)
+        return (
+            text + "\n" + topics_text(served.analysis, served.computing, lambda u: parts.members.display_name(key, u))
+        )
 
     async def episodes(self, speaker: Speaker | None) -> str:
         """The group's recent episodes (with their ids for an admin of the bot)."""

@@ -23,10 +23,11 @@ from .._manage import (
     Browser,
     GroupEntry,
     GroupIndex,
-    GroupView,
     Query,
+    by_member,
     memory_json,
     stats as manage_stats,
+    topics as manage_topics,
     transfer,
 )
 from .._manage.bulk import bulk_edit, read_bulk
@@ -38,6 +39,7 @@ from .._manage.edit import move_to_group, move_to_member
 from .._manage.erase import erase_person
 from .._manage.erase_target import find_person
 from .._admin import TodoUndo
+from .._analysis import Keeper
 from .._manage.history import before_id, history_page, page_limit, reverted
 from .._manage.stats import InjectionCounts
 from .._manage.todos import group_todos, todo_json, update_group_todo
@@ -98,6 +100,7 @@ class Manager:
         running_platforms: Callable[[], Mapping[str, str]],
         pictures: Pictures | None = None,
         heard: RecentMessages | None = None,
+        topics: Keeper | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.settings = settings
@@ -115,6 +118,7 @@ class Manager:
         self._test_recall = test_recall
         self._running_platforms = running_platforms
         self._pictures = pictures
+        self._topics = topics  # each viewed group's topics and member graph (`_analysis/`)
         self._clock = clock
 
     @property
@@ -152,21 +156,6 @@ class Manager:
     def _group_json(self, entry: GroupEntry) -> dict[str, Any]:
         # the name learned since the start, else the one the group's document keeps (the index has it: no load)
         return {**entry.as_json(), "name": self._members.group_name(entry.key) or entry.name or None}
-
-    def _by_member(self, views: Sequence[GroupView], query: Query) -> Query:
-        """The query with its member filter resolved: the members whose user id is `query.member`, or whose name
-        contains it (case ignored)."""
-        wanted = query.member.strip()
-        if not wanted:
-            return query
-        folded = wanted.casefold()
-        ids = {
-            owner
-            for view in views
-            for owner in view.by_owner
-            if owner is not None and (owner == wanted or folded in (self._name(view.key, owner) or "").casefold())
-        }
-        return dataclasses.replace(query, member_ids=frozenset(ids))
 
     # -- browsing --------------------------------------------------------------------------------------------------
     async def groups(self, platform: str = "") -> dict[str, Any]:
@@ -236,7 +225,7 @@ class Manager:
             aging: dict[GroupKey, float | None] = {key: doc.aging_since}
             if query.text.strip():
                 await view.prepare()
-            total, page_items = self._browser.search([view], self._by_member([view], query))
+            total, page_items = self._browser.search([view], by_member([view], query, self._name))
         else:  # every group of the platform: read one at a time, nothing kept loaded (`search_all`)
             keys = await self._platform_groups(platform)
             wanted = query.member.strip()
@@ -526,7 +515,8 @@ class Manager:
             return Export(filename + ".csv", rows)
         export = functools.partial(transfer.export_stream, now=self._clock(), sealer=self._store.sealer)
         blobs = self._pictures.blobs if self._pictures is not None else None
-        chunks = export(self._store, keys, member, decrypted=decrypted, blobs=blobs)
+        topics = manage_topics.exported(self._topics) if self._topics and group_id and not member else None
+        chunks = export(self._store, keys, member, decrypted=decrypted, blobs=blobs, topics=topics)
         return Export(filename + ".json", chunks)
 
     async def _imported(self, content: str, platform: str, encoding: str) -> transfer.Reading:
@@ -589,6 +579,8 @@ class Manager:
         totals = [await self._store.call_totals(key) for key in read]
         result = manage_stats.stats(daily, docs, totals, self._injection_counts.of(read))
         result["groups_read"], result["groups"] = len(read), len(keys)
+        if group_id and self._topics is not None:
+            result["topics"] = await manage_topics.page_topics(self._topics, self._store, key, self._name)
         return result
 
 

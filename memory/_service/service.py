@@ -115,6 +115,7 @@ class MemoryService(Components):
             running_platforms=ports.running_platforms,
             pictures=self.pictures,
             heard=self.heard,
+            topics=self.topics,
             clock=ports.clock,
         )
         self._store_starting: asyncio.Task[None] | None = None

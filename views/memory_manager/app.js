@@ -151,6 +151,20 @@
       statsTitle: "统计", overTime: "记忆数随时间", byType: "按类型", byScope: "按范围", bySource: "按来源",
       calls: "后台模型调用", tokensIn: "输入 tokens", tokensOut: "输出 tokens", mostInjected: "最常注入的记忆",
       times: "次数", date: "日期", total: "合计",
+      // issue 36: what the group talks about (topics over weeks) and who shares what (the member graph)
+      topics: "话题", topicsComputing: "话题还在整理中（在后台计算，不影响机器人回复）…", topicsFailed: "话题暂时整理不出来，稍后再看。",
+      topicsPickGroup: "选一个群，看它常聊的话题和成员之间的关系。",
+      topicsNone: "还没有话题：一个话题至少要有几条讲同一件事的记忆（本群现有 {0} 条记忆、{1} 段情境记忆）。",
+      topicsNote: "按 {0} 时的 {1} 条记忆和 {2} 段情境记忆计算；每周从周一开始，按 {3}。点话题看它的记忆。", topicsArchived: "另有 {0} 条已归档的单独计数。",
+      topicsStale: "记忆有了变化，正在重新计算，下面是上一次的结果。", topicsExcluded: "关闭了记录的 {0} 位成员不计入。",
+      topicOther: "其他（没有归入话题的）", topicN: "话题 {0}", topicSize: "{0} 条", topicArchived: "另有 {0} 条已归档",
+      unknownMember: "未知成员", topicMore: "还有 {0} 条较早的没有列出。", topicMoreMembers: " 等 {0} 人",
+      weekNew: "新增", weekUsed: "仍在用", weekFaded: "淡出", weekTitle: "{0}（{1} 起）：新增 {2}、仍在用 {3}、淡出 {4}",
+      graphTitle: "谁和谁有共同话题", graphEmpty: "还没有成员之间的联系：两位成员在同一话题里都有记忆、互相提到、提到同样的名字或参与过同一段对话时，才连一条线。",
+      graphNote: "线越粗，两人共同的越多。点一个人或一条线，看背后的记忆。",
+      edgeWhy: "共同话题 {0} 个、互相提到 {1} 次、共同参与的对话 {2} 段", edgeNames: "都提到：{0}",
+      nodeTitle: "{0}：{1} 条记忆、{2} 段对话", nodeMemories: "{0} 的记忆", edgeMemories: "{0} 和 {1} 之间",
+      kind_group: "群公共", kind_episode: "情境记忆", noneListed: "没有可列出的记忆。",
       privacyTitle: "删除关于某人的一切",
       privacyText: "删除此人在该平台所有群里的个人记忆、全局记忆、其创建或被指派的待办和缓存的名字；他在情境记忆中的 ID 和名字（概要中改为“某成员”）；他添加的群公共记忆保留（记为前成员），情境记忆的其余内容保留。此操作不可撤销，并从历史中清除内容。",
       userId: "用户 ID 或名字", erase: "删除此人的一切", typeToConfirm: "请输入用户 ID「{0}」或名字「{1}」以确认：",
@@ -319,6 +333,19 @@
       statsTitle: "Statistics", overTime: "Memories over time", byType: "By type", byScope: "By scope",
       bySource: "By source", calls: "Background model calls", tokensIn: "Input tokens", tokensOut: "Output tokens",
       mostInjected: "Most injected memories", times: "Times", date: "Date", total: "Total",
+      topics: "Topics", topicsComputing: "Topics are being worked out (in the background; replies are not slowed)…", topicsFailed: "Topics could not be worked out just now; look again later.",
+      topicsPickGroup: "Choose a group to see what it talks about and who shares what.",
+      topicsNone: "No topics yet: a topic needs several memories about the same thing (this group has {0} memories and {1} episodes).",
+      topicsNote: "Computed at {0} from {1} memories and {2} episodes; weeks start on Monday, in {3}. Click a topic to see its memories.", topicsArchived: "{0} archived ones are counted apart.",
+      topicsStale: "Memories changed since: being computed again; below is the previous result.", topicsExcluded: "{0} members who opted out are not counted.",
+      topicOther: "Other (in no topic)", topicN: "Topic {0}", topicSize: "{0} memories", topicArchived: "{0} more archived",
+      unknownMember: "Unknown member", topicMore: "{0} older ones not listed.", topicMoreMembers: " and others ({0} in all)",
+      weekNew: "new", weekUsed: "still used", weekFaded: "faded", weekTitle: "{0} (from {1}): {2} new, {3} still used, {4} faded",
+      graphTitle: "Who shares what", graphEmpty: "No links between members yet: two members are linked when both have memories in one topic, mention each other, name the same things or took part in one conversation.",
+      graphNote: "The thicker the line, the more two people share. Click a person or a line to see the memories behind it.",
+      edgeWhy: "{0} shared topics, mentioned each other {1} times, {2} conversations together", edgeNames: "Both mention: {0}",
+      nodeTitle: "{0}: {1} memories, {2} conversations", nodeMemories: "{0}'s memories", edgeMemories: "Between {0} and {1}",
+      kind_group: "Group", kind_episode: "Episode", noneListed: "No memories to list.",
       privacyTitle: "Delete everything about one person",
       privacyText: "Deletes the person's member and global memories in every group of the platform, the todos they created or were assigned, and their cached name; their id and names in the episodes (a summary says “a member” / 某成员 instead); group memories they added stay (attributed to a former member), and so does the rest of each episode. This cannot be undone and purges the content from history.",
       userId: "User id or name", erase: "Delete everything about this person", typeToConfirm: "Type the user id “{0}” or the name “{1}” to confirm:",
@@ -360,6 +387,7 @@
     zone: null, // {name, offset, offset_minutes}: the plugin's zone, every time on the page is shown in it
     openGroup: null, // {platform, group_id}
     groupDetail: null,
+    statsGroup: "", // the group the statistics tab shows (kept when the tab is drawn again)
   };
 
   // ---------- small helpers ----------
@@ -1268,12 +1296,16 @@
     const load = latestOnly(async (current) => {
       clear(out).appendChild(el("p", { class: "muted" }, t("loading")));
       try {
-        const s = await api.get("stats", { platform: state.platform, group_id: group.value });
+        const params = { platform: state.platform, group_id: group.value };
+        state.statsGroup = group.value; // kept when the tab is drawn again (another language)
+        const s = await api.get("stats", params);
         if (!current()) return;
         clear(out);
         const over = asList(s.over_time);
         const breakdown = s.breakdown || {};
+        const topics = el("div", { id: "topics-box" });
         append(out, [
+          topics,
           el("h3", {}, t("overTime")), over.length ? timeChart(over) : el("p", { class: "muted" }, t("empty")),
           el("div", { class: "grid3" },
             countCard(t("byType"), breakdown.type, "type"), countCard(t("byScope"), breakdown.scope, "scope"),
@@ -1281,11 +1313,175 @@
           el("h3", {}, t("calls")), callsTable(s.calls),
           el("h3", {}, t("mostInjected")), injectedTable(asList(s.most_injected)),
         ]);
+        showTopics(topics, s.topics, params, current);
       } catch (e) { if (current()) clear(out).appendChild(el("p", { class: "error" }, errorText(e))); }
     });
     const group = groupSelect(true, load);
+    if (state.statsGroup && [...group.options].some((o) => o.value === state.statsGroup)) group.value = state.statsGroup;
     append(view, [el("div", { class: "filters" }, el("label", {}, t("group"), group)), out]);
     load();
+  }
+
+  // ---------- What the group talks about and who shares what (issue 36) ----------
+  // The `stats` answer's `topics` (one group): computed in the background, so the first answer may say `computing`;
+  // then this part alone asks again every few seconds until the result is there (while the tab still shows it).
+  const TOPICS_POLL_MS = 2000, TOPICS_POLLS = 90;
+  function showTopics(box, d, params, current, polls = 0) {
+    clear(box);
+    if (!params.group_id) { box.appendChild(el("p", { class: "muted", id: "topics-pick" }, t("topicsPickGroup"))); return; }
+    if (!d) return;
+    if (!d.computed) {
+      box.appendChild(el("section", { class: "card", id: "topics" }, el("h3", {}, t("topics")),
+        el("p", { class: "muted topics-computing" }, d.computing ? t("topicsComputing") : t("topicsFailed"))));
+      if (d.computing && polls < TOPICS_POLLS) {
+        setTimeout(async () => {
+          if (!current() || !box.isConnected) return;
+          try {
+            const s = await api.get("stats", params);
+            if (current() && box.isConnected) showTopics(box, s.topics, params, current, polls + 1);
+          } catch (e) { if (current() && box.isConnected) clear(box).appendChild(el("p", { class: "error" }, errorText(e))); }
+        }, TOPICS_POLL_MS);
+      }
+      return;
+    }
+    const items = d.items || {};
+    const names = (who) => (who && who.name) || t("unknownMember");
+    const list = (title, ids, more) => {
+      const target = el("div", {}, el("h4", {}, title), ids.length ? el("ul", { class: "topic-items" }, ids.filter((i) => items[i]).map((i) => {
+        const m = items[i];
+        const whose = m.kind === "member" ? (m.owner_name || t("unknownMember")) : m.kind === "episode" ? t("kind_episode") : t("kind_group");
+        return el("li", { "data-id": i }, el("span", { class: "content" }, m.content), " ",
+          el("span", { class: "muted small" }, `${whose} · ${fmtTime(m.created_at)}`));
+      })) : el("p", { class: "muted" }, t("noneListed")), more > 0 && el("p", { class: "muted small" }, t("topicMore", more)));
+      return target;
+    };
+    const shown = asList(d.topics);
+    const real = shown.filter((x) => x.id !== "other");
+    const topicName = (x) => (x.id === "other" ? t("topicOther") : x.label || t("topicN", real.indexOf(x) + 1));
+    const picked = el("div", { id: "topic-memories" });
+    const head = [el("h3", {}, t("topics")),
+      el("p", { class: "muted small" }, t("topicsNote", fmtTime(d.computed_at), fmtNum(d.memories), fmtNum(d.episodes), d.zone || ""),
+        d.archived ? ` ${t("topicsArchived", fmtNum(d.archived))}` : "", d.excluded_members ? ` ${t("topicsExcluded", d.excluded_members)}` : ""),
+      !d.fresh && d.computing && el("p", { class: "muted small" }, t("topicsStale"))];
+    const section = el("section", { class: "card", id: "topics" }, head);
+    if (!real.length) section.appendChild(el("p", { class: "muted topics-none" }, t("topicsNone", fmtNum(d.memories), fmtNum(d.episodes))));
+    if (shown.length) {
+      section.appendChild(weekLegend());
+      section.appendChild(el("ul", { class: "topic-list" }, shown.map((x) => el("li", { class: "topic", "data-topic": x.id },
+        el("div", { class: "topic-head" },
+          el("button", { type: "button", class: "ghost topic-open", onclick: () => clear(picked).appendChild(list(topicName(x), asList(x.memory_ids), x.more)) }, topicName(x)),
+          el("span", { class: "topic-size muted" }, t("topicSize", fmtNum(x.size)), x.archived ? ` · ${t("topicArchived", fmtNum(x.archived))}` : ""),
+          el("span", { class: "topic-members" }, asList(x.members).map(names).join(t("listSep")),
+            x.member_count > asList(x.members).length ? t("topicMoreMembers", x.member_count) : "")),
+        weekStrip(asList(x.timeline), d.zone)))));
+      section.appendChild(picked);
+    }
+    box.appendChild(section);
+    box.appendChild(memberGraph(d.graph || {}, items, list, names));
+  }
+
+  function weekLegend() {
+    return el("div", { class: "week-legend small muted" }, ["new", "used", "faded"].map((k) =>
+      el("span", {}, el("i", { class: `swatch ${k}` }), t(`week${k[0].toUpperCase()}${k.slice(1)}`))));
+  }
+
+  // A topic's weeks as a tiny bar strip: per week three thin bars, new, still used, faded (the week in the title).
+  function weekStrip(weeks, zone) {
+    const NS = "http://www.w3.org/2000/svg";
+    const bar = 4, week = 3 * bar + 4, h = 30;
+    const max = Math.max(1, ...weeks.flatMap((w) => [w.new || 0, w.used || 0, w.faded || 0]));
+    const svg = document.createElementNS(NS, "svg");
+    svg.setAttribute("class", "topic-weeks");
+    svg.setAttribute("viewBox", `0 0 ${Math.max(1, weeks.length * week)} ${h}`);
+    svg.setAttribute("width", String(Math.max(1, weeks.length * week)));
+    svg.setAttribute("height", String(h));
+    weeks.forEach((w, i) => {
+      const g = document.createElementNS(NS, "g");
+      const title = document.createElementNS(NS, "title");
+      title.textContent = t("weekTitle", w.week, zoned(w.start, zone).slice(0, 10), w.new || 0, w.used || 0, w.faded || 0);
+      g.appendChild(title);
+      ["new", "used", "faded"].forEach((k, j) => {
+        const v = Number(w[k] || 0);
+        const r = document.createElementNS(NS, "rect");
+        const bh = v ? Math.max(2, ((h - 2) * v) / max) : 1;
+        for (const [a, b] of Object.entries({ x: i * week + j * bar, y: h - bh, width: bar - 0.5, height: bh })) r.setAttribute(a, String(b));
+        r.setAttribute("class", v ? k : `${k} zero`);
+        g.appendChild(r);
+      });
+      svg.appendChild(g);
+    });
+    // the first and the last week under the strip (ISO weeks, Monday to Sunday, in the plugin's zone)
+    const span = weeks.length ? `${zoned(weeks[0].start, zone).slice(5, 10)} – ${zoned(weeks[weeks.length - 1].start, zone).slice(5, 10)}` : "";
+    return el("div", { class: "topic-weeks-box" }, svg, el("span", { class: "muted small topic-span" }, span));
+  }
+
+  // The member graph: members on a circle (a fixed order: the server's, most active first, so the same data is
+  // drawn the same way), one line per pair that shares something, thicker the more; names under the dots.
+  function memberGraph(graph, items, list, names) {
+    const NS = "http://www.w3.org/2000/svg";
+    const nodes = asList(graph.nodes), edges = asList(graph.edges);
+    const card = el("section", { class: "card", id: "graph-card" }, el("h3", {}, t("graphTitle")));
+    const picked = el("div", { id: "graph-memories" });
+    if (!nodes.length || !edges.length) card.appendChild(el("p", { class: "muted graph-empty" }, t("graphEmpty")));
+    if (!nodes.length) return card;
+    if (edges.length) card.appendChild(el("p", { class: "muted small" }, t("graphNote")));
+    const w = 360, h = nodes.length > 8 ? 360 : 300, cx = w / 2, cy = h / 2 - 8;
+    const radius = nodes.length === 1 ? 0 : Math.min(cx, cy) - 44;
+    const font = nodes.length > 16 ? 10 : 13;
+    const most = Math.max(1, ...nodes.map((n) => n.memories || 0));
+    const heaviest = Math.max(1e-9, ...edges.map((e) => e.weight || 0));
+    const at = new Map(nodes.map((n, i) => {
+      const angle = -Math.PI / 2 + (2 * Math.PI * i) / nodes.length;
+      return [n.id, { x: cx + radius * Math.cos(angle), y: cy + radius * Math.sin(angle), node: n }];
+    }));
+    const svg = document.createElementNS(NS, "svg");
+    const make = (tag, attrs, parent, text) => {
+      const n = document.createElementNS(NS, tag);
+      for (const [k, v] of Object.entries(attrs)) n.setAttribute(k, String(v));
+      if (text !== undefined) n.textContent = text;
+      parent.appendChild(n);
+      return n;
+    };
+    svg.setAttribute("id", "member-graph");
+    svg.setAttribute("class", "graph");
+    svg.setAttribute("viewBox", `0 0 ${w} ${h}`);
+    svg.setAttribute("role", "img");
+    svg.setAttribute("aria-label", t("graphTitle"));
+    const short = (name) => (name.length > 8 ? `${name.slice(0, 7)}…` : name);
+    const select = (g, title, ids) => {
+      svg.querySelectorAll(".picked").forEach((x) => x.classList.remove("picked"));
+      g.classList.add("picked");
+      clear(picked).appendChild(list(title, ids, 0));
+    };
+    for (const e of edges) {
+      const a = at.get(e.a), b = at.get(e.b);
+      if (!a || !b) continue;
+      const an = names({ name: e.a_name }), bn = names({ name: e.b_name });
+      const g = make("g", { class: "edge", "data-a": e.a, "data-b": e.b, tabindex: 0 }, svg);
+      const why = t("edgeWhy", Number(e.topics) || 0, e.mentions || 0, Number(e.episodes) || 0)
+        + (asList(e.entities).length ? `; ${t("edgeNames", asList(e.entities).join(t("listSep")))}` : "");
+      make("title", {}, g, `${t("edgeMemories", an, bn)}: ${why}`);
+      make("line", { x1: a.x, y1: a.y, x2: b.x, y2: b.y, class: "hit" }, g);
+      make("line", { x1: a.x, y1: a.y, x2: b.x, y2: b.y, class: "line", "stroke-width": (1.5 + (6 * (e.weight || 0)) / heaviest).toFixed(1) }, g);
+      const open = () => { select(g, t("edgeMemories", an, bn), asList(e.memory_ids)); picked.appendChild(el("p", { class: "muted small" }, why)); };
+      g.addEventListener("click", open);
+      g.addEventListener("keydown", (ev) => { if (ev.key === "Enter") open(); });
+    }
+    for (const { x, y, node } of at.values()) {
+      const name = names(node);
+      const g = make("g", { class: "node", "data-member": node.id, tabindex: 0 }, svg);
+      make("title", {}, g, t("nodeTitle", name, node.memories || 0, node.episodes || 0));
+      const r = 7 + 9 * Math.sqrt((node.memories || 0) / most);
+      make("circle", { cx: x, cy: y, r: r.toFixed(1) }, g);
+      const above = y < cy - 1; // names outside the circle: above the dots of its upper half, under the others
+      make("text", { x, y: above ? y - r - 5 : y + r + font + 2, "text-anchor": "middle", "font-size": font }, g, short(name));
+      const open = () => select(g, t("nodeMemories", name), asList(node.memory_ids));
+      g.addEventListener("click", open);
+      g.addEventListener("keydown", (ev) => { if (ev.key === "Enter") open(); });
+    }
+    card.appendChild(svg);
+    card.appendChild(picked);
+    return card;
   }
 
   function injectedTable(items) {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 
@@ -64,10 +64,13 @@ async def export_stream(
     sealer: Sealer | None = None,
     decrypted: bool = False,
     blobs: AttachmentStore | None = None,
+    topics: Callable[[GroupKey], Awaitable[dict[str, Any] | None]] | None = None,
 ) -> AsyncIterator[bytes]:
     """The export of `keys` as JSON, one group at a time (an "everything" export never holds more than one
     group's section in memory, and one file of it at a time); sealed with `sealer` unless `decrypted`. Each section
-    ends with the files its memories keep (`files.py`), read from `blobs`."""
+    ends with the files its memories keep (`files.py`), read from `blobs`. With `topics` (a whole group's export),
+    each group's section also has its `topics` (what the group talks about and who shares what, `_analysis/`; an
+    import ignores it), or none when it has not been computed."""
     seal = None if decrypted else sealer
     head: dict[str, Any] = {
         "format": EXPORT_FORMAT,
@@ -83,6 +86,8 @@ async def export_stream(
         doc = await store.document(key)
         episodes = await store.episodes(key) if user_id is None else []
         part = section(key, doc, episodes, user_id)
+        if topics is not None and user_id is None and (analysis := await topics(key)) is not None:
+            part["topics"] = analysis
         if user_id is not None and not (part["users"] or part["todos"] or part["archive"] or part["opted_out"]):
             continue
         files = section_files(part)

@@ -230,7 +230,8 @@ def _group(raw: Any, platform: str, n: int) -> ImportedGroup:
     try:
         # Times as written: the preview refuses an impossible one with its item (`check_times`), never reads it
         # as missing.
-        head = {k: v for k, v in raw.items() if k not in ("episodes", FILES, MISSING)}
+        # (an export's `topics` is what the group talked about then: computed again from what is imported, never read)
+        head = {k: v for k, v in raw.items() if k not in ("episodes", "topics", FILES, MISSING)}
         doc = GroupDocument.model_validate(head, context=AS_WRITTEN)
         episodes = [Episode.model_validate(e, context=AS_WRITTEN) for e in raw.get("episodes") or []]
     except ValidationError as exc:  # pydantic's message is English and technical: where, and whether missing

@@ -1,0 +1,207 @@
+"""Where people see the group's topics and member graph (issue 36 items 2-4): the statistics tab's `topics` section
+(the `stats` answer of one group: names, never bare ids; `computing` until a first result), `/memory stats` in the
+group (the largest topics in words, from the group view), the export's `topics` section (and an import that ignores
+it), and privacy through each of them (an opted-out member is nowhere, a private memory's words are never said in the
+group). A real service on the seeded group of `analysis_kit`, a fixed clock."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from analysis_kit import KEY, LI, NAMES, NOW, WANG, ZHANG, memory, seeded
+from service_kit import speaker
+
+from memory._analysis.words import COMPUTING
+from memory._manage import topics as page_topics
+from memory._models import GroupDocument
+
+SECRET = ["青龙计划的服务器密码放在保险柜", "青龙计划下个月启动", "青龙计划只告诉了老板", "青龙计划预算三百万"]
+
+
+def _write(data_dir, doc: GroupDocument) -> None:
+    path = data_dir / "groups" / KEY.platform / f"{KEY.group_id}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(doc.model_dump_json(), encoding="utf-8")
+
+
+@pytest.fixture
+def group(tmp_path, host, make_service):
+    """A service over the seeded group (its file written before the start, names kept with it), on its clock."""
+
+    def build(doc: GroupDocument | None = None):
+        host.clock.now = NOW
+        _write(tmp_path / "memory", doc or seeded())
+        return make_service()
+
+    return build
+
+
+async def _page(service) -> dict:
+    answer = await service.manager.stats(KEY.platform, KEY.group_id)
+    for _ in range(200):  # the first answer may come before the background result: the page asks again
+        if answer["topics"]["computed"]:
+            return answer
+        await asyncio.sleep(0.02)
+        answer = await service.manager.stats(KEY.platform, KEY.group_id)
+    raise AssertionError("no topics computed")
+
+
+def _ids(section: dict) -> set[str]:
+    ids = {m["id"] for t in section["topics"] for m in t["members"]}
+    ids |= {n["id"] for n in section["graph"]["nodes"]}
+    return ids | {x for e in section["graph"]["edges"] for x in (e["a"], e["b"])}
+
+
+async def test_the_stats_answer_of_a_group_has_its_topics_and_graph_with_names(group):
+    service = group()
+    section = (await _page(service))["topics"]
+    assert section["fresh"] and section["zone"] == "Asia/Shanghai" and section["memories"] == 15
+    project, sport = section["topics"][:2]
+    assert "支付服务" in project["label"] and "篮球" in sport["label"]
+    assert [m["name"] for m in project["members"]] == ["小王", "小李"]
+    assert sport["members"] == [{"id": ZHANG, "name": "小张"}]
+    assert project["size"] == 10 and project["more"] == 0 and len(project["memory_ids"]) == 10
+    assert project["member_count"] == 2
+    assert all(week.keys() == {"week", "start", "new", "used", "faded"} for week in project["timeline"])
+    assert sum(week["new"] for week in project["timeline"]) == 10
+    nodes = {n["id"]: n for n in section["graph"]["nodes"]}
+    assert {n["name"] for n in nodes.values()} == {"小王", "小李", "小张"}
+    assert nodes[ZHANG]["memory_ids"] == ["z4", "z3", "z2", "z1", "z0"]  # their memories, newest first
+    [edge] = section["graph"]["edges"]
+    assert {edge["a"], edge["b"]} == {WANG, LI} and {edge["a_name"], edge["b_name"]} == {"小王", "小李"}
+    items = section["items"]
+    for mid in (*project["memory_ids"], *edge["memory_ids"], *nodes[ZHANG]["memory_ids"]):
+        assert items[mid]["content"]  # every listed id with its text
+    assert items["w3"] == {
+        "kind": "member",
+        "owner_name": "小王",
+        "content": "和小李一起写支付服务回滚预案",
+        "created_at": items["w3"]["created_at"],
+    }
+    assert edge["topics"] == 1 and edge["mentions"] >= 1 and edge["episodes"] == 0
+    assert items["g0"]["kind"] == "group" and items["g0"]["owner_name"] is None
+    await service.stop()
+
+
+async def test_the_first_answer_says_computing_and_every_group_s_stats_have_no_topics(group, monkeypatch):
+    monkeypatch.setattr(page_topics, "PAGE_WAIT", 0.0)
+    service = group()
+    first = await service.manager.stats(KEY.platform, KEY.group_id)
+    assert first["topics"] == {"computing": True, "fresh": False, "computed": False}
+    assert (await _page(service))["topics"]["computed"]
+    assert "topics" not in await service.manager.stats(KEY.platform, "")  # every group: no one group's topics
+    await service.stop()
+
+
+async def test_a_member_without_a_known_name_is_named_as_unknown_never_by_id(group):
+    doc = seeded()
+    doc.member_names = {WANG: "小王", LI: "小李"}  # 小张's name never learned
+    service = group(doc)
+    section = (await _page(service))["topics"]
+    sport = next(t for t in section["topics"] if "篮球" in t["label"])
+    assert sport["members"] == [{"id": ZHANG, "name": None}]  # the page says 未知成员 / Unknown member
+    text = await service.commands.stats(speaker(WANG, KEY.group_id))
+    assert "未知成员" in text and ZHANG not in text
+    await service.stop()
+
+
+async def test_memory_stats_names_the_largest_topics_in_words(group):
+    service = group()
+    me = speaker(ZHANG, KEY.group_id)
+    text = await service.commands.stats(me)
+    assert text.startswith("本群后台记忆提取：")  # what the command said before is still said
+    line = text.splitlines()[-1]
+    assert line.startswith("本群常聊的话题：支付服务") and "（10 条，小王、小李）" in line
+    # basketball is only in 小张's own memories: its label would quote them, so it is said as its rank
+    assert "；话题 2（5 条，小张）" in line and "篮球" not in line
+    assert not any(uid in text for uid in NAMES)
+    await service.stop()
+
+
+async def test_a_topic_the_group_also_talks_about_is_named_by_its_words(group):
+    doc = seeded()
+    doc.group_memories.append(memory("g1", "周六下午的篮球局在公司楼下", days_ago=2))
+    service = group(doc)
+    line = (await service.commands.stats(speaker(ZHANG, KEY.group_id))).splitlines()[-1]
+    assert "篮球" in line and "（6 条，小张）" in line and "话题 2" not in line
+    await service.stop()
+
+
+async def test_memory_stats_waits_briefly_then_says_still_working(group, monkeypatch):
+    import memory._service.commands as commands
+
+    monkeypatch.setattr(commands, "TOPICS_WAIT", 0.0)
+    service = group()
+    text = await service.commands.stats(speaker(WANG, KEY.group_id))
+    assert text.endswith(COMPUTING)
+    for _ in range(200):  # the command asked for them: they are computed in the background meanwhile
+        if (await service.topics.result(KEY)).fresh:
+            break
+        await asyncio.sleep(0.02)
+    assert "本群常聊的话题" in await service.commands.stats(speaker(WANG, KEY.group_id))
+    await service.stop()
+
+
+async def test_a_private_memory_s_words_are_never_said_in_the_group_but_the_page_shows_them(group):
+    doc = seeded(extra={WANG: SECRET})
+    service = group(doc)
+    page = (await _page(service))["topics"]
+    secret = next(t for t in page["topics"] if "青龙计划" in t["label"])  # admins see what the page already shows
+    text = await service.commands.stats(speaker(LI, KEY.group_id))
+    assert "青龙" not in text and "保险柜" not in text
+    rank = [t["id"] for t in page["topics"] if t["id"] != "other"].index(secret["id"]) + 1
+    assert rank > 3 or f"话题 {rank}（" in text  # said as 话题 N when it is among the largest
+    await service.stop()
+
+
+async def test_an_opted_out_member_is_nowhere(group):
+    doc = seeded()
+    doc.opted_out = {ZHANG: NOW - 86400}
+    service = group(doc)
+    section = (await _page(service))["topics"]
+    assert ZHANG not in _ids(section) and section["excluded_members"] == 1
+    assert not any("篮球" in t["label"] for t in section["topics"])
+    assert not any(item.get("owner_name") == "小张" for item in section["items"].values())
+    text = await service.commands.stats(speaker(WANG, KEY.group_id))
+    assert "小张" not in text and "篮球" not in text
+    export = await _export(service)
+    assert ZHANG not in json.dumps(export["groups"][0]["topics"])
+    await service.stop()
+
+
+async def _export(service, group_id: str = KEY.group_id, user_id: str = "") -> dict:
+    out = await service.manager.export(KEY.platform, group_id, user_id, decrypted=True)
+    return json.loads(b"".join([chunk async for chunk in out.chunks]))
+
+
+async def test_the_export_has_the_group_s_topics_and_an_import_ignores_them(group, tmp_path, make_service):
+    service = group()
+    await _page(service)
+    export = await _export(service)
+    [part] = export["groups"]
+    topics = part["topics"]
+    assert topics["view"] == "admin" and topics["group_id"] == KEY.group_id
+    assert any("篮球" in t["label"] for t in topics["topics"]) and topics["topics"][0]["memory_ids"]
+    assert {n["member"] for n in topics["graph"]["nodes"]} == {WANG, LI, ZHANG}
+    assert "topics" not in (await _export(service, user_id=WANG))["groups"][0]  # a member's export: no group topics
+    await service.stop()
+
+    fresh = make_service(data_dir=tmp_path / "other")
+    result = await fresh.manager.apply_import(json.dumps(export), user="t")
+    assert result["groups"][0]["added"] == 15
+    kept = (tmp_path / "other" / "groups" / KEY.platform / f"{KEY.group_id}.json").read_text(encoding="utf-8")
+    assert '"topics"' not in kept and topics["topics"][0]["id"] not in kept  # nothing of the section is kept
+    del part["topics"]  # an older file, without the section, imports the same
+    again = make_service(data_dir=tmp_path / "third")
+    assert (await again.manager.apply_import(json.dumps(export), user="t"))["groups"][0]["added"] == 15
+    await fresh.stop()
+    await again.stop()
+
+
+async def test_an_export_of_every_group_carries_no_topics(group):
+    service = group()
+    export = await _export(service, group_id="")
+    assert export["groups"] and all("topics" not in part for part in export["groups"])
+    await service.stop()
