@@ -15,6 +15,7 @@ from service_kit import speaker
 
 from memory._analysis.words import COMPUTING
 from memory._manage import topics as page_topics
+from memory import Roster
 from memory._models import GroupDocument
 
 SECRET = ["青龙计划的服务器密码放在保险柜", "青龙计划下个月启动", "青龙计划只告诉了老板", "青龙计划预算三百万"]
@@ -30,10 +31,10 @@ def _write(data_dir, doc: GroupDocument) -> None:
 def group(tmp_path, host, make_service):
     """A service over the seeded group (its file written before the start, names kept with it), on its clock."""
 
-    def build(doc: GroupDocument | None = None):
+    def build(doc: GroupDocument | None = None, **settings):
         host.clock.now = NOW
         _write(tmp_path / "memory", doc or seeded())
-        return make_service()
+        return make_service(**settings)
 
     return build
 
@@ -82,6 +83,35 @@ async def test_the_stats_answer_of_a_group_has_its_topics_and_graph_with_names(g
     }
     assert edge["topics"] == 1 and edge["mentions"] >= 1 and edge["episodes"] == 0
     assert items["g0"]["kind"] == "group" and items["g0"]["owner_name"] is None
+    await service.stop()
+
+
+async def test_names_the_platform_just_gave_find_the_members_mentions(group, host):
+    """A name learned from the member list a moment ago (not kept with the group's file yet) is the analysis' too:
+    小王's memory naming 小李 counts as a mention on their edge."""
+    doc = seeded()
+    doc.member_names = {}
+    service = group(doc)
+    service.names._delay = 3600.0  # the names stay out of the file for the whole test
+    host.rosters.by_group[KEY] = Roster(names=dict(NAMES))
+    service.caller(speaker(WANG, KEY.group_id))  # the member list is fetched in the background
+    await service.members.settle()
+    section = (await _page(service))["topics"]
+    [edge] = section["graph"]["edges"]
+    assert {edge["a_name"], edge["b_name"]} == {"小王", "小李"}
+    assert edge["mentions"] >= 2  # "和小李一起写…", "…跟小王一起值班"
+    assert not (await service.store.document(KEY)).member_names
+    assert not any("小王" in t["label"] or "小李" in t["label"] for t in section["topics"])  # names are no terms
+    await service.stop()
+
+
+async def test_without_a_name_anywhere_no_mention_is_found(group):
+    """The test above fails without the names: the file keeps none, no member list."""
+    doc = seeded()
+    doc.member_names = {}
+    service = group(doc)
+    [edge] = (await _page(service))["topics"]["graph"]["edges"]
+    assert edge["mentions"] == 0
     await service.stop()
 
 

@@ -4,7 +4,7 @@ from it in the thread, with every opted-out member's memories and participation 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from .._models import ArchivedMemory, Episode, GroupDocument, GroupKey, Memory
@@ -44,12 +44,24 @@ def snapshot(
     return Snapshot(key, tuple(owners), list(doc.archive), list(episodes), excluded, known)
 
 
-async def load(store: MemoryStore, key: GroupKey) -> Snapshot:
+async def load(
+    store: MemoryStore, key: GroupKey, names: Callable[[GroupKey], Mapping[str, str]] | None = None
+) -> Snapshot:
     """The group's snapshot from the store (its document and episodes loaded if needed, the opted-out members of the
-    group and of the whole platform left out)."""
+    group and of the whole platform left out). `names`: the names the platform gives the group's members now (the
+    member list, the names replies used: `MemberDirectory.learned`), which win over the ones kept with the document
+    (written there a moment after they are learned, and not at all for a member who holds nothing yet); only those
+    of members the group's data has (a large group's whole member list would only slow the name search down)."""
     doc = await store.document(key)
     episodes = await store.episodes(key)
-    return snapshot(key, doc, episodes, await opted_out(store, key))
+    current: dict[str, str] = {}
+    if names is not None:
+        given = names(key)
+        if given:
+            present = set(doc.users) | {a.owner for a in doc.archive if a.owner}
+            present.update(p for episode in episodes for p in episode.participants)
+            current = {uid: name for uid, name in given.items() if uid in present and name}
+    return snapshot(key, doc, episodes, await opted_out(store, key), current)
 
 
 @dataclass(frozen=True, slots=True)

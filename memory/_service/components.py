@@ -136,8 +136,12 @@ class Components:
         # how often each memory was injected (the dashboard's statistics), saved off the reply path
         self.injection_counts = InjectionCounts()
         # each viewed group's topics and member graph, computed again in a thread after its changes (`_analysis/`)
+        # (with the names the platform gives members now: one the group's file does not keep yet is still found
+        # where a memory names them, the graph's mentions)
         self.topics = Keeper(
-            functools.partial(analysis_input, self.store), clock=ports.clock, zone=self.todo_policy.zone
+            functools.partial(analysis_input, self.store, names=lambda key: self.members.learned(key)[0]),
+            clock=ports.clock,
+            zone=self.todo_policy.zone,
         )
         self.store.add_commit_listener(lambda key, _doc, _episodes: self.topics.changed(key))
         # a reply that cannot be given its memories (storage down, a cold group) warns once per cause per minute
