@@ -152,24 +152,72 @@ async def test_the_service_keeps_topics_and_an_opt_out_everywhere_recomputes_the
     await service.stop()
 
 
-async def test_a_model_label_replaces_the_admin_label_only():
-    async def relabel(analysis):
-        return {t.id: "支付服务发版" for t in analysis.topics if "w0" in t.memory_ids}
+class Names:
+    """A `Relabel` (the model's topic names): names the project topic once `release` is set, or fails."""
 
-    k = keeper(Group(), relabel=relabel)
-    admin = (await k.result(KEY, wait=5.0)).analysis
-    group = (await k.result(KEY, view=View.GROUP)).analysis
-    assert admin is not None and group is not None
+    def __init__(self, *, fail: bool = False) -> None:
+        self.known: dict[str, str] = {}
+        self.release = asyncio.Event()
+        self.fail = fail
+        self.asked = 0
+
+    def kept(self, analysis):
+        return {t.id: self.known[t.id] for t in analysis.topics if t.id in self.known}
+
+    def wanted(self, analysis):
+        return [t for t in analysis.topics if "w0" in t.memory_ids and t.id not in self.known]
+
+    async def ask(self, analysis):
+        self.asked += 1
+        await self.release.wait()
+        if self.fail:
+            raise RuntimeError("model down")
+        self.known.update({t.id: "支付服务发版" for t in self.wanted(analysis)})
+        return self.kept(analysis)
+
+    def forget(self, key):
+        self.known.clear()
+
+
+async def test_the_model_s_names_follow_the_term_labels_in_both_views_without_holding_the_worker():
+    names = Names()
+    group = Group()
+    k = keeper(group, relabel=names)
+    first = await k.result(KEY, wait=5.0)
+    assert first.analysis is not None and first.labelling  # the term labels at once, the names being asked for
+    assert first.analysis.topics[0].label.startswith("支付服务") and not first.analysis.topics[0].named_by_model
+    other = GroupKey(KEY.platform, "oc_other")
+    assert (await k.result(other, wait=5.0)).analysis is not None  # the worker went on meanwhile
+    names.release.set()
+    for _ in range(200):
+        if not (await k.result(KEY)).labelling:
+            break
+        await asyncio.sleep(0.005)
+    admin = (await k.result(KEY)).analysis
+    group_view = (await k.result(KEY, view=View.GROUP)).analysis
+    assert admin is not None and group_view is not None
     project = next(t for t in admin.topics if "w0" in t.memory_ids)
-    assert project.label == "支付服务发版"
-    assert next(t for t in group.topics if t.id == project.id).label != "支付服务发版"
+    assert project.label == "支付服务发版" and project.named_by_model and project.terms[0] == "支付服务"
+    assert next(t for t in group_view.topics if t.id == project.id).label == "支付服务发版"  # the model saw only public
+    asked = names.asked  # (the other group's topics were asked about too)
+    k.changed(KEY)  # computed again: the kept name is on the new result at once, nothing asked
+    await settle(k)
+    again = await k.result(KEY)
+    assert again.analysis is not admin and again.analysis.topics[0].label == "支付服务发版"
+    assert not again.labelling and names.asked == asked
     await k.close()
 
 
 async def test_a_failing_model_label_keeps_the_term_labels(caplog):
-    async def relabel(analysis):
-        raise RuntimeError("model down")
-
-    admin = (await keeper(Group(), relabel=relabel).result(KEY, wait=5.0)).analysis
-    assert admin is not None and admin.topics[0].label.startswith("支付服务")
+    names = Names(fail=True)
+    names.release.set()
+    k = keeper(Group(), relabel=names)
+    await k.result(KEY, wait=5.0)
+    for _ in range(200):
+        if not (await k.result(KEY)).labelling:
+            break
+        await asyncio.sleep(0.005)
+    admin = (await k.result(KEY)).analysis
+    assert admin is not None and admin.topics[0].label.startswith("支付服务") and not admin.topics[0].named_by_model
     assert "not written by the model" in caplog.text
+    await k.close()

@@ -13,6 +13,9 @@ path, never on the event loop.
   20,000-memory group's second of CPU never blocks a reply; at most `max_groups` results are kept (least recently
   viewed dropped), each a few MB at most for a 20,000-memory group (ids and counts, no contents).
 - An analysis that fails is logged and not retried before the group's next change.
+- With a `relabel` (the extraction model's topic names, `labels.py`): the names known for a result's topics are put
+  on it at once (no I/O); new ones are asked for in a task of the group's own after the result is kept (`labelling`
+  while it runs), and put on the result when it is still the latest. The worker never waits for a model.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import tzinfo
+from typing import Any, Protocol
 
 from .._models import GroupKey
 from .analyse import analyse
@@ -37,9 +41,18 @@ MAX_AGE = 6 * 3600.0
 MAX_GROUPS = 16
 
 Load = Callable[[GroupKey], Awaitable[Snapshot | None]]  # None: the group cannot be read now
-# An optional model-written label per topic (topic id -> label) for the admin view, asked after each computation;
-# not wired yet (the extraction model's call would go here). A failure keeps the term labels.
-Relabel = Callable[[GroupAnalysis], Awaitable[dict[str, str]]]
+
+
+class Relabel(Protocol):
+    """Model-written topic names (topic id -> name; `labels.Labeler`). A failure keeps the term labels."""
+
+    def kept(self, analysis: GroupAnalysis) -> dict[str, str]: ...  # the names known already (no I/O)
+
+    def wanted(self, analysis: GroupAnalysis) -> list[Any]: ...  # the topics to ask about now (none: no task)
+
+    async def ask(self, analysis: GroupAnalysis) -> dict[str, str]: ...  # every name known once asked
+
+    def forget(self, key: GroupKey) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,10 +62,11 @@ class Served:
     analysis: GroupAnalysis | None  # the latest result in the view asked for; None: none computed yet
     fresh: bool  # computed from the group's latest change and younger than `max_age`
     computing: bool  # a recomputation is scheduled or running
+    labelling: bool = False  # the model is naming the topics (the names follow on the same result)
 
 
 class _Entry:
-    __slots__ = ("analysis", "computed", "done", "due", "failed", "first_change", "generation")
+    __slots__ = ("analysis", "computed", "done", "due", "failed", "first_change", "generation", "labelling")
 
     def __init__(self) -> None:
         self.analysis: GroupAnalysis | None = None
@@ -62,6 +76,7 @@ class _Entry:
         self.first_change: float | None = None
         self.failed = -1  # the generation whose analysis failed
         self.done = asyncio.Event()
+        self.labelling: asyncio.Task[None] | None = None
 
 
 class Keeper:
@@ -109,7 +124,11 @@ class Keeper:
 
     def forget(self, key: GroupKey) -> None:
         """Drop what is kept of the group (it was erased or deleted)."""
-        self._kept.pop(key, None)
+        entry = self._kept.pop(key, None)
+        if entry is not None and entry.labelling is not None:
+            entry.labelling.cancel()
+        if self._relabel is not None:
+            self._relabel.forget(key)
 
     async def result(self, key: GroupKey, *, view: View = View.ADMIN, wait: float = 0.0) -> Served:
         """The kept analysis of the group (see the module doc); with `wait`, up to that many seconds for a first one."""
@@ -131,7 +150,8 @@ class Keeper:
         analysis = entry.analysis
         if analysis is not None and view is View.GROUP:
             analysis = analysis.for_group()
-        return Served(analysis, self._fresh(entry), entry.due is not None)
+        labelling = entry.labelling is not None and not entry.labelling.done()
+        return Served(analysis, self._fresh(entry), entry.due is not None, labelling)
 
     def _fresh(self, entry: _Entry) -> bool:
         return (
@@ -177,10 +197,12 @@ class Keeper:
                 analysis = await asyncio.to_thread(
                     analyse, snap, now=self._clock(), zone=self._zone, generation=generation, previous=entry.analysis
                 )
+                base = analysis
                 if self._relabel is not None:
-                    analysis = await self._relabelled(analysis)
+                    analysis = self._named(base, self._relabel.kept)
                 entry.analysis, entry.computed = analysis, generation
                 self.computations += 1
+                self._label(key, entry, base)
         except Exception:
             log.warning("topics of %s:%s could not be computed", key.platform, key.group_id, exc_info=True)
             entry.failed = generation
@@ -188,15 +210,48 @@ class Keeper:
             entry.done.set()
             entry.done = asyncio.Event() if entry.analysis is None else entry.done
 
-    async def _relabelled(self, analysis: GroupAnalysis) -> GroupAnalysis:
-        assert self._relabel is not None
+    @staticmethod
+    def _named(analysis: GroupAnalysis, names: Callable[[GroupAnalysis], dict[str, str]]) -> GroupAnalysis:
         try:
-            return analysis.relabelled(await self._relabel(analysis))
+            labels = names(analysis)
         except Exception:
-            log.warning("topic labels of %s:%s not written by the model", analysis.platform, analysis.group_id)
+            log.warning("topic names of %s:%s not used", analysis.platform, analysis.group_id, exc_info=True)
             return analysis
+        return analysis.relabelled(labels) if labels else analysis
+
+    def _label(self, key: GroupKey, entry: _Entry, base: GroupAnalysis) -> None:
+        """Ask for the names of the result's topics the model has not named yet, in a task of the group's own (one
+        at a time: topics it leaves are asked for after the next recomputation)."""
+        relabel = self._relabel
+        if relabel is None or (entry.labelling is not None and not entry.labelling.done()):
+            return
+        try:
+            if not relabel.wanted(base):
+                return
+        except Exception:
+            log.warning("topic names of %s:%s not asked for", key.platform, key.group_id, exc_info=True)
+            return
+        published = entry.analysis
+
+        async def label() -> None:
+            try:
+                named = await relabel.ask(base)
+            except Exception:
+                log.warning("topic names of %s:%s not written by the model", key.platform, key.group_id, exc_info=True)
+                return
+            if entry.analysis is published and named:
+                entry.analysis = base.relabelled(named)
+
+        entry.labelling = asyncio.get_running_loop().create_task(label(), name="memory-topic-names")
 
     async def close(self) -> None:
+        for entry in self._kept.values():
+            if entry.labelling is not None and not entry.labelling.done():
+                entry.labelling.cancel()
+                try:
+                    await entry.labelling
+                except asyncio.CancelledError:
+                    pass
         worker, self._worker = self._worker, None
         if worker is not None and not worker.done():
             worker.cancel()

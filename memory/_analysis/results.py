@@ -59,6 +59,9 @@ class Topic:
     timeline: tuple[Week, ...]
     first_at: float  # the oldest item's creation
     last_at: float  # the newest item's creation or last use
+    # `label` was written by the extraction model (`labels.py`) from the topic's group-view terms and public items;
+    # `terms` still say what the topic rests on
+    named_by_model: bool = False
 
     @property
     def is_other(self) -> bool:
@@ -78,6 +81,7 @@ class Topic:
             "timeline": [week.to_dict() for week in self.timeline],
             "first_at": self.first_at,
             "last_at": self.last_at,
+            "named_by_model": self.named_by_model,
         }
 
 
@@ -184,10 +188,17 @@ class GroupAnalysis:
         return replace(self, view=View.GROUP, topics=tuple(topics), graph=replace(self.graph, edges=edges))
 
     def relabelled(self, labels: dict[str, str]) -> GroupAnalysis:
-        """The admin view with the labels `labels` gives (topic id -> label: a model's, `keeper.Relabel`); the group
-        view keeps its own labels (a model that read private memories may quote them)."""
-        topics = tuple(replace(t, label=labels[t.id]) if labels.get(t.id) else t for t in self.topics)
-        return replace(self, topics=topics)
+        """The analysis with the names `labels` gives (topic id -> name: the extraction model's, `labels.py`), in
+        both views: the model saw only what the group view shows (its terms, group memories and episodes), so its
+        name may be said in the group. Each named topic keeps its terms (the page shows them under the name)."""
+        topics = tuple(
+            replace(t, label=labels[t.id], named_by_model=True) if labels.get(t.id) else t for t in self.topics
+        )
+        group_labels = {
+            tid: (labels[tid], terms) if labels.get(tid) else (label, terms)
+            for tid, (label, terms) in self._group_labels.items()
+        }
+        return replace(self, topics=topics, _group_labels=group_labels)
 
     def to_dict(self) -> dict[str, Any]:
         return {
