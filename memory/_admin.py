@@ -15,6 +15,7 @@ from ._storage.changelog import EXTRACTION as EXTRACTION_ACTOR
 from ._aging.consolidation import CONSOLIDATION_ACTOR, MERGE_OP, MERGED_SOURCE_OP
 from ._aging.declined import MERGE
 from ._aging.review import DECAY, PROMOTION, REVIEW_ACTOR
+from ._analysis.labels import ACTOR as TOPICS_ACTOR, KEPT, NAMED
 from ._errors import InvalidMemoryInput, StorageUnavailable
 from ._aging.archive import archive_memories, restore_memories
 from ._models import ArchivedMemory, GroupKey, Memory, MemoryType
@@ -476,6 +477,12 @@ async def stats_text(store: MemoryStore, key: GroupKey, pending: int, maintenanc
         decided = "、".join(f"{label} {cost.decisions.get(name, 0)} 次" for name, label in outcomes)
         lines.append(
             f"{title}：调用 {cost.calls} 次，输入 {cost.input_tokens} / 输出 {cost.output_tokens} tokens；{decided}。"
+        )
+    named = totals.of(TOPICS_ACTOR)
+    if named.calls:  # the extraction model naming topics (`_analysis/labels.py`): said once it made a call
+        lines.append(
+            f"话题起名：调用 {named.calls} 次，输入 {named.input_tokens} / 输出 {named.output_tokens} tokens；"
+            f"起名 {named.decisions.get(NAMED, 0)} 个，沿用关键词 {named.decisions.get(KEPT, 0)} 个。"
         )
     if maintenance:
         lines.append(f"定期维护：{maintenance}")

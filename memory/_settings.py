@@ -61,6 +61,8 @@ class Settings:
     extraction_max_operations: int = 8
     # every background model call (extraction now, later others) shares one limit
     background_max_concurrent_calls: int = 4
+    # the extraction model names the statistics tab's topics (issue 36): at most this many per recomputation, 0: never
+    topic_labels_by_model: int = 5
     # todos and reminders
     enable_todos: bool = True
     timezone: str = ""  # an IANA zone; empty: AstrBot's own timezone setting, else Asia/Shanghai
@@ -274,6 +276,7 @@ SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "extraction_max_operations",
             "extraction_excluded_groups",
             "background_max_concurrent_calls",
+            "topic_labels_by_model",
         ),
     ),
     (
@@ -420,6 +423,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "review_decay_below": (0.0, 1.0),
     "review_max_search_rounds": (0, 3),
     "review_daily_cap": (0, 1000),
+    "topic_labels_by_model": (0, 30),
     "consolidation_daily_cap": (0, 1000),
     "archive_below_importance": (0.0, 1.0),
     "archive_unused_days": (1, 3650),

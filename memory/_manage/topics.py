@@ -34,10 +34,12 @@ Name = Callable[[GroupKey, str], str | None]
 
 async def page_topics(keeper: Keeper, store: MemoryStore, key: GroupKey, name: Name) -> dict[str, Any]:
     """The statistics tab's `topics` section of the group: `computing` (a result is being computed: ask again),
-    `fresh`, and once there is one: the counts read, `topics` (each with `members` [{id, name}], its newest
+    `fresh`, `labelling` (when the extraction model is naming its topics: ask again for the names), and once there is one: the counts read, `topics` (each with `members` [{id, name}], its newest
     `memory_ids` and `more`), `graph` (nodes and edges with names) and `items` (the listed ids' texts)."""
     served = await keeper.result(key, view=View.ADMIN, wait=PAGE_WAIT)
     out: dict[str, Any] = {"computing": served.computing, "fresh": served.fresh, "computed": False}
+    if served.labelling:  # the extraction model is naming the topics: the tab asks again for the names
+        out["labelling"] = True
     analysis = served.analysis
     if analysis is None:
         return out

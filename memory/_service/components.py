@@ -13,6 +13,7 @@ from zoneinfo import ZoneInfo
 from .._aging.consolidation import consolidate_group
 from .._analysis.items import load as analysis_input
 from .._analysis.keeper import Keeper
+from .._analysis.labels import Labeler
 from .._aging.maintenance import MaintenanceScheduler
 from .._aging.review import review_group
 from .._aging.usage import RecentReplies
@@ -137,11 +138,18 @@ class Components:
         self.injection_counts = InjectionCounts()
         # each viewed group's topics and member graph, computed again in a thread after its changes (`_analysis/`)
         # (with the names the platform gives members now: one the group's file does not keep yet is still found
-        # where a memory names them, the graph's mentions)
+        # where a memory names them, the graph's mentions); with background extraction on, the extraction model
+        # names the topics from what the group may see of them (`_analysis/labels.py`)
+        labeler = None
+        if settings.enable_user_memory and settings.enable_background_extraction and settings.topic_labels_by_model:
+            labeler = Labeler(
+                self.store, self._generate_unprompted, clock=ports.clock, per_run=settings.topic_labels_by_model
+            )
         self.topics = Keeper(
             functools.partial(analysis_input, self.store, names=lambda key: self.members.learned(key)[0]),
             clock=ports.clock,
             zone=self.todo_policy.zone,
+            relabel=labeler,
         )
         self.store.add_commit_listener(lambda key, _doc, _episodes: self.topics.changed(key))
         # a reply that cannot be given its memories (storage down, a cold group) warns once per cause per minute
