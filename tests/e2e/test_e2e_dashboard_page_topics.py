@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 import uuid
 from pathlib import Path
@@ -28,6 +29,7 @@ pytestmark = pytest.mark.e2e
 
 SHOTS = Path(os.environ.get("TOPICS_SHOTS", "/work/wt/shots36"))
 BEFORE = bool(os.environ.get("TOPICS_BEFORE"))
+PHASE = os.environ.get("LABEL_PHASE", "after")  # "before": the crops of the follow-up's items, on the old code
 DAY = 86400.0
 
 WANG = [
@@ -183,6 +185,12 @@ def test_topics_and_the_graph_on_the_statistics_tab(manager, astrbot, lark, fake
     assert any(t.startswith(tuple(WANG)) and "小王 · " in t for t in shared), shared  # both sides' memories
     assert any(t.startswith(tuple(LI)) and "小李 · " in t for t in shared), shared
     assert not any("篮球" in t for t in shared)
+    # each names the other in a memory ("和小李一起写…", "和小王一起评审…"): the names the platform's member list
+    # just gave are the analysis' too (issue 36 follow-up), not only those kept with the group's file
+    _crop(frame.locator("#graph-memories"), f"graph-mentions-{PHASE}.png")
+    expect(frame.locator("#graph-memories p.small").last).to_contain_text("互相提到")
+    why = frame.locator("#graph-memories p.small").last.text_content() or ""
+    assert re.search(r"互相提到 [1-9]\d* 次", why), why
     _crop(frame.locator("#graph-card"), "stats-graph.png")  # the graph with the edge's memories under it
     nodes.filter(has_text="小张").click()
     expect(frame.locator("#graph-memories h4")).to_contain_text("小张")
@@ -232,3 +240,51 @@ def test_the_graph_fits_a_phone(browser, astrbot, lark, fake_lark, ids):  # noqa
         _crop(frame.locator("#graph-card"), "stats-graph-390.png")
     finally:
         context.close()
+
+
+LABEL_PROMPT_START = "你是群聊记忆的话题命名助手"  # memory/_analysis/labels.py LABEL_SYSTEM_PROMPT begins so
+
+
+def _label_request(req) -> bool:
+    """A topic-label call of the plugin (issue 36 follow-up: the extraction model names topics)."""
+    return req.system_prompt.startswith(LABEL_PROMPT_START)
+
+
+def _labels(req):
+    from .fake_model import reply
+
+    text = req.last_user_text
+    return reply("周末篮球" if "篮球" in text else "支付服务发版")
+
+
+def test_the_extraction_model_names_the_topics(astrbot, lark, fake_lark, fake_model, ids, manager):  # noqa: F811
+    """With background extraction on, each topic is named by the extraction model (from its terms and the group's
+    public memories: never a member's own) and the page shows the model's name with the terms under it."""
+    from playwright.sync_api import expect
+
+    from .fake_model import Rule
+    from .test_e2e_scopes_extraction import plugin_settings
+
+    fake_model.script(Rule(_label_request, _labels))
+    mark = fake_model.mark()
+    with plugin_settings(astrbot, enable_background_extraction=True, extraction_quiet_seconds=3600):
+        group, _, _, _ = _seed(astrbot, lark, fake_lark, ids)
+        frame = _stats_of(manager, group)
+        topics = frame.locator("#topics li.topic")
+        expect(topics).to_have_count(2, timeout=60_000)
+        if PHASE == "after":
+            expect(topics.filter(has_text="支付服务发版").locator("button.topic-open")).to_have_count(1, timeout=30_000)
+        else:
+            manager.page.wait_for_timeout(3000)
+        _crop(frame.locator("#topics"), f"topic-labels-{PHASE}.png")
+        project = topics.filter(has_text="支付服务发版")
+        expect(project.locator("button.topic-open")).to_have_text("支付服务发版")
+        expect(project.locator(".topic-terms")).to_contain_text("支付服务")  # what the name rests on, under it
+        sport = topics.filter(has_text="周末篮球")
+        expect(sport.locator("button.topic-open")).to_have_text("周末篮球")
+        expect(sport.locator(".topic-terms")).to_contain_text("篮球")
+        asked = [r for r in fake_model.requests_since(mark) if _label_request(r)]
+        assert len(asked) == 2, asked
+        prompts = "\n".join(r.last_user_text for r in asked)
+        assert "支付服务上线定在周三发版" in prompts and "篮球局" in prompts  # the group's memories
+        assert not any(text in prompts for text in (*WANG, *LI, *ZHANG)), prompts  # never a member's own

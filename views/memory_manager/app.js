@@ -106,7 +106,8 @@
       kind_archive: "归档",
       actor_extraction: "自动提取", actor_maintenance: "定期整理", actor_review: "记忆审核", actor_consolidation: "记忆合并",
       actor_scheduler: "提醒调度", actor_dashboard: "控制台（{0}）", actor_erase: "删除请求", actor_import: "导入",
-      actor_caption: "图片描述", actor_admin: "管理员（{0}）",
+      actor_caption: "图片描述", actor_admin: "管理员（{0}）", actor_topics: "话题起名",
+      tip_actor_topics: "提取模型为统计页的话题起名（后台模型调用，只看群公共记忆和情境摘要）",
       // issue 35 (the new operator's retry): the history's tooltips say what an actor or an operation is, not its code
       tip_actor_dashboard: "在控制台由登录名 {0} 操作", tip_actor_extraction: "插件从群聊中自动提取记忆（后台模型调用）",
       tip_actor_maintenance: "插件的定期整理（老化、归档、到期清理）", tip_actor_review: "插件的记忆审核（后台模型调用）",
@@ -157,7 +158,7 @@
       topicsNone: "还没有话题：一个话题至少要有几条讲同一件事的记忆（本群现有 {0} 条记忆、{1} 段情境记忆）。",
       topicsNote: "按 {0} 时的 {1} 条记忆和 {2} 段情境记忆计算；每周从周一开始，按 {3}。点话题看它的记忆。", topicsArchived: "另有 {0} 条已归档的单独计数。",
       topicsStale: "记忆有了变化，正在重新计算，下面是上一次的结果。", topicsExcluded: "关闭了记录的 {0} 位成员不计入。",
-      topicOther: "其他（没有归入话题的）", topicN: "话题 {0}", topicSize: "{0} 条", topicArchived: "另有 {0} 条已归档",
+      topicOther: "其他（没有归入话题的）", topicN: "话题 {0}", topicNamedBy: "模型起的名字，依据这些关键词", topicSize: "{0} 条", topicArchived: "另有 {0} 条已归档",
       unknownMember: "未知成员", topicMore: "还有 {0} 条较早的没有列出。", topicMoreMembers: " 等 {0} 人",
       weekNew: "新增", weekUsed: "仍在用", weekFaded: "淡出", weekTitle: "{0}（{1} 起）：新增 {2}、仍在用 {3}、淡出 {4}",
       graphTitle: "谁和谁有共同话题", graphEmpty: "还没有成员之间的联系：两位成员在同一话题里都有记忆、互相提到、提到同样的名字或参与过同一段对话时，才连一条线。",
@@ -286,7 +287,8 @@
       kind_archive: "Archive",
       actor_extraction: "Extraction", actor_maintenance: "Maintenance", actor_review: "Review", actor_consolidation: "Consolidation",
       actor_scheduler: "Reminder scheduler", actor_dashboard: "Dashboard ({0})", actor_erase: "Erasure request", actor_import: "Import",
-      actor_caption: "Picture captions", actor_admin: "Admin ({0})",
+      actor_caption: "Picture captions", actor_admin: "Admin ({0})", actor_topics: "Topic names",
+      tip_actor_topics: "The extraction model naming the statistics tab's topics (a background model call that reads only the group's shared memories and episode summaries)",
       tip_actor_dashboard: "Done on the dashboard by the login {0}", tip_actor_extraction: "The plugin extracting memories from group chat (a background model call)",
       tip_actor_maintenance: "The plugin's periodic upkeep (ageing, archiving, retention)", tip_actor_review: "The plugin's memory review (a background model call)",
       tip_actor_consolidation: "The plugin merging similar memories (a background model call)", tip_actor_caption: "The plugin describing a picture (a background model call)",
@@ -338,7 +340,7 @@
       topicsNone: "No topics yet: a topic needs several memories about the same thing (this group has {0} memories and {1} episodes).",
       topicsNote: "Computed at {0} from {1} memories and {2} episodes; weeks start on Monday, in {3}. Click a topic to see its memories.", topicsArchived: "{0} archived ones are counted apart.",
       topicsStale: "Memories changed since: being computed again; below is the previous result.", topicsExcluded: "{0} members who opted out are not counted.",
-      topicOther: "Other (in no topic)", topicN: "Topic {0}", topicSize: "{0} memories", topicArchived: "{0} more archived",
+      topicOther: "Other (in no topic)", topicN: "Topic {0}", topicNamedBy: "Named by the model from these terms", topicSize: "{0} memories", topicArchived: "{0} more archived",
       unknownMember: "Unknown member", topicMore: "{0} older ones not listed.", topicMoreMembers: " and others ({0} in all)",
       weekNew: "new", weekUsed: "still used", weekFaded: "faded", weekTitle: "{0} (from {1}): {2} new, {3} still used, {4} faded",
       graphTitle: "Who shares what", graphEmpty: "No links between members yet: two members are linked when both have memories in one topic, mention each other, name the same things or took part in one conversation.",
@@ -1373,11 +1375,37 @@
           el("span", { class: "topic-size muted" }, t("topicSize", fmtNum(x.size)), x.archived ? ` · ${t("topicArchived", fmtNum(x.archived))}` : ""),
           el("span", { class: "topic-members" }, asList(x.members).map(names).join(t("listSep")),
             x.member_count > asList(x.members).length ? t("topicMoreMembers", x.member_count) : "")),
+        topicTerms(x),
         weekStrip(asList(x.timeline), d.zone)))));
       section.appendChild(picked);
     }
     box.appendChild(section);
     box.appendChild(memberGraph(d.graph || {}, items, list, names));
+    if (d.labelling) pollNames(box, params, current, polls);
+  }
+
+  // A name the extraction model wrote for a topic shows the terms it rests on under it (small, muted).
+  function topicTerms(x) {
+    const terms = asList(x.terms);
+    return el("div", { class: "topic-terms muted small", title: t("topicNamedBy"), hidden: !(x.named_by_model && terms.length) }, terms.join(" · "));
+  }
+
+  // While the model names the topics (`labelling`), ask again and put the names in place (what is open stays open).
+  function pollNames(box, params, current, polls) {
+    if (polls >= TOPICS_POLLS) return;
+    setTimeout(async () => {
+      if (!current() || !box.isConnected) return;
+      let s;
+      try { s = (await api.get("stats", params)).topics; } catch (e) { return; }
+      if (!current() || !box.isConnected || !s || !s.computed) return;
+      for (const x of asList(s.topics)) {
+        const li = [...box.querySelectorAll("li.topic")].find((n) => n.dataset.topic === x.id);
+        if (!li) continue;
+        if (x.named_by_model) li.querySelector("button.topic-open").textContent = x.label;
+        li.querySelector(".topic-terms").replaceWith(topicTerms(x));
+      }
+      if (s.labelling) pollNames(box, params, current, polls + 1);
+    }, TOPICS_POLL_MS);
   }
 
   function weekLegend() {
