@@ -52,10 +52,29 @@ def test_a_shared_name_ties_two_members():
     assert tie.weight == graph.W_ENTITY * len(tie.entities)
 
 
-def test_a_shared_episode_alone_ties_two_members():
+def test_a_shared_episode_alone_makes_no_edge_and_only_adds_weight():
     eps = [*episodes(), episode("e3", "小张问小李周末去不去看球", [ZHANG, LI])]
-    tie = edge(run(eps=eps), ZHANG, LI)
-    assert tie is not None and tie.episodes == ("e3",) and tie.weight == graph.W_EPISODE
+    result = run(eps=eps)
+    assert edge(result, ZHANG, LI) is None
+    tie = edge(result, WANG, LI)
+    assert tie is not None and tie.episodes == ("e1",)
+
+
+def test_one_line_in_an_episode_ties_no_one_and_makes_no_member():
+    # 小王 and 小李 discuss the release, 小张 says one line about basketball
+    three = episode("e3", "小王和小李讨论了支付服务上线和回滚预案，小张说周六去打篮球", [WANG, LI, ZHANG])
+    result = run(eps=[*episodes(), three])
+    assert edge(result, ZHANG, WANG) is None and edge(result, ZHANG, LI) is None
+    tie = edge(result, WANG, LI)
+    assert tie is not None and set(tie.episodes) == {"e1", "e3"}
+    assert tie.weight == graph.W_TOPIC + 2 * graph.W_MENTION + 2 * graph.W_EPISODE
+    zhang = next(n for n in result.graph.nodes if n.member == ZHANG)
+    project = next(t for t in result.topics if "w0" in t.memory_ids)
+    assert project.id not in zhang.topics and zhang.episodes == 2
+    # 小李 opts out: the episode is not read at all (its summary quotes him), 小张 stays apart
+    after = run(eps=[*episodes(), three], excluded=frozenset({LI}))
+    assert edge(after, ZHANG, WANG) is None
+    assert next(n for n in after.graph.nodes if n.member == ZHANG).episodes == 1
 
 
 def test_an_opted_out_member_is_no_node_and_ties_nobody():

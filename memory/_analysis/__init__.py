@@ -15,15 +15,16 @@ Public use (the statistics tab, `/memory stats`, the export):
   an episode also holds, no private memory id anywhere, no entity names on edges.
 - `Topic`: `id` (stable: the id of the previous result's topic that held most of its items, else a hash of its
   anchor term), `label` ("支付服务 · 上线 · 回滚预案", or the model's "支付服务发版" when `named_by_model`; "" when the
-  group view has nothing public to name it by: say "话题 N"), `terms`, `size` (live items), `archived`, `members` (user ids, most
-  items first), `memory_ids` (live memories and episode ids, newest first), `archived_ids`, `private_ids` (members'
-  own memories: the page shows them to admins only), `timeline` (`Week`: ISO `week` in the plugin's zone, `start`,
-  `new`, `used`, `faded`; see `timeline.py`), `first_at`, `last_at`.
+  group view has nothing public to name it by: say "话题 N"), `terms`, `size` (live items), `archived`, `members` (user ids of
+  members with their OWN memories in it, most first: an episode counts toward size and timeline, adds no member),
+  `memory_ids` (live memories and episode ids, newest first), `archived_ids`, `private_ids` (members' own memories: the page shows them to admins only), `timeline` (`Week`: ISO `week` in the plugin's zone, `start`,
+  `new`, `used` (items whose LAST use falls in the week), `faded`; see `timeline.py`), `first_at`, `last_at`.
 - `Graph`: `nodes` (`Node`: `member` user id, `memories`, `episodes`, `topics`) and `edges` (`Edge`: `a` < `b`,
   `weight`, `topics`, `entities`, `mentions`, `episodes`, `memory_ids` behind it); weights in `graph.py`.
   Ids only: the caller shows names (`MemberDirectory.display_name`), never bare ids.
 
-Privacy: opted-out members (in the group or every group of the platform) are read nowhere (`items.py`); erased ones
+Privacy: opted-out members (in the group or every group of the platform) are read nowhere, nor is any episode they
+took part in (`items.py`); erased ones
 are gone from the data already. How topics are made: `topics.py`; what a text's terms are: `terms.py`; when results
 are computed again and what they cost: `keeper.py`; the names the extraction model may write for topics (with
 background extraction on; from the group view only, so `/memory stats` says them too): `labels.py`. Layer: a feature (recall's tokenizer and entity patterns,

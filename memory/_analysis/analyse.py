@@ -14,9 +14,10 @@ from .items import Item, Snapshot, items
 from .results import OTHER, GroupAnalysis, Kind, Topic, View
 from .terms import names_pattern, strip_names, terms
 from .timeline import Weeks
-from .topics import cluster, label, topic_id
+from .topics import PHRASE_SCAN, cluster, label, topic_id
 
 LABEL_SEPARATOR = " · "
+PRIVATE_QUORUM = 2  # private memories that must share a word before the group view may show it
 
 
 def analyse(
@@ -47,8 +48,7 @@ def analyse(
     for tid, indices in zip(ids, members, strict=True):
         indices.sort(key=lambda i: (-found[i].created_at, found[i].id))
         words = label(indices, term_sets, texts, clusters.df)
-        public = [i for i in indices if not found[i].private]
-        public_words = label(indices, term_sets, texts, clusters.df, quoted=public) if public else ()
+        public_words = group_label(words, indices, found, term_sets, texts, clusters.df)
         group_labels[tid] = (LABEL_SEPARATOR.join(public_words), public_words)
         topics.append(_topic(tid, LABEL_SEPARATOR.join(words), words, [found[i] for i in indices], weeks))
     topics.sort(key=lambda t: (-t.size, -t.archived, t.id))
@@ -80,6 +80,39 @@ def analyse(
     )
 
 
+def group_label(
+    words: tuple[str, ...],
+    indices: list[int],
+    found: list[Item],
+    term_sets: list[frozenset[str]],
+    texts: list[str],
+    df: Counter[str],
+) -> tuple[str, ...]:
+    """The topic's label words the group may see (`topics.py` step 4): the admin's `words` when all pass, else the
+    label built from what passes. A word passes when a public item of the topic holds it or at least
+    `PRIVATE_QUORUM` of its private memories do, and it is no private memory's whole text."""
+    public = [i for i in indices if not found[i].private][:PHRASE_SCAN]
+    private = [i for i in indices if found[i].private][:PHRASE_SCAN]
+    public_texts = [texts[i] for i in public]
+    private_texts = [texts[i] for i in private]
+    whole = {text.strip() for text in private_texts}
+
+    def permitted(word: str) -> bool:
+        if word in whole:
+            return False
+        if any(word in text for text in public_texts):
+            return True
+        return sum(1 for text in private_texts if word in text) >= PRIVATE_QUORUM
+
+    if words and all(permitted(word) for word in words):
+        return words
+    shared: Counter[str] = Counter()
+    for i in private:
+        shared.update(term_sets[i])
+    allowed = {t for t, c in shared.items() if c >= PRIVATE_QUORUM}.union(*(term_sets[i] for i in public))
+    return label(indices, term_sets, texts, df, allowed, permitted) if allowed else ()
+
+
 def inherit(groups: list[list[str]], fresh: list[str], previous: GroupAnalysis | None) -> list[str]:
     """The ids of the topics whose items are `groups` (fresh: their own ids): each takes the id of the previous
     topic that held the most of its items when those are the majority of the smaller of the two, the largest
@@ -107,9 +140,10 @@ def inherit(groups: list[list[str]], fresh: list[str], previous: GroupAnalysis |
 
 def _topic(tid: str, text: str, words: tuple[str, ...], found: list[Item], weeks: Weeks) -> Topic:
     """A topic of the items `found` (newest first)."""
-    people: Counter[str] = Counter()
+    people: Counter[str] = Counter()  # members with their own memories in it: an episode adds no member
     for item in found:
-        people.update(item.people)
+        if item.owner is not None:
+            people[item.owner] += 1
     live = [item for item in found if item.archived_at is None]
     archived = [item for item in found if item.archived_at is not None]
     return Topic(

@@ -4,12 +4,15 @@ Nodes: the members with a live memory in the group or a part in a live episode (
 are not read), at most `MAX_NODES` (the most active; a larger graph is unreadable on a phone). Each edge between two
 of them lists what ties them, and weighs
 
-    W_TOPIC x shared topics   (a topic both have live items in; the rest, "other", is no topic)
+    W_TOPIC x shared topics   (a topic both have live memories of their own in; the rest, "other", is no topic)
   + W_ENTITY x shared names   (a name, 「nickname」 or 《title》 both members' memories mention: `associations.extract`
                                over each member's `ENTITY_SCAN` newest memories; a name held by more than
                                `ENTITY_HUB_SHARE` of the nodes says nothing about two of them and is skipped)
   + W_MENTION x mentions      (a memory of one that names the other, by the name the group calls them)
-  + W_EPISODE x shared episodes (both took part)
+  + W_EPISODE x shared episodes (both took part; only on an edge something else made: a member who says one line in
+                               an episode about another subject is not tied to its other speakers by it)
+
+A shared topic is one both have their OWN memories in (an episode counts toward a topic's size, not its members).
 
 Its `memory_ids` are the memories and episodes behind it, mentions and shared episodes first, then the memories
 naming shared names, then each one's newest items in the shared topics (`PER_TOPIC_IDS` each), at most
@@ -84,13 +87,10 @@ def build(items: Sequence[Item], topic_of: Sequence[str], names: Mapping[str, st
         item = items[i]
         if item.archived_at is not None:
             continue
-        people = [p for p in item.people if p in nodes]
-        if topic_of[i] != OTHER:
-            members = in_topic.setdefault(topic_of[i], {})
-            for person in people:
-                members.setdefault(person, []).append(item.id)
+        if topic_of[i] != OTHER and item.owner in nodes:  # an episode makes no member of a topic
+            in_topic.setdefault(topic_of[i], {}).setdefault(item.owner, []).append(item.id)
         if item.kind is Kind.EPISODE:
-            for a, b in combinations(sorted(people), 2):
+            for a, b in combinations(sorted(p for p in item.participants if p in nodes), 2):
                 t = tie(a, b)
                 t.episodes.append(item.id)
                 t.ids[item.id] = None
@@ -126,6 +126,7 @@ def build(items: Sequence[Item], topic_of: Sequence[str], names: Mapping[str, st
             tuple(list(t.ids)[:MAX_EDGE_IDS]),
         )
         for (a, b), t in ties.items()
+        if t.topics or t.entities or t.mentions  # shared episodes alone make no edge
     ]
     edges.sort(key=lambda e: (-e.weight, e.a, e.b))
     topics_of: dict[str, list[str]] = {m: [] for m in active}

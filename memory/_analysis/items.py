@@ -71,7 +71,7 @@ class Item:
     id: str
     kind: Kind
     owner: str | None  # a member's memory: whose; else None
-    participants: tuple[str, ...]  # an episode's speakers (opted-out ones left out)
+    participants: tuple[str, ...]  # an episode's speakers (none opted out: such an episode is not read)
     text: str
     created_at: float
     last_used_at: float | None
@@ -88,8 +88,9 @@ class Item:
 
 
 def items(snap: Snapshot) -> list[Item]:
-    """Every live and archived memory and episode of the group but those of opted-out members (an episode keeps its
-    other participants), in a fixed order (the store's, which is stable)."""
+    """Every live and archived memory and episode of the group but those of opted-out members, in a fixed order (the
+    store's, which is stable). An episode one of whose participants opted out is not read at all: its summary may
+    quote them."""
     out: list[Item] = []
     excluded = snap.excluded
     for owner, memories in snap.owners:
@@ -106,7 +107,9 @@ def items(snap: Snapshot) -> list[Item]:
         kind = Kind.GROUP if archived.owner is None else Kind.MEMBER
         out.append(Item(m.id, kind, archived.owner, (), m.content, m.created_at, m.last_used_at, archived.archived_at))
     for episode in snap.episodes:
-        people = tuple(dict.fromkeys(p for p in episode.participants if p not in excluded))
+        if excluded and not excluded.isdisjoint(episode.participants):
+            continue
+        people = tuple(dict.fromkeys(episode.participants))
         out.append(
             Item(
                 episode.id,

@@ -29,8 +29,9 @@ class Kind(StrEnum):
 class Week:
     """One ISO week of a topic's timeline (weeks start Monday 00:00 in the plugin's zone).
 
-    new: items created that week; used: live items a reply drew on that week (`last_used_at`, so an item counts in
-    the last week it was used only); faded: items archived that week, or whose last use (or creation, never used)
+    new: items created that week; used: live items whose LAST use (`last_used_at`) falls in that week — only the
+    last use is stored, so an item used in three weeks counts once, in the latest (the page calls it "last used");
+    faded: items archived that week, or whose last use (or creation, never used)
     was `FADE_WEEKS` weeks before it and that are not archived."""
 
     week: str  # "2026-W49"
@@ -52,7 +53,7 @@ class Topic:
     terms: tuple[str, ...]  # the label's terms, strongest first
     size: int  # live items (memories and episodes)
     archived: int  # archived items, counted apart
-    members: tuple[str, ...]  # user ids with a memory in it or who took part in an episode in it, most items first
+    members: tuple[str, ...]  # user ids with their own memories in it, most first (an episode adds none)
     memory_ids: tuple[str, ...]  # live memories and episodes, newest first
     archived_ids: tuple[str, ...]
     private_ids: frozenset[str]  # which of the ids are members' private memories
@@ -95,7 +96,7 @@ class Node:
     member: str  # user id; the caller shows the name, never the bare id
     memories: int  # their live memories in the group
     episodes: int  # episodes they took part in
-    topics: tuple[str, ...]  # ids of the topics they have items in (the rest excluded)
+    topics: tuple[str, ...]  # ids of the topics they have own memories in (the rest excluded)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -113,7 +114,7 @@ class Edge:
     a: str
     b: str
     weight: float
-    topics: tuple[str, ...]  # topic ids both have items in
+    topics: tuple[str, ...]  # topic ids both have own memories in
     entities: tuple[str, ...]  # names both members' memories mention
     mentions: int  # memories of one that name the other
     episodes: tuple[str, ...]  # episode ids both took part in

@@ -1,8 +1,9 @@
 """A topic's weeks: ISO weeks (Monday 00:00 to Monday 00:00 in the plugin's zone), the last `MAX_WEEKS` up to the
 week of `now`, starting no earlier than the week of the topic's first item.
 
-Per week: `new` items created in it; `used` live items whose last use (`last_used_at`) falls in it (only the last use
-is kept, so an item counts once, in the week it was last drawn on); `faded` items archived in it, plus live items
+Per week: `new` items created in it; `used` live items whose LAST use (`last_used_at`) falls in it: that is all the
+data keeps (not every use), so `used` is "last used this week" and an item counts once, in the week it was last
+drawn on (the page says 最近用到 / "last used"); `faded` items archived in it, plus live items
 that went `FADE_WEEKS` weeks without a use (counted from their last use, or their creation when never used) with
 that moment in the week. Week boundaries are computed once per analysis and each time is placed by bisection, so a
 20,000-item group costs a few tens of milliseconds."""
