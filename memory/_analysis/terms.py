@@ -1,8 +1,11 @@
 """What one text is about, for topics: its content terms, cheaply (20,000 memories in a fraction of a second).
 
 The lexical index's tokens without the parts that say little about a subject: CJK runs give their character bigrams
-without any bigram that holds a function character (的了是我你…, `lexical.CJK_STOP_CHARS`) or is a generic word of
-time and talk (今天, 已经, 觉得 …); Latin words give their light stems (`lexical`'s stemmer) without stopwords and
+without the bigrams that are themselves function words: both characters in the lexical index's stop list
+(`lexical.CJK_STOP_CHARS`: 还要, 可以 …), one of them a particle or pronoun (`PARTICLES`: 的了吗呢我你他 …, which
+never make a subject's word), or a generic word of time and talk (`GENERIC_BIGRAMS`: 今天, 下午, 已经, 觉得, 我们,
+这个 …). A bigram with ONE stop character stays: 年会, 周会, 会议, 性能, 对账, 还款, 更新 are words (the price: a
+bigram that straddles two words, 版前 in 发版前, can be a term; labels prefer the whole word, `topics.label`); Latin words give their light stems (`lexical`'s stemmer) without stopwords and
 words under three letters, and the generic ones (`GENERIC_WORDS`: last, week, really …). A text's terms are a set: a topic is what many texts mention, not what one repeats.
 
 Names are not topic terms: the group's member names are cut out of the text first (a memory about 小王 is not a topic
@@ -27,6 +30,8 @@ GENERIC_BIGRAMS: frozenset[str] = frozenset(
     知道 觉得 感觉 认为 表示 提到 说过 告诉 希望 需要 应该 可能 比较 非常 还是 只是 就是 这样 那样 东西 事情 情况 问题
     大家 自己 别人 每天 每周 经常 总是 有点 然后 而且 所以 但是 因为 如果 或者 以及 还有 其实 当时 后来 起来 出来 下来
     喜欢 记得 记住 提醒 回复 称呼 叫做 名字 本群 群里 成员 记忆 用户
+    我们 你们 他们 这个 那个 可以 还是 就是 不是 什么 怎么 下午 上午 中午 晚上 早上 今晚 明早 周末 要是 还要 能不
+    会不 对了 要不 不会 不能 不要 不对 可能 能够 没有 不过 虽然 只要 只能 还会 还能 更加 一会 一个 地方
     """.split()
 )
 # English words (as stemmed) of the same kind.
@@ -37,6 +42,8 @@ GENERIC_WORDS: frozenset[str] = frozenset(
     much many way still even ever never one two first next back around part lately currently wish hope plan
     """.split()
 )
+# Characters that never make a subject's word with a neighbour (particles, pronouns): a bigram holding one is dropped.
+PARTICLES: frozenset[str] = frozenset("的了吗呢吧啊呀哦嗯嘛哈啦呗我你他她它")
 MIN_WORD = 3  # Latin words shorter than this say little about a subject (ok, go, it)
 
 
@@ -58,6 +65,7 @@ def terms(norm: str) -> frozenset[str]:
     """The content terms of normalised text (see the module doc)."""
     out: set[str] = set()
     stops = CJK_STOP_CHARS
+    particles = PARTICLES
     generic = GENERIC_BIGRAMS
     for m in _RUN.finditer(norm):
         run, word = m.groups()
@@ -66,7 +74,10 @@ def terms(norm: str) -> frozenset[str]:
                 out.update(
                     pair
                     for pair in map(str.__add__, run, run[1:])
-                    if pair[0] not in stops and pair[1] not in stops and pair not in generic
+                    if (pair[0] not in stops or pair[1] not in stops)
+                    and pair[0] not in particles
+                    and pair[1] not in particles
+                    and pair not in generic
                 )
         elif len(word) >= MIN_WORD and word not in ENGLISH_STOPWORDS and not word.isdigit():
             term = stem(word)

@@ -19,9 +19,12 @@ or ids' order), so a recomputation gives the same topics for the same data and n
    others' items go to their next-best topic kept).
 4. A topic's label: its terms ranked by `count_in_topic² / df` (frequent in it and mostly in it), adjacent bigrams
    joined back into the words they spell when the word occurs in the topic's text (支付 付服 服务 → 支付服务), the
-   first `LABEL_TERMS` joined by " · ". The group view's label (`public=True`) is built the same way from the
-   topic's group memories and episodes alone, and every word of it occurs in one of them: a member's private
-   memory is never quoted to the group. English stems are shown as the word they stem from in the topic's text.
+   first `LABEL_TERMS` joined by " · "; a whole word drops the bigrams inside it or straddling it (版前 next to
+   周三发版前). English stems are shown as the word they stem from in the topic's text. The group view's label
+   (`analyse.group_label`) may use a word that occurs in a public item (a group memory, an episode summary) or in at
+   least two of the topic's private memories (a word several memories share quotes none of them), never one that is a
+   private memory's whole text: when every word of the admin label passes, the group label is the admin label; else
+   it is built the same way from the terms and words that pass. A word of one private memory never reaches the group.
 5. A topic's fresh id is "t" + a hash of its anchor term and the group (stable while the anchor stays the anchor);
    `analyse.inherit` then lets it keep the id of the previous result's topic that held most of its items.
 """
@@ -32,7 +35,7 @@ import hashlib
 import math
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from itertools import combinations
 
@@ -203,21 +206,20 @@ def label(
     term_sets: Sequence[frozenset[str]],
     texts: Sequence[str],
     df: Counter[str],
-    quoted: Sequence[int] | None = None,
+    allowed: Collection[str] | None = None,
+    permitted: Callable[[str], bool] | None = None,
 ) -> tuple[str, ...]:
-    """The label terms of the topic made of the items `members` (indices; see the module doc). With `quoted`, only
-    terms those items hold and words that occur in their text (the group view: its group memories and episodes)."""
+    """The label terms of the topic made of the items `members` (indices; see the module doc). With `allowed` and
+    `permitted` (the group view), only terms in `allowed` and words `permitted` accepts."""
     counts: Counter[str] = Counter()
     for i in members:
         counts.update(term_sets[i])
-    allowed: set[str] | None = None
-    if quoted is not None:
-        allowed = set().union(*(term_sets[i] for i in quoted))
     ranked = sorted(
         (t for t, c in counts.items() if (c >= 2 or len(members) < 2) and (allowed is None or t in allowed)),
         key=lambda t: (-(counts[t] ** 2) / df[t], t),
     )[:LABEL_CANDIDATES]
-    sample = [texts[i] for i in (members if quoted is None else quoted)[:PHRASE_SCAN]]
+    sample = [texts[i] for i in members[:PHRASE_SCAN]]
+    ok = permitted or (lambda _word: True)
     words: list[str] = []
     used: set[str] = set()
     for term in ranked:
@@ -226,9 +228,10 @@ def label(
         used.add(term)
         if _is_cjk_pair(term) and _bridges(term, words, sample):
             continue
-        word = _joined(term, ranked, used, sample, counts, words) if _is_cjk_pair(term) else _surface(term, sample)
-        if word and word not in words and not any(word in w for w in words):
-            words = [w for w in words if w not in word]
+        word = _joined(term, ranked, used, sample, counts, words, ok) if _is_cjk_pair(term) else _surface(term, sample)
+        if word and ok(word) and word not in words and not any(word in w for w in words):
+            # a whole word wins over the bigrams it holds or that straddle it (版前 next to 周三发版前)
+            words = [w for w in words if w not in word and not (_is_cjk_pair(w) and _bridges(w, [word], sample))]
             words.append(word)
         if len(words) >= LABEL_TERMS:
             break
@@ -249,7 +252,13 @@ def _is_cjk_pair(term: str) -> bool:
 
 
 def _joined(
-    term: str, ranked: Sequence[str], used: set[str], sample: Sequence[str], counts: Counter[str], words: Sequence[str]
+    term: str,
+    ranked: Sequence[str],
+    used: set[str],
+    sample: Sequence[str],
+    counts: Counter[str],
+    words: Sequence[str],
+    ok: Callable[[str], bool],
 ) -> str:
     """`term` extended by the ranked bigrams that continue it on either side (and are nearly as frequent in the
     topic, and do not straddle a word already chosen) while the word occurs in `sample`."""
@@ -263,7 +272,7 @@ def _joined(
             if _bridges(other, words, sample):
                 continue
             candidate = word + other[1] if other[0] == word[-1] else other[0] + word if other[1] == word[0] else ""
-            if candidate and any(candidate in text for text in sample):
+            if candidate and any(candidate in text for text in sample) and ok(candidate):
                 word = candidate
                 used.add(other)
                 grown = True
