@@ -2,8 +2,8 @@
 
 The lexical index's tokens without the parts that say little about a subject: CJK runs give their character bigrams
 without the bigrams that are themselves function words: both characters in the lexical index's stop list
-(`lexical.CJK_STOP_CHARS`: 还要, 可以 …), one of them a particle or pronoun (`PARTICLES`: 的了吗呢我你他 …, which
-never make a subject's word), or a generic word of time and talk (`GENERIC_BIGRAMS`: 今天, 下午, 已经, 觉得, 我们,
+(`lexical.CJK_STOP_CHARS`: 还要, 可以 …), one of them a particle, pronoun or preposition (`PARTICLES`: 的了吗我你他和都在把 …,
+which seldom make a subject's word: 在线 and 首都 are the price), or a generic word of time and talk (`GENERIC_BIGRAMS`: 今天, 下午, 已经, 觉得, 我们,
 这个 …). A bigram with ONE stop character stays: 年会, 周会, 会议, 性能, 对账, 还款, 更新 are words (the price: a
 bigram that straddles two words, 版前 in 发版前, can be a term; labels prefer the whole word, `topics.label`); Latin words give their light stems (`lexical`'s stemmer) without stopwords and
 words under three letters, and the generic ones (`GENERIC_WORDS`: last, week, really …). A text's terms are a set: a topic is what many texts mention, not what one repeats.
@@ -43,7 +43,7 @@ GENERIC_WORDS: frozenset[str] = frozenset(
     """.split()
 )
 # Characters that never make a subject's word with a neighbour (particles, pronouns): a bigram holding one is dropped.
-PARTICLES: frozenset[str] = frozenset("的了吗呢吧啊呀哦嗯嘛哈啦呗我你他她它")
+PARTICLES: frozenset[str] = frozenset("的了吗呢吧啊呀哦嗯嘛哈啦呗我你他她它和都在就也又很被把给让却")
 MIN_WORD = 3  # Latin words shorter than this say little about a subject (ok, go, it)
 
 

@@ -17,7 +17,8 @@ or ids' order), so a recomputation gives the same topics for the same data and n
    rarely meet in one memory is several anchors at first) are merged, once each (no chains); then topics with fewer
    than `min_size` live items are dissolved the same way, and at most `MAX_TOPICS` are kept (the largest; the
    others' items go to their next-best topic kept).
-4. A topic's label: its terms ranked by `count_in_topic² / df` (frequent in it and mostly in it), adjacent bigrams
+4. A topic's label: its terms ranked by `count_in_topic² / df` (frequent in it and mostly in it; halved for a bigram
+   holding a stop character, which more often straddles two words than spells one), adjacent bigrams
    joined back into the words they spell when the word occurs in the topic's text (支付 付服 服务 → 支付服务), the
    first `LABEL_TERMS` joined by " · "; a whole word drops the bigrams inside it or straddling it (版前 next to
    周三发版前). English stems are shown as the word they stem from in the topic's text. The group view's label
@@ -39,6 +40,8 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from itertools import combinations
 
+from .._recall.lexical import CJK_STOP_CHARS
+
 HUB_SHARE = 0.3
 HUB_MIN = 50
 MIN_DF_SHARE = 0.001
@@ -53,7 +56,8 @@ LABEL_TERMS = 3
 LABEL_CANDIDATES = 12
 PHRASE_SCAN = 400
 JOIN_SHARE = 0.5  # a bigram joins a word when it is at least this share as frequent in the topic
-MAX_WORD = 6  # texts of a topic searched for a joined word or a stem's surface form
+MAX_WORD = 6
+STOP_PENALTY = 0.5  # a label candidate holding a stop character ranks as if half as distinctive  # texts of a topic searched for a joined word or a stem's surface form
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,7 +220,7 @@ def label(
         counts.update(term_sets[i])
     ranked = sorted(
         (t for t, c in counts.items() if (c >= 2 or len(members) < 2) and (allowed is None or t in allowed)),
-        key=lambda t: (-(counts[t] ** 2) / df[t], t),
+        key=lambda t: (-(counts[t] ** 2) / df[t] * (STOP_PENALTY if _holds_stop(t) else 1.0), t),
     )[:LABEL_CANDIDATES]
     sample = [texts[i] for i in members[:PHRASE_SCAN]]
     ok = permitted or (lambda _word: True)
@@ -245,6 +249,12 @@ def _bridges(pair: str, words: Sequence[str], sample: Sequence[str]) -> bool:
         if joined and any(joined in text for text in sample):
             return True
     return False
+
+
+def _holds_stop(term: str) -> bool:
+    """Whether the CJK bigram `term` holds a character of the lexical stop list (会 in 年会: a word, but more often
+    a pair across two words, 要加 in 要加班)."""
+    return _is_cjk_pair(term) and (term[0] in CJK_STOP_CHARS or term[1] in CJK_STOP_CHARS)
 
 
 def _is_cjk_pair(term: str) -> bool:
