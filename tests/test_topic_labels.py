@@ -78,7 +78,8 @@ async def test_a_topic_the_group_sees_is_named_by_the_model_everywhere(group, ho
     assert "篮球" in sport["label"] and sport["named_by_model"] is False  # nothing public: not asked, terms kept
     assert len(_label_calls(host)) == 1
     line = (await service.commands.stats(speaker(LI, KEY.group_id))).splitlines()
-    assert line[-1].startswith("本群常聊的话题：支付服务发版（10 条") and "话题 2" in line[-1]
+    # 篮球 is in several of 小张's memories (a word they share quotes none of them): the group hears it too
+    assert line[-1].startswith("本群常聊的话题：支付服务发版（10 条") and "；篮球（5 条，小张）" in line[-1]
     assert any(x.startswith("话题起名：调用 1 次，输入 10 / 输出 1 tokens；起名 1 个") for x in line)
     assert (await service.store.call_totals(KEY)).of("topics").calls == 1
     assert (await service.manager.stats(KEY.platform, KEY.group_id))["calls"]["topics"]["calls"] == 1

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import threading
 
-from analysis_kit import KEY, NOW, PROJECT_LI, PROJECT_WANG, SPORT_ZHANG, ZHANG, ZONE, seeded
+from analysis_kit import KEY, NOW, PROJECT_LI, PROJECT_WANG, SPORT_ZHANG, ZHANG, ZONE, memory, seeded
 
 from memory._analysis.items import snapshot
 from memory._analysis.keeper import Keeper
@@ -221,3 +221,101 @@ async def test_a_failing_model_label_keeps_the_term_labels(caplog):
     assert admin is not None and admin.topics[0].label.startswith("支付服务") and not admin.topics[0].named_by_model
     assert "not written by the model" in caplog.text
     await k.close()
+
+
+async def test_a_usage_only_or_log_only_commit_is_no_change():
+    from memory._aging.usage import used
+
+    group = Group()
+    k = keeper(group)
+    assert (await k.result(KEY, wait=5.0)).fresh
+    k.changed(KEY, group.doc, [])  # the first commit seen sets what is compared
+    await settle(k)
+    assert (await k.result(KEY)).fresh
+    computed = k.computations
+    # a reply drew on two of 小张's memories: their last use and importance change (a new list, as the store does)
+    users = dict(group.doc.users)
+    zhang = users[ZHANG]
+    users[ZHANG] = zhang.model_copy(update={"memories": [used(m, 0.1, NOW) for m in zhang.memories]})
+    group.doc = group.doc.model_copy(update={"users": users})
+    k.changed(KEY, group.doc, [])
+    served = await k.result(KEY)
+    assert served.fresh and not served.computing
+    k.changed(KEY, group.doc, None)  # a change-log entry only (the topic-naming call): the same document
+    await settle(k)
+    assert (await k.result(KEY)).fresh and k.computations == computed
+    # a new memory is a change
+    users[ZHANG] = users[ZHANG].model_copy(update={"memories": [*users[ZHANG].memories, memory("z9", "篮球赛")]})
+    group.doc = group.doc.model_copy(update={"users": users})
+    k.changed(KEY, group.doc, [])
+    assert not (await k.result(KEY)).fresh
+    await settle(k)
+    assert (await k.result(KEY)).fresh and k.computations == computed + 1
+
+
+async def test_the_platform_s_global_document_changes_the_groups_only_when_its_opt_outs_do():
+    from memory._models import GroupDocument
+
+    group = Group()
+    k = keeper(group)
+    await k.result(KEY, wait=5.0)
+    glob = GroupKey.global_for(KEY.platform)
+    k.changed(glob, GroupDocument(platform=KEY.platform, group_id=glob.group_id))
+    await settle(k)
+    computed = k.computations
+    k.changed(glob, GroupDocument(platform=KEY.platform, group_id=glob.group_id))  # a call entry: no change
+    assert (await k.result(KEY)).fresh
+    k.changed(glob, GroupDocument(platform=KEY.platform, group_id=glob.group_id, opted_out={ZHANG: NOW}))
+    assert not (await k.result(KEY)).fresh
+    await settle(k)
+    assert k.computations == computed + 1
+
+
+class OneAtATime:
+    """A `Relabel` that names one topic per round (as `per_run` = 1 would), or none when `stingy`."""
+
+    def __init__(self, *, stingy: bool = False) -> None:
+        self.known: dict[str, str] = {}
+        self.asked = 0
+        self.stingy = stingy
+
+    def kept(self, analysis):
+        return {t.id: self.known[t.id] for t in analysis.topics if t.id in self.known}
+
+    def wanted(self, analysis):
+        return [t for t in analysis.topics if not t.is_other and t.id not in self.known][:1]
+
+    async def ask(self, analysis):
+        self.asked += 1
+        if not self.stingy:
+            self.known.update({t.id: f"名字{self.asked}" for t in self.wanted(analysis)})
+        return self.kept(analysis)
+
+    def forget(self, key):
+        self.known.clear()
+
+
+async def test_the_next_topics_are_named_right_after_without_a_recomputation():
+    names = OneAtATime()
+    k = keeper(Group(), relabel=names)
+    await k.result(KEY, wait=5.0)
+    for _ in range(200):
+        if not (await k.result(KEY)).labelling:
+            break
+        await asyncio.sleep(0.005)
+    admin = (await k.result(KEY)).analysis
+    assert admin is not None
+    named = [t for t in admin.topics if not t.is_other]
+    assert len(named) >= 2 and all(t.named_by_model for t in named)  # round after round
+    assert names.asked == len(named) and k.computations == 1
+    # a round that names nothing ends the rounds (a refusing model is not asked over and over)
+    stingy = OneAtATime(stingy=True)
+    k2 = keeper(Group(), relabel=stingy)
+    await k2.result(KEY, wait=5.0)
+    for _ in range(200):
+        if not (await k2.result(KEY)).labelling:
+            break
+        await asyncio.sleep(0.005)
+    assert stingy.asked == 1
+    await k.close()
+    await k2.close()

@@ -4,7 +4,11 @@ path, never on the event loop.
 - `result(key)` answers at once with what is kept (a dict lookup: the statistics tab's part stays far under 200 ms
   however large the group), saying whether it is `fresh`. A group asked for the first time, or whose result is stale,
   is scheduled; `wait` lets the first request of a page wait a moment for it.
-- `changed(key)` (the store's commit listener: no I/O, O(1)) bumps the group's generation; a group kept here is
+- `changed(key, doc, episodes)` (the store's commit listener: no I/O) bumps the group's generation when what an
+  analysis reads changed (`signature`: ids, texts, times of creation and archiving, participants, names, opt-outs;
+  only the lists the store replaced are hashed again): a commit that only touches usage (`last_used_at`,
+  importance: every reply in an active group) or only writes a change-log entry (the topic-naming calls) is no
+  change of the topics, and the `max_age` refresh picks usage up. A group kept here is
   recomputed `debounce` seconds after its last change (a burst of saves costs one recomputation), at the latest
   `max_delay` seconds after the first change of the burst. A group nobody viewed is never computed.
 - A result older than `max_age` is stale too (its weeks move with the clock).
@@ -23,12 +27,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import tzinfo
 from typing import Any, Protocol
 
-from .._models import GroupKey
+from .._models import Episode, GroupDocument, GroupKey
 from .analyse import analyse
 from .items import Snapshot
 from .results import GroupAnalysis, View
@@ -39,6 +43,7 @@ DEBOUNCE = 30.0
 MAX_DELAY = 300.0
 MAX_AGE = 6 * 3600.0
 MAX_GROUPS = 16
+LABEL_ROUNDS = 8  # naming rounds after one recomputation (each at most the labeler's `per_run` topics)
 
 Load = Callable[[GroupKey], Awaitable[Snapshot | None]]  # None: the group cannot be read now
 
@@ -66,7 +71,18 @@ class Served:
 
 
 class _Entry:
-    __slots__ = ("analysis", "computed", "done", "due", "failed", "first_change", "generation", "labelling")
+    __slots__ = (
+        "analysis",
+        "computed",
+        "done",
+        "due",
+        "failed",
+        "first_change",
+        "generation",
+        "hashes",
+        "labelling",
+        "signature",
+    )
 
     def __init__(self) -> None:
         self.analysis: GroupAnalysis | None = None
@@ -77,6 +93,8 @@ class _Entry:
         self.failed = -1  # the generation whose analysis failed
         self.done = asyncio.Event()
         self.labelling: asyncio.Task[None] | None = None
+        self.signature: int | None = None  # what an analysis reads of the last commit seen (`signature`)
+        self.hashes: dict[object, tuple[object, int]] = {}  # part -> (the list hashed, its hash)
 
 
 class Keeper:
@@ -104,17 +122,32 @@ class Keeper:
         self._wake = asyncio.Event()
         self._worker: asyncio.Task[None] | None = None
         self.computations = 0  # recomputations done (tests, status)
+        self._global_opted: dict[str, frozenset[str]] = {}  # platform -> its global opt-outs last seen
 
-    def changed(self, key: GroupKey) -> None:
-        """The group's memories, episodes or opt-outs changed (no I/O; called by the store after every commit). A
-        change of the platform's global document (an opt-out from every group) changes each of its groups."""
+    def changed(
+        self, key: GroupKey, doc: GroupDocument | None = None, episodes: Sequence[Episode] | None = None
+    ) -> None:
+        """The group's memories, episodes or opt-outs may have changed (no I/O; called by the store after every
+        commit with the group's document and episodes, None when not loaded). Without `doc` it is a change; with it,
+        only when what an analysis reads differs from the last commit seen (see the module doc). A change of the
+        platform's global document's opt-outs (an opt-out from every group) changes each of its groups."""
         if key.is_global:
+            if doc is not None:
+                opted = frozenset(doc.opted_out)
+                if self._global_opted.get(key.platform) == opted:
+                    return
+                self._global_opted[key.platform] = opted
             for kept in [k for k in self._kept if k.platform == key.platform and not k.is_global]:
                 self.changed(kept)
             return
         entry = self._kept.get(key)
         if entry is None:
             return
+        if doc is not None:
+            seen = entry.signature
+            entry.signature = signature(doc, episodes, entry.hashes)
+            if seen is not None and seen == entry.signature:
+                return
         entry.generation += 1
         now = _loop_time()
         if entry.first_change is None or entry.due is None:
@@ -221,7 +254,7 @@ class Keeper:
 
     def _label(self, key: GroupKey, entry: _Entry, base: GroupAnalysis) -> None:
         """Ask for the names of the result's topics the model has not named yet, in a task of the group's own (one
-        at a time: topics it leaves are asked for after the next recomputation)."""
+        at a time), round after round while the rounds name something (at most `LABEL_ROUNDS`)."""
         relabel = self._relabel
         if relabel is None or (entry.labelling is not None and not entry.labelling.done()):
             return
@@ -234,13 +267,25 @@ class Keeper:
         published = entry.analysis
 
         async def label() -> None:
-            try:
-                named = await relabel.ask(base)
-            except Exception:
-                log.warning("topic names of %s:%s not written by the model", key.platform, key.group_id, exc_info=True)
-                return
-            if entry.analysis is published and named:
-                entry.analysis = base.relabelled(named)
+            current = published
+            count = sum(1 for t in published.topics if t.named_by_model) if published is not None else 0
+            for _ in range(LABEL_ROUNDS):
+                try:
+                    named = await relabel.ask(base)
+                except Exception:
+                    log.warning(
+                        "topic names of %s:%s not written by the model", key.platform, key.group_id, exc_info=True
+                    )
+                    return
+                if entry.analysis is not current:
+                    return  # recomputed meanwhile: the new result asks for itself
+                if named:
+                    entry.analysis = current = base.relabelled(named)
+                # the next topics right away while a round names something (the call entries it logs start no
+                # recomputation); a round that names nothing leaves the rest to the next recomputation
+                if len(named) <= count or not relabel.wanted(base):
+                    return
+                count = len(named)
 
         entry.labelling = asyncio.get_running_loop().create_task(label(), name="memory-topic-names")
 
@@ -259,6 +304,41 @@ class Keeper:
                 await worker
             except asyncio.CancelledError:
                 pass
+
+
+def signature(doc: GroupDocument, episodes: Sequence[Episode] | None, hashes: dict[object, tuple[object, int]]) -> int:
+    """A hash of what an analysis reads of the group: each memory's id, text and creation, the archive's owners and
+    archiving times, each episode's id, summary, speakers and times, the names and opt-outs; not usage (last use,
+    importance, counts). `hashes` keeps each part's list and hash: the store replaces a list when it changes it and
+    never changes one in place, so a list seen before is not hashed again. Episodes not loaded (None) are as last
+    seen."""
+    parts: list[tuple[object, object]] = [(("g",), doc.group_memories)]
+    parts.extend((("u", user), entry.memories) for user, entry in doc.users.items())
+    parts.append((("a",), doc.archive))
+    if episodes is not None:
+        parts.append((("e",), episodes))
+    elif ("e",) in hashes:
+        parts.append((("e",), hashes[("e",)][0]))
+    fresh: dict[object, tuple[object, int]] = {}
+    for part, values in parts:
+        known = hashes.get(part)
+        if known is not None and known[0] is values:
+            fresh[part] = known
+        else:
+            fresh[part] = (values, hash(tuple(_essence(part, v) for v in values)))  # type: ignore[attr-defined]
+    hashes.clear()
+    hashes.update(fresh)
+    listed = sorted(((repr(part), h) for part, (_, h) in fresh.items()))
+    return hash((tuple(listed), frozenset(doc.opted_out), tuple(sorted((doc.member_names or {}).items()))))
+
+
+def _essence(part: object, value: Any) -> tuple[object, ...]:
+    if part == ("a",):
+        m = value.memory
+        return (m.id, m.content, m.created_at, value.owner, value.archived_at)
+    if part == ("e",):
+        return (value.id, value.summary, tuple(value.participants), value.created_at, value.archived_at)
+    return (value.id, value.content, value.created_at)
 
 
 def _loop_time() -> float:

@@ -4,14 +4,16 @@ model is set"): a few words per topic instead of its terms joined ("支付服务
 - When: only with background extraction on and `topic_labels_by_model` > 0 (the composition root wires a `Labeler`
   into the `Keeper` then, and only then); after a recomputation, in a task of its own (never the reply path, never
   holding the other groups' recomputations back), each call waiting for a slot of the one background limiter.
-- What the model sees: only what the group view may show (`GroupAnalysis.for_group`): the topic's group-view terms and
-  its newest group memories and episode summaries (`SAMPLES`, each cut at `SAMPLE_CHARS`), never a member's own
-  memory, and nothing of an opted-out member (the analysis left their memories out). So one name serves the page,
+- What the model sees: only what the group view may show (`GroupAnalysis.for_group`): the topic's group-view terms
+  (words of its public items, or words at least two members' memories share: never one memory's own, `topics.py`
+  step 4) and its newest group memories and episode summaries (`SAMPLES`, each cut at `SAMPLE_CHARS`), never the
+  text of a member's own memory, and nothing of an opted-out member (the analysis left their memories out). So one name serves the page,
   the export and `/memory stats` in the group alike. A topic with nothing public (its group view has no terms) is
   not named by the model: the page shows its terms, the group "话题 N".
 - How often: a topic is asked about again only when its group-view terms changed (`kept` answers from the cache by
-  topic id and terms, without I/O); at most `per_run` topics per recomputation, the largest first (the call entry it
-  writes to the change log is a change of the group: the recomputation that follows names the next ones). A failed,
+  topic id and terms, without I/O); at most `per_run` topics per round, the largest first; the `Keeper` asks for
+  the next ones right after while a round names something (the call entry a round writes to the change log changes
+  no memory, so it starts no recomputation). A failed,
   timed-out or refused answer keeps the term label, and that topic is not asked again before `RETRY_SECONDS` (or a
   change of its terms); a model that raises (down, rate-limited) ends the round.
 - The answer is data shown to people and said in the group: `clean_label` takes one short line (≤ `MAX_CJK`

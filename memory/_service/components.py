@@ -151,7 +151,7 @@ class Components:
             zone=self.todo_policy.zone,
             relabel=labeler,
         )
-        self.store.add_commit_listener(lambda key, _doc, _episodes: self.topics.changed(key))
+        self.store.add_commit_listener(self.topics.changed)
         # a reply that cannot be given its memories (storage down, a cold group) warns once per cause per minute
         self.injection_warnings = LogThrottle(log)
         self.reminders: ReminderScheduler | None = None
