@@ -144,8 +144,8 @@ async def test_memory_stats_names_the_largest_topics_in_words(group):
     assert text.startswith("本群后台记忆提取：")  # what the command said before is still said
     line = text.splitlines()[-1]
     assert line.startswith("本群常聊的话题：支付服务") and "（10 条，小王、小李）" in line
-    # basketball is only in 小张's own memories: its label would quote them, so it is said as its rank
-    assert "；话题 2（5 条，小张）" in line and "篮球" not in line
+    # basketball is only in 小张's own memories, but in several: a word they share quotes none of them
+    assert "；篮球（5 条，小张）" in line and "湖人" not in line  # 湖人 is in one memory only
     assert not any(uid in text for uid in NAMES)
     await service.stop()
 
@@ -180,9 +180,11 @@ async def test_a_private_memory_s_words_are_never_said_in_the_group_but_the_page
     page = (await _page(service))["topics"]
     secret = next(t for t in page["topics"] if "青龙计划" in t["label"])  # admins see what the page already shows
     text = await service.commands.stats(speaker(LI, KEY.group_id))
-    assert "青龙" not in text and "保险柜" not in text
+    # what one memory holds is never said (保险柜, 密码, 老板, 三百万); a word four of them share may be (issue 36,
+    # outside review: the group's label is the admin's when every word passes)
+    assert not any(word in text for word in ("保险柜", "密码", "老板", "三百万"))
     rank = [t["id"] for t in page["topics"] if t["id"] != "other"].index(secret["id"]) + 1
-    assert rank > 3 or f"话题 {rank}（" in text  # said as 话题 N when it is among the largest
+    assert rank > 3 or "青龙计划（" in text
     await service.stop()
 
 
