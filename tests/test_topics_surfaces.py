@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+from datetime import datetime
+from zoneinfo import ZoneInfo
 
 import pytest
 from analysis_kit import KEY, LI, NAMES, NOW, WANG, ZHANG, memory, seeded
@@ -77,6 +79,7 @@ async def test_the_stats_answer_of_a_group_has_its_topics_and_graph_with_names(g
         assert items[mid]["content"]  # every listed id with its text
     assert items["w3"] == {
         "kind": "member",
+        "owner": WANG,  # the page shows the id where no name is known
         "owner_name": "小王",
         "content": "和小李一起写支付服务回滚预案",
         "created_at": items["w3"]["created_at"],
@@ -131,9 +134,53 @@ async def test_a_member_without_a_known_name_is_named_as_unknown_never_by_id(gro
     service = group(doc)
     section = (await _page(service))["topics"]
     sport = next(t for t in section["topics"] if "篮球" in t["label"])
-    assert sport["members"] == [{"id": ZHANG, "name": None}]  # the page says 未知成员 / Unknown member
+    assert sport["members"] == [{"id": ZHANG, "name": None}]  # the page (admins) shows the id
+    assert section["items"]["z0"]["owner"] == ZHANG and section["items"]["z0"]["owner_name"] is None
     text = await service.commands.stats(speaker(WANG, KEY.group_id))
-    assert "未知成员" in text and ZHANG not in text
+    assert "（5 条，1 位未知成员）" in text and ZHANG not in text
+    await service.stop()
+
+
+async def test_unknown_members_are_counted_after_the_known_names(group):
+    """An imported group where nobody spoke yet: no name is known; /memory stats counts them, never lists
+    未知成员 again and again, and never says an id."""
+    doc = seeded()
+    doc.member_names = {WANG: "小王"}
+    service = group(doc)
+    text = await service.commands.stats(speaker(WANG, KEY.group_id))
+    assert "（10 条，小王和 1 位未知成员）" in text, text
+    await service.stop()
+    doc.member_names = {}
+    service = group(doc)
+    text = await service.commands.stats(speaker(WANG, KEY.group_id))
+    assert "（10 条，2 位未知成员）" in text and "未知成员、" not in text, text
+    assert not any(uid in text for uid in NAMES)
+    await service.stop()
+
+
+def test_members_said_names_the_first_known_and_counts_the_rest():
+    from memory._manage.topics import _members_said
+
+    names = {"a": "小王", "b": "小李", "c": "小张", "d": "小赵"}
+    assert _members_said(("a", "x", "b", "y", "z"), names.get) == "小王、小李和 3 位未知成员"
+    assert _members_said(("x",), names.get) == "1 位未知成员"
+    assert _members_said(("a", "b", "c", "d", "x"), names.get) == "小王、小李、小张 等 5 人"
+    assert _members_said(("a", "b"), names.get) == "小王、小李"
+
+
+async def test_memory_stats_says_when_its_topics_are_from_when_memories_changed_since(group, host):
+    service = group()
+    await _page(service)
+    text = await service.commands.stats(speaker(WANG, KEY.group_id))
+    assert "有变化" not in text  # fresh: nothing to add
+    await service.tools.save_memory(
+        speaker(WANG, KEY.group_id), memory_type="fact", content="支付服务上线后要补监控大盘"
+    )
+    text = await service.commands.stats(speaker(WANG, KEY.group_id))
+    at = datetime.fromtimestamp(NOW, ZoneInfo("Asia/Shanghai")).strftime("%H:%M")
+    assert text.endswith(f"（按 {at} 时的记忆；有变化，约半分钟后更新）"), text
+    section = (await service.manager.stats(KEY.platform, KEY.group_id))["topics"]
+    assert section["fresh"] is False and section["computing"] and section["min_topic_size"] == 3
     await service.stop()
 
 

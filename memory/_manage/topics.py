@@ -3,16 +3,20 @@ section of one group, and the export's.
 
 The analysis itself is `_analysis/` (kept per viewed group, computed in the background); here it is only read: its
 admin view (the page shows admins every memory, a member's own included), member ids resolved to the names a
-person knows them by (None when the plugin never learned one: the page says 未知成员 / Unknown member), and the
+person knows them by (None when the plugin never learned one: the page, for admins, shows the id), and the
 text of each memory and episode the page can list under a topic, a node or an edge (`items`, id -> what the page
 shows). Opted-out members are not in the analysis at all (`_analysis/items.py`)."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from typing import Any
+from zoneinfo import ZoneInfo
 
-from .._analysis import GroupAnalysis, Keeper, View
+from .._analysis import GroupAnalysis, Keeper, Served, View
+from .._analysis.topics import MIN_SIZE, MIN_SIZE_SHARE
+from .._analysis.words import COMPUTING, TOP_MEMBERS, TOP_TOPICS, UNAVAILABLE
 from .._models import GroupDocument, GroupKey
 from .._storage import MemoryStore
 from .._storage.base import owner_lists
@@ -83,11 +87,56 @@ async def page_topics(keeper: Keeper, store: MemoryStore, key: GroupKey, name: N
         episodes=analysis.episodes,
         archived=analysis.archived,
         excluded_members=analysis.excluded_members,
+        # the fewest items a topic has in a group this size (the empty state says it; the analysis' own rule)
+        min_topic_size=min_topic_size(analysis),
         topics=topics,
         graph={"nodes": nodes, "edges": edges, "edges_left_out": len(analysis.graph.edges) - len(edges)},
         items=await _items(store, key, doc, wanted, who),
     )
     return out
+
+
+def min_topic_size(analysis: GroupAnalysis) -> int:
+    """The fewest items a topic has in a group this size (the analysis' own rule, `_analysis/topics.cluster`)."""
+    return max(MIN_SIZE, round(MIN_SIZE_SHARE * (analysis.memories + analysis.episodes + analysis.archived)))
+
+
+def stats_line(served: Served, name: Callable[[str], str | None]) -> str:
+    """`/memory stats`' topics line, said in the group (the group view: never a private memory's words, members by
+    name, never by id; those the plugin never learned a name of counted: 小王、小李和 3 位未知成员), with when the
+    memories it was computed from were when they changed since:
+
+        本群常聊的话题：支付服务 · 周三发版（20 条，小王、小李）；篮球（10 条，小张）（按 14:05 时的记忆；有变化，约半分钟后更新）"""
+    analysis = served.analysis
+    if analysis is None:
+        return COMPUTING if served.computing else UNAVAILABLE
+    assert analysis.view is View.GROUP, "only the group view is said in the group"
+    topics = [topic for topic in analysis.topics if not topic.is_other][:TOP_TOPICS]
+    if not topics:
+        text = f"本群还没有形成话题：聊同一件事的记忆还太少（一个话题至少要 {min_topic_size(analysis)} 条相关的记忆）。"
+    else:
+        parts = []
+        for n, topic in enumerate(topics, 1):
+            who = _members_said(topic.members, name)
+            parts.append(f"{topic.label or f'话题 {n}'}（{topic.size} 条{'，' + who if who else ''}）")
+        text = "本群常聊的话题：" + "；".join(parts)
+    if not served.fresh:  # the keeper recomputes a changed group after a quiet half minute (`_analysis.keeper`)
+        at = datetime.fromtimestamp(analysis.computed_at, ZoneInfo(analysis.zone)).strftime("%H:%M")
+        text += f"（按 {at} 时的记忆；有变化，约半分钟后更新）"
+    return text
+
+
+def _members_said(members: tuple[str, ...], name: Callable[[str], str | None]) -> str:
+    """The first `TOP_MEMBERS` known names, then how many more (等 N 人) or, when only unknown ones are left, how
+    many of them: 小王、小李和 3 位未知成员 / 3 位未知成员."""
+    known = [said for said in map(name, members) if said]
+    shown = known[:TOP_MEMBERS]
+    if len(known) > len(shown):
+        return "、".join(shown) + f" 等 {len(members)} 人"
+    unknown = len(members) - len(known)
+    if not unknown:
+        return "、".join(shown)
+    return "、".join(shown) + ("和 " if shown else "") + f"{unknown} 位未知成员"
 
 
 def _names(key: GroupKey, name: Name) -> Callable[[str], dict[str, Any]]:
@@ -124,7 +173,13 @@ async def _items(
 def _item(
     kind: str, owner: str | None, content: str, at: float, who: Callable[[str], dict[str, Any]]
 ) -> dict[str, Any]:
-    return {"kind": kind, "owner_name": who(owner)["name"] if owner else None, "content": content, "created_at": at}
+    return {
+        "kind": kind,
+        "owner": owner,  # the page shows the id when no name is known
+        "owner_name": who(owner)["name"] if owner else None,
+        "content": content,
+        "created_at": at,
+    }
 
 
 def exported(keeper: Keeper) -> Callable[[GroupKey], Awaitable[dict[str, Any] | None]]:

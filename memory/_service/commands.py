@@ -11,11 +11,11 @@ from datetime import datetime
 
 from .._admin import TodoUndo, archived_text, history_text, stats_text
 from .._analysis import View
-from .._analysis.words import topics_text
 from .._episodes.erase import delete_episode
 from .._episodes.listing import episodes_text
 from .._errors import InvalidMemoryInput, MemoryPluginError, StorageUnavailable
 from .._manage.history import reverted
+from .._manage.topics import stats_line
 from .._models import Caller, GroupKey, Scope
 from .._privacy.audit import ADMIN_COMMAND
 from .._prompt import DISABLED, NOT_IN_GROUP, Scoped, attachment_note
@@ -139,9 +139,7 @@ class MemoryCommands:
         text = text if extraction is not None else text + "（后台提取当前未开启）"
         # the group view (never a private memory's words), computed in the background: asked for now, waited on briefly
         served = await parts.topics.result(key, view=View.GROUP, wait=TOPICS_WAIT)
-        return (
-            text + "\n" + topics_text(served.analysis, served.computing, lambda u: parts.members.display_name(key, u))
-        )
+        return text + "\n" + stats_line(served, lambda u: parts.members.display_name(key, u))
 
     async def episodes(self, speaker: Speaker | None) -> str:
         """The group's recent episodes (with their ids for an admin of the bot)."""
