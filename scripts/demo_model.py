@@ -9,7 +9,8 @@ It answers the way a real model with tool calling would, from what AstrBot and t
     an instruction asks for (or the language of the message);
   - a question about earlier conversation is answered from the block's episode section (no tool);
   - the plugin's background calls (memory extraction, episode summaries) get JSON in the format their prompts ask
-    for (memory/_extraction/prompt.py, memory/_episodes/summary.py), derived from the conversation they show.
+    for (memory/_extraction/prompt.py, memory/_episodes/summary.py), derived from the conversation they show;
+    a topic-naming call (memory/_analysis/labels.py) gets a short name built from the topic's terms.
 A greeting or "help" (and a /memory subcommand the plugin does not have) gets what the demo understands (`KNOWN`);
 an acknowledgement (好的, thanks) a short answer; any other phrase is said not to be understood, with that same list
 (never a bare "收到"). The building blocks (Rule, tool_call, ...) are those of the e2e tests'
@@ -42,6 +43,9 @@ from fake_model import (
 
 DEFAULT_ZONE = "Asia/Shanghai"  # the plugin's own default `timezone`
 EPISODE_ONLY_START = "你是群聊的情境记忆整理员"  # how the plugin's episode-only system prompt begins
+LABEL_START = "你是群聊记忆的话题命名助手"  # how memory/_analysis/labels.py LABEL_SYSTEM_PROMPT begins
+LABEL_TERMS = "关键词："  # its user message's first line: the topic's terms, strongest first, joined by 、
+LABEL_MAX = 12  # characters of a name (the prompt: at most 12 Chinese characters, 4 English words)
 UNKNOWN_NAME = "未知成员"  # how the block names a member the platform gave no name for (memory/_fence.py)
 
 
@@ -852,11 +856,30 @@ def summarize(req: ModelRequest) -> Action:
     return Action(content=json.dumps({"episode": {"summary": _summary(req)}}, ensure_ascii=False))
 
 
+def label_request(req: ModelRequest) -> bool:
+    return req.system_prompt.startswith(LABEL_START)
+
+
+def name_topic(req: ModelRequest) -> Action:
+    """The name alone, on one line, as the prompt asks: the first two terms joined, at most `LABEL_MAX`
+    characters (a term that alone is longer is the name, cut); English terms with a space, at most four words."""
+    first = (req.last_user_text or "").strip().splitlines()[:1]
+    line = first[0].removeprefix(LABEL_TERMS) if first and first[0].startswith(LABEL_TERMS) else ""
+    terms = [term.strip() for term in line.split("、") if term.strip()][:2]
+    if not terms:
+        return Action(content="")  # no terms: no name (the plugin keeps its own label)
+    if all(is_english(term) for term in terms):  # English: words, at most four
+        return Action(content=" ".join(" ".join(terms).split()[:4]))
+    joined = "".join(terms)
+    return Action(content=(joined if len(joined) <= LABEL_MAX else terms[0])[:LABEL_MAX])
+
+
 # -- the table ------------------------------------------------------------------------------------------------------
 # The first rule that matches a request decides the answer. Requests to the bot (left) become tool calls (right);
 # the request that carries a tool's result becomes the bot's reply.
 RULES: list[Rule] = [
     # the plugin's background calls
+    Rule(label_request, name_topic),  # a topic's name (the statistics tab, /memory stats)
     Rule(extraction_request, extract),  # memory extraction (+ the episode of a closing segment)
     Rule(episode_only, summarize),  # the episode of a segment that closed on quiet
     # help: /memory foo (AstrBot passes a subcommand the plugin lacks on to the model) · 帮助 · what can you do

@@ -313,3 +313,30 @@ def test_a_chinese_hour_is_today_or_the_day_named():
 
 def test_the_one_of_a_little_is_no_hour():
     assert saved("帮我记一下，我一点都不喜欢香菜") == {"memory_type": "fact", "content": "一点都不喜欢香菜"}
+
+
+def _label(terms: tuple[str, ...]) -> str | None:
+    """The demo's answer to the plugin's topic-naming call (memory/_analysis/labels.py), as the plugin keeps it."""
+    from memory._analysis.labels import LABEL_SYSTEM_PROMPT, clean_label, label_prompt
+
+    req = ModelRequest(
+        body={
+            "messages": [
+                {"role": "system", "content": LABEL_SYSTEM_PROMPT},
+                {"role": "user", "content": label_prompt(terms, ["支付服务上线定在周三发版", "回滚预案由小李负责"])},
+            ]
+        }
+    )
+    rule: Rule = next(r for r in demo_model.RULES if r.when(req))
+    action = rule.then(req)
+    return clean_label(action.content or "")
+
+
+def test_the_demo_names_a_topic_from_its_first_two_terms():
+    """/memory stats and the statistics tab show model-written names in the demo (issue 36, from the outside
+    review: the demo's model never answered the naming prompt, so the stats said calls with 0 names)."""
+    assert _label(("支付服务", "周三发版", "回滚预案")) == "支付服务周三发版"
+    assert _label(("篮球",)) == "篮球"
+    assert _label(("payment", "release", "rollback")) == "payment release"
+    assert _label(("支付服务灰度上线第一批", "商户对账")) == "支付服务灰度上线第一批"  # one long term: itself, ≤ 12
+    assert len(_label(("一二三四五六七八九十甲乙丙", "丁")) or "") == 12
