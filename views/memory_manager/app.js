@@ -155,16 +155,20 @@
       // issue 36: what the group talks about (topics over weeks) and who shares what (the member graph)
       topics: "话题", topicsComputing: "话题还在整理中（在后台计算，不影响机器人回复）…", topicsFailed: "话题暂时整理不出来，稍后再看。",
       topicsPickGroup: "选一个群，看它常聊的话题和成员之间的关系。",
-      topicsNone: "还没有话题：一个话题至少要有几条讲同一件事的记忆（本群现有 {0} 条记忆、{1} 段情境记忆）。",
-      topicsNote: "按 {0} 时的 {1} 条记忆和 {2} 段情境记忆计算；每周从周一开始，按 {3}。点话题看它的记忆。", topicsArchived: "另有 {0} 条已归档的单独计数。",
-      topicsStale: "记忆有了变化，正在重新计算，下面是上一次的结果。", topicsExcluded: "关闭了记录的 {0} 位成员不计入。",
+      topicsNone: "还没有话题：一个话题至少要有 {2} 条讲同一件事的记忆（本群现有 {0}、{1}）。",
+      nMemories: "{0} 条记忆", nEpisodes: "{0} 段情境记忆", nConversations: "{0} 段对话",
+      topicsNote: "按 {0} 时的 {1}和 {2}计算；每周从周一开始，按 {3}。点话题看它的记忆。", topicsArchived: "另有 {0} 条已归档的单独计数。",
+      topicsStale: "记忆有了变化，约半分钟后更新；下面是按 {0} 时的记忆算的。", topicsExcluded: "关闭了记录的 {0} 位成员不计入。",
       topicOther: "其他（没有归入话题的）", topicN: "话题 {0}", topicNamedBy: "模型起的名字，依据这些关键词", topicSize: "{0} 条", topicArchived: "另有 {0} 条已归档",
       unknownMember: "未知成员", topicMore: "还有 {0} 条较早的没有列出。", topicMoreMembers: " 等 {0} 人",
-      weekNew: "新增", weekUsed: "仍在用", weekFaded: "淡出", weekTitle: "{0}（{1} 起）：新增 {2}、仍在用 {3}、淡出 {4}",
+      weekNew: "新增", weekUsed: "最近用到", weekFaded: "淡出", weekTitle: "{0}（{1} 起）：新增 {2}、最近用到 {3}、淡出 {4}",
+      tip_weekNew: "这一周新增的记忆", tip_weekUsed: "最后一次被用到是在这一周的记忆（之后又用到的算在更晚的那周）",
+      tip_weekFaded: "这一周归档的，或很久没再用到而淡出的记忆", weekCaption: "第 {0} 周（{1}–{2}）：新增 {3} · 最近用到 {4} · 淡出 {5}",
+      weekTotals: "合计：新增 {0} · 最近用到 {1} · 淡出 {2}", weekTap: "点一周的柱子看这一周的数字", legendUsed: "（最后一次用到在那一周）",
       graphTitle: "谁和谁有共同话题", graphEmpty: "还没有成员之间的联系：两位成员在同一话题里都有记忆、互相提到、提到同样的名字或参与过同一段对话时，才连一条线。",
       graphNote: "线越粗，两人共同的越多。点一个人或一条线，看背后的记忆。",
-      edgeWhy: "共同话题 {0} 个、互相提到 {1} 次、共同参与的对话 {2} 段", edgeNames: "都提到：{0}",
-      nodeTitle: "{0}：{1} 条记忆、{2} 段对话", nodeMemories: "{0} 的记忆", edgeMemories: "{0} 和 {1} 之间",
+      edgeWhy: "{0}、提到对方 {1} 次、{2}", nTopics: "共同话题 {0} 个", nTogether: "共同参与的对话 {0} 段", edgeNames: "都提到：{0}",
+      nodeTitle: "{0}：{1}、{2}", nodeMemories: "{0} 的记忆", edgeMemories: "{0} 和 {1} 之间",
       kind_group: "群公共", kind_episode: "情境记忆", noneListed: "没有可列出的记忆。",
       privacyTitle: "删除关于某人的一切",
       privacyText: "删除此人在该平台所有群里的个人记忆、全局记忆、其创建或被指派的待办和缓存的名字；他在情境记忆中的 ID 和名字（概要中改为“某成员”）；他添加的群公共记忆保留（记为前成员），情境记忆的其余内容保留。此操作不可撤销，并从历史中清除内容。",
@@ -337,16 +341,21 @@
       mostInjected: "Most injected memories", times: "Times", date: "Date", total: "Total",
       topics: "Topics", topicsComputing: "Topics are being worked out (in the background; replies are not slowed)…", topicsFailed: "Topics could not be worked out just now; look again later.",
       topicsPickGroup: "Choose a group to see what it talks about and who shares what.",
-      topicsNone: "No topics yet: a topic needs several memories about the same thing (this group has {0} memories and {1} episodes).",
-      topicsNote: "Computed at {0} from {1} memories and {2} episodes; weeks start on Monday, in {3}. Click a topic to see its memories.", topicsArchived: "{0} archived ones are counted apart.",
-      topicsStale: "Memories changed since: being computed again; below is the previous result.", topicsExcluded: "{0} members who opted out are not counted.",
-      topicOther: "Other (in no topic)", topicN: "Topic {0}", topicNamedBy: "Named by the model from these terms", topicSize: "{0} memories", topicArchived: "{0} more archived",
+      topicsNone: "No topics yet: a topic needs at least {2} memories about the same thing (this group has {0} and {1}).",
+      topicsNote: "Computed at {0} from {1} and {2}; weeks start on Monday, in {3}. Click a topic to see its memories.", topicsArchived: "{0} archived ones are counted apart.",
+      topicsArchived_one: "1 archived one is counted apart.", nMemories: "{0} memories", nMemories_one: "1 memory", nEpisodes: "{0} episodes", nEpisodes_one: "1 episode",
+      topicsStale: "Memories changed: updated in about half a minute; below is what the memories of {0} give.", topicsExcluded: "{0} members who opted out are not counted.",
+      topicOther: "Other (in no topic)", topicN: "Topic {0}", topicNamedBy: "Named by the model from these terms", topicSize: "{0} memories", topicSize_one: "1 memory", topicArchived: "{0} more archived",
       unknownMember: "Unknown member", topicMore: "{0} older ones not listed.", topicMoreMembers: " and others ({0} in all)",
-      weekNew: "new", weekUsed: "still used", weekFaded: "faded", weekTitle: "{0} (from {1}): {2} new, {3} still used, {4} faded",
+      weekNew: "new", weekUsed: "last used", weekFaded: "faded", weekTitle: "{0} (from {1}): {2} new, {3} last used, {4} faded",
+      tip_weekNew: "Memories added that week", tip_weekUsed: "Memories whose last use fell in that week (used again later: counted in the later week)",
+      tip_weekFaded: "Memories archived that week, or faded after long without use", weekCaption: "Week {0} ({1}–{2}): {3} new · {4} last used · {5} faded",
+      weekTotals: "In all: {0} new · {1} last used · {2} faded", weekTap: "Tap a week's bars to see its numbers", legendUsed: " (last use in that week)",
       graphTitle: "Who shares what", graphEmpty: "No links between members yet: two members are linked when both have memories in one topic, mention each other, name the same things or took part in one conversation.",
       graphNote: "The thicker the line, the more two people share. Click a person or a line to see the memories behind it.",
-      edgeWhy: "{0} shared topics, mentioned each other {1} times, {2} conversations together", edgeNames: "Both mention: {0}",
-      nodeTitle: "{0}: {1} memories, {2} conversations", nodeMemories: "{0}'s memories", edgeMemories: "Between {0} and {1}",
+      edgeWhy: "{0}, mentions: {1}, {2}", edgeNames: "Both mention: {0}",
+      nTopics: "{0} shared topics", nTopics_one: "1 shared topic", nTogether: "{0} conversations together", nTogether_one: "1 conversation together",
+      nodeTitle: "{0}: {1}, {2}", nConversations: "{0} conversations", nConversations_one: "1 conversation", nodeMemories: "{0}'s memories", edgeMemories: "Between {0} and {1}",
       kind_group: "Group", kind_episode: "Episode", noneListed: "No memories to list.",
       privacyTitle: "Delete everything about one person",
       privacyText: "Deletes the person's member and global memories in every group of the platform, the todos they created or were assigned, and their cached name; their id and names in the episodes (a summary says “a member” / 某成员 instead); group memories they added stay (attributed to a former member), and so does the rest of each episode. This cannot be undone and purges the content from history.",
@@ -1328,6 +1337,12 @@
   // The `stats` answer's `topics` (one group): computed in the background, so the first answer may say `computing`;
   // then this part alone asks again every few seconds until the result is there (while the tab still shows it).
   const TOPICS_POLL_MS = 2000, TOPICS_POLLS = 90;
+  // A count said in words: the `_one` form of the key when there is one and the count is 1 ("1 shared topic").
+  const tn = (key, n, ...rest) => t(Number(n) === 1 && (STRINGS[state.lang] || STRINGS.zh)[`${key}_one`] !== undefined ? `${key}_one` : key, fmtNum(n), ...rest);
+  // A member the platform never named (an imported group where nobody spoke yet) shows their id, as the browse
+  // tab does (the page is for admins); cut short by the style, the whole id in the tooltip.
+  const shortId = (id) => (id.length > 16 ? `${id.slice(0, 6)}…${id.slice(-6)}` : id); // ids differ at their ends
+  const memberSpan = (m) => el("span", m.name ? {} : { class: "member-id", title: m.id || "" }, m.name || (m.id ? shortId(m.id) : t("unknownMember")));
   function showTopics(box, d, params, current, polls = 0) {
     clear(box);
     if (!params.group_id) { box.appendChild(el("p", { class: "muted", id: "topics-pick" }, t("topicsPickGroup"))); return; }
@@ -1347,11 +1362,11 @@
       return;
     }
     const items = d.items || {};
-    const names = (who) => (who && who.name) || t("unknownMember");
+    const names = (who) => (who && (who.name || who.id)) || t("unknownMember");
     const list = (title, ids, more) => {
       const target = el("div", {}, el("h4", {}, title), ids.length ? el("ul", { class: "topic-items" }, ids.filter((i) => items[i]).map((i) => {
         const m = items[i];
-        const whose = m.kind === "member" ? (m.owner_name || t("unknownMember")) : m.kind === "episode" ? t("kind_episode") : t("kind_group");
+        const whose = m.kind === "member" ? (m.owner_name || m.owner || t("unknownMember")) : m.kind === "episode" ? t("kind_episode") : t("kind_group");
         return el("li", { "data-id": i }, el("span", { class: "content" }, m.content), " ",
           el("span", { class: "muted small" }, `${whose} · ${fmtTime(m.created_at)}`));
       })) : el("p", { class: "muted" }, t("noneListed")), more > 0 && el("p", { class: "muted small" }, t("topicMore", more)));
@@ -1362,18 +1377,18 @@
     const topicName = (x) => (x.id === "other" ? t("topicOther") : x.label || t("topicN", real.indexOf(x) + 1));
     const picked = el("div", { id: "topic-memories" });
     const head = [el("h3", {}, t("topics")),
-      el("p", { class: "muted small" }, t("topicsNote", fmtTime(d.computed_at), fmtNum(d.memories), fmtNum(d.episodes), d.zone || ""),
-        d.archived ? ` ${t("topicsArchived", fmtNum(d.archived))}` : "", d.excluded_members ? ` ${t("topicsExcluded", d.excluded_members)}` : ""),
-      !d.fresh && d.computing && el("p", { class: "muted small" }, t("topicsStale"))];
+      el("p", { class: "muted small" }, t("topicsNote", fmtTime(d.computed_at), tn("nMemories", d.memories), tn("nEpisodes", d.episodes), d.zone || ""),
+        d.archived ? ` ${tn("topicsArchived", d.archived)}` : "", d.excluded_members ? ` ${t("topicsExcluded", d.excluded_members)}` : ""),
+      !d.fresh && d.computing && el("p", { class: "muted small topics-stale" }, t("topicsStale", fmtTime(d.computed_at)))];
     const section = el("section", { class: "card", id: "topics" }, head);
-    if (!real.length) section.appendChild(el("p", { class: "muted topics-none" }, t("topicsNone", fmtNum(d.memories), fmtNum(d.episodes))));
+    if (!real.length) section.appendChild(el("p", { class: "muted topics-none" }, t("topicsNone", tn("nMemories", d.memories), tn("nEpisodes", d.episodes), d.min_topic_size || 3)));
     if (shown.length) {
       section.appendChild(weekLegend());
       section.appendChild(el("ul", { class: "topic-list" }, shown.map((x) => el("li", { class: "topic", "data-topic": x.id },
         el("div", { class: "topic-head" },
           el("button", { type: "button", class: "ghost topic-open", onclick: () => clear(picked).appendChild(list(topicName(x), asList(x.memory_ids), x.more)) }, topicName(x)),
-          el("span", { class: "topic-size muted" }, t("topicSize", fmtNum(x.size)), x.archived ? ` · ${t("topicArchived", fmtNum(x.archived))}` : ""),
-          el("span", { class: "topic-members" }, asList(x.members).map(names).join(t("listSep")),
+          el("span", { class: "topic-size muted" }, tn("topicSize", x.size), x.archived ? ` · ${t("topicArchived", fmtNum(x.archived))}` : ""),
+          el("span", { class: "topic-members" }, asList(x.members).flatMap((m, i) => (i ? [t("listSep"), memberSpan(m)] : [memberSpan(m)])),
             x.member_count > asList(x.members).length ? t("topicMoreMembers", x.member_count) : "")),
         topicTerms(x),
         weekStrip(asList(x.timeline), d.zone)))));
@@ -1409,15 +1424,21 @@
   }
 
   function weekLegend() {
+    const key = (k) => `week${k[0].toUpperCase()}${k.slice(1)}`;
     return el("div", { class: "week-legend small muted" }, ["new", "used", "faded"].map((k) =>
-      el("span", {}, el("i", { class: `swatch ${k}` }), t(`week${k[0].toUpperCase()}${k.slice(1)}`))));
+      el("span", { title: t(`tip_${key(k)}`) }, el("i", { class: `swatch ${k}` }), t(key(k)), k === "used" ? t("legendUsed") : "")),
+      el("span", { class: "week-tap" }, t("weekTap")));
   }
 
-  // A topic's weeks as a tiny bar strip: per week three thin bars, new, still used, faded (the week in the title).
+  // A topic's weeks as a tiny bar strip: per week three thin bars, new, last used, faded (the week in the title);
+  // a tap or click on a week says its numbers in the caption under the strip (phones have no hover), and one line
+  // under it adds the weeks up.
   function weekStrip(weeks, zone) {
     const NS = "http://www.w3.org/2000/svg";
     const bar = 4, week = 3 * bar + 4, h = 30;
     const max = Math.max(1, ...weeks.flatMap((w) => [w.new || 0, w.used || 0, w.faded || 0]));
+    const caption = el("div", { class: "week-caption small", "aria-live": "polite" });
+    const sum = (k) => weeks.reduce((n, w) => n + (Number(w[k]) || 0), 0);
     const svg = document.createElementNS(NS, "svg");
     svg.setAttribute("class", "topic-weeks");
     svg.setAttribute("viewBox", `0 0 ${Math.max(1, weeks.length * week)} ${h}`);
@@ -1425,6 +1446,11 @@
     svg.setAttribute("height", String(h));
     weeks.forEach((w, i) => {
       const g = document.createElementNS(NS, "g");
+      g.setAttribute("class", "week");
+      g.setAttribute("tabindex", "0");
+      const hit = document.createElementNS(NS, "rect"); // the whole week's column answers a tap, not only its bars
+      for (const [a, b] of Object.entries({ x: i * week, y: 0, width: week, height: h, class: "week-hit" })) hit.setAttribute(a, String(b));
+      g.appendChild(hit);
       const title = document.createElementNS(NS, "title");
       title.textContent = t("weekTitle", w.week, zoned(w.start, zone).slice(0, 10), w.new || 0, w.used || 0, w.faded || 0);
       g.appendChild(title);
@@ -1436,11 +1462,21 @@
         r.setAttribute("class", v ? k : `${k} zero`);
         g.appendChild(r);
       });
+      const say = () => {
+        svg.querySelectorAll("g.week.picked").forEach((x) => x.classList.remove("picked"));
+        g.classList.add("picked");
+        const from = zoned(w.start, zone), to = zoned(w.start + 6 * 86400, zone);
+        caption.textContent = t("weekCaption", Number(String(w.week).split("W").pop()) || i + 1, from.slice(5, 10).replace("-", "/"),
+          to.slice(5, 10).replace("-", "/"), w.new || 0, w.used || 0, w.faded || 0);
+      };
+      g.addEventListener("click", say);
+      g.addEventListener("keydown", (ev) => { if (ev.key === "Enter") say(); });
       svg.appendChild(g);
     });
     // the first and the last week under the strip (ISO weeks, Monday to Sunday, in the plugin's zone)
     const span = weeks.length ? `${zoned(weeks[0].start, zone).slice(5, 10)} – ${zoned(weeks[weeks.length - 1].start, zone).slice(5, 10)}` : "";
-    return el("div", { class: "topic-weeks-box" }, svg, el("span", { class: "muted small topic-span" }, span));
+    return el("div", { class: "topic-weeks-wrap" }, el("div", { class: "topic-weeks-box" }, svg, el("span", { class: "muted small topic-span" }, span)),
+      el("div", { class: "week-totals muted small" }, t("weekTotals", sum("new"), sum("used"), sum("faded"))), caption);
   }
 
   // The member graph: members on a circle (a fixed order: the server's, most active first, so the same data is
@@ -1484,9 +1520,9 @@
     for (const e of edges) {
       const a = at.get(e.a), b = at.get(e.b);
       if (!a || !b) continue;
-      const an = names({ name: e.a_name }), bn = names({ name: e.b_name });
+      const an = names({ id: e.a, name: e.a_name }), bn = names({ id: e.b, name: e.b_name });
       const g = make("g", { class: "edge", "data-a": e.a, "data-b": e.b, tabindex: 0 }, svg);
-      const why = t("edgeWhy", Number(e.topics) || 0, e.mentions || 0, Number(e.episodes) || 0)
+      const why = t("edgeWhy", tn("nTopics", Number(e.topics) || 0), e.mentions || 0, tn("nTogether", Number(e.episodes) || 0))
         + (asList(e.entities).length ? `; ${t("edgeNames", asList(e.entities).join(t("listSep")))}` : "");
       make("title", {}, g, `${t("edgeMemories", an, bn)}: ${why}`);
       make("line", { x1: a.x, y1: a.y, x2: b.x, y2: b.y, class: "hit" }, g);
@@ -1498,11 +1534,12 @@
     for (const { x, y, node } of at.values()) {
       const name = names(node);
       const g = make("g", { class: "node", "data-member": node.id, tabindex: 0 }, svg);
-      make("title", {}, g, t("nodeTitle", name, node.memories || 0, node.episodes || 0));
+      make("title", {}, g, t("nodeTitle", name, tn("nMemories", node.memories || 0), tn("nConversations", node.episodes || 0)));
       const r = 7 + 9 * Math.sqrt((node.memories || 0) / most);
       make("circle", { cx: x, cy: y, r: r.toFixed(1) }, g);
       const above = y < cy - 1; // names outside the circle: above the dots of its upper half, under the others
-      make("text", { x, y: above ? y - r - 5 : y + r + font + 2, "text-anchor": "middle", "font-size": font }, g, short(name));
+      const shown = node.name || !node.id ? short(name) : name.length > 7 ? `…${name.slice(-6)}` : name; // an id: its end
+      make("text", { x, y: above ? y - r - 5 : y + r + font + 2, "text-anchor": "middle", "font-size": font }, g, shown);
       const open = () => select(g, t("nodeMemories", name), asList(node.memory_ids));
       g.addEventListener("click", open);
       g.addEventListener("keydown", (ev) => { if (ev.key === "Enter") open(); });
