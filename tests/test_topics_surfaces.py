@@ -15,7 +15,7 @@ import pytest
 from analysis_kit import KEY, LI, NAMES, NOW, WANG, ZHANG, memory, seeded
 from service_kit import speaker
 
-from memory._analysis.words import COMPUTING
+from memory._manage.topics import COMPUTING
 from memory._manage import topics as page_topics
 from memory import Roster
 from memory._models import GroupDocument

@@ -12,7 +12,8 @@ Public use (the statistics tab, `/memory stats`, the export):
 - `GroupAnalysis` (`results.py`): `topics` (largest first, the rest, id "other", last), `graph`, counts of what was
   read (`memories`, `episodes`, `archived`, `excluded_members`), `computed_at`, `generation`, `zone`, `seconds`.
   `for_group()` (or `view=View.GROUP`) is what may be said in the group: labels only from words a group memory or
-  an episode also holds, no private memory id anywhere, no entity names on edges.
+  an episode holds or at least two private memories share (never one memory's own), no private memory id anywhere,
+  no entity names on edges; the group's line is worded by `_manage/topics.stats_line`.
 - `Topic`: `id` (stable: the id of the previous result's topic that held most of its items, else a hash of its
   anchor term), `label` ("支付服务 · 上线 · 回滚预案", or the model's "支付服务发版" when `named_by_model`; "" when the
   group view has nothing public to name it by: say "话题 N"), `terms`, `size` (live items), `archived`, `members` (user ids of

@@ -16,7 +16,6 @@ from zoneinfo import ZoneInfo
 
 from .._analysis import GroupAnalysis, Keeper, Served, View
 from .._analysis.topics import MIN_SIZE, MIN_SIZE_SHARE
-from .._analysis.words import COMPUTING, TOP_MEMBERS, TOP_TOPICS, UNAVAILABLE
 from .._models import GroupDocument, GroupKey
 from .._storage import MemoryStore
 from .._storage.base import owner_lists
@@ -32,6 +31,12 @@ SHOWN_PER_EDGE = 10
 MAX_PAGE_EDGES = 100  # (`edges_left_out`: how many lighter ones are not drawn)
 SHOWN_ENTITIES = 5  # the names both members of an edge mention, said on the page
 MEMBERS_PER_TOPIC = 8  # a topic's members named, the most items first (`member_count`: all of them)
+
+# `/memory stats`' topics line (`stats_line`), said in the group
+TOP_TOPICS = 3  # topics said, the largest first
+TOP_MEMBERS = 3  # members named per topic, the most items first
+COMPUTING = "本群的话题还在整理中，稍后再发 /memory stats 看看。"
+UNAVAILABLE = "本群的话题暂时整理不出来，稍后再试。"
 
 Name = Callable[[GroupKey, str], str | None]
 
