@@ -149,6 +149,14 @@ def postgres_dsn(postgres_server):
     return postgres_server.create_database()
 
 
+@pytest.fixture(params=["json", "postgres"])
+def backend(request) -> dict[str, str]:
+    """`make_service` settings for each store: JSON files, then PostgreSQL (a module may define its own)."""
+    if request.param == "json":
+        return {}
+    return {"storage_backend": "postgres", "postgres_dsn": request.getfixturevalue("postgres_dsn")}
+
+
 @pytest.fixture
 async def pair(postgres_dsn):
     """Two started PostgreSQL stores (instances "a" and "b") on one fresh database."""

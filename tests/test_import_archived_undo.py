@@ -39,13 +39,6 @@ OLD = {
 ARCHIVED = {"memory": OLD, "archived_at": NOW - 5 * DAY, "reason": "decay", "actor": "maintenance", "owner": A}
 
 
-@pytest.fixture(params=["json", "postgres"])
-def backend(request) -> dict[str, str]:
-    if request.param == "json":
-        return {}
-    return {"storage_backend": "postgres", "postgres_dsn": request.getfixturevalue("postgres_dsn")}
-
-
 @pytest.fixture
 async def service(make_service, backend):
     made = make_service(**backend)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
 from picture_kit import png
 from service_kit import block_for, speaker
 
@@ -20,13 +19,6 @@ G1 = GroupKey("lark", "oc_g1")
 ME = speaker("ou_a", "oc_g1")
 LONG_NAME = "架构图\n第二行\u202e" * 2500 + ".png"  # 20,004 characters, line breaks and a right-to-left override
 LONG_CAPTION = "一张部署架构图\n" * 2500
-
-
-@pytest.fixture(params=["json", "postgres"])
-def backend(request) -> dict[str, str]:
-    if request.param == "json":
-        return {}
-    return {"storage_backend": "postgres", "postgres_dsn": request.getfixturevalue("postgres_dsn")}
 
 
 def assert_shown_bounded(answer: str) -> None:

@@ -26,13 +26,6 @@ IMPOSSIBLE = ["1e999", "-1e999", "1e300", '"NaN"']  # the last: text pydantic re
 GOOD_GROUP = GroupKey("lark", "oc_good")
 
 
-@pytest.fixture(params=["json", "postgres"])
-def backend(request) -> dict[str, str]:
-    if request.param == "json":
-        return {}
-    return {"storage_backend": "postgres", "postgres_dsn": request.getfixturevalue("postgres_dsn")}
-
-
 def memory(mid: str, content: str, **times: object) -> dict:
     return {"id": mid, "type": "fact", "content": content, "created_at": T, "updated_at": T, **times}
 

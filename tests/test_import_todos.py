@@ -22,13 +22,6 @@ HOUR, DAY = 3600.0, 86_400.0
 OLD_SESSION = {"platform_id": "lark_old", "origin": "lark_old:GroupMessage:oc_old_group"}  # the old instance's
 
 
-@pytest.fixture(params=["json", "postgres"])
-def backend(request) -> dict[str, str]:
-    if request.param == "json":
-        return {}
-    return {"storage_backend": "postgres", "postgres_dsn": request.getfixturevalue("postgres_dsn")}
-
-
 @pytest.fixture
 async def service(make_service, backend):
     made = make_service(**backend)
