@@ -83,3 +83,10 @@ def episode(eid: str, summary: str, participants: list[str], *, days_ago: float 
         summary=summary,
         created_at=at,
     )
+
+
+def write_group(data_dir, doc: GroupDocument) -> None:
+    """Write `doc` as the group's file under a service's data directory, before the service starts."""
+    path = data_dir / "groups" / KEY.platform / f"{KEY.group_id}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(doc.model_dump_json(), encoding="utf-8")

@@ -12,7 +12,7 @@ from datetime import datetime
 from zoneinfo import ZoneInfo
 
 import pytest
-from analysis_kit import KEY, LI, NAMES, NOW, WANG, ZHANG, memory, seeded
+from analysis_kit import KEY, LI, NAMES, NOW, WANG, ZHANG, memory, seeded, write_group
 from service_kit import speaker
 
 from memory._manage.topics import COMPUTING
@@ -23,19 +23,13 @@ from memory._models import GroupDocument
 SECRET = ["青龙计划的服务器密码放在保险柜", "青龙计划下个月启动", "青龙计划只告诉了老板", "青龙计划预算三百万"]
 
 
-def _write(data_dir, doc: GroupDocument) -> None:
-    path = data_dir / "groups" / KEY.platform / f"{KEY.group_id}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(doc.model_dump_json(), encoding="utf-8")
-
-
 @pytest.fixture
 def group(tmp_path, host, make_service):
     """A service over the seeded group (its file written before the start, names kept with it), on its clock."""
 
     def build(doc: GroupDocument | None = None, **settings):
         host.clock.now = NOW
-        _write(tmp_path / "memory", doc or seeded())
+        write_group(tmp_path / "memory", doc or seeded())
         return make_service(**settings)
 
     return build
