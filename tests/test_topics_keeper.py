@@ -179,6 +179,16 @@ class Names:
         self.known.clear()
 
 
+async def after_naming(k):
+    """The result once the model's naming round is over (a bounded wait)."""
+    for _ in range(200):
+        served = await k.result(KEY)
+        if not served.labelling:
+            return served
+        await asyncio.sleep(0.005)
+    return await k.result(KEY)
+
+
 async def test_the_model_s_names_follow_the_term_labels_in_both_views_without_holding_the_worker():
     names = Names()
     group = Group()
@@ -189,11 +199,7 @@ async def test_the_model_s_names_follow_the_term_labels_in_both_views_without_ho
     other = GroupKey(KEY.platform, "oc_other")
     assert (await k.result(other, wait=5.0)).analysis is not None  # the worker went on meanwhile
     names.release.set()
-    for _ in range(200):
-        if not (await k.result(KEY)).labelling:
-            break
-        await asyncio.sleep(0.005)
-    admin = (await k.result(KEY)).analysis
+    admin = (await after_naming(k)).analysis
     group_view = (await k.result(KEY, view=View.GROUP)).analysis
     assert admin is not None and group_view is not None
     project = next(t for t in admin.topics if "w0" in t.memory_ids)
@@ -213,11 +219,7 @@ async def test_a_failing_model_label_keeps_the_term_labels(caplog):
     names.release.set()
     k = keeper(Group(), relabel=names)
     await k.result(KEY, wait=5.0)
-    for _ in range(200):
-        if not (await k.result(KEY)).labelling:
-            break
-        await asyncio.sleep(0.005)
-    admin = (await k.result(KEY)).analysis
+    admin = (await after_naming(k)).analysis
     assert admin is not None and admin.topics[0].label.startswith("支付服务") and not admin.topics[0].named_by_model
     assert "not written by the model" in caplog.text
     await k.close()
@@ -299,11 +301,7 @@ async def test_the_next_topics_are_named_right_after_without_a_recomputation():
     names = OneAtATime()
     k = keeper(Group(), relabel=names)
     await k.result(KEY, wait=5.0)
-    for _ in range(200):
-        if not (await k.result(KEY)).labelling:
-            break
-        await asyncio.sleep(0.005)
-    admin = (await k.result(KEY)).analysis
+    admin = (await after_naming(k)).analysis
     assert admin is not None
     named = [t for t in admin.topics if not t.is_other]
     assert len(named) >= 2 and all(t.named_by_model for t in named)  # round after round
