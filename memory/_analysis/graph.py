@@ -22,7 +22,7 @@ naming shared names, then each one's newest items in the shared topics (`PER_TOP
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from itertools import combinations
 
 from .._recall.associations import extract
@@ -107,13 +107,8 @@ def build(items: Sequence[Item], topic_of: Sequence[str], names: Mapping[str, st
                     t.ids[item.id] = None
     _entities(own, set(by_name), tie, len(nodes))
     for topic in sorted(in_topic):
-        members = in_topic[topic]
-        for a, b in combinations(sorted(members), 2):
-            t = tie(a, b)
+        for t in _pairs(in_topic[topic], tie):
             t.topics.append(topic)
-            for member in (a, b):
-                for item_id in members[member][:PER_TOPIC_IDS]:
-                    t.ids.setdefault(item_id)
     edges = [
         Edge(
             a,
@@ -155,9 +150,16 @@ def _entities(
         members = holders[name]
         if len(members) < 2 or len(members) > hub:
             continue
-        for a, b in combinations(sorted(members), 2):
-            t = tie(a, b)
+        for t in _pairs(members, tie):
             t.entities.append(name)
-            for member in (a, b):
-                for item_id in members[member][:PER_TOPIC_IDS]:
-                    t.ids.setdefault(item_id)
+
+
+def _pairs(members: Mapping[str, list[str]], tie: Callable[[str, str], _Tie]) -> Iterator[_Tie]:
+    """The tie of each pair of `members` (member -> their item ids, newest first), each tie holding the pair's first
+    items (what a click on the edge lists)."""
+    for a, b in combinations(sorted(members), 2):
+        t = tie(a, b)
+        for member in (a, b):
+            for item_id in members[member][:PER_TOPIC_IDS]:
+                t.ids.setdefault(item_id)
+        yield t
