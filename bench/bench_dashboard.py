@@ -154,6 +154,7 @@ async def main(args: argparse.Namespace) -> None:
     config = AstrBotConfig(config_path=str(config_dir / "bench_config.json"), schema=schema)
     plugin = main_module.UserMemoryPlugin(Context(asyncio.Queue(), config, *([None] * 9)), config)
     service = plugin.service
+    await plugin.initialize()  # as AstrBot starts it: the garbage-collection policy (frozen heap) included
     groups_dir = service.data_dir / "groups"
     build(groups_dir, args.members, args.per_member, args.groups)
     total = args.members * args.per_member
