@@ -317,3 +317,38 @@ async def test_the_next_topics_are_named_right_after_without_a_recomputation():
     assert stingy.asked == 1
     await k.close()
     await k2.close()
+
+
+async def test_another_instance_s_save_on_postgresql_recomputes_this_one_s_topics(make_service, postgres_dsn):
+    """Two instances on one database: 小张's new memory saved through instance b reaches a's kept topics (the commit
+    relayed to a group a holds in memory), so a's statistics tab counts it after the recomputation."""
+    from service_kit import save, speaker
+
+    a, b = (
+        make_service(storage_backend="postgres", postgres_dsn=postgres_dsn, postgres_instance_name=name)
+        for name in ("a", "b")
+    )
+    await a.start()
+    await b.start()
+    wang, li, zhang = (
+        speaker(u, "oc_team", name=n) for u, n in (("ou_wang", "小王"), ("ou_li", "小李"), ("ou_zhang", "小张"))
+    )
+    for who, texts in ((wang, PROJECT_WANG), (li, PROJECT_LI), (zhang, SPORT_ZHANG)):
+        for text in texts:
+            await save(a, who, text)
+    key = wang.member.group
+    a.topics._debounce = 0.0
+    first = await a.topics.result(key, wait=10.0)
+    assert first.analysis is not None and first.fresh
+    before = first.analysis.memories
+    await save(b, zhang, "下个月要去成都参加马拉松比赛")
+
+    for _ in range(3000):  # the relay, the debounce and the thread: seconds at most on a loaded machine
+        served = await a.topics.result(key)
+        if served.fresh and served.analysis is not None and served.analysis.memories == before + 1:
+            break
+        await asyncio.sleep(0.02)
+    else:
+        raise AssertionError(f"a never counted b's save: {served}")
+    await b.stop()
+    await a.stop()

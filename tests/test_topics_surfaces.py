@@ -19,18 +19,33 @@ from memory._manage.topics import COMPUTING
 from memory._manage import topics as page_topics
 from memory import Roster
 from memory._models import GroupDocument
+from memory._storage import GroupDump
+from pg import opened_store
 
 SECRET = ["青龙计划的服务器密码放在保险柜", "青龙计划下个月启动", "青龙计划只告诉了老板", "青龙计划预算三百万"]
 
 
 @pytest.fixture
-def group(tmp_path, host, make_service):
-    """A service over the seeded group (its file written before the start, names kept with it), on its clock."""
+def group(tmp_path, host, make_service, backend, request):
+    """A service over the seeded group on each store, names kept with it, on its clock: on JSON its file is written
+    before the start, on PostgreSQL another instance stores it in a fresh database (`import_group`: as it is,
+    nothing logged anew)."""
 
-    def build(doc: GroupDocument | None = None, **settings):
+    async def build(doc: GroupDocument | None = None, **settings):
         host.clock.now = NOW
-        write_group(tmp_path / "memory", doc or seeded())
-        return make_service(**settings)
+        doc = doc or seeded()
+        store = dict(backend)
+        if store:
+            store["postgres_dsn"] = request.getfixturevalue("postgres_server").create_database()
+            seeder = await opened_store(store["postgres_dsn"], "seeder")
+            await seeder.import_group(KEY, GroupDump(document=doc))
+            await seeder.close()
+        else:
+            write_group(tmp_path / "memory", doc)
+        service = make_service(**store, **settings)
+        if store:
+            await service.start()  # a database store is opened by the start (the files need none)
+        return service
 
     return build
 
@@ -52,7 +67,7 @@ def _ids(section: dict) -> set[str]:
 
 
 async def test_the_stats_answer_of_a_group_has_its_topics_and_graph_with_names(group):
-    service = group()
+    service = await group()
     section = (await _page(service))["topics"]
     assert section["fresh"] and section["zone"] == "Asia/Shanghai" and section["memories"] == 15
     project, sport = section["topics"][:2]
@@ -88,7 +103,7 @@ async def test_names_the_platform_just_gave_find_the_members_mentions(group, hos
     小王's memory naming 小李 counts as a mention on their edge."""
     doc = seeded()
     doc.member_names = {}
-    service = group(doc)
+    service = await group(doc)
     service.names._delay = 3600.0  # the names stay out of the file for the whole test
     host.rosters.by_group[KEY] = Roster(names=dict(NAMES))
     service.caller(speaker(WANG, KEY.group_id))  # the member list is fetched in the background
@@ -106,7 +121,7 @@ async def test_without_a_name_anywhere_no_mention_is_found(group):
     """The test above fails without the names: the file keeps none, no member list."""
     doc = seeded()
     doc.member_names = {}
-    service = group(doc)
+    service = await group(doc)
     [edge] = (await _page(service))["topics"]["graph"]["edges"]
     assert edge["mentions"] == 0
     await service.stop()
@@ -114,7 +129,7 @@ async def test_without_a_name_anywhere_no_mention_is_found(group):
 
 async def test_the_first_answer_says_computing_and_every_group_s_stats_have_no_topics(group, monkeypatch):
     monkeypatch.setattr(page_topics, "PAGE_WAIT", 0.0)
-    service = group()
+    service = await group()
     first = await service.manager.stats(KEY.platform, KEY.group_id)
     assert first["topics"] == {"computing": True, "fresh": False, "computed": False}
     assert (await _page(service))["topics"]["computed"]
@@ -125,7 +140,7 @@ async def test_the_first_answer_says_computing_and_every_group_s_stats_have_no_t
 async def test_a_member_without_a_known_name_is_named_as_unknown_never_by_id(group):
     doc = seeded()
     doc.member_names = {WANG: "小王", LI: "小李"}  # 小张's name never learned
-    service = group(doc)
+    service = await group(doc)
     section = (await _page(service))["topics"]
     sport = next(t for t in section["topics"] if "篮球" in t["label"])
     assert sport["members"] == [{"id": ZHANG, "name": None}]  # the page (admins) shows the id
@@ -140,12 +155,12 @@ async def test_unknown_members_are_counted_after_the_known_names(group):
     未知成员 again and again, and never says an id."""
     doc = seeded()
     doc.member_names = {WANG: "小王"}
-    service = group(doc)
+    service = await group(doc)
     text = await service.commands.stats(speaker(WANG, KEY.group_id))
     assert "（10 条，小王和 1 位未知成员）" in text, text
     await service.stop()
     doc.member_names = {}
-    service = group(doc)
+    service = await group(doc)
     text = await service.commands.stats(speaker(WANG, KEY.group_id))
     assert "（10 条，2 位未知成员）" in text and "未知成员、" not in text, text
     assert not any(uid in text for uid in NAMES)
@@ -163,7 +178,7 @@ def test_members_said_names_the_first_known_and_counts_the_rest():
 
 
 async def test_memory_stats_says_when_its_topics_are_from_when_memories_changed_since(group, host):
-    service = group()
+    service = await group()
     await _page(service)
     text = await service.commands.stats(speaker(WANG, KEY.group_id))
     assert "有变化" not in text  # fresh: nothing to add
@@ -179,7 +194,7 @@ async def test_memory_stats_says_when_its_topics_are_from_when_memories_changed_
 
 
 async def test_memory_stats_names_the_largest_topics_in_words(group):
-    service = group()
+    service = await group()
     me = speaker(ZHANG, KEY.group_id)
     text = await service.commands.stats(me)
     assert text.startswith("本群后台记忆提取：")  # what the command said before is still said
@@ -194,7 +209,7 @@ async def test_memory_stats_names_the_largest_topics_in_words(group):
 async def test_a_topic_the_group_also_talks_about_is_named_by_its_words(group):
     doc = seeded()
     doc.group_memories.append(memory("g1", "周六下午的篮球局在公司楼下", days_ago=2))
-    service = group(doc)
+    service = await group(doc)
     line = (await service.commands.stats(speaker(ZHANG, KEY.group_id))).splitlines()[-1]
     assert "篮球" in line and "（6 条，小张）" in line and "话题 2" not in line
     await service.stop()
@@ -204,7 +219,7 @@ async def test_memory_stats_waits_briefly_then_says_still_working(group, monkeyp
     import memory._service.commands as commands
 
     monkeypatch.setattr(commands, "TOPICS_WAIT", 0.0)
-    service = group()
+    service = await group()
     text = await service.commands.stats(speaker(WANG, KEY.group_id))
     assert text.endswith(COMPUTING)
     for _ in range(200):  # the command asked for them: they are computed in the background meanwhile
@@ -217,7 +232,7 @@ async def test_memory_stats_waits_briefly_then_says_still_working(group, monkeyp
 
 async def test_a_private_memory_s_words_are_never_said_in_the_group_but_the_page_shows_them(group):
     doc = seeded(extra={WANG: SECRET})
-    service = group(doc)
+    service = await group(doc)
     page = (await _page(service))["topics"]
     secret = next(t for t in page["topics"] if "青龙计划" in t["label"])  # admins see what the page already shows
     text = await service.commands.stats(speaker(LI, KEY.group_id))
@@ -232,7 +247,7 @@ async def test_a_private_memory_s_words_are_never_said_in_the_group_but_the_page
 async def test_an_opted_out_member_is_nowhere(group):
     doc = seeded()
     doc.opted_out = {ZHANG: NOW - 86400}
-    service = group(doc)
+    service = await group(doc)
     section = (await _page(service))["topics"]
     assert ZHANG not in _ids(section) and section["excluded_members"] == 1
     assert not any("篮球" in t["label"] for t in section["topics"])
@@ -250,7 +265,7 @@ async def _export(service, group_id: str = KEY.group_id, user_id: str = "") -> d
 
 
 async def test_the_export_has_the_group_s_topics_and_an_import_ignores_them(group, tmp_path, make_service):
-    service = group()
+    service = await group()
     await _page(service)
     export = await _export(service)
     [part] = export["groups"]
@@ -274,7 +289,7 @@ async def test_the_export_has_the_group_s_topics_and_an_import_ignores_them(grou
 
 
 async def test_an_export_of_every_group_carries_no_topics(group):
-    service = group()
+    service = await group()
     export = await _export(service, group_id="")
     assert export["groups"] and all("topics" not in part for part in export["groups"])
     await service.stop()
