@@ -344,7 +344,7 @@
       topicsNone: "No topics yet: a topic needs at least {2} memories about the same thing (this group has {0} and {1}).",
       topicsNote: "Computed at {0} from {1} and {2}; weeks start on Monday, in {3}. Click a topic to see its memories.", topicsArchived: "{0} archived ones are counted apart.",
       topicsArchived_one: "1 archived one is counted apart.", nMemories: "{0} memories", nMemories_one: "1 memory", nEpisodes: "{0} episodes", nEpisodes_one: "1 episode",
-      topicsStale: "Memories changed: updated in about half a minute; below is what the memories of {0} give.", topicsExcluded: "{0} members who opted out are not counted.",
+      topicsStale: "Memories changed: updated in about half a minute; below is what the memories of {0} give.", topicsExcluded: "{0} members who opted out are not counted.", topicsExcluded_one: "1 member who opted out is not counted.",
       topicOther: "Other (in no topic)", topicN: "Topic {0}", topicNamedBy: "Named by the model from these terms", topicSize: "{0} memories", topicSize_one: "1 memory", topicArchived: "{0} more archived",
       unknownMember: "Unknown member", topicMore: "{0} older ones not listed.", topicMoreMembers: " and others ({0} in all)",
       weekNew: "new", weekUsed: "last used", weekFaded: "faded", weekTitle: "{0} (from {1}): {2} new, {3} last used, {4} faded",
@@ -1378,7 +1378,7 @@
     const picked = el("div", { id: "topic-memories" });
     const head = [el("h3", {}, t("topics")),
       el("p", { class: "muted small" }, t("topicsNote", fmtTime(d.computed_at), tn("nMemories", d.memories), tn("nEpisodes", d.episodes), d.zone || ""),
-        d.archived ? ` ${tn("topicsArchived", d.archived)}` : "", d.excluded_members ? ` ${t("topicsExcluded", d.excluded_members)}` : ""),
+        d.archived ? ` ${tn("topicsArchived", d.archived)}` : "", d.excluded_members ? ` ${tn("topicsExcluded", d.excluded_members)}` : ""),
       !d.fresh && d.computing && el("p", { class: "muted small topics-stale" }, t("topicsStale", fmtTime(d.computed_at)))];
     const section = el("section", { class: "card", id: "topics" }, head);
     if (!real.length) section.appendChild(el("p", { class: "muted topics-none" }, t("topicsNone", tn("nMemories", d.memories), tn("nEpisodes", d.episodes), d.min_topic_size || 3)));
