@@ -18,11 +18,12 @@ max any-generation pause during loads <= 10 ms, on a quiet machine.
 
 Variants: `none` (both sides with the plugin's freezing turned off: CPython alone) and `plugin` (each side with its
 own policy, `memory/_gcfreeze.py`; previous: collect-and-freeze queued with `call_soon` after every second
-middle-generation collection; current: a freeze inside the gc callback after each). Figures are ms of wall time
+middle-generation collection; current: a freeze inside the gc callback after each); each with the shipped embedding model `--models` on (the default
+settings: it embeds every loaded group in a worker thread) and off. Figures are ms of wall time
 (a collection runs in the event loop's thread). One bench at a time on the machine: it takes /tmp/um-bench.lock.
 
 Run: .venv/bin/python bench/bench_gc.py [--groups 10] [--speakers 1000] [--host-objects 400000] [--rounds 1]
-     [--variants none,plugin] [--previous COMMIT (default: bench/_previous.default_previous())]
+     [--variants none,plugin] [--models on,off] [--previous COMMIT (default: bench/_previous.default_previous())]
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "bench"))
 os.environ.setdefault("ASTRBOT_ROOT", tempfile.mkdtemp(prefix="bench-astrbot-"))
 
+SIDES = ("previous", "current")
 SLOW = 0.010  # a pause longer than this is counted (the target)
 
 
@@ -109,6 +111,8 @@ async def child(args) -> dict:
     keep = host_heap(args.host_objects)
     directory = Path(args.dir)
     config = AstrBotConfig(config_path=str(directory / f"cfg_{args.side}_{args.variant}.json"), schema={})
+    if args.model == "off":  # the shipped embedding model (on by default) neither loads nor embeds the groups
+        config["recall"] = {"recall_builtin_model": False}
     plugin = main.UserMemoryPlugin(Context(asyncio.Queue(), config, *([None] * 9)), config)
     parts = components(plugin)
     parts.store = memory_name(main, "UserMemoryStore", "_storage")(directory)
@@ -170,7 +174,7 @@ def run_child(args, side: str, variant: str, tmp: str, previous: str) -> dict | 
         shutil.copytree(tmp, run, dirs_exist_ok=True)
         command = [sys.executable, __file__, "--child", "--side", side, "--variant", variant, "--dir", run]
         command += ["--groups", str(args.groups), "--speakers", str(args.speakers)]
-        command += ["--host-objects", str(args.host_objects), "--previous", previous]
+        command += ["--host-objects", str(args.host_objects), "--previous", previous, "--model", args.model]
         result = subprocess.run(command, capture_output=True, text=True)
     line = next((x for x in result.stdout.splitlines() if x.startswith("RESULT ")), None)
     if line is None:
@@ -194,6 +198,8 @@ def main() -> None:
     parser.add_argument("--previous", default=None)
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--variants", default="none,plugin")
+    parser.add_argument("--models", default="on,off", help="the shipped embedding model: on (default settings), off")
+    parser.add_argument("--model", default="on", help=argparse.SUPPRESS)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--side", default="current", help=argparse.SUPPRESS)
     parser.add_argument("--variant", default="none", help=argparse.SUPPRESS)
@@ -213,35 +219,36 @@ def main() -> None:
             f"back, {args.speakers} replies per group, host objects {args.host_objects:,}; pauses in ms of wall"
         )
         header = (
-            f"  {'side':<20}{'variant':<9}{'loads: max wall / CPU  >10ms':>32}{'replies: max wall / CPU  >10ms':>34}"
+            f"  {'side':<20}{'variant':<9}{'model':<6}{'loads: max wall / CPU  >10ms':>32}{'replies: max wall / CPU  >10ms':>34}"
             f"{'collections loads 0/1/2':>25}{'freezer ms (n)':>16}{'full after':>12}{'frozen':>11}{'loads s':>9}"
         )
-        worst: dict[tuple[str, str], tuple[float, float]] = {}
+        worst: dict[tuple[str, str, str], tuple[float, float]] = {}
         with tempfile.TemporaryDirectory(prefix="bench-gc-") as tmp:
             make_groups(Path(tmp), args.groups)
             print(header)
             for _ in range(args.rounds):
-                for variant in args.variants.split(","):
-                    for side in ("previous", "current"):
-                        r = run_child(args, side, variant, tmp, previous)
-                        if r is None:
-                            continue
-                        label = f"previous ({previous})" if side == "previous" else "current"
-                        lo, re = r["loads"], r["replies"]
-                        counts = "/".join(str(lo["counts"][g]) for g in ("0", "1", "2"))
-                        froze = "-" if r["freezer_s"] is None else f"{r['freezer_s'] * 1000:.1f} ({r['freezes']})"
-                        print(
-                            f"  {label:<20}{variant:<9}{pause(lo):>32}{pause(re):>34}"
-                            f"{counts:>25}{froze:>16}{r['full_after'] * 1000:>12.1f}{r['frozen']:>11,}"
-                            f"{r['loads_s']:>9.1f}"
-                        )
-                        key = (label, variant)
-                        was = worst.get(key, (0.0, 0.0))
-                        worst[key] = (max(was[0], lo["max"], re["max"]), max(was[1], lo["max_cpu"], re["max_cpu"]))
+                for variant, args.model, side in [
+                    (v, m, side) for m in args.models.split(",") for v in args.variants.split(",") for side in SIDES
+                ]:
+                    r = run_child(args, side, variant, tmp, previous)
+                    if r is None:
+                        continue
+                    label = f"previous ({previous})" if side == "previous" else "current"
+                    lo, re = r["loads"], r["replies"]
+                    counts = "/".join(str(lo["counts"][g]) for g in ("0", "1", "2"))
+                    froze = "-" if r["freezer_s"] is None else f"{r['freezer_s'] * 1000:.1f} ({r['freezes']})"
+                    print(
+                        f"  {label:<20}{variant:<9}{args.model:<6}{pause(lo):>32}{pause(re):>34}"
+                        f"{counts:>25}{froze:>16}{r['full_after'] * 1000:>12.1f}{r['frozen']:>11,}"
+                        f"{r['loads_s']:>9.1f}"
+                    )
+                    key = (label, variant, args.model)
+                    was = worst.get(key, (0.0, 0.0))
+                    worst[key] = (max(was[0], lo["max"], re["max"]), max(was[1], lo["max_cpu"], re["max_cpu"]))
         print("worst pause of any generation, loads and replies, over all rounds (wall / CPU):")
-        for (label, variant), (wall, cpu) in worst.items():
+        for (label, variant, model), (wall, cpu) in worst.items():
             verdict = f" (target <= 10 ms: {'met' if wall <= SLOW else 'not met'})" if variant == "plugin" else ""
-            print(f"  {label:<20}{variant:<9}{wall * 1000:>9.1f} / {cpu * 1000:.1f} ms{verdict}")
+            print(f"  {label:<20}{variant:<9}{model:<6}{wall * 1000:>9.1f} / {cpu * 1000:.1f} ms{verdict}")
         print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
