@@ -16,6 +16,10 @@ empty after it, and `gc.freeze()` only splices the generations' lists onto the f
 collection promoted (~7,000 objects with CPython's default thresholds), and every automatic collection stays that
 small, also while groups load back to back without the event loop getting a turn (issue 37: the freeze that was
 queued with `call_soon` ran only after the loads, when a 489 ms collection of all ten groups had happened).
+CPython starts a young collection only when allocations minus frees pass its threshold, so while old objects
+die as fast as new ones are kept (views and vectors replacing older ones) none comes and the young generation
+grows unbounded; the service therefore calls `note_reply` after every reply, and every `YOUNG_EVERY` replies it
+collects the young generations itself (a few replies' worth of objects, then frozen by the callback).
 Elsewhere (another implementation or version, whose gc internals may differ) the freeze is queued on the loop as
 before: `collect_and_freeze` soon after every `FREEZE_AFTER` middle-generation collections.
 
@@ -56,6 +60,7 @@ SLOW_SECONDS = 0.010  # a full pass or queued freeze that took longer is logged 
 THAW_EVERY = 6 * 3600.0  # seconds between full passes that also collect what died frozen ...
 IDLE_SECONDS = 30.0  # ... run once no group was used for this long ...
 FORCE_THAW_AFTER = 24 * 3600.0  # ... or regardless after this long
+YOUNG_EVERY = 16  # replies between the service's own young collections (`note_reply`)
 
 
 def collect_and_freeze() -> float:
@@ -97,6 +102,7 @@ class Freezer:
         self._force_after = force_after
         self._thawed_at = clock()
         self._promotions = 0
+        self._replies = 0
         self._scheduled = False
         self.freezes = 0  # every freeze: at start, in a callback, queued, full passes
         self.thaws = 0
@@ -129,6 +135,19 @@ class Freezer:
         self._promotions += 1
         if self._promotions >= self._after and not self._scheduled:
             self._schedule()
+
+    def note_reply(self) -> None:
+        """A reply was served (the service, at its end): every `YOUNG_EVERY` replies, collect the two young
+        generations (and freeze, in the callback). CPython counts allocations minus frees for its young collection,
+        so while old objects are freed as fast as new ones are kept (a member's recall view replacing an older
+        one, a group's vectors replacing their lists), none runs and the young generation grows to hundreds of
+        thousands of objects, walked at once by the next (150-200 ms: issue 37's bench with the embedding model
+        on). Here they stay at what a few replies keep (one int compare per reply otherwise)."""
+        self._replies += 1
+        if self._replies >= YOUNG_EVERY:
+            self._replies = 0
+            if self._in_callback:
+                gc.collect(1)
 
     def tick(self) -> None:
         """On the loop, now and then (the service: every minute): the full pass, when one is due."""

@@ -7,7 +7,7 @@ import weakref
 
 import pytest
 
-from memory._gcfreeze import IN_CALLBACK, Freezer, collect_and_freeze, in_callback_supported
+from memory._gcfreeze import IN_CALLBACK, YOUNG_EVERY, Freezer, collect_and_freeze, in_callback_supported
 from service_kit import save, speaker
 
 
@@ -265,3 +265,28 @@ async def test_the_service_tells_the_freezer_when_a_group_was_last_used(make_ser
         assert freezer.thaws == 1  # quiet for hours and the period passed: the service's clock drives it
     finally:
         await service.stop()
+
+
+@needs_callback
+def test_replies_bound_the_young_generation_even_while_old_objects_are_freed(unfrozen):
+    """CPython counts allocations minus frees: old objects freed as fast as new ones are kept leave its young
+    collection waiting while the young generation grows; every YOUNG_EVERY replies the freezer collects it."""
+    old = [[i] for i in range(40_000)]
+    gc.collect()
+    gc.freeze()
+    freezer = Freezer(Loop())  # type: ignore[arg-type]
+    freezer.start()
+    try:
+        kept = []
+        for reply in range(YOUNG_EVERY):
+            freezes = freezer.freezes
+            for i in range(2000):  # what one reply keeps, while as many old objects die
+                kept.append([reply, i])
+                old.pop()
+            assert freezer.freezes == freezes  # CPython's own collections never came
+            freezer.note_reply()
+        assert freezer.freezes == freezes + 1
+        assert not any(o is kept[0] or o is kept[-1] for o in gc.get_objects())  # collected, then frozen
+        assert len(gc.get_objects(0)) < 1000
+    finally:
+        freezer.stop()

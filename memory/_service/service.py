@@ -446,6 +446,8 @@ class MemoryService(Components):
         if injected:
             self.injection_counts.note(member.group, injected)
         self.store.touch(member.group)
+        if self._gc_freezer is not None:
+            self._gc_freezer.note_reply()  # young collections bounded by replies (`_gcfreeze.py`)
         self._evict_soon(now)
         return Injected(block, injected if self.replies is not None else ())
 
