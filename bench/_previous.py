@@ -59,3 +59,16 @@ def given(req) -> str:
     message (the default since issue 23)."""
     parts = getattr(req, "extra_user_content_parts", None) or []
     return "\n\n".join([req.system_prompt or "", *(getattr(p, "text", "") for p in parts)])
+
+
+def default_previous() -> str:
+    """The commit a bench compares with by default: on a branch, where it left main (`git merge-base HEAD main`);
+    on main itself, the commit before (`HEAD~1`)."""
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", "-C", str(REPO), *args], check=True, capture_output=True, text=True
+        ).stdout.strip()
+
+    head, base = git("rev-parse", "HEAD"), git("merge-base", "HEAD", "main")
+    return (git("rev-parse", "HEAD~1") if base == head else base)[:7]

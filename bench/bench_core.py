@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
+import importlib
 import os
 import statistics
 import sys
@@ -116,10 +117,11 @@ def bench_serialization(directory: Path, runs: int = 20) -> tuple[float, float, 
 
 
 async def bench_injection(
-    directory: Path, iterations: int, rounds: int = 4, previous: str | None = None
+    directory: Path, iterations: int, rounds: int = 4, previous: str | None = None, gc_freeze: bool = False
 ) -> dict[str, tuple[float, float, float]]:
     """Warm injection latency for a member of the group, for the previous implementation (`bench/_previous.py`)
-    and the current one, in alternating rounds so both see the same machine load. Each at its own defaults."""
+    and the current one, in alternating rounds so both see the same machine load. Each at its own defaults;
+    `gc_freeze`: each side's own GC freezer runs while its rows are timed, as the service's start sets it up."""
     from _previous import given
     from astrbot.api import AstrBotConfig
     from astrbot.core.provider.entities import LLMResponse, ProviderRequest
@@ -135,7 +137,7 @@ async def bench_injection(
     # (a pair of rare characters makes each text its own: no memory holds them)
     rare = [chr(0x5000 + i) + chr(0x5200 + j) for i in range(200) for j in range(200)]
     new_messages = [f"模块{k % 64}的回复风格是怎样的？{rare[k]}" for k in range(iterations + rounds * 200)]
-    runs = {}
+    runs, freezers = {}, {}
     previous = previous or BASELINE
     for label, main in ((f"previous ({previous})", load_previous(previous)), ("current", load_plugin_package())):
         memory = sys.modules[f"{main.__package__}.memory"]
@@ -152,6 +154,9 @@ async def bench_injection(
         observing_config["enable_background_extraction"] = True
         observing = main.UserMemoryPlugin(Context(asyncio.Queue(), observing_config, *([None] * 9)), observing_config)
         components(observing).store = store
+        if gc_freeze:  # one freezer per side, started only while that side is timed (the gc's state is global)
+            freezer = importlib.import_module(f"{memory.__name__}._gcfreeze").Freezer(asyncio.get_running_loop())
+            components(plugin)._gc_freezer = components(observing)._gc_freezer = freezers[label] = freezer
         event = make_event(message, group=GROUP.group_id, user=member.user_id)
         relevant_event = make_event(relevant_message, group=GROUP.group_id, user=member.user_id)
         # other members of the group: what the handler hears of them (`RecentMessages`) stays out of the other rows
@@ -227,7 +232,9 @@ async def bench_injection(
                 [],
             )
     for _ in range(rounds):
-        for paths in runs.values():
+        for label, paths in runs.items():
+            if label in freezers:
+                freezers[label].start()
             for call, samples, cpu, *around in paths.values():
                 before, after = around if around else (None, None)
                 for _ in range(200):  # warm this path again after the other one ran
@@ -241,6 +248,8 @@ async def bench_injection(
                     cpu.append(time.thread_time_ns() - c0)
                     if after is not None:
                         await after()
+            if label in freezers:
+                freezers[label].stop()
     return {
         f"{path}, {label}": (*percentiles(samples), *percentiles(cpu))
         for label, paths in runs.items()
@@ -340,6 +349,9 @@ async def main() -> None:
     parser.add_argument("--previous", default=None, help="the commit to compare with (default: bench/_previous.py's)")
     parser.add_argument("--injection-only", action="store_true", help="only the warm injection latency")
     parser.add_argument("--savers", type=int, default=100)
+    parser.add_argument(
+        "--gc-freeze", action="store_true", help="injection rows with each side's GC freezer on, as after start()"
+    )
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="bench-core-") as tmp:
@@ -352,7 +364,9 @@ async def main() -> None:
 
         if args.injection_only:
             print(f"\ninjection latency, warm group, {args.iterations} calls (microseconds):")
-            print_injection(await bench_injection(directory, args.iterations, previous=args.previous))
+            print_injection(
+                await bench_injection(directory, args.iterations, previous=args.previous, gc_freeze=args.gc_freeze)
+            )
             return
         old_memory = previous_memory(args.previous or BASELINE)
         cold = []
@@ -369,7 +383,9 @@ async def main() -> None:
         )
 
         print(f"\ninjection latency, warm group, {args.iterations} calls (microseconds):")
-        print_injection(await bench_injection(directory, args.iterations, previous=args.previous))
+        print_injection(
+            await bench_injection(directory, args.iterations, previous=args.previous, gc_freeze=args.gc_freeze)
+        )
 
         print(f"\ndurable saves/s, {args.savers} concurrent savers, {args.saves} saves, into this group:")
         naive = await bench_saves(directory, max(args.saves // 4, 50), args.savers, baseline=True)

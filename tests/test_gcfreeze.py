@@ -1,12 +1,14 @@
 """Long-lived objects are frozen out of garbage collection (`memory/_gcfreeze.py`): garbage first, then what
-survived; at the service's start and then after every few promotions to the oldest generation, until it stops."""
+survived, at the service's start; then at the end of every middle- or oldest-generation collection, inside it (no
+loop turn needed), until it stops; a full pass now and then, once idle."""
 
 import gc
 import weakref
 
 import pytest
 
-from memory._gcfreeze import Freezer, collect_and_freeze
+from memory._gcfreeze import IN_CALLBACK, YOUNG_EVERY, Freezer, collect_and_freeze, in_callback_supported
+from service_kit import save, speaker
 
 
 class Node:
@@ -46,9 +48,9 @@ class Loop:
         self.soon.append(function)
 
 
-def test_the_freezer_freezes_at_start_and_after_every_second_middle_collection(unfrozen):
+def test_elsewhere_the_freezer_queues_a_freeze_after_every_second_middle_collection(unfrozen):
     loop = Loop()
-    freezer = Freezer(loop, after=2)  # type: ignore[arg-type]
+    freezer = Freezer(loop, after=2, in_callback=False)  # type: ignore[arg-type]
     freezer.start()
     try:
         assert freezer.freezes == 1 and freezer._observe in gc.callbacks
@@ -97,10 +99,10 @@ def frozen_cycle() -> weakref.ref:
     return weakref.ref(a)
 
 
-def test_a_cycle_that_died_frozen_is_collected_by_the_next_freeze_after_the_thaw_period(unfrozen):
+def test_elsewhere_a_cycle_that_died_frozen_is_collected_by_the_next_freeze_after_the_thaw_period(unfrozen):
     now = [1000.0]
     loop = Loop()
-    freezer = Freezer(loop, after=1, thaw_every=3600, clock=lambda: now[0])  # type: ignore[arg-type]
+    freezer = Freezer(loop, after=1, thaw_every=3600, clock=lambda: now[0], in_callback=False)  # type: ignore[arg-type]
     freezer.start()
     try:
         dead = frozen_cycle()
@@ -125,3 +127,166 @@ def test_stopping_thaws_so_a_stopped_service_cycles_are_collected(unfrozen):
     assert gc.get_freeze_count() == 0
     gc.collect()
     assert dead() is None
+
+
+def test_the_freeze_in_the_callback_is_only_where_it_is_known_safe():
+    assert in_callback_supported("cpython", (3, 12)) and in_callback_supported("cpython", (3, 13, 1))
+    assert not in_callback_supported("cpython", (3, 11))
+    assert not in_callback_supported("cpython", (3, 14))  # incremental gc: not checked
+    assert not in_callback_supported("pypy", (3, 12))
+
+
+needs_callback = pytest.mark.skipif(not IN_CALLBACK, reason="the in-callback freeze is CPython 3.12/3.13 only")
+
+
+@needs_callback
+def test_a_middle_generation_collection_freezes_inside_it_without_a_loop_turn(unfrozen):
+    loop = Loop()
+    freezer = Freezer(loop)  # type: ignore[arg-type]
+    assert gc.isenabled()
+    freezer.start()
+    try:
+        frozen = gc.get_freeze_count()
+        # Loads back to back: objects that stay, made with no await in between; CPython's own collections run.
+        kept = [[i] for i in range(60_000)]
+        assert freezer.freezes > 1  # frozen at the end of automatic middle-generation collections
+        assert loop.soon == []  # nothing queued: the loop never got (or needed) a turn
+        assert gc.get_freeze_count() >= frozen + 20_000
+        assert not any(o is kept[0] for o in gc.get_objects())  # in no generation: no collection walks it
+        gen0 = freezer.freezes
+        gc.collect(0)
+        assert freezer.freezes == gen0  # a young collection promotes nothing to the oldest: no freeze
+        gc.collect(1)
+        assert freezer.freezes == gen0 + 1 and not gc.get_objects(2)  # the oldest generation is left empty
+        assert not any(o is kept[-1] for o in gc.get_objects())
+    finally:
+        freezer.stop()
+
+
+@needs_callback
+def test_cycles_made_and_dropped_between_freezes_are_still_collected(unfrozen):
+    freezer = Freezer(Loop())  # type: ignore[arg-type]
+    freezer.start()
+    try:
+        dead = []
+        kept = []
+        for i in range(30_000):
+            a, b = Node(), Node()
+            a.other, b.other = b, a
+            if i % 1000 == 0:
+                dead.append(weakref.ref(a))
+            kept.append([i])  # long-lived objects between them: collections and freezes run meanwhile
+        del a, b
+        assert freezer.freezes > 1
+        gc.collect(1)  # the young generations' own collection, as CPython runs it anyway
+        assert all(ref() is None for ref in dead)  # none was frozen: each died young, within the generations
+    finally:
+        freezer.stop()
+
+
+async def test_an_unloaded_group_is_freed_while_frozen_without_any_collection(make_service, unfrozen):
+    """What a group holds has no reference cycles: frozen, it is still freed by reference counts alone when the
+    store unloads it (the view of a caller, its memories, the group's document)."""
+    service = make_service()
+    await service.start()
+    try:
+        who = speaker("ou_gc")
+        await save(service, who, "模块3的回复风格要简短")
+        await service.inject(who, "模块3的回复风格是怎样的")
+        await service.group_index.flush(compare=False)  # the groups' index holds a committed document till then
+        key = who.member.group
+        document = weakref.ref(service.store.peek_document(key))
+        memory = weakref.ref(service.store.peek(key, "ou_gc")[0])
+        views = [weakref.ref(v) for k, v in service.recall._views.items() if k[0] == key]
+        assert document() is not None and memory() is not None and views
+        gc.collect()
+        gc.freeze()  # everything is frozen, the group included
+        gc.disable()
+        try:
+            assert service.store.unload(key)
+            assert document() is None and memory() is None  # freed by reference counts, no collection ran
+            assert all(view() is None for view in views)
+        finally:
+            gc.enable()
+    finally:
+        await service.stop()
+
+
+def test_the_full_pass_waits_for_its_period_and_for_quiet_unless_too_long(unfrozen):
+    now = [1000.0]
+    used = [1000.0]
+    loop = Loop()
+    freezer = Freezer(
+        loop,  # type: ignore[arg-type]
+        thaw_every=3600,
+        clock=lambda: now[0],
+        last_active=lambda: used[0],
+        idle=30,
+        force_after=86400,
+    )
+    freezer.start()
+    try:
+        dead = frozen_cycle()
+        now[0] += 3599
+        used[0] = now[0] - 60
+        freezer.tick()
+        assert freezer.thaws == 0 and dead() is not None  # within the period
+        now[0] += 1
+        used[0] = now[0] - 29
+        freezer.tick()
+        assert freezer.thaws == 0 and dead() is not None  # due, but a group was used 29 s ago: not now
+        used[0] = now[0] - 30
+        freezer.tick()
+        assert freezer.thaws == 1 and dead() is None  # quiet for 30 s: thawed, collected everything, froze again
+        assert gc.get_freeze_count() > 0
+        now[0] += 86400
+        used[0] = now[0]  # never quiet
+        freezer.tick()
+        assert freezer.thaws == 2  # a day without a pass: forced
+        freezer.tick()
+        assert freezer.thaws == 2
+        assert loop.soon == []  # the pass runs where `tick` runs (the loop), never queued
+    finally:
+        freezer.stop()
+
+
+async def test_the_service_tells_the_freezer_when_a_group_was_last_used(make_service, host, unfrozen):
+    service = make_service()
+    await service.start()
+    try:
+        assert service.store.last_used() == float("-inf")
+        who = speaker("ou_gc")
+        await service.inject(who, "你好")
+        assert service.store.last_used() == host.clock()
+        freezer = service._gc_freezer
+        assert freezer is not None and freezer._last_active() == host.clock()
+        host.clock.advance(7 * 3600)
+        freezer.tick()
+        assert freezer.thaws == 1  # quiet for hours and the period passed: the service's clock drives it
+    finally:
+        await service.stop()
+
+
+@needs_callback
+def test_replies_bound_the_young_generation_even_while_old_objects_are_freed(unfrozen):
+    """CPython counts allocations minus frees: old objects freed as fast as new ones are kept leave its young
+    collection waiting while the young generation grows; every YOUNG_EVERY replies the freezer collects it."""
+    old = [[i] for i in range(40_000)]
+    gc.collect()
+    gc.freeze()
+    freezer = Freezer(Loop())  # type: ignore[arg-type]
+    freezer.start()
+    try:
+        kept = []
+        for reply in range(YOUNG_EVERY):
+            freezes = freezer.freezes
+            for i in range(2000):  # what one reply keeps, while as many old objects die
+                kept.append([reply, i])
+                old.pop()
+            assert freezer.freezes == freezes  # CPython's own collections never came
+            freezer.note_reply()
+        assert freezer.freezes == freezes + 1
+        assert not any(o is kept[0] or o is kept[-1] for o in gc.get_objects())  # collected, then frozen
+        assert len(gc.get_objects(0)) < 1000
+    finally:
+        freezer.stop()

@@ -165,6 +165,8 @@ class MemoryService(Components):
         while True:  # also when no reply comes (the dashboard or maintenance loaded groups)
             await asyncio.sleep(EVICT_EVERY_SECONDS)
             self._evict_quietly()
+            if self._gc_freezer is not None:  # the full pass of `_gcfreeze.py`, once due and idle
+                self._gc_freezer.tick()
 
     @property
     def observing(self) -> bool:
@@ -174,7 +176,9 @@ class MemoryService(Components):
     # -- start and stop ------------------------------------------------------------------------------------------
     async def start(self) -> None:
         if self.gc_freeze and self._gc_freezer is None:  # first: the host's heap is frozen before anything loads
-            self._gc_freezer = Freezer(asyncio.get_running_loop())
+            self._gc_freezer = Freezer(
+                asyncio.get_running_loop(), clock=self.ports.clock, last_active=self.store.last_used
+            )
             self._gc_freezer.start()
         await self._start_store()
         if self.key_migration is not None:
@@ -442,6 +446,8 @@ class MemoryService(Components):
         if injected:
             self.injection_counts.note(member.group, injected)
         self.store.touch(member.group)
+        if self._gc_freezer is not None:
+            self._gc_freezer.note_reply()  # young collections bounded by replies (`_gcfreeze.py`)
         self._evict_soon(now)
         return Injected(block, injected if self.replies is not None else ())
 

@@ -453,6 +453,9 @@ class CachedStore(MemoryStore):
         if group is not None:
             group.used = self._clock()
 
+    def last_used(self) -> float:
+        return max((group.used for group in self._groups.values()), default=float("-inf"))
+
     def held_bytes(self) -> int:
         """What the groups held in memory are estimated to take (`cached_group.estimated_bytes`)."""
         return sum(estimated_bytes(group) for group in self._groups.values())

@@ -223,6 +223,10 @@ class MemoryStore(ABC):
     def touch(self, key: GroupKey) -> None:
         """The group was used now: eviction takes it last."""
 
+    def last_used(self) -> float:
+        """When any group held was last used (the store's clock); -inf: never, or not tracked."""
+        return float("-inf")
+
     @abstractmethod
     def held_bytes(self) -> int:
         """What the groups held in memory are estimated to take, in bytes."""
