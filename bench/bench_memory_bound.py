@@ -24,9 +24,21 @@ before 593e396: RSS +520.9 MB, 100 groups held, logs 165.8 MB / data 53.8 MB (3.
 after: RSS +149.5 MB, 8 groups held (estimated 61.6 MB), 0 cold replies (981 of 1,000 group-days began with a
 load by the day's first save), logs 99.5 MB / data 53.8 MB (1.85x), CPU 890 s.
 
+Issue 37 item 4 (logs at every point, the purge included): with `--archive-day A --purge-day P` every member also
+starts with 5 extraction-sourced memories (day 0, importance 0.3), the settings are archive_unused_days A,
+archive_retention_days P - A (the log's retention follows it: max with change_log_retention_days) and no decay, and
+the real maintenance round (`maintenance.run_round(spacing=0)`) runs every simulated day at 01:00, before the
+groups' activity: day A archives the seeded memories (100 a commit), day P purges them (`purge_expired`). Printed
+then: logs / data after every day (all groups, and the worst single group), its maximum and the day of it, for both
+versions; and, on the days `--breakdown` names, the log bytes by kind, op, form (full, compacted, erased) and age.
+The baseline is then `bench/_previous.default_previous()` (on a branch: its merge-base with main), unless
+`--baseline` names one. `--quick`: 10 groups, one active a day (a few minutes a side under load).
+
 Run: .venv/bin/python bench/bench_memory_bound.py [--groups 100 --members 200 --days 100 --per-day 10
      --edits 2 --rounds 1 --baseline 593e396 --trace]
      a quick look: --groups 10 --members 20 --days 10 --per-day 2
+     issue 37: flock /tmp/um-bench.lock .venv/bin/python bench/bench_memory_bound.py --archive-day 46 --purge-day 77
+               --edits 1 [--quick]
 """
 
 from __future__ import annotations
@@ -38,13 +50,16 @@ import io
 import json
 import os
 import random
+import shutil
 import statistics
 import subprocess
 import sys
 import tarfile
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 BASELINE = "593e396"  # main before issue 22's items 4 and 5
@@ -99,7 +114,16 @@ async def workload(args: argparse.Namespace) -> dict[str, float]:
         clock=lambda: now[0],
         host_timezone=None,
     )
-    settings, _ = Settings.from_mapping({})
+    aging = args.archive_day is not None
+    settings, _ = Settings.from_mapping(
+        {
+            "archive_unused_days": args.archive_day,
+            "archive_retention_days": args.purge_day - args.archive_day,
+            "memory_decay_factor": 1.0,
+        }
+        if aging
+        else {}
+    )
     service = MemoryService(settings, data_dir, ports)
     groups = [f"oc_{rng.getrandbits(128):032x}" for _ in range(args.groups)]
     members = [[f"ou_{rng.getrandbits(128):032x}" for _ in range(args.members)] for _ in groups]
@@ -130,7 +154,14 @@ async def workload(args: argparse.Namespace) -> dict[str, float]:
     cold = cold_active = replies = first_cold = 0
     last_used: dict[int, float] = {}
     saved = [[0] * args.members for _ in groups]
+    series: list[dict[str, float]] = []
+    breakdowns: dict[int, dict[str, Any]] = {}
+    if aging:
+        await seed(service, groups, members, now[0])
     for day, active in enumerate(schedule(args.groups, args.days, args.per_day, rng)):
+        if aging and service.maintenance is not None:
+            now[0] = 1_764_000_000.0 + day * DAY + 3600
+            await service.maintenance.run_round(spacing=0)
         for slot, g in enumerate(active):
             now[0] = 1_764_000_000.0 + day * DAY + 8 * 3600 + slot * SLOT
             key = GroupKey("lark", groups[g])
@@ -165,6 +196,10 @@ async def workload(args: argparse.Namespace) -> dict[str, float]:
                 replies += 1
                 await asyncio.sleep(0)  # the eviction a reply schedules runs after it
             peak = max(peak, rss_bytes())
+        if aging:
+            series.append(sizes(data_dir))
+            if day in args.breakdown or day == args.days - 1:
+                breakdowns[day] = breakdown(data_dir, now[0])
     await service.store.close()
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
     gc.collect()
@@ -180,6 +215,7 @@ async def workload(args: argparse.Namespace) -> dict[str, float]:
     )
     held = sum(1 for g in groups if service.store.peek_document(GroupKey("lark", g)) is not None)
     held_bytes = getattr(service.store, "held_bytes", lambda: 0)()  # the estimate eviction goes by (after only)
+    shutil.rmtree(data_dir, ignore_errors=True)
     return {
         "rss_growth_mb": (rss_end - rss0) / 2**20,
         "rss_peak_growth_mb": (peak - rss0) / 2**20,
@@ -195,13 +231,134 @@ async def workload(args: argparse.Namespace) -> dict[str, float]:
         "wall_s": wall,
         "cpu_s": cpu,
         "load": load,
+        "series": series,  # type: ignore[dict-item]
+        "breakdowns": breakdowns,  # type: ignore[dict-item]
     }
+
+
+async def seed(service: Any, groups: list[str], members: list[list[str]], at: float) -> None:
+    """Day 0: 5 extraction-sourced memories a member (importance 0.3: archived once unused), one commit a group."""
+    from memory import GroupKey
+    from memory._models import Source
+    from memory._rules.operations import save
+
+    for g, group in enumerate(groups):
+
+        def add(lists: dict[Any, list[Any]], g: int = g) -> tuple[dict[Any, list[Any]], None]:
+            for u, owner in enumerate(members[g]):
+                for n in range(5):
+                    topic = TOPICS[(g + u + n) % len(TOPICS)]
+                    lists[owner], _ = save(
+                        lists[owner],
+                        memory_type="fact",
+                        content=f"早先提到：成员{u}对{topic}有兴趣，第{n}条，群{g}",
+                        now=at,
+                        max_count=1000,
+                        max_length=200,
+                        source=Source.EXTRACTION,
+                        importance=0.3,
+                    )
+            return lists, None
+
+        await service.store.change_many(GroupKey("lark", group), members[g], add, actor="extraction")
+        service.store.unload(GroupKey("lark", group))
+
+
+def group_files(data_dir: Path) -> Iterator[tuple[str, Path]]:
+    for p in data_dir.rglob("*.json*"):
+        if p.parent.name == "lark":
+            yield p.name.split(".")[0], p
+
+
+def sizes(data_dir: Path) -> dict[str, float]:
+    """Log and data bytes on disk now: all groups, and the group whose log is largest next to its data."""
+    logs: dict[str, int] = {}
+    data: dict[str, int] = {}
+    for name, p in group_files(data_dir):
+        into = logs if p.name.endswith(".changes.jsonl") else data if p.suffix == ".json" else None
+        if into is not None:
+            into[name] = into.get(name, 0) + p.stat().st_size
+    worst = max((logs.get(n, 0) / d for n, d in data.items() if d), default=0.0)
+    return {"log": sum(logs.values()), "data": sum(data.values()), "worst_group": worst}
+
+
+def breakdown(data_dir: Path, now: float) -> dict[str, Any]:
+    """The logs' bytes by (kind, op, form) and by age (days before `now`) and form."""
+    by_op: dict[str, int] = {}
+    by_age: dict[str, int] = {}
+    for _, p in group_files(data_dir):
+        if not p.name.endswith(".changes.jsonl"):
+            continue
+        for line in p.read_bytes().splitlines():
+            entry = json.loads(line)
+            form = "compacted" if entry.get("compacted") else "erased" if entry.get("erased") else "full"
+            at = entry.get("at")
+            decade = int((now - at) // DAY) // 10 * 10 if isinstance(at, (int, float)) else None
+            name = f"{entry.get('kind')}/{entry.get('op', '-')}/{form}"
+            by_op[name] = by_op.get(name, 0) + len(line) + 1
+            bucket = f"{decade:3d}-{decade + 9:<3d} days old/{form}" if decade is not None else "no time"
+            by_age[bucket] = by_age.get(bucket, 0) + len(line) + 1
+    return {"by_op": by_op, "by_age": by_age}
 
 
 def child(args: argparse.Namespace) -> None:
     sys.path.insert(0, args.tree)
     result = asyncio.run(workload(args))
     print(json.dumps(result))
+
+
+def fmt_load(load: tuple[float, float, float]) -> str:
+    return "/".join(f"{x:.2f}" for x in load)
+
+
+def previous_commit() -> str:
+    """`bench/_previous.default_previous()` when main has it, else the merge-base with main (`HEAD~1` on main)."""
+    try:
+        sys.path.insert(0, str(REPO / "bench"))
+        from _previous import default_previous  # type: ignore[attr-defined]
+
+        return str(default_previous())
+    except ImportError:
+        git = ["git", "-C", str(REPO)]
+        head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+        base = subprocess.run([*git, "merge-base", "HEAD", "main"], capture_output=True, text=True, check=True)
+        commit = base.stdout.strip()
+        return f"{head}~1" if commit == head else commit
+
+
+def print_days(results: dict[str, list[dict[str, Any]]], args: argparse.Namespace) -> None:
+    """Logs / data after every day (first round of each version), its maximum and the day of it, the breakdowns."""
+    runs = {label: rs[0] for label, rs in results.items() if rs}
+    print(
+        f"\nlogs / data after each day (archive day {args.archive_day}, purge day {args.purge_day}; all groups, worst group)"
+    )
+    print("day " + "".join(f"{label + ' MB log/data':>24s} {'ratio':>6s} {'worst':>6s}" for label in runs))
+    for day in range(args.days):
+        cells = []
+        for run in runs.values():
+            x = run["series"][day]
+            cells.append(
+                f"{x['log'] / 2**20:11.2f}/{x['data'] / 2**20:<12.2f} {x['log'] / x['data']:6.2f} {x['worst_group']:6.2f}"
+            )
+        print(f"{day:3d} " + "".join(cells))
+    for label, run in runs.items():
+        ratios = [x["log"] / x["data"] for x in run["series"]]
+        worst = [x["worst_group"] for x in run["series"]]
+        top = max(range(len(ratios)), key=ratios.__getitem__)
+        top_worst = max(range(len(worst)), key=worst.__getitem__)
+        print(
+            f"{label}: max logs/data {ratios[top]:.2f}x on day {top} (day {args.days - 1}: {ratios[-1]:.2f}x); "
+            f"worst group {worst[top_worst]:.2f}x on day {top_worst}"
+        )
+    for label, run in runs.items():
+        for day, parts in sorted(run["breakdowns"].items(), key=lambda kv: int(kv[0])):
+            total = sum(parts["by_op"].values())
+            print(f"\n{label}, day {day}: log bytes by kind/op/form ({total / 2**20:.1f} MB)")
+            for name, n in sorted(parts["by_op"].items(), key=lambda kv: -kv[1]):
+                print(f"  {name:34s} {n / 2**20:8.2f} MB {n / total:6.1%}")
+            print(f"{label}, day {day}: by age (days) and form")
+            for name, n in sorted(parts["by_age"].items()):
+                print(f"  {name:34s} {n / 2**20:8.2f} MB {n / total:6.1%}")
 
 
 def extract(commit: str) -> Path:
@@ -220,16 +377,30 @@ def main() -> None:
     parser.add_argument("--per-day", type=int, default=10)
     parser.add_argument("--edits", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=1)
-    parser.add_argument("--baseline", default=BASELINE)
+    parser.add_argument("--baseline", default=None, help=f"default: {BASELINE}, with --archive-day the merge-base")
+    parser.add_argument("--archive-day", type=int, help="issue 37: seeded memories archived this day")
+    parser.add_argument("--purge-day", type=int, default=None, help="and purged this day (default archive-day + 31)")
+    parser.add_argument("--breakdown", default="", help="days (comma-separated) whose logs are broken down")
+    parser.add_argument("--quick", action="store_true", help="10 groups, one active a day")
     parser.add_argument("--trace", action="store_true")
     parser.add_argument("--only", choices=("before", "after"), help="run one version (two runs side by side)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--tree", default=str(REPO), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.quick:
+        args.groups, args.per_day = 10, 1
+    if args.archive_day is not None and args.purge_day is None:
+        args.purge_day = args.archive_day + 31
+    args.breakdown = {int(d) for d in args.breakdown.split(",") if d.strip()}
+    if args.archive_day is not None and not args.breakdown:
+        args.breakdown = {args.purge_day - 1, args.purge_day}
     if args.child:
         child(args)
         return
+    if args.baseline is None:
+        args.baseline = previous_commit() if args.archive_day is not None else BASELINE
     trees = {"before": str(extract(args.baseline)), "after": str(REPO)}
+    load_before = os.getloadavg()
     passed = [a for a in sys.argv[1:] if a not in ("--child",)]
     results: dict[str, list[dict[str, float]]] = {"before": [], "after": []}
     print(
@@ -250,11 +421,15 @@ def main() -> None:
                 sys.exit(f"{label} failed:\n{done.stderr[-3000:]}")
             result = json.loads(done.stdout.strip().splitlines()[-1])
             results[label].append(result)
-            print(f"  round {r + 1} {label:6s} " + "  ".join(f"{k}={v:.1f}" for k, v in result.items()), flush=True)
+            shown = {k: v for k, v in result.items() if isinstance(v, (int, float))}
+            print(f"  round {r + 1} {label:6s} " + "  ".join(f"{k}={v:.1f}" for k, v in shown.items()), flush=True)
+    if args.archive_day is not None:
+        print_days(results, args)
+    print(f"load average before {fmt_load(load_before)}, after {fmt_load(os.getloadavg())}; {os.cpu_count()} cores")
     if args.only:
         return
     print()
-    names = list(results["after"][0])
+    names = [k for k, v in results["after"][0].items() if isinstance(v, (int, float))]
     print(f"{'median':24s} {'before':>10s} {'after':>10s}")
     for name in names:
         before = statistics.median(x[name] for x in results["before"])
