@@ -25,7 +25,9 @@ after: RSS +149.5 MB, 8 groups held (estimated 61.6 MB), 0 cold replies (981 of 
 load by the day's first save), logs 99.5 MB / data 53.8 MB (1.85x), CPU 890 s.
 
 Issue 37 item 4 (logs at every point, the purge included): with `--archive-day A --purge-day P` every member also
-starts with 5 extraction-sourced memories (day 0, importance 0.3), the settings are archive_unused_days A,
+starts with 5 extraction-sourced memories (day 0, importance 0.3; written by one commit a group whose log is
+then removed, as for groups that held them long before: `--seed-log` keeps it, 1,000 add entries inside the
+retention until day 31, by themselves 2x the data), the settings are archive_unused_days A,
 archive_retention_days P - A (the log's retention follows it: max with change_log_retention_days) and no decay, and
 the real maintenance round (`maintenance.run_round(spacing=0)`) runs every simulated day at 01:00, before the
 groups' activity: day A archives the seeded memories (100 a commit), day P purges them (`purge_expired`). Printed
@@ -157,7 +159,7 @@ async def workload(args: argparse.Namespace) -> dict[str, float]:
     series: list[dict[str, float]] = []
     breakdowns: dict[int, dict[str, Any]] = {}
     if aging:
-        await seed(service, groups, members, now[0])
+        await seed(service, groups, members, now[0], args.seed_log)
     for day, active in enumerate(schedule(args.groups, args.days, args.per_day, rng)):
         if aging and service.maintenance is not None:
             now[0] = 1_764_000_000.0 + day * DAY + 3600
@@ -236,8 +238,9 @@ async def workload(args: argparse.Namespace) -> dict[str, float]:
     }
 
 
-async def seed(service: Any, groups: list[str], members: list[list[str]], at: float) -> None:
-    """Day 0: 5 extraction-sourced memories a member (importance 0.3: archived once unused), one commit a group."""
+async def seed(service: Any, groups: list[str], members: list[list[str]], at: float, seed_log: bool) -> None:
+    """Day 0: 5 extraction-sourced memories a member (importance 0.3: archived once unused), one commit a group;
+    without `seed_log` its log is then removed (groups that held them long before the simulation)."""
     from memory import GroupKey
     from memory._models import Source
     from memory._rules.operations import save
@@ -260,8 +263,12 @@ async def seed(service: Any, groups: list[str], members: list[list[str]], at: fl
                     )
             return lists, None
 
-        await service.store.change_many(GroupKey("lark", group), members[g], add, actor="extraction")
-        service.store.unload(GroupKey("lark", group))
+        key = GroupKey("lark", group)
+        await service.store.change_many(key, members[g], add, actor="extraction")
+        assert service.store.unload(key)
+        if not seed_log:  # groups that had these memories long before: their add entries long compacted and trimmed
+            path = service.store.path_for(key)
+            path.with_name(f"{path.stem}.changes.jsonl").unlink()
 
 
 def group_files(data_dir: Path) -> Iterator[tuple[str, Path]]:
@@ -380,6 +387,7 @@ def main() -> None:
     parser.add_argument("--baseline", default=None, help=f"default: {BASELINE}, with --archive-day the merge-base")
     parser.add_argument("--archive-day", type=int, help="issue 37: seeded memories archived this day")
     parser.add_argument("--purge-day", type=int, default=None, help="and purged this day (default archive-day + 31)")
+    parser.add_argument("--seed-log", action="store_true", help="keep the seeding commit's log (1,000 adds a group)")
     parser.add_argument("--breakdown", default="", help="days (comma-separated) whose logs are broken down")
     parser.add_argument("--quick", action="store_true", help="10 groups, one active a day")
     parser.add_argument("--trace", action="store_true")

@@ -67,7 +67,8 @@ async def test_old_changes_lose_their_content_and_the_log_shrinks(postgres_serve
         clock.now -= 60 * DAY
         await busy_days(whole, clock, 60)
         entries, before = await store.log_entries(G), await whole.log_entries(G)
-        assert [e["id"] for e in entries] == [e["id"] for e in before]
+        ids = [e["id"] for e in entries]
+        assert ids == [e["id"] for e in before][-len(ids) :]  # no id renumbered: the oldest compacted ones trimmed
         cutoff = clock.now - 10 * DAY
         compacted = [e for e in entries if e.get("compacted")]
         # a compaction compacts every entry past the retention then: the compacted ones are the oldest, all of them
@@ -86,7 +87,7 @@ async def test_old_changes_lose_their_content_and_the_log_shrinks(postgres_serve
         log_bytes, data = await sizes(store)
         whole_log, whole_data = await sizes(whole)
         assert whole_log > 3 * whole_data  # the workload's log would be several times its data
-        assert log_bytes < 0.8 * whole_log  # (these contents are short: a compacted entry weighs half a whole one)
+        assert log_bytes <= 2 * data  # as the JSON store: compacted down to 1.5x, again past 1.9x
     finally:
         await store.close()
         await whole.close()
@@ -101,8 +102,8 @@ async def test_compaction_never_brings_erased_content_back_and_works_sealed(post
         await store.change(G, "u9", lambda memories: forget(memories, "all"), actor="u9", label=ERASE)
         await busy_days(store, clock, 30)
         entries = await store.log_entries(G)
-        erased = [e for e in entries if e.get("owner") == "u9"]
-        assert erased and all(e.get("erased") and e.get("compacted") and "new" not in e for e in erased)
+        erased = [e for e in entries if e.get("owner") == "u9"]  # if not trimmed yet (content-free: trimmed first)
+        assert all(e.get("erased") and e.get("compacted") and "new" not in e for e in erased)
         assert any(e.get("compacted") for e in entries if e.get("owner") != "u9")
         async with store.acquire() as conn:
             raw = await conn.fetch("SELECT entry::text AS text FROM um_log")

@@ -49,6 +49,8 @@ CARRIED = "carried"
 ERASE = "erase"  # the op of an erasure: a member wiped their memories; their content leaves the log
 SCRUB = "scrub"  # the marker line of an erasure committed with its document whose purge may not be done yet
 PURGE = "purge"  # the op of the end of an archived memory's or episode's retention: its content leaves the log too
+PRIVACY = "privacy"  # target kind of a member's opt-out or opt-in (no content)
+CONTENT_FREE_KINDS = (MEMORY, TODO, EPISODE, PRIVACY)  # the entries `content_free` may find so
 MAX_BYTES = 2_000_000
 TRIM_TO_FRACTION = 0.6  # a trim keeps the newest entries up to this share of MAX_BYTES, so it is rare
 _TAIL_CHUNK = 65_536
@@ -58,9 +60,11 @@ _KEPT_WHEN_ERASED = ("id", "at", "actor", "kind", "op", "scope", "owner", "targe
 # What a change past the retention keeps once the log is compacted (`rewrite`, `compacted`): who did what to which
 # item and when, to the second; never its content or values (sizes measured in bench/bench_memory_bound.py).
 COMPACTED = "compacted"
-COMPACT_RATIO = 1.5  # the log is compacted when it outgrows this many times its data (document and episodes)
+COMPACT_RATIO = 1.5  # the log is compacted when it outgrows this many times its data (document and episodes)...
 COMPACT_FLOOR = 65_536  # smaller logs are left whole
-COMPACT_REGROWTH = 1.5  # and compacted again only once it grew this much since
+COMPACT_TRIGGER = 1.9  # ...and compacted again whenever it passes this many times its data (the budget: COMPACT_RATIO)
+COMPACT_REGROWTH = 1.1  # but not before it grew this much since (a log the retention keeps large is not rewritten
+# at every commit)
 _KEPT_WHEN_COMPACTED = ("id", "at", "actor", "kind", "op", "scope", "owner", "target", "erased")
 
 
@@ -140,15 +144,31 @@ class LogState:
     totals: CallTotals | None = None  # computed on first use, then kept up to date by the store
     scrub: Scrub | None = None  # what a committed erasure not purged yet names
     compact_mark: int = 0  # the size below which the log is not compacted again (set by the last compaction)
+    compact_data: int = 0  # the data (document and episodes) the last `compact_due` was asked about
 
     def compact_due(self, adding: int, data_bytes: int) -> bool:
         """Whether the log, with `adding` bytes more, has outgrown COMPACT_RATIO times the data it logs (and
-        COMPACT_FLOOR), and grew by COMPACT_REGROWTH since it was last compacted."""
+        COMPACT_FLOOR), and passed the mark the last compaction left (`compacted_at`)."""
+        self.compact_data = data_bytes
         size = self.end + adding
         return size > max(COMPACT_FLOOR, COMPACT_RATIO * data_bytes) and size > self.compact_mark
 
     def compacted_at(self, end: int) -> None:
-        self.compact_mark = int(end * COMPACT_REGROWTH)
+        """The next compaction once the log passes COMPACT_TRIGGER times the data (as counted now) and grew by
+        COMPACT_REGROWTH since this one."""
+        self.compact_mark = mark_after(end, self.compact_data)
+
+    def free_budget(self) -> int | None:
+        """What a rewrite not compacting (the purge that finishes an erasure) trims the content-free entries down
+        to when the log passed COMPACT_TRIGGER times the data; None below that."""
+        if not self.compact_data or self.end <= max(COMPACT_FLOOR, COMPACT_TRIGGER * self.compact_data):
+            return None
+        return int(COMPACT_RATIO * self.compact_data)
+
+
+def mark_after(end: int, data_bytes: int) -> int:
+    """The size a log compacted down to `end` bytes (its data `data_bytes`) is compacted again past."""
+    return int(max(COMPACT_TRIGGER * data_bytes, end * COMPACT_REGROWTH))
 
 
 Transform = Callable[[dict[str, Any]], dict[str, Any]]  # an entry as written <-> as read (sealing, `sealed.py`)
@@ -161,11 +181,21 @@ def encode(entries: Iterable[dict[str, Any]], seal: Transform | None = None) -> 
     be written: the commit then fails whole."""
     if seal is not None:
         entries = map(seal, entries)
-    return "".join(json.dumps(e, ensure_ascii=False) + "\n" for e in entries).encode("utf-8")
+    return "".join(_json(e) + "\n" for e in entries).encode("utf-8")
+
+
+def _json(entry: dict[str, Any]) -> str:
+    return json.dumps(entry, ensure_ascii=False, separators=(",", ":"))
 
 
 def erased(entry: dict[str, Any]) -> dict[str, Any]:
-    return {**{k: entry[k] for k in _KEPT_WHEN_ERASED if k in entry}, "erased": True}
+    """The entry without its content: `_KEPT_WHEN_ERASED` (its time to the second), marked erased."""
+    kept = {k: entry[k] for k in _KEPT_WHEN_ERASED if k in entry}
+    at = kept.get("at")
+    if isinstance(at, float) and math.isfinite(at):
+        kept["at"] = int(at)
+    kept["erased"] = True
+    return kept
 
 
 def compacted(entry: dict[str, Any]) -> dict[str, Any]:
@@ -179,7 +209,33 @@ def compacted(entry: dict[str, Any]) -> dict[str, Any]:
 
 
 def _compact_line(entry: dict[str, Any]) -> bytes:
-    return json.dumps(compacted(entry), ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+    return _json(compacted(entry)).encode("utf-8") + b"\n"
+
+
+# What only an entry with content holds: a side of the change, its sealed token, a reviewer's reason.
+_CONTENT_MARKS = (b'"old":{', b'"old": {', b'"new":{', b'"new": {', b'"sealed"', b'"review_reason"')
+
+
+def content_free(entry: dict[str, Any]) -> bool:
+    """Whether the entry is a change that holds no content: erased, compacted, a purge, a privacy flag. The size
+    budget may trim these at any age (`rewrite`), before any entry with content."""
+    if (
+        entry.get("kind") not in CONTENT_FREE_KINDS
+        or isinstance(entry.get("id"), bool)
+        or not isinstance(entry.get("id"), int)
+    ):
+        return False
+    return not any(isinstance(entry.get(side), dict) for side in ("old", "new")) and not (
+        "sealed" in entry or "review_reason" in entry
+    )
+
+
+def _content_free_line(line: bytes) -> bool:
+    return (
+        not any(mark in line for mark in _CONTENT_MARKS)
+        and (entry := _parse(line)) is not None
+        and (content_free(entry))
+    )
 
 
 def _compactable(entry: dict[str, Any]) -> bool:
@@ -209,6 +265,7 @@ def finish_scrub(state: LogState, *, max_bytes: int, durable: bool) -> None:
         erase_targets=targets,
         max_bytes=max_bytes,
         durable=durable,
+        free_budget=state.free_budget(),
     )
     state.scrub = None
 
@@ -367,6 +424,7 @@ def rewrite(
     erase_targets: Targets = frozenset(),
     compact_before: float | None = None,
     compact_budget: int | None = None,
+    free_budget: int | None = None,
 ) -> tuple[int, int]:
     """Rewrite the log in one atomic replace: purge the content of erased members' memories, of erased todos and
     of the (kind, target) pairs in `erase_targets` (purged or erased memories and episodes), compact the changes
@@ -375,7 +433,9 @@ def rewrite(
     `data` at the end. Returns (where `data` starts, the new end). `transform` re-encodes every entry kept
     (sealing it with another key); unreadable lines are kept as they are. Nothing is ever added to an entry but
     the compacted mark: an erased entry stays without content. With `compact_budget`, when the log is still larger
-    than that, its oldest entries before the retention are trimmed (never one after it) until it fits."""
+    than that, its oldest content-free entries (`content_free`: erased, compacted, purges, privacy flags) are
+    trimmed first, at any age, then its oldest entries before the retention (never one with content after it),
+    until it fits; `free_budget` trims only the content-free ones. Content-free lines are written compact."""
     # Only lines that can matter are parsed (this runs in a thread, but parsing holds the GIL the loop needs).
     needles = [
         json.dumps(o, ensure_ascii=False).encode("utf-8")
@@ -406,13 +466,26 @@ def rewrite(
             and any(n in line for n in needles)
             and (entry := _to_erase(line, erase_owners, erase_todos, erase_targets)) is not None
         ):
-            line = json.dumps(erased(entry), ensure_ascii=False).encode("utf-8")
+            line = _json(erased(entry)).encode("utf-8")
         elif transform is not None and (entry := _parse(line)) is not None:
-            line = json.dumps(transform(entry), ensure_ascii=False).encode("utf-8")
+            line = _json(transform(entry)).encode("utf-8")
         if compacting:
             front = len(kept) + 1  # the entries before the retention: what `compact_budget` may trim
         kept.append(line + b"\n")
     total = sum(map(len, kept)) + len(data)
+    budget = min(b for b in (compact_budget, free_budget, math.inf) if b is not None)
+    if total > budget:  # content-free entries first, oldest first, whatever their age
+        trimmed = 0
+        for i, line in enumerate(kept if data else kept[:-1]):  # the last id stays: the document records it
+            if total <= budget:
+                break
+            if _content_free_line(line):
+                total -= len(line)
+                kept[i] = b""
+                trimmed += 1
+        if trimmed:
+            front -= kept[:front].count(b"")
+            kept = [line for line in kept if line]
     if compact_budget is not None and total > compact_budget:
         drop = 0
         while drop < front and total > compact_budget:

@@ -109,22 +109,14 @@ def archive_entries(
 
     def entry(op: str, owner: Owner, target: str, old: Memory | None, new: Memory | None, **more: Any) -> None:
         scope = "group" if owner is GROUP_OWNER else "global" if key.is_global else "member"
-        entries.append(
-            {
-                "id": 0,
-                "at": now,
-                "actor": actor,
-                "kind": changelog.MEMORY,
-                "op": op,
-                "scope": scope,
-                "owner": owner,
-                "target": target,
-                "old": old.model_dump(mode="json", exclude_none=True) if old else None,
-                "new": new.model_dump(mode="json", exclude_none=True) if new else None,
-                **more,
-                **extra,
-            }
-        )
+        made = {"id": 0, "at": now, "actor": actor, "kind": changelog.MEMORY, "op": op, "scope": scope}
+        made.update(owner=owner, target=target)
+        if old is None and new is None:  # a purge holds no content: written compact, its time to the second
+            made["at"] = int(now)
+        else:
+            made["old"] = old.model_dump(mode="json", exclude_none=True) if old else None
+            made["new"] = new.model_dump(mode="json", exclude_none=True) if new else None
+        entries.append({**made, **more, **extra})
 
     for owner, memories in after.items():
         for op, old, new in diff(before.get(owner, []), memories):

@@ -1,10 +1,14 @@
-"""Compacting a group's change log in PostgreSQL, as the JSON store does (`changelog.compacted`): once the log has
-outgrown COMPACT_RATIO times the group's data (and COMPACT_FLOOR), the entries older than the retention keep only
-their id, time (to the second), actor, kind, op, scope, owner and target; their content and values go, sealed
-or not. Undo of such an entry says it is too old. It runs in the commit's transaction (the locked path), so it is
-stored with that commit or not at all. `mark` keeps it from being looked at again before the log grew
-COMPACT_REGROWTH times since it was compacted, or reached COMPACT_RATIO times the data as counted when it was
-last looked at (the data is counted on the server only then, not at every commit)."""
+"""Compacting a group's change log in PostgreSQL, as the JSON store does (`changelog.compacted`, `changelog.rewrite`):
+once the log has outgrown COMPACT_RATIO times the group's data (and COMPACT_FLOOR), the entries older than the
+retention keep only their id, time (to the second), actor, kind, op, scope, owner and target; their content and values
+go, sealed or not. Undo of such an entry says it is too old. Then, while the log still weighs more than COMPACT_RATIO
+times the data, its oldest content-free entries (erased, compacted, purges, privacy flags: `changelog.content_free`)
+go, at any age, and then its oldest entries before the retention (call totals carried); an entry with content inside
+the retention never does. It runs in the commit's transaction (the locked path), so it is stored with that commit or
+not at all. `mark` keeps it from being looked at again before the log passed COMPACT_TRIGGER times the data as
+counted then and grew COMPACT_REGROWTH times since (`changelog.mark_after`), or reached COMPACT_RATIO times the data
+as counted when it was last looked at (the data is counted on the server only then, not at every commit); a commit
+that erases (a purge) looks again whatever the mark."""
 
 from __future__ import annotations
 
@@ -46,7 +50,56 @@ async def compact(conn: Any, gid: int, log_bytes: int, before: float) -> int:
     if updated:
         await rewrite_log_rows(conn, gid, updated)
     size = int(await conn.fetchval("SELECT log_bytes FROM um_groups WHERE gid = $1", gid))
-    return int(size * changelog.COMPACT_REGROWTH)
+    budget = int(changelog.COMPACT_RATIO * data)
+    if size > budget:
+        size = await _trim_to(conn, gid, size, budget, before)
+    return changelog.mark_after(size, data)
+
+
+# The change entries without content (`changelog.content_free`), the newest entry of the group left out (the
+# group's next id is counted from it).
+_CONTENT_FREE = (
+    "SELECT id, bytes FROM um_log WHERE gid = $1 AND kind = ANY($2::text[])"
+    " AND jsonb_typeof(entry->'old') IS DISTINCT FROM 'object' AND jsonb_typeof(entry->'new') IS DISTINCT FROM 'object'"
+    " AND NOT entry ?| array['sealed', 'review_reason']"
+    " AND id < (SELECT max(id) FROM um_log WHERE gid = $1) ORDER BY id"
+)
+
+
+async def _trim_to(conn: Any, gid: int, size: int, budget: int, before: float) -> int:
+    """Trim the log down to `budget` bytes as `changelog.rewrite` does: content-free entries first (any age, oldest
+    first), then the oldest entries before `before` (the retention), their call totals carried; what it weighs then."""
+    free = []
+    for entry_id, weight in await conn.fetch(_CONTENT_FREE, gid, list(changelog.CONTENT_FREE_KINDS)):
+        if size <= budget:
+            break
+        size -= weight
+        free.append(entry_id)
+    if free:
+        await conn.execute("DELETE FROM um_log WHERE gid = $1 AND id = ANY($2::bigint[])", gid, free)
+    if size > budget:
+        carried = changelog.totals(await conn.fetchval("SELECT carried FROM um_groups WHERE gid = $1", gid))
+        cut = None
+        rows = await conn.fetch(
+            "SELECT id, bytes, at, CASE WHEN kind = 'call' THEN entry END AS call FROM um_log WHERE gid = $1"
+            " ORDER BY id",
+            gid,
+        )
+        for entry_id, weight, at, call in rows:
+            if size <= budget or at is None or at >= before or entry_id == rows[-1]["id"]:
+                break
+            size -= weight
+            cut = entry_id
+            if call is not None:
+                carried.add(call)
+        if cut is not None:
+            await conn.execute("DELETE FROM um_log WHERE gid = $1 AND id <= $2", gid, cut)
+            await conn.execute("UPDATE um_groups SET carried = $2 WHERE gid = $1", gid, carried.as_entries())
+    await conn.execute(
+        "UPDATE um_groups SET log_bytes = (SELECT coalesce(sum(bytes), 0) FROM um_log WHERE gid = $1) WHERE gid = $1",
+        gid,
+    )
+    return int(await conn.fetchval("SELECT log_bytes FROM um_groups WHERE gid = $1", gid))
 
 
 async def rewrite_log_rows(conn: Any, gid: int, rows: list[tuple[Any, ...]]) -> None:
