@@ -6,7 +6,7 @@ commit's rewrite; every seventh save the member wipes their memories. Prints, on
     ERASING <member>         a wipe of the member's memories is asked for (killed before ERASED: it may or may not
                              have committed, whole)
     ERASED <member>          a wipe of the member's memories (their content must never be readable again)
-    REWRITE                  a commit compacted the log
+    REWRITE                  a commit compacted the log, or an erasure's purge trimmed its content-free entries
 
     python compaction_process.py DIRECTORY START    (encryption keys from the environment, like the plugin)
 
@@ -39,7 +39,7 @@ async def main(directory: str, start: str) -> None:
 
     def rewrite(*args, **kwargs):
         result = real_rewrite(*args, **kwargs)
-        if kwargs.get("compact_budget") is not None:
+        if kwargs.get("compact_budget") is not None or kwargs.get("free_budget") is not None:
             print("REWRITE", flush=True)
         return result
 

@@ -15,6 +15,8 @@ from saver_process import Child
 from service_kit import speaker
 
 from memory import GroupKey, InvalidMemoryInput
+from memory._models import Source
+from memory._aging.archive import archive_memories, purge_expired
 from memory._manage.history import history_page, reverted
 from memory._rules.operations import forget, save
 from memory._storage import ERASE, UserMemoryStore, changelog
@@ -91,6 +93,126 @@ async def test_old_changes_lose_their_content_and_the_log_stays_within_twice_the
     data = store.path_for(G).stat().st_size
     assert log_file(whole).stat().st_size > 3 * data  # the workload's log would be many times its data
     assert log_file(store).stat().st_size <= 2 * data
+
+
+async def purge_scenario(store, clock) -> tuple[list[dict], int]:
+    """Issue 37 item 4: members whose memories are old (their entries past the log's 60-day retention), 20 members
+    whose 200 memories are archived then purged 31 days later, and one member editing a memory inside the retention
+    every 8 days. (what the purge commit wrote, the id of the recent member's first entry)"""
+    for m in range(10):  # day 0: long-lived memories
+        for n in range(3):
+            await store.change(G, f"u{m}", add(f"u{m} 的老事 {n}", clock.now), actor=f"u{m}")
+    clock.now += 40 * DAY
+    doomed = []
+    for m in range(20):
+        for n in range(10):
+            text = f"v{m} 的旧事 {n} 病历号 7{m:02d}{n}"
+            extracted = lambda ms, text=text: save(  # noqa: E731
+                ms,
+                memory_type="fact",
+                content=text,
+                now=clock.now,
+                max_count=1000,
+                max_length=200,
+                source=Source.EXTRACTION,
+                importance=0.3,
+            )
+            saved = await store.change(G, f"v{m}", extracted, actor="extraction")
+            doomed.append((f"v{m}", saved.memory.id))
+    assert await archive_memories(store, G, doomed, reason="unused", actor="maintenance", now=clock.now) == 200
+    recent = await store.change(G, "r0", add("r0 最近的事", clock.now), actor="r0")
+    first_recent = max(e["id"] for e in await store.log_entries(G))
+    for day in range(31):
+        clock.now += DAY
+        if day % 8 == 0:
+            text = f"r0 最近的事 第{day}天改"
+            await store.change(G, "r0", edit(recent.memory.id, text, clock.now), actor="r0")
+    assert await purge_expired(store, G, clock.now, 30, actor="maintenance") == 200
+    entries = await store.log_entries(G)
+    return [e for e in entries if e.get("op") == "purge"], first_recent
+
+
+def check_after_purge(entries: list[dict], first_recent: int, cutoff: float) -> None:
+    """Nothing with content inside the retention went; no purged content stays; ids only grow."""
+    ids = [e["id"] for e in entries]
+    assert ids == sorted(set(ids))
+    recent = [e for e in entries if e.get("owner") == "r0"]
+    assert [e["id"] for e in recent] == list(range(first_recent, first_recent + 5))  # every one, whole
+    assert all(e["new"]["content"].startswith("r0 最近的事") for e in recent)
+    assert not any("病历号" in str(e) for e in entries)
+    kept_whole = [e for e in entries if e.get("new") or e.get("old")]
+    assert all(e["at"] >= cutoff for e in kept_whole)
+
+
+async def test_after_a_purge_the_log_stays_within_twice_the_data_content_inside_the_retention_kept(
+    tmp_path, small_floor, monkeypatch
+):
+    clock = Clock()
+    store = UserMemoryStore(tmp_path, clock=clock, log_retention_seconds=60 * DAY)
+    purges, first_recent = await purge_scenario(store, clock)
+    assert len(purges) <= 200 and all("old" not in e and "new" not in e for e in purges)  # compact, no content
+    raw = log_file(store).read_bytes()
+    assert b'": ' not in raw and b'", ' not in raw  # every line written compact (separators `,:`)
+    check_after_purge(await store.log_entries(G), first_recent, clock.now - 60 * DAY)
+    assert log_file(store).stat().st_size <= 2 * store.path_for(G).stat().st_size
+    again = UserMemoryStore(tmp_path, clock=clock, log_retention_seconds=60 * DAY)  # reopened: ids go on
+    assert (await again.document(G)).change_log_id == max(e["id"] for e in await again.log_entries(G))
+    await again.change(G, "r0", add("r0 又一件事", clock.now), actor="r0")
+    assert max(e["id"] for e in await again.log_entries(G)) == (await again.document(G)).change_log_id
+    # the same workload with no content-free entry trimmed: many times the data
+    monkeypatch.setattr(changelog, "CONTENT_FREE_KINDS", ())
+    whole = UserMemoryStore(tmp_path / "whole", clock=Clock(), log_retention_seconds=60 * DAY)
+    await purge_scenario(whole, whole._clock)
+    assert log_file(whole).stat().st_size > 4 * whole.path_for(G).stat().st_size
+
+
+def test_the_trigger_compacts_again_past_1_9x_the_data_and_a_log_the_retention_keeps_large_waits_for_regrowth():
+    state = changelog.LogState(Path("unused"), end=160_000, next_id=1)
+    assert state.compact_due(0, 100_000)  # first: past 1.5x the data
+    state.compacted_at(140_000)  # compacted down to 1.4x: next past 1.9x
+    state.end = 189_000
+    assert not state.compact_due(0, 100_000) and state.free_budget() is None
+    assert state.compact_due(2_000, 100_000)
+    state.compacted_at(250_000)  # the retention keeps it at 2.5x: not again before it grew 10 %
+    state.end = 270_000
+    assert not state.compact_due(0, 100_000)
+    assert state.compact_due(6_000, 100_000)
+    state.end = 195_000  # a purge (no compaction) leaving it past 1.9x: its content-free entries trimmed to 1.5x
+    assert state.free_budget() == 150_000
+
+
+def test_the_budget_trims_content_free_entries_of_any_age_before_any_content(tmp_path):
+    path = tmp_path / "g.changes.jsonl"
+    now = 1_700_000_000.0
+
+    def entry(i: int, age_days: float, **more) -> dict:
+        made = {"id": i, "at": now - age_days * DAY, "actor": "a", "kind": "memory", "op": "add", "owner": "u"}
+        return {**made, "target": f"m{i}", **more}
+
+    def whole(i: int, age_days: float) -> dict:
+        return entry(i, age_days, old=None, new={"content": f"内容{i} " + "x" * 200})
+
+    lines = changelog.encode(
+        [
+            *(whole(i, 51 - i) for i in range(1, 11)),  # before the retention: compacted (content-free then)
+            *(entry(i, 26 - i / 4, op="purge") for i in range(11, 31)),  # purges inside the retention
+            *(whole(i, 46 - i) for i in range(31, 41)),  # content inside the retention
+            *(changelog.erased(whole(i, 5)) for i in range(41, 61)),  # erased inside the retention
+        ]
+    )
+    path.write_bytes(lines)
+    budget = len(lines) // 2
+    args = {"erase_owners": set(), "max_bytes": 10**9, "durable": False, "compact_before": now - 30 * DAY}
+    _, end = changelog.rewrite(path, len(lines), changelog.encode([whole(61, 0)]), compact_budget=budget, **args)
+    kept = changelog.read_entries(path, end)
+    ids = [e["id"] for e in kept]
+    with_content = [*range(31, 41), 61]
+    assert [e["new"]["content"][:4] for e in kept if e["id"] in with_content] == [f"内容{i}" for i in with_content]
+    free_order = [*range(1, 31), *range(41, 61)]
+    gone = [i for i in free_order if i not in ids]
+    assert gone == free_order[: len(gone)] and len(gone) > 10  # content-free first, oldest first, at any age
+    assert end <= budget
+    assert b'": ' not in path.read_bytes()  # written compact
 
 
 async def test_the_retention_wins_over_the_size_a_busy_log_keeps_every_recent_change_whole(tmp_path, small_floor):
