@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from saver_process import Child, acknowledged
-from test_log_compaction import Clock, add, edit
+from test_log_compaction import Clock, add, check_after_purge, edit, purge_scenario
 
 from memory import GroupKey
 from memory._rules.operations import forget
@@ -115,6 +115,29 @@ async def test_compaction_never_brings_erased_content_back_and_works_sealed(post
             assert [e["id"] for e in await again.log_entries(G)] == [e["id"] for e in entries]
         finally:
             await again.close()
+    finally:
+        await store.close()
+
+
+async def test_after_a_purge_the_log_stays_within_twice_the_data_content_inside_the_retention_kept(
+    postgres_server, small_floor
+):
+    clock = Clock()
+    dsn = postgres_server.create_database()
+    store = await started(dsn, clock, log_retention_seconds=60 * DAY)
+    try:
+        purges, first_recent = await purge_scenario(store, clock)
+        assert len(purges) <= 200 and all("old" not in e and "new" not in e for e in purges)
+        check_after_purge(await store.log_entries(G), first_recent, clock.now - 60 * DAY)
+        log_bytes, data = await sizes(store)
+        assert log_bytes <= 2 * data
+        await store.change(G, "r0", add("r0 又一件事", clock.now), actor="r0")  # ids go on after the trimmed ones
+        again = await started(dsn, clock, log_retention_seconds=60 * DAY)
+        try:
+            ids = [e["id"] for e in await again.log_entries(G)]
+        finally:
+            await again.close()
+        assert ids == sorted(set(ids)) and ids[-1] == (await store.document(G)).change_log_id
     finally:
         await store.close()
 
