@@ -7,7 +7,11 @@
 2. The cost of a durable commit in the 1,000 x 20 group: the previous version's store (no log; loaded from git
    commit BASELINE) against this store (the commit's entries appended and fsynced with it).
 
-Run: .venv/bin/python bench/bench_changelog.py [--appends 30] [--commits 40]
+3. Issue 37 item 4: one purge of 10,000 archived memories (200 members x 50 extraction memories archived 31 days
+   before, next to 200 x 5 kept ones, the log's retention 30 days): log and data bytes before and after it, for the
+   previous commit (`--previous`, default the merge-base with main) and this checkout.
+
+Run: .venv/bin/python bench/bench_changelog.py [--appends 30] [--commits 40] [--purge-only]
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import argparse
 import asyncio
 import importlib
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -241,15 +246,106 @@ async def bench_commits(directory: Path, commits: int, baseline_pkg) -> None:
         )
 
 
+def load_package(directory: Path, commit: str, name: str):
+    """The `memory` package of `commit`, importable as `name`."""
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", commit, "memory"], check=True, capture_output=True)
+    with tarfile.open(fileobj=BytesIO(archive.stdout)) as tar:
+        tar.extractall(directory, filter="data")
+    (directory / "memory").rename(directory / name)
+    sys.path.insert(0, str(directory))
+    return importlib.import_module(name)
+
+
+def merge_base() -> str:
+    git = ["git", "-C", str(REPO)]
+    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    base = subprocess.run([*git, "merge-base", "HEAD", "main"], capture_output=True, text=True, check=True)
+    return f"{head}~1" if base.stdout.strip() == head else base.stdout.strip()
+
+
+async def purge_once(directory: Path, package: Any) -> dict[str, int]:
+    """Seed, archive, purge through `package` (a `memory` package); the log's and the data's bytes around the purge."""
+    store_mod = importlib.import_module(f"{package.__name__}._storage")
+    archive = importlib.import_module(f"{package.__name__}._aging.archive")
+    models = importlib.import_module(f"{package.__name__}._models")
+    rules = importlib.import_module(f"{package.__name__}._rules.operations")
+    day = 86400.0
+    now = [1_764_000_000.0]
+    store = store_mod.UserMemoryStore(directory, clock=lambda: now[0], log_retention_seconds=30 * day)
+    key = package.GroupKey("lark", "oc_purge")
+    owners = [f"ou_{u:05d}" for u in range(200)]
+
+    def add(lists: dict[Any, list[Any]]) -> tuple[dict[Any, list[Any]], list[str]]:
+        doomed = []
+        for u, owner in enumerate(owners):
+            for n in range(55):
+                extracted = n < 50
+                lists[owner], _ = rules.save(
+                    lists[owner],
+                    memory_type="fact",
+                    content=f"成员{u}的第{n}件事：{'旧' if extracted else '留着的'}话题 {n * 7 % 13}",
+                    now=now[0],
+                    max_count=1000,
+                    max_length=200,
+                    source=models.Source.EXTRACTION if extracted else models.Source.EXPLICIT,
+                    importance=0.3 if extracted else None,
+                )
+            doomed += [(owner, m.id) for m in lists[owner][:50]]
+        return lists, doomed
+
+    doomed = await store.change_many(key, owners, add, actor="extraction")
+    path = store.path_for(key)
+    log = path.with_name(f"{path.stem}.changes.jsonl")
+    now[0] += 15 * day
+    for start in range(0, len(doomed), 100):  # as maintenance does: 100 a commit
+        part = doomed[start : start + 100]
+        await archive.archive_memories(store, key, part, reason="unused", actor="maintenance", now=now[0])
+    now[0] += 31 * day
+    before = {"log": log.stat().st_size, "data": path.stat().st_size}
+    purged = await archive.purge_expired(store, key, now[0], 30, actor="maintenance")
+    await store.close()
+    assert purged == len(doomed), purged
+    return {
+        "log_before": before["log"],
+        "data_before": before["data"],
+        "log": log.stat().st_size,
+        "data": path.stat().st_size,
+    }
+
+
+async def bench_purge(directory: Path, previous: str) -> None:
+    print(f"\n3. one purge of 10,000 archived memories (200 x 50, beside 200 x 5 kept), previous = {previous}:")
+    import memory
+
+    packages = {"previous": load_package(directory / "previous", previous, "memory_previous"), "current": memory}
+    for label, package in packages.items():
+        x = await purge_once(directory / label / "groups", package)
+        print(
+            f"   {label:<9} before the purge: log {x['log_before'] / 1e6:5.2f} MB, data {x['data_before'] / 1e6:5.2f} MB "
+            f"({x['log_before'] / x['data_before']:.2f}x); after: log {x['log'] / 1e6:5.2f} MB, data "
+            f"{x['data'] / 1e6:5.2f} MB ({x['log'] / x['data']:.2f}x)"
+        )
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--appends", type=int, default=30)
     parser.add_argument("--commits", type=int, default=40)
+    parser.add_argument("--previous", default=None, help="part 3's previous commit (default: the merge-base with main)")
+    parser.add_argument("--purge-only", action="store_true", help="part 3 only")
     args = parser.parse_args()
+    load = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="bench-changelog-") as tmp:
-        await bench_stalls(Path(tmp) / "stalls", args.appends)
-        baseline_pkg = load_baseline_package(Path(tmp) / "baseline")
-        await bench_commits(Path(tmp) / "commits", args.commits, baseline_pkg)
+        if not args.purge_only:
+            await bench_stalls(Path(tmp) / "stalls", args.appends)
+            baseline_pkg = load_baseline_package(Path(tmp) / "baseline")
+            await bench_commits(Path(tmp) / "commits", args.commits, baseline_pkg)
+        await bench_purge(Path(tmp) / "purge", args.previous or merge_base())
+    after = os.getloadavg()
+    print(
+        f"\nload average before {load[0]:.2f}/{load[1]:.2f}/{load[2]:.2f}, after {after[0]:.2f}/{after[1]:.2f}/"
+        f"{after[2]:.2f}; {os.cpu_count()} cores"
+    )
 
 
 if __name__ == "__main__":
