@@ -49,8 +49,7 @@ CARRIED = "carried"
 ERASE = "erase"  # the op of an erasure: a member wiped their memories; their content leaves the log
 SCRUB = "scrub"  # the marker line of an erasure committed with its document whose purge may not be done yet
 PURGE = "purge"  # the op of the end of an archived memory's or episode's retention: its content leaves the log too
-PRIVACY = "privacy"  # target kind of a member's opt-out or opt-in (no content)
-CONTENT_FREE_KINDS = (MEMORY, TODO, EPISODE, PRIVACY)  # the entries `content_free` may find so
+CONTENT_FREE_KINDS = (MEMORY, TODO, EPISODE, "privacy")  # the entries `content_free` may find so (privacy: opt-out)
 MAX_BYTES = 2_000_000
 TRIM_TO_FRACTION = 0.6  # a trim keeps the newest entries up to this share of MAX_BYTES, so it is rare
 _TAIL_CHUNK = 65_536
@@ -63,8 +62,7 @@ COMPACTED = "compacted"
 COMPACT_RATIO = 1.5  # the log is compacted when it outgrows this many times its data (document and episodes)...
 COMPACT_FLOOR = 65_536  # smaller logs are left whole
 COMPACT_TRIGGER = 1.9  # ...and compacted again whenever it passes this many times its data (the budget: COMPACT_RATIO)
-COMPACT_REGROWTH = 1.1  # but not before it grew this much since (a log the retention keeps large is not rewritten
-# at every commit)
+COMPACT_REGROWTH = 1.1  # but not before it grew this much since (a log the retention keeps large: not at every commit)
 _KEPT_WHEN_COMPACTED = ("id", "at", "actor", "kind", "op", "scope", "owner", "target", "erased")
 
 
@@ -219,23 +217,15 @@ _CONTENT_MARKS = (b'"old":{', b'"old": {', b'"new":{', b'"new": {', b'"sealed"',
 def content_free(entry: dict[str, Any]) -> bool:
     """Whether the entry is a change that holds no content: erased, compacted, a purge, a privacy flag. The size
     budget may trim these at any age (`rewrite`), before any entry with content."""
-    if (
-        entry.get("kind") not in CONTENT_FREE_KINDS
-        or isinstance(entry.get("id"), bool)
-        or not isinstance(entry.get("id"), int)
-    ):
+    if entry.get("kind") not in CONTENT_FREE_KINDS or type(entry.get("id")) is not int:
         return False
-    return not any(isinstance(entry.get(side), dict) for side in ("old", "new")) and not (
-        "sealed" in entry or "review_reason" in entry
-    )
+    content = any(isinstance(entry.get(side), dict) for side in ("old", "new"))
+    return not content and not entry.keys() & {"sealed", "review_reason"}
 
 
 def _content_free_line(line: bytes) -> bool:
-    return (
-        not any(mark in line for mark in _CONTENT_MARKS)
-        and (entry := _parse(line)) is not None
-        and (content_free(entry))
-    )
+    entry = None if any(mark in line for mark in _CONTENT_MARKS) else _parse(line)
+    return entry is not None and content_free(entry)
 
 
 def _compactable(entry: dict[str, Any]) -> bool:
@@ -433,9 +423,8 @@ def rewrite(
     `data` at the end. Returns (where `data` starts, the new end). `transform` re-encodes every entry kept
     (sealing it with another key); unreadable lines are kept as they are. Nothing is ever added to an entry but
     the compacted mark: an erased entry stays without content. With `compact_budget`, when the log is still larger
-    than that, its oldest content-free entries (`content_free`: erased, compacted, purges, privacy flags) are
-    trimmed first, at any age, then its oldest entries before the retention (never one with content after it),
-    until it fits; `free_budget` trims only the content-free ones. Content-free lines are written compact."""
+    than that, its oldest `content_free` entries go first, at any age, then its oldest entries before the retention
+    (never one with content after it), until it fits; `free_budget` trims only the content-free ones."""
     # Only lines that can matter are parsed (this runs in a thread, but parsing holds the GIL the loop needs).
     needles = [
         json.dumps(o, ensure_ascii=False).encode("utf-8")
@@ -475,17 +464,14 @@ def rewrite(
     total = sum(map(len, kept)) + len(data)
     budget = min(b for b in (compact_budget, free_budget, math.inf) if b is not None)
     if total > budget:  # content-free entries first, oldest first, whatever their age
-        trimmed = 0
         for i, line in enumerate(kept if data else kept[:-1]):  # the last id stays: the document records it
             if total <= budget:
                 break
             if _content_free_line(line):
                 total -= len(line)
                 kept[i] = b""
-                trimmed += 1
-        if trimmed:
-            front -= kept[:front].count(b"")
-            kept = [line for line in kept if line]
+        front -= kept[:front].count(b"")
+        kept = [line for line in kept if line]
     if compact_budget is not None and total > compact_budget:
         drop = 0
         while drop < front and total > compact_budget:

@@ -27,9 +27,10 @@ _DATA_BYTES = (
 )
 
 
-def due(log_bytes: int, mark: int) -> bool:
-    """Whether a commit leaving the log at `log_bytes` should look at compacting it."""
-    return log_bytes > max(changelog.COMPACT_FLOOR, mark)
+def due(log_bytes: int, mark: int, erased: tuple[Any, ...] = ()) -> bool:
+    """Whether a commit leaving the log at `log_bytes` should look at compacting it: past the mark, or erasing
+    (what it `erased`, owners, todos, targets: a purge shrinks the data the mark was counted against)."""
+    return log_bytes > changelog.COMPACT_FLOOR and (log_bytes > mark or any(erased))
 
 
 async def compact(conn: Any, gid: int, log_bytes: int, before: float) -> int:

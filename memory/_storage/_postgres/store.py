@@ -330,8 +330,7 @@ class PostgresMemoryStore(CachedStore):
             todos_changed = written.lists.get("todos") == version + 1
             erased = (group.erase_owners, group.erase_todos, group.erase_targets)
             await rows.erase(conn, gid, *erased, before=min((e["id"] for e in entries), default=None))
-            due = compaction.due(written.log_bytes, group.compact_mark) or any(erased)  # a purge shrinks the data
-            if self._log_retention is not None and due:
+            if self._log_retention is not None and compaction.due(written.log_bytes, group.compact_mark, erased):
                 before = self.now() - self._log_retention
                 group.compact_mark = await compaction.compact(conn, gid, written.log_bytes, before)
             await rows.trim(conn, gid, self._log_max_bytes, written.log_bytes)
