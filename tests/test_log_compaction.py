@@ -19,7 +19,7 @@ from memory._models import Source
 from memory._aging.archive import archive_memories, purge_expired
 from memory._manage.history import history_page, reverted
 from memory._rules.operations import forget, save
-from memory._storage import ERASE, UserMemoryStore, changelog
+from memory._storage import ERASE, UserMemoryStore, changelog, log_budget
 from memory._storage.crypto import KEY_ENV, Keyring
 
 G = GroupKey("lark", "oc_compact")
@@ -160,7 +160,7 @@ async def test_after_a_purge_the_log_stays_within_twice_the_data_content_inside_
     await again.change(G, "r0", add("r0 又一件事", clock.now), actor="r0")
     assert max(e["id"] for e in await again.log_entries(G)) == (await again.document(G)).change_log_id
     # the same workload with no content-free entry trimmed: many times the data
-    monkeypatch.setattr(changelog, "CONTENT_FREE_KINDS", ())
+    monkeypatch.setattr(log_budget, "CONTENT_FREE_KINDS", ())
     whole = UserMemoryStore(tmp_path / "whole", clock=Clock(), log_retention_seconds=60 * DAY)
     await purge_scenario(whole, whole._clock)
     assert log_file(whole).stat().st_size > 4 * whole.path_for(G).stat().st_size
@@ -195,7 +195,9 @@ def test_the_budget_trims_content_free_entries_of_any_age_before_any_content(tmp
     lines = changelog.encode(
         [
             *(whole(i, 51 - i) for i in range(1, 11)),  # before the retention: compacted (content-free then)
-            *(entry(i, 26 - i / 4, op="purge") for i in range(11, 31)),  # purges inside the retention
+            changelog.erased({**whole(11, 24), "txn": 11}),  # erased, but its transaction holds content:
+            {**whole(12, 24), "txn": 11},  # kept (undoing the transaction stays refused)
+            *(entry(i, 26 - i / 4, op="purge") for i in range(13, 31)),  # purges inside the retention
             *(whole(i, 46 - i) for i in range(31, 41)),  # content inside the retention
             *(changelog.erased(whole(i, 5)) for i in range(41, 61)),  # erased inside the retention
         ]
@@ -206,11 +208,12 @@ def test_the_budget_trims_content_free_entries_of_any_age_before_any_content(tmp
     _, end = changelog.rewrite(path, len(lines), changelog.encode([whole(61, 0)]), compact_budget=budget, **args)
     kept = changelog.read_entries(path, end)
     ids = [e["id"] for e in kept]
-    with_content = [*range(31, 41), 61]
+    with_content = [12, *range(31, 41), 61]
     assert [e["new"]["content"][:4] for e in kept if e["id"] in with_content] == [f"内容{i}" for i in with_content]
-    free_order = [*range(1, 31), *range(41, 61)]
+    free_order = [*range(1, 11), *range(13, 31), *range(41, 61)]
     gone = [i for i in free_order if i not in ids]
     assert gone == free_order[: len(gone)] and len(gone) > 10  # content-free first, oldest first, at any age
+    assert 11 in ids
     assert end <= budget
     assert b'": ' not in path.read_bytes()  # written compact
 

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from .files import LeftoverTempFiles, write_atomic_sync
+from .log_budget import content_free_to_trim
 
 log = logging.getLogger("astrbot_plugin_user_memory")
 
@@ -49,7 +50,6 @@ CARRIED = "carried"
 ERASE = "erase"  # the op of an erasure: a member wiped their memories; their content leaves the log
 SCRUB = "scrub"  # the marker line of an erasure committed with its document whose purge may not be done yet
 PURGE = "purge"  # the op of the end of an archived memory's or episode's retention: its content leaves the log too
-CONTENT_FREE_KINDS = (MEMORY, TODO, EPISODE, "privacy")  # the entries `content_free` may find so (privacy: opt-out)
 MAX_BYTES = 2_000_000
 TRIM_TO_FRACTION = 0.6  # a trim keeps the newest entries up to this share of MAX_BYTES, so it is rare
 _TAIL_CHUNK = 65_536
@@ -208,24 +208,6 @@ def compacted(entry: dict[str, Any]) -> dict[str, Any]:
 
 def _compact_line(entry: dict[str, Any]) -> bytes:
     return _json(compacted(entry)).encode("utf-8") + b"\n"
-
-
-# What only an entry with content holds: a side of the change, its sealed token, a reviewer's reason.
-_CONTENT_MARKS = (b'"old":{', b'"old": {', b'"new":{', b'"new": {', b'"sealed"', b'"review_reason"')
-
-
-def content_free(entry: dict[str, Any]) -> bool:
-    """Whether the entry is a change that holds no content: erased, compacted, a purge, a privacy flag. The size
-    budget may trim these at any age (`rewrite`), before any entry with content."""
-    if entry.get("kind") not in CONTENT_FREE_KINDS or type(entry.get("id")) is not int:
-        return False
-    content = any(isinstance(entry.get(side), dict) for side in ("old", "new"))
-    return not content and not entry.keys() & {"sealed", "review_reason"}
-
-
-def _content_free_line(line: bytes) -> bool:
-    entry = None if any(mark in line for mark in _CONTENT_MARKS) else _parse(line)
-    return entry is not None and content_free(entry)
 
 
 def _compactable(entry: dict[str, Any]) -> bool:
@@ -423,7 +405,7 @@ def rewrite(
     `data` at the end. Returns (where `data` starts, the new end). `transform` re-encodes every entry kept
     (sealing it with another key); unreadable lines are kept as they are. Nothing is ever added to an entry but
     the compacted mark: an erased entry stays without content. With `compact_budget`, when the log is still larger
-    than that, its oldest `content_free` entries go first, at any age, then its oldest entries before the retention
+    than that, its oldest content-free entries (`log_budget`) go first, at any age, then its oldest entries before the retention
     (never one with content after it), until it fits; `free_budget` trims only the content-free ones."""
     # Only lines that can matter are parsed (this runs in a thread, but parsing holds the GIL the loop needs).
     needles = [
@@ -464,14 +446,9 @@ def rewrite(
     total = sum(map(len, kept)) + len(data)
     budget = min(b for b in (compact_budget, free_budget, math.inf) if b is not None)
     if total > budget:  # content-free entries first, oldest first, whatever their age
-        for i, line in enumerate(kept if data else kept[:-1]):  # the last id stays: the document records it
-            if total <= budget:
-                break
-            if _content_free_line(line):
-                total -= len(line)
-                kept[i] = b""
-        front -= kept[:front].count(b"")
-        kept = [line for line in kept if line]
+        dropped, total = content_free_to_trim(kept, total, budget, keep_last=not data)
+        front -= sum(1 for i in dropped if i < front)
+        kept = [line for i, line in enumerate(kept) if i not in dropped]
     if compact_budget is not None and total > compact_budget:
         drop = 0
         while drop < front and total > compact_budget:

@@ -2,7 +2,7 @@
 once the log has outgrown COMPACT_RATIO times the group's data (and COMPACT_FLOOR), the entries older than the
 retention keep only their id, time (to the second), actor, kind, op, scope, owner and target; their content and values
 go, sealed or not. Undo of such an entry says it is too old. Then, while the log still weighs more than COMPACT_RATIO
-times the data, its oldest content-free entries (erased, compacted, purges, privacy flags: `changelog.content_free`)
+times the data, its oldest content-free entries (erased, compacted, purges, privacy flags: `log_budget`)
 go, at any age, and then its oldest entries before the retention (call totals carried); an entry with content inside
 the retention never does. It runs in the commit's transaction (the locked path), so it is stored with that commit or
 not at all. `mark` keeps it from being looked at again before the log passed COMPACT_TRIGGER times the data as
@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import changelog
+from .. import log_budget
 from . import batch
 
 # What the group's data weighs as stored: item bodies and sealed lists.
@@ -57,13 +58,17 @@ async def compact(conn: Any, gid: int, log_bytes: int, before: float) -> int:
     return changelog.mark_after(size, data)
 
 
-# The change entries without content (`changelog.content_free`), the newest entry of the group left out (the
-# group's next id is counted from it).
+# The change entries without content (`log_budget.content_free`), oldest first: not the newest entry of the group (its
+# next id is counted from it), nor one of a transaction that still holds an entry with content (its undo stays refused).
+_WITH_CONTENT = (
+    "(coalesce(jsonb_typeof({0}.entry->'old') = 'object' OR jsonb_typeof({0}.entry->'new') = 'object', false)"
+    " OR {0}.entry ?| array['sealed', 'review_reason'])"
+)
 _CONTENT_FREE = (
-    "SELECT id, bytes FROM um_log WHERE gid = $1 AND kind = ANY($2::text[])"
-    " AND jsonb_typeof(entry->'old') IS DISTINCT FROM 'object' AND jsonb_typeof(entry->'new') IS DISTINCT FROM 'object'"
-    " AND NOT entry ?| array['sealed', 'review_reason']"
-    " AND id < (SELECT max(id) FROM um_log WHERE gid = $1) ORDER BY id"
+    "SELECT id, bytes FROM um_log l WHERE gid = $1 AND kind = ANY($2::text[]) AND NOT "
+    + _WITH_CONTENT.format("l")
+    + " AND id < (SELECT max(id) FROM um_log WHERE gid = $1) AND (NOT l.entry ? 'txn' OR NOT EXISTS (SELECT 1 FROM"
+    " um_log c WHERE c.gid = $1 AND c.entry->'txn' = l.entry->'txn' AND " + _WITH_CONTENT.format("c") + ")) ORDER BY id"
 )
 
 
@@ -71,7 +76,7 @@ async def _trim_to(conn: Any, gid: int, size: int, budget: int, before: float) -
     """Trim the log down to `budget` bytes as `changelog.rewrite` does: content-free entries first (any age, oldest
     first), then the oldest entries before `before` (the retention), their call totals carried; what it weighs then."""
     free = []
-    for entry_id, weight in await conn.fetch(_CONTENT_FREE, gid, list(changelog.CONTENT_FREE_KINDS)):
+    for entry_id, weight in await conn.fetch(_CONTENT_FREE, gid, list(log_budget.CONTENT_FREE_KINDS)):
         if size <= budget:
             break
         size -= weight
