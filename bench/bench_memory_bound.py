@@ -290,7 +290,8 @@ def sizes(data_dir: Path) -> dict[str, float]:
 
 
 def breakdown(data_dir: Path, now: float) -> dict[str, Any]:
-    """The logs' bytes by (kind, op, form) and by age (days before `now`) and form."""
+    """The logs' bytes by (kind, op, form) and by age (days before `now`) and form (content: an entry with `old` or
+    `new`; no content: a purge, a privacy flag; compacted; erased)."""
     by_op: dict[str, int] = {}
     by_age: dict[str, int] = {}
     for _, p in group_files(data_dir):
@@ -298,7 +299,9 @@ def breakdown(data_dir: Path, now: float) -> dict[str, Any]:
             continue
         for line in p.read_bytes().splitlines():
             entry = json.loads(line)
-            form = "compacted" if entry.get("compacted") else "erased" if entry.get("erased") else "full"
+            form = "compacted" if entry.get("compacted") else "erased" if entry.get("erased") else "content"
+            if form == "content" and not any(isinstance(entry.get(side), dict) for side in ("old", "new")):
+                form = "call" if entry.get("kind") == "call" else "no content"  # a purge, an opt-out flag
             at = entry.get("at")
             decade = int((now - at) // DAY) // 10 * 10 if isinstance(at, (int, float)) else None
             name = f"{entry.get('kind')}/{entry.get('op', '-')}/{form}"
