@@ -37,6 +37,7 @@ import aiofiles.os
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from _previous import default_previous  # noqa: E402
 from bench_core import GROUP, build_group  # noqa: E402
 from memory import GroupKey  # noqa: E402
 from memory._storage import UserMemoryStore  # noqa: E402
@@ -256,13 +257,6 @@ def load_package(directory: Path, commit: str, name: str):
     return importlib.import_module(name)
 
 
-def merge_base() -> str:
-    git = ["git", "-C", str(REPO)]
-    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
-    base = subprocess.run([*git, "merge-base", "HEAD", "main"], capture_output=True, text=True, check=True)
-    return f"{head}~1" if base.stdout.strip() == head else base.stdout.strip()
-
-
 async def purge_once(directory: Path, package: Any) -> dict[str, int]:
     """Seed, archive, purge through `package` (a `memory` package); the log's and the data's bytes around the purge."""
     store_mod = importlib.import_module(f"{package.__name__}._storage")
@@ -340,7 +334,7 @@ async def main() -> None:
             await bench_stalls(Path(tmp) / "stalls", args.appends)
             baseline_pkg = load_baseline_package(Path(tmp) / "baseline")
             await bench_commits(Path(tmp) / "commits", args.commits, baseline_pkg)
-        await bench_purge(Path(tmp) / "purge", args.previous or merge_base())
+        await bench_purge(Path(tmp) / "purge", args.previous or default_previous())
     after = os.getloadavg()
     print(
         f"\nload average before {load[0]:.2f}/{load[1]:.2f}/{load[2]:.2f}, after {after[0]:.2f}/{after[1]:.2f}/"

@@ -322,18 +322,11 @@ def fmt_load(load: tuple[float, float, float]) -> str:
 
 
 def previous_commit() -> str:
-    """`bench/_previous.default_previous()` when main has it, else the merge-base with main (`HEAD~1` on main)."""
-    try:
-        sys.path.insert(0, str(REPO / "bench"))
-        from _previous import default_previous  # type: ignore[attr-defined]
+    """`bench/_previous.default_previous()`: on a branch its merge-base with main, on main `HEAD~1`."""
+    sys.path.insert(0, str(REPO / "bench"))
+    from _previous import default_previous
 
-        return str(default_previous())
-    except ImportError:
-        git = ["git", "-C", str(REPO)]
-        head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
-        base = subprocess.run([*git, "merge-base", "HEAD", "main"], capture_output=True, text=True, check=True)
-        commit = base.stdout.strip()
-        return f"{head}~1" if commit == head else commit
+    return default_previous()
 
 
 def print_days(results: dict[str, list[dict[str, Any]]], args: argparse.Namespace) -> None:
