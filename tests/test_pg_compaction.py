@@ -142,6 +142,41 @@ async def test_after_a_purge_the_log_stays_within_twice_the_data_content_inside_
         await store.close()
 
 
+async def test_the_budget_trims_content_free_rows_first_never_content_nor_a_transaction_holding_content(postgres_dsn):
+    from memory._storage._postgres import batch, compaction
+
+    now = 1_700_000_000.0
+    store = await started(postgres_dsn, Clock())
+    try:
+        await store.change(G, "u0", add("起点", now), actor="u0")
+        rows = [
+            {"id": 1, "at": now - 40 * DAY, "kind": "memory", "op": "add", "compacted": 1},  # before the retention
+            {"id": 2, "at": now - 9 * DAY, "kind": "memory", "op": "add", "erased": True, "txn": 2},
+            {"id": 3, "at": now - 9 * DAY, "kind": "memory", "op": "add", "new": {"content": "留着"}, "txn": 2},
+            {"id": 4, "at": now - 8 * DAY, "kind": "memory", "op": "purge"},
+            {"id": 5, "at": now - 7 * DAY, "kind": "privacy", "op": "optout"},
+            {"id": 6, "at": now - 6 * DAY, "kind": "memory", "op": "update", "old": {"content": "a"}, "new": {}},
+            {"id": 7, "at": now - 5 * DAY, "kind": "memory", "op": "purge"},
+            {"id": 8, "at": now - 1 * DAY, "kind": "memory", "op": "purge"},  # the newest: its id counts
+        ]
+        async with store.acquire() as conn:
+            gid = await conn.fetchval("SELECT gid FROM um_groups WHERE group_id = $1", G.group_id)
+            await conn.execute("DELETE FROM um_log WHERE gid = $1", gid)
+            await conn.executemany(
+                "INSERT INTO um_log (gid, id, at, actor, kind, op, scope, owner, target, bytes, entry)"
+                " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+                [batch.log_row(gid, {**r, "actor": "a", "owner": "u", "target": f"m{r['id']}"}) for r in rows],
+            )
+            weights = dict(await conn.fetch("SELECT id, bytes FROM um_log WHERE gid = $1", gid))
+            size = sum(weights.values())
+            budget = size - weights[1] - weights[4] - weights[5] - weights[7] + 1  # all content-free ones can go
+            left = await compaction._trim_to(conn, gid, size, budget, before=now - 30 * DAY)
+            kept = [r["id"] for r in await conn.fetch("SELECT id FROM um_log WHERE gid = $1 ORDER BY id", gid)]
+        assert kept == [2, 3, 6, 8] and left == size - weights[1] - weights[4] - weights[5] - weights[7]
+    finally:
+        await store.close()
+
+
 @pytest.mark.slow
 def test_kill_9_while_an_instance_compacts_never_loses_an_acknowledged_save(postgres_server):
     """An instance saving with a half-second retention (so its commits compact the log every few commits) is
