@@ -9,7 +9,9 @@
 
 3. Issue 37 item 4: one purge of 10,000 archived memories (200 members x 50 extraction memories archived 31 days
    before, next to 200 x 5 kept ones, the log's retention 30 days): log and data bytes before and after it, for the
-   previous commit (`--previous`, default the merge-base with main) and this checkout.
+   previous commit (`--previous`, default the merge-base with main) and this checkout. Measured 2026-12-06 (load
+   4.5-5.3, 2 cores; bytes do not depend on it): after the purge the log was 5.56x its data before, 1.50x now
+   (1.20 MB -> 0.32 MB beside 0.22 MB of data).
 
 Run: .venv/bin/python bench/bench_changelog.py [--appends 30] [--commits 40] [--purge-only]
 """

@@ -36,6 +36,13 @@ versions; and, on the days `--breakdown` names, the log bytes by kind, op, form 
 The baseline is then `bench/_previous.default_previous()` (on a branch: its merge-base with main), unless
 `--baseline` names one. `--quick`: 10 groups, one active a day (a few minutes a side under load).
 
+Measured 2026-12-06 (issue 37, `--quick`, previous = main 99f6a6c / 3e1ec98, load 4-7 on 2 cores; the ratios do not depend on
+the load): `--edits 1` max logs/data 2.13x (day 50) -> 1.92x (day 36), worst group 2.55x -> 2.10x (day 46, the
+archive's own entries with content), day 77 (the purge) 1.92x -> 1.58x, day 99 1.68x -> 1.52x; `--edits 2` max
+3.18x -> 2.99x (day 36), day 99 2.09x -> 1.83x: what passes 2x is entries with content inside the retention
+(day 46: updates 71 %, adds 24 %, archives 5 %; 92 % under 30 days old). `--seed-log`: 3.13x -> 2.79x (day 30: the
+seeding commit's 1,000 adds a group inside the retention).
+
 Run: .venv/bin/python bench/bench_memory_bound.py [--groups 100 --members 200 --days 100 --per-day 10
      --edits 2 --rounds 1 --baseline 593e396 --trace]
      a quick look: --groups 10 --members 20 --days 10 --per-day 2
