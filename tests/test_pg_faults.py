@@ -3,9 +3,9 @@ against a real server with fsync on (tests/pg.py):
 
 - PostgreSQL crashes and comes back mid-run while members save: the tools say storage is unavailable (short
   text, no crash), nothing acknowledged is lost, and the same service serves again without a restart;
-- an instance is killed with SIGKILL mid-commit (two saver processes, tests/saver_process.py), 100 rounds, 200
-  kills, each round's instances loading the group cold (members lazy) before saving: every acknowledged save is in
-  the database afterwards, no list torn;
+- an instance is killed with SIGKILL mid-commit (two saver processes, tests/saver_process.py's, forked by
+  tests/saver_zygote.py), 100 rounds, 200 kills, each round's instances loading the group cold (members lazy) before
+  saving: every acknowledged save is in the database afterwards, no list torn;
 - a wrong DSN: the service starts, says why in `/memory status` and keeps its tools answering.
 
 What the dashboard's routes answer while the server is down is checked on the plugin, in test_pg_dashboard.py.
@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import random
-import signal
 import time
-from pathlib import Path
 
 import pytest
-from saver_process import BATCH, Child, acknowledged
+from saver_process import BATCH, acknowledged
+from saver_zygote import Zygote
 from service_kit import block_for, save, speaker
 
 from memory import GroupKey
@@ -28,7 +27,6 @@ from memory._models import Memory, MemoryType
 from memory._settings import DSN_ENV
 from memory._storage import PostgresMemoryStore
 
-SAVER = Path(__file__).with_name("saver_process.py")
 CRASH_GROUP = GroupKey("lark", "oc_crash")
 ADMIN = "ou_admin"
 ADMIN_SPEAKER = speaker(ADMIN, admin=True)
@@ -151,11 +149,21 @@ def test_kill_9_of_an_instance_mid_commit_never_loses_an_acknowledged_save(durab
     rng = random.Random(1101)
     rounds = 100
     acked: set[int] = set()
-    kills = 0
-    start = 0
+    zygote = Zygote()  # forks fresh instances: importing the plugin once, not twice a round
+    try:
+        kills = kill_rounds(durable_server, dsn, zygote, rng, rounds, acked)
+    finally:
+        zygote.close()
+    assert kills >= 200, kills
+    assert len(acked) >= rounds * 2 * BATCH, "every save each round saw acknowledged was checked"
+
+
+def kill_rounds(durable_server, dsn: str, zygote: Zygote, rng: random.Random, rounds: int, acked: set[int]) -> int:
+    """The rounds of the test above; how many instances were killed."""
+    kills = start = 0
     for round_ in range(rounds):
         starts = (start, start + 500_000)
-        savers = [Child(SAVER, "postgres", dsn, f"saver-{name}", str(first)) for name, first in zip("ab", starts)]
+        savers = [zygote.fork(dsn, f"saver-{name}", str(first)) for name, first in zip("ab", starts)]
         for saver in savers:
             saver.wait_for("READY")
         for saver in savers:
@@ -163,11 +171,11 @@ def test_kill_9_of_an_instance_mid_commit_never_loses_an_acknowledged_save(durab
         time.sleep(rng.uniform(0.05, 0.4))
         victims = savers if round_ % 3 == 2 else [savers[round_ % 2]]
         for saver in victims:
-            saver.proc.send_signal(signal.SIGKILL)
+            saver.signal()
         if len(victims) < len(savers):  # the other instance goes on committing past the killed one's torn commit
             time.sleep(0.3)
         for saver, first in zip(savers, starts):  # (kills the survivor)
-            kills += saver in victims or saver.proc.poll() is None
+            kills += saver in victims or saver.alive
             acked |= acknowledged(saver.kill(), first)
         contents = asyncio.run(stored_contents(dsn, CRASH_GROUP))
         stored = {int(content.split()[1]) for content in contents if content.startswith("save ")}
@@ -189,8 +197,7 @@ def test_kill_9_of_an_instance_mid_commit_never_loses_an_acknowledged_save(durab
         )
         assert int(torn) == 0 and int(twice) == 0, f"round {round_}: {torn} torn lists, {twice} twice"
         start = max(acked) + 1000
-    assert kills >= 200, kills
-    assert len(acked) >= rounds * 2 * BATCH, "every save each round saw acknowledged was checked"
+    return kills
 
 
 async def test_a_wrong_dsn_lets_the_service_start_and_says_why(make_service, durable_server):
