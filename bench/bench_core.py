@@ -19,16 +19,28 @@ before it (the last question and its answer); after it (untimed) the reply is do
 conversation in the request" is the same in a new conversation (the member's recent messages count instead).
 "message handler, ..." is that handler's own cost.
 
+`--injection-only` is the hot-path gate (issue 37): only the latency rows, previous = `default_previous()` (where
+this branch left main; HEAD~1 on main), plus a plain-Python reference measured in the same alternating rounds: it
+reads the member's memories of the same group from the warm store and walks them (token overlap with the message:
+words and CJK characters, sort by score then recency, format `memory_inject_limit` lines into the block). It
+prints on_llm_request's CPU time over the reference's, p50 and p99, for previous and current (gate: current
+<= 1.05x / 1.25x and not above previous beyond noise). The machine's load is printed before and after; the run
+holds /tmp/um-bench.lock (one bench at a time on the machine). With `--gc-freeze` each side's GC freezer runs as after
+the service's start (the reference rows run with none).
+
 Run: .venv/bin/python bench/bench_core.py [--members 1000] [--per-member 20] [--saves 300]
+     .venv/bin/python bench/bench_core.py --injection-only [--gc-freeze] [--quick]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import fcntl
 import functools
 import importlib
 import os
+import re
 import statistics
 import sys
 import tempfile
@@ -41,7 +53,7 @@ sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "bench"))
 os.environ.setdefault("ASTRBOT_ROOT", tempfile.mkdtemp(prefix="bench-astrbot-"))
 
-from memory import GroupKey, MemberKey  # noqa: E402
+from memory import GroupKey, MemberKey, Settings  # noqa: E402
 from memory._models import GroupDocument, Memory, MemoryType  # noqa: E402
 from memory._storage import UserMemoryStore  # noqa: E402
 from memory._storage.files import write_atomic  # noqa: E402
@@ -72,6 +84,31 @@ def build_group(directory: Path, members: int, per_member: int) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(doc.model_dump_json(indent=1).encode())
     return path
+
+
+_REFERENCE_TOKEN = re.compile(r"[a-z0-9]+|[^\W\d_a-z]", re.UNICODE)
+REFERENCE_PATHS = {  # reference row -> the on_llm_request row it is the yardstick of
+    "reference: plain Python, a message relevance acts on": "on_llm_request, a message relevance acts on",
+    "reference: plain Python, a new message each call": "on_llm_request, ..., a new message each call",
+}
+
+
+def _reference_tokens(text: str) -> set[str]:
+    """The tokens of a text: its words, and each CJK character (CJK has no spaces)."""
+    return set(_REFERENCE_TOKEN.findall(text.lower()))
+
+
+def reference_block(memories, message: str, speaker: str, limit: int) -> str:
+    """What a plain-Python plugin would do for a reply: score each of the member's memories by the tokens it shares
+    with the message, sort (score, then the most recently updated), and format the first `limit` into the block.
+    No index, no cache: the whole list is walked on every call."""
+    query = _reference_tokens(message)
+    scored = sorted(
+        ((len(query & _reference_tokens(m.content)), m.updated_at, m) for m in memories),
+        key=lambda s: (-s[0], -s[1]),
+    )
+    lines = [f"- {m.content}（{m.type.value}，id={m.id[:8]}）" for _, _, m in scored[:limit]]
+    return "\n".join(["[关于当前用户的记忆]", f"以下是关于 {speaker} 的记忆：", *lines, "[记忆结束]"])
 
 
 def percentiles(samples_ns: list[int]) -> tuple[float, float, float]:
@@ -117,11 +154,17 @@ def bench_serialization(directory: Path, runs: int = 20) -> tuple[float, float, 
 
 
 async def bench_injection(
-    directory: Path, iterations: int, rounds: int = 4, previous: str | None = None, gc_freeze: bool = False
+    directory: Path,
+    iterations: int,
+    rounds: int = 4,
+    previous: str | None = None,
+    gc_freeze: bool = False,
+    reference: bool = False,
 ) -> dict[str, tuple[float, float, float]]:
     """Warm injection latency for a member of the group, for the previous implementation (`bench/_previous.py`)
     and the current one, in alternating rounds so both see the same machine load. Each at its own defaults;
-    `gc_freeze`: each side's own GC freezer runs while its rows are timed, as the service's start sets it up."""
+    `gc_freeze`: each side's own GC freezer runs while its rows are timed, as the service's start sets it up.
+    `reference`: also the plain-Python reference rows (`reference_block`), in the same rounds."""
     from _previous import given
     from astrbot.api import AstrBotConfig
     from astrbot.core.provider.entities import LLMResponse, ProviderRequest
@@ -231,6 +274,22 @@ async def bench_injection(
                 [],
                 [],
             )
+    if reference:
+        ref_store, ref_texts = UserMemoryStore(directory), iter(range(10**12))
+        limit = Settings().memory_inject_limit
+        await ref_store.memories(GROUP, "ou_00502")  # warm, as the plugin's store is
+
+        async def plain(user: str = member.user_id, text: str = relevant_message) -> None:
+            block = reference_block(await ref_store.memories(GROUP, user), text, "老王", limit)
+            assert block.count("\n- ") == limit
+
+        async def plain_new() -> None:
+            await plain("ou_00502", new_messages[next(ref_texts) % len(new_messages)])
+
+        runs["reference"] = {
+            "reference: plain Python, a message relevance acts on": (plain, [], []),
+            "reference: plain Python, a new message each call": (plain_new, [], []),
+        }
     for _ in range(rounds):
         for label, paths in runs.items():
             if label in freezers:
@@ -251,10 +310,21 @@ async def bench_injection(
             if label in freezers:
                 freezers[label].stop()
     return {
-        f"{path}, {label}": (*percentiles(samples), *percentiles(cpu))
+        path if label == "reference" else f"{path}, {label}": (*percentiles(samples), *percentiles(cpu))
         for label, paths in runs.items()
         for path, (_, samples, cpu, *_) in paths.items()
     }
+
+
+def print_gate(rows: dict[str, tuple[float, ...]]) -> None:
+    """on_llm_request's CPU time over the plain-Python reference's (p50, p99), each side, each message kind."""
+    print("\n  hot-path gate: on_llm_request CPU time / plain-Python reference CPU time (same rounds)")
+    print(f"  {'row':<66}{'p50':>8}{'p99':>8}")
+    for ref_path, path in REFERENCE_PATHS.items():
+        ref = rows[ref_path]
+        for name, figures in rows.items():
+            if name.startswith(path + ", ") and not name[len(path) + 2 :].startswith("..."):
+                print(f"  {name:<66}{figures[3] / ref[3]:>7.2f}x{figures[4] / ref[4]:>7.2f}x")
 
 
 def print_injection(rows: dict[str, tuple[float, ...]]) -> None:
@@ -347,7 +417,12 @@ async def main() -> None:
     parser.add_argument("--iterations", type=int, default=20000)
     parser.add_argument("--saves", type=int, default=400)
     parser.add_argument("--previous", default=None, help="the commit to compare with (default: bench/_previous.py's)")
-    parser.add_argument("--injection-only", action="store_true", help="only the warm injection latency")
+    parser.add_argument(
+        "--injection-only",
+        action="store_true",
+        help="only the warm injection latency, with the plain-Python reference (the hot-path gate)",
+    )
+    parser.add_argument("--quick", action="store_true", help="with --injection-only: 4,000 calls instead of 20,000")
     parser.add_argument("--savers", type=int, default=100)
     parser.add_argument(
         "--gc-freeze", action="store_true", help="injection rows with each side's GC freezer on, as after start()"
@@ -360,13 +435,22 @@ async def main() -> None:
         size_mb = path.stat().st_size / 1e6
         print(f"group: {args.members} members x {args.per_member} memories, file {size_mb:.1f} MB")
 
-        from _previous import BASELINE, previous_memory
+        from _previous import BASELINE, default_previous, previous_memory
 
         if args.injection_only:
-            print(f"\ninjection latency, warm group, {args.iterations} calls (microseconds):")
-            print_injection(
-                await bench_injection(directory, args.iterations, previous=args.previous, gc_freeze=args.gc_freeze)
+            iterations = 4000 if args.quick else args.iterations
+            previous = args.previous or default_previous()
+            load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+            print(
+                f"previous = {previous}; GC freezer on: {args.gc_freeze}; {os.cpu_count()} cores; load average before: {load}"
             )
+            print(f"\ninjection latency, warm group, {iterations} calls (microseconds):")
+            rows = await bench_injection(
+                directory, iterations, previous=previous, gc_freeze=args.gc_freeze, reference=True
+            )
+            print_injection(rows)
+            print_gate(rows)
+            print(f"\nload average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
             return
         old_memory = previous_memory(args.previous or BASELINE)
         cold = []
@@ -404,4 +488,6 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    with open("/tmp/um-bench.lock", "w") as bench_lock:
+        fcntl.flock(bench_lock, fcntl.LOCK_EX)  # one bench at a time on the machine
+        asyncio.run(main())

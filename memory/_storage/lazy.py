@@ -252,3 +252,16 @@ def attach(
             continue
         serializer.reuse(user_id, entry, view[line_start:stop])
     doc.users = users
+
+
+def attach_texts(
+    raw: bytes, members: list[tuple[str, int, int, bool]], key: GroupKey, sealer: Sealer | None
+) -> dict[str, LazyUserMemories]:
+    """One lazy entry per member whose value `{"memories": [...], ...}` is `raw[start:stop]`, for a store that
+    builds the members' texts itself (PostgreSQL: each owner's rows aggregated by the server, joined into one
+    buffer). Each member is (user id, start, stop, whether its text carries a `"sealed"` token to open). Written
+    one memory a line after `{"memories": [` (as `serialize.py` writes them), `memory_count` needs no parse."""
+    return {
+        user_id: LazyUserMemories.of(raw, start, stop, user_id, key, sealer, opened)
+        for user_id, start, stop, opened in members
+    }

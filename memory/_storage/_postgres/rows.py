@@ -10,6 +10,11 @@ one token in the `sealed` column of its first row (so a commit seals only the ow
 opens one token per owner), a todo, archived memory or episode as a token inside its `body`, a log entry's content
 as a token inside `entry`. Rows written without a key open as they are; a token without a sealer raises
 `KeyUnavailable` (never an empty content).
+
+Members' lists load lazily (`members.py`): a member's rows are parsed (and opened) when a reply or a commit first
+needs them. What was stored is remembered by the identity of each member's entry (the cached store replaces an
+entry when its list changes), so a commit reads the lists of the owners it changed only, and a refresh keeps the
+entries of the members whose rows did not move, parsed or not.
 """
 
 from __future__ import annotations
@@ -22,13 +27,15 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from ..._models import ArchivedMemory, Episode, GroupDocument, GroupKey, Memory, Todo, UserMemories
-from .. import changelog
+from .. import changelog, lazy
 from .. import sealed
-from . import batch, compaction
+from . import batch, compaction, members
 from ..base import GROUP_OWNER, Owner
 from ..crypto import KeyUnavailable, Sealer, token_kid
 
 _LISTS = {"users", "group_memories", "todos", "archive", "platform", "group_id"}
+# What is remembered stored of an owner: the group's memory list, or a member's entry (`UserMemories`, maybe lazy).
+Held = list[Memory] | UserMemories
 
 
 @dataclass
@@ -37,7 +44,7 @@ class Stored:
 
     gid: int | None
     version: int
-    owners: dict[Owner, list[Memory]] = field(default_factory=dict)
+    owners: dict[Owner, Held] = field(default_factory=dict)
     users: list[list[Any]] = field(default_factory=list)
     todos: list[Todo] | None = None
     archive: list[ArchivedMemory] | None = None
@@ -89,7 +96,7 @@ def snapshot(
         gid,
         version,
         owners=_owner_lists(doc),
-        users=_users(doc) if users is None else users,
+        users=_users(doc, None) if users is None else users,
         todos=doc.todos,
         archive=doc.archive,
         episodes=episodes,
@@ -103,10 +110,14 @@ def _known_rows(stored: Stored, owner: Owner, sealing: bool) -> list[Memory] | N
     other mode: rows sealed while this commit writes plaintext, or the other way round)."""
     if owner not in stored.owners:
         return None
-    before = stored.owners[owner]
-    if before and (owner in stored.sealed) != sealing:
+    held = stored.owners[owner]
+    if isinstance(held, UserMemories):
+        if lazy.unparsed_file(held) is not None:  # never read here: its rows are replaced whole
+            return None
+        held = held.memories
+    if held and (owner in stored.sealed) != sealing:
         return None
-    return before
+    return held
 
 
 def _list_name(owner: Owner) -> str:
@@ -142,24 +153,25 @@ async def load(conn: Any, key: GroupKey, since: Stored | None = None, sealer: Se
         if owners or "g" in moved
         else []
     )
-    memories = {r[0]: r[1] for r in found}
+    by_owner = {r[0]: (r[1], r[2]) for r in found}
     tokens = {r[0]: r[2] for r in found}
     doc = GroupDocument.model_validate({**row["head"], "platform": key.platform, "group_id": key.group_id})
     sealed.open_names(sealer, key, doc)
+    fresh = members.lazy_members([(u, x) for u, x in row["users"] if f"m:{u}" in moved], by_owner, key, sealer)
+    extras = dict(since.users)
     for user, extra in row["users"]:
-        if f"m:{user}" in moved:
-            entry = UserMemories.model_validate_json(f'{{"memories": {memories.get(user, "[]")}}}')
-            _fill(sealer, key, user, entry.memories, tokens.get(user))
-        else:
-            entry = UserMemories.model_construct(memories=since.owners.get(user, []))
-        for name, value in extra.items():
-            setattr(entry, name, value)
+        entry = fresh[user] if user in fresh else since.owners.get(user)
+        if not isinstance(entry, UserMemories) or (user not in fresh and extras.get(user) != extra):
+            # unmoved rows with other extra fields (or none held): the same list, these fields
+            entry = UserMemories.model_construct(memories=_memories(entry))
+            for name, value in extra.items():
+                setattr(entry, name, value)
         doc.users[user] = entry
     if "g" in moved:
-        doc.group_memories = _MEMORIES.validate_json(memories.get(GROUP_OWNER, "[]"))
+        doc.group_memories = _MEMORIES.validate_json(members.list_json(by_owner.get(GROUP_OWNER, (None, None))[0]))
         _fill(sealer, key, GROUP_OWNER, doc.group_memories, tokens.get(GROUP_OWNER))
     else:
-        doc.group_memories = since.owners[GROUP_OWNER]
+        doc.group_memories = _memories(since.owners[GROUP_OWNER])
     if "todos" in moved:
         doc.todos = _open_items(sealer, key, await _list(conn, gid, "um_todos", _TODOS))
     else:
@@ -182,6 +194,7 @@ async def _list(conn: Any, gid: int, table: str, adapter: TypeAdapter[Any]) -> A
 
 
 async def _load_whole(conn: Any, key: GroupKey, row: Any, sealer: Sealer | None) -> Loaded:
+    """The whole group: the head, todos, archive and episodes parsed, each member's list lazy (`members.py`)."""
     gid = row["gid"]
     memories = await conn.fetch(
         f"SELECT owner, {_MEMORY_AGGREGATE} FROM um_memories WHERE gid = $1 GROUP BY owner", gid
@@ -192,27 +205,18 @@ async def _load_whole(conn: Any, key: GroupKey, row: Any, sealer: Sealer | None)
         f" {_AGGREGATE.format(table='um_episodes')}",
         gid,
     )
-    by_owner: dict[Owner, str] = {r[0]: r[1] for r in memories}
-    users = []
-    for user, extra in row["users"]:
-        fields = json.dumps(extra, ensure_ascii=False)[1:-1]
-        body = f'{{"memories": {by_owner.pop(user, "[]")}{", " + fields if fields else ""}}}'
-        users.append(f"{json.dumps(user, ensure_ascii=False)}: {body}")
-    for user, items in by_owner.items():  # rows of a member the users column misses: never lose them
-        if user is not None:
-            users.append(f'{json.dumps(user, ensure_ascii=False)}: {{"memories": {items}}}')
-    head = json.dumps({**row["head"], "platform": key.platform, "group_id": key.group_id}, ensure_ascii=False)
-    text = (
-        f'{head[:-1]}, "users": {{{", ".join(users)}}}, "group_memories": {by_owner.get(GROUP_OWNER, "[]")},'
-        f' "todos": {lists[0]}, "archive": {lists[1]}}}'
-    )
-    doc = GroupDocument.model_validate_json(text)
+    by_owner = {r[0]: (r[1], r[2]) for r in memories}
+    listed = [(user, extra) for user, extra in row["users"]]
+    known = {user for user, _ in listed}
+    # rows of a member the users column misses: never lose them
+    listed += [(user, {}) for user in by_owner if user is not None and user not in known]
+    doc = GroupDocument.model_validate({**row["head"], "platform": key.platform, "group_id": key.group_id})
     sealed.open_names(sealer, key, doc)
+    doc.todos, doc.archive = _TODOS.validate_json(lists[0]), _ARCHIVE.validate_json(lists[1])
+    doc.users = members.lazy_members(listed, by_owner, key, sealer)
+    doc.group_memories = _MEMORIES.validate_json(members.list_json(by_owner.get(GROUP_OWNER, (None, None))[0]))
+    _fill(sealer, key, GROUP_OWNER, doc.group_memories, tokens.get(GROUP_OWNER))
     episodes = _EPISODES.validate_json(lists[2])
-    for owner, token in tokens.items():
-        entry = doc.users.get(owner) if owner is not GROUP_OWNER else None
-        listed = doc.group_memories if owner is GROUP_OWNER else entry.memories if entry is not None else []
-        _fill(sealer, key, owner, listed, token)
     doc.todos = _open_items(sealer, key, doc.todos)
     doc.archive = _open_items(sealer, key, doc.archive)
     episodes = _open_items(sealer, key, episodes)
@@ -221,8 +225,7 @@ async def _load_whole(conn: Any, key: GroupKey, row: Any, sealer: Sealer | None)
 
 
 _AGGREGATE = "(SELECT coalesce(json_agg(body ORDER BY pos), '[]')::text FROM {table} WHERE gid = $1)"
-# An owner's rows as one JSON text, and the list's token (on its first row only).
-_MEMORY_AGGREGATE = "json_agg(body ORDER BY pos)::text, max(sealed)"
+_MEMORY_AGGREGATE = members.AGGREGATE
 _EPISODES: TypeAdapter[list[Episode]] = TypeAdapter(list[Episode])
 _MEMORIES: TypeAdapter[list[Memory]] = TypeAdapter(list[Memory])
 _TODOS: TypeAdapter[list[Todo]] = TypeAdapter(list[Todo])
@@ -298,15 +301,16 @@ async def write(
     lists = dict(stored.lists)
     now = _owner_lists(doc)
     changed_owners = [o for o in {*now, *stored.owners} if now.get(o) is not stored.owners.get(o)]
-    for owner in changed_owners:
-        if now.get(owner):
+    changed = [(o, _memories(now.get(o)), _known_rows(stored, o, sealer is not None)) for o in changed_owners]
+    for owner, memories_now, _ in changed:
+        if memories_now:
             lists[_list_name(owner)] = version
         else:
             lists.pop(_list_name(owner), None)
     changes = batch.memory_changes(
         key,
         gid,
-        [(o, now.get(o) or [], _known_rows(stored, o, sealer is not None)) for o in changed_owners],
+        changed,
         stored.sealed,
         sealer,
     )
@@ -315,7 +319,7 @@ async def write(
         if others or (episodes is not None and episodes is not stored.episodes) or stored.gid != gid:
             return None
         log_rows = [batch.log_row(gid, sealed.seal_entry(sealer, key, e) if sealer else e) for e in entries]
-        users = _users(doc)
+        users = _users(doc, stored)
         row = batch.GroupRow(
             gid,
             version,
@@ -372,7 +376,7 @@ async def write(
         )
     log_rows = [batch.log_row(gid, sealed.seal_entry(sealer, key, e) if sealer else e) for e in entries]
     await batch.insert(conn, "um_log", log_rows)
-    head, users = _head(doc, sealer, key), _users(doc)
+    head, users = _head(doc, sealer, key), _users(doc, stored)
     log_bytes = await conn.fetchval(
         "UPDATE um_groups SET version = $7, head = $2, users = coalesce($3, users), log_next_id = $4, lists = $8,"
         " log_bytes = log_bytes + $5, changed_at = now(),"
@@ -531,15 +535,29 @@ def _item_body(sealer: Sealer | None, key: GroupKey, item: Todo | Episode | Arch
     return batch.Raw(json.dumps(sealed.seal_item(sealer, key, item), ensure_ascii=False))
 
 
-def _owner_lists(doc: GroupDocument) -> dict[Owner, list[Memory]]:
-    lists: dict[Owner, list[Memory]] = {GROUP_OWNER: doc.group_memories}
-    lists.update((user, entry.memories) for user, entry in doc.users.items())
+def _owner_lists(doc: GroupDocument) -> dict[Owner, Held]:
+    """The group's memory list and each member's entry (not its list: a lazy entry stays unparsed)."""
+    lists: dict[Owner, Held] = {GROUP_OWNER: doc.group_memories}
+    lists.update(doc.users)
     return lists
 
 
-def _users(doc: GroupDocument) -> list[list[Any]]:
+def _memories(held: Held | None) -> list[Memory]:
+    if held is None:
+        return []
+    return held.memories if isinstance(held, UserMemories) else held
+
+
+def _users(doc: GroupDocument, stored: Stored | None) -> list[list[Any]]:
+    """The members column: each member's extra fields, as `stored` holds them for an entry it holds (so an entry
+    not parsed yet is not parsed for them)."""
+    held = stored.owners if stored is not None else {}
+    known = dict(stored.users) if stored is not None and stored.users else {}
     # __pydantic_extra__ is what the model_extra property returns, at a tenth of its cost (1,000 members: 0.3 ms)
-    return [[user, dict(entry.__pydantic_extra__ or {})] for user, entry in doc.users.items()]
+    return [
+        [user, known[user] if held.get(user) is entry and user in known else dict(entry.__pydantic_extra__ or {})]
+        for user, entry in doc.users.items()
+    ]
 
 
 def _head(doc: GroupDocument, sealer: Sealer | None, key: GroupKey) -> dict[str, Any]:
