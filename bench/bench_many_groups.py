@@ -15,6 +15,16 @@ writes them, and the group index as a previous run left it):
   held by every group, and the newest page without a word; each twice (the second shows what the first kept);
   groups loaded after them and the resident memory they added.
 
+A fifth question, `--touch` (issue 37's outside scenario; then the defaults are 100 groups x 200 members x 10
+memories): after `start()` at default settings (`memory_cache_max_mb` 64, the GC freeze on), every member of every
+group gets one `inject`, group by group (`--interleaved`: round-robin over the groups), as fast as it goes (well
+within 30 s of the service's clock: every group counts as used just now). It prints the peak resident memory
+above what the start left (`VmHWM` of /proc/self/status, reset by `echo 5 > /proc/self/clear_refs` after the
+start, minus the RSS then), the largest estimate of what the store held (`held_bytes`, sampled every 100 replies)
+against the cap, groups held at the end and at most, replies that found their group not loaded (cold), groups
+unloaded, and inject wall p50/p99. `--trace`: tracemalloc attributes what is allocated at the end of the touches
+by file (slow: a separate run). `--model`: the built-in embedding model on, loaded before the RSS is sampled.
+
 Wall time (perf_counter), CPU time of the process (process_time: worker threads included), medians over rounds,
 and the machine's load average before each run.
 
@@ -216,9 +226,87 @@ async def workload(args: argparse.Namespace) -> dict[str, float]:
     return out
 
 
+def status_kb(field: str) -> int:
+    with open("/proc/self/status") as f:
+        return int(next(line for line in f if line.startswith(field + ":")).split()[1])
+
+
+async def touch_workload(args: argparse.Namespace) -> dict[str, float]:
+    """The fifth question (`--touch`): see the module's docstring."""
+    import tracemalloc
+
+    from memory import GroupKey, MemberKey, MemoryService, Settings, Speaker
+
+    now = [T0 + args.groups + 3600.0]
+    settings, _ = Settings.from_mapping({"recall_builtin_model": bool(args.model)})
+    out: dict[str, float] = {"load": os.getloadavg()[0]}
+    service = MemoryService(settings, Path(args.data), ports(lambda: now[0]))
+    await service.start()
+    if args.model:
+        await service.builtin_model_loaded()
+    await asyncio.sleep(1.0)
+    gc.collect()
+    start_rss = status_kb("VmRSS")
+    out["RSS after start MB"] = start_rss / 1024
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # VmHWM := VmRSS
+    if args.trace:
+        tracemalloc.start(1)
+    order = [(g, u) for g in range(args.groups) for u in range(args.members)]
+    if args.interleaved:
+        order.sort(key=lambda gu: (gu[1], gu[0]))
+    cap = settings.memory_cache_max_mb * 1024 * 1024
+    walls: list[float] = []
+    cold = held_max = groups_max = 0
+    t_start = time.perf_counter()
+    for n, (g, u) in enumerate(order):
+        key = GroupKey(PLATFORM, group_id(g))
+        speaker = Speaker(
+            MemberKey(key, member_id(u)),
+            name=f"成员{u}",
+            is_admin=False,
+            platform_id="lark_bot",
+            origin=f"lark_bot:GroupMessage:{group_id(g)}",
+            message_id=f"m{n}",
+        )
+        cold += service.store.peek_document(key) is None
+        t0 = time.perf_counter()
+        await service.inject(speaker, f"我是不是喜欢{TOPICS[(g + u) % len(TOPICS)]}")
+        walls.append(time.perf_counter() - t0)
+        now[0] += 30.0 / len(order)  # the service's clock: all of it within 30 s
+        if n % 100 == 99:
+            held_max = max(held_max, service.store.held_bytes())
+            groups_max = max(groups_max, service.store.loaded_groups)
+    out["touch wall s"] = time.perf_counter() - t_start
+    if args.trace:
+        snapshot = tracemalloc.take_snapshot()
+        tracemalloc.stop()
+        stats = snapshot.statistics("filename")
+        traced = sum(s.size for s in stats)
+        print(f"tracemalloc at the end of the touches: {traced / 2**20:.1f} MiB traced, by file:", file=sys.stderr)
+        for stat in stats[:25]:
+            name = stat.traceback[0].filename.split("site-packages/")[-1].replace(args.tree, "")
+            print(f"  {stat.size / 2**20:8.1f} MiB {stat.count:9d} blocks  {name}", file=sys.stderr)
+    out["peak RSS above start MB"] = (status_kb("VmHWM") - start_rss) / 1024
+    gc.collect()
+    out["RSS above start at the end MB"] = (status_kb("VmRSS") - start_rss) / 1024
+    out["estimate held max MB"] = held_max / 2**20
+    out["estimate held at the end MB"] = service.store.held_bytes() / 2**20
+    out["cap MB"] = cap / 2**20
+    out["groups held at the end"] = service.store.loaded_groups
+    out["groups held max"] = groups_max
+    out["cold replies"] = cold
+    walls.sort()
+    out["inject p50 ms"] = walls[len(walls) // 2] * 1000
+    out["inject p99 ms"] = walls[int(len(walls) * 0.99)] * 1000
+    out["inject max ms"] = walls[-1] * 1000
+    await service.stop()
+    return out
+
+
 def child(args: argparse.Namespace) -> None:
     sys.path.insert(0, args.tree)
-    print(json.dumps(asyncio.run(workload(args))))
+    print(json.dumps(asyncio.run(touch_workload(args) if args.touch else workload(args))))
 
 
 def extract(commit: str) -> Path:
@@ -231,15 +319,27 @@ def extract(commit: str) -> Path:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--groups", type=int, default=10_000)
-    parser.add_argument("--members", type=int, default=20)
-    parser.add_argument("--per-member", type=int, default=3)
+    parser.add_argument("--groups", type=int, default=None, help="10,000 (--touch: 100)")
+    parser.add_argument("--members", type=int, default=None, help="20 (--touch: 200)")
+    parser.add_argument("--per-member", type=int, default=None, help="3 (--touch: 10)")
     parser.add_argument("--rounds", type=int, default=1)
-    parser.add_argument("--baseline", default=BASELINE)
+    parser.add_argument("--baseline", default=None, help=f"{BASELINE} (--touch: bench/_previous.py's default)")
+    parser.add_argument("--touch", action="store_true", help="the fifth question (issue 37), instead of the four")
+    parser.add_argument("--interleaved", action="store_true", help="--touch: round-robin over the groups")
+    parser.add_argument("--trace", action="store_true", help="--touch: tracemalloc by file at the end (stderr)")
+    parser.add_argument("--model", action="store_true", help="--touch: the built-in embedding model on")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--tree", default=str(REPO), help=argparse.SUPPRESS)
     parser.add_argument("--data", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    for name, usual, touch in (("groups", 10_000, 100), ("members", 20, 200), ("per_member", 3, 10)):
+        if getattr(args, name) is None:
+            setattr(args, name, touch if args.touch else usual)
+    if args.baseline is None and not args.child:
+        sys.path.insert(0, str(REPO / "bench"))
+        from _previous import default_previous
+
+        args.baseline = default_previous() if args.touch else BASELINE
     if args.child:
         child(args)
         return
@@ -268,13 +368,17 @@ def main() -> None:
                     check=False,
                 )
                 shutil.rmtree(data.parent, ignore_errors=True)
+                if args.trace:
+                    print(
+                        f"{label}: " + "\n".join(x for x in done.stderr.splitlines() if x.startswith(("  ", "trace")))
+                    )
                 if done.returncode != 0:
                     sys.exit(f"{label} failed:\n{done.stderr[-3000:]}")
                 results[label].append(json.loads(done.stdout.strip().splitlines()[-1]))
                 print(f"  round {r + 1} {label} done (load average before it {results[label][-1]['load']:.2f})")
     finally:
         shutil.rmtree(template, ignore_errors=True)
-    print(f"\nmedians of {args.rounds} round(s); wall and CPU in ms, read and RSS growth in MB")
+    print(f"\nmedians of {args.rounds} round(s); wall and CPU in ms, read and RSS growth in MB (--touch: as named)")
     print(f"{'':44s} {'before':>12s} {'after':>12s}")
     for name in results["after"][0]:
         if name == "load" or name not in results["before"][0]:
@@ -282,7 +386,7 @@ def main() -> None:
         before = statistics.median(x[name] for x in results["before"])
         after = statistics.median(x[name] for x in results["after"])
         print(f"{name:44s} {before:12.1f} {after:12.1f}")
-    print(f"load average now: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"cores: {os.cpu_count()}; load average now: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
 if __name__ == "__main__":
