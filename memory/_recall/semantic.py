@@ -4,18 +4,16 @@ No AstrBot imports: the adapter passes any object with ``async get_embeddings(te
 (AstrBot's ``EmbeddingProvider`` satisfies :class:`EmbeddingProvider`). numpy is used when importable (AstrBot
 installs it), with a pure-Python fallback.
 
-* Vectors are computed off the hot path: :meth:`VectorStore.sync` (or the fire-and-forget
-  :meth:`VectorStore.schedule_sync`) after a memory is saved embeds only memories that are new or whose content
-  changed, in batches, and drops deleted ones. It never raises on a provider failure: the vectors stay missing
-  and a memory without a vector simply gets no semantic score.
+* Vectors are computed off the hot path: :meth:`VectorStore.sync` (or the fire-and-forget `schedule_sync`) after
+  a memory is saved embeds only memories that are new or whose content changed, in batches, and drops deleted ones.
+  It never raises on a provider failure: the vectors stay missing and such a memory gets no semantic score.
 * Per group, the vectors are kept by storage's :class:`VectorPersistence` (``_storage/vectors.py``): with the JSON
-  store in a vectors file beside the group file, with PostgreSQL in the table ``um_vectors``
-  (``_storage/_postgres/vectors.py``), where instances sharing it also take the vectors another instance computed
-  instead of embedding them again. Vectors are L2-normalised before they are stored (cosine = dot product).
-* :meth:`VectorStore.similarities` embeds the current message with a hard timeout (it returns on time even when
-  the provider ignores cancellation), caches recent query embeddings, and has a circuit breaker: after
-  ``breaker_failures`` consecutive failures or timeouts the provider is skipped for ``breaker_cooldown``
-  seconds, then one trial call decides whether it is used again. Any failure gives ``None``: rank lexically.
+  store in a vectors file beside the group file, with PostgreSQL in the table ``um_vectors`` (``_postgres/``), where
+  instances sharing it take the vectors another instance computed instead of embedding them again. Vectors are
+  L2-normalised before they are stored (cosine = dot product).
+* :meth:`VectorStore.similarities` embeds the message with a hard timeout (kept even when the provider ignores
+  cancellation), caches query embeddings, and has a circuit breaker: after ``breaker_failures`` failures or timeouts
+  in a row the provider is skipped for ``breaker_cooldown`` s, then one trial call decides. Failure: ``None`` (lexical).
 * :func:`combine` fuses lexical and semantic scores (see its docstring for the rule and how it was chosen).
 """
 
@@ -185,10 +183,12 @@ class VectorStore:
         if key in self._tasks or key in self._pending or key in self._load_tasks:
             return False
         self._groups.pop(key, None)
-        lock = self._load_locks.get(key)
-        if lock is not None and not lock.locked():
+        if (lock := self._load_locks.get(key)) is not None and not lock.locked():
             del self._load_locks[key]
         return True
+
+    def held_bytes(self, key: GroupKey) -> int:  # float32 vectors, in `entries` and again in the matrix, and ids
+        return sum(len(group.entries) * (group.dim * 8 + 200) for group in (self._groups.get(key),) if group)
 
     def path_for(self, key: GroupKey) -> Path:
         """The group's vectors file (only with `VectorFiles`)."""

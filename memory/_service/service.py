@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
 from pathlib import Path
 from collections.abc import Sequence
 from typing import Any, NamedTuple
@@ -45,8 +44,9 @@ INJECTION_COUNTS_SAVE_SECONDS = 60.0
 # while the service serves (tools say storage is unavailable until it is back).
 STORE_START_WAIT_SECONDS = 5.0
 STORE_WATCH_SECONDS = 1.0  # how often a store that could not serve at start is looked at until it does
-# Eviction (`memory_cache_max_mb`): a group used within IDLE_SECONDS is never unloaded (no cold load on the reply
-# path of an active group); the estimate is compared with the limit at most once every EVICT_EVERY_SECONDS.
+# Eviction (`memory_cache_max_mb`): checked as memory grows (a group loaded, members parsed: the store's
+# `on_growth`) and every EVICT_EVERY_SECONDS (the dashboard or maintenance loaded groups); groups unused for
+# IDLE_SECONDS go first, active ones only while still over the limit (they load cold again: `active_unloads`).
 IDLE_SECONDS = 600.0
 EVICT_EVERY_SECONDS = 60.0
 # After a start, once loading and the first replies are done, the kept files of every group are swept once (a crash
@@ -126,8 +126,9 @@ class MemoryService(Components):
         self._gc_freezer: Freezer | None = None
         self._evictor: asyncio.Task[None] | None = None
         self._attachment_sweep: asyncio.Task[None] | None = None
-        self._evicted_at = -math.inf
+        self._vectors_to_forget: set[GroupKey] = set()  # refused by `VectorStore.forget_group` (a sync ran)
         self.store.add_unload_listener(self._forget_group)
+        self.store.on_growth(self._grown)
         self.builtin_model: BuiltinModel | None = None  # the shipped model, when it is the semantic scorer
         self._attaching: asyncio.Task[None] | None = None
 
@@ -138,28 +139,46 @@ class MemoryService(Components):
         self.browser.forget(key)  # a dashboard view holds the group's lists: they go with the group
         self.injection.todo_section.forget_group(key)
         self.injection.episode_section.forget_group(key)
-        if self.vectors is not None:
-            self.vectors.forget_group(key)
+        if self.vectors is not None and not self.vectors.forget_group(key):
+            self._vectors_to_forget.add(key)  # a sync or load runs: forgotten at a later check (`evict`)
 
-    def evict(self) -> list[GroupKey]:
-        """Unload idle groups, least recently used first, while the groups held are estimated over the limit."""
-        self._evicted_at = self.ports.clock()
-        evicted = self.store.evict(self.settings.memory_cache_max_mb * 1024 * 1024, IDLE_SECONDS)
+    def evict(self, keep: GroupKey | None = None) -> list[GroupKey]:
+        """Unload groups, least recently used first (idle ones before any other), while what the groups held and
+        their vectors are estimated to take is over the limit; never `keep` (the group being loaded or served)."""
+        vectors, in_use = self.vectors, self.store.active_unloads
+        self._forget_vectors_later()
+        evicted = self.store.evict(
+            self.settings.memory_cache_max_mb * 1024 * 1024,
+            IDLE_SECONDS,
+            extra=None if vectors is None else vectors.held_bytes,
+            keep=keep,
+        )
         if evicted:
-            log.info(f"unloaded {len(evicted)} idle group(s) from memory (memory_cache_max_mb)")
+            active = self.store.active_unloads - in_use
+            log.info(
+                f"unloaded {len(evicted)} group(s) from memory (memory_cache_max_mb), {active} of them in use"
+                if active
+                else f"unloaded {len(evicted)} idle group(s) from memory (memory_cache_max_mb)"
+            )
         return evicted
 
-    def _evict_soon(self, now: float) -> None:
-        """At most once every EVICT_EVERY_SECONDS, after the current reply (never in its way)."""
-        if now - self._evicted_at >= EVICT_EVERY_SECONDS:
-            self._evicted_at = now
-            asyncio.get_running_loop().call_soon(self._evict_quietly)
+    def _forget_vectors_later(self) -> None:
+        """Vectors whose forgetting was refused (a sync or load ran) go once it ended, unless their group is held
+        again."""
+        if self._vectors_to_forget and self.vectors is not None:
+            for key in list(self._vectors_to_forget):
+                if self.store.peek_document(key) is not None or self.vectors.forget_group(key):
+                    self._vectors_to_forget.discard(key)
 
-    def _evict_quietly(self) -> None:
+    def _grown(self, key: GroupKey) -> None:
+        """The store holds more (a group loaded, members parsed): over the limit, other groups go now."""
+        self._evict_quietly(keep=key)
+
+    def _evict_quietly(self, keep: GroupKey | None = None) -> None:
         try:
-            self.evict()
+            self.evict(keep)
         except Exception:  # never in the way of anything else
-            log.exception("unloading idle groups failed")
+            log.exception("unloading groups failed")
 
     async def _evict_every_minute(self) -> None:
         while True:  # also when no reply comes (the dashboard or maintenance loaded groups)
@@ -445,10 +464,9 @@ class MemoryService(Components):
             self.members.note_spoken(member.group, member.user_id, name)
         if injected:
             self.injection_counts.note(member.group, injected)
-        self.store.touch(member.group)
+        self.store.touch(member.group)  # may check the limit (`on_growth`)
         if self._gc_freezer is not None:
             self._gc_freezer.note_reply()  # young collections bounded by replies (`_gcfreeze.py`)
-        self._evict_soon(now)
         return Injected(block, injected if self.replies is not None else ())
 
     def place(self, block: str, message: str) -> Placed:

@@ -20,7 +20,7 @@ from typing import Any
 
 from .._errors import StorageUnavailable
 from .._models import ArchivedMemory, Episode, GroupDocument, GroupKey, Memory, Todo
-from . import changelog, changes
+from . import changelog, changes, lazy
 from .base import (
     ArchiveChange,
     Change,
@@ -34,6 +34,9 @@ from .base import (
     TodoChange,
 )
 from .cached_group import CachedGroup, Operation, Queued, T, estimated_bytes, memories_of
+
+
+PARSES_PER_CHECK = 64  # members parsed (lazily, on first use) between two checks of what is held (`touch`)
 
 
 class CachedStore(MemoryStore):
@@ -57,6 +60,8 @@ class CachedStore(MemoryStore):
         self._commit_hooks: list[Callable[[], Awaitable[None]]] = []
         self._commit_listeners: list[Callable[[GroupKey, GroupDocument, Sequence[Episode] | None], None]] = []
         self._unload_listeners: list[Callable[[GroupKey], None]] = []
+        self._grown: Callable[[GroupKey], None] | None = None  # `on_growth`
+        self._parses_checked = lazy.parses  # when `touch` last told `_grown`
         self._context = changes.Context(self.now, self._tell_document, self._tell_todos)
 
     def now(self) -> float:
@@ -448,38 +453,65 @@ class CachedStore(MemoryStore):
         return True
 
     def touch(self, key: GroupKey) -> None:
-        """The group was used now (the reply path, which reads through `peek`): eviction takes it last."""
+        """The group was used now (the reply path, which reads through `peek`): eviction takes it last. Once
+        `PARSES_PER_CHECK` more members were parsed (each now holds its memories), `on_growth`'s hook is told."""
         group = self._groups.get(key)
         if group is not None:
             group.used = self._clock()
+            if lazy.parses - self._parses_checked >= PARSES_PER_CHECK:
+                self._parses_checked = lazy.parses
+                self._tell_grown(key)
+
+    def on_growth(self, hook: Callable[[GroupKey], None]) -> None:
+        """`hook(key)` right after a group's document was loaded (when the lock is let go), and at the `touch`
+        after every `PARSES_PER_CHECK` members parsed: the service checks `memory_cache_max_mb` there, as memory
+        grows, synchronously (never waiting for a turn of the loop that back-to-back loads do not give)."""
+        self._grown = hook
+
+    def _tell_grown(self, key: GroupKey) -> None:
+        if self._grown is not None:
+            self._grown(key)
 
     def last_used(self) -> float:
         return max((group.used for group in self._groups.values()), default=float("-inf"))
 
     def held_bytes(self) -> int:
-        """What the groups held in memory are estimated to take (`cached_group.estimated_bytes`)."""
+        """What the groups held in memory are estimated to take (`cached_group.estimated_bytes`: each group's
+        estimate is kept until the group changes, so this is cheap to ask as groups load)."""
         return sum(estimated_bytes(group) for group in self._groups.values())
 
-    def evict(self, max_bytes: int, idle_seconds: float) -> list[GroupKey]:
-        """Unload groups, least recently used first, until the estimate of what is held is within `max_bytes`.
-        Only a group unused for `idle_seconds` goes, and only when nothing of it is pending or being written
-        (`unload`); a platform's global memories (read by every reply of the platform) stay. What was unloaded."""
-        sizes = {key: estimated_bytes(group) for key, group in self._groups.items()}
+    def evict(
+        self,
+        max_bytes: int,
+        idle_seconds: float,
+        *,
+        extra: Callable[[GroupKey], int] | None = None,
+        keep: GroupKey | None = None,
+    ) -> list[GroupKey]:
+        """Unload groups until the estimate of what is held (with `extra(key)` per group: what readers derived from
+        it outside the store, such as vectors) is within `max_bytes`: first those unused for `idle_seconds`, then,
+        while still over, any other, least recently used first (an active group may have to load again: the
+        limit is the promise). Never `keep` (the group being loaded or served), a platform's global memories
+        (read by every reply of the platform), nor a group in use or with something pending or being written
+        (`unload`). What was unloaded, in order."""
+        sizes = {key: estimated_bytes(group) + (extra(key) if extra else 0) for key, group in self._groups.items()}
         total = sum(sizes.values())
         if total <= max_bytes:
             return []
         cutoff = self._clock() - idle_seconds
-        idle = sorted(
-            (key for key, group in self._groups.items() if group.used <= cutoff and not key.is_global),
-            key=lambda key: self._groups[key].used,
+        order = sorted(
+            (key for key in self._groups if key != keep and not key.is_global),
+            key=lambda key: (self._groups[key].used > cutoff, self._groups[key].used),
         )
         evicted = []
-        for key in idle:
+        for key in order:
             if total <= max_bytes:
                 break
+            used = self._groups[key].used
             if self.unload(key):
                 total -= sizes[key]
                 evicted.append(key)
+                self.active_unloads += used > cutoff
         return evicted
 
     async def close(self) -> None:
@@ -502,11 +534,14 @@ class CachedStore(MemoryStore):
         free, and a group unloaded then would take that waiter's change on a copy no longer held (`unload`)."""
         group = self._group(key)
         group.users += 1
+        held = group.doc is not None
         try:
             async with group.lock:
                 yield group
         finally:
             group.users -= 1
+            if not held and group.doc is not None:
+                self._tell_grown(key)
 
     # ------------------------------------------------------------------------------------------ moving groups
     async def export_group(self, key: GroupKey) -> GroupDump:

@@ -232,8 +232,21 @@ class MemoryStore(ABC):
         """What the groups held in memory are estimated to take, in bytes."""
 
     @abstractmethod
-    def evict(self, max_bytes: int, idle_seconds: float) -> list[GroupKey]:
-        """Unload idle groups, least recently used first, until what is held is within `max_bytes`."""
+    def evict(
+        self,
+        max_bytes: int,
+        idle_seconds: float,
+        *,
+        extra: Callable[[GroupKey], int] | None = None,
+        keep: GroupKey | None = None,
+    ) -> list[GroupKey]:
+        """Unload groups, least recently used first (those idle for `idle_seconds` before any other), until what
+        is held (plus `extra(key)` per group: what others derived from it) is within `max_bytes`; never `keep`."""
+
+    active_unloads = 0  # groups `evict` unloaded although used within `idle_seconds` (they may load cold again)
+
+    def on_growth(self, hook: Callable[[GroupKey], None]) -> None:
+        """Call `hook(key)` when what is held grew (a group loaded, members parsed): eviction checks there."""
 
     @abstractmethod
     def peek_todos(self, key: GroupKey) -> Sequence[Todo] | None:

@@ -77,8 +77,9 @@ class CachedGroup:
     saved: Saved | None = None  # the state last stored: what a failed commit goes back to
     users: int = 0  # callers waiting for or holding the lock (`CachedStore._locked`): unloading waits for none
     used: float = 0.0  # when the group was last used (the store's clock): eviction takes the least recent first
-    # (version, episode count, members parsed in the process, estimated bytes) as last estimated
+    # (version, episode count, members of the group parsed in the process, estimated bytes) as last estimated
     size: tuple[int, int, int, int] = (-1, -1, -1, 0)
+    read_bytes: int = 0  # the file's bytes as read, which lazy members and the serializer's fragments refer to
 
     def forget_state(self) -> None:
         """Drop everything held of the group (its next use loads it again); queued operations stay."""
@@ -86,6 +87,7 @@ class CachedGroup:
         self.log = None
         self.episodes = None
         self.saved = None
+        self.read_bytes = 0
         self.pending, self.erase_owners, self.erase_todos, self.erase_targets = [], set(), set(), set()
 
     def mark_stored(self) -> None:
@@ -110,7 +112,8 @@ def estimated_bytes(group: CachedGroup) -> int:
     episodes = group.episodes
     count = -1 if episodes is None else len(episodes)
     version, held, parsed, size = group.size
-    if version == group.version and held == count and parsed == lazy.parses:
+    parses = lazy.parsed_in.get(group.key, 0)
+    if version == group.version and held == count and parsed == parses:
         return size
     items = chars = 0
     files: dict[int, int] = {}  # a member not parsed yet holds only (a view of) the file's bytes, once per file
@@ -123,8 +126,10 @@ def estimated_bytes(group: CachedGroup) -> int:
         chars += sum(len(m.content) for m in entry.memories)
     for memories in (doc.group_memories, doc.archive, doc.todos, episodes or ()):
         items += len(memories)
-    size = items * ITEM_BYTES + chars * CHAR_BYTES + len(doc.users) * MEMBER_BYTES + sum(files.values())
-    group.size = (group.version, count, lazy.parses, size)
+    # the bytes read stay held once every member is parsed: the serializer writes unchanged members from them
+    group.read_bytes = max(group.read_bytes, sum(files.values()))
+    size = items * ITEM_BYTES + chars * CHAR_BYTES + len(doc.users) * MEMBER_BYTES + group.read_bytes
+    group.size = (group.version, count, parses, size)
     return size
 
 

@@ -57,6 +57,7 @@ _EXTRA = BaseModel.__dict__["__pydantic_extra__"]
 Members = list[tuple[str, int, int, int]]  # (user id, where its line `  "id": {...}` starts, its value starts, ends)
 
 parses = 0  # members parsed so far in this process: an estimate of what a group holds is stale once it moves
+parsed_in: dict[GroupKey, int] = {}  # the same, per group (`cached_group.estimated_bytes` keeps each group's)
 
 
 def split_members(raw: bytes) -> tuple[bytes, Members] | None:
@@ -165,6 +166,7 @@ class LazyUserMemories(UserMemories):
             object.__setattr__(self, "_lazy_source", None)
             global parses
             parses += 1
+            parsed_in[key] = parsed_in.get(key, 0) + 1
         fields: dict[str, Any] = _DICT.__get__(self)
         return fields
 
