@@ -143,6 +143,16 @@ async def test_a_group_loaded_over_the_limit_unloads_the_least_recent_in_the_sam
     assert await answers(service)  # each loads again (cold) and answers
 
 
+async def freed(*refs: weakref.ref) -> bool:
+    """Whether the documents are gone within a few turns of the loop (a background task of the reply, e.g. the
+    names keeper, may hold one for a turn; a loaded machine changes nothing else)."""
+    for _ in range(20):
+        await asyncio.sleep(0)
+        if all(ref() is None for ref in refs):
+            return True
+    return False
+
+
 async def test_an_evicted_group_is_freed_at_the_loops_next_turn_or_by_the_next_eviction_that_needs_room(
     make_service, host
 ):
@@ -158,13 +168,11 @@ async def test_an_evicted_group_is_freed_at_the_loops_next_turn_or_by_the_next_e
     try:
         assert service.evict(keep=key(GROUPS[0])) == [key(g) for g in GROUPS[1:]]
         assert all(documents[g]() is not None for g in GROUPS[1:])  # not in this check
-        await asyncio.sleep(0)
-        assert all(documents[g]() is None for g in GROUPS[1:])  # at the next turn
+        assert await freed(*(documents[g] for g in GROUPS[1:]))  # at the loop's next turns, no check needed
         assert service.evict() == [key(GROUPS[0])]
         for group in GROUPS[1:3]:  # loaded again (each load evicts the one before, with the loop's turns)
             await block_for(service, speaker("ou_a", group), "你好")
-        await asyncio.sleep(0)
-        assert documents[GROUPS[0]]() is None
+        assert await freed(documents[GROUPS[0]])
         limited(service, 1000)
         for group in GROUPS[1:3]:
             await block_for(service, speaker("ou_a", group), "你好")
@@ -174,8 +182,7 @@ async def test_an_evicted_group_is_freed_at_the_loops_next_turn_or_by_the_next_e
         assert held[GROUPS[2]]() is not None
         assert service.evict() == [key(GROUPS[1])]  # over the limit again, no turn since: the last one's go first
         assert held[GROUPS[2]]() is None and held[GROUPS[1]]() is not None
-        await asyncio.sleep(0)
-        assert held[GROUPS[1]]() is None
+        assert await freed(held[GROUPS[1]])
     finally:
         gc.enable()
 
