@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 
 from ._members import Roster
 from ._settings import Settings, SettingWarning
 from ._storage.base import MemoryStore
+from ._storage.cache_pressure import CachePressure
 from ._storage._postgres import mask_dsn
 from ._storage.factory import ConfigSecret, EncryptionChoice, StoreChoice, without_secret
 
@@ -31,6 +33,7 @@ class Health:
     maintenance: str = "关闭"  # one line on the maintenance scheduler (decay, archive, review)
     storage: str = "JSON 文件"  # one line on the store: backend, instance, whether it serves (`storage_line`)
     encryption: str = "未启用"  # one line on encryption at rest (`encryption_line`)
+    cache: str | None = None  # `memory_cache_max_mb` too small for the active groups (`cache_warning`), else None
 
 
 def status_text(
@@ -72,6 +75,7 @@ def status_text(
         f"存储：{health.storage}",
         f"加密：{health.encryption}",
         f"已加载的群：{health.groups_loaded}",
+        *([health.cache] if health.cache else []),
         f"后台提取：{extraction}",
         f"向量召回：{health.embedding}",
         f"群成员名单：本群 {members}；已缓存 {health.rosters_cached} 个群",
@@ -81,6 +85,20 @@ def status_text(
     if host:
         lines += ["", "【AstrBot】", host[0], *(f"- {lacking}" for lacking in host[1:])]
     return "\n".join(lines)
+
+
+def cache_warning(cap_mb: int, pressure: CachePressure | None, now: float) -> str | None:
+    """When groups unloaded while active had to be read again in the last hour: how often, and a cap that holds
+    what the active groups were estimated to take together (a quarter more, rounded up to 32 MB); else None."""
+    reloads = 0 if pressure is None else pressure.reloads(now)
+    if not reloads or pressure is None:
+        return None
+    wanted = math.ceil(pressure.wanted_bytes() * 1.25 / 2**20 / 32) * 32
+    suggested = max(wanted, math.ceil((cap_mb + 1) / 32) * 32)
+    return (
+        f"记忆缓存上限（memory_cache_max_mb = {cap_mb}）放不下同时活跃的群：过去一小时 {reloads} 次回复要从存储重读群"
+        f"（每次慢几毫秒到上百毫秒）；建议调到约 {suggested} MB"
+    )
 
 
 def storage_line(choice: StoreChoice, store: MemoryStore) -> str:

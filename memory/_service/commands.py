@@ -19,7 +19,7 @@ from .._manage.topics import stats_line
 from .._models import Caller, GroupKey, Scope
 from .._privacy.audit import ADMIN_COMMAND
 from .._prompt import DISABLED, NOT_IN_GROUP, Scoped, attachment_note
-from .._status import Health, encryption_line, status_text, storage_line
+from .._status import Health, cache_warning, encryption_line, status_text, storage_line
 from .._tools import forget_memory, visible_memories
 from .components import Components
 from .ports import PrivateSender, Speaker
@@ -252,6 +252,7 @@ class MemoryCommands:
             maintenance=parts.maintenance.status_line() if parts.maintenance is not None else "关闭",
             storage=storage_line(parts.storage, parts.store),
             encryption=encryption_line(parts.encryption, migration.status_line() if migration is not None else None),
+            cache=cache_warning(parts.settings.memory_cache_max_mb, parts.store.cache_pressure, parts.store.now()),
         )
         return status_text(parts.settings, parts.setting_warnings, health, parts.config_secrets, parts.host)
 

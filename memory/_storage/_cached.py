@@ -33,6 +33,7 @@ from .base import (
     R,
     TodoChange,
 )
+from .cache_pressure import CachePressure
 from .cached_group import CachedGroup, Operation, Queued, T, estimated_bytes, memories_of
 
 
@@ -63,6 +64,8 @@ class CachedStore(MemoryStore):
         self._grown: Callable[[GroupKey], None] | None = None  # `on_growth`
         self._parses_checked = lazy.parses  # when `touch` last told `_grown`
         self._dropped: list[CachedGroup] = []  # evicted, freed at the loop's next turn (`_free_soon`)
+        # active groups unloaded and loaded again, for `/memory status`
+        self.cache_pressure: CachePressure = CachePressure()
         self._context = changes.Context(self.now, self._tell_document, self._tell_todos)
 
     def now(self) -> float:
@@ -500,12 +503,13 @@ class CachedStore(MemoryStore):
         if total <= max_bytes:
             return []
         self._dropped.clear()  # what the last eviction left to the loop's next turn, if it got none: freed now
-        cutoff = self._clock() - idle_seconds
+        now = self._clock()
+        cutoff = now - idle_seconds
         order = sorted(
             (key for key in self._groups if key != keep and not key.is_global),
             key=lambda key: (self._groups[key].used > cutoff, self._groups[key].used),
         )
-        evicted = []
+        evicted, in_use = [], self.active_unloads
         for key in order:
             if total <= max_bytes:
                 break
@@ -513,8 +517,13 @@ class CachedStore(MemoryStore):
             if self.unload(key):
                 total -= sizes[key]
                 evicted.append(key)
-                self.active_unloads += group.used > cutoff
                 self._dropped.append(group)
+                if group.used > cutoff:
+                    self.active_unloads += 1
+                    self.cache_pressure.unloaded(key, group.used + idle_seconds, sizes[key])
+        if self.active_unloads > in_use:
+            held = sum(sizes[key] for key, group in self._groups.items() if group.used > cutoff)
+            self.cache_pressure.active(now, held)
         if self._dropped:
             self._free_soon()
         return evicted
@@ -537,6 +546,7 @@ class CachedStore(MemoryStore):
         group = self._groups.get(key)
         if group is None:
             group = self._groups[key] = self._new_group(key)
+            self.cache_pressure.loading(key, self._clock())
         group.used = self._clock()
         return group
 

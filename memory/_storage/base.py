@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from .._models import ArchivedMemory, Episode, GroupDocument, GroupKey, Memory, Todo
+from .cache_pressure import CachePressure
 from .changelog import CallTotals
 from .crypto import Sealer
 
@@ -244,6 +245,7 @@ class MemoryStore(ABC):
         is held (plus `extra(key)` per group: what others derived from it) is within `max_bytes`; never `keep`."""
 
     active_unloads = 0  # groups `evict` unloaded although used within `idle_seconds` (they may load cold again)
+    cache_pressure: CachePressure | None = None  # those unloads and the reloads after them (`/memory status`)
 
     def on_growth(self, hook: Callable[[GroupKey], None]) -> None:
         """Call `hook(key)` when what is held grew (a group loaded, members parsed): eviction checks there."""
