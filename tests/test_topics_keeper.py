@@ -128,16 +128,22 @@ async def test_at_most_max_groups_are_kept():
     await k.close()
 
 
-async def test_the_service_keeps_topics_and_an_opt_out_everywhere_recomputes_them(make_service):
+async def three_members(service):
+    """小王 and 小李 save the project's memories, 小张 the sport's, through `service`; the three speakers."""
     from service_kit import save, speaker
 
-    service = make_service()
     wang, li, zhang = (
         speaker(u, "oc_team", name=n) for u, n in (("ou_wang", "小王"), ("ou_li", "小李"), ("ou_zhang", "小张"))
     )
     for who, texts in ((wang, PROJECT_WANG), (li, PROJECT_LI), (zhang, SPORT_ZHANG)):
         for text in texts:
             await save(service, who, text)
+    return wang, li, zhang
+
+
+async def test_the_service_keeps_topics_and_an_opt_out_everywhere_recomputes_them(make_service):
+    service = make_service()
+    wang, li, zhang = await three_members(service)
     key = wang.member.group
     service.topics._debounce = 0.0
     served = await service.topics.result(key, wait=10.0)
@@ -322,7 +328,7 @@ async def test_the_next_topics_are_named_right_after_without_a_recomputation():
 async def test_another_instance_s_save_on_postgresql_recomputes_this_one_s_topics(make_service, postgres_dsn):
     """Two instances on one database: 小张's new memory saved through instance b reaches a's kept topics (the commit
     relayed to a group a holds in memory), so a's statistics tab counts it after the recomputation."""
-    from service_kit import save, speaker
+    from service_kit import save
 
     a, b = (
         make_service(storage_backend="postgres", postgres_dsn=postgres_dsn, postgres_instance_name=name)
@@ -330,12 +336,7 @@ async def test_another_instance_s_save_on_postgresql_recomputes_this_one_s_topic
     )
     await a.start()
     await b.start()
-    wang, li, zhang = (
-        speaker(u, "oc_team", name=n) for u, n in (("ou_wang", "小王"), ("ou_li", "小李"), ("ou_zhang", "小张"))
-    )
-    for who, texts in ((wang, PROJECT_WANG), (li, PROJECT_LI), (zhang, SPORT_ZHANG)):
-        for text in texts:
-            await save(a, who, text)
+    wang, li, zhang = await three_members(a)
     key = wang.member.group
     a.topics._debounce = 0.0
     first = await a.topics.result(key, wait=10.0)
