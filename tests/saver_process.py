@@ -31,6 +31,38 @@ GROUP = GroupKey("lark", "oc_crash")
 BATCH = 8  # saves in flight at once; the next batch starts when every save of this one is acknowledged
 
 
+class Output:
+    """Every line a child printed, read by one thread until EOF (`read`), counted by first word for `seen`."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self._counts: dict[str, int] = {}
+        self._eof = False
+        self._changed = threading.Condition()
+
+    def read(self, stream) -> None:
+        for line in stream:
+            with self._changed:
+                self.lines.append(line.rstrip("\n"))
+                first = line.split(maxsplit=1)[0] if line.strip() else ""
+                self._counts[first] = self._counts.get(first, 0) + 1
+                self._changed.notify_all()
+        with self._changed:
+            self._eof = True
+            self._changed.notify_all()
+
+    @property
+    def ended(self) -> bool:
+        with self._changed:
+            return self._eof
+
+    def seen(self, word: str, count: int, timeout: float) -> int:
+        """How many lines began with `word` once `count` did, the output ended or `timeout` passed."""
+        with self._changed:
+            self._changed.wait_for(lambda: self._eof or self._counts.get(word, 0) >= count, timeout)
+            return self._counts.get(word, 0)
+
+
 class Child:
     """A Python script run as a child process whose stdout only `_read` (one thread, until EOF) ever reads."""
 
@@ -43,30 +75,15 @@ class Child:
             text=True,
             env=None if env is None else {**os.environ, **env},
         )
-        self.lines: list[str] = []
-        self._counts: dict[str, int] = {}
-        self._eof = False
-        self._changed = threading.Condition()
-        self._reader = threading.Thread(target=self._read, daemon=True)
+        self.output = Output()
+        self.lines = self.output.lines
+        self._reader = threading.Thread(target=self.output.read, args=(self.proc.stdout,), daemon=True)
         self._reader.start()
-
-    def _read(self) -> None:
-        for line in self.proc.stdout:
-            with self._changed:
-                self.lines.append(line.rstrip("\n"))
-                first = line.split(maxsplit=1)[0] if line.strip() else ""
-                self._counts[first] = self._counts.get(first, 0) + 1
-                self._changed.notify_all()
-        with self._changed:
-            self._eof = True
-            self._changed.notify_all()
 
     def wait_for(self, word: str, count: int = 1, timeout: float = 60.0) -> None:
         """Until the child has printed `count` lines starting with `word`; fails with its stderr when it exits
         or `timeout` passes first."""
-        with self._changed:
-            self._changed.wait_for(lambda: self._eof or self._counts.get(word, 0) >= count, timeout)
-            seen = self._counts.get(word, 0)
+        seen = self.output.seen(word, count, timeout)
         if seen < count:
             self.kill()
             raise AssertionError(f"the child printed {seen} {word} lines, not {count}: {self.stderr()}")
@@ -80,7 +97,7 @@ class Child:
         """Every line the child printed, once it has exited."""
         self.proc.wait(timeout)
         self._reader.join(timeout)
-        assert self._eof, "the child's output was not read to its end"
+        assert self.output.ended, "the child's output was not read to its end"
         return self.lines
 
     def stderr(self) -> str:

@@ -23,6 +23,8 @@ import threading
 import time
 from pathlib import Path
 
+from saver_process import Output
+
 ZYGOTE = Path(__file__).resolve()
 
 
@@ -65,34 +67,21 @@ class Forked:
     def __init__(self, fifo: Path, zygote: Zygote) -> None:
         self.pid = 0
         self.zygote = zygote
-        self.lines: list[str] = []
-        self._counts: dict[str, int] = {}
-        self._eof = False
-        self._changed = threading.Condition()
+        self.output = Output()
+        self.lines = self.output.lines
         self._reader = threading.Thread(target=self._read, args=(fifo,), daemon=True)
         self._reader.start()
 
     def _read(self, fifo: Path) -> None:
         with open(fifo) as stream:  # blocks until the child opens its end
-            for line in stream:
-                with self._changed:
-                    self.lines.append(line.rstrip("\n"))
-                    first = line.split(maxsplit=1)[0] if line.strip() else ""
-                    self._counts[first] = self._counts.get(first, 0) + 1
-                    self._changed.notify_all()
-        with self._changed:
-            self._eof = True
-            self._changed.notify_all()
+            self.output.read(stream)
 
     @property
     def alive(self) -> bool:
-        with self._changed:
-            return not self._eof
+        return not self.output.ended
 
     def wait_for(self, word: str, count: int = 1, timeout: float = 60.0) -> None:
-        with self._changed:
-            self._changed.wait_for(lambda: self._eof or self._counts.get(word, 0) >= count, timeout)
-            seen = self._counts.get(word, 0)
+        seen = self.output.seen(word, count, timeout)
         if seen < count:
             self.kill()
             raise AssertionError(f"the child printed {seen} {word} lines, not {count}: {self.zygote.tail()}")
@@ -108,7 +97,7 @@ class Forked:
         """SIGKILL, then every line the child printed (once its death closed the fifo)."""
         self.signal()
         self._reader.join(timeout)
-        assert self._eof, "the child's output was not read to its end"
+        assert self.output.ended, "the child's output was not read to its end"
         deadline = time.monotonic() + timeout
         while _exists(self.pid) and time.monotonic() < deadline:  # reaped by the kernel (SIGCHLD ignored)
             time.sleep(0.01)
