@@ -191,3 +191,87 @@ def test_in_place_tells_a_reordering_change_from_one_a_replay_rebuilds():
     assert replaying.in_place([], [d])
     assert not replaying.in_place([a, b, c], [b, a, c])  # reordered
     assert not replaying.in_place([a, b, c], [d, a, b, c])  # added in front
+
+
+# ----------------------------------------------------------------------------------------------- opening the log
+def _change(entry_id: int, target: str = "m") -> dict:
+    new = memory(f"{target}{entry_id}", "内容").model_dump(mode="json", exclude_none=True)
+    return {"id": entry_id, "at": 2.0, "actor": "a", "kind": "memory", "op": "add", "scope": "member",
+            "owner": "ou_a", "target": new["id"], "old": None, "new": new}  # fmt: skip
+
+
+def _call(entry_id: int) -> dict:
+    return {"id": entry_id, "at": 2.0, "actor": "extraction", "kind": "call", "input_tokens": 1}
+
+
+def _log(tmp_path, *parts) -> tuple:
+    from memory._storage import changelog
+
+    document = tmp_path / "g.json"
+    raw = b"".join(p if isinstance(p, bytes) else changelog.encode([p]) for p in parts)
+    changelog.log_path(document).write_bytes(raw)
+    return document, changelog.log_path(document), raw
+
+
+def _open(document, committed_id):
+    from memory._storage import changelog
+    from memory._storage.files import LeftoverTempFiles
+
+    return changelog.open_log(document, committed_id, LeftoverTempFiles())
+
+
+def test_entries_a_commit_line_follows_are_committed_and_given_to_replay_the_rest_is_cut(tmp_path):
+    from memory._storage.changelog import commit_line
+
+    document, path, raw = _log(tmp_path, _change(1), _change(2), _change(3), _call(4), commit_line(4), _change(5),
+                               commit_line(5), _change(6), _call(7))  # fmt: skip
+    state = _open(document, 2)
+    assert [e["id"] for e in state.replay] == [3, 4, 5]  # the call goes too: replay skips it
+    assert state.next_id == 6
+    assert path.read_bytes() == raw[: raw.index(b'{"id": 6')]  # entry 6 (no commit line after it) is cut
+
+
+def test_a_torn_last_line_after_a_commit_line_is_cut_and_the_commit_kept(tmp_path):
+    from memory._storage.changelog import commit_line
+
+    document, path, raw = _log(tmp_path, _change(1), _change(2), commit_line(2), b'{"id": 3, "at": 2.0, "ki')
+    state = _open(document, 1)
+    assert [e["id"] for e in state.replay] == [2]
+    assert path.read_bytes() == raw[: raw.index(b'{"id": 3')]
+    assert state.next_id == 3
+
+
+def test_a_log_without_commit_lines_opens_as_before_them(tmp_path):
+    document, path, raw = _log(tmp_path, _change(1), _change(2), _call(3), _change(4), _call(5))
+    state = _open(document, 2)
+    assert state.replay == []
+    assert path.read_bytes() == raw[: raw.index(b'{"id": 4')]  # the call before the uncommitted change stays
+    assert state.next_id == 4
+
+
+def test_commit_lines_the_document_already_holds_give_nothing_to_replay(tmp_path):
+    from memory._storage.changelog import commit_line
+
+    document, path, raw = _log(tmp_path, _change(1), commit_line(1), _change(2), _call(3), commit_line(3))
+    for committed in (2, 3):
+        state = _open(document, committed)
+        assert state.replay == [] and state.next_id == 4
+    assert path.read_bytes() == raw
+    state = _open(document, None)  # a document recording no id: nothing cut, nothing replayed
+    assert state.replay == [] and path.read_bytes() == raw
+
+
+def test_a_commit_line_naming_another_entry_refuses_the_log_and_leaves_it_alone(tmp_path):
+    from memory._storage.changelog import Refused, commit_line
+
+    document, path, raw = _log(tmp_path, _change(1), _change(2), _change(3), commit_line(2), _change(4))
+    with pytest.raises(Refused, match="names entry 2"):
+        _open(document, 1)
+    assert path.read_bytes() == raw
+
+
+def test_commit_lines_are_not_entries_to_readers(tmp_path):
+    from memory._storage import changelog
+
+    document, path, raw = _log(tmp_path, _change(1), changelog.commit_line(1), _call(2))
+    assert [e["id"] for e in changelog.read_entries(path, len(raw))] == [1, 2]

@@ -49,6 +49,7 @@ EXTRACTION = "extraction"  # the actor of extraction calls, and of carried total
 CARRIED = "carried"
 ERASE = "erase"  # the op of an erasure: a member wiped their memories; their content leaves the log
 SCRUB = "scrub"  # the marker line of an erasure committed with its document whose purge may not be done yet
+COMMIT = "commit"  # the line that ends a fast commit, `{"kind": "commit", "upto": <its last entry's id>}` (no id)
 PURGE = "purge"  # the op of the end of an archived memory's or episode's retention: its content leaves the log too
 MAX_BYTES = 2_000_000
 TRIM_TO_FRACTION = 0.6  # a trim keeps the newest entries up to this share of MAX_BYTES, so it is rare
@@ -143,6 +144,7 @@ class LogState:
     scrub: Scrub | None = None  # what a committed erasure not purged yet names
     compact_mark: int = 0  # the size below which the log is not compacted again (set by the last compaction)
     compact_data: int = 0  # the data (document and episodes) the last `compact_due` was asked about
+    replay: list[dict[str, Any]] = field(default_factory=list)  # committed entries the document misses (as written)
 
     def compact_due(self, adding: int, data_bytes: int) -> bool:
         """Whether the log, with `adding` bytes more, has outgrown COMPACT_RATIO times the data it logs (and
@@ -215,7 +217,16 @@ def _compactable(entry: dict[str, Any]) -> bool:
 
 
 def is_change(entry: dict[str, Any]) -> bool:
-    return entry.get("kind") not in (CALL, CARRIED)
+    return entry.get("kind") not in (CALL, CARRIED, COMMIT)
+
+
+class Refused(ValueError):
+    """A log's committed tail cannot be applied to its document (`replay.py`): the group is not opened."""
+
+
+def commit_line(upto: int) -> bytes:
+    """The line that ends a fast commit whose last entry is `upto`: its entries are committed once it is durable."""
+    return _json({"kind": COMMIT, "upto": upto}).encode("utf-8") + b"\n"
 
 
 def scrub_marker(owners: set[str], todos: set[str] | frozenset[str], targets: Targets = frozenset()) -> dict[str, Any]:
@@ -254,8 +265,11 @@ def open_log(
     """Make the log consistent with its document and say where it ends.
 
     Removes temp files of crashed writes (document and log), migrates the old `<group>.history.jsonl`, cuts a torn
-    last line and the change entries newer than `committed_id` (a crash between the log append and the document
-    write), and finishes the purge of a committed erasure (a crash between the document write and the purge).
+    last line and the change entries newer than `committed_id` that no commit line follows (a crash between the
+    log append and the document write), and finishes the purge of a committed erasure (a crash between the
+    document write and the purge). The entries newer than `committed_id` that a commit line follows are committed
+    (fast commits whose document was still being written behind): `LogState.replay` holds them as written, for
+    the store to open and apply (`replay.py`). Raises `Refused` (nothing changed) for commit lines out of place.
     `committed_id` is None for a document that does not record one (new, or older than the change log).
     """
     path = log_path(document_path)
@@ -271,11 +285,11 @@ def open_log(
         size = path.stat().st_size
     except FileNotFoundError:
         return LogState(path, 0, (committed_id or 0) + 1)
-    end, last_id, scrub = _consistent_end(path, size, committed_id)
+    end, last_id, scrub, tail = _consistent_end(path, size, committed_id)
     if end < size:
         log.warning("change log %s: cut %d bytes not committed with the document", path, size - end)
         os.truncate(path, end)
-    state = LogState(path, end, max(last_id, committed_id or 0) + 1)
+    state = LogState(path, end, max(last_id, committed_id or 0) + 1, replay=tail)
     if scrub is not None:
         log.warning("change log %s: finishing the purge of an erasure committed before a crash", path)
         state.scrub = scrub
@@ -283,45 +297,76 @@ def open_log(
     return state
 
 
-def _consistent_end(path: Path, size: int, committed_id: int | None) -> tuple[int, int, Scrub | None]:
-    """(where the consistent part ends, the last id in it, what a committed scrub marker in it names), reading the
-    file backwards from its end."""
-    cut = size
+def _consistent_end(
+    path: Path, size: int, committed_id: int | None
+) -> tuple[int, int, Scrub | None, list[dict[str, Any]]]:
+    """(where the consistent part ends, the last id in it, what a committed scrub marker in it names, the committed
+    entries newer than `committed_id` that the document does not hold yet), reading the file backwards from its
+    end down to the last entry the document holds.
+
+    Entries newer than the document's id are committed when a commit line follows them (a fast commit: the
+    document is written behind, `replay.py` applies them on open); after the last commit line (or without any,
+    as every version before it wrote) the first change newer than the document's id and everything after it are
+    cut, as are a torn last line. A commit line that does not name the last entry before it raises `Refused`."""
+    tail: list[tuple[int, dict[str, Any] | None, bool]] = []  # (start, entry, complete), newest first
     last_id = 0
-    marker: tuple[int, dict[str, Any]] | None = None  # the last scrub marker seen, where it starts
+    for start, line, complete in _read_backwards(path, size):
+        entry = _parse(line) if complete else None
+        entry_id = entry.get("id") if entry is not None else None
+        if isinstance(entry_id, int) and not isinstance(entry_id, bool):
+            if committed_id is None or entry_id <= committed_id:
+                last_id = entry_id
+                break
+        tail.append((start, entry, complete))
+    tail.reverse()
+    framed = max((i for i, (_, e, done) in enumerate(tail) if done and e and e.get("kind") == COMMIT), default=-1)
+    cut = size
+    for start, entry, complete in tail[framed + 1 :]:
+        if not complete or (entry is not None and _numbered(entry) and is_change(entry)):
+            cut = start
+            break
+    framed_end = tail[framed][0] if framed >= 0 else -1
+    committed: list[dict[str, Any]] = []
+    marker: tuple[int, dict[str, Any]] | None = None  # the last scrub marker kept, where it starts
+    for start, entry, _ in tail:
+        if start >= cut or entry is None:
+            continue
+        kind = entry.get("kind")
+        if kind == SCRUB:
+            marker = (start, entry)
+        elif kind == COMMIT:
+            if entry.get("upto") != last_id:
+                upto = entry.get("upto")
+                raise Refused(f"change log {path}: a commit line names entry {upto!r}, not the last before it")
+        elif _numbered(entry):
+            last_id = max(last_id, entry["id"])
+            if start < framed_end:
+                committed.append(entry)
+    if not any(is_change(e) for e in committed):
+        committed = []
+    return cut, last_id, _scrub(marker), committed
 
-    def scrub() -> Scrub | None:
-        if marker is None or marker[0] >= cut:  # none, or cut with the uncommitted entries before it
-            return None
-        owners, todos, targets = (marker[1].get(k) for k in ("owners", "todos", "targets"))
-        return (
-            {str(o) for o in owners} if isinstance(owners, list) else set(),
-            {str(t) for t in todos} if isinstance(todos, list) else set(),
-            {(str(t[0]), str(t[1])) for t in targets if isinstance(t, list) and len(t) == 2}
-            if isinstance(targets, list)
-            else set(),
-        )
 
+def _numbered(entry: dict[str, Any]) -> bool:
+    return isinstance(entry.get("id"), int) and not isinstance(entry.get("id"), bool)
+
+
+def _scrub(marker: tuple[int, dict[str, Any]] | None) -> Scrub | None:
+    if marker is None:
+        return None
+    owners, todos, targets = (marker[1].get(k) for k in ("owners", "todos", "targets"))
+    return (
+        {str(o) for o in owners} if isinstance(owners, list) else set(),
+        {str(t) for t in todos} if isinstance(todos, list) else set(),
+        {(str(t[0]), str(t[1])) for t in targets if isinstance(t, list) and len(t) == 2}
+        if isinstance(targets, list)
+        else set(),
+    )
+
+
+def _read_backwards(path: Path, size: int) -> Iterator[tuple[int, bytes, bool]]:
     with open(path, "rb") as f:
-        for start, line, complete in _lines_backwards(f, size):
-            if not complete:  # no newline after it: torn by a crash
-                cut = start
-                continue
-            entry = _parse(line)
-            if entry is not None and entry.get("kind") == SCRUB and marker is None:
-                marker = (start, entry)
-            if entry is None or isinstance(entry.get("id"), bool) or not isinstance(entry.get("id"), int):
-                continue
-            entry_id = entry["id"]
-            if committed_id is not None and entry_id > committed_id:
-                if is_change(entry):
-                    cut = start
-                    last_id = 0
-                else:
-                    last_id = max(last_id, entry_id)
-                continue
-            return cut, max(last_id, entry_id), scrub()
-    return cut, last_id, scrub()
+        yield from _lines_backwards(f, size)
 
 
 def _lines_backwards(f: Any, size: int) -> Iterator[tuple[int, bytes, bool]]:
@@ -511,7 +556,7 @@ def read_entries(path: Path, end: int, open_entry: Transform | None = None) -> l
         entry = _parse(line)
         if entry is None:
             bad += 1
-        elif entry.get("kind") != SCRUB:
+        elif entry.get("kind") not in (SCRUB, COMMIT):
             entries.append(entry if open_entry is None else open_entry(entry))
     if bad:
         log.warning("change log %s: skipped %d unreadable line(s)", path, bad)

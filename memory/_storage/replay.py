@@ -25,13 +25,8 @@ from . import changelog
 
 __all__ = ["Refused", "in_place", "replay", "replayable"]
 
-COMMIT = "commit"  # the kind of the line that ends a fast commit: {"kind": "commit", "upto": <its last entry's id>}
-
 _Item = TypeVar("_Item", Memory, Todo)
-
-
-class Refused(ValueError):
-    """The log's committed tail does not apply to the document: the group is not opened (nothing is written)."""
+Refused = changelog.Refused  # the log's committed tail does not apply to the document: the group is not opened
 
 
 def replayable(entry: dict[str, Any]) -> bool:
@@ -63,7 +58,7 @@ def replay(doc: GroupDocument, entries: Iterable[dict[str, Any]]) -> int:
     applied = 0
     for entry in entries:
         kind = entry.get("kind")
-        if kind in (changelog.CALL, COMMIT, changelog.CARRIED):
+        if kind in (changelog.CALL, changelog.COMMIT, changelog.CARRIED):
             continue
         if not replayable(entry):
             raise Refused(f"entry {entry.get('id')} ({kind} {entry.get('op')}) is not one a fast commit writes")
