@@ -136,7 +136,11 @@ async def save_forever(store: MemoryStore, start: int, text: str = "save") -> No
 async def main(backend: str, *args: str) -> None:
     if backend == "json":
         directory, start, *text = args
-        store: MemoryStore = UserMemoryStore(Path(directory), sealer=keyring_from("", os.environ).sealer())
+        store: MemoryStore = UserMemoryStore(
+            Path(directory),
+            sealer=keyring_from("", os.environ).sealer(),
+            write_behind=os.environ.get("SAVER_WRITE_BEHIND") == "1",  # fast commits (issue 37 item 3)
+        )
         await store.start()
         return await save_forever(store, int(start), *text)
     dsn, instance, start = args

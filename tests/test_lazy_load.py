@@ -88,6 +88,7 @@ async def test_the_first_commit_after_a_load_writes_untouched_members_as_read(tm
 
         monkeypatch.setattr(type(sealer), "seal_bytes", counting)
     await store.change(G, "ou_4", add("新的一条"), actor="t")
+    await store.close()  # the document is written behind the log
     after = member_lines(store.path_for(G).read_bytes())
     assert {u: after[u] for u in before if u != "ou_4"} == {u: line for u, line in before.items() if u != "ou_4"}
     assert after["ou_4"] != before["ou_4"]
@@ -107,11 +108,13 @@ async def test_members_sealed_with_another_key_are_sealed_again_and_plaintext_on
     store = UserMemoryStore(tmp_path, durable=False, sealer=Keyring(KEY).sealer())
     await store.start()
     await store.change(G, "ou_0", add("加密后的第一条"), actor="t")
+    await store.close()  # the document is written behind the log
     raw = store.path_for(G).read_bytes()
     assert "成员5的记忆".encode() not in raw and raw.count(b'"sealed": "') == 6
     rotated = UserMemoryStore(tmp_path, durable=False, sealer=Keyring(OTHER_KEY, [KEY]).sealer())
     await rotated.start()
     await rotated.change(G, "ou_0", add("轮换后"), actor="t")
+    await rotated.close()
     lines = member_lines(rotated.path_for(G).read_bytes())
     kid = Keyring(OTHER_KEY).sealer().kid
     assert all(f"e1.{kid}.".encode() in line for line in lines.values())

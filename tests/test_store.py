@@ -1,4 +1,5 @@
 import asyncio
+import contextlib
 import json
 import os
 
@@ -83,6 +84,7 @@ async def test_forgetting_everything_removes_the_member(tmp_path):
     store = UserMemoryStore(tmp_path)
     await store.change(G1, "u1", add("fact", "a"), actor="test")
     await store.change(G1, "u1", lambda memories: forget(memories, "all"), actor="test")
+    await store.close()  # the document is written behind the log
     assert json.loads(store.path_for(G1).read_text())["users"] == {}
 
 
@@ -180,10 +182,10 @@ async def test_failed_write_rolls_back_and_reports(tmp_path, monkeypatch):
     store = UserMemoryStore(tmp_path)
     await store.change(G1, "u1", add("fact", "kept"), actor="test")
 
-    async def broken_write(*args, **kwargs):
+    def broken_append(*args, **kwargs):  # a save is durable once the log's append is
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr("memory._storage.store.write_atomic", broken_write)
+    monkeypatch.setattr("memory._storage.changelog.append", broken_append)
     results = await asyncio.gather(
         *(store.change(G1, "u1", add("fact", f"lost {i}"), actor="test") for i in range(5)), return_exceptions=True
     )
@@ -257,6 +259,10 @@ async def _failing_write(*args, **kwargs):
     raise OSError(28, "No space left on device")
 
 
+def _failing_append(*args, **kwargs):
+    raise OSError(28, "No space left on device")
+
+
 def replay(entries, user):
     """A member's memories rebuilt from the change log alone: [(id, content or None if erased)] in list order."""
     state: dict[str, str | None] = {}
@@ -286,20 +292,27 @@ class StoreMachine(RuleBasedStateMachine):
 
         self.dir = tempfile.mkdtemp(prefix="store-machine-")
         self.loop = asyncio.new_event_loop()
+        self.slow_writer = mock.patch("memory._storage.writer.WRITE_BEHIND_SECONDS", 3600.0)
+        self.slow_writer.start()  # documents stay behind their logs until closed (or `crash`)
         self.store = self.open_store()
         self.model: dict[tuple[GroupKey, str], list[list[str]]] = {}
         self.clock = 0.0
 
     def open_store(self):
-        return UserMemoryStore(self.dir, durable=False)
+        return UserMemoryStore(self.dir, durable=False, write_behind=True)
 
     def failing_writes(self):
-        return mock.patch("memory._storage.store.write_atomic", _failing_write)
+        """Every write fails: the document's (a commit that writes it) and the log's (a fast commit's)."""
+        stack = contextlib.ExitStack()
+        stack.enter_context(mock.patch("memory._storage.store.write_atomic", _failing_write))
+        stack.enter_context(mock.patch("memory._storage.changelog.append", _failing_append))
+        return stack
 
     def teardown(self):
         if hasattr(self, "loop"):
             self.loop.run_until_complete(self.store.close())
             self.loop.close()
+            self.slow_writer.stop()
 
     def run(self, coro):
         return self.loop.run_until_complete(coro)
@@ -376,8 +389,22 @@ class StoreMachine(RuleBasedStateMachine):
                 self._save(group, user, "fact", phrase, 1)
 
     @rule()
+    def crash(self):
+        """Killed with documents behind their logs (JSON store): a fresh store replays the fast commits."""
+        if not isinstance(self.store, UserMemoryStore):
+            return
+        for held in self.store._groups.values():
+            if held.behind.task is not None:  # asleep: nothing written
+                held.behind.task.cancel()
+        self.run(asyncio.sleep(0))
+        self.check_reloaded()
+
+    @rule()
     def reload(self):
         self.run(self.store.close())
+        self.check_reloaded()
+
+    def check_reloaded(self):
         self.store = self.open_store()
         for group in GROUPS:
             entries = self.run(self.store.log_entries(group))

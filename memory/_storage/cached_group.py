@@ -73,6 +73,7 @@ class CachedGroup:
     erase_todos: set[str] = field(default_factory=set)  # todos whose content the next write purges
     erase_targets: set[tuple[str, str]] = field(default_factory=set)  # (kind, id) of memories and episodes, same
     queued: list[Queued] = field(default_factory=list)
+    needs_document: bool = False  # a queued change a replay of its entries would not rebuild (`changes.REPLAYABLE`)
     flusher: asyncio.Task[None] | None = None
     saved: Saved | None = None  # the state last stored: what a failed commit goes back to
     users: int = 0  # callers waiting for or holding the lock (`CachedStore._locked`): unloading waits for none
@@ -89,6 +90,7 @@ class CachedGroup:
         self.saved = None
         self.read_bytes = 0
         self.pending, self.erase_owners, self.erase_todos, self.erase_targets = [], set(), set(), set()
+        self.needs_document = False
 
     def mark_stored(self) -> None:
         """The cached state is what is stored (just loaded, or committed): remember it for a failed commit."""

@@ -5,12 +5,13 @@ state."""
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .._models import ArchivedMemory, Episode, GroupDocument, GroupKey, Memory, Todo, UserMemories
-from . import changelog
+from . import changelog, replay
 from .base import GROUP_OWNER, ArchiveChange, EpisodeChange, Label, ManyChange, Owner, R, TodoChange
 from .cached_group import CachedGroup, Operation, memories_of
 from .log_entries import (
@@ -25,6 +26,17 @@ from .log_entries import (
 )
 
 Extra = dict[str, Any] | None  # fields every log entry of the change carries
+
+# The operations whose change a replay of their log entries rebuilds exactly (`replay.py`): a commit of only these
+# may be acknowledged once its log append is durable, the document written behind (`store.py`). One that finds at
+# run time that it cannot be replayed (an erasure, a reordered list) sets `group.needs_document`. Every other
+# operation's commit writes the document before it is acknowledged.
+REPLAYABLE: weakref.WeakSet[Callable[..., Any]] = weakref.WeakSet()
+
+
+def replayable(operation: Operation[R]) -> Operation[R]:
+    REPLAYABLE.add(operation)
+    return operation
 
 
 @dataclass(frozen=True)
@@ -63,6 +75,8 @@ def change_many(
         erasing = label == changelog.ERASE
         if not updated and not erasing:
             return result, False
+        if erasing or not all(replay.in_place(current.get(o, ()), m) for o, m in updated.items()):
+            group.needs_document = True
         if erasing:  # also when nothing is left to delete: what the log holds about them goes
             erased = {o for o in owners if o is not GROUP_OWNER}
             if (names := without_names(doc.member_names, erased)) is not doc.member_names:
@@ -77,7 +91,7 @@ def change_many(
             _put(context, group, doc, updated, entries, now)
         return result, True
 
-    return operation
+    return replayable(operation)
 
 
 def change_archive(
@@ -328,6 +342,8 @@ def change_todos(
         erasing = label == changelog.ERASE
         if updated == current and not (erasing and erased):
             return result, False
+        if erasing or not replay.in_place(current, updated):
+            group.needs_document = True
         if erasing:
             gone = {t.id for t in current} - {t.id for t in updated} | set(erased)
             group.erase_todos.update(gone)
@@ -360,7 +376,7 @@ def change_todos(
             group.doc_version += 1
         return result, True
 
-    return operation
+    return replayable(operation)
 
 
 def change_episodes(
@@ -412,7 +428,7 @@ def record(context: Context, entry: dict[str, Any], actor: str) -> Operation[int
         group.pending.append(logged)
         return logged["id"], True
 
-    return operation
+    return replayable(operation)
 
 
 def _put(

@@ -15,15 +15,19 @@ then the added ones): a change that reorders a list is not replayable, and its c
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import logging
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from .._models import GroupDocument, Memory, Todo, UserMemories
+from .._errors import StorageUnavailable
+from .._models import GroupDocument, GroupKey, Memory, Todo, UserMemories
 from . import changelog
 
-__all__ = ["Refused", "in_place", "replay", "replayable"]
+__all__ = ["Refused", "in_place", "refused", "replay", "replay_tail", "replayable"]
+
+log = logging.getLogger("astrbot_plugin_user_memory")
 
 _Item = TypeVar("_Item", Memory, Todo)
 Refused = changelog.Refused  # the log's committed tail does not apply to the document: the group is not opened
@@ -50,6 +54,25 @@ def in_place(before: Sequence[BaseModel], after: Sequence[BaseModel]) -> bool:
     after_ids = {item.id for item in after}  # type: ignore[attr-defined]
     kept = [item.id for item in before if item.id in after_ids]  # type: ignore[attr-defined]
     return [item.id for item in after[: len(kept)]] == kept  # type: ignore[attr-defined]
+
+
+def replay_tail(
+    key: GroupKey, doc: GroupDocument, tail: list[dict[str, Any]], open_entry: Callable[[dict[str, Any]], Any]
+) -> None:
+    """Apply a log's committed tail (`changelog.LogState.replay`, as written: each opened by `open_entry`) to the
+    group's freshly parsed document; StorageUnavailable (logged, nothing written) when it does not apply."""
+    if not tail:
+        return
+    try:
+        applied = replay(doc, [open_entry(e) for e in tail])
+    except Refused as exc:
+        raise refused(key, exc) from exc
+    log.info("group %s: replayed %d change(s) committed in its log after its document", key, applied)
+
+
+def refused(key: GroupKey, exc: Exception) -> StorageUnavailable:
+    log.error("change log of group %s does not fit its document; files left alone: %s", key, exc)
+    return StorageUnavailable(f"群 {key} 的变更记录与记忆文件不一致，未打开（文件未改动）")
 
 
 def replay(doc: GroupDocument, entries: Iterable[dict[str, Any]]) -> int:

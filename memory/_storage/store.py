@@ -4,6 +4,7 @@ log per document written inside each commit."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -14,7 +15,7 @@ from typing import Any
 
 from .._errors import StorageUnavailable
 from .._models import Episode, GroupDocument, GroupKey
-from . import changelog, lazy, sealed
+from . import changelog, changes, lazy, replay, sealed
 from ._cached import CachedStore
 from .cached_group import CachedGroup, Saved
 from .base import GROUP_OWNER, GroupDump
@@ -35,6 +36,7 @@ from .files import (
 from .documents import UTF8_BOM, _key_missing, _NewerSchema, dump_episodes, parse_document, parse_episode_document
 from .serialize import DocumentSerializer, Loaded
 from .vectors import reseal_vectors_file, vectors_path
+from .writer import Behind
 
 __all__ = ["GROUP_OWNER", "UserMemoryStore", "dump_episodes", "parse_document", "parse_episode_document"]
 
@@ -45,9 +47,13 @@ log = logging.getLogger("astrbot_plugin_user_memory")
 class _FileGroup(CachedGroup):
     path: Path
     log: changelog.LogState | None = None
-    durable_doc_version: int = 0
+    durable_doc_version: int = 0  # stored: in the document, or in the log's fast commits (then written behind)
+    written_doc_version: int = 0  # in the document on disk
+    disk_log_id: int | None = None  # the change log id the document on disk records (None: no document file)
     durable_episode_version: int = 0
-    io_lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # the flusher's writes vs. log readers
+    io_lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # the log: the flusher's writes vs. log readers
+    doc_lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # the document: commits that write it, the writer
+    behind: Behind = field(default_factory=lambda: Behind(""))  # the document written behind fast commits
     serializer: DocumentSerializer = field(default_factory=DocumentSerializer)
     reseal: bool = False  # the next commit rewrites every file of the group with the current key
     data_bytes: tuple[int, int] = (0, 0)  # the document's and the episode file's size as last read or written
@@ -57,7 +63,10 @@ class UserMemoryStore(CachedStore):
     """Memories of members, one JSON file per group under `directory` (the `MemoryStore` of `base.py`).
 
     A commit appends the log entries (fsync), then replaces the document (and the episode file when episodes
-    changed) atomically; any error of a write cuts the log back, and the group keeps being served.
+    changed) atomically; any error of a write cuts the log back, and the group keeps being served. With
+    `write_behind` a commit a replay of its entries rebuilds is acknowledged once its append (entries and a commit
+    line) is durable, the document written behind (`_write_fast`, `writer.py`); opening a group replays the
+    committed entries its document misses either way (`replay.py`).
 
     With a `sealer`, member content is sealed in every file (`serialize.py`, `sealed.py`); in memory it is
     plaintext. The key ids the data uses are kept in `<directory>/.encryption.json`: when none is configured the
@@ -74,6 +83,7 @@ class UserMemoryStore(CachedStore):
         log_max_bytes: int = changelog.MAX_BYTES,
         sealer: Sealer | None = None,
         log_retention_seconds: float | None = None,
+        write_behind: bool = False,
     ) -> None:
         super().__init__(clock=clock, log_max_bytes=log_max_bytes)
         self._directory = Path(directory)
@@ -83,6 +93,7 @@ class UserMemoryStore(CachedStore):
         self._unavailable: str | None = None
         self._marker: list[str] | None = None  # the key ids the marker lists, once read
         self._log_retention = log_retention_seconds  # log entries older than this are compacted (None: never)
+        self._write_behind_on = write_behind  # fast commits (`_write_fast`); a log's committed tail replays anyway
 
     @property
     def sealer(self) -> Sealer | None:
@@ -159,24 +170,102 @@ class UserMemoryStore(CachedStore):
         return group_file_path(self._directory, key)
 
     def _new_group(self, key: GroupKey) -> _FileGroup:
-        return _FileGroup(key, path=self.path_for(key), serializer=DocumentSerializer(key, self._sealer))
+        path = self.path_for(key)
+        return _FileGroup(key, path=path, serializer=DocumentSerializer(key, self._sealer), behind=Behind(str(key)))
 
     def _busy(self, group: CachedGroup) -> bool:
         assert isinstance(group, _FileGroup)
-        return group.io_lock.locked() or group.episode_version != group.durable_episode_version
+        return (
+            group.io_lock.locked()
+            or group.doc_lock.locked()
+            or group.episode_version != group.durable_episode_version
+            or group.written_doc_version < group.durable_doc_version
+            or group.behind.task is not None
+        )
 
     def _forget_versions(self, group: CachedGroup) -> None:
         assert isinstance(group, _FileGroup)
-        group.durable_doc_version = group.durable_episode_version = 0
+        group.durable_doc_version = group.durable_episode_version = group.written_doc_version = 0
 
     def _restored(self, group: CachedGroup) -> None:
         assert isinstance(group, _FileGroup)
         group.doc_version, group.episode_version = group.durable_doc_version, group.durable_episode_version
 
     async def _commit(self, group: CachedGroup) -> None:
+        """A fast commit when everything queued can be replayed from the log (`_write_fast`), else one that writes
+        the document before it acknowledges (`_write`)."""
         assert isinstance(group, _FileGroup)
+        await self._ensure_kid()
         async with group.io_lock:
+            if await self._write_fast(group):
+                return
+        async with group.doc_lock, group.io_lock:
             await self._write(group)
+
+    async def _write_fast(self, group: _FileGroup) -> bool:
+        """Append the entries and a commit line (fsync), acknowledge, leave the document to the writer behind
+        (`writer.py`); False (nothing taken) when a replay would not rebuild the queued changes (`replay.py`,
+        `changes.REPLAYABLE`), the log needs a rewrite, or no document on disk records a log id."""
+        assert group.doc is not None and group.log is not None
+        log_state, entries = group.log, group.pending
+        if (
+            not self._write_behind_on
+            or group.needs_document
+            or group.reseal
+            or group.disk_log_id is None
+            or group.erase_owners
+            or group.erase_todos
+            or group.erase_targets
+            or log_state.scrub is not None
+            or group.episode_version != group.durable_episode_version
+            or not entries
+            or not all(replay.replayable(e) for e in entries)
+            or not all(q.operation in changes.REPLAYABLE for q in group.queued)
+        ):
+            return False
+        lines = changelog.encode(entries, self._seal_entry(group.key)) + changelog.commit_line(entries[-1]["id"])
+        size = log_state.end + len(lines)
+        if size > self._log_max_bytes or (
+            self._log_retention is not None and log_state.compact_due(len(lines), sum(group.data_bytes))
+        ):
+            return False
+        # The commit's instant: nothing awaited since the checks.
+        target, doc_target = group.version, group.doc_version
+        group.pending = []
+        saved = Saved.of(group)
+        await self._run_commit_hooks()
+        end = await asyncio.to_thread(changelog.append, log_state.path, log_state.end, lines, durable=self._durable)
+        log_state.end = end
+        if log_state.totals is not None:
+            for entry in entries:
+                if entry.get("kind") == changelog.CALL:
+                    log_state.totals.add(entry)
+        group.durable_doc_version = doc_target
+        group.saved = saved
+        self._tell_committed(group)
+        self._acknowledge(group, target)
+        if doc_target > group.written_doc_version:
+            group.behind.note(len(lines), len(entries), lambda: self._write_behind(group))
+        return True
+
+    async def _write_behind(self, group: _FileGroup, *, locked: bool = False) -> bool:
+        """Write the state last committed as the document if the document on disk is older; whether it is still
+        behind after (commits made during the write). `locked`: the caller holds the document's lock."""
+        async with contextlib.nullcontext() if locked else group.doc_lock:
+            saved, version = group.saved, group.durable_doc_version
+            if saved is not None and version > group.written_doc_version:
+                document = group.serializer.dumps(saved.doc)
+                await write_atomic(group.path, document, durable=self._durable)
+                group.written_doc_version, group.disk_log_id = version, saved.doc.change_log_id
+                group.data_bytes = (len(document), group.data_bytes[1])
+        return group.saved is not None and group.durable_doc_version > group.written_doc_version
+
+    async def close(self) -> None:
+        """Wait for every write in flight, then write every document still behind its log."""
+        await super().close()
+        for group in list(self._groups.values()):
+            assert isinstance(group, _FileGroup)
+            await group.behind.drain()
 
     def _failure(self, group: CachedGroup, exc: BaseException) -> str:
         assert isinstance(group, _FileGroup)
@@ -243,8 +332,16 @@ class UserMemoryStore(CachedStore):
         except OSError as exc:
             log.error("change log of group %s cannot be opened: %s", group.key, exc)
             raise StorageUnavailable(f"群 {group.key} 的变更记录无法读取（{exc.strerror or exc}）") from exc
+        except changelog.Refused as exc:
+            raise replay.refused(group.key, exc) from exc
+        group.disk_log_id = doc.change_log_id if raw is not None else None
+        replay.replay_tail(group.key, doc, group.log.replay, self._open_entry(group.key))
         group.doc = doc
         group.mark_stored()
+        if group.log.replay:  # what the document misses is committed in the log: written behind
+            group.log.replay = []
+            group.written_doc_version = group.durable_doc_version - 1
+            group.behind.note(0, 0, lambda: self._write_behind(group))
         return doc
 
     async def _load_episodes(self, group: CachedGroup) -> list[Episode]:
@@ -381,6 +478,8 @@ class UserMemoryStore(CachedStore):
         erase_todos, group.erase_todos = group.erase_todos, set()
         erase_targets, group.erase_targets = group.erase_targets, set()
         reseal, group.reseal = group.reseal, False
+        group.needs_document = False
+        doc_log_id = group.doc.change_log_id
         # Serialize everything before the first write, so data that cannot be written fails the commit whole.
         document = group.serializer.dumps(group.doc) if doc_target > group.durable_doc_version else None
         episodes_target = group.episode_version
@@ -404,6 +503,7 @@ class UserMemoryStore(CachedStore):
         sizes = (len(document) if document else group.data_bytes[0], len(episodes) if episodes else group.data_bytes[1])
         compact = self._log_retention is not None and log_state.compact_due(len(lines), sum(sizes))
         if compact or reseal or any(erase_now) or log_state.end + len(lines) > self._log_max_bytes:
+            await self._write_behind(group, locked=True)  # no rewrite drops or erases what only the log holds
             opened, seal = self._open_entry(group.key), self._seal_entry(group.key)
             retention = self._log_retention
             start, end = await asyncio.to_thread(
@@ -437,6 +537,7 @@ class UserMemoryStore(CachedStore):
                     )
                 if document is not None:
                     await write_atomic(group.path, document, durable=self._durable)
+                    group.written_doc_version, group.disk_log_id = doc_target, doc_log_id
             except BaseException:
                 if end != start:
                     try:
