@@ -105,8 +105,12 @@ def storage_line(choice: StoreChoice, store: MemoryStore) -> str:
     """Which store serves, and for PostgreSQL: this instance's name, the server (password masked), whether it
     serves now and, when not, why."""
     if not choice.postgres:
-        reason = store.unavailable
-        return "JSON 文件（本机插件数据目录）" + ("" if reason is None else f"；不可用：{reason}")
+        reason, behind = store.unavailable, getattr(store, "documents_behind", lambda: None)()
+        return (
+            "JSON 文件（本机插件数据目录）"
+            + ("" if reason is None else f"；不可用：{reason}")
+            + (f"；{behind}" if behind else "")
+        )
     server = f"{mask_dsn(choice.dsn)}（来自{choice.dsn_source}）" if choice.dsn else "未配置连接串"
     reason = store.unavailable
     state = (

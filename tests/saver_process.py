@@ -139,7 +139,7 @@ async def main(backend: str, *args: str) -> None:
         store: MemoryStore = UserMemoryStore(
             Path(directory),
             sealer=keyring_from("", os.environ).sealer(),
-            write_behind=os.environ.get("SAVER_WRITE_BEHIND") == "1",  # fast commits (issue 37 item 3)
+            write_behind=os.environ.get("SAVER_WRITE_BEHIND", "1") == "1",  # fast commits (issue 37 item 3)
         )
         await store.start()
         return await save_forever(store, int(start), *text)

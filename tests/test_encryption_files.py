@@ -177,6 +177,7 @@ async def test_one_members_commit_reseals_only_that_member(tmp_path, monkeypatch
         lambda ts: ([*ts, Todo(id="t-1", content="待办", creator="ou_0", created_at=1.0, updated_at=1.0)], None),
         actor="t",
     )
+    await store.close()  # documents are written behind their logs
     before = json.loads(store.path_for(GROUP).read_text())
     calls: list[str] = []
     original = Sealer.seal_bytes  # every seal goes through it
@@ -187,6 +188,7 @@ async def test_one_members_commit_reseals_only_that_member(tmp_path, monkeypatch
 
     monkeypatch.setattr(Sealer, "seal_bytes", counting)
     await store.change(GROUP, "ou_2", lambda ms: ([*ms, memory("m-2b", "新的")], None), actor="ou_2")
+    await store.close()
     assert sorted(calls) == ["log", "memories"]  # one list, one log entry: nothing else sealed again
     after = json.loads(store.path_for(GROUP).read_text())
     for n in (0, 1, 3, 4):
@@ -199,6 +201,7 @@ async def test_one_members_commit_reseals_only_that_member(tmp_path, monkeypatch
     calls.clear()
     reloaded = await sealed_store(tmp_path)
     await reloaded.change(GROUP, "ou_3", lambda ms: ([*ms, memory("m-3b", "又一条")], None), actor="ou_3")
+    await reloaded.close()
     assert sorted(calls) == ["log", "memories"]
     again = json.loads(reloaded.path_for(GROUP).read_text())
     assert {u: again["users"][u] for u in again["users"] if u != "ou_3"} == {
@@ -297,6 +300,7 @@ async def test_the_old_key_opens_during_a_rotation_and_the_new_one_seals(tmp_pat
     doc = await rotated.document(GROUP)
     assert doc.users["ou_a"].memories[0].content == MARKERS["updated"]
     await rotated.change(GROUP, "ou_b", lambda ms: ([*ms, memory("m-b2", "新钥匙下的记忆")], None), actor="ou_b")
+    await rotated.close()
     raw = json.loads(rotated.path_for(GROUP).read_text())
     assert raw["encryption"]["kid"] == key_id(KEY)
     assert raw["users"]["ou_b"]["sealed"].split(".")[1] == key_id(KEY)
@@ -314,6 +318,7 @@ async def test_a_plaintext_group_loads_and_is_sealed_by_its_next_write(tmp_path)
     assert doc.users["ou_a"].memories[-1].content == MARKERS["memory"]
     assert (await store.episodes(GROUP))[0].summary == MARKERS["episode"]
     await store.change(GROUP, "ou_c", lambda ms: ([*ms, memory("m-c", "第三个人")], None), actor="ou_c")
+    await store.close()
     raw = store.path_for(GROUP).read_bytes()
     for place in ("memory", "merged", "group", "todo", "archive"):
         assert MARKERS[place].encode() not in raw, place

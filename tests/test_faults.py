@@ -72,23 +72,33 @@ def read_only(directory: Path):
             directory.chmod(0o755)
 
 
-async def test_read_only_data_dir_gives_a_clear_error_and_loses_nothing(make_service):
+async def test_read_only_data_dir_gives_a_clear_error_and_loses_nothing(make_service, monkeypatch):
+    """A directory where no file can be created: a save appends to the group's change log that exists (durable:
+    acknowledged, its document written behind, retried, `/memory status` says so); an erasure, which writes its
+    document before it is acknowledged, fails clearly; nothing is lost once the directory is writable again."""
+    monkeypatch.setattr("memory._storage.writer.WRITE_BEHIND_SECONDS", 0.01)
+    monkeypatch.setattr("memory._storage.writer.RETRY_FIRST", 0.02)
+    monkeypatch.setattr("memory._storage.writer.RETRY_MAX", 0.05)
     service = make_service()
     me = speaker()
     await save(service, me, "希望被称呼为「老王」", "preference")
     group_dir = service.store.path_for(GroupKey("lark", "oc_group1")).parent
     with read_only(group_dir):
-        result = await save(service, me, "是产品经理")
-        assert "保存失败" in result and "无法写入" in result
-        assert "老王" in await service.tools.list_memory(me)
-        assert "产品经理" not in await service.tools.list_memory(me)
+        assert "已保存" in await save(service, me, "是产品经理")
+        await asyncio.sleep(0.1)  # the document write behind fails and is retried
+        status = await service.commands.status(speaker(admin=True))
+        assert "记忆文件暂未写入" in status and "正在重试" in status
         assert "老王" in await block_for(service, me)
         assert "删除失败" in await service.tools.forget_memory(me, target="all")
-    assert "老王" in await service.tools.list_memory(me)
-    assert "已保存" in await save(service, me, "是产品经理")
+        listed = await service.tools.list_memory(me)
+        assert "老王" in listed and "产品经理" in listed
+    await asyncio.sleep(0.2)  # the writer's next try succeeds
+    assert "记忆文件暂未写入" not in await service.commands.status(speaker(admin=True))
+    assert "已保存" in await save(service, me, "喜欢喝茶")
+    await service.store.close()
     fresh = make_service()
     listed = await fresh.tools.list_memory(me)
-    assert "老王" in listed and "产品经理" in listed
+    assert "老王" in listed and "产品经理" in listed and "喜欢喝茶" in listed
 
 
 async def test_corrupt_group_file_does_not_take_down_other_groups(make_service):

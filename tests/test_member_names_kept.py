@@ -175,6 +175,7 @@ async def test_clear_and_an_admins_erasure_take_the_name_off_the_disk(make_servi
     assert "王小明" not in on_disk(data) and "李雷" in on_disk(data)
     # an admin erases Li everywhere: also where only their name was kept (no memory, no todo of theirs left)
     await service.store.change(G2, LI, lambda memories: ([], None), actor="test")
+    await service.store.close()  # the document is written behind the log
     assert (
         LI not in json.loads(on_disk(data, G2))["users"] or not json.loads(on_disk(data, G2))["users"][LI]["memories"]
     )

@@ -63,10 +63,10 @@ def group_document_paths(directory: Path) -> Iterator[Path]:
 
 
 def group_signature(group_path: Path) -> list[int]:
-    """Size and mtime (ns) of the group file and of its episode file (0, 0 when missing): it changes with every
-    commit of the group."""
+    """Size and mtime (ns) of the group file, of its episode file and of its change log (0, 0 when missing): it
+    changes with every commit of the group (a fast commit appends to the log only, the document follows)."""
     out: list[int] = []
-    for path in (group_path, episode_file_path(group_path)):
+    for path in (group_path, episode_file_path(group_path), group_path.with_name(f"{group_path.stem}.changes.jsonl")):
         try:
             st = os.stat(path)
             out += [st.st_size, st.st_mtime_ns]

@@ -4,11 +4,10 @@ log per document written inside each commit."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -36,27 +35,11 @@ from .files import (
 from .documents import UTF8_BOM, _key_missing, _NewerSchema, dump_episodes, parse_document, parse_episode_document
 from .serialize import DocumentSerializer, Loaded
 from .vectors import reseal_vectors_file, vectors_path
-from .writer import Behind
+from .writer import Behind, FileGroup as _FileGroup, write_document
 
 __all__ = ["GROUP_OWNER", "UserMemoryStore", "dump_episodes", "parse_document", "parse_episode_document"]
 
 log = logging.getLogger("astrbot_plugin_user_memory")
-
-
-@dataclass(eq=False, kw_only=True)
-class _FileGroup(CachedGroup):
-    path: Path
-    log: changelog.LogState | None = None
-    durable_doc_version: int = 0  # stored: in the document, or in the log's fast commits (then written behind)
-    written_doc_version: int = 0  # in the document on disk
-    disk_log_id: int | None = None  # the change log id the document on disk records (None: no document file)
-    durable_episode_version: int = 0
-    io_lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # the log: the flusher's writes vs. log readers
-    doc_lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # the document: commits that write it, the writer
-    behind: Behind = field(default_factory=lambda: Behind(""))  # the document written behind fast commits
-    serializer: DocumentSerializer = field(default_factory=DocumentSerializer)
-    reseal: bool = False  # the next commit rewrites every file of the group with the current key
-    data_bytes: tuple[int, int] = (0, 0)  # the document's and the episode file's size as last read or written
 
 
 class UserMemoryStore(CachedStore):
@@ -83,7 +66,7 @@ class UserMemoryStore(CachedStore):
         log_max_bytes: int = changelog.MAX_BYTES,
         sealer: Sealer | None = None,
         log_retention_seconds: float | None = None,
-        write_behind: bool = False,
+        write_behind: bool = True,
     ) -> None:
         super().__init__(clock=clock, log_max_bytes=log_max_bytes)
         self._directory = Path(directory)
@@ -94,6 +77,9 @@ class UserMemoryStore(CachedStore):
         self._marker: list[str] | None = None  # the key ids the marker lists, once read
         self._log_retention = log_retention_seconds  # log entries older than this are compacted (None: never)
         self._write_behind_on = write_behind  # fast commits (`_write_fast`); a log's committed tail replays anyway
+        # Per group key, the writer of the last copy of the group that wrote behind: a group unloaded while behind is
+        # written by it, and loading the group again waits for that write (never an older document over a newer).
+        self._behind: dict[GroupKey, Behind] = {}
 
     @property
     def sealer(self) -> Sealer | None:
@@ -176,11 +162,7 @@ class UserMemoryStore(CachedStore):
     def _busy(self, group: CachedGroup) -> bool:
         assert isinstance(group, _FileGroup)
         return (
-            group.io_lock.locked()
-            or group.doc_lock.locked()
-            or group.episode_version != group.durable_episode_version
-            or group.written_doc_version < group.durable_doc_version
-            or group.behind.task is not None
+            group.io_lock.locked() or group.doc_lock.locked() or group.episode_version != group.durable_episode_version
         )
 
     def _forget_versions(self, group: CachedGroup) -> None:
@@ -224,10 +206,10 @@ class UserMemoryStore(CachedStore):
         ):
             return False
         lines = changelog.encode(entries, self._seal_entry(group.key)) + changelog.commit_line(entries[-1]["id"])
-        size = log_state.end + len(lines)
-        if size > self._log_max_bytes or (
-            self._log_retention is not None and log_state.compact_due(len(lines), sum(group.data_bytes))
-        ):
+        if log_state.end + len(lines) > self._log_max_bytes:
+            return False
+        if self._log_retention is not None and log_state.compact_due(len(lines), sum(group.data_bytes)):
+            group.compact_now = True  # by the document last written: the commit that writes it compacts
             return False
         # The commit's instant: nothing awaited since the checks.
         target, doc_target = group.version, group.doc_version
@@ -245,27 +227,32 @@ class UserMemoryStore(CachedStore):
         self._tell_committed(group)
         self._acknowledge(group, target)
         if doc_target > group.written_doc_version:
-            group.behind.note(len(lines), len(entries), lambda: self._write_behind(group))
+            self._note_behind(group, len(lines), len(entries))
         return True
 
+    def _note_behind(self, group: _FileGroup, nbytes: int, entries: int) -> None:
+        self._behind[group.key] = group.behind
+        group.behind.note(nbytes, entries, lambda: self._write_behind(group))
+
     async def _write_behind(self, group: _FileGroup, *, locked: bool = False) -> bool:
-        """Write the state last committed as the document if the document on disk is older; whether it is still
-        behind after (commits made during the write). `locked`: the caller holds the document's lock."""
-        async with contextlib.nullcontext() if locked else group.doc_lock:
-            saved, version = group.saved, group.durable_doc_version
-            if saved is not None and version > group.written_doc_version:
-                document = group.serializer.dumps(saved.doc)
-                await write_atomic(group.path, document, durable=self._durable)
-                group.written_doc_version, group.disk_log_id = version, saved.doc.change_log_id
-                group.data_bytes = (len(document), group.data_bytes[1])
-        return group.saved is not None and group.durable_doc_version > group.written_doc_version
+        return await write_document(group, write_atomic, durable=self._durable, locked=locked)
+
+    def documents_behind(self) -> str | None:
+        """For the status: groups whose document could not be written behind its log (the saves are durable in the
+        log and replayed on open; the writer retries), with the last reason."""
+        failed = [b.error for b in self._behind.values() if b.error and b.task is not None]
+        return (
+            f"{len(failed)} 个群的记忆文件暂未写入（{failed[-1]}），已保存的内容在变更记录里，正在重试"
+            if failed
+            else None
+        )
 
     async def close(self) -> None:
-        """Wait for every write in flight, then write every document still behind its log."""
+        """Wait for every write in flight, then write every document still behind its log (of groups held, and
+        of groups unloaded while behind)."""
         await super().close()
-        for group in list(self._groups.values()):
-            assert isinstance(group, _FileGroup)
-            await group.behind.drain()
+        for behind in list(self._behind.values()):
+            await behind.drain()
 
     def _failure(self, group: CachedGroup, exc: BaseException) -> str:
         assert isinstance(group, _FileGroup)
@@ -280,6 +267,11 @@ class UserMemoryStore(CachedStore):
         assert isinstance(group, _FileGroup)
         if group.doc is not None:
             return group.doc
+        earlier = self._behind.get(group.key)
+        if earlier is not None and earlier is not group.behind:  # a copy unloaded while behind: its write first
+            await earlier.drain()
+            if self._behind.get(group.key) is earlier:
+                del self._behind[group.key]
         try:
             raw = await read_bytes(group.path)
         except OSError as exc:
@@ -341,7 +333,7 @@ class UserMemoryStore(CachedStore):
         if group.log.replay:  # what the document misses is committed in the log: written behind
             group.log.replay = []
             group.written_doc_version = group.durable_doc_version - 1
-            group.behind.note(0, 0, lambda: self._write_behind(group))
+            self._note_behind(group, 0, 0)
         return doc
 
     async def _load_episodes(self, group: CachedGroup) -> list[Episode]:
@@ -501,7 +493,10 @@ class UserMemoryStore(CachedStore):
         await self._run_commit_hooks()
         start, end = log_state.end, log_state.end
         sizes = (len(document) if document else group.data_bytes[0], len(episodes) if episodes else group.data_bytes[1])
-        compact = self._log_retention is not None and log_state.compact_due(len(lines), sum(sizes))
+        compact = self._log_retention is not None and (
+            group.compact_now or log_state.compact_due(len(lines), sum(sizes))
+        )
+        group.compact_now = False
         if compact or reseal or any(erase_now) or log_state.end + len(lines) > self._log_max_bytes:
             await self._write_behind(group, locked=True)  # no rewrite drops or erases what only the log holds
             opened, seal = self._open_entry(group.key), self._seal_entry(group.key)

@@ -16,9 +16,16 @@ it): the store passes `write` at each `note`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import changelog
+from .cached_group import CachedGroup
+from .serialize import DocumentSerializer
 
 log = logging.getLogger("astrbot_plugin_user_memory")
 
@@ -90,3 +97,38 @@ class Behind:
             await asyncio.gather(task, return_exceptions=True)
         finally:
             self._closing = False
+
+
+@dataclass(eq=False, kw_only=True)
+class FileGroup(CachedGroup):
+    """What the JSON store holds of a group (`store.py`)."""
+
+    path: Path
+    log: changelog.LogState | None = None
+    durable_doc_version: int = 0  # stored: in the document, or in the log's fast commits (then written behind)
+    written_doc_version: int = 0  # in the document on disk
+    disk_log_id: int | None = None  # the change log id the document on disk records (None: no document file)
+    durable_episode_version: int = 0
+    io_lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # the log: the flusher's writes vs. log readers
+    doc_lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # the document: commits that write it, the writer
+    behind: Behind = field(default_factory=lambda: Behind(""))  # the document written behind fast commits
+    serializer: DocumentSerializer = field(default_factory=DocumentSerializer)
+    reseal: bool = False  # the next commit rewrites every file of the group with the current key
+    compact_now: bool = False  # a fast commit found the log due for compaction: the next commit that writes does it
+    data_bytes: tuple[int, int] = (0, 0)  # the document's and the episode file's size as last read or written
+
+
+async def write_document(
+    group: FileGroup, write_atomic: Callable[..., Awaitable[None]], *, durable: bool, locked: bool = False
+) -> bool:
+    """Write the state last committed as the group's document if the document on disk is older (with the store's
+    `write_atomic`); whether it is still behind after (commits made during the write). `locked`: the caller holds
+    the document's lock."""
+    async with contextlib.nullcontext() if locked else group.doc_lock:
+        saved, version = group.saved, group.durable_doc_version
+        if saved is not None and version > group.written_doc_version:
+            document = group.serializer.dumps(saved.doc)
+            await write_atomic(group.path, document, durable=durable)
+            group.written_doc_version, group.disk_log_id = version, saved.doc.change_log_id
+            group.data_bytes = (len(document), group.data_bytes[1])
+    return group.saved is not None and group.durable_doc_version > group.written_doc_version
