@@ -230,7 +230,7 @@ def test_entries_a_commit_line_follows_are_committed_and_given_to_replay_the_res
     state = _open(document, 2)
     assert [e["id"] for e in state.replay] == [3, 4, 5]  # the call goes too: replay skips it
     assert state.next_id == 6
-    assert path.read_bytes() == raw[: raw.index(b'{"id": 6')]  # entry 6 (no commit line after it) is cut
+    assert path.read_bytes() == raw[: raw.index(b'{"id":6')]  # entry 6 (no commit line after it) is cut
 
 
 def test_a_torn_last_line_after_a_commit_line_is_cut_and_the_commit_kept(tmp_path):
@@ -247,7 +247,7 @@ def test_a_log_without_commit_lines_opens_as_before_them(tmp_path):
     document, path, raw = _log(tmp_path, _change(1), _change(2), _call(3), _change(4), _call(5))
     state = _open(document, 2)
     assert state.replay == []
-    assert path.read_bytes() == raw[: raw.index(b'{"id": 4')]  # the call before the uncommitted change stays
+    assert path.read_bytes() == raw[: raw.index(b'{"id":4')]  # the call before the uncommitted change stays
     assert state.next_id == 4
 
 
@@ -321,7 +321,7 @@ def test_a_save_is_acknowledged_once_its_log_append_is_durable_and_a_fresh_store
         store, before = await _seeded(tmp_path)
         await store.change(KEY, "ou_a", lambda m: ([*m, memory("m7", "喜欢咖啡")], None), actor="ou_a")
         assert store.path_for(KEY).read_bytes() == before  # the document is behind
-        assert _raw_log(store).endswith(b'{"kind": "commit", "upto": 6}\n')
+        assert _raw_log(store).endswith(b'{"kind":"commit","upto":6}\n')
         _stop_writers(store)
         fresh = UserMemoryStore(tmp_path)
         assert [m.id for m in await fresh.memories(KEY, "ou_a")] == ["m1", "m2", "m7"]

@@ -38,6 +38,7 @@ from typing import Any
 
 from .files import LeftoverTempFiles, write_atomic_sync
 from .log_budget import content_free_to_trim
+from .log_tail import read_backwards, scrub_named
 
 log = logging.getLogger("astrbot_plugin_user_memory")
 
@@ -53,7 +54,6 @@ COMMIT = "commit"  # the line that ends a fast commit, `{"kind": "commit", "upto
 PURGE = "purge"  # the op of the end of an archived memory's or episode's retention: its content leaves the log too
 MAX_BYTES = 2_000_000
 TRIM_TO_FRACTION = 0.6  # a trim keeps the newest entries up to this share of MAX_BYTES, so it is rare
-_TAIL_CHUNK = 65_536
 _LEGACY_SUFFIX = ".history.jsonl"  # the extraction-only history of versions before the change log
 # What an erased entry keeps: enough to show that something happened, nothing of what it was.
 _KEPT_WHEN_ERASED = ("id", "at", "actor", "kind", "op", "scope", "owner", "target", "txn")
@@ -310,7 +310,7 @@ def _consistent_end(
     cut, as are a torn last line. A commit line that does not name the last entry before it raises `Refused`."""
     tail: list[tuple[int, dict[str, Any] | None, bool]] = []  # (start, entry, complete), newest first
     last_id = 0
-    for start, line, complete in _read_backwards(path, size):
+    for start, line, complete in read_backwards(path, size):
         entry = _parse(line) if complete else None
         entry_id = entry.get("id") if entry is not None else None
         if isinstance(entry_id, int) and not isinstance(entry_id, bool):
@@ -344,56 +344,11 @@ def _consistent_end(
                 committed.append(entry)
     if not any(is_change(e) for e in committed):
         committed = []
-    return cut, last_id, _scrub(marker), committed
+    return cut, last_id, scrub_named(marker[1]) if marker else None, committed
 
 
 def _numbered(entry: dict[str, Any]) -> bool:
     return isinstance(entry.get("id"), int) and not isinstance(entry.get("id"), bool)
-
-
-def _scrub(marker: tuple[int, dict[str, Any]] | None) -> Scrub | None:
-    if marker is None:
-        return None
-    owners, todos, targets = (marker[1].get(k) for k in ("owners", "todos", "targets"))
-    return (
-        {str(o) for o in owners} if isinstance(owners, list) else set(),
-        {str(t) for t in todos} if isinstance(todos, list) else set(),
-        {(str(t[0]), str(t[1])) for t in targets if isinstance(t, list) and len(t) == 2}
-        if isinstance(targets, list)
-        else set(),
-    )
-
-
-def _read_backwards(path: Path, size: int) -> Iterator[tuple[int, bytes, bool]]:
-    with open(path, "rb") as f:
-        yield from _lines_backwards(f, size)
-
-
-def _lines_backwards(f: Any, size: int) -> Iterator[tuple[int, bytes, bool]]:
-    """(start offset, line, whether a newline ends it) for each line of the file, last line first."""
-    position = size
-    tail = b""  # the start of a line that began in an earlier chunk
-    complete = True
-    first = True
-    while position > 0:
-        step = min(_TAIL_CHUNK, position)
-        position -= step
-        f.seek(position)
-        parts = (f.read(step) + tail).split(b"\n")
-        if first:
-            complete = parts[-1] == b""
-            if complete:
-                parts.pop()
-            first = False
-        tail = parts.pop(0) if position > 0 else b""
-        offset = position + (len(tail) + 1 if position > 0 else 0)
-        starts = []
-        for part in parts:
-            starts.append((offset, part))
-            offset += len(part) + 1
-        for start, part in reversed(starts):
-            yield start, part, complete
-            complete = True
 
 
 # ----------------------------------------------------------------------------------------------- writing

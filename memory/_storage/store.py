@@ -494,7 +494,7 @@ class UserMemoryStore(CachedStore):
         start, end = log_state.end, log_state.end
         sizes = (len(document) if document else group.data_bytes[0], len(episodes) if episodes else group.data_bytes[1])
         compact = self._log_retention is not None and (
-            group.compact_now or log_state.compact_due(len(lines), sum(sizes))
+            log_state.compact_due(len(lines), sum(sizes)) or group.compact_now
         )
         group.compact_now = False
         if compact or reseal or any(erase_now) or log_state.end + len(lines) > self._log_max_bytes:
