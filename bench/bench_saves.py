@@ -163,11 +163,16 @@ async def _burst(directory: Path, saves: int, savers: int, side: Side, speakers:
 
 
 def _write_group(directory: Path, args: argparse.Namespace) -> Path:
+    """The group file; it records a change-log id, as every file the store wrote after a change does (a file
+    without one takes the synchronous path for its first commit: nothing in its log could be replayed onto it)."""
     if args.file == "store":
         write_as_the_store_does(directory, args.members, args.per_member, sealed=args.encrypted)
     else:
         build_group(directory, args.members, args.per_member)
     (path,) = (p for p in directory.rglob("*.json") if not p.name.startswith("."))
+    raw = path.read_bytes()
+    head = b'{\n "change_log_id": %d,' % (args.members * args.per_member)
+    path.write_bytes(head + raw.removeprefix(b"{"))
     return path
 
 

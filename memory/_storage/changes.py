@@ -5,7 +5,6 @@ state."""
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -31,12 +30,16 @@ Extra = dict[str, Any] | None  # fields every log entry of the change carries
 # may be acknowledged once its log append is durable, the document written behind (`store.py`). One that finds at
 # run time that it cannot be replayed (an erasure, a reordered list) sets `group.needs_document`. Every other
 # operation's commit writes the document before it is acknowledged.
-REPLAYABLE: weakref.WeakSet[Callable[..., Any]] = weakref.WeakSet()
+REPLAYABLE: set[Any] = set()  # their code objects (every closure of one shares it): no allocation per operation
 
 
 def replayable(operation: Operation[R]) -> Operation[R]:
-    REPLAYABLE.add(operation)
+    REPLAYABLE.add(operation.__code__)
     return operation
+
+
+def is_replayable(operation: Callable[..., Any]) -> bool:
+    return getattr(operation, "__code__", None) in REPLAYABLE
 
 
 @dataclass(frozen=True)

@@ -202,7 +202,7 @@ class UserMemoryStore(CachedStore):
             or group.episode_version != group.durable_episode_version
             or not entries
             or not all(replay.replayable(e) for e in entries)
-            or not all(q.operation in changes.REPLAYABLE for q in group.queued)
+            or not all(changes.is_replayable(q.operation) for q in group.queued)
         ):
             return False
         lines = changelog.encode(entries, self._seal_entry(group.key)) + changelog.commit_line(entries[-1]["id"])
