@@ -161,6 +161,7 @@ async def test_an_evicted_group_is_freed_at_the_loops_next_turn_or_by_the_next_e
     service = make_service()
     await seed(service)
     await service.group_index.flush(compare=False)  # the groups' index holds a committed document till then
+    await service.store.close()  # and a document written behind its log is held by its writer till written
     documents = {group: weakref.ref(service.store.peek_document(key(group))) for group in GROUPS}
     limited(service, 0)
     host.clock.advance(IDLE_SECONDS + 1)

@@ -355,6 +355,21 @@ def test_a_group_unloaded_behind_its_log_is_written_and_loading_it_again_waits_f
     assert "replayed" not in caplog.text  # the load read the document the unloaded copy wrote
 
 
+def test_an_unloaded_group_behind_its_log_is_written_at_once_not_after_the_delay(tmp_path, slow_writer):
+    async def run():
+        store, before = await _seeded(tmp_path)
+        await store.change(KEY, "ou_a", lambda m: ([*m, memory("m7", "喜欢咖啡")], None), actor="ou_a")
+        copy = store._groups[KEY]
+        assert store.unload(KEY)
+        for _ in range(100):  # the writer sleeps an hour (`slow_writer`): only the unload can have woken it
+            await asyncio.sleep(0.01)
+            if copy.behind.task is None:
+                break
+        assert copy.behind.task is None and b"m7" in store.path_for(KEY).read_bytes()
+
+    asyncio.run(run())
+
+
 @pytest.mark.parametrize(
     "operation",
     [

@@ -80,6 +80,7 @@ class UserMemoryStore(CachedStore):
         # Per group key, the writer of the last copy of the group that wrote behind: a group unloaded while behind is
         # written by it, and loading the group again waits for that write (never an older document over a newer).
         self._behind: dict[GroupKey, Behind] = {}
+        self.add_unload_listener(self._unloaded)
 
     @property
     def sealer(self) -> Sealer | None:
@@ -236,6 +237,11 @@ class UserMemoryStore(CachedStore):
 
     async def _write_behind(self, group: _FileGroup, *, locked: bool = False) -> bool:
         return await write_document(group, write_atomic, durable=self._durable, locked=locked)
+
+    def _unloaded(self, key: GroupKey) -> None:
+        """An unloaded group behind its log is written now: its memory goes once written."""
+        if (behind := self._behind.get(key)) is not None:
+            behind.hurry()
 
     def documents_behind(self) -> str | None:
         """For the status: groups whose document could not be written behind its log (the saves are durable in the

@@ -86,6 +86,11 @@ class Behind:
         finally:
             self.task = None
 
+    def hurry(self) -> None:
+        """Write now rather than after the delay (the group was unloaded: its memory goes once written)."""
+        if self.task is not None:
+            self._hurry.set()
+
     async def drain(self) -> None:
         """Write what is behind now (one attempt after a failure) and wait for it."""
         task = self.task
