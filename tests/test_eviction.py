@@ -55,6 +55,13 @@ def untimed(block: str) -> str:
     return "\n".join(line for line in block.splitlines() if not line.startswith("当前时间"))
 
 
+async def written(service) -> None:
+    """Every document written behind its log: a write in flight keeps its group loaded (`evict` skips a busy one),
+    and a reply's usage commit starts one."""
+    for behind in list(service.store._behind.values()):  # noqa: SLF001
+        await behind.drain()
+
+
 async def answers(service) -> dict[tuple[str, str, str], str]:
     return {
         (group, member, question): untimed(await block_for(service, speaker(member, group), question))
@@ -228,6 +235,7 @@ async def test_vectors_of_an_unloaded_group_leave_memory_and_scoring_after_the_r
     assert GroupKey("lark", GROUPS[0]) in held
     limited(service, 0)
     host.clock.advance(IDLE_SECONDS + 1)
+    await written(service)
     assert len(service.evict()) == len(GROUPS)
     assert not held
     for _ in range(3):
@@ -248,6 +256,7 @@ async def test_vectors_whose_sync_ran_when_their_group_went_are_forgotten_once_i
     doc = await service.store.document(first)
     held = service.vectors.held_bytes(first)
     assert held > 0
+    await written(service)
     service.vectors.schedule_sync(first, [m for entry in doc.users.values() for m in entry.memories])
     limited(service, 0)
     host.clock.advance(IDLE_SECONDS + 1)
