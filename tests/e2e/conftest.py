@@ -23,6 +23,7 @@ import json
 import random
 import re
 import sys
+import time
 import urllib.request
 import uuid
 from collections.abc import Sequence
@@ -439,17 +440,31 @@ def ids(request) -> Ids:
 
 def memory_files(bot: sandbox.AstrBot, platform: str | None = None) -> dict[str, dict]:
     """group_id -> parsed JSON of every memory file the plugin wrote under this AstrBot's data dir (only those of
-    `platform`, e.g. "aiocqhttp", when given: the same group id can be a group on two platforms)."""
+    `platform`, e.g. "aiocqhttp", when given: the same group id can be a group on two platforms). A save is
+    acknowledged once its change log is durable and the file is written behind (~0.5 s): this waits, up to 10 s,
+    until every file has caught up with its log."""
     base = bot.root / "data" / "plugin_data" / sandbox.PLUGIN_NAME
-    out = {}
-    for path in sorted(base.rglob("*.json")):
-        try:
-            doc = json.loads(path.read_text(encoding="utf-8-sig"))
-        except ValueError:
-            continue
-        if isinstance(doc, dict) and "group_id" in doc and platform in (None, doc.get("platform")):
-            out[doc["group_id"]] = doc
-    return out
+    deadline = time.monotonic() + 10
+    while True:
+        out, behind = {}, False
+        for path in sorted(base.rglob("*.json")):
+            try:
+                doc = json.loads(path.read_text(encoding="utf-8-sig"))
+            except ValueError:
+                continue
+            if isinstance(doc, dict) and "group_id" in doc and platform in (None, doc.get("platform")):
+                out[doc["group_id"]] = doc
+                behind = behind or _last_log_id(path) > (doc.get("change_log_id") or 0)
+        if not behind or time.monotonic() > deadline:
+            return out
+        time.sleep(0.1)
+
+
+def _last_log_id(document: Path) -> int:
+    """The id of the last entry in the document's change log (0 without one)."""
+    log = document.with_name(f"{document.stem}.changes.jsonl")
+    ids = re.findall(rb'^\{"id": ?(\d+)', log.read_bytes(), re.M) if log.exists() else []
+    return int(ids[-1]) if ids else 0
 
 
 # -- failure report ----------------------------------------------------------------------------
