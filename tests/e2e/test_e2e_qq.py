@@ -88,14 +88,18 @@ def test_a_qq_member_s_memories_stay_in_their_group_whatever_the_tool_arguments_
     assert "小王" not in listed and "王总" not in listed
 
     # a member of group 2 whose model names group 1 and 王 in the tool arguments changes nothing there
-    before = memory_files(astrbot, PLATFORM)[str(group1)]
+    def group1_data() -> dict:  # the names it notes from group 1's own messages land ~2 s after a reply: not data
+        doc = memory_files(astrbot, PLATFORM)[str(group1)]
+        return {key: value for key, value in doc.items() if key not in ("group_name", "member_names")}
+
+    before = group1_data()
     qq.say("给他改个称呼", group=group2, user=intruder)
     assert qq.say("你好", group=group2, user=intruder).memories == [Injected("希望被称呼为「冒牌货」", "偏好")]
     assert "小王" not in qq.say("列出他的记忆", group=group2, user=intruder).tool_result("lark_list_memory")
     qq.say("把他的记忆删光", group=group2, user=intruder)
 
     assert qq.say("在吗", group=group1, user=wang).memories == [XIAOWANG]
-    assert memory_files(astrbot, PLATFORM)[str(group1)] == before, "group 1's file must be untouched"
+    assert group1_data() == before, "group 1's file must be untouched"
     assert qq.say("你好", group=group2, user=wang).memories == [WANGZONG], "nor 王's memories in group 2"
 
 
