@@ -336,3 +336,55 @@ async def test_a_change_waiting_through_a_lock_hand_off_is_not_evicted_and_survi
     fresh = await make()
     assert [m.id for m in await fresh.memories(key, "ou_a")] == ["m-1", "m-2"]
     assert [m.id for m in await fresh.memories(key, "ou_b")] == ["m-3"]
+
+
+async def test_a_group_skipped_while_its_document_was_being_written_goes_once_the_write_ends(
+    make_service, host, monkeypatch
+):
+    """Issue 37: with saves acknowledged on the change log, the document is written behind; a check over the limit
+    that meets a group in that write (busy) skips it, and the check runs again when the write ends, not at the next
+    load, which may never come (a simulation of 100 days ended 30 MB over a 64 MB cap)."""
+    from memory._storage import store as json_store
+
+    service = make_service()
+    await seed(service)
+    await written(service)
+    first = key(GROUPS[0])
+    release = asyncio.Event()
+    real_write = json_store.write_atomic
+
+    async def held_write(path, data, **kwargs):
+        if path == service.store.path_for(first):
+            await release.wait()
+        await real_write(path, data, **kwargs)
+
+    monkeypatch.setattr(json_store, "write_atomic", held_write)
+    await save(service, speaker("ou_a", GROUPS[0]), "写在后面的新事")  # acknowledged: its document is behind
+    service.store._behind[first].hurry()  # noqa: SLF001
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert service.store._groups[first].doc_lock.locked()  # noqa: SLF001
+    limited(service, 0)
+    host.clock.advance(IDLE_SECONDS + 1)
+    service.evict()
+    assert loaded(service) == [GROUPS[0]]  # busy: skipped, the store still over the limit
+    release.set()
+    await written(service)
+    assert loaded(service) == []
+    assert "写在后面的新事" in await block_for(service, speaker("ou_a", GROUPS[0]), "新事")
+
+
+async def test_groups_growing_by_their_commits_check_the_limit_when_the_commits_end(make_service, host):
+    """Issue 37: a group that grows by saves (no load, no member parsed for the first time) checks the limit when
+    its commits end; before, only loads and parses did, and a simulation whose groups all stayed loaded grew past
+    the cap for good."""
+    service = make_service()
+    await seed(service)
+    await written(service)
+    limited(service, service.store.held_bytes() * 1.02 / 2**20)
+    host.clock.advance(IDLE_SECONDS + 1)
+    for n in range(30):
+        await save(service, speaker("ou_b", GROUPS[3]), f"{GROUPS[3]} 又一件新事 {n}：这次说得很长，" + "细节" * 20)
+    await written(service)
+    assert GROUPS[3] in loaded(service) and len(loaded(service)) < len(GROUPS)  # idle ones went, least recent first
+    assert service.store.held_bytes() <= service.settings.memory_cache_max_mb * 2**20

@@ -170,8 +170,9 @@ class MemoryService(Components):
                 if self.store.peek_document(key) is not None or self.vectors.forget_group(key):
                     self._vectors_to_forget.discard(key)
 
-    def _grown(self, key: GroupKey) -> None:
-        """The store holds more (a group loaded, members parsed): over the limit, other groups go now."""
+    def _grown(self, key: GroupKey | None) -> None:
+        """The store holds more (a group loaded, members parsed; None: commits ended, or a busy group it could not
+        unload is free again): over the limit, other groups go now."""
         self._evict_quietly(keep=key)
 
     def _evict_quietly(self, keep: GroupKey | None = None) -> None:

@@ -61,9 +61,10 @@ class CachedStore(MemoryStore):
         self._commit_hooks: list[Callable[[], Awaitable[None]]] = []
         self._commit_listeners: list[Callable[[GroupKey, GroupDocument, Sequence[Episode] | None], None]] = []
         self._unload_listeners: list[Callable[[GroupKey], None]] = []
-        self._grown: Callable[[GroupKey], None] | None = None  # `on_growth`
+        self._grown: Callable[[GroupKey | None], None] | None = None  # `on_growth`
         self._parses_checked = lazy.parses  # when `touch` last told `_grown`
         self._dropped: list[CachedGroup] = []  # evicted, freed at the loop's next turn (`_free_soon`)
+        self._over = False  # the last limit check left the store over it: groups it skipped were busy
         # active groups unloaded and loaded again, for `/memory status`
         self.cache_pressure: CachePressure = CachePressure()
         self._context = changes.Context(self.now, self._tell_document, self._tell_todos)
@@ -379,6 +380,7 @@ class CachedStore(MemoryStore):
                 raise
         finally:
             group.flusher = None
+            self._check_limit(grown=True)
 
     @staticmethod
     def _acknowledge(group: CachedGroup, target: int) -> None:
@@ -466,13 +468,14 @@ class CachedStore(MemoryStore):
                 self._parses_checked = lazy.parses
                 self._tell_grown(key)
 
-    def on_growth(self, hook: Callable[[GroupKey], None]) -> None:
+    def on_growth(self, hook: Callable[[GroupKey | None], None]) -> None:
         """`hook(key)` right after a group's document was loaded (when the lock is let go), and at the `touch`
         after every `PARSES_PER_CHECK` members parsed: the service checks `memory_cache_max_mb` there, as memory
-        grows, synchronously (never waiting for a turn of the loop that back-to-back loads do not give)."""
+        grows, synchronously (never waiting for a turn of the loop that back-to-back loads do not give); `hook(None)`
+        when a group's commits end (it grew) or a group a check had to skip (busy) is free again."""
         self._grown = hook
 
-    def _tell_grown(self, key: GroupKey) -> None:
+    def _tell_grown(self, key: GroupKey | None) -> None:
         if self._grown is not None:
             self._grown(key)
 
@@ -524,9 +527,17 @@ class CachedStore(MemoryStore):
         if self.active_unloads > in_use:
             held = sum(sizes[key] for key, group in self._groups.items() if group.used > cutoff)
             self.cache_pressure.active(now, held)
+        self._over = total > max_bytes
         if self._dropped:
             self._free_soon()
         return evicted
+
+    def _check_limit(self, *, grown: bool) -> None:
+        """Commits ended (what is held grew: `grown`) or a write behind did (a group that a check over the limit had
+        to skip as busy may go now): the limit is checked again."""
+        if grown or self._over:
+            self._over = False
+            self._tell_grown(None)
 
     def _free_soon(self) -> None:
         """Free the groups just evicted (their documents: ~5 ms for 2,000 memories) at the loop's next turn, after

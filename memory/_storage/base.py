@@ -247,8 +247,9 @@ class MemoryStore(ABC):
     active_unloads = 0  # groups `evict` unloaded although used within `idle_seconds` (they may load cold again)
     cache_pressure: CachePressure | None = None  # those unloads and the reloads after them (`/memory status`)
 
-    def on_growth(self, hook: Callable[[GroupKey], None]) -> None:
-        """Call `hook(key)` when what is held grew (a group loaded, members parsed): eviction checks there."""
+    def on_growth(self, hook: Callable[[GroupKey | None], None]) -> None:
+        """Call `hook(key)` when what is held grew (a group loaded, members parsed), `hook(None)` when a group's commits
+        ended or a group a check had to skip is free again: eviction checks there."""
 
     @abstractmethod
     def peek_todos(self, key: GroupKey) -> Sequence[Todo] | None:

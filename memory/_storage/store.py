@@ -236,7 +236,10 @@ class UserMemoryStore(CachedStore):
         group.behind.note(nbytes, entries, lambda: self._write_behind(group))
 
     async def _write_behind(self, group: _FileGroup, *, locked: bool = False) -> bool:
-        return await write_document(group, write_atomic, durable=self._durable, locked=locked)
+        try:
+            return await write_document(group, write_atomic, durable=self._durable, locked=locked)
+        finally:
+            self._check_limit(grown=False)
 
     def _unloaded(self, key: GroupKey) -> None:
         """An unloaded group behind its log is written now: its memory goes once written."""
