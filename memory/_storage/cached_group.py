@@ -20,6 +20,14 @@ class LogCursor(Protocol):
     totals: changelog.CallTotals | None
 
 
+def count_calls(log: LogCursor, entries: Sequence[dict[str, Any]]) -> None:
+    """Add the call entries of a commit just stored to the log's totals, once those are kept."""
+    if log.totals is not None:
+        for entry in entries:
+            if entry.get("kind") == changelog.CALL:
+                log.totals.add(entry)
+
+
 T = TypeVar("T")
 # An operation applies one caller's change to the loaded group: (the caller's result, whether anything changed).
 Operation = Callable[["CachedGroup"], tuple[T, bool]]

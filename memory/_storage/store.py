@@ -16,7 +16,7 @@ from .._errors import StorageUnavailable
 from .._models import Episode, GroupDocument, GroupKey
 from . import changelog, changes, lazy, replay, sealed
 from ._cached import CachedStore
-from .cached_group import CachedGroup, Saved
+from .cached_group import CachedGroup, Saved, count_calls
 from .base import GROUP_OWNER, GroupDump
 from .crypto import KeyUnavailable, Sealer
 from .files import (
@@ -219,10 +219,7 @@ class UserMemoryStore(CachedStore):
         await self._run_commit_hooks()
         end = await asyncio.to_thread(changelog.append, log_state.path, log_state.end, lines, durable=self._durable)
         log_state.end = end
-        if log_state.totals is not None:
-            for entry in entries:
-                if entry.get("kind") == changelog.CALL:
-                    log_state.totals.add(entry)
+        count_calls(log_state, entries)
         group.durable_doc_version = doc_target
         group.saved = saved
         self._tell_committed(group)
@@ -566,10 +563,7 @@ class UserMemoryStore(CachedStore):
                 exc,
             )
         finally:  # also when cancelled during the purge: the commit is stored
-            if log_state.totals is not None:
-                for entry in entries:
-                    if entry.get("kind") == changelog.CALL:
-                        log_state.totals.add(entry)
+            count_calls(log_state, entries)
             group.durable_doc_version = doc_target
             group.durable_episode_version = episodes_target
             group.data_bytes = sizes

@@ -30,7 +30,7 @@ from ..._errors import StorageUnavailable
 from ..._models import Episode, GroupDocument, GroupKey
 from .. import changelog
 from .._cached import CachedStore
-from ..cached_group import CachedGroup, Saved
+from ..cached_group import CachedGroup, Saved, count_calls
 from ..base import GroupDump
 from ..crypto import KeyUnavailable, Sealer, Tampered
 from . import batch, compaction, leases, relay, rows, schema
@@ -307,10 +307,7 @@ class PostgresMemoryStore(CachedStore):
         """`doc` and `episodes` are stored as `version + 1` with `entries`."""
         group.stored = rows.snapshot(gid, version + 1, doc, episodes, written.lists, written.sealed, written.users)
         assert group.log is not None
-        if group.log.totals is not None:
-            for entry in entries:
-                if entry.get("kind") == changelog.CALL:
-                    group.log.totals.add(entry)
+        count_calls(group.log, entries)
 
     async def _write_locked(self, conn: Any, group: _PgGroup) -> tuple[int, int, rows.Written]:
         """The commit as a transaction that locks the group's row first (todos, the archive, episodes, erasures, a
