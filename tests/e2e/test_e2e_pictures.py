@@ -62,7 +62,19 @@ LARK, QQ = "lark", "aiocqhttp"  # the platforms' names, under which the plugin k
 def _kept(astrbot, group, platform: str = LARK) -> dict[str, bytes]:
     """The files the plugin keeps for `group`: name -> bytes (absent directory: none)."""
     directory = _data(astrbot) / "attachments" / platform / str(group)
-    return {p.name: p.read_bytes() for p in sorted(directory.iterdir())} if directory.is_dir() else {}
+    return {name: data for name, data in _read_all(directory.iterdir() if directory.is_dir() else [])}
+
+
+def _read_all(paths) -> list[tuple[str, bytes]]:
+    """The files' names and bytes, those that vanished since they were listed left out: a temp file renamed over
+    its target (documents are written behind their log, issue 37, while a test reads) or a file a sweep removed."""
+    found = []
+    for path in sorted(paths):
+        try:
+            found.append((path.name, path.read_bytes()))
+        except FileNotFoundError:
+            continue
+    return found
 
 
 def _stored_once(astrbot, group, picture: bytes, platform: str = LARK) -> None:
@@ -83,9 +95,8 @@ def _bytes_nowhere(astrbot, picture: bytes, requests: list[ModelRequest], groups
     for group in groups:
         saved = json.dumps(astrbot.saved_history(group, platform), ensure_ascii=False)
         assert "image_url" not in saved and b64 not in saved, saved[:2000]
-    for path in _data(astrbot).rglob("*.json*"):  # group files, episodes, change logs (.changes.jsonl)
-        raw = path.read_bytes()
-        assert picture not in raw and b64.encode() not in raw, path
+    for name, raw in _read_all(_data(astrbot).rglob("*.json*")):  # group files, episodes, change logs, temp files
+        assert picture not in raw and b64.encode() not in raw, name
 
 
 def _change_log(astrbot, group) -> str:
