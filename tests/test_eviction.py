@@ -351,7 +351,6 @@ async def test_a_group_skipped_while_its_document_was_being_written_goes_once_th
 
     service = make_service()
     await seed(service)
-    await written(service)
     first = key(GROUPS[0])
     release = asyncio.Event()
     real_write = json_store.write_atomic
@@ -383,7 +382,6 @@ async def test_groups_growing_by_their_commits_check_the_limit_when_the_commits_
     the cap for good."""
     service = make_service()
     await seed(service)
-    await written(service)
     limited(service, service.store.held_bytes() * 1.02 / 2**20)
     host.clock.advance(IDLE_SECONDS + 1)
     for n in range(30):

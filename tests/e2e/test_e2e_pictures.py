@@ -62,7 +62,7 @@ LARK, QQ = "lark", "aiocqhttp"  # the platforms' names, under which the plugin k
 def _kept(astrbot, group, platform: str = LARK) -> dict[str, bytes]:
     """The files the plugin keeps for `group`: name -> bytes (absent directory: none)."""
     directory = _data(astrbot) / "attachments" / platform / str(group)
-    return {name: data for name, data in _read_all(directory.iterdir() if directory.is_dir() else [])}
+    return dict(_read_all(directory.iterdir() if directory.is_dir() else []))
 
 
 def _read_all(paths) -> list[tuple[str, bytes]]:
